@@ -1,0 +1,61 @@
+"""The ``opconv`` command line: thin click commands over the Python API.
+
+Every command turns an :class:`~opconv.errors.OpconvError` into one line on
+stderr and the error's exit code; an unexpected exception is reported as an
+internal error (set ``OPCONV_DEBUG=1`` to see its traceback).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from .. import __version__
+from ..errors import OpconvError
+
+
+class _Group(click.Group):
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except OpconvError as e:
+            click.echo(f"opconv: error: {e}", err=True)
+            sys.exit(e.exit_code)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
+            raise
+        except KeyboardInterrupt:
+            click.echo("opconv: interrupted", err=True)
+            sys.exit(130)
+        except Exception as e:  # a bug in opconv: say so in one line
+            if os.environ.get("OPCONV_DEBUG"):
+                raise
+            click.echo(f"opconv: internal error: {type(e).__name__}: {e} "
+                       "(a bug in opconv; rerun with OPCONV_DEBUG=1 for details)", err=True)
+            sys.exit(3)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="opconv")
+def cli():
+    """Convert neural-network models between ONNX, OpenVINO IR (opset1) and HLO,
+    and prove each conversion numerically.
+
+    \b
+    Examples:
+      opconv inspect model.onnx
+      opconv check model.onnx
+      opconv schema show onnx Conv --version 11
+
+    Exit codes: 0 success, 1 a check or verification failed, 2 an input could
+    not be read or a request could not be carried out, 3 internal error.
+    """
+
+
+def main(argv=None) -> None:
+    cli.main(args=argv, prog_name="opconv")
+
+
+# Command modules attach themselves to `cli` on import.
+from . import model_cmd, schema_cmd  # noqa: E402,F401

@@ -1,0 +1,98 @@
+"""The dialects opconv knows, and how a model file is recognised.
+
+Each dialect package registers a :class:`Dialect` here (name, file suffixes,
+load/save functions, a content sniffer).  The rest of opconv asks this module
+to load a path and never switches on file formats itself.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+from ..errors import ModelReadError, ModelWriteError
+from ..ir import Model
+
+
+@dataclass(frozen=True)
+class Dialect:
+    name: str
+    suffixes: tuple[str, ...]
+    load: Callable[..., Model]
+    save: Callable[..., None]
+    sniff: Callable[[bytes], bool]  # True when a file's first bytes look like this dialect
+
+
+_DIALECTS: dict[str, Dialect] = {}
+
+
+def register(dialect: Dialect) -> None:
+    _DIALECTS[dialect.name] = dialect
+
+
+def get(name: str) -> Dialect:
+    _ensure_loaded()
+    try:
+        return _DIALECTS[name]
+    except KeyError:
+        raise ModelReadError(f"unknown dialect {name!r}; known: {', '.join(sorted(_DIALECTS))}") from None
+
+
+def names() -> list[str]:
+    _ensure_loaded()
+    return sorted(_DIALECTS)
+
+
+def detect(path: str) -> Dialect:
+    """The dialect of a model file, by suffix, then by content."""
+    _ensure_loaded()
+    lower = path.lower()
+    for d in _DIALECTS.values():
+        if lower.endswith(d.suffixes):
+            return d
+    try:
+        with open(path, "rb") as f:
+            head = f.read(512)
+    except FileNotFoundError:
+        raise ModelReadError("no such file", where=path) from None
+    except OSError as e:
+        raise ModelReadError(f"cannot read: {e.strerror}", where=path) from None
+    for d in _DIALECTS.values():
+        if d.sniff(head):
+            return d
+    raise ModelReadError("cannot tell the model's dialect from its name or content", where=path)
+
+
+def load_model(path: str | os.PathLike, dialect: str | None = None, **options) -> Model:
+    path = os.fspath(path)
+    d = get(dialect) if dialect else detect(path)
+    return d.load(path, **options)
+
+
+def save_model(model: Model, path: str | os.PathLike, **options) -> None:
+    d = get(model.dialect)
+    path = os.fspath(path)
+    if not path.lower().endswith(d.suffixes):
+        raise ModelWriteError(
+            f"a {model.dialect} model is saved as {' or '.join(d.suffixes)}; convert it first to save it "
+            f"in another format", where=path)
+    d.save(model, path, **options)
+
+
+_loaded = False
+
+
+def _ensure_loaded() -> None:
+    # Dialect packages register themselves on import; import them once, lazily,
+    # so that `import opconv` stays cheap.
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    from . import onnx as _onnx  # noqa: F401
+    for optional in ("openvino", "hlo"):
+        try:
+            __import__(f"{__name__}.{optional}")
+        except ImportError:
+            pass

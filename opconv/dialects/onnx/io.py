@@ -1,0 +1,765 @@
+"""ONNX protobuf <-> graph core.
+
+Loading keeps everything a ModelProto holds, so that ``save(load(m))`` is the
+same model: doc strings, metadata, value_info types, functions, sparse
+initializers, and (as opaque bytes) the rarely used fields opconv does not
+interpret (training_info, quantization annotations, device configurations).
+
+Constant data is not decoded at load time.  An embedded tensor keeps its
+TensorProto as ``Tensor.origin`` and is written back unchanged; an external
+tensor is memory-mapped from its data file when first read, and streamed
+file-to-file on save.  External-data locations must stay inside the model's
+folder: a location that is absolute, contains ``..`` past the folder, or
+resolves (through links) outside it is refused.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import AttributeProto, numpy_helper
+
+from ...errors import ModelReadError, ModelWriteError
+from ...ir import Attr, Function, Graph, Model, Node, SparseTensor, Tensor, Value
+from ...types import (
+    MapType, OptionalType, SequenceType, SparseTensorType, TensorType, ValueType,
+    element_type, from_onnx_code,
+)
+
+#: protobuf refuses messages of 2 GiB or more; stay clear of it
+PROTOBUF_LIMIT = 2**31 - 2**20
+#: tensors at least this large go to the data file when saving with external data
+EXTERNAL_THRESHOLD = 1024
+#: largest number of elements opconv accepts in one declared tensor shape (hostile input guard)
+MAX_ELEMENTS = 2**40
+
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+@dataclass(frozen=True)
+class ExternalData:
+    """Where an external tensor's bytes are: ``path`` (absolute), ``offset``, ``length``."""
+
+    path: str
+    offset: int
+    length: int
+
+
+# ---------------------------------------------------------------------------
+# loading
+# ---------------------------------------------------------------------------
+
+def load(source: str | os.PathLike | bytes | onnx.ModelProto, *, base_dir: str | None = None) -> Model:
+    """Load an ONNX model from a path, serialized bytes or a ModelProto."""
+    where = None
+    if isinstance(source, onnx.ModelProto):
+        proto = source
+    else:
+        if isinstance(source, bytes):
+            data = source
+        else:
+            where = os.fspath(source)
+            data = _read_file(where)
+            base_dir = base_dir or os.path.dirname(os.path.abspath(where))
+        proto = onnx.ModelProto()
+        try:
+            proto.ParseFromString(data)
+        except (DecodeError, RuntimeError, ValueError) as e:
+            raise ModelReadError(f"not a valid ONNX protobuf ({e})", where=where) from None
+        if not proto.HasField("graph"):
+            raise ModelReadError("not an ONNX model: the protobuf has no graph", where=where)
+    reader = _Reader(base_dir, where)
+    try:
+        return reader.model(proto)
+    except ModelReadError:
+        raise
+    except (ValueError, KeyError, TypeError, OverflowError) as e:
+        raise ModelReadError(f"malformed ONNX model: {e}", where=where) from None
+
+
+def _read_file(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise ModelReadError("no such file", where=path) from None
+    except IsADirectoryError:
+        raise ModelReadError("is a directory, not a model file", where=path) from None
+    except OSError as e:
+        raise ModelReadError(f"cannot read: {e.strerror}", where=path) from None
+
+
+class _Reader:
+    def __init__(self, base_dir: str | None, where: str | None):
+        self.base_dir = base_dir
+        self.where = where
+
+    def error(self, message: str) -> ModelReadError:
+        return ModelReadError(message, where=self.where)
+
+    def model(self, p: onnx.ModelProto) -> Model:
+        opsets = {}
+        for imp in p.opset_import:
+            opsets[imp.domain] = imp.version
+        graph = self.graph(p.graph, opsets, parent=None, scope=None)
+        functions = [self.function(f, opsets) for f in p.functions]
+        meta: dict[str, Any] = {"ir_version": p.ir_version}
+        if p.domain:
+            meta["domain"] = p.domain
+        if p.model_version:
+            meta["model_version"] = p.model_version
+        if p.training_info:
+            meta["training_info"] = [t.SerializeToString() for t in p.training_info]
+        if p.configuration:
+            meta["configuration"] = [c.SerializeToString() for c in p.configuration]
+        if any(isinstance(v.const.origin, ExternalData) for v in graph.initializers.values()):
+            meta["external_data"] = True
+        return Model(
+            graph=graph, dialect="onnx", opsets=opsets, functions=functions,
+            producer=p.producer_name, producer_version=p.producer_version, doc=p.doc_string,
+            metadata={m.key: m.value for m in p.metadata_props}, meta=meta, path=self.where,
+        )
+
+    # -- graphs -------------------------------------------------------------
+    def graph(self, p: onnx.GraphProto, opsets: dict, parent: Graph | None, scope: "_Scope | None") -> Graph:
+        g = Graph(p.name, parent=parent)
+        g.doc = p.doc_string
+        local = _Scope(scope)
+        for t in p.initializer:
+            v = g.add_initializer(t.name, self.tensor(t))
+            local.define(v)
+        for st in p.sparse_initializer:
+            g.sparse_initializers[st.values.name] = self.sparse(st)
+            local.define(Value(st.values.name, SparseTensorType(
+                from_onnx_code(st.values.data_type).name, tuple(st.dims))))
+        for vi in p.input:
+            if vi.name in g.initializers:  # an input with a default value (IR < 4 style)
+                v = g.initializers[vi.name]
+                v.type = self.value_type(vi.type) or v.type
+                g.inputs.append(v)
+            else:
+                v = g.add_input(vi.name, self.value_type(vi.type))
+                local.define(v)
+            self.value_info_extras(v, vi)
+        # Create every node's outputs first so that inputs (and subgraphs) may refer forward.
+        nodes = []
+        for np_ in p.node:
+            outs = []
+            for name in np_.output:
+                if name:
+                    v = Value(name)
+                    local.define(v)
+                    outs.append(v)
+                else:
+                    outs.append(None)
+            nodes.append((np_, outs))
+        for np_, outs in nodes:
+            node = Node(np_.op_type, (), outs, domain=np_.domain, name=np_.name, doc=np_.doc_string,
+                        version=_version(opsets, np_.domain))
+            g.add_node(node)
+            for name in np_.input:
+                node.append_input(local.resolve(name) if name else None)
+            for ap in np_.attribute:
+                node.attrs[ap.name] = self.attr(ap, opsets, g, local)
+            if np_.overload:
+                node.meta["overload"] = np_.overload
+            if np_.metadata_props:
+                node.meta["metadata_props"] = {m.key: m.value for m in np_.metadata_props}
+            if np_.device_configurations:
+                node.meta["device_configurations"] = [d.SerializeToString() for d in np_.device_configurations]
+        for vi in p.value_info:
+            v = local.lookup_here(vi.name)
+            if v is not None:
+                v.type = self.value_type(vi.type)
+                self.value_info_extras(v, vi)
+            else:  # type info for a name this graph does not define; keep it for the round trip
+                g.meta.setdefault("foreign_value_info", []).append(vi.SerializeToString())
+        for vi in p.output:
+            v = local.resolve(vi.name)
+            t = self.value_type(vi.type)
+            if t is not None and v.const is None:
+                v.type = t
+            self.value_info_extras(v, vi, output=True)
+            g.outputs.append(v)
+        if p.quantization_annotation:
+            g.meta["quantization_annotation"] = [q.SerializeToString() for q in p.quantization_annotation]
+        if p.metadata_props:
+            g.meta["metadata_props"] = {m.key: m.value for m in p.metadata_props}
+        g.meta["undefined"] = local.undefined
+        return g
+
+    def value_info_extras(self, v: Value, vi: onnx.ValueInfoProto, output: bool = False) -> None:
+        if vi.doc_string:
+            v.meta["output_doc" if output else "doc"] = vi.doc_string
+        if vi.metadata_props:
+            v.meta["metadata_props"] = {m.key: m.value for m in vi.metadata_props}
+
+    def function(self, p: onnx.FunctionProto, model_opsets: dict) -> Function:
+        opsets = {imp.domain: imp.version for imp in p.opset_import}
+        gp = onnx.GraphProto(name=p.name, node=p.node, value_info=p.value_info)
+        gp.input.extend(onnx.ValueInfoProto(name=n) for n in p.input)
+        gp.output.extend(onnx.ValueInfoProto(name=n) for n in p.output)
+        graph = self.graph(gp, opsets, parent=None, scope=None)
+        defaults = {}
+        for ap in p.attribute_proto:
+            defaults[ap.name] = self.attr(ap, opsets, graph, _Scope(None))
+        meta = {}
+        if p.metadata_props:
+            meta["metadata_props"] = {m.key: m.value for m in p.metadata_props}
+        return Function(name=p.name, domain=p.domain, graph=graph, attributes=list(p.attribute),
+                        attribute_defaults=defaults, opsets=opsets, overload=p.overload,
+                        doc=p.doc_string, meta=meta)
+
+    # -- attributes ---------------------------------------------------------
+    def attr(self, p: AttributeProto, opsets: dict, graph: Graph, scope: "_Scope") -> Attr:
+        kind = _ATTR_KIND.get(p.type)
+        if kind is None:
+            raise self.error(f"attribute {p.name!r} has unknown type {p.type}")
+        if p.ref_attr_name:
+            return Attr(p.name, kind, None, ref=p.ref_attr_name, doc=p.doc_string)
+        value: Any
+        if kind == "int":
+            value = p.i
+        elif kind == "float":
+            value = p.f
+        elif kind == "string":
+            value = _text(p.s)
+        elif kind == "ints":
+            value = list(p.ints)
+        elif kind == "floats":
+            value = list(p.floats)
+        elif kind == "strings":
+            value = [_text(s) for s in p.strings]
+        elif kind == "tensor":
+            value = self.tensor(p.t)
+        elif kind == "tensors":
+            value = [self.tensor(t) for t in p.tensors]
+        elif kind == "sparse_tensor":
+            value = self.sparse(p.sparse_tensor)
+        elif kind == "sparse_tensors":
+            value = [self.sparse(t) for t in p.sparse_tensors]
+        elif kind == "graph":
+            value = self.graph(p.g, opsets, graph, scope)
+        elif kind == "graphs":
+            value = [self.graph(x, opsets, graph, scope) for x in p.graphs]
+        elif kind == "type":
+            value = self.value_type(p.tp)
+        else:  # types
+            value = [self.value_type(t) for t in p.type_protos]
+        return Attr(p.name, kind, value, doc=p.doc_string)
+
+    # -- types and tensors ----------------------------------------------------
+    def value_type(self, t: onnx.TypeProto) -> ValueType | None:
+        which = t.WhichOneof("value")
+        if which == "tensor_type":
+            return TensorType(_elem_name(t.tensor_type.elem_type), _shape(t.tensor_type))
+        if which == "sparse_tensor_type":
+            return SparseTensorType(_elem_name(t.sparse_tensor_type.elem_type), _shape(t.sparse_tensor_type))
+        if which == "sequence_type":
+            return SequenceType(self.value_type(t.sequence_type.elem_type))
+        if which == "optional_type":
+            return OptionalType(self.value_type(t.optional_type.elem_type))
+        if which == "map_type":
+            return MapType(_elem_name(t.map_type.key_type), self.value_type(t.map_type.value_type))
+        return None
+
+    def tensor(self, t: onnx.TensorProto) -> Tensor:
+        if t.data_type == 0:
+            raise self.error(f"tensor {t.name!r} has no data type")
+        dtype = from_onnx_code(t.data_type).name
+        shape = tuple(t.dims)
+        if any(d < 0 for d in shape):
+            raise self.error(f"tensor {t.name!r} has a negative dimension in {list(shape)}")
+        count = 1
+        for d in shape:
+            count *= d
+        if count > MAX_ELEMENTS:
+            raise self.error(f"tensor {t.name!r} declares an absurd shape {list(shape)}")
+        if t.data_location == onnx.TensorProto.EXTERNAL:
+            return self.external_tensor(t, dtype, shape)
+        if t.segment.begin or t.segment.end:
+            raise self.error(f"tensor {t.name!r} is segmented; segmented tensors are not supported")
+        return Tensor(dtype, shape, name=t.name, loader=lambda: numpy_helper.to_array(t), origin=t,
+                      nbytes=len(t.raw_data) if t.raw_data else None)
+
+    def external_tensor(self, t: onnx.TensorProto, dtype: str, shape: tuple) -> Tensor:
+        info = {e.key: e.value for e in t.external_data}
+        location = info.get("location")
+        if not location:
+            raise self.error(f"external tensor {t.name!r} has no location")
+        path = self.resolve_external(location, t.name)
+        try:
+            offset = int(info.get("offset", 0))
+            size = os.path.getsize(path)
+            length = int(info["length"]) if "length" in info else size - offset
+        except ValueError:
+            raise self.error(f"external tensor {t.name!r} has a non-numeric offset or length") from None
+        if offset < 0 or length < 0 or offset + length > size:
+            raise self.error(
+                f"external tensor {t.name!r}: bytes {offset}..{offset + length} lie outside "
+                f"{location!r} ({size} bytes)")
+        expected = Tensor(dtype, shape, array=np.empty(0)).nbytes
+        if dtype == "string":
+            raise self.error(f"external tensor {t.name!r}: string tensors cannot be stored externally")
+        if length != expected:
+            raise self.error(
+                f"external tensor {t.name!r}: {length} bytes stored, {expected} expected for {dtype}{list(shape)}")
+        where = ExternalData(path, offset, length)
+        return Tensor(dtype, shape, name=t.name, loader=lambda: _map_external(where, dtype, shape),
+                      origin=where, nbytes=length)
+
+    def resolve_external(self, location: str, name: str) -> str:
+        if self.base_dir is None:
+            raise self.error(f"tensor {name!r} uses external data but the model was not loaded from a file")
+        if os.path.isabs(location) or location.startswith(("/", "\\")) or ":" in location:
+            raise self.error(f"external data path {location!r} of tensor {name!r} is absolute; it must be "
+                             "relative to the model's folder")
+        base = os.path.realpath(self.base_dir)
+        path = os.path.realpath(os.path.join(base, location))
+        if os.path.commonpath([base, path]) != base:
+            raise self.error(f"external data path {location!r} of tensor {name!r} escapes the model's folder")
+        if not os.path.isfile(path):
+            raise self.error(f"external data file {location!r} of tensor {name!r} does not exist")
+        return path
+
+    def sparse(self, st: onnx.SparseTensorProto) -> SparseTensor:
+        return SparseTensor(self.tensor(st.values), self.tensor(st.indices), tuple(st.dims))
+
+
+class _Scope:
+    """Name -> Value for one graph, falling back to the enclosing graphs."""
+
+    def __init__(self, parent: "_Scope | None"):
+        self.parent = parent
+        self.names: dict[str, Value] = {}
+        self.undefined: list[Value] = []
+
+    def define(self, v: Value) -> None:
+        self.names.setdefault(v.name, v)
+
+    def lookup_here(self, name: str) -> Value | None:
+        return self.names.get(name)
+
+    def resolve(self, name: str) -> Value:
+        s: _Scope | None = self
+        while s is not None:
+            if name in s.names:
+                return s.names[name]
+            s = s.parent
+        v = Value(name)  # used but never defined: kept so `check` can report it
+        self.names[name] = v
+        self.undefined.append(v)
+        return v
+
+
+def _version(opsets: dict, domain: str) -> int | None:
+    if domain in _DEFAULT_DOMAINS:
+        return opsets.get("", opsets.get("ai.onnx"))
+    return opsets.get(domain)
+
+
+def _text(b: bytes) -> str | bytes:
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        return b  # not text: keep the bytes so they are written back unchanged
+
+
+def _elem_name(code: int) -> str | None:
+    return None if code == 0 else from_onnx_code(code).name
+
+
+def _shape(t) -> tuple | None:
+    if not t.HasField("shape"):
+        return None
+    dims = []
+    for d in t.shape.dim:
+        which = d.WhichOneof("value")
+        dims.append(d.dim_value if which == "dim_value" else d.dim_param if which == "dim_param" else None)
+    return tuple(dims)
+
+
+def _map_external(where: ExternalData, dtype: str, shape: tuple) -> np.ndarray:
+    et = element_type(dtype)
+    if et.bits % 8 == 0 and et.numpy is not None and et.bits:
+        if where.length == 0:
+            return np.zeros(shape, dtype=et.numpy)
+        return np.memmap(where.path, dtype=et.numpy.newbyteorder("<"), mode="r", offset=where.offset, shape=shape)
+    # Sub-byte types are packed: decode through a TensorProto.
+    with open(where.path, "rb") as f:
+        f.seek(where.offset)
+        raw = f.read(where.length)
+    t = onnx.TensorProto(data_type=et.onnx, dims=shape, raw_data=raw)
+    return numpy_helper.to_array(t)
+
+
+_ATTR_KIND = {
+    AttributeProto.INT: "int", AttributeProto.FLOAT: "float", AttributeProto.STRING: "string",
+    AttributeProto.INTS: "ints", AttributeProto.FLOATS: "floats", AttributeProto.STRINGS: "strings",
+    AttributeProto.TENSOR: "tensor", AttributeProto.TENSORS: "tensors", AttributeProto.GRAPH: "graph",
+    AttributeProto.GRAPHS: "graphs", AttributeProto.SPARSE_TENSOR: "sparse_tensor",
+    AttributeProto.SPARSE_TENSORS: "sparse_tensors", AttributeProto.TYPE_PROTO: "type",
+    AttributeProto.TYPE_PROTOS: "types",
+}
+_ATTR_CODE = {v: k for k, v in _ATTR_KIND.items()}
+
+
+# ---------------------------------------------------------------------------
+# saving
+# ---------------------------------------------------------------------------
+
+def to_proto(model: Model, *, data_sink: "_DataSink | None" = None) -> onnx.ModelProto:
+    """Build a ModelProto (tensors embedded unless ``data_sink`` takes them)."""
+    return _Writer(data_sink).model(model)
+
+
+def save(model: Model, path: str | os.PathLike, *, external_data: bool | None = None,
+         location: str | None = None, threshold: int = EXTERNAL_THRESHOLD) -> None:
+    """Write ``model`` to ``path`` atomically.
+
+    ``external_data``: True puts tensors of ``threshold`` bytes or more into
+    ``location`` (default ``<model file name>.data``) beside the model; None
+    decides by itself (external when the model was loaded that way or is too
+    large for one protobuf).  On any failure no file is left behind.
+    """
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ModelWriteError("the output folder does not exist", where=path)
+    if external_data is None:
+        external_data = bool(model.meta.get("external_data")) or model.weight_bytes() > PROTOBUF_LIMIT // 2
+    location = location or (os.path.basename(path) + ".data")
+    if external_data and (os.path.isabs(location) or os.path.normpath(location).startswith("..")):
+        raise ModelWriteError(f"external data location {location!r} must be a file name inside the model's folder",
+                              where=path)
+    with _AtomicFiles(folder) as files:
+        sink = _DataSink(files.temp(os.path.join(folder, location)), location, threshold) if external_data else None
+        proto = to_proto(model, data_sink=sink)
+        if sink is not None:
+            sink.close()
+            if sink.written == 0:
+                files.discard(os.path.join(folder, location))
+        size = proto.ByteSize()
+        if size > PROTOBUF_LIMIT:
+            raise ModelWriteError(
+                f"the model is {size / 2**30:.1f} GiB, more than one protobuf can hold; "
+                "save it with external data", where=path)
+        with open(files.temp(path), "wb") as f:
+            f.write(proto.SerializeToString())
+
+
+class _AtomicFiles:
+    """Write files under temporary names in the target folder; rename all on success, delete all on failure."""
+
+    def __init__(self, folder: str):
+        self.folder = folder
+        self.pending: dict[str, str] = {}
+
+    def temp(self, final: str) -> str:
+        if final not in self.pending:
+            fd, tmp = tempfile.mkstemp(prefix=".opconv-", suffix=".tmp", dir=self.folder)
+            os.close(fd)
+            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a saved model gets the usual mode
+            self.pending[final] = tmp
+        return self.pending[final]
+
+    def discard(self, final: str) -> None:
+        tmp = self.pending.pop(final, None)
+        if tmp:
+            os.unlink(tmp)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            try:
+                for final, tmp in list(self.pending.items()):
+                    os.replace(tmp, final)
+                    del self.pending[final]
+                return False
+            except OSError as e:
+                self._cleanup()
+                raise ModelWriteError(f"cannot write: {e.strerror}", where=final) from None
+        self._cleanup()
+        if isinstance(exc, OSError):
+            raise ModelWriteError(f"cannot write: {exc.strerror}", where=self.folder) from None
+        return False
+
+    def _cleanup(self) -> None:
+        for tmp in self.pending.values():
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+class _DataSink:
+    """Appends tensor bytes to one external data file."""
+
+    ALIGN = 64  # keeps every tensor's start aligned for memory mapping
+
+    def __init__(self, path: str, location: str, threshold: int):
+        self.file = open(path, "wb")
+        self.location = location
+        self.threshold = threshold
+        self.written = 0
+
+    def accepts(self, tensor: Tensor) -> bool:
+        # Tensors that were external when loaded stay external, whatever their size.
+        if tensor.dtype == "string":
+            return False
+        return tensor.nbytes >= self.threshold or isinstance(tensor.origin, ExternalData)
+
+    def write(self, tensor: Tensor) -> tuple[int, int]:
+        pad = (-self.written) % self.ALIGN
+        if pad:
+            self.file.write(b"\0" * pad)
+            self.written += pad
+        offset = self.written
+        for chunk in _raw_chunks(tensor):
+            self.file.write(chunk)
+            self.written += len(chunk)
+        return offset, self.written - offset
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def _raw_chunks(tensor: Tensor, chunk: int = 1 << 24) -> Iterator[bytes]:
+    """The tensor's little-endian raw bytes, in chunks, without loading external data whole."""
+    origin = tensor.origin
+    if isinstance(origin, ExternalData):
+        with open(origin.path, "rb") as f:
+            f.seek(origin.offset)
+            left = origin.length
+            while left:
+                data = f.read(min(chunk, left))
+                if not data:
+                    raise ModelWriteError(f"external data of {tensor.name!r} ended early", where=origin.path)
+                left -= len(data)
+                yield data
+        return
+    if isinstance(origin, onnx.TensorProto) and origin.raw_data:
+        yield origin.raw_data
+        return
+    et = element_type(tensor.dtype)
+    array = tensor.numpy()
+    if et.bits % 8 == 0 and et.numpy is not None:
+        flat = np.ascontiguousarray(array, dtype=et.numpy.newbyteorder("<")).reshape(-1).view(np.uint8)
+        for start in range(0, flat.size, chunk):
+            yield flat[start:start + chunk].tobytes()
+    else:
+        yield numpy_helper.from_array(np.asarray(array), tensor.name).raw_data
+
+
+class _Writer:
+    def __init__(self, sink: _DataSink | None):
+        self.sink = sink
+
+    def model(self, m: Model) -> onnx.ModelProto:
+        p = onnx.ModelProto()
+        p.ir_version = int(m.meta.get("ir_version") or onnx.IR_VERSION)
+        for domain, version in m.opsets.items():
+            p.opset_import.add(domain=domain, version=version)
+        _set(p, producer_name=m.producer, producer_version=m.producer_version, doc_string=m.doc)
+        if m.meta.get("domain"):
+            p.domain = m.meta["domain"]
+        if m.meta.get("model_version"):
+            p.model_version = m.meta["model_version"]
+        for k, v in m.metadata.items():
+            p.metadata_props.add(key=k, value=v)
+        p.graph.CopyFrom(self.graph(m.graph, top=True))
+        for f in m.functions:
+            p.functions.append(self.function(f))
+        for raw in m.meta.get("training_info", ()):
+            p.training_info.add().ParseFromString(raw)
+        for raw in m.meta.get("configuration", ()):
+            p.configuration.add().ParseFromString(raw)
+        return p
+
+    def graph(self, g: Graph, top: bool = False) -> onnx.GraphProto:
+        p = onnx.GraphProto()
+        _set(p, name=g.name, doc_string=g.doc)
+        for v in g.initializers.values():
+            p.initializer.append(self.tensor(v.const, v.name, allow_external=top))
+        for name, st in g.sparse_initializers.items():
+            p.sparse_initializer.append(self.sparse(st))
+        for v in g.inputs:
+            p.input.append(self.value_info(v, v.meta.get("doc", "")))
+        io = {id(v) for v in g.inputs} | {id(v) for v in g.outputs}
+        for n in g.nodes:
+            p.node.append(self.node(n))
+            for v in n.outputs:
+                if v is not None and v.type is not None and id(v) not in io:
+                    p.value_info.append(self.value_info(v, v.meta.get("doc", "")))
+        for v in g.outputs:
+            p.output.append(self.value_info(v, v.meta.get("output_doc", "")))
+        for raw in g.meta.get("foreign_value_info", ()):
+            p.value_info.add().ParseFromString(raw)
+        for raw in g.meta.get("quantization_annotation", ()):
+            p.quantization_annotation.add().ParseFromString(raw)
+        for k, v in g.meta.get("metadata_props", {}).items():
+            p.metadata_props.add(key=k, value=v)
+        return p
+
+    def function(self, f: Function) -> onnx.FunctionProto:
+        p = onnx.FunctionProto()
+        _set(p, name=f.name, domain=f.domain, doc_string=f.doc, overload=f.overload)
+        p.input.extend(v.name for v in f.graph.inputs)
+        p.output.extend(v.name for v in f.graph.outputs)
+        p.attribute.extend(f.attributes)
+        for a in f.attribute_defaults.values():
+            p.attribute_proto.append(self.attr(a))
+        for domain, version in f.opsets.items():
+            p.opset_import.add(domain=domain, version=version)
+        for n in f.graph.nodes:
+            p.node.append(self.node(n))
+            for v in n.outputs:
+                if v is not None and v.type is not None:
+                    p.value_info.append(self.value_info(v, v.meta.get("doc", "")))
+        for k, v in f.meta.get("metadata_props", {}).items():
+            p.metadata_props.add(key=k, value=v)
+        return p
+
+    def node(self, n: Node) -> onnx.NodeProto:
+        p = onnx.NodeProto()
+        _set(p, op_type=n.op, domain=n.domain, name=n.name, doc_string=n.doc)
+        p.input.extend("" if v is None else v.name for v in n.inputs)
+        p.output.extend("" if v is None else v.name for v in n.outputs)
+        for a in n.attrs.values():
+            p.attribute.append(self.attr(a))
+        if n.meta.get("overload"):
+            p.overload = n.meta["overload"]
+        for k, v in n.meta.get("metadata_props", {}).items():
+            p.metadata_props.add(key=k, value=v)
+        for raw in n.meta.get("device_configurations", ()):
+            p.device_configurations.add().ParseFromString(raw)
+        return p
+
+    def attr(self, a: Attr) -> AttributeProto:
+        p = AttributeProto(name=a.name, type=_ATTR_CODE[a.type])
+        _set(p, doc_string=a.doc)
+        if a.ref is not None:
+            p.ref_attr_name = a.ref
+            return p
+        k, v = a.type, a.value
+        if k == "int":
+            p.i = int(v)
+        elif k == "float":
+            p.f = float(v)
+        elif k == "string":
+            p.s = _bytes(v)
+        elif k == "ints":
+            p.ints.extend(int(x) for x in v)
+        elif k == "floats":
+            p.floats.extend(float(x) for x in v)
+        elif k == "strings":
+            p.strings.extend(_bytes(x) for x in v)
+        elif k == "tensor":
+            p.t.CopyFrom(self.tensor(v, v.name, allow_external=False))
+        elif k == "tensors":
+            p.tensors.extend(self.tensor(t, t.name, allow_external=False) for t in v)
+        elif k == "sparse_tensor":
+            p.sparse_tensor.CopyFrom(self.sparse(v))
+        elif k == "sparse_tensors":
+            p.sparse_tensors.extend(self.sparse(t) for t in v)
+        elif k == "graph":
+            p.g.CopyFrom(self.graph(v))
+        elif k == "graphs":
+            p.graphs.extend(self.graph(g) for g in v)
+        elif k == "type":
+            p.tp.CopyFrom(type_proto(v))
+        elif k == "types":
+            p.type_protos.extend(type_proto(t) for t in v)
+        return p
+
+    def value_info(self, v: Value, doc: str) -> onnx.ValueInfoProto:
+        p = onnx.ValueInfoProto(name=v.name)
+        _set(p, doc_string=doc)
+        if v.type is not None:
+            p.type.CopyFrom(type_proto(v.type))
+        for k, val in v.meta.get("metadata_props", {}).items():
+            p.metadata_props.add(key=k, value=val)
+        return p
+
+    def tensor(self, t: Tensor, name: str, allow_external: bool) -> onnx.TensorProto:
+        if self.sink is not None and allow_external and self.sink.accepts(t):
+            offset, length = self.sink.write(t)
+            p = onnx.TensorProto(name=name, data_type=element_type(t.dtype).onnx, dims=t.shape)
+            p.data_location = onnx.TensorProto.EXTERNAL
+            for key, value in (("location", self.sink.location), ("offset", str(offset)), ("length", str(length))):
+                p.external_data.add(key=key, value=value)
+            t.release()
+            return p
+        origin = t.origin
+        if isinstance(origin, onnx.TensorProto) and origin.data_location != onnx.TensorProto.EXTERNAL:
+            p = onnx.TensorProto()
+            p.CopyFrom(origin)
+            p.name = name
+            return p
+        if isinstance(origin, ExternalData):
+            p = onnx.TensorProto(name=name, data_type=element_type(t.dtype).onnx, dims=t.shape)
+            p.raw_data = b"".join(_raw_chunks(t))
+            return p
+        p = numpy_helper.from_array(np.asarray(t.numpy()), name)
+        if p.data_type != element_type(t.dtype).onnx:  # e.g. a float8 payload held as uint8
+            p.data_type = element_type(t.dtype).onnx
+        return p
+
+    def sparse(self, st: SparseTensor) -> onnx.SparseTensorProto:
+        p = onnx.SparseTensorProto(dims=st.dims)
+        p.values.CopyFrom(self.tensor(st.values, st.values.name, allow_external=False))
+        p.indices.CopyFrom(self.tensor(st.indices, st.indices.name, allow_external=False))
+        return p
+
+
+def type_proto(t: ValueType) -> onnx.TypeProto:
+    """The ONNX TypeProto of a graph-core value type."""
+    p = onnx.TypeProto()
+    if isinstance(t, (TensorType, SparseTensorType)):
+        inner = p.tensor_type if isinstance(t, TensorType) else p.sparse_tensor_type
+        inner.elem_type = element_type(t.dtype).onnx if t.dtype else 0
+        if t.shape is not None:
+            inner.shape.SetInParent()
+            for d in t.shape:
+                dim = inner.shape.dim.add()
+                if isinstance(d, int):
+                    dim.dim_value = d
+                elif isinstance(d, str):
+                    dim.dim_param = d
+    elif isinstance(t, SequenceType):
+        p.sequence_type.SetInParent()
+        if t.elem is not None:
+            p.sequence_type.elem_type.CopyFrom(type_proto(t.elem))
+    elif isinstance(t, OptionalType):
+        p.optional_type.SetInParent()
+        if t.elem is not None:
+            p.optional_type.elem_type.CopyFrom(type_proto(t.elem))
+    elif isinstance(t, MapType):
+        p.map_type.key_type = element_type(t.key).onnx
+        if t.value is not None:
+            p.map_type.value_type.CopyFrom(type_proto(t.value))
+    return p
+
+
+def _set(p, **fields) -> None:
+    """Set only non-empty string fields: ONNX's protos are proto2, where an empty string set is still 'present'."""
+    for k, v in fields.items():
+        if v:
+            setattr(p, k, v)
+
+
+def _bytes(s: str | bytes) -> bytes:
+    return s if isinstance(s, bytes) else s.encode("utf-8")

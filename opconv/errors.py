@@ -1,0 +1,67 @@
+"""The project's exception types.
+
+Every error a user can cause (bad file, unknown op, impossible conversion) is an
+``OpconvError``.  The CLI prints ``str(error)`` as one line and exits non-zero;
+a traceback means a bug in opconv, not in the user's input.
+"""
+
+from __future__ import annotations
+
+
+class OpconvError(Exception):
+    """Base class of every user-facing opconv error."""
+
+    #: CLI exit code when this error ends a command.
+    exit_code = 2
+
+    def __init__(self, message: str, *, where: str | None = None):
+        self.message = message
+        self.where = where
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class ModelReadError(OpconvError):
+    """A model file could not be read: missing, malformed, hostile or unsupported."""
+
+
+class ModelWriteError(OpconvError):
+    """A model could not be written; nothing was left behind."""
+
+
+class SchemaError(OpconvError):
+    """A schema file is malformed, or an op/version is not in the schemas."""
+
+
+class GraphError(OpconvError):
+    """The in-memory graph is inconsistent (dangling value, cycle, duplicate name)."""
+
+
+class ValidationError(OpconvError):
+    """A model does not conform to its dialect's schemas."""
+
+    exit_code = 1
+
+    def __init__(self, problems: list, *, where: str | None = None):
+        self.problems = list(problems)
+        first = str(self.problems[0]) if self.problems else "invalid model"
+        more = f" (and {len(self.problems) - 1} more)" if len(self.problems) > 1 else ""
+        super().__init__(first + more, where=where)
+
+
+class ExecutionError(OpconvError):
+    """A reference executor could not run a model (bad inputs, unsupported op)."""
+
+
+class ConversionError(OpconvError):
+    """A conversion is impossible; ``problems`` names every offending node."""
+
+    def __init__(self, message: str, problems: list | None = None, *, where: str | None = None):
+        self.problems = list(problems or [])
+        super().__init__(message, where=where)
+
+
+class NotImplementedFeature(OpconvError):
+    """A documented API whose implementation has not landed yet."""
+
+    def __init__(self, feature: str):
+        super().__init__(f"{feature} is not implemented yet in this version of opconv")

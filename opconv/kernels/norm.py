@@ -1,0 +1,201 @@
+"""Normalization kernels: batch / instance / layer / group norm, LRN, MVN,
+Lp normalization and the softmax family.
+
+Conventions
+-----------
+Inputs are channels-first ``(N, C, *spatial)`` where a channel dim matters;
+per-channel parameters are 1-D arrays of length ``C``.  Variances are
+population variances (divide by the count, not count - 1).  ``epsilon`` is
+added to the variance inside the square root unless a function says
+otherwise (:func:`mean_variance_normalization` lets the caller choose, as
+OpenVINO ``MVN``'s ``eps_mode`` does).
+
+* :func:`batch_norm_training` returns the running statistics updated as
+  ``running * momentum + batch * (1 - momentum)`` (ONNX ``BatchNormalization``
+  with ``training_mode``), plus the batch mean and variance.
+* :func:`layer_norm` normalizes over dims ``axis..rank-1`` and also returns
+  the mean and ``1 / sqrt(var + eps)`` it used, in ``stash_dtype``.
+* :func:`lrn` sums squares over a window of ``size`` along each of ``axes``
+  (``floor((size - 1) / 2)`` before, ``ceil((size - 1) / 2)`` after) and
+  divides ``alpha`` by ``size ** len(axes)``: ONNX ``LRN`` is ``axes=(1,)``.
+* :func:`mean_variance_normalization` with ONNX's defaults is ONNX ``MVN``;
+  OpenVINO ``MVN-1``'s ``across_channels`` is ``axes=(1, 2, ...)`` versus
+  ``(2, ...)``.
+* ``softmax`` / ``log_softmax`` / ``hardmax`` work on one axis, or with
+  ``coerce_2d`` (opset < 13) on the 2-D view ``(prod(shape[:axis]), -1)``.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import ExecutionError
+from ._common import downcast, normalize_axes, normalize_axis, pad_or_crop, upcast, window_view
+
+
+def _channel_shape(param, ndim: int, axis: int = 1) -> np.ndarray:
+    """Reshape a per-channel vector to broadcast against a rank-``ndim`` array."""
+    return upcast(param).reshape([-1 if d == axis else 1 for d in range(ndim)])
+
+
+def batch_norm(x, scale, bias, mean, var, epsilon: float = 1e-5, axis: int = 1) -> np.ndarray:
+    """Inference batch normalization with given statistics, channels on ``axis``."""
+    x = np.asarray(x)
+    xc = upcast(x)
+    axis = normalize_axis(axis, x.ndim)
+    std = np.sqrt(_channel_shape(var, x.ndim, axis) + epsilon)
+    y = (xc - _channel_shape(mean, x.ndim, axis)) / std * _channel_shape(scale, x.ndim, axis)
+    return downcast(y + _channel_shape(bias, x.ndim, axis), x.dtype)
+
+
+def batch_norm_training(x, scale, bias, running_mean, running_var, epsilon: float = 1e-5,
+                        momentum: float = 0.9):
+    """Training batch normalization: normalize with the batch statistics.
+
+    Returns ``(y, new_running_mean, new_running_var, batch_mean, batch_var)``.
+    """
+    x = np.asarray(x)
+    xc = upcast(x)
+    reduce_axes = tuple(d for d in range(x.ndim) if d != 1)
+    batch_mean = xc.mean(axis=reduce_axes)
+    batch_var = xc.var(axis=reduce_axes)
+    y = batch_norm(x, scale, bias, batch_mean, batch_var, epsilon)
+    new_mean = upcast(running_mean) * momentum + batch_mean * (1 - momentum)
+    new_var = upcast(running_var) * momentum + batch_var * (1 - momentum)
+    dtype = np.asarray(running_mean).dtype
+    return y, downcast(new_mean, dtype), downcast(new_var, dtype), downcast(batch_mean, dtype), \
+        downcast(batch_var, dtype)
+
+
+def instance_norm(x, scale, bias, epsilon: float = 1e-5) -> np.ndarray:
+    """Normalize each (image, channel) over its spatial dims, then scale/shift per channel."""
+    x = np.asarray(x)
+    xc = upcast(x)
+    axes = tuple(range(2, x.ndim))
+    y = (xc - xc.mean(axis=axes, keepdims=True)) / np.sqrt(xc.var(axis=axes, keepdims=True) + epsilon)
+    return downcast(y * _channel_shape(scale, x.ndim) + _channel_shape(bias, x.ndim), x.dtype)
+
+
+def layer_norm(x, scale, bias=None, axis: int = -1, epsilon: float = 1e-5, stash_dtype=np.float32):
+    """Normalize over dims ``axis..rank-1``; ``scale``/``bias`` broadcast to those dims.
+
+    Returns ``(y, mean, inv_std_dev)``; the statistics keep the normalized dims as 1s.
+    """
+    x = np.asarray(x)
+    axis = normalize_axis(axis, x.ndim)
+    axes = tuple(range(axis, x.ndim))
+    stash = np.dtype(stash_dtype)
+    xs = x.astype(np.result_type(stash, upcast(x).dtype))
+    mean = xs.mean(axis=axes, keepdims=True)
+    inv_std = 1 / np.sqrt(((xs - mean) ** 2).mean(axis=axes, keepdims=True) + epsilon)
+    y = (xs - mean) * inv_std * upcast(scale)
+    if bias is not None:
+        y = y + upcast(bias)
+    return downcast(y, x.dtype), downcast(mean, stash), downcast(inv_std, stash)
+
+
+def group_norm(x, scale, bias, num_groups: int, epsilon: float = 1e-5) -> np.ndarray:
+    """Normalize each image's channel groups over (channels in group, spatial dims).
+
+    ``scale``/``bias`` hold one value per channel (ONNX opset 21, OpenVINO), or
+    one per group (ONNX opset 18) when their length is ``num_groups``.
+    """
+    x = np.asarray(x)
+    n, c = x.shape[:2]
+    if c % num_groups:
+        raise ExecutionError(f"{c} channels do not split into {num_groups} groups")
+    grouped = upcast(x).reshape(n, num_groups, -1)
+    normalized = (grouped - grouped.mean(axis=2, keepdims=True)) / np.sqrt(
+        grouped.var(axis=2, keepdims=True) + epsilon)
+    scale, bias = upcast(scale).reshape(-1), upcast(bias).reshape(-1)
+    if scale.size == num_groups and num_groups != c:
+        scale, bias = np.repeat(scale, c // num_groups), np.repeat(bias, c // num_groups)
+    y = normalized.reshape(x.shape) * _channel_shape(scale, x.ndim) + _channel_shape(bias, x.ndim)
+    return downcast(y, x.dtype)
+
+
+def lrn(x, size: int, alpha: float = 1e-4, beta: float = 0.75, bias: float = 1.0,
+        axes: Sequence[int] = (1,)) -> np.ndarray:
+    """Local response normalization over a window along ``axes`` (see the module docstring)."""
+    x = np.asarray(x)
+    xc = upcast(x)
+    axes = normalize_axes(axes, x.ndim)
+    before, after = (size - 1) // 2, size - 1 - (size - 1) // 2
+    squares = pad_or_crop(xc * xc, axes, [before] * len(axes), [after] * len(axes))
+    windows = window_view(squares, axes, [size] * len(axes), [1] * len(axes), [1] * len(axes))
+    square_sum = windows.sum(axis=tuple(range(x.ndim, x.ndim + len(axes))))
+    y = xc / (bias + alpha / size ** len(axes) * square_sum) ** beta
+    return downcast(y, x.dtype)
+
+
+def mean_variance_normalization(x, axes: Sequence[int] = (0, 2, 3), normalize_variance: bool = True,
+                                epsilon: float = 1e-9, eps_inside_sqrt: bool = False) -> np.ndarray:
+    """``(x - mean) / std`` over ``axes``; ONNX adds ``epsilon`` to the std (outside the sqrt)."""
+    x = np.asarray(x)
+    xc = upcast(x)
+    axes = normalize_axes(axes, x.ndim)
+    centred = xc - xc.mean(axis=axes, keepdims=True)
+    if not normalize_variance:
+        return downcast(centred, x.dtype)
+    var = (centred * centred).mean(axis=axes, keepdims=True)
+    std = np.sqrt(var + epsilon) if eps_inside_sqrt else np.sqrt(var) + epsilon
+    return downcast(centred / std, x.dtype)
+
+
+def lp_normalization(x, axis: int = -1, p: int = 2) -> np.ndarray:
+    """``x / ||x||_p`` along ``axis`` (p is 1 or 2)."""
+    x = np.asarray(x)
+    xc = upcast(x)
+    axis = normalize_axis(axis, x.ndim)
+    if p == 1:
+        norm = np.abs(xc).sum(axis=axis, keepdims=True)
+    elif p == 2:
+        norm = np.sqrt((xc * xc).sum(axis=axis, keepdims=True))
+    else:
+        raise ExecutionError(f"lp_normalization supports p=1 or p=2, got {p}")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return downcast(xc / norm, x.dtype)
+
+
+def _on_axis(function):
+    """Apply ``function(x, axis)`` on ``axis`` or on the legacy 2-D view."""
+
+    def apply(x, axis: int = -1, coerce_2d: bool = False):
+        x = np.asarray(x)
+        xc = upcast(x)
+        axis = normalize_axis(axis, x.ndim)
+        if coerce_2d:
+            flat = xc.reshape(int(np.prod(x.shape[:axis], dtype=np.int64)), -1)
+            return downcast(function(flat, 1).reshape(x.shape), x.dtype)
+        return downcast(function(xc, axis), x.dtype)
+
+    apply.__name__ = function.__name__.lstrip("_")
+    apply.__doc__ = function.__doc__
+    return apply
+
+
+def _softmax(x, axis):
+    """``exp(x) / sum(exp(x))`` along ``axis`` (shifted by the max for stability)."""
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _log_softmax(x, axis):
+    """``x - log(sum(exp(x)))`` along ``axis``, computed stably."""
+    shifted = x - x.max(axis=axis, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+
+
+def _hardmax(x, axis):
+    """1 at the first maximum along ``axis``, 0 elsewhere."""
+    first = np.expand_dims(x.argmax(axis=axis), axis)
+    out = np.zeros_like(x)
+    np.put_along_axis(out, first, 1, axis=axis)
+    return out
+
+
+softmax = _on_axis(_softmax)
+log_softmax = _on_axis(_log_softmax)
+hardmax = _on_axis(_hardmax)

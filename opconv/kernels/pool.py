@@ -1,0 +1,262 @@
+"""Pooling kernels: max / average / Lp pooling, global pooling, XLA ReduceWindow, MaxUnpool.
+
+Conventions
+-----------
+Pooling functions take a channels-first input ``(N, C, *spatial)`` and one
+int per spatial dim for ``kernel``, ``strides``, ``dilations`` (``None`` =
+ones), ``pads_begin`` and ``pads_end`` (``None`` = zeros).  Convert an
+``auto_pad`` mode with :func:`opconv.kernels.conv.auto_pad` first.
+
+Output length per dim (:func:`pool_output_size`) is
+``floor((size + pads - effective_kernel) / stride) + 1`` or, with
+``ceil_mode``, the ceiling of the division; a ceil-mode window that would
+*start* beyond ``size + pad_begin`` (entirely in the end padding) is dropped,
+as onnxruntime and PyTorch do.  Positions a ceil-mode window covers beyond
+the explicit end padding are never counted.
+
+Average pooling divides by the number of real elements in the window, or with
+``count_include_pad`` by the number of real or explicit-padding elements.
+Lp pooling is ``sum(|x| ** p) ** (1 / p)`` with padding counting as zero.
+
+:func:`reduce_window` is XLA's ``ReduceWindow`` over *all* dims of any array:
+base dilation holes and padding are skipped (not fed to the reducer) and
+``init_value`` is folded in exactly once per window, so it need not be the
+reducer's identity.
+
+Everything is vectorized with ``sliding_window_view``; only
+:func:`reduce_window` loops, over window offsets, never over output elements.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..errors import ExecutionError
+from ._common import dilate, downcast, lowest, pad_or_crop, per_dim, upcast, window_view
+
+POOL_MODES = ("max", "avg", "lp")
+
+
+def pool_output_size(size: int, kernel: int, stride: int = 1, dilation: int = 1,
+                     pad_begin: int = 0, pad_end: int = 0, ceil_mode: bool = False) -> int:
+    """Number of windows along one spatial dim (see the module docstring)."""
+    span = size + pad_begin + pad_end - ((kernel - 1) * dilation + 1)
+    if not ceil_mode:
+        return span // stride + 1
+    out = -(-span // stride) + 1
+    if (out - 1) * stride >= size + pad_begin:  # last window starts in the end padding
+        out -= 1
+    return out
+
+
+def pool(
+    x: np.ndarray,
+    mode: str,
+    kernel: Sequence[int],
+    strides: Sequence[int] | None = None,
+    pads_begin: Sequence[int] | None = None,
+    pads_end: Sequence[int] | None = None,
+    dilations: Sequence[int] | None = None,
+    ceil_mode: bool = False,
+    count_include_pad: bool = False,
+    p: float = 2,
+) -> np.ndarray:
+    """Max (``mode="max"``), average (``"avg"``) or Lp (``"lp"``) pooling."""
+    if mode not in POOL_MODES:
+        raise ExecutionError(f"unknown pooling mode {mode!r}; expected one of {POOL_MODES}")
+    x = np.asarray(x)
+    geometry = _Geometry(x.shape, kernel, strides, pads_begin, pads_end, dilations, ceil_mode)
+    if mode == "max":
+        # Max is exact in any dtype, so no upcast (keeps int8/uint8 pools exact).
+        return geometry.windows(x, lowest(x.dtype)).max(axis=geometry.window_axes)
+    xc = upcast(x)
+    if mode == "lp":
+        powered = np.abs(xc) ** p
+        return downcast(geometry.windows(powered, 0).sum(axis=geometry.window_axes) ** (1.0 / p), x.dtype)
+    total = geometry.windows(xc, 0).sum(axis=geometry.window_axes)
+    with np.errstate(divide="ignore", invalid="ignore"):  # a window of padding only averages to NaN
+        return downcast(total / geometry.window_counts(count_include_pad, xc.dtype), x.dtype)
+
+
+def max_pool_with_indices(
+    x: np.ndarray,
+    kernel: Sequence[int],
+    strides: Sequence[int] | None = None,
+    pads_begin: Sequence[int] | None = None,
+    pads_end: Sequence[int] | None = None,
+    dilations: Sequence[int] | None = None,
+    ceil_mode: bool = False,
+    storage_order: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Max pooling plus ONNX ``MaxPool``'s ``Indices`` output (int64).
+
+    An index is the flat position of the maximum in the whole input tensor:
+    ``(n * C + c) * prod(spatial) + s`` where ``s`` is the spatial offset in
+    row-major order (``storage_order=0``) or column-major order (``1``).
+    Ties go to the first maximum in row-major window order.
+    """
+    x = np.asarray(x)
+    geometry = _Geometry(x.shape, kernel, strides, pads_begin, pads_end, dilations, ceil_mode)
+    windows = geometry.windows(x, lowest(x.dtype))
+    flat = windows.reshape(windows.shape[:x.ndim] + (-1,))
+    best = flat.argmax(axis=-1)
+    values = np.take_along_axis(flat, best[..., None], axis=-1)[..., 0]
+
+    # Window offset -> input coordinate, per spatial dim.
+    offsets = np.unravel_index(best, geometry.kernel)
+    coords = []
+    for i, offset in enumerate(offsets):
+        out_pos = np.arange(geometry.out[i]).reshape((-1,) + (1,) * (geometry.n - i - 1))
+        coords.append(out_pos * geometry.strides[i] - geometry.pads_begin[i] + offset * geometry.dilations[i])
+    spatial = x.shape[2:]
+    order = "C" if storage_order == 0 else "F"
+    spatial_index = np.ravel_multi_index(np.broadcast_arrays(*coords), spatial, order=order)
+    plane = np.arange(x.shape[0] * x.shape[1]).reshape(x.shape[:2] + (1,) * geometry.n)
+    return values, (plane * math.prod(spatial) + spatial_index).astype(np.int64)
+
+
+def global_pool(x: np.ndarray, mode: str, p: float = 2) -> np.ndarray:
+    """Pool over all spatial dims of ``(N, C, *spatial)``, keeping them as size 1."""
+    x = np.asarray(x)
+    axes = tuple(range(2, x.ndim))
+    if mode == "max":
+        return x.max(axis=axes, keepdims=True)
+    xc = upcast(x)
+    if mode == "avg":
+        return downcast(xc.mean(axis=axes, keepdims=True), x.dtype)
+    if mode == "lp":
+        return downcast((np.abs(xc) ** p).sum(axis=axes, keepdims=True) ** (1.0 / p), x.dtype)
+    raise ExecutionError(f"unknown pooling mode {mode!r}; expected one of {POOL_MODES}")
+
+
+def max_unpool(
+    x: np.ndarray,
+    indices: np.ndarray,
+    kernel: Sequence[int],
+    strides: Sequence[int] | None = None,
+    pads_begin: Sequence[int] | None = None,
+    pads_end: Sequence[int] | None = None,
+    output_shape: Sequence[int] | None = None,
+) -> np.ndarray:
+    """ONNX ``MaxUnpool``: scatter ``x`` to the flat positions ``indices`` of a zero tensor.
+
+    ``output_shape`` is the full output shape; by default each spatial dim is
+    ``(size - 1) * stride + kernel - pads``.
+    """
+    x, indices = np.asarray(x), np.asarray(indices)
+    n = x.ndim - 2
+    if output_shape is None:
+        strides = per_dim(strides, n, "strides")
+        pads_begin, pads_end = per_dim(pads_begin, n, "pads_begin", 0), per_dim(pads_end, n, "pads_end", 0)
+        output_shape = x.shape[:2] + tuple(
+            (size - 1) * s + k - pb - pe
+            for size, k, s, pb, pe in zip(x.shape[2:], kernel, strides, pads_begin, pads_end))
+    output_shape = tuple(int(d) for d in output_shape)
+    y = np.zeros(math.prod(output_shape), dtype=x.dtype)
+    flat = indices.ravel().astype(np.int64)
+    if flat.size and (flat.min() < 0 or flat.max() >= y.size):
+        raise ExecutionError(f"MaxUnpool index out of range for output shape {output_shape}")
+    y[flat] = x.ravel()
+    return y.reshape(output_shape)
+
+
+_REDUCERS: dict[str, Callable] = {
+    "add": np.add,
+    "mul": np.multiply,
+    "max": np.maximum,
+    "min": np.minimum,
+    "and": np.logical_and,
+    "or": np.logical_or,
+}
+
+
+def reduce_window(
+    x: np.ndarray,
+    window: Sequence[int],
+    strides: Sequence[int] | None = None,
+    base_dilations: Sequence[int] | None = None,
+    window_dilations: Sequence[int] | None = None,
+    padding: Sequence[tuple[int, int]] | None = None,
+    init_value=0,
+    reducer: str | Callable = "add",
+) -> np.ndarray:
+    """XLA ``ReduceWindow`` over every dim of ``x``.
+
+    ``reducer`` is a name (``add``, ``mul``, ``max``, ``min``, ``and``, ``or``)
+    or any vectorized binary function ``f(accumulator, value)``; ``padding``
+    is one ``(low, high)`` pair per dim (negative crops).  Values are combined
+    in row-major window order, starting from ``init_value``.
+    """
+    x = np.asarray(x)
+    rank = x.ndim
+    combine = _REDUCERS[reducer] if isinstance(reducer, str) else reducer
+    axes = tuple(range(rank))
+    window = per_dim(window, rank, "window")
+    strides = per_dim(strides, rank, "strides")
+    base_dilations = per_dim(base_dilations, rank, "base_dilations")
+    window_dilations = per_dim(window_dilations, rank, "window_dilations")
+    padding = list(padding) if padding is not None else [(0, 0)] * rank
+    lows, highs = [int(lo) for lo, _ in padding], [int(hi) for _, hi in padding]
+
+    xc = upcast(x)
+    init = np.asarray(init_value).astype(xc.dtype)
+    # `real` marks positions holding an input element (not a hole, not padding).
+    real = pad_or_crop(dilate(np.ones(x.shape, bool), axes, base_dilations, False), axes, lows, highs, False)
+    values = pad_or_crop(dilate(xc, axes, base_dilations, init), axes, lows, highs, init)
+    value_windows = window_view(values, axes, window, strides, window_dilations)
+    real_windows = window_view(real, axes, window, strides, window_dilations)
+
+    result = np.full(value_windows.shape[:rank], init, dtype=xc.dtype)
+    for offset in np.ndindex(*window):
+        index = (Ellipsis,) + offset
+        result = np.where(real_windows[index], combine(result, value_windows[index]), result)
+    return downcast(result, x.dtype)
+
+
+class _Geometry:
+    """Window geometry of one pooling call: output sizes and the padding that
+    makes ``window_view`` produce exactly the output windows."""
+
+    def __init__(self, shape, kernel, strides, pads_begin, pads_end, dilations, ceil_mode):
+        if len(shape) < 3:
+            raise ExecutionError(f"pooling needs an (N, C, *spatial) input, got shape {shape}")
+        n = len(shape) - 2
+        self.n = n
+        self.kernel = per_dim(kernel, n, "kernel")
+        self.strides = per_dim(strides, n, "strides")
+        self.dilations = per_dim(dilations, n, "dilations")
+        self.pads_begin = per_dim(pads_begin, n, "pads_begin", 0)
+        self.pads_end = per_dim(pads_end, n, "pads_end", 0)
+        self.spatial = tuple(shape[2:])
+        self.out = tuple(
+            pool_output_size(*args, ceil_mode)
+            for args in zip(self.spatial, self.kernel, self.strides, self.dilations, self.pads_begin, self.pads_end))
+        # Extra end padding a ceil-mode window reaches past the explicit pads.
+        self.overflow = tuple(
+            max(0, (o - 1) * s + (k - 1) * d + 1 - (size + pb + pe))
+            for o, s, k, d, size, pb, pe in zip(self.out, self.strides, self.kernel, self.dilations,
+                                                self.spatial, self.pads_begin, self.pads_end))
+        self.axes = tuple(range(2, 2 + n))
+        self.window_axes = tuple(range(2 + n, 2 + 2 * n))
+
+    def _pad(self, x, fill, explicit_fill=None):
+        explicit_fill = fill if explicit_fill is None else explicit_fill
+        axes = tuple(range(x.ndim - self.n, x.ndim))
+        x = pad_or_crop(x, axes, self.pads_begin, self.pads_end, explicit_fill)
+        return pad_or_crop(x, axes, (0,) * self.n, self.overflow, fill)
+
+    def windows(self, x, fill):
+        """``(N, C, *out, *kernel)`` window view of ``x`` padded with ``fill``."""
+        padded = self._pad(x, fill)
+        return window_view(padded, self.axes, self.kernel, self.strides, self.dilations)
+
+    def window_counts(self, include_pad: bool, dtype) -> np.ndarray:
+        """Divisor of average pooling per output position, shape ``(*out)``."""
+        ones = np.ones(self.spatial, dtype=dtype)
+        mask = self._pad(ones, 0, 1 if include_pad else 0)
+        windows = window_view(mask, tuple(range(self.n)), self.kernel, self.strides, self.dilations)
+        return windows.sum(axis=tuple(range(self.n, 2 * self.n)))
+

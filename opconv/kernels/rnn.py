@@ -1,0 +1,324 @@
+"""Recurrent kernels: RNN, GRU and LSTM cells and whole sequences.
+
+Conventions
+-----------
+Weights are stacked by gate along their first dim, in the order named by
+``gate_order``: ``w`` is ``(gates * H, I)``, ``r`` is ``(gates * H, H)``.  The
+gate letters are ``i`` (input), ``o`` (output), ``f`` (forget), ``c`` (cell)
+for LSTM and ``z`` (update), ``r`` (reset), ``h`` (hidden) for GRU.  ONNX uses
+``"iofc"`` and ``"zrh"``; OpenVINO uses ``"fico"`` and ``"zrh"``.  Biases come
+as ``b_w`` (added to the input projection) and ``b_r`` (added to the
+recurrent projection), each ``(gates * H,)`` in the same order; a dialect with
+one combined bias passes it as ``b_w``.  GRU's ``linear_before_reset`` needs
+the hidden gate's recurrent bias separately, so it lives in ``b_r``.
+Peepholes are ``(3 * H,)`` in ``peephole_order`` (ONNX: ``"iof"``).
+
+Activations are given per role (``f``, ``g``, ``h`` as ONNX names them) by
+name (case-insensitive: ``Sigmoid``, ``Tanh``, ``Relu``, ``Affine``,
+``LeakyRelu``, ``ThresholdedRelu``, ``ScaledTanh``, ``HardSigmoid``, ``Elu``,
+``Softsign``, ``Softplus``), as a ``(name, alpha, beta)`` tuple (``None``
+keeps a default), or as any callable.  ``clip`` bounds every gate
+pre-activation to ``[-clip, clip]``.
+
+Cell equations (``*`` element-wise, ``@`` matrix product, ``Xw = x @ W^T + Wb``):
+
+* RNN:  ``H = f(Xw + H @ R^T + Rb)``
+* GRU:  ``z = f(Xw_z + H @ Rz^T + Rb_z)``, ``r`` alike,
+  ``h = g(Xw_h + (r * H) @ Rh^T + Rb_h)`` or, with ``linear_before_reset``,
+  ``h = g(Xw_h + r * (H @ Rh^T + Rb_h))``; ``H' = (1 - z) * h + z * H``
+* LSTM: ``i = f(Xw_i + H @ Ri^T + Rb_i + Pi * C)``, ``f`` alike (or ``1 - i``
+  with ``input_forget``), ``c = g(Xw_c + H @ Rc^T + Rb_c)``,
+  ``C' = f * C + i * c``, ``o = f(Xw_o + H @ Ro^T + Rb_o + Po * C')``,
+  ``H' = o * h(C')``
+
+Sequence functions follow ONNX's layouts: ``x`` is ``(T, B, I)`` (``layout=0``)
+or ``(B, T, I)`` (``layout=1``); per-direction weights are stacked on a
+leading ``num_directions`` dim; ``Y`` is ``(T, D, B, H)`` or ``(B, T, D, H)``
+and the final states ``(D, B, H)`` or ``(B, D, H)``.  With
+``sequence_lens``, steps past a batch entry's length leave its state alone and
+output zeros; the reverse direction starts at each entry's last valid step.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence, Union
+
+import numpy as np
+
+from ..errors import ExecutionError
+from . import elementwise as E
+from ._common import downcast, upcast
+
+# name -> (function(x, alpha, beta), default alpha, default beta)
+_ACTIVATIONS: dict[str, tuple[Callable, float | None, float | None]] = {
+    "sigmoid": (lambda x, a, b: E.sigmoid(x), None, None),
+    "tanh": (lambda x, a, b: np.tanh(x), None, None),
+    "relu": (lambda x, a, b: np.maximum(x, 0), None, None),
+    "affine": (lambda x, a, b: E.affine(x, a, b), 1.0, 0.0),
+    "leakyrelu": (lambda x, a, b: E.leaky_relu(x, a), 0.01, None),
+    "thresholdedrelu": (lambda x, a, b: E.thresholded_relu(x, a), 1.0, None),
+    "scaledtanh": (lambda x, a, b: E.scaled_tanh(x, a, b), 1.0, 1.0),
+    "hardsigmoid": (lambda x, a, b: E.hard_sigmoid(x, a, b), 0.2, 0.5),
+    "elu": (lambda x, a, b: E.elu(x, a), 1.0, None),
+    "softsign": (lambda x, a, b: E.softsign(x), None, None),
+    "softplus": (lambda x, a, b: E.softplus(x), None, None),
+}
+
+ActivationSpec = Union[str, tuple, Callable]
+
+#: Default activations per cell kind, ONNX roles (f, g, h).
+DEFAULT_ACTIVATIONS = {"rnn": ("tanh",), "gru": ("sigmoid", "tanh"), "lstm": ("sigmoid", "tanh", "tanh")}
+
+
+def takes_alpha(name: str) -> bool:
+    """Whether activation ``name`` has an alpha parameter."""
+    return _ACTIVATIONS[name.lower()][1] is not None
+
+
+def takes_beta(name: str) -> bool:
+    """Whether activation ``name`` has a beta parameter."""
+    return _ACTIVATIONS[name.lower()][2] is not None
+
+
+def activation(spec: ActivationSpec) -> Callable[[np.ndarray], np.ndarray]:
+    """Resolve an activation spec (see the module docstring) to a function."""
+    if callable(spec):
+        return spec
+    name, alpha, beta = (spec, None, None) if isinstance(spec, str) else (tuple(spec) + (None, None))[:3]
+    try:
+        function, default_alpha, default_beta = _ACTIVATIONS[name.lower()]
+    except KeyError:
+        raise ExecutionError(f"unknown RNN activation {name!r}; expected one of {sorted(_ACTIVATIONS)}") from None
+    alpha = default_alpha if alpha is None else alpha
+    beta = default_beta if beta is None else beta
+    return lambda x: function(x, alpha, beta)
+
+
+def activation_specs(names: Sequence[str], alphas: Sequence[float] = (), betas: Sequence[float] = ()) -> list:
+    """``(name, alpha, beta)`` specs from ONNX's parallel attribute lists.
+
+    The alpha (beta) values are consumed in order by the activations that take
+    an alpha (beta), which is how onnxruntime reads ``activation_alpha`` /
+    ``activation_beta``.
+    """
+    alphas, betas = iter(alphas), iter(betas)
+    return [(n, next(alphas, None) if takes_alpha(n) else None, next(betas, None) if takes_beta(n) else None)
+            for n in names]
+
+
+def _gates(stacked: np.ndarray | None, order: str, hidden: int, axis: int = 0) -> dict:
+    """Split a gate-stacked array (``len(order) * hidden`` along ``axis``) by gate letter."""
+    if stacked is None:
+        return dict.fromkeys(order, 0.0)
+    if stacked.shape[axis] != len(order) * hidden:
+        raise ExecutionError(f"expected {len(order)} gates of size {hidden}, got {stacked.shape[axis]}")
+    return dict(zip(order, np.split(stacked, len(order), axis=axis)))
+
+
+def _clipper(clip: float | None):
+    return (lambda v: v) if clip is None else (lambda v: np.clip(v, -clip, clip))
+
+
+def _check_order(order: str, letters: str) -> None:
+    if sorted(order) != sorted(letters):
+        raise ExecutionError(f"gate order {order!r} must be a permutation of {letters!r}")
+
+
+# ---------------------------------------------------------------- one step on projected inputs
+#
+# Each `_step` takes the input projection of one time step, `xw` (B, gates*H),
+# already including b_w, and returns the new state tuple (H first).
+
+
+class _RNNStep:
+    def __init__(self, r, b_r, activations, clip):
+        self.r, self.b_r = r, 0.0 if b_r is None else b_r
+        self.f = activation(activations[0])
+        self.clip = _clipper(clip)
+
+    def __call__(self, xw, h):
+        return (self.f(self.clip(xw + h @ self.r.T + self.b_r)),)
+
+
+class _GRUStep:
+    def __init__(self, r, b_r, activations, clip, linear_before_reset, order):
+        _check_order(order, "zrh")
+        hidden = r.shape[1]
+        self.order, self.hidden = order, hidden
+        self.r, self.rb = _gates(r, order, hidden), _gates(b_r, order, hidden)
+        self.f, self.g = activation(activations[0]), activation(activations[1])
+        self.clip = _clipper(clip)
+        self.linear_before_reset = linear_before_reset
+
+    def __call__(self, xw, h):
+        x = _gates(xw, self.order, self.hidden, axis=1)
+        z = self.f(self.clip(x["z"] + h @ self.r["z"].T + self.rb["z"]))
+        reset = self.f(self.clip(x["r"] + h @ self.r["r"].T + self.rb["r"]))
+        if self.linear_before_reset:
+            candidate = x["h"] + reset * (h @ self.r["h"].T + self.rb["h"])
+        else:
+            candidate = x["h"] + (reset * h) @ self.r["h"].T + self.rb["h"]
+        candidate = self.g(self.clip(candidate))
+        return ((1 - z) * candidate + z * h,)
+
+
+class _LSTMStep:
+    def __init__(self, r, b_r, peepholes, activations, clip, input_forget, order, peephole_order):
+        _check_order(order, "iofc")
+        hidden = r.shape[1]
+        self.order, self.hidden = order, hidden
+        self.r, self.rb = _gates(r, order, hidden), _gates(b_r, order, hidden)
+        _check_order(peephole_order, "iof")
+        self.p = _gates(peepholes, peephole_order, hidden)
+        self.f, self.g, self.h = (activation(a) for a in activations[:3])
+        self.clip = _clipper(clip)
+        self.input_forget = input_forget
+
+    def _pre(self, x, h, gate):
+        return x[gate] + h @ self.r[gate].T + self.rb[gate]
+
+    def __call__(self, xw, h, c):
+        x = _gates(xw, self.order, self.hidden, axis=1)
+        i = self.f(self.clip(self._pre(x, h, "i") + self.p["i"] * c))
+        if self.input_forget:
+            forget = 1 - i
+        else:
+            forget = self.f(self.clip(self._pre(x, h, "f") + self.p["f"] * c))
+        candidate = self.g(self.clip(self._pre(x, h, "c")))
+        c_new = forget * c + i * candidate
+        o = self.f(self.clip(self._pre(x, h, "o") + self.p["o"] * c_new))
+        return o * self.h(c_new), c_new
+
+
+# ---------------------------------------------------------------- cells
+
+
+def _project(x, w, b_w):
+    xw = x @ w.T
+    return xw if b_w is None else xw + b_w
+
+
+def _cell(step, x, w, b_w, states):
+    dtype = np.asarray(x).dtype
+    out = step(_project(upcast(x), upcast(w), None if b_w is None else upcast(b_w)), *(upcast(s) for s in states))
+    return tuple(downcast(o, dtype) for o in out)
+
+
+def rnn_cell(x, h, w, r, b_w=None, b_r=None, activations: Sequence[ActivationSpec] = ("tanh",),
+             clip: float | None = None) -> np.ndarray:
+    """One simple-RNN step: ``x`` ``(B, I)``, ``h`` ``(B, H)`` -> new ``h``."""
+    step = _RNNStep(upcast(r), None if b_r is None else upcast(b_r), activations, clip)
+    return _cell(step, x, w, b_w, (h,))[0]
+
+
+def gru_cell(x, h, w, r, b_w=None, b_r=None, activations: Sequence[ActivationSpec] = ("sigmoid", "tanh"),
+             clip: float | None = None, linear_before_reset: bool = False, gate_order: str = "zrh") -> np.ndarray:
+    """One GRU step: ``x`` ``(B, I)``, ``h`` ``(B, H)`` -> new ``h``."""
+    step = _GRUStep(upcast(r), None if b_r is None else upcast(b_r), activations, clip, linear_before_reset,
+                    gate_order)
+    return _cell(step, x, w, b_w, (h,))[0]
+
+
+def lstm_cell(x, h, c, w, r, b_w=None, b_r=None, peepholes=None,
+              activations: Sequence[ActivationSpec] = ("sigmoid", "tanh", "tanh"), clip: float | None = None,
+              input_forget: bool = False, gate_order: str = "iofc",
+              peephole_order: str = "iof") -> tuple[np.ndarray, np.ndarray]:
+    """One LSTM step: ``x`` ``(B, I)``, ``h``/``c`` ``(B, H)`` -> ``(h, c)``."""
+    step = _LSTMStep(upcast(r), None if b_r is None else upcast(b_r),
+                     None if peepholes is None else upcast(peepholes), activations, clip, input_forget,
+                     gate_order, peephole_order)
+    return _cell(step, x, w, b_w, (h, c))
+
+
+# ---------------------------------------------------------------- sequences
+
+_DIRECTIONS = {"forward": (False,), "reverse": (True,), "bidirectional": (False, True)}
+
+
+def _run(step, xw, states, lengths, reverse):
+    """Run ``step`` over time; returns ``(Y (T, B, H), final states)``."""
+    steps = xw.shape[0]
+    y = np.zeros((steps,) + states[0].shape, dtype=states[0].dtype)
+    for t in (reversed(range(steps)) if reverse else range(steps)):
+        active = (t < lengths)[:, None]
+        new = step(xw[t], *states)
+        states = tuple(np.where(active, n, s) for n, s in zip(new, states))
+        y[t] = np.where(active, new[0], 0)
+    return y, states
+
+
+def _split_activations(activations, per_direction: int, directions: int) -> list:
+    activations = list(activations)
+    if len(activations) == per_direction:
+        return [activations] * directions
+    if len(activations) == per_direction * directions:
+        return [activations[d * per_direction:(d + 1) * per_direction] for d in range(directions)]
+    raise ExecutionError(f"expected {per_direction} or {per_direction * directions} activations, "
+                         f"got {len(activations)}")
+
+
+def _sequence(kind, make_step, x, w, b_w, initial_states, sequence_lens, direction, activations, layout):
+    """Shared driver of :func:`rnn`, :func:`gru` and :func:`lstm`."""
+    try:
+        reverses = _DIRECTIONS[direction.lower()]
+    except KeyError:
+        raise ExecutionError(f"unknown RNN direction {direction!r}") from None
+    dtype = np.asarray(x).dtype
+    x = upcast(x)
+    if layout:
+        x = x.transpose(1, 0, 2)
+        initial_states = [None if s is None else np.swapaxes(s, 0, 1) for s in initial_states]
+    steps, batch = x.shape[:2]
+    w = upcast(w)
+    hidden = w.shape[1] // {"rnn": 1, "gru": 3, "lstm": 4}[kind]
+    lengths = np.full(batch, steps) if sequence_lens is None else np.asarray(sequence_lens).astype(np.int64)
+    per_direction = _split_activations(activations or DEFAULT_ACTIVATIONS[kind], len(DEFAULT_ACTIVATIONS[kind]),
+                                       len(reverses))
+    ys, finals = [], []
+    for d, reverse in enumerate(reverses):
+        states = tuple(np.zeros((batch, hidden), x.dtype) if s is None else upcast(s[d]) for s in initial_states)
+        xw = _project(x, w[d], None if b_w is None else upcast(b_w[d]))
+        y, final = _run(make_step(d, per_direction[d]), xw, states, lengths, reverse)
+        ys.append(y)
+        finals.append(final)
+    y = np.stack(ys, axis=1)  # (T, D, B, H)
+    outputs = [y] + [np.stack([f[k] for f in finals]) for k in range(len(initial_states))]  # states (D, B, H)
+    if layout:
+        outputs = [outputs[0].transpose(2, 0, 1, 3)] + [np.swapaxes(s, 0, 1) for s in outputs[1:]]
+    return tuple(downcast(o, dtype) for o in outputs)
+
+
+def _per_direction(array, d):
+    return None if array is None else upcast(array[d])
+
+
+def rnn(x, w, r, b_w=None, b_r=None, initial_h=None, sequence_lens=None, direction: str = "forward",
+        activations: Sequence[ActivationSpec] | None = None, clip: float | None = None, layout: int = 0):
+    """Simple RNN over a sequence; returns ``(Y, Y_h)``."""
+    def make_step(d, acts):
+        return _RNNStep(upcast(r[d]), _per_direction(b_r, d), acts, clip)
+
+    return _sequence("rnn", make_step, x, w, b_w, [initial_h], sequence_lens, direction, activations, layout)
+
+
+def gru(x, w, r, b_w=None, b_r=None, initial_h=None, sequence_lens=None, direction: str = "forward",
+        activations: Sequence[ActivationSpec] | None = None, clip: float | None = None,
+        linear_before_reset: bool = False, gate_order: str = "zrh", layout: int = 0):
+    """GRU over a sequence; returns ``(Y, Y_h)``."""
+    def make_step(d, acts):
+        return _GRUStep(upcast(r[d]), _per_direction(b_r, d), acts, clip, linear_before_reset, gate_order)
+
+    return _sequence("gru", make_step, x, w, b_w, [initial_h], sequence_lens, direction, activations, layout)
+
+
+def lstm(x, w, r, b_w=None, b_r=None, initial_h=None, initial_c=None, peepholes=None, sequence_lens=None,
+         direction: str = "forward", activations: Sequence[ActivationSpec] | None = None,
+         clip: float | None = None, input_forget: bool = False, gate_order: str = "iofc",
+         peephole_order: str = "iof", layout: int = 0):
+    """LSTM over a sequence; returns ``(Y, Y_h, Y_c)``."""
+    def make_step(d, acts):
+        return _LSTMStep(upcast(r[d]), _per_direction(b_r, d), _per_direction(peepholes, d), acts, clip,
+                         input_forget, gate_order, peephole_order)
+
+    return _sequence("lstm", make_step, x, w, b_w, [initial_h, initial_c], sequence_lens, direction, activations,
+                     layout)

@@ -1,0 +1,267 @@
+"""Operator schemas of the three dialects, and the loader that finds them.
+
+Each dialect's operators are described by JSON files in this folder, all in one
+format (see ``docs/schema-format.md``).  :func:`lookup` finds the schema that
+governs a node: the entry with the highest ``version`` that is <= the node's
+version (ONNX semantics: an op keeps its meaning until a newer version is
+defined).
+
+The files are data, generated or written once and committed; they are loaded
+lazily, on first use of a dialect, and cached.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Iterable
+
+from ..errors import SchemaError
+
+FORMAT = "opconv-schema"
+FORMAT_VERSION = 1
+
+#: schema files per dialect, in this package
+DIALECT_FILES = {
+    "onnx": ("onnx.json", "onnx_contrib.json"),
+    "openvino": ("openvino.json",),
+    "hlo": ("hlo.json",),
+}
+
+#: attribute types an ``AttrParam`` may declare
+ATTR_TYPES = frozenset({
+    "int", "float", "string", "bool", "ints", "floats", "strings", "bools",
+    "tensor", "tensors", "sparse_tensor", "sparse_tensors", "graph", "graphs",
+    "type", "types", "shape", "element_type", "region",
+})
+
+PARAM_OPTIONS = frozenset({"single", "optional", "variadic"})
+
+
+@dataclass(frozen=True)
+class Param:
+    """One formal input or output of an operator."""
+
+    name: str
+    type: str  # a type-constraint name ("T") or a concrete type string ("tensor(int64)")
+    option: str = "single"  # single | optional | variadic
+    homogeneous: bool = True  # variadic only: all actual arguments share one type
+    min_arity: int = 1  # variadic only: least number of actual arguments
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class AttrParam:
+    """One attribute: its type, whether it is required, and its default."""
+
+    name: str
+    type: str
+    required: bool = False
+    default: Any = None  # JSON value; None when there is no default
+    allowed: tuple | None = None  # the closed set of legal values, when the spec gives one
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class OpSchema:
+    """Everything opconv knows of one version of one operator."""
+
+    dialect: str
+    domain: str
+    name: str
+    version: int
+    doc: str = ""
+    attributes: tuple[AttrParam, ...] = ()
+    inputs: tuple[Param, ...] = ()
+    outputs: tuple[Param, ...] = ()
+    type_constraints: dict = field(default_factory=dict)  # name -> tuple of type strings
+    min_inputs: int = 0
+    max_inputs: int = 0
+    min_outputs: int = 0
+    max_outputs: int = 0
+    deprecated: bool = False
+    completed_from: str | None = None  # where a spec section was only a title: the source used
+    notes: str = ""
+
+    @property
+    def key(self) -> tuple[str, str, str, int]:
+        return (self.dialect, self.domain, self.name, self.version)
+
+    def attribute(self, name: str) -> AttrParam | None:
+        for a in self.attributes:
+            if a.name == name:
+                return a
+        return None
+
+    def allowed_types(self, param: Param) -> tuple[str, ...] | None:
+        """The type strings a formal parameter accepts (None: anything)."""
+        if param.type in self.type_constraints:
+            return tuple(self.type_constraints[param.type])
+        if "(" in param.type:
+            return (param.type,)
+        return None
+
+    def to_json(self) -> dict:
+        out = {"name": self.name, "domain": self.domain, "version": self.version}
+        if self.doc:
+            out["doc"] = self.doc
+        out["attributes"] = [_drop_empty(a.__dict__) for a in self.attributes]
+        out["inputs"] = [_drop_empty(p.__dict__) for p in self.inputs]
+        out["outputs"] = [_drop_empty(p.__dict__) for p in self.outputs]
+        out["type_constraints"] = {k: list(v) for k, v in self.type_constraints.items()}
+        for k in ("min_inputs", "max_inputs", "min_outputs", "max_outputs"):
+            out[k] = getattr(self, k)
+        for k in ("deprecated", "completed_from", "notes"):
+            if getattr(self, k):
+                out[k] = getattr(self, k)
+        return out
+
+
+def _drop_empty(d: dict) -> dict:
+    # An empty-string *default* is meaningful ("" is a legal value); only unset fields are dropped.
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in d.items()
+            if v is not None and not (v == "" and k != "default")}
+
+
+def parse_op(dialect: str, raw: dict, where: str) -> OpSchema:
+    """Build an :class:`OpSchema` from one JSON entry, checking the format."""
+    try:
+        name = raw["name"]
+        attrs = tuple(
+            AttrParam(
+                name=a["name"], type=a["type"], required=bool(a.get("required", False)),
+                default=a.get("default"),
+                allowed=tuple(a["allowed"]) if a.get("allowed") is not None else None,
+                doc=a.get("doc", ""),
+            )
+            for a in raw.get("attributes", ())
+        )
+        inputs = tuple(_param(p) for p in raw.get("inputs", ()))
+        outputs = tuple(_param(p) for p in raw.get("outputs", ()))
+        schema = OpSchema(
+            dialect=dialect, domain=raw.get("domain", ""), name=name, version=int(raw["version"]),
+            doc=raw.get("doc", ""), attributes=attrs, inputs=inputs, outputs=outputs,
+            type_constraints={k: tuple(v) for k, v in raw.get("type_constraints", {}).items()},
+            min_inputs=int(raw.get("min_inputs", sum(p.option == "single" for p in inputs))),
+            max_inputs=int(raw.get("max_inputs", _default_max(inputs))),
+            min_outputs=int(raw.get("min_outputs", sum(p.option == "single" for p in outputs))),
+            max_outputs=int(raw.get("max_outputs", _default_max(outputs))),
+            deprecated=bool(raw.get("deprecated", False)),
+            completed_from=raw.get("completed_from"), notes=raw.get("notes", ""),
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        raise SchemaError(f"malformed op entry {raw.get('name', '?')!r}: {e!r}", where=where) from None
+    for a in schema.attributes:
+        if a.type not in ATTR_TYPES:
+            raise SchemaError(f"{name}: attribute {a.name!r} has unknown type {a.type!r}", where=where)
+    for p in schema.inputs + schema.outputs:
+        if p.option not in PARAM_OPTIONS:
+            raise SchemaError(f"{name}: parameter {p.name!r} has unknown option {p.option!r}", where=where)
+    return schema
+
+
+def _param(p: dict) -> Param:
+    return Param(
+        name=p["name"], type=p["type"], option=p.get("option", "single"),
+        homogeneous=bool(p.get("homogeneous", True)), min_arity=int(p.get("min_arity", 1)),
+        doc=p.get("doc", ""),
+    )
+
+
+def _default_max(params: tuple[Param, ...]) -> int:
+    if any(p.option == "variadic" for p in params):
+        return 2**31 - 1
+    return len(params)
+
+
+class DialectSchemas:
+    """All schemas of one dialect, indexed by (domain, name) and sorted by version."""
+
+    def __init__(self, dialect: str, ops: Iterable[OpSchema]):
+        self.dialect = dialect
+        self._by_name: dict[tuple[str, str], list[OpSchema]] = {}
+        for op in ops:
+            self._by_name.setdefault((op.domain, op.name), []).append(op)
+        for key, versions in self._by_name.items():
+            versions.sort(key=lambda s: s.version)
+            seen = [s.version for s in versions]
+            if len(set(seen)) != len(seen):
+                raise SchemaError(f"duplicate versions of {key[0] or 'ai.onnx'}::{key[1]}: {seen}")
+        self._versions = {k: [s.version for s in v] for k, v in self._by_name.items()}
+
+    def __iter__(self):
+        for key in sorted(self._by_name):
+            yield from self._by_name[key]
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._by_name.values())
+
+    def domains(self) -> list[str]:
+        return sorted({d for d, _ in self._by_name})
+
+    def versions(self, name: str, domain: str = "") -> list[OpSchema]:
+        return list(self._by_name.get((domain, name), ()))
+
+    def find(self, name: str, version: int | None = None, domain: str = "") -> OpSchema | None:
+        """The schema in force at ``version`` (newest when None), or None."""
+        versions = self._by_name.get((domain, name))
+        if not versions:
+            return None
+        if version is None:
+            return versions[-1]
+        i = bisect.bisect_right(self._versions[(domain, name)], version)
+        return versions[i - 1] if i else None
+
+
+def _load_file(dialect: str, filename: str) -> list[OpSchema]:
+    where = f"opconv/schemas/{filename}"
+    try:
+        text = resources.files(__package__).joinpath(filename).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SchemaError("schema file is missing from the installed package", where=where) from None
+    data = json.loads(text)
+    if data.get("format") != FORMAT or data.get("format_version") != FORMAT_VERSION:
+        raise SchemaError(f"not an {FORMAT} v{FORMAT_VERSION} file", where=where)
+    if data.get("dialect") != dialect:
+        raise SchemaError(f"file declares dialect {data.get('dialect')!r}, expected {dialect!r}", where=where)
+    return [parse_op(dialect, raw, where) for raw in data["ops"]]
+
+
+@lru_cache(maxsize=None)
+def dialect_schemas(dialect: str) -> DialectSchemas:
+    """All schemas of ``dialect`` ('onnx', 'openvino' or 'hlo'), loaded once."""
+    if dialect not in DIALECT_FILES:
+        raise SchemaError(f"unknown dialect {dialect!r}; expected one of {', '.join(DIALECT_FILES)}")
+    ops: list[OpSchema] = []
+    for filename in DIALECT_FILES[dialect]:
+        ops.extend(_load_file(dialect, filename))
+    return DialectSchemas(dialect, ops)
+
+
+def lookup(dialect: str, name: str, version: int | None = None, domain: str = "") -> OpSchema:
+    """The schema governing ``domain::name`` at ``version``; raises SchemaError if there is none."""
+    schemas = dialect_schemas(dialect)
+    found = schemas.find(name, version, domain)
+    if found is None:
+        known = schemas.versions(name, domain)
+        label = f"{domain}::{name}" if domain else name
+        if known:
+            raise SchemaError(
+                f"{dialect} op {label} does not exist at version {version}; "
+                f"first defined at version {known[0].version}")
+        raise SchemaError(f"unknown {dialect} op {label}")
+    return found
+
+
+def dump(dialect: str, ops: Iterable[OpSchema], source: str, generated_by: str) -> str:
+    """Serialise schemas in the committed file format (stable order, one op per block)."""
+    ordered = sorted(ops, key=lambda s: (s.domain, s.name, s.version))
+    data = {
+        "format": FORMAT, "format_version": FORMAT_VERSION, "dialect": dialect,
+        "source": source, "generated_by": generated_by,
+        "ops": [s.to_json() for s in ordered],
+    }
+    return json.dumps(data, indent=1, ensure_ascii=False, sort_keys=False) + "\n"

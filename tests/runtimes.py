@@ -1,0 +1,58 @@
+"""Independent oracles: onnxruntime, falling back to onnx.reference, on a ModelProto."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import onnx
+
+
+def ort_session(model: onnx.ModelProto):
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    so.log_severity_level = 4
+    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+
+def run_ort(model: onnx.ModelProto, feeds: dict) -> list:
+    return ort_session(model).run(None, feeds)
+
+
+def run_reference(model: onnx.ModelProto, feeds: dict) -> list:
+    from onnx.reference import ReferenceEvaluator
+
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        return ReferenceEvaluator(model).run(None, feeds)
+
+
+def run_any(model: onnx.ModelProto, feeds: dict):
+    """(runtime name, runner) of the first oracle that runs ``model``; (None, None) when none does."""
+    for name, runner in (("onnxruntime", run_ort), ("onnx.reference", run_reference)):
+        try:
+            runner(model, feeds)
+            return name, runner
+        except Exception:  # noqa: BLE001 - any failure means "this oracle cannot run it"
+            continue
+    return None, None
+
+
+def same(a, b) -> bool:
+    """Bitwise-equal results (NaN equal to NaN), recursing into sequences and optionals."""
+    if a is None or b is None:
+        return a is None and b is None
+    if isinstance(a, (list, tuple)):
+        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.dtype == object:
+        return bool(np.array_equal(a, b))
+    # Compare bits: also right for NaN and for ml_dtypes types (float8, bfloat16, int4).
+    return np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
