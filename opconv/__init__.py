@@ -9,6 +9,7 @@ The Python API (stable)::
     ir = opconv.convert(model, to="openvino")     # "openvino" | "hlo" | "onnx"
     opconv.save(ir, "model.xml")
     outputs = opconv.run(model, {"x": array})     # reference executor
+    session = opconv.prepare(model)               # ...or bind once, run many times
     report = opconv.verify(model, ir)             # report.ok, report.outputs
     model21 = opconv.convert_version(model, 21)
 
@@ -26,10 +27,14 @@ from .errors import (
 )
 from .ir import Attr, Function, Graph, Model, Node, Tensor, Value
 
+# Loading the submodule opconv/verify.py sets the attribute `opconv.verify` to that module; importing it
+# here, before `def verify` below, lets the function take the name back for good.
+from . import verify as _verify_module  # noqa: E402  (cheap: numpy and the graph core are loaded already)
+
 __version__ = "0.1.0"
 
 __all__ = [
-    "load", "save", "check", "run", "convert", "convert_version", "verify",
+    "load", "save", "check", "prepare", "run", "convert", "convert_version", "verify",
     "Model", "Graph", "Node", "Value", "Tensor", "Attr", "Function",
     "OpconvError", "ModelReadError", "ModelWriteError", "SchemaError", "ValidationError",
     "ExecutionError", "ConversionError", "NotImplementedFeature",
@@ -65,9 +70,28 @@ def check(model: Any) -> list:
     return check_model(load(model))
 
 
-def run(model: Any, inputs: dict, **options) -> dict:
-    """Run ``model`` with opconv's reference executor; returns {output name: numpy array}."""
-    raise NotImplementedFeature("opconv.run (the reference executors)")
+def prepare(model: Any, *, seed: int = 0):
+    """Prepare ``model`` to run many times: returns a session with ``.run(inputs) -> dict``.
+
+    Kernels are bound and constant subgraphs folded once, as a runtime's session
+    does; make a new session after changing the model.
+    """
+    from . import dialects
+
+    model = load(model)
+    d = dialects.get(model.dialect)
+    if d.prepare is None:
+        raise NotImplementedFeature(f"the {model.dialect} reference executor")
+    return d.prepare(model, seed=seed)
+
+
+def run(model: Any, inputs: dict, *, seed: int = 0) -> dict:
+    """Run ``model`` once with opconv's reference executor; returns {output name: numpy array}.
+
+    ``inputs`` maps graph input names to numpy arrays (lists for sequences);
+    random ops draw from generators seeded by ``seed`` (or their own seed attribute).
+    """
+    return prepare(model, seed=seed).run(inputs)
 
 
 def convert(model: Any, to: str, **options) -> Model:
@@ -84,5 +108,13 @@ def convert_version(model: Any, opset: int, **options) -> Model:
 
 def verify(a: Any, b: Any, inputs: dict | None = None, rtol: float | None = None,
            atol: float | None = None, **options):
-    """Run both models on the same inputs and compare every output; returns a report with ``.ok``."""
-    raise NotImplementedFeature("opconv.verify (needs the reference executors)")
+    """Run both models on the same inputs and compare every output; returns a report with ``.ok``.
+
+    ``a`` and ``b`` are paths or models of any dialect; inputs and outputs pair by name, or by
+    position when the names differ.  Without ``inputs``, seeded random inputs are generated.
+    Options: ``seed`` (default 0: random inputs and random ops), ``input_shapes`` ({name: shape}
+    for inputs with symbolic dims).  ``rtol``/``atol`` override the per-dtype tolerance table.
+    Returns an :class:`opconv.verify.VerifyReport`; raises ExecutionError naming model A or B when
+    one cannot run.
+    """
+    return _verify_module.verify(a, b, inputs, rtol, atol, **options)

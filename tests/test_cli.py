@@ -69,7 +69,7 @@ def test_inspect_json(fixtures_dir):
 
 
 @pytest.mark.parametrize("api, args", [
-    (opconv.run, ({},)), (opconv.verify, (None,)), (opconv.convert_version, (21,)),
+    (opconv.convert_version, (21,)),
 ])
 def test_unlanded_api_raises_a_clear_project_error(fixtures_dir, api, args):
     model = opconv.load(os.path.join(fixtures_dir, "cnn.onnx"))

@@ -47,6 +47,8 @@ def cli():
       opconv inspect model.onnx
       opconv check model.onnx
       opconv schema show onnx Conv --version 11
+      opconv run model.onnx --inputs in.npz -o out.npz
+      opconv verify model.onnx resaved.onnx --junit verify.xml
 
     Exit codes: 0 success, 1 a check or verification failed, 2 an input could
     not be read or a request could not be carried out, 3 internal error.
@@ -58,4 +60,4 @@ def main(argv=None) -> None:
 
 
 # Command modules attach themselves to `cli` on import.
-from . import model_cmd, schema_cmd  # noqa: E402,F401
+from . import model_cmd, run_cmd, schema_cmd  # noqa: E402,F401

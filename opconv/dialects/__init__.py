@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from ..errors import ModelReadError, ModelWriteError
 from ..ir import Model
@@ -22,6 +22,7 @@ class Dialect:
     load: Callable[..., Model]
     save: Callable[..., None]
     sniff: Callable[[bytes], bool]  # True when a file's first bytes look like this dialect
+    prepare: Callable[..., Any] | None = None  # the reference executor: prepare(model, seed=0).run(feeds)
 
 
 _DIALECTS: dict[str, Dialect] = {}

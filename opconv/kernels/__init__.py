@@ -16,6 +16,9 @@ Modules:
 * :mod:`.sort` -- top_k, stable sort, unique, non-max suppression.
 * :mod:`.norm` -- batch/instance/layer/group norm, LRN, MVN, Lp norm, softmax family.
 * :mod:`.elementwise` -- rounding, integer div/mod, bit shifts, activations, erf, cast.
+* :mod:`.vision` -- grid sampling, affine grids, RoiAlign, MaxRoiPool.
+* :mod:`.signal` -- DFT/STFT, window functions, mel weight matrices.
+* :mod:`.attention` -- scaled dot-product attention (masks, GQA, KV cache), rotary embeddings.
 
 Precision: narrow floats (float16, bfloat16, float8...) are computed in
 float32 and cast back; float32 and float64 keep their precision; integer

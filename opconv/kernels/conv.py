@@ -28,9 +28,14 @@ result has batch ``N / B``.  These are the StableHLO definitions; at most one
 of the two counts may exceed 1.
 
 Implementation: the padded (and base-dilated) input is viewed as windows with
-``sliding_window_view`` (no copy), regrouped into an im2col matrix and
-multiplied with the kernel by one batched matmul (BLAS for floats).
-Integer inputs accumulate exactly in int64 and wrap back to the input type.
+``sliding_window_view`` (no copy), copied once into an im2col matrix per group
+laid out ``(channel x kernel offset, output position)``, and multiplied by one
+batched matmul ``W (groups, og, cg*K) @ cols (N, groups, cg*K, positions)``
+(BLAS for floats) whose result already is the channels-first output, so
+nothing is transposed afterwards.  1x1 kernels skip im2col: the (strided)
+input is the column matrix; depthwise convolutions (one input channel per
+group) are one vectorized multiply-add per kernel offset instead.  float32 stays float32 throughout; integer inputs
+accumulate exactly in int64 and wrap back to the input type.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import ExecutionError
-from ._common import accumulator_dtype, dilate, downcast, pad_or_crop, per_dim, window_view
+from ._common import accumulator_dtype, dilate, downcast, pad_or_crop, per_dim, window_output_size, window_view
 
 _AUTO_PAD_MODES = ("NOTSET", "EXPLICIT", "VALID", "SAME_UPPER", "SAME_LOWER")
 
@@ -299,22 +304,160 @@ def _conv_channels_first(x, w, strides, pads_begin, pads_end, lhs_dilation, rhs_
         raise ExecutionError(f"{o} output features / batch {n} do not split into {groups} groups")
 
     spatial = tuple(range(2, x.ndim))
-    x = pad_or_crop(dilate(x.astype(acc, copy=False), spatial, lhs_dilation), spatial, pads_begin, pads_end)
-    patches = window_view(x, spatial, kernel, strides, rhs_dilation)  # (N, C, *out, *K)
-    out = patches.shape[2:2 + n_sp]
+    x = _pad(dilate(x.astype(acc, copy=False), spatial, lhs_dilation), pads_begin, pads_end)
     nb, cg, og = n // batch_groups, c // feature_groups, o // groups
-    n_pos, n_k = math.prod(out), math.prod(kernel)
+    w_mat = w.astype(acc, copy=False).reshape(groups, og, cg * math.prod(kernel))
 
-    # im2col: rows are (group, image, output position), columns (channel, kernel offset).
-    p = patches.reshape((batch_groups, nb, feature_groups, cg) + out + kernel)
-    order = (0, 2, 1) + tuple(range(4, 4 + n_sp)) + (3,) + tuple(range(4 + n_sp, 4 + 2 * n_sp))
-    cols = p.transpose(order).reshape(groups, nb * n_pos, cg * n_k)
-    w_mat = w.astype(acc, copy=False).reshape(groups, og, cg * n_k).transpose(0, 2, 1)
-    y = np.matmul(cols, w_mat)  # (groups, nb * positions, og)
-
-    # Output feature index is group * og + j, for feature and batch groups alike.
-    y = y.reshape((groups, nb) + out + (og,))
-    y = y.transpose((1, 0, y.ndim - 1) + tuple(range(2, 2 + n_sp))).reshape((nb, o) + out)
+    if cg == 1 and batch_groups == 1 and groups > 1:
+        y = _depthwise(x, w_mat, kernel, strides, rhs_dilation, nb, og)
+        out = y.shape[3:]
+        y = y.reshape((nb, o) + out)
+        if bias is not None:
+            y += np.asarray(bias).astype(acc, copy=False).reshape((1, o) + (1,) * n_sp)
+        return downcast(y, out_dtype)
+    if all(k == 1 for k in kernel):
+        # A 1x1 kernel needs no im2col: the (strided) input already is the column matrix.
+        x = x[(Ellipsis,) + tuple(slice(None, None, s) for s in strides)]
+        out = x.shape[2:]
+        cols = x.reshape((batch_groups, nb, feature_groups, cg, -1))
+    else:
+        patches = window_view(x, spatial, kernel, strides, rhs_dilation)  # (N, C, *out, *K)
+        out = patches.shape[2:2 + n_sp]
+        # im2col, one copy: columns are (channel, kernel offset), rows output positions, so that
+        # W (og, cg*K) @ cols (cg*K, positions) lands directly in the channels-first output layout.
+        cols = patches.reshape((batch_groups, nb, feature_groups, cg) + out + kernel)
+        cols = cols.transpose((0, 1, 2, 3) + tuple(range(4 + n_sp, 4 + 2 * n_sp)) + tuple(range(4, 4 + n_sp)))
+    # (batch group, image, feature group, ...) -> (image, group, cg*K, positions); at most one
+    # of the two group counts exceeds 1, so the two group axes flatten into one.
+    cols = cols.reshape((batch_groups, nb, feature_groups, cg * math.prod(kernel), math.prod(out)))
+    cols = cols.swapaxes(0, 1).reshape(nb, groups, cg * math.prod(kernel), math.prod(out))
+    y = np.matmul(w_mat, cols)  # (nb, groups, og, positions): output feature group * og + j
+    y = y.reshape((nb, o) + out)
     if bias is not None:
-        y = y + np.asarray(bias).astype(acc).reshape((1, o) + (1,) * n_sp)
+        y += np.asarray(bias).astype(acc, copy=False).reshape((1, o) + (1,) * n_sp)
     return downcast(y, out_dtype)
+
+
+def _depthwise(x, w_mat, kernel, strides, dilations, nb, og):
+    """Depthwise convolution (one input channel per group) as one multiply-add per kernel offset.
+
+    ``x``: padded ``(N, G, *S)``; ``w_mat``: ``(G, og, prod(K))``.  Returns ``(N, G, og, *out)``.
+    A batched matmul would be G tiny matrix products; offsets are few and each pass is vectorized.
+    """
+    out = tuple(window_output_size(size, k, s, d)
+                for size, k, s, d in zip(x.shape[2:], kernel, strides, dilations))
+    spatial_ones = (1,) * len(out)
+    y = np.zeros((nb, x.shape[1], og) + out, dtype=x.dtype)
+    if any(o == 0 for o in out):
+        return y
+    for i, offset in enumerate(np.ndindex(*kernel)):
+        part = x[(slice(None), slice(None)) + tuple(
+            slice(k * d, k * d + (o - 1) * s + 1, s) for k, d, o, s in zip(offset, dilations, out, strides))]
+        y += part[:, :, None] * w_mat[:, :, i].reshape(w_mat.shape[:2] + spatial_ones)
+    return y
+
+
+def _pad(x: np.ndarray, pads_begin, pads_end) -> np.ndarray:
+    """Zero-pad (or, for negative pads, crop) the spatial dims of ``(N, C, *S)``.
+
+    Non-negative pads, the common case, allocate once and copy once (faster than ``np.pad``).
+    """
+    if any(p < 0 for p in (*pads_begin, *pads_end)):
+        spatial = tuple(range(2, x.ndim))
+        return pad_or_crop(x, spatial, pads_begin, pads_end)
+    if not any(pads_begin) and not any(pads_end):
+        return x
+    shape = x.shape[:2] + tuple(s + b + e for s, b, e in zip(x.shape[2:], pads_begin, pads_end))
+    y = np.zeros(shape, dtype=x.dtype)
+    y[(Ellipsis,) + tuple(slice(b, b + s) for b, s in zip(pads_begin, x.shape[2:]))] = x
+    return y
+
+
+def qlinear_conv(
+    x: np.ndarray, x_scale, x_zero_point, w: np.ndarray, w_scale, w_zero_point, y_scale, y_zero_point,
+    bias: np.ndarray | None = None,
+    strides: Sequence[int] | None = None,
+    pads_begin: Sequence[int] | None = None,
+    pads_end: Sequence[int] | None = None,
+    dilations: Sequence[int] | None = None,
+    groups: int = 1,
+) -> np.ndarray:
+    """Quantized convolution (ONNX ``QLinearConv``), output in ``y_zero_point``'s integer type.
+
+    The exact int32 accumulation of :func:`conv_integer` plus the int32 ``bias``
+    is requantized as ``round_half_even(acc * x_scale * w_scale / y_scale) + y_zero_point``,
+    saturated to the output type; ``w_scale`` / ``w_zero_point`` may be per output channel.
+    """
+    y_zero_point = np.asarray(y_zero_point)
+    acc = conv_integer(x, w, x_zero_point, w_zero_point, strides, pads_begin, pads_end, dilations,
+                       groups).astype(np.int64)
+    n_sp = acc.ndim - 2
+    if bias is not None:
+        acc = acc + np.asarray(bias).astype(np.int64).reshape((1, -1) + (1,) * n_sp)
+    w_scale = np.asarray(w_scale, dtype=np.float32)
+    if w_scale.ndim == 1:
+        w_scale = w_scale.reshape((1, -1) + (1,) * n_sp)
+    # The multiplier in float32, as the quantized runtimes compute it.
+    multiplier = np.float32(x_scale) * w_scale / np.float32(y_scale)
+    y = np.rint(acc.astype(np.float64) * multiplier.astype(np.float64)) + y_zero_point.astype(np.int64)
+    info = np.iinfo(y_zero_point.dtype)
+    return np.clip(y, info.min, info.max).astype(y_zero_point.dtype)
+
+
+def deform_conv(
+    x: np.ndarray,
+    w: np.ndarray,
+    offset: np.ndarray,
+    bias: np.ndarray | None = None,
+    mask: np.ndarray | None = None,
+    strides: Sequence[int] | None = None,
+    pads_begin: Sequence[int] | None = None,
+    pads_end: Sequence[int] | None = None,
+    dilations: Sequence[int] | None = None,
+    groups: int = 1,
+    offset_groups: int = 1,
+) -> np.ndarray:
+    """N-d deformable convolution (ONNX ``DeformConv``, OpenVINO ``DeformableConvolution``).
+
+    Kernel tap ``k`` of output position ``o`` reads the input at
+    ``o * stride - pad_begin + k * dilation + offset`` by N-linear interpolation
+    (zero outside the input), times ``mask``.  ``offset``: ``(N, offset_groups
+    * prod(K) * n, *out)`` with the n per-dim displacements of each tap
+    adjacent; ``mask``: ``(N, offset_groups * prod(K), *out)``.  Channels
+    split into ``offset_groups`` contiguous blocks, each with its own offsets.
+    """
+    from .vision import sample_linear
+
+    x, w, offset = np.asarray(x), np.asarray(w), np.asarray(offset)
+    n_sp = x.ndim - 2
+    strides, dilations = per_dim(strides, n_sp, "strides"), per_dim(dilations, n_sp, "dilations")
+    pads_begin = per_dim(pads_begin, n_sp, "pads_begin", 0)
+    pads_end = per_dim(pads_end, n_sp, "pads_end", 0)
+    n, c = x.shape[:2]
+    o, cg = w.shape[:2]
+    kernel = w.shape[2:]
+    if c % offset_groups or c % groups or o % groups or c // groups != cg:
+        raise ExecutionError(f"input channels {c}, output channels {o} and weight {w.shape} do not fit "
+                             f"group={groups}, offset_group={offset_groups}")
+    out = tuple(conv_output_size(s, k, st, d, pb, pe)
+                for s, k, st, d, pb, pe in zip(x.shape[2:], kernel, strides, dilations, pads_begin, pads_end))
+    n_k, n_pos = math.prod(kernel), math.prod(out)
+    xc = x.astype(accumulator_dtype(x.dtype), copy=False)
+
+    # Regular sampling grid (K, positions, n), then displaced per image and offset group.
+    taps = np.stack(np.meshgrid(*[np.arange(k) * d for k, d in zip(kernel, dilations)], indexing="ij"), -1)
+    starts = np.stack(np.meshgrid(*[np.arange(m) * s - pb for m, s, pb in zip(out, strides, pads_begin)],
+                                  indexing="ij"), -1)
+    base = taps.reshape(n_k, 1, n_sp) + starts.reshape(1, n_pos, n_sp)
+    displacement = offset.reshape(n, offset_groups, n_k, n_sp, n_pos).swapaxes(3, 4)
+    positions = (base + displacement).reshape(n * offset_groups, n_k * n_pos, n_sp)
+    planes = xc.reshape((n * offset_groups, c // offset_groups) + x.shape[2:])
+    samples = sample_linear(planes, positions.astype(np.float64))  # (N * offset_groups, C / og, K * positions)
+    samples = samples.reshape(n, offset_groups, c // offset_groups, n_k, n_pos)
+    if mask is not None:
+        samples = samples * np.asarray(mask).astype(xc.dtype).reshape(n, offset_groups, 1, n_k, n_pos)
+    cols = samples.reshape(n, groups, cg * n_k, n_pos)
+    y = np.matmul(w.astype(xc.dtype).reshape(groups, o // groups, cg * n_k), cols).reshape((n, o) + out)
+    if bias is not None:
+        y = y + np.asarray(bias).astype(xc.dtype).reshape((1, o) + (1,) * n_sp)
+    return downcast(y, x.dtype)

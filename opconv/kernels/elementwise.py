@@ -12,14 +12,23 @@ keyword floats with the ONNX defaults.
   or flooring (Python, OpenVINO ``Divide`` with ``python_division``);
   :func:`mod` is Python's sign-of-divisor modulo or, with ``fmod``, C's
   sign-of-dividend remainder.  Integer division by zero raises.
-* :func:`bitshift` shifts unsigned integers; shifting by the bit width or more
-  gives 0 (not the C undefined behaviour).
+* :func:`power` keeps the base's type whatever the exponent's (ONNX ``Pow``):
+  exact for integer bases with non-negative integer exponents.
+* :func:`bitshift` shifts integers, arithmetically for signed right shifts;
+  shifting by a negative amount or by the bit width or more gives the sign
+  fill (0, or -1 for a negative number shifted right), not C's undefined
+  behaviour.
 * :func:`erf` is exact to about 1e-15 in float64: a series for ``|x| < 3``
   and a continued fraction for ``erfc`` beyond.
 * :func:`cast` follows ONNX ``Cast``: float8 targets saturate (or not) as
   ``Cast-19`` describes; other integer targets, 4-bit ones included, truncate
   floats toward zero and wrap out-of-range values (two's complement);
-  strings are parsed/printed as onnxruntime does (``%.8g``, ``INF``, ``NaN``).
+  strings are parsed/printed as onnxruntime does (``%.8g``, ``INF``, ``NaN``);
+  float8e8m0 (powers of two) rounds up, down or to nearest as ``round_mode``
+  says.
+* :func:`quantize` / :func:`dequantize` are linear (de)quantization with
+  scale and zero point already broadcastable against the data: round half
+  to even and clamp for integer targets, a saturating cast for float ones.
 """
 
 from __future__ import annotations
@@ -93,14 +102,45 @@ def mod(a, b, fmod: bool = False):
         return downcast(function(upcast(a), upcast(b)), a.dtype)
 
 
-def bitshift(x, y, direction: str):
-    """``x << y`` (``direction="left"``) or ``x >> y`` on unsigned integers."""
+def power(x, y):
+    """``x ** y`` in ``x``'s type, whatever ``y``'s type.
+
+    Float bases raise to the exponent converted to the base's compute type.
+    Integer bases with non-negative integer exponents are exact (int64, then
+    wrapped to the base's type); otherwise the power is taken in float64 and
+    truncated toward zero, as a C cast would.
+    """
     x, y = np.asarray(x), np.asarray(y)
+    if is_float_dtype(x.dtype):
+        xc = upcast(x)
+        return downcast(np.power(xc, upcast(y).astype(xc.dtype, copy=False)), x.dtype)
+    if is_int_dtype(y.dtype) and not np.any(y < 0):
+        return np.power(x.astype(np.int64), y.astype(np.int64)).astype(x.dtype)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return cast(np.power(x.astype(np.float64), upcast(y).astype(np.float64)), x.dtype)
+
+
+def bitshift(x, y, direction: str):
+    """``x << y`` (``direction="left"``) or ``x >> y``; ``y`` broadcasts against ``x``.
+
+    Right shifts of signed integers are arithmetic (they copy the sign bit).
+    A shift by a negative amount, or by the bit width or more, leaves only the
+    sign fill: -1 for a right shift of a negative ``x``, 0 otherwise (not the C
+    undefined behaviour).
+    """
+    x, y = np.asarray(x), np.asarray(y)
+    direction = direction.lower()
+    if direction not in ("left", "right"):
+        raise ExecutionError(f"bit shift direction must be 'left' or 'right', got {direction!r}")
     bits = x.dtype.itemsize * 8
-    too_far = y >= bits
-    y = np.where(too_far, 0, y).astype(x.dtype)
-    shifted = np.left_shift(x, y) if direction.lower() == "left" else np.right_shift(x, y)
-    return np.where(too_far, 0, shifted).astype(x.dtype)
+    out_of_range = (y < 0) | (y >= bits)
+    amount = np.where(out_of_range, 0, y).astype(x.dtype)
+    if direction == "left":
+        shifted, fill = np.left_shift(x, amount), 0
+    else:
+        shifted = np.right_shift(x, amount)
+        fill = np.where(x < 0, -1, 0) if x.dtype.kind == "i" else 0
+    return np.where(out_of_range, fill, shifted).astype(x.dtype)
 
 
 def clip(x, low=None, high=None):
@@ -111,10 +151,11 @@ def clip(x, low=None, high=None):
     """
     x = np.asarray(x)
     y = x
-    if low is not None:
-        y = np.maximum(y, np.asarray(low).astype(x.dtype))
-    if high is not None:
-        y = np.minimum(y, np.asarray(high).astype(x.dtype))
+    with np.errstate(over="ignore"):  # a bound beyond the type's range (FLT_MAX for float16) becomes +-inf
+        if low is not None:
+            y = np.maximum(y, np.asarray(low).astype(x.dtype))
+        if high is not None:
+            y = np.minimum(y, np.asarray(high).astype(x.dtype))
     return y.astype(x.dtype, copy=False)
 
 
@@ -196,6 +237,12 @@ def softsign(x):
 @_float_op
 def mish(x):
     return x * np.tanh(np.logaddexp(0, x))
+
+
+@_float_op
+def swish(x, alpha=1.0):
+    """``x * sigmoid(alpha * x)`` (ONNX ``Swish``, OpenVINO ``Swish`` with ``beta``)."""
+    return x * sigmoid(alpha * x)
 
 
 @_float_op
@@ -307,8 +354,42 @@ def _from_strings(x: np.ndarray, to: np.dtype) -> np.ndarray:
     return parsed.astype(to)
 
 
-def cast(x, to, saturate: bool = True) -> np.ndarray:
-    """Convert ``x`` to dtype ``to`` (numpy/ml_dtypes dtype; ``object``/``str`` = string)."""
+_E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu)
+_E8M0_NAN = 0xFF  # the one non-number code; codes 0..254 are 2**(code - 127)
+_E8M0_ROUNDING = {
+    # mantissa fraction f in [1, 2) of x = f * 2**k -> whether x rounds to 2**(k + 1) rather than 2**k
+    "up": lambda f: f > 1,
+    "down": lambda f: np.zeros(f.shape, bool),
+    "nearest": lambda f: f >= 1.5,  # ties (f = 1.5) round up
+}
+
+
+def _to_e8m0(x: np.ndarray, saturate: bool, round_mode: str) -> np.ndarray:
+    """Powers of two: round ``|x|`` to ``2**k`` by ``round_mode``; out of range saturates or is NaN."""
+    try:
+        rounds_up = _E8M0_ROUNDING[round_mode]
+    except KeyError:
+        raise ExecutionError(f"unknown round_mode {round_mode!r}; expected one of {sorted(_E8M0_ROUNDING)}") from None
+    magnitude = np.abs(x.astype(np.float64))
+    with np.errstate(invalid="ignore"):
+        mantissa, exponent = np.frexp(magnitude)  # magnitude = mantissa * 2**exponent, mantissa in [0.5, 1)
+    code = exponent - 1 + rounds_up(2 * mantissa).astype(np.int64) + 127
+    finite_nonzero = np.isfinite(magnitude) & (magnitude > 0)
+    if saturate:
+        # 0 and values below the smallest power go to 2**-127, infinities and large values to 2**127.
+        code = np.where(finite_nonzero, np.clip(code, 0, 254), np.where(magnitude == 0, 0, 254))
+    else:
+        code = np.where(finite_nonzero & (code >= 0) & (code <= 254), code, _E8M0_NAN)
+    code = np.where(np.isnan(magnitude), _E8M0_NAN, code)
+    return code.astype(np.uint8).view(_E8M0)
+
+
+def cast(x, to, saturate: bool = True, round_mode: str = "up") -> np.ndarray:
+    """Convert ``x`` to dtype ``to`` (numpy/ml_dtypes dtype; ``object``/``str`` = string).
+
+    ``saturate`` applies to the float8 targets; ``round_mode`` (``up``,
+    ``down`` or ``nearest``) to float8e8m0, whose values are powers of two.
+    """
     x = np.asarray(x)
     string_target = _is_string(to)
     to = np.dtype(object) if string_target else np.dtype(to)
@@ -316,6 +397,8 @@ def cast(x, to, saturate: bool = True) -> np.ndarray:
         return _to_strings(x)
     if _is_string(x.dtype):
         return _from_strings(x, to)
+    if to == _E8M0 and x.dtype != _E8M0:
+        return _to_e8m0(x, saturate, round_mode)
     if to in _SATURATING_FLOAT8 and saturate:
         limit = _SATURATING_FLOAT8[to]
         x = np.clip(x.astype(np.float32), -limit, limit)  # NaN stays NaN; +-inf -> +-max
@@ -325,3 +408,54 @@ def cast(x, to, saturate: bool = True) -> np.ndarray:
             x = np.trunc(x.astype(np.float64))
             x = np.where(np.isfinite(x), x, 0).astype(np.int64)
         return x.astype(to)
+
+
+# ---------------------------------------------------------------- linear quantization
+
+
+_DIVISION_TYPES = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64, ml_dtypes.bfloat16))
+
+
+def quantize(x, scale, zero_point=None, dtype=np.uint8, saturate: bool = True, precision=None) -> np.ndarray:
+    """Linear quantization: ``x / scale``, rounded, plus ``zero_point``, as ``dtype``.
+
+    ``scale`` and ``zero_point`` broadcast against ``x`` (callers expand
+    per-axis or blocked parameters).  The division is done in ``precision``
+    (default: the scale's dtype), the quotient rounded half to even.  Integer
+    targets (4-bit and 2-bit ones included) clamp to their range; float
+    targets (float8, float4, float6) are a :func:`cast` of ``x / scale +
+    zero_point`` (round to nearest even, ``saturate`` as for Cast).
+    """
+    x, scale, dtype = np.asarray(x), np.asarray(scale), np.dtype(dtype)
+    precision = np.dtype(precision) if precision is not None else scale.dtype
+    if precision not in _DIVISION_TYPES:  # an integer or float8e8m0 scale: divide in float32
+        precision = np.dtype(np.float32)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        quotient = upcast(x.astype(precision)) / upcast(scale.astype(precision))
+        # A narrow precision rounds the quotient too, as a division done in that type would.
+        quotient = upcast(quotient.astype(precision))
+    zero = upcast(np.asarray(0 if zero_point is None else zero_point))
+    if is_int_dtype(dtype):
+        info = ml_dtypes.iinfo(dtype)  # numpy's integers and the 4/2-bit ones
+        return np.clip(np.round(quotient) + zero, int(info.min), int(info.max)).astype(dtype)
+    return cast(quotient + zero, dtype, saturate)
+
+
+def _exact(x: np.ndarray) -> np.ndarray:
+    """Integers as int64 (so differences cannot wrap), floats in their compute dtype."""
+    return x.astype(np.int64) if is_int_dtype(x.dtype) else upcast(x)
+
+
+def dequantize(x, scale, zero_point=None, dtype=None) -> np.ndarray:
+    """Linear dequantization: ``(x - zero_point) * scale`` as ``dtype`` (default: the scale's dtype).
+
+    ``scale`` and ``zero_point`` broadcast against ``x``; the difference is
+    exact (int64 for integers), the product computed in float32 at least.
+    """
+    x, scale = np.asarray(x), np.asarray(scale)
+    dtype = np.dtype(dtype) if dtype is not None else scale.dtype
+    centred = _exact(x)
+    if zero_point is not None:
+        centred = centred - _exact(np.asarray(zero_point))
+    product_type = np.result_type(np.float32, upcast(scale).dtype)
+    return downcast(centred.astype(product_type) * upcast(scale).astype(product_type), dtype)

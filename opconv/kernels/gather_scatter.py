@@ -1,5 +1,6 @@
 """Indexing kernels: gather / scatter (ONNX and XLA flavours), one_hot,
-depth_to_space / space_to_depth and tile.
+depth_to_space / space_to_depth, tile, pad, strided slices, col2im and
+reverse_sequence.
 
 Conventions
 -----------
@@ -24,6 +25,12 @@ element are applied in row-major order of the update tensor.
 with any number of spatial dims.  ``mode="DCR"`` (OpenVINO
 ``blocks_first``) orders the channel dim as (block offsets, depth);
 ``"CRD"`` (``depth_first``) as (depth, block offsets).
+
+:func:`pad` takes per-dim begin/end amounts; a negative amount crops that
+side first, then the remaining positive amounts pad with ``mode``
+(``"constant"``, ``"reflect"``, ``"edge"``, ``"wrap"`` or ``"symmetric"``).
+:func:`strided_slice` follows ONNX ``Slice``: starts/ends are clamped into
+the dim (negatives count from the end) and steps may be negative.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..errors import ExecutionError
-from ._common import normalize_axis
+from ._common import accumulator_dtype, normalize_axis, per_dim, window_output_size
 
 # ---------------------------------------------------------------- helpers
 
@@ -345,3 +352,131 @@ def tile(x: np.ndarray, repeats: Sequence[int]) -> np.ndarray:
     if len(repeats) != x.ndim or any(r < 0 for r in repeats):
         raise ExecutionError(f"tile needs {x.ndim} non-negative repeats, got {repeats}")
     return np.tile(x, repeats)
+
+
+_PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap", "symmetric": "symmetric"}
+
+
+def pad(x: np.ndarray, pads_begin: Sequence[int], pads_end: Sequence[int], mode: str = "constant",
+        value=None) -> np.ndarray:
+    """Pad every dim of ``x`` by ``pads_begin[d]`` / ``pads_end[d]`` elements (negative: crop).
+
+    ``value`` fills constant padding; ``None`` means zero (the empty string for string tensors).
+    """
+    x = np.asarray(x)
+    np_mode = _PAD_MODES.get(mode)
+    if np_mode is None:
+        raise ExecutionError(f"unknown pad mode {mode!r}")
+    begin, end = [int(p) for p in pads_begin], [int(p) for p in pads_end]
+    if len(begin) != x.ndim or len(end) != x.ndim:
+        raise ExecutionError(f"pad needs {x.ndim} begin and end amounts, got {len(begin)} and {len(end)}")
+    if any(max(-lo, 0) + max(-hi, 0) > n for n, lo, hi in zip(x.shape, begin, end)):
+        raise ExecutionError(f"pad: negative pads {begin} / {end} crop more than the shape {list(x.shape)}")
+    x = x[tuple(slice(max(-lo, 0), n - max(-hi, 0)) for n, lo, hi in zip(x.shape, begin, end))]
+    width = [(max(lo, 0), max(hi, 0)) for lo, hi in zip(begin, end)]
+    if not any(lo or hi for lo, hi in width):
+        return x.copy()
+    if np_mode == "constant":
+        if value is None:
+            value = "" if x.dtype == object else 0
+        # np.pad casts constant_values to x's dtype itself; doing it first keeps narrow floats exact.
+        out = np.full(tuple(n + lo + hi for n, (lo, hi) in zip(x.shape, width)), value, dtype=x.dtype)
+        out[tuple(slice(lo, lo + n) for n, (lo, _) in zip(x.shape, width))] = x
+        return out
+    if any(n == 0 and (lo or hi) for n, (lo, hi) in zip(x.shape, width)):
+        raise ExecutionError(f"pad mode {mode!r} cannot pad an empty dim")
+    return np.pad(x, width, mode=np_mode)
+
+
+def strided_slice(x: np.ndarray, starts: Sequence[int], ends: Sequence[int], axes: Sequence[int] | None = None,
+                  steps: Sequence[int] | None = None) -> np.ndarray:
+    """ONNX ``Slice``: ``x[start:end:step]`` along each of ``axes`` (default: the first ``len(starts)`` dims).
+
+    Negative starts/ends count from the end of the dim; both are then clamped
+    to ``[0, dim]`` for positive steps and to ``[-1, dim - 1]`` for negative
+    ones, so out-of-range bounds (e.g. INT64_MAX) mean "to the end".
+    """
+    x = np.asarray(x)
+    starts = [int(v) for v in np.asarray(starts).reshape(-1)]
+    ends = [int(v) for v in np.asarray(ends).reshape(-1)]
+    axes = list(range(len(starts))) if axes is None else [normalize_axis(int(a), x.ndim)
+                                                             for a in np.asarray(axes).reshape(-1)]
+    steps = [1] * len(starts) if steps is None else [int(v) for v in np.asarray(steps).reshape(-1)]
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        raise ExecutionError(f"slice: starts, ends, axes and steps differ in length "
+                             f"({len(starts)}, {len(ends)}, {len(axes)}, {len(steps)})")
+    if len(set(axes)) != len(axes):
+        raise ExecutionError(f"slice: duplicate axes {axes}")
+    index = [slice(None)] * x.ndim
+    for axis, start, end, step in zip(axes, starts, ends, steps):
+        if step == 0:
+            raise ExecutionError("slice: step must not be 0")
+        n = x.shape[axis]
+        start, end = start + n if start < 0 else start, end + n if end < 0 else end
+        if step > 0:
+            start, end = min(max(start, 0), n), min(max(end, 0), n)
+        else:
+            start, end = min(max(start, -1), n - 1), min(max(end, -1), n - 1)
+        # For negative steps an end of -1 means "past index 0", which Python spells None.
+        index[axis] = slice(start, None if end < 0 else end, step)
+    return x[tuple(index)]
+
+
+def col2im(x: np.ndarray, image_shape: Sequence[int], block_shape: Sequence[int], strides: Sequence[int] | None = None,
+           pads: Sequence[int] | None = None, dilations: Sequence[int] | None = None) -> np.ndarray:
+    """Fold ``(N, C * prod(block), L)`` column blocks into ``(N, C, *image_shape)``, summing overlaps.
+
+    The inverse layout of im2col (PyTorch ``fold``): block position ``l`` (row-major over the
+    block grid) with offset ``k`` lands at ``l_d * stride_d + k_d * dilation_d - pad_begin_d``.
+    ``pads`` is ``[begin..., end...]``.
+    """
+    x = np.asarray(x)
+    image = [int(v) for v in np.asarray(image_shape).reshape(-1)]
+    block = [int(v) for v in np.asarray(block_shape).reshape(-1)]
+    k = len(image)
+    strides = per_dim(strides, k, "strides")
+    dilations = per_dim(dilations, k, "dilations")
+    pads = per_dim(pads, 2 * k, "pads", default=0)
+    n, cols, length = x.shape
+    channels = cols // math.prod(block)
+    if channels * math.prod(block) != cols:
+        raise ExecutionError(f"col2im: {cols} columns do not divide by the block size {math.prod(block)}")
+    padded = [i + pads[d] + pads[d + k] for d, i in enumerate(image)]
+    grid = [window_output_size(p, b, s, dl) for p, b, s, dl in zip(padded, block, strides, dilations)]
+    if math.prod(grid) != length:
+        raise ExecutionError(f"col2im: {length} blocks given, the image holds {math.prod(grid)} ({grid})")
+    # Padded-image coordinate of every (block offset, block position) pair, per spatial dim.
+    coords = []
+    for d in range(k):
+        offset = np.arange(block[d]) * dilations[d]
+        position = np.arange(grid[d]) * strides[d]
+        shape_k = [1] * (2 * k)
+        shape_k[d] = block[d]
+        shape_l = [1] * (2 * k)
+        shape_l[k + d] = grid[d]
+        coords.append(offset.reshape(shape_k) + position.reshape(shape_l))
+    target = np.ravel_multi_index(np.broadcast_arrays(*coords), padded).reshape(-1)  # (prod(block) * L,)
+    values = x.reshape(n * channels, -1)
+    acc = np.zeros((n * channels, math.prod(padded)), dtype=accumulator_dtype(x.dtype))
+    np.add.at(acc, (slice(None), target), values)
+    out = acc.reshape((n, channels) + tuple(padded))
+    crop = tuple(slice(pads[d], pads[d] + image[d]) for d in range(k))
+    return out[(slice(None), slice(None)) + crop].astype(x.dtype)
+
+
+def reverse_sequence(x: np.ndarray, lengths: Sequence[int], time_axis: int = 0, batch_axis: int = 1) -> np.ndarray:
+    """Reverse the first ``lengths[b]`` elements along ``time_axis`` of each batch slice ``b``."""
+    x = np.asarray(x)
+    time_axis, batch_axis = normalize_axis(time_axis, x.ndim), normalize_axis(batch_axis, x.ndim)
+    lengths = np.asarray(lengths).astype(np.int64).reshape(-1)
+    steps, batch = x.shape[time_axis], x.shape[batch_axis]
+    if lengths.size != batch or ((lengths < 0) | (lengths > steps)).any():
+        raise ExecutionError(f"reverse_sequence: need {batch} lengths in [0, {steps}], got {lengths.tolist()}")
+    t = np.arange(steps)[:, None]
+    source = np.where(t < lengths, lengths - 1 - t, t)  # (time, batch)
+    if time_axis > batch_axis:
+        source = source.T
+    shape = [1] * x.ndim
+    shape[time_axis], shape[batch_axis] = steps, batch
+    source = np.broadcast_to(source.reshape(shape), x.shape)
+    return np.take_along_axis(x, source, axis=time_axis)

@@ -1,4 +1,4 @@
-"""Linear-algebra kernels: matmul, XLA dot_general, gemm, einsum, integer matmul.
+"""Linear-algebra kernels: matmul, XLA dot_general, gemm, einsum, integer matmul, determinant.
 
 Conventions
 -----------
@@ -25,7 +25,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import ExecutionError
-from ._common import accumulator_dtype, downcast, normalize_axes
+from ._common import accumulator_dtype, downcast, normalize_axes, upcast
 
 
 def _result_dtype(*arrays) -> np.dtype:
@@ -113,6 +113,14 @@ def matmul_integer(a: np.ndarray, b: np.ndarray, a_zero_point=0, b_zero_point=0)
     if a_zp.ndim == 1:  # one zero point per row of A
         a_zp = a_zp[:, None]
     return np.matmul(a - a_zp, b - b_zp).astype(np.int32)
+
+
+def det(x: np.ndarray) -> np.ndarray:
+    """Determinant of each square matrix in the last two dims (float32 stays float32)."""
+    x = np.asarray(x)
+    if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
+        raise ExecutionError(f"det needs square matrices in the last two dims, got shape {list(x.shape)}")
+    return downcast(np.linalg.det(upcast(x)), x.dtype)
 
 
 def transpose(x: np.ndarray, perm: Sequence[int] | None = None) -> np.ndarray:

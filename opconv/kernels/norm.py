@@ -1,5 +1,5 @@
-"""Normalization kernels: batch / instance / layer / group norm, LRN, MVN,
-Lp normalization and the softmax family.
+"""Normalization kernels: batch / instance / layer / group / RMS norm, LRN, MVN,
+Lp normalization, the softmax family and the NLL loss built on it.
 
 Conventions
 -----------
@@ -23,6 +23,8 @@ OpenVINO ``MVN``'s ``eps_mode`` does).
   ``(2, ...)``.
 * ``softmax`` / ``log_softmax`` / ``hardmax`` work on one axis, or with
   ``coerce_2d`` (opset < 13) on the 2-D view ``(prod(shape[:axis]), -1)``.
+* :func:`nll_loss` is the negative log-likelihood loss with class weights,
+  an ignored class and none/sum/mean reduction (ONNX's two loss ops).
 """
 
 from __future__ import annotations
@@ -41,13 +43,20 @@ def _channel_shape(param, ndim: int, axis: int = 1) -> np.ndarray:
 
 
 def batch_norm(x, scale, bias, mean, var, epsilon: float = 1e-5, axis: int = 1) -> np.ndarray:
-    """Inference batch normalization with given statistics, channels on ``axis``."""
+    """Inference batch normalization with given statistics, channels on ``axis``.
+
+    The per-channel arithmetic is folded first, ``y = x * a + b`` with
+    ``a = scale / sqrt(var + eps)`` and ``b = bias - mean * a``, so the tensor
+    itself is touched by one multiply and one in-place add.
+    """
     x = np.asarray(x)
     xc = upcast(x)
     axis = normalize_axis(axis, x.ndim)
-    std = np.sqrt(_channel_shape(var, x.ndim, axis) + epsilon)
-    y = (xc - _channel_shape(mean, x.ndim, axis)) / std * _channel_shape(scale, x.ndim, axis)
-    return downcast(y + _channel_shape(bias, x.ndim, axis), x.dtype)
+    a = upcast(scale) / np.sqrt(upcast(var) + np.asarray(epsilon, dtype=upcast(var).dtype))
+    b = upcast(bias) - upcast(mean) * a
+    y = xc * _channel_shape(a.astype(xc.dtype, copy=False), x.ndim, axis)
+    y += _channel_shape(b.astype(xc.dtype, copy=False), x.ndim, axis)
+    return downcast(y, x.dtype)
 
 
 def batch_norm_training(x, scale, bias, running_mean, running_var, epsilon: float = 1e-5,
@@ -94,6 +103,16 @@ def layer_norm(x, scale, bias=None, axis: int = -1, epsilon: float = 1e-5, stash
     if bias is not None:
         y = y + upcast(bias)
     return downcast(y, x.dtype), downcast(mean, stash), downcast(inv_std, stash)
+
+
+def rms_norm(x, scale, axis: int = -1, epsilon: float = 1e-5, stash_dtype=np.float32) -> np.ndarray:
+    """``x / sqrt(mean(x ** 2) + eps) * scale`` over dims ``axis..rank-1``, computed in ``stash_dtype``."""
+    x = np.asarray(x)
+    axis = normalize_axis(axis, x.ndim)
+    xs = upcast(x).astype(stash_dtype)
+    mean_square = (xs * xs).mean(axis=tuple(range(axis, x.ndim)), keepdims=True)
+    y = xs / np.sqrt(mean_square + np.asarray(epsilon, dtype=xs.dtype))
+    return downcast(downcast(y, x.dtype) * upcast(scale), x.dtype)
 
 
 def group_norm(x, scale, bias, num_groups: int, epsilon: float = 1e-5) -> np.ndarray:
@@ -145,7 +164,7 @@ def mean_variance_normalization(x, axes: Sequence[int] = (0, 2, 3), normalize_va
 
 
 def lp_normalization(x, axis: int = -1, p: int = 2) -> np.ndarray:
-    """``x / ||x||_p`` along ``axis`` (p is 1 or 2)."""
+    """``x / ||x||_p`` along ``axis`` (p is 1 or 2); a zero vector stays zero."""
     x = np.asarray(x)
     xc = upcast(x)
     axis = normalize_axis(axis, x.ndim)
@@ -155,8 +174,8 @@ def lp_normalization(x, axis: int = -1, p: int = 2) -> np.ndarray:
         norm = np.sqrt((xc * xc).sum(axis=axis, keepdims=True))
     else:
         raise ExecutionError(f"lp_normalization supports p=1 or p=2, got {p}")
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return downcast(xc / norm, x.dtype)
+    # An all-zero slice has norm 0 and stays all zeros (as onnxruntime leaves it).
+    return downcast(xc / np.where(norm == 0, 1, norm), x.dtype)
 
 
 def _on_axis(function):
@@ -199,3 +218,36 @@ def _hardmax(x, axis):
 softmax = _on_axis(_softmax)
 log_softmax = _on_axis(_log_softmax)
 hardmax = _on_axis(_hardmax)
+
+
+# ---------------------------------------------------------------- losses
+
+
+def nll_loss(log_prob, target, weight=None, ignore_index: int | None = None, reduction: str = "mean"):
+    """Negative log-likelihood loss of ``log_prob`` ``(N, C, *d)`` at class indices ``target`` ``(N, *d)``.
+
+    Each element's loss is ``-log_prob[n, target, ...] * weight[target]``;
+    targets equal to ``ignore_index`` weigh 0.  ``reduction``: ``none``
+    (shape ``(N, *d)``), ``sum``, or ``mean`` (the weighted mean: divided by
+    the sum of the weights used).
+    """
+    log_prob = np.asarray(log_prob)
+    xc = upcast(log_prob)
+    target = np.asarray(target).astype(np.int64)
+    classes = log_prob.shape[1]
+    ignored = target == ignore_index if ignore_index is not None else np.zeros(target.shape, bool)
+    safe = np.where(ignored, 0, target)
+    if safe.size and (safe.min() < 0 or safe.max() >= classes):
+        raise ExecutionError(f"target class index out of range [0, {classes})")
+    picked = -np.take_along_axis(xc, safe[:, None], axis=1)[:, 0]
+    w = upcast(weight)[safe] if weight is not None else np.ones(safe.shape, xc.dtype)
+    w = np.where(ignored, 0, w).astype(xc.dtype)
+    loss = picked * w
+    if reduction == "none":
+        return downcast(loss, log_prob.dtype)
+    if reduction == "sum":
+        return downcast(loss.sum(), log_prob.dtype)
+    if reduction == "mean":
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return downcast(loss.sum() / w.sum(), log_prob.dtype)
+    raise ExecutionError(f"unknown reduction {reduction!r}; expected 'none', 'sum' or 'mean'")

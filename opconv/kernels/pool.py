@@ -23,8 +23,10 @@ base dilation holes and padding are skipped (not fed to the reducer) and
 ``init_value`` is folded in exactly once per window, so it need not be the
 reducer's identity.
 
-Everything is vectorized with ``sliding_window_view``; only
-:func:`reduce_window` loops, over window offsets, never over output elements.
+Everything is vectorized: pooling combines one strided slice per kernel
+offset (a loop over window offsets, never over output elements), indices and
+divisors use ``sliding_window_view``; :func:`reduce_window` also loops over
+window offsets.
 """
 
 from __future__ import annotations
@@ -71,12 +73,12 @@ def pool(
     geometry = _Geometry(x.shape, kernel, strides, pads_begin, pads_end, dilations, ceil_mode)
     if mode == "max":
         # Max is exact in any dtype, so no upcast (keeps int8/uint8 pools exact).
-        return geometry.windows(x, lowest(x.dtype)).max(axis=geometry.window_axes)
+        return geometry.reduce(x, lowest(x.dtype), np.maximum)
     xc = upcast(x)
     if mode == "lp":
         powered = np.abs(xc) ** p
-        return downcast(geometry.windows(powered, 0).sum(axis=geometry.window_axes) ** (1.0 / p), x.dtype)
-    total = geometry.windows(xc, 0).sum(axis=geometry.window_axes)
+        return downcast(geometry.reduce(powered, 0, np.add) ** (1.0 / p), x.dtype)
+    total = geometry.reduce(xc, 0, np.add)
     with np.errstate(divide="ignore", invalid="ignore"):  # a window of padding only averages to NaN
         return downcast(total / geometry.window_counts(count_include_pad, xc.dtype), x.dtype)
 
@@ -140,27 +142,45 @@ def max_unpool(
     pads_begin: Sequence[int] | None = None,
     pads_end: Sequence[int] | None = None,
     output_shape: Sequence[int] | None = None,
+    indices_of: str = "output",
 ) -> np.ndarray:
     """ONNX ``MaxUnpool``: scatter ``x`` to the flat positions ``indices`` of a zero tensor.
 
-    ``output_shape`` is the full output shape; by default each spatial dim is
-    ``(size - 1) * stride + kernel - pads``.
+    ``output_shape`` is the full output shape; the default shape has each
+    spatial dim ``(size - 1) * stride + kernel - pads``.  ``indices_of`` says
+    which tensor the flat indices count in:
+
+    * ``"output"``: the output, whatever its shape (as onnxruntime and
+      PyTorch read them: MaxPool's indices of the tensor whose shape
+      ``output_shape`` restores);
+    * ``"default"``: the tensor of the default shape (the ONNX
+      specification), which is then zero-padded or cut at the end of each
+      dim to ``output_shape``.
     """
     x, indices = np.asarray(x), np.asarray(indices)
     n = x.ndim - 2
-    if output_shape is None:
-        strides = per_dim(strides, n, "strides")
-        pads_begin, pads_end = per_dim(pads_begin, n, "pads_begin", 0), per_dim(pads_end, n, "pads_end", 0)
-        output_shape = x.shape[:2] + tuple(
-            (size - 1) * s + k - pb - pe
-            for size, k, s, pb, pe in zip(x.shape[2:], kernel, strides, pads_begin, pads_end))
-    output_shape = tuple(int(d) for d in output_shape)
-    y = np.zeros(math.prod(output_shape), dtype=x.dtype)
+    strides = per_dim(strides, n, "strides")
+    pads_begin, pads_end = per_dim(pads_begin, n, "pads_begin", 0), per_dim(pads_end, n, "pads_end", 0)
+    default_shape = x.shape[:2] + tuple(
+        (size - 1) * s + k - pb - pe for size, k, s, pb, pe in zip(x.shape[2:], kernel, strides, pads_begin, pads_end))
+    output_shape = default_shape if output_shape is None else tuple(int(d) for d in output_shape)
+    if indices_of not in ("output", "default"):
+        raise ExecutionError(f"indices_of must be 'output' or 'default', got {indices_of!r}")
+    scatter_shape = output_shape if indices_of == "output" else default_shape
+    y = np.zeros(math.prod(scatter_shape), dtype=x.dtype)
     flat = indices.ravel().astype(np.int64)
     if flat.size and (flat.min() < 0 or flat.max() >= y.size):
-        raise ExecutionError(f"MaxUnpool index out of range for output shape {output_shape}")
+        raise ExecutionError(f"MaxUnpool index out of range for shape {list(scatter_shape)}")
     y[flat] = x.ravel()
-    return y.reshape(output_shape)
+    y = y.reshape(scatter_shape)
+    if scatter_shape == output_shape:
+        return y
+    if len(output_shape) != len(scatter_shape):
+        raise ExecutionError(f"output_shape {list(output_shape)} does not have the input's rank {x.ndim}")
+    out = np.zeros(output_shape, dtype=x.dtype)
+    common = tuple(slice(0, min(a, b)) for a, b in zip(scatter_shape, output_shape))
+    out[common] = y[common]
+    return out
 
 
 _REDUCERS: dict[str, Callable] = {
@@ -230,6 +250,8 @@ class _Geometry:
         self.dilations = per_dim(dilations, n, "dilations")
         self.pads_begin = per_dim(pads_begin, n, "pads_begin", 0)
         self.pads_end = per_dim(pads_end, n, "pads_end", 0)
+        if any(p < 0 for p in self.pads_begin + self.pads_end):
+            raise ExecutionError(f"pooling pads must be non-negative, got {self.pads_begin} / {self.pads_end}")
         self.spatial = tuple(shape[2:])
         self.out = tuple(
             pool_output_size(*args, ceil_mode)
@@ -244,14 +266,41 @@ class _Geometry:
 
     def _pad(self, x, fill, explicit_fill=None):
         explicit_fill = fill if explicit_fill is None else explicit_fill
-        axes = tuple(range(x.ndim - self.n, x.ndim))
-        x = pad_or_crop(x, axes, self.pads_begin, self.pads_end, explicit_fill)
-        return pad_or_crop(x, axes, (0,) * self.n, self.overflow, fill)
+        if not any(self.pads_begin) and not any(self.pads_end) and not any(self.overflow):
+            return x
+        # One allocation: the ceil-mode overflow region with ``fill``, explicit pads with ``explicit_fill``.
+        lead = x.shape[:x.ndim - self.n]
+        explicit = tuple(s + b + e for s, b, e in zip(x.shape[x.ndim - self.n:], self.pads_begin, self.pads_end))
+        padded = np.full(lead + tuple(e + o for e, o in zip(explicit, self.overflow)), fill, dtype=x.dtype)
+        if explicit_fill != fill:
+            padded[(Ellipsis,) + tuple(slice(0, e) for e in explicit)] = explicit_fill
+        padded[(Ellipsis,) + tuple(slice(b, b + s) for b, s in zip(self.pads_begin, x.shape[x.ndim - self.n:]))] = x
+        return padded
 
     def windows(self, x, fill):
         """``(N, C, *out, *kernel)`` window view of ``x`` padded with ``fill``."""
         padded = self._pad(x, fill)
         return window_view(padded, self.axes, self.kernel, self.strides, self.dilations)
+
+    def reduce(self, x, fill, ufunc) -> np.ndarray:
+        """``ufunc``-reduce every window of ``x`` padded with ``fill``: ``(N, C, *out)``.
+
+        ``ufunc`` is associative (max, add), so a box window is reduced one
+        spatial axis at a time; along each axis, one strided slice per kernel
+        offset is combined in place.  This is several times faster than
+        reducing the trailing axes of a window view.
+        """
+        if any(o <= 0 for o in self.out):
+            return np.zeros(tuple(x.shape[:-self.n]) + tuple(max(o, 0) for o in self.out), dtype=x.dtype)
+        result = self._pad(x, fill)
+        for i, (k, d, o, s) in enumerate(zip(self.kernel, self.dilations, self.out, self.strides)):
+            axis = result.ndim - self.n + i
+            lead = (slice(None),) * axis
+            partial = result[lead + (slice(0, (o - 1) * s + 1, s),)].copy()
+            for j in range(1, k):
+                ufunc(partial, result[lead + (slice(j * d, j * d + (o - 1) * s + 1, s),)], out=partial)
+            result = partial
+        return result
 
     def window_counts(self, include_pad: bool, dtype) -> np.ndarray:
         """Divisor of average pooling per output position, shape ``(*out)``."""

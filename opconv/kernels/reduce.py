@@ -1,4 +1,4 @@
-"""Reductions over axes, arg-reductions and cumulative sums.
+"""Reductions over axes, arg-reductions and cumulative sums and products.
 
 Conventions
 -----------
@@ -146,16 +146,25 @@ def cumsum(x: np.ndarray, axis: int, exclusive: bool = False, reverse: bool = Fa
     ``exclusive`` leaves the current element out (the first output is 0);
     ``reverse`` sums from the end of the axis toward its start.
     """
+    return _cumulative(np.cumsum, 0, x, axis, exclusive, reverse)
+
+
+def cumprod(x: np.ndarray, axis: int, exclusive: bool = False, reverse: bool = False) -> np.ndarray:
+    """Cumulative product along ``axis``; ``exclusive`` and ``reverse`` as for :func:`cumsum` (the identity is 1)."""
+    return _cumulative(np.cumprod, 1, x, axis, exclusive, reverse)
+
+
+def _cumulative(function, identity, x, axis, exclusive, reverse):
     x = np.asarray(x)
     xc = upcast(x)
     axis = normalize_axis(axis, xc.ndim)
     if reverse:
         xc = np.flip(xc, axis)
-    total = np.cumsum(xc, axis=axis, dtype=accumulator_dtype(xc.dtype))
+    total = function(xc, axis=axis, dtype=accumulator_dtype(xc.dtype))
     if exclusive:
-        # Shift by one: prepend a zero and drop the last running total.
-        zero = np.zeros_like(np.take(total, [0], axis=axis))
-        total = np.concatenate([zero, np.take(total, np.arange(total.shape[axis] - 1), axis=axis)], axis=axis)
+        # Shift by one: prepend the identity and drop the last running total.
+        first = np.full_like(np.take(total, [0], axis=axis), identity)
+        total = np.concatenate([first, np.take(total, np.arange(total.shape[axis] - 1), axis=axis)], axis=axis)
     if reverse:
         total = np.flip(total, axis)
     return downcast(total, x.dtype)

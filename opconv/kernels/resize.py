@@ -53,13 +53,17 @@ from ..errors import ExecutionError
 from ._common import compute_dtype, is_int_dtype
 
 # ---------------------------------------------------------------- coordinates
+#
+# Every transform takes (x_out, in_size, out_size, scale, roi, length): ``out_size`` is the integer output
+# length, ``length`` the output length the formulas divide by ("length_resized"), which is ``out_size``
+# unless the caller passes the unrounded ``in_size * scale`` (see :func:`resize`).
 
 
-def _half_pixel(x, in_size, out_size, scale, roi):
+def _half_pixel(x, in_size, out_size, scale, roi, length):
     return (x + 0.5) / scale - 0.5
 
 
-def _half_pixel_symmetric(x, in_size, out_size, scale, roi):
+def _half_pixel_symmetric(x, in_size, out_size, scale, roi, length):
     # Like half_pixel, but centred so that rounding of the output size is
     # spread evenly over both edges.
     adjustment = out_size / (scale * in_size)
@@ -67,30 +71,30 @@ def _half_pixel_symmetric(x, in_size, out_size, scale, roi):
     return offset + (x + 0.5) / scale - 0.5
 
 
-def _pytorch_half_pixel(x, in_size, out_size, scale, roi):
-    return (x + 0.5) / scale - 0.5 if out_size > 1 else np.zeros_like(x)
+def _pytorch_half_pixel(x, in_size, out_size, scale, roi, length):
+    return (x + 0.5) / scale - 0.5 if length > 1 else np.zeros_like(x)
 
 
-def _align_corners(x, in_size, out_size, scale, roi):
-    return x * (in_size - 1) / (out_size - 1) if out_size > 1 else np.zeros_like(x)
+def _align_corners(x, in_size, out_size, scale, roi, length):
+    return x * (in_size - 1) / (length - 1) if length > 1 else np.zeros_like(x)
 
 
-def _asymmetric(x, in_size, out_size, scale, roi):
+def _asymmetric(x, in_size, out_size, scale, roi, length):
     return x / scale
 
 
-def _tf_half_pixel_for_nn(x, in_size, out_size, scale, roi):
+def _tf_half_pixel_for_nn(x, in_size, out_size, scale, roi, length):
     return (x + 0.5) / scale
 
 
-def _tf_crop_and_resize(x, in_size, out_size, scale, roi):
+def _tf_crop_and_resize(x, in_size, out_size, scale, roi, length):
     start, end = roi
-    if out_size == 1:
+    if length <= 1:
         return np.full_like(x, 0.5 * (start + end) * (in_size - 1))
-    return start * (in_size - 1) + x * (end - start) * (in_size - 1) / (out_size - 1)
+    return start * (in_size - 1) + x * (end - start) * (in_size - 1) / (length - 1)
 
 
-#: coordinate_transformation_mode -> f(x_out, in_size, out_size, scale, roi) -> x_in
+#: coordinate_transformation_mode -> f(x_out, in_size, out_size, scale, roi, length_resized) -> x_in
 COORDINATE_TRANSFORMS: dict[str, Callable] = {
     "half_pixel": _half_pixel,
     "half_pixel_symmetric": _half_pixel_symmetric,
@@ -118,8 +122,11 @@ def _lookup(table: dict, key: str, what: str):
 
 
 def source_coordinates(in_size: int, out_size: int, scale: float, mode: str = "half_pixel",
-                       roi: tuple[float, float] = (0.0, 1.0)) -> np.ndarray:
+                       roi: tuple[float, float] = (0.0, 1.0), length_resized: float | None = None) -> np.ndarray:
     """Source coordinate of every output index along one dim.
+
+    ``length_resized`` is the output length the transforms divide by (``align_corners``,
+    ``tf_crop_and_resize``, and ``pytorch_half_pixel``'s test for a length-1 output); default ``out_size``.
 
     Computed in float32, the precision of ONNX/OpenVINO scales and of the
     runtimes: coordinates that land exactly on a rounding tie (``x.5`` for
@@ -128,7 +135,8 @@ def source_coordinates(in_size: int, out_size: int, scale: float, mode: str = "h
     transform = _lookup(COORDINATE_TRANSFORMS, mode, "coordinate_transformation_mode")
     f32 = np.float32
     x = np.arange(out_size, dtype=f32)
-    coords = transform(x, f32(in_size), f32(out_size), f32(scale), (f32(roi[0]), f32(roi[1])))
+    length = f32(out_size if length_resized is None else length_resized)
+    coords = transform(x, f32(in_size), f32(out_size), f32(scale), (f32(roi[0]), f32(roi[1])), length)
     return np.asarray(coords, dtype=f32).astype(np.float64)
 
 
@@ -185,24 +193,24 @@ def _area_matrix(in_size, out_size, scale):
 def interpolation_matrix(in_size: int, out_size: int, scale: float | None = None, mode: str = "linear",
                          coordinate_transformation_mode: str = "half_pixel", cubic_coeff_a: float = -0.75,
                          exclude_outside: bool = False, antialias: bool = False,
-                         roi: tuple[float, float] = (0.0, 1.0)) -> np.ndarray:
+                         roi: tuple[float, float] = (0.0, 1.0), length_resized: float | None = None) -> np.ndarray:
     """The ``(out_size, in_size)`` float64 matrix that resizes one dim (linear/cubic/area)."""
     scale = np.float32(out_size) / np.float32(in_size) if scale is None else scale
     if mode == "area":
         return _area_matrix(in_size, out_size, float(scale))
     if mode not in _FILTERS:
         raise ExecutionError(f"unknown interpolation mode {mode!r}")
-    x = source_coordinates(in_size, out_size, scale, coordinate_transformation_mode, roi)
+    x = source_coordinates(in_size, out_size, scale, coordinate_transformation_mode, roi, length_resized)
     antialias = antialias and scale < 1
     return _filter_matrix(x, in_size, mode, cubic_coeff_a, exclude_outside, antialias, float(scale))
 
 
 def nearest_indices(in_size: int, out_size: int, scale: float | None = None,
                     coordinate_transformation_mode: str = "half_pixel", nearest_mode: str = "round_prefer_floor",
-                    roi: tuple[float, float] = (0.0, 1.0)) -> np.ndarray:
+                    roi: tuple[float, float] = (0.0, 1.0), length_resized: float | None = None) -> np.ndarray:
     """Input index (int64) each output index copies along one dim."""
     scale = np.float32(out_size) / np.float32(in_size) if scale is None else scale
-    x = source_coordinates(in_size, out_size, scale, coordinate_transformation_mode, roi)
+    x = source_coordinates(in_size, out_size, scale, coordinate_transformation_mode, roi, length_resized)
     rounded = _lookup(NEAREST_ROUNDING, nearest_mode, "nearest_mode")(x)
     return np.clip(rounded, 0, in_size - 1).astype(np.int64)
 
@@ -216,18 +224,30 @@ def resize(
     mode: str = "nearest",
     coordinate_transformation_mode: str = "half_pixel",
     scales: Sequence[float] | None = None,
-    nearest_mode: str = "round_prefer_floor",
+    nearest_mode: str | Sequence[str] = "round_prefer_floor",
     cubic_coeff_a: float = -0.75,
     exclude_outside: bool = False,
     roi: Sequence[tuple[float, float]] | None = None,
     extrapolation_value: float = 0.0,
     antialias: bool = False,
+    length_resized: Sequence[float] | None = None,
 ) -> np.ndarray:
-    """Resize every dim of ``x`` to ``output_shape`` (see the module docstring)."""
+    """Resize every dim of ``x`` to ``output_shape`` (see the module docstring).
+
+    ``nearest_mode`` is one mode, or one per dim (ONNX ``Upsample`` and
+    ``Resize-10`` floor when enlarging a dim but ceil when shrinking it).
+
+    ``length_resized`` (one per dim) is the output length the coordinate
+    transforms divide by.  By default it is the integer output size, as
+    onnxruntime computes; the ONNX specification uses the unrounded
+    ``input size * scale`` when the sizes come from scales (it differs from
+    the output size only when that product is not an integer).
+    """
     x = np.asarray(x)
     output_shape = [int(d) for d in output_shape]
     if len(output_shape) != x.ndim:
         raise ExecutionError(f"output shape {output_shape} does not match input rank {x.ndim}")
+    nearest_modes = [nearest_mode] * x.ndim if isinstance(nearest_mode, str) else list(nearest_mode)
     if scales is None:
         scales = [np.float32(o) / np.float32(i) if i else 1.0 for o, i in zip(output_shape, x.shape)]
     roi = [(0.0, 1.0)] * x.ndim if roi is None else [(float(a), float(b)) for a, b in roi]
@@ -236,19 +256,21 @@ def resize(
 
     y = x if exact else x.astype(np.float64 if is_int_dtype(x.dtype) else compute_dtype(x.dtype))
     outside = np.zeros((1,) * x.ndim, dtype=bool)
+    lengths = list(output_shape) if length_resized is None else [float(n) for n in length_resized]
     for axis, (in_size, out_size) in enumerate(zip(x.shape, output_shape)):
         args = (in_size, out_size, scales[axis])
-        coords = source_coordinates(*args, coordinate_transformation_mode, roi[axis])
+        coords = source_coordinates(*args, coordinate_transformation_mode, roi[axis], lengths[axis])
         if _is_identity(mode, coordinate_transformation_mode, coords, *args):
             continue
         if crop:
             axis_outside = (coords < 0) | (coords > in_size - 1)
             outside = outside | axis_outside.reshape([-1 if d == axis else 1 for d in range(x.ndim)])
         if exact:
-            y = np.take(y, nearest_indices(*args, coordinate_transformation_mode, nearest_mode, roi[axis]), axis=axis)
+            y = np.take(y, nearest_indices(*args, coordinate_transformation_mode, nearest_modes[axis],
+                                                 roi[axis], lengths[axis]), axis=axis)
         else:
             matrix = interpolation_matrix(*args, mode, coordinate_transformation_mode, cubic_coeff_a,
-                                          exclude_outside, antialias, roi[axis])
+                                          exclude_outside, antialias, roi[axis], lengths[axis])
             y = np.moveaxis(np.tensordot(y, matrix.astype(y.dtype), axes=([axis], [1])), -1, axis)
     if crop and outside.any():
         y = np.where(outside, np.asarray(extrapolation_value).astype(y.dtype), y)

@@ -1,4 +1,4 @@
-"""The ONNX dialect: protobuf I/O (``io``); the executor and op bindings arrive with it."""
+"""The ONNX dialect: protobuf I/O (``io``), the reference executor (``executor``) and its kernels (``ops``)."""
 
 from .io import load, save, to_proto
 
@@ -12,4 +12,10 @@ def _sniff(head: bytes) -> bool:
     return head[:1] == b"\x08"
 
 
-register(Dialect("onnx", (".onnx",), load, save, _sniff))
+def _prepare(model, **options):
+    from .executor import Session
+
+    return Session(model, **options)
+
+
+register(Dialect("onnx", (".onnx",), load, save, _sniff, prepare=_prepare))

@@ -763,3 +763,8 @@ def _set(p, **fields) -> None:
 
 def _bytes(s: str | bytes) -> bytes:
     return s if isinstance(s, bytes) else s.encode("utf-8")
+
+
+def function_from_proto(proto: onnx.FunctionProto) -> Function:
+    """Load one FunctionProto (e.g. an op's function body from onnx.defs) into the graph core."""
+    return _Reader(None, None).function(proto, {})

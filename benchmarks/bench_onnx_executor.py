@@ -1,0 +1,365 @@
+"""Time opconv's ONNX reference executor against onnx.reference and onnxruntime on the light models.
+
+    python benchmarks/bench_onnx_executor.py                       # all light models, 5 rounds
+    python benchmarks/bench_onnx_executor.py --models resnet50,squeezenet --rounds 9 --json bench.json
+
+The light models are the constant-folded classic CNNs shipped in the onnx
+package (``opconv.testdata.light_cases()``).  Every runtime gets the same
+seeded random input.  Session creation (opconv: loading the model;
+onnx.reference: building the evaluator; onnxruntime: the InferenceSession, one
+intra-op and one inter-op thread) is timed separately from the runs, and
+warm-up runs are not timed.  Rounds alternate between the runtimes, rotating
+their order each round, and the median is reported.  onnx.reference is slow, so
+it runs fewer rounds (``--reference-rounds``).
+
+Peak memory is the peak resident set size above the resident size just before a
+run: the kernel's high-water mark (``VmHWM``), reset through
+``/proc/self/clear_refs`` before every run (after ``malloc_trim`` hands memory
+freed by earlier runs back to the system), maximum over all runs of that
+runtime (warm-up included, so onnxruntime's arena growth counts).  Where that
+reset is not possible, it is tracemalloc's peak of one extra untimed run, which
+sees Python and numpy allocations only (not onnxruntime's); the output says
+which.
+
+Targets (see benchmarks/README.md): opconv >= 10x faster than onnx.reference on
+every light model, and <= 3x onnxruntime single-threaded on light_resnet50.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import tracemalloc
+import warnings
+from typing import Any, Callable
+
+os.environ.setdefault("CI", "true")  # `import openvino` (via opconv's dialects) otherwise waits on telemetry
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from a checkout
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+
+import opconv  # noqa: E402
+from opconv import testdata  # noqa: E402
+from opconv.compare import compare_arrays  # noqa: E402
+from opconv.verify import random_inputs  # noqa: E402
+
+RUNTIMES = ("opconv", "reference", "onnxruntime")
+TARGET_SPEEDUP_VS_REFERENCE = 10.0
+TARGET_RATIO_VS_ORT = 3.0
+TARGET_RATIO_MODEL = "light_resnet50"
+MiB = 1024 * 1024
+
+
+# ---------------------------------------------------------------------------
+# runtimes: each setup returns a function running the model once on the feeds
+# ---------------------------------------------------------------------------
+
+def setup_opconv(path: str, feeds: dict) -> Callable[[], list]:
+    model = opconv.load(path)
+    session = opconv.prepare(model)  # like an InferenceSession: binds kernels and folds constant subgraphs
+    names = [v.name for v in model.graph.outputs]
+
+    def run() -> list:
+        out = session.run(feeds)
+        return [out[n] for n in names]
+    return run
+
+
+def setup_reference(path: str, feeds: dict) -> Callable[[], list]:
+    from onnx.reference import ReferenceEvaluator
+
+    session = ReferenceEvaluator(onnx.load(path))
+    return lambda: session.run(None, feeds)
+
+
+def setup_onnxruntime(path: str, feeds: dict) -> Callable[[], list]:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 4
+    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    return lambda: session.run(None, feeds)
+
+
+SETUPS = {"opconv": setup_opconv, "reference": setup_reference, "onnxruntime": setup_onnxruntime}
+
+
+# ---------------------------------------------------------------------------
+# memory
+# ---------------------------------------------------------------------------
+
+class PeakMemory:
+    """Peak memory of one call: VmHWM above the pre-call VmRSS, or tracemalloc's peak as a fallback."""
+
+    def __init__(self):
+        self.uses_rss = self._can_reset_hwm()
+        self._trim = self._malloc_trim()
+        self.method = ("peak RSS above the pre-run RSS (VmHWM reset via /proc/self/clear_refs)" if self.uses_rss
+                       else "tracemalloc peak of one extra untimed run (Python/numpy allocations only)")
+
+    @staticmethod
+    def _can_reset_hwm() -> bool:
+        try:
+            PeakMemory._reset_hwm()
+            return PeakMemory._status("VmHWM") is not None
+        except OSError:
+            return False
+
+    @staticmethod
+    def _malloc_trim() -> Callable[[], Any] | None:
+        # Memory freed by an earlier run stays resident in malloc's heap and would be reused without
+        # raising the RSS; giving it back to the system first makes each run's peak its own.
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL("libc.so.6")
+            return lambda: libc.malloc_trim(0)
+        except (OSError, AttributeError):
+            return None
+
+    @staticmethod
+    def _reset_hwm() -> None:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # 5: reset the peak resident set size to the current one
+
+    @staticmethod
+    def _status(field: str) -> int | None:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+        return None
+
+    def before(self) -> int:
+        if not self.uses_rss:
+            return 0
+        if self._trim is not None:
+            self._trim()
+        self._reset_hwm()
+        return self._status("VmRSS")
+
+    def after(self, base: int) -> int:
+        return self._status("VmHWM") - base if self.uses_rss else 0
+
+    def traced_peak(self, run: Callable[[], Any]) -> int:
+        tracemalloc.start()
+        try:
+            run()
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+
+# ---------------------------------------------------------------------------
+# one model
+# ---------------------------------------------------------------------------
+
+def bench_model(case, args, runtimes: list[str], memory: PeakMemory) -> dict:
+    feeds = random_inputs(case.path, seed=args.seed)
+    result: dict[str, Any] = {"model": case.name, "inputs": {k: list(v.shape) for k, v in feeds.items()},
+                              "runtimes": {}}
+    runs: dict[str, Callable[[], list]] = {}
+    outputs: dict[str, list] = {}
+    for name in runtimes:
+        entry = result["runtimes"][name] = {"error": None, "setup_ms": None, "rounds_ms": [], "median_ms": None,
+                                            "peak_memory_mb": None}
+        try:
+            start = time.perf_counter()
+            run = SETUPS[name](case.path, feeds)
+            entry["setup_ms"] = (time.perf_counter() - start) * 1e3
+            peak = 0
+            # Warm-up runs (none for onnx.reference, which is slow); also where a missing op shows up.
+            for _ in range(0 if name == "reference" else args.warmup):
+                base = memory.before()
+                outputs[name] = run()
+                peak = max(peak, memory.after(base))
+            entry["peak_memory_mb"] = peak / MiB
+            runs[name] = run
+        except Exception as e:  # noqa: BLE001 - one runtime failing must not stop the benchmark
+            entry["error"] = f"{type(e).__name__}: {e}" if not isinstance(e, opconv.OpconvError) else str(e)
+            print(f"  {name}: {entry['error']}", flush=True)
+
+    wanted = {name: min(args.rounds, args.reference_rounds) if name == "reference" else args.rounds
+              for name in runs}
+    for round_index in range(max(wanted.values(), default=0)):
+        order = list(runs)
+        order = order[round_index % len(order):] + order[:round_index % len(order)]
+        for name in order:
+            entry = result["runtimes"][name]
+            if len(entry["rounds_ms"]) >= wanted[name] or entry["error"]:
+                continue
+            try:
+                base = memory.before()
+                start = time.perf_counter()
+                out = runs[name]()
+                elapsed = time.perf_counter() - start
+                entry["peak_memory_mb"] = max(entry["peak_memory_mb"] or 0, memory.after(base) / MiB)
+            except Exception as e:  # noqa: BLE001
+                entry["error"] = f"{type(e).__name__}: {e}"
+                print(f"  {name}: {entry['error']}", flush=True)
+                continue
+            entry["rounds_ms"].append(elapsed * 1e3)
+            outputs.setdefault(name, out)
+
+    for name, entry in result["runtimes"].items():
+        if entry["rounds_ms"]:
+            entry["median_ms"] = statistics.median(entry["rounds_ms"])
+            if not memory.uses_rss:
+                entry["peak_memory_mb"] = memory.traced_peak(runs[name]) / MiB
+    result["speedup_vs_reference"] = _ratio(result, "reference", "opconv")
+    result["ratio_vs_onnxruntime"] = _ratio(result, "opconv", "onnxruntime")
+    result["opconv_matches_onnxruntime"] = _matches(outputs.get("opconv"), outputs.get("onnxruntime"))
+    return result
+
+
+def _ratio(result: dict, numerator: str, denominator: str) -> float | None:
+    a = result["runtimes"].get(numerator, {}).get("median_ms")
+    b = result["runtimes"].get(denominator, {}).get("median_ms")
+    return a / b if a and b else None
+
+
+def _matches(ours: list | None, theirs: list | None) -> bool | None:
+    """Whether opconv's outputs equal onnxruntime's within the float32 tolerance table."""
+    if ours is None or theirs is None:
+        return None
+    return all(compare_arrays(str(i), t, o).ok for i, (o, t) in enumerate(zip(ours, theirs)))
+
+
+# ---------------------------------------------------------------------------
+# report
+# ---------------------------------------------------------------------------
+
+def _ms(entry: dict | None) -> str:
+    if entry is None:
+        return "-"
+    if entry["error"]:
+        return "error"
+    return f"{entry['median_ms']:.1f}" if entry["median_ms"] is not None else "-"
+
+
+def _cell(value, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def print_table(results: list[dict], runtimes: list[str]) -> None:
+    header = (["model"] + [f"{r} ms" for r in runtimes] + ["ref/opconv", "opconv/ort"]
+              + [f"setup ms {r}" for r in runtimes] + [f"peak MiB {r}" for r in runtimes] + ["matches ort"])
+    rows = [header]
+    for res in results:
+        rt = res["runtimes"]
+        match = res["opconv_matches_onnxruntime"]
+        rows.append([res["model"]] + [_ms(rt.get(r)) for r in runtimes]
+                    + [_cell(res["speedup_vs_reference"], ".1f") + ("x" if res["speedup_vs_reference"] else ""),
+                       _cell(res["ratio_vs_onnxruntime"], ".2f") + ("x" if res["ratio_vs_onnxruntime"] else "")]
+                    + [_cell(rt[r]["setup_ms"], ".0f") for r in runtimes]
+                    + [_cell(rt[r]["peak_memory_mb"], ".1f") for r in runtimes]
+                    + ["-" if match is None else ("yes" if match else "NO")])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    for row in rows:
+        print("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))))
+
+
+def targets(results: list[dict]) -> dict:
+    """Whether the two performance targets are met (None when not measured)."""
+    speedups = {r["model"]: r["speedup_vs_reference"] for r in results}
+    measured = [v for v in speedups.values() if v is not None]
+    slow = sorted(m for m, v in speedups.items() if v is not None and v < TARGET_SPEEDUP_VS_REFERENCE)
+    ratio = next((r["ratio_vs_onnxruntime"] for r in results if r["model"] == TARGET_RATIO_MODEL), None)
+    return {
+        "speedup_vs_reference": {"target": TARGET_SPEEDUP_VS_REFERENCE, "met": (not slow) if measured else None,
+                                 "below_target": slow,
+                                 "unmeasured": sorted(m for m, v in speedups.items() if v is None)},
+        "ratio_vs_onnxruntime": {"model": TARGET_RATIO_MODEL, "target": TARGET_RATIO_VS_ORT, "ratio": ratio,
+                                 "met": None if ratio is None else ratio <= TARGET_RATIO_VS_ORT},
+    }
+
+
+def print_targets(t: dict) -> None:
+    s = t["speedup_vs_reference"]
+    verdict = {True: "MET", False: "NOT MET", None: "not measured"}
+    line = f"target >= {s['target']:g}x faster than onnx.reference on every light model: {verdict[s['met']]}"
+    if s["below_target"]:
+        line += f" (below: {', '.join(s['below_target'])})"
+    if s["unmeasured"]:
+        line += f" (not measured: {', '.join(s['unmeasured'])})"
+    print(line)
+    r = t["ratio_vs_onnxruntime"]
+    shown = "" if r["ratio"] is None else f" ({r['ratio']:.2f}x)"
+    print(f"target <= {r['target']:g}x onnxruntime single-thread on {r['model']}: {verdict[r['met']]}{shown}")
+
+
+# ---------------------------------------------------------------------------
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description="Time opconv.run against onnx.reference and onnxruntime (one thread) on the light models.",
+        epilog="Targets: >=10x faster than onnx.reference on every light model; <=3x onnxruntime on "
+               "light_resnet50.  Pin numpy's BLAS threads with OPENBLAS_NUM_THREADS=1 / OMP_NUM_THREADS=1.")
+    p.add_argument("--models", help="comma-separated substrings: only light models whose name contains one "
+                                    "(e.g. resnet50,squeezenet)")
+    p.add_argument("--rounds", type=int, default=5, help="timed rounds per runtime, median reported (default 5)")
+    p.add_argument("--reference-rounds", type=int, default=2,
+                   help="timed rounds of onnx.reference, which is slow (default 2, at most --rounds)")
+    p.add_argument("--warmup", type=int, default=1,
+                   help="untimed runs of opconv and onnxruntime before timing (default 1; onnx.reference: none)")
+    p.add_argument("--runtimes", default=",".join(RUNTIMES), help=f"which of {','.join(RUNTIMES)} to run")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
+    p.add_argument("--json", dest="json_path", help="also write the results as JSON to this file")
+    args = p.parse_args(argv)
+    args.runtimes = [r.strip() for r in args.runtimes.split(",") if r.strip()]
+    unknown = sorted(set(args.runtimes) - set(RUNTIMES))
+    if unknown or not args.runtimes:
+        p.error(f"--runtimes: choose from {', '.join(RUNTIMES)}" + (f" (not {', '.join(unknown)})" if unknown else ""))
+    if args.rounds < 1 or args.reference_rounds < 1 or args.warmup < 0:
+        p.error("--rounds and --reference-rounds must be at least 1, --warmup at least 0")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    cases = testdata.light_cases()
+    if args.models:
+        wanted = [w.strip() for w in args.models.split(",") if w.strip()]
+        cases = [c for c in cases if any(w in c.name for w in wanted)]
+    if not cases:
+        print("no light model matches --models", file=sys.stderr)
+        return 2
+    runtimes = [r for r in RUNTIMES if r in args.runtimes]
+    memory = PeakMemory()
+    threads = ", ".join(f"{v}={os.environ[v]}" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                                         "MKL_NUM_THREADS") if v in os.environ)
+    print(f"opconv {opconv.__version__}, onnx {onnx.__version__}, numpy {np.__version__}; "
+          f"numpy threads: {threads or 'numpy default'}; onnxruntime: 1 intra-op, 1 inter-op thread")
+    print(f"rounds: {args.rounds} (onnx.reference {min(args.rounds, args.reference_rounds)}), warm-up "
+          f"{args.warmup}, seed {args.seed}; memory: {memory.method}")
+    results = []
+    for case in cases:
+        print(f"{case.name} ...", flush=True)
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            results.append(bench_model(case, args, runtimes, memory))
+    print()
+    print_table(results, runtimes)
+    print()
+    t = targets(results)
+    print_targets(t)
+    if args.json_path:
+        report = {"config": {"rounds": args.rounds, "reference_rounds": min(args.rounds, args.reference_rounds),
+                             "warmup": args.warmup, "seed": args.seed, "runtimes": runtimes,
+                             "numpy_threads": threads or "numpy default", "memory_method": memory.method},
+                  "models": results, "targets": t}
+        with open(args.json_path, "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=1)
+        print(f"wrote {args.json_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

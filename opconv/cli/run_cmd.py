@@ -1,0 +1,391 @@
+"""``opconv run``, ``opconv verify`` and ``opconv conformance``: execute models with the reference executors.
+
+Inputs and outputs travel as ``.npz`` files keyed by graph input/output name
+(``numpy.savez`` writes them, ``numpy.load`` reads them).  Without ``--inputs``
+both ``run`` and ``verify`` draw seeded random inputs with the generator of
+:func:`opconv.verify.random_inputs`, so ``--seed`` reproduces a run exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import zipfile
+from typing import Any
+
+import click
+import numpy as np
+
+from .. import load
+from ..errors import ExecutionError, OpconvError
+from . import cli
+
+MODEL = click.Path(dir_okay=False)  # existence is checked by the loader, with opconv's own message
+
+_SHAPE_HELP = ("Shape of an input with symbolic or unknown dims for random inputs, as NAME=D0,D1,... "
+               "(repeatable; NAME= for a scalar).")
+
+
+def _parse_shapes(values: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
+    shapes = {}
+    for text in values:
+        name, eq, dims = text.rpartition("=")
+        try:
+            if not eq or not name:
+                raise ValueError
+            shapes[name] = tuple(int(d) for d in dims.split(",") if d.strip()) if dims.strip() else ()
+        except ValueError:
+            raise click.BadParameter(f"{text!r} is not NAME=D0,D1,... (e.g. x=1,3,224,224)",
+                                     param_hint="--shape") from None
+    return shapes
+
+
+# ---------------------------------------------------------------------------
+# npz files
+# ---------------------------------------------------------------------------
+
+def read_npz(path: str) -> dict[str, np.ndarray]:
+    """The arrays of an .npz file by name; strings come back as object arrays (opconv's string type)."""
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(6)
+    except FileNotFoundError:
+        raise OpconvError("no such file", where=path) from None
+    except OSError as e:
+        raise OpconvError(f"cannot read: {e.strerror or e}", where=path) from None
+    if magic == b"\x93NUMPY":
+        raise OpconvError("a .npy file holds one unnamed array; give inputs by name in an .npz file "
+                          "(numpy.savez(path, x=array))", where=path)
+    if not magic.startswith(b"PK"):
+        raise OpconvError("not a numpy .npz file", where=path)
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {name: data[name] for name in data.files}
+    except ValueError as e:
+        if "allow_pickle" in str(e):
+            raise OpconvError("holds pickled Python objects, which opconv does not load; save strings as "
+                              "numpy unicode arrays", where=path) from None
+        raise OpconvError(f"not a valid numpy .npz file ({e})", where=path) from None
+    except (OSError, zipfile.BadZipFile, EOFError) as e:
+        raise OpconvError(f"not a valid numpy .npz file ({e})", where=path) from None
+    return {k: v.astype(object) if v.dtype.kind in "US" else v for k, v in arrays.items()}
+
+
+def write_npz(path: str, arrays: dict[str, Any]) -> None:
+    """Write ``arrays`` as an .npz file atomically.
+
+    Written entry by entry rather than with ``numpy.savez``, whose keyword arguments
+    cannot hold every output name (``file``, for one); sequences are stored element
+    by element as ``name[i]``, and empty optionals are left out.
+    """
+    def write(f):
+        with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as zf:
+            for name, array in _flatten(arrays):
+                if array.dtype == object:
+                    array = array.astype(str)  # strings as unicode: readable without pickle
+                with zf.open(name + ".npy", "w", force_zip64=True) as member:
+                    np.lib.format.write_array(member, array, allow_pickle=False)
+
+    _write_atomically(path, write, "wb")
+
+
+def _flatten(arrays: dict[str, Any]):
+    for name, value in arrays.items():
+        if isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                yield f"{name}[{i}]", np.asarray(item)
+        elif value is not None:
+            yield name, np.asarray(value)
+
+
+def _write_text(path: str, text: str) -> None:
+    _write_atomically(path, lambda f: f.write(text), "w")
+
+
+def _write_atomically(path: str, write, mode: str) -> None:
+    """Call ``write(file)`` on a temporary file beside ``path``, then rename it into place.
+
+    A failure leaves neither a partial ``path`` nor the temporary file.
+    """
+    folder = _output_folder(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".opconv-", suffix=".tmp", dir=folder)
+    except OSError as e:
+        raise OpconvError(f"cannot write: {e.strerror or e}", where=path) from None
+    try:
+        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
+            write(f)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual mode
+        os.replace(tmp, path)
+    except BaseException as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(e, OSError):
+            raise OpconvError(f"cannot write: {e.strerror or e}", where=path) from None
+        raise
+
+
+def _output_folder(path: str) -> str:
+    """The folder ``path`` will be written in; checked before a long run rather than after it."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise OpconvError("the output folder does not exist", where=path)
+    return folder
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+# ---------------------------------------------------------------------------
+# formatting
+# ---------------------------------------------------------------------------
+
+def describe(value: Any) -> str:
+    """``float32[2,10]``, ``seq(2) of float32[3]``, ``empty optional``."""
+    if value is None:
+        return "empty optional"
+    if isinstance(value, (list, tuple)):
+        inner = describe(value[0]) if value else "nothing"
+        return f"seq({len(value)}) of {inner}"
+    a = np.asarray(value)
+    dtype = "string" if a.dtype.kind in "OUS" else str(a.dtype)
+    return f"{dtype}[{','.join(map(str, a.shape))}]"
+
+
+def stats(value: Any) -> str:
+    """A few statistics of a numeric array: min, max, mean, std (and NaN/inf counts when present)."""
+    if value is None or isinstance(value, (list, tuple)):
+        return ""
+    a = np.asarray(value)
+    if a.size == 0:
+        return "empty"
+    if a.dtype == np.bool_:
+        return f"true {int(a.sum())}/{a.size}"
+    if a.dtype.kind not in "iufc":
+        try:
+            a = a.astype(np.float64)  # bfloat16, float8 ...
+        except (TypeError, ValueError):
+            return ""
+    if a.dtype.kind == "c":
+        a = np.abs(a)
+    a = a.astype(np.float64, copy=False)
+    finite = a[np.isfinite(a)]
+    parts = []
+    if finite.size:
+        parts.append(f"min {finite.min():.6g}  max {finite.max():.6g}  mean {finite.mean():.6g}  "
+                     f"std {finite.std():.6g}")
+    nan, inf = int(np.isnan(a).sum()), int(np.isinf(a).sum())
+    if nan:
+        parts.append(f"nan {nan}")
+    if inf:
+        parts.append(f"inf {inf}")
+    return "  ".join(parts)
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+
+
+def _show(v: Any) -> str:
+    v = v.item() if isinstance(v, np.generic) else v
+    if isinstance(v, float):
+        return f"{v:.7g}"
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _error_figure(x: float) -> str:
+    return f"{x:.3g}"
+
+
+# ---------------------------------------------------------------------------
+# commands
+# ---------------------------------------------------------------------------
+
+@cli.command()
+@click.argument("model", type=MODEL)
+@click.option("--inputs", "inputs_path", type=click.Path(dir_okay=False),
+              help="An .npz file of inputs by name (default: seeded random inputs).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the outputs to this .npz file.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the random inputs and of the model's random ops.")
+@click.option("--shape", "shapes", multiple=True, metavar="NAME=DIMS", help=_SHAPE_HELP)
+def run(model, inputs_path, output, seed, shapes):
+    """Run MODEL with opconv's reference executor and summarise its outputs.
+
+    Prints each input and output with its type and a few statistics; -o
+    saves the outputs (written atomically: a failed run leaves no file).
+
+    \b
+    Examples:
+      opconv run model.onnx                          # seeded random inputs
+      opconv run model.onnx --inputs in.npz -o out.npz
+      opconv run model.onnx --shape x=1,3,224,224 --seed 7
+
+    Make an inputs file with numpy: numpy.savez("in.npz", x=array).
+    Exit code 0 when the model ran, 2 when it could not be read or run.
+    """
+    import opconv
+    from ..verify import random_inputs
+
+    if output:
+        _output_folder(output)
+    m = load(model)
+    if inputs_path:
+        feeds, origin = read_npz(inputs_path), inputs_path
+    else:
+        feeds, origin = random_inputs(m, seed=seed, input_shapes=_parse_shapes(shapes)), f"random, seed {seed}"
+    try:
+        with np.errstate(all="ignore"):
+            outputs = opconv.run(m, feeds, seed=seed)
+    except ExecutionError as e:
+        if e.where == m.path:
+            raise
+        raise ExecutionError(str(e), where=model) from None  # name the file, not only the node
+    click.echo(f"{model}: {len(outputs)} output(s), inputs {origin}")
+    rows = [["", "name", "type", "stats"]]
+    rows += [["input", name, describe(v), ""] for name, v in feeds.items()]
+    rows += [["output", name, describe(v), stats(v)] for name, v in outputs.items()]
+    for line in _table(rows):
+        click.echo("  " + line)
+    if output:
+        write_npz(output, outputs)
+        click.echo(f"wrote {output}")
+
+
+@cli.command()
+@click.argument("model_a", metavar="A", type=MODEL)
+@click.argument("model_b", metavar="B", type=MODEL)
+@click.option("--inputs", "inputs_path", type=click.Path(dir_okay=False),
+              help="An .npz file of inputs by A's input names (default: seeded random inputs).")
+@click.option("--rtol", type=float, help="Relative tolerance for every float output (default: per element type).")
+@click.option("--atol", type=float, help="Absolute tolerance for every float output (default: per element type).")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the random inputs and of both models' random ops.")
+@click.option("--shape", "shapes", multiple=True, metavar="NAME=DIMS", help=_SHAPE_HELP)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the full report as JSON.")
+@click.option("--junit", "junit_path", type=click.Path(dir_okay=False),
+              help="Write a JUnit XML report (one testcase per output) for CI dashboards.")
+def verify(model_a, model_b, inputs_path, rtol, atol, seed, shapes, json_path, junit_path):
+    """Run A and B on the same inputs and compare every output of B with A's.
+
+    A and B may be of any dialect, e.g. an ONNX model and its conversion.
+    Inputs and outputs pair by name, or by position when the names differ
+    (said in the output).  Floats compare with |b - a| <= atol + rtol*|a|
+    (tolerances per element type unless --rtol/--atol); integers, bools and
+    strings exactly.
+
+    \b
+    Examples:
+      opconv verify model.onnx converted.onnx
+      opconv verify model.onnx model.xml --inputs in.npz --rtol 1e-4 --atol 1e-5
+      opconv verify a.onnx b.onnx --seed 3 --json report.json --junit report.xml
+
+    Exit code 0 when every output is equal, 1 when some differ, 2 when a model
+    or the inputs cannot be read or run.
+    """
+    import opconv
+
+    for path in (json_path, junit_path):
+        if path:
+            _output_folder(path)
+    inputs = read_npz(inputs_path) if inputs_path else None
+    report = opconv.verify(model_a, model_b, inputs, rtol, atol, seed=seed, input_shapes=_parse_shapes(shapes))
+    click.echo(f"A: {report.model_a}")
+    click.echo(f"B: {report.model_b}")
+    fed = ", ".join(f"{name} {_describe_input(s)}" for name, s in report.inputs.items()) or "none"
+    click.echo(f"inputs ({f'random, seed {seed}' if report.random_inputs else inputs_path}): {fed}")
+    for note in report.notes:
+        click.echo(f"note: {note}")
+    rows = [["output", "shape/dtype", "max abs err", "max rel err", "mismatches", "first mismatch (A vs B)"]]
+    for o in report.outputs:
+        comparable = o.expected_shape == o.actual_shape and o.expected_dtype == o.actual_dtype
+        errors = [_error_figure(o.max_abs_error), _error_figure(o.max_rel_error)] if comparable else ["-", "-"]
+        rows.append([o.name, _type_cell(o), *errors, f"{o.mismatches}/{o.total}" if comparable else "-",
+                     _first_mismatch_cell(o)])
+    for line in _table(rows):
+        click.echo(line)
+    if json_path:
+        _write_text(json_path, json.dumps(report.to_json(), indent=1) + "\n")
+    if junit_path:
+        _write_text(junit_path, report.to_junit())
+    click.echo(report.summary())
+    sys.exit(0 if report.ok else 1)
+
+
+def _describe_input(s: dict) -> str:
+    if "shape" in s:
+        return f"{s['dtype']}[{','.join(map(str, s['shape']))}]"
+    return ", ".join(f"{k} {v}" for k, v in s.items())
+
+
+def _type_cell(o) -> str:
+    if o.expected_shape is None and o.actual_shape is None:
+        return "ok" if o.ok else o.message  # sequences and optionals: only the message says more
+    a = f"{o.expected_dtype}[{','.join(map(str, o.expected_shape))}]"
+    if o.expected_shape == o.actual_shape and o.expected_dtype == o.actual_dtype:
+        return f"ok {a}"
+    return f"DIFFER {a} vs {o.actual_dtype}[{','.join(map(str, o.actual_shape))}]"
+
+
+def _first_mismatch_cell(o) -> str:
+    if o.first_mismatch is None:
+        return "-"
+    return f"[{','.join(map(str, o.first_mismatch))}]: {_show(o.expected_value)} vs {_show(o.actual_value)}"
+
+
+CONFORMANCE_KINDS = ("node", "simple", "pytorch-converted", "pytorch-operator")
+
+
+@cli.command()
+@click.option("--kind", type=click.Choice(CONFORMANCE_KINDS + ("all",)), default="all", show_default=True,
+              help="Which of ONNX's test suites to run.")
+@click.option("-k", "substring", help="Only cases whose name contains SUBSTRING (e.g. -k conv).")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False),
+              help="Write every case's result (name, kind, passed, message, seconds) as JSON.")
+def conformance(kind, substring, report_path):
+    """Run ONNX's own test cases (shipped in the onnx package) through opconv's executor.
+
+    Each case's model runs on its stored inputs and every output must match
+    the stored expected output within opconv's tolerance table. Prints each
+    failure, then "N passed, N failed".
+
+    \b
+    Examples:
+      opconv conformance --kind node -k softmax
+      opconv conformance --kind pytorch-converted --report conformance.json
+
+    Exit code 0 when every selected case passed, 1 otherwise.
+    """
+    from .. import testdata
+    from ..conformance import run_case
+
+    if report_path:
+        _output_folder(report_path)
+    kinds = CONFORMANCE_KINDS if kind == "all" else (kind,)
+    cases = list(testdata.node_cases()) if "node" in kinds else []
+    cases += testdata.model_cases([k for k in kinds if k != "node"])
+    if substring:
+        cases = [c for c in cases if substring in c.name]
+    results = []
+    for case in cases:
+        result = run_case(case)
+        results.append(result)
+        if not result.passed:
+            click.echo(f"FAIL {case.kind}/{case.name}: {result.message}")
+    passed = sum(r.passed for r in results)
+    failed = len(results) - passed
+    if report_path:
+        report = {"kind": kind, "filter": substring, "passed": passed, "failed": failed,
+                  "cases": [r.to_json() for r in results]}
+        _write_text(report_path, json.dumps(report, indent=1) + "\n")
+    click.echo(f"{passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)

@@ -1,0 +1,332 @@
+"""The graph interpreter shared by the three reference executors.
+
+A dialect supplies an :class:`OpRegistry` (kernels registered by op name and
+the version they take effect at) and a *binder* that turns a node into a
+:class:`BoundNode`: the kernel in force at the node's version plus its
+attributes, decoded once (with schema defaults) into plain Python values.
+:class:`Interpreter` compiles each graph once into a plan of bound nodes, runs
+it on numpy values, frees every intermediate value after its last use, and
+runs subgraphs (If/Loop/Scan bodies, TensorIterator bodies, HLO regions) for
+kernels that ask through :class:`ExecContext`.
+
+Kernel calling convention: ``kernel(ctx, *inputs, **attributes)`` returns one
+value or a tuple/list of values, one per node output.  An omitted optional
+input arrives as ``None``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import keyword
+import zlib
+from collections import ChainMap
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+import numpy as np
+
+from .errors import ExecutionError, OpconvError
+from .ir import Graph, Node, Value, _free_inputs
+
+Kernel = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class Registration:
+    op: str
+    domain: str
+    since: int
+    fn: Kernel
+    deterministic: bool = True  # False for random ops: never folded, and drawn afresh every run
+
+
+class OpRegistry:
+    """Kernels of one dialect keyed by (domain, op), each valid from ``since`` up to the next registration."""
+
+    def __init__(self, dialect: str):
+        self.dialect = dialect
+        self._by_op: dict[tuple[str, str], list[Registration]] = {}
+
+    def register(self, op: str, since: int | Iterable[int] = 1, domain: str = "", *, deterministic: bool = True):
+        """Decorator: ``fn`` computes ``domain::op`` from version ``since`` (or each version in a list)."""
+        versions = [since] if isinstance(since, int) else list(since)
+
+        def wrap(fn: Kernel) -> Kernel:
+            for v in versions:
+                entries = self._by_op.setdefault((domain, op), [])
+                if any(e.since == v for e in entries):
+                    raise OpconvError(f"{self.dialect} kernel {domain}::{op} version {v} registered twice")
+                entries.append(Registration(op, domain, v, fn, deterministic))
+                entries.sort(key=lambda e: e.since)
+            return fn
+
+        return wrap
+
+    def resolve(self, op: str, version: int | None, domain: str = "") -> Registration | None:
+        """The registration in force at ``version``: the highest ``since`` <= version."""
+        entries = self._by_op.get((domain, op))
+        if not entries:
+            return None
+        if version is None:
+            return entries[-1]
+        i = bisect.bisect_right([e.since for e in entries], version)
+        return entries[i - 1] if i else None
+
+    def registrations(self) -> list[Registration]:
+        return [e for key in sorted(self._by_op) for e in self._by_op[key]]
+
+
+def python_name(attr_name: str) -> str:
+    """An attribute name usable as a keyword argument (``lambda`` -> ``lambda_``, ``exclude-pad`` -> ``exclude_pad``)."""
+    name = "".join(c if c.isalnum() or c == "_" else "_" for c in attr_name)
+    return name + "_" if keyword.iskeyword(name) else name
+
+
+@dataclass
+class BoundNode:
+    """A node ready to run: its kernel and decoded attributes."""
+
+    node: Node
+    fn: Kernel
+    attrs: dict[str, Any]
+    label: str  # for error messages, e.g. "node 'conv1' (Conv-11)"
+    deterministic: bool = False  # True lets the interpreter fold it when all its inputs are constant
+
+
+Binder = Callable[[Node, "Interpreter"], BoundNode]
+
+
+@dataclass
+class _Plan:
+    steps: list[BoundNode]
+    inputs: list[int]  # id() of each step's inputs, per step
+    drops: list[list[int]]  # value ids no longer needed after each step
+    foldable: list[bool]  # deterministic steps whose inputs are all constants
+    folded: dict[int, Any] | None = None  # their outputs, computed on the first run and kept
+
+
+class ExecContext:
+    """What a kernel may ask of the interpreter while it runs."""
+
+    __slots__ = ("interpreter", "node", "env", "num_outputs")
+
+    def __init__(self, interpreter: "Interpreter", node: Node, env: Mapping[int, Any]):
+        self.interpreter = interpreter
+        self.node = node
+        self.env = env
+        self.num_outputs = len(node.outputs)
+
+    @property
+    def version(self) -> int | None:
+        return self.node.version
+
+    def output_used(self, i: int) -> bool:
+        return i < len(self.node.outputs) and self.node.outputs[i] is not None
+
+    def run_graph(self, graph: Graph, inputs: list[Any]) -> list[Any]:
+        """Run a subgraph with ``inputs`` bound positionally; outer-scope values come from this node's scope."""
+        return self.interpreter.run_graph(graph, inputs, outer=self.env)
+
+    def rng(self, seed: float | None = None) -> np.random.Generator:
+        """A generator that is deterministic: from the node's seed attribute, else from the run seed and node name."""
+        if seed is not None:
+            return np.random.default_rng(int(np.float32(seed).view(np.uint32)))
+        salt = zlib.crc32((self.node.name or repr(self.node.outputs[0])).encode())
+        return np.random.default_rng([self.interpreter.seed, salt])
+
+
+class Interpreter:
+    """Runs a graph with the kernels of one dialect."""
+
+    def __init__(self, binder: Binder, *, seed: int = 0, options: dict | None = None):
+        self.binder = binder
+        self.seed = seed
+        self.options = options or {}
+        self._plans: dict[int, _Plan] = {}
+
+    # -- compile ----------------------------------------------------------
+    def plan(self, graph: Graph) -> _Plan:
+        cached = self._plans.get(id(graph))
+        if cached is not None:
+            return cached
+        steps = [self.binder(n, self) for n in graph.nodes]
+        keep = {id(v) for v in graph.outputs}
+        last_use: dict[int, int] = {}
+        for i, n in enumerate(graph.nodes):
+            for v in _free_inputs(n):
+                last_use[id(v)] = i
+        defined_here = {id(v) for v in graph.values()}
+        drops: list[list[int]] = [[] for _ in steps]
+        for vid, i in last_use.items():
+            if vid in defined_here and vid not in keep:
+                drops[i].append(vid)
+        plan = _Plan(steps, [[id(v) if v is not None else None for v in s.node.inputs] for s in steps], drops,
+                     _foldable(graph, steps))
+        self._plans[id(graph)] = plan
+        return plan
+
+    def fold(self, graph: Graph) -> None:
+        """Compute ``graph``'s constant subgraphs now (a session does this when it is made)."""
+        plan = self.plan(graph)
+        if plan.folded is None:
+            self.run_graph(graph, {}, fold_only=True)
+
+    # -- run --------------------------------------------------------------
+    def run_graph(self, graph: Graph, inputs: list[Any] | Mapping[str, Any],
+                  outer: Mapping[int, Any] | None = None, *, fold_only: bool = False) -> list[Any]:
+        """Run ``graph``; ``inputs`` positional (subgraphs) or by name (top level)."""
+        plan = self.plan(graph)
+        local: dict[int, Any] = {}
+        env = ChainMap(local, outer) if outer is not None else local
+        for v in graph.initializers.values():
+            local[id(v)] = v.const.numpy()
+        if isinstance(inputs, Mapping):
+            for v in graph.inputs:
+                if v.name in inputs:
+                    local[id(v)] = inputs[v.name]
+        else:
+            if len(inputs) > len(graph.inputs):
+                raise ExecutionError(f"graph {graph.name!r} takes {len(graph.inputs)} inputs, got {len(inputs)}")
+            for v, data in zip(graph.inputs, inputs):
+                local[id(v)] = data
+        first_run = plan.folded is None
+        folding: dict[int, Any] = {}  # kept only if this first run succeeds
+        if not first_run:
+            local.update(plan.folded)
+        for step, input_ids, drop, foldable in zip(plan.steps, plan.inputs, plan.drops, plan.foldable):
+            if (foldable and not first_run) or (fold_only and not foldable):
+                continue
+            args = [None if vid is None else _lookup(env, vid, step, graph) for vid in input_ids]
+            ctx = ExecContext(self, step.node, env)
+            try:
+                result = step.fn(ctx, *args, **step.attrs)
+            except OpconvError as e:
+                if e.where:
+                    raise
+                raise type(e)(e.message, where=step.label) if type(e) is ExecutionError else e
+            except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError, OverflowError,
+                    FloatingPointError, np.linalg.LinAlgError, MemoryError) as e:
+                raise ExecutionError(f"{type(e).__name__}: {e}", where=step.label) from e
+            outputs = result if isinstance(result, (tuple, list)) and _multi(step.node) else (result,)
+            if len(outputs) < sum(1 for v in step.node.outputs if v is not None):
+                raise ExecutionError(f"kernel returned {len(outputs)} outputs, the node declares "
+                                     f"{len(step.node.outputs)}", where=step.label)
+            for v, data in zip(step.node.outputs, outputs):
+                if v is not None:
+                    local[id(v)] = data
+                    if foldable:
+                        folding[id(v)] = data
+            for vid in drop:
+                local.pop(vid, None)
+        if first_run:
+            plan.folded = folding
+        if fold_only:
+            return []
+        return [_lookup(env, id(v), None, graph) for v in graph.outputs]
+
+
+def _foldable(graph: Graph, steps: list[BoundNode]) -> list[bool]:
+    """Which steps compute the same thing on every run: deterministic, no subgraph, constant inputs only.
+
+    Light models, for instance, rebuild their weights with ConstantOfShape; like
+    onnxruntime's session, the interpreter computes such subgraphs once.  An
+    initializer that is also a graph input can be overridden by a feed, so it is
+    not a constant here.
+    """
+    overridable = {id(v) for v in graph.inputs}
+    constant = {id(v) for v in graph.initializers.values() if id(v) not in overridable}
+    flags = []
+    for step in steps:
+        node = step.node
+        ok = (step.deterministic and not any(True for _ in node.subgraphs())
+              and all(v is None or id(v) in constant for v in node.inputs))
+        if ok:
+            constant.update(id(v) for v in node.outputs if v is not None)
+        flags.append(ok)
+    return flags
+
+
+def _multi(node: Node) -> bool:
+    # A single-output node may legitimately return a list (a sequence value).
+    return len(node.outputs) > 1
+
+
+def _lookup(env: Mapping[int, Any], vid: int, step: BoundNode | None, graph: Graph) -> Any:
+    try:
+        return env[vid]
+    except KeyError:
+        where = step.label if step else f"graph {graph.name!r}"
+        name = next((v.name for v in _all_values(graph) if id(v) == vid), "?")
+        raise ExecutionError(f"value {name!r} has not been computed (missing input or out-of-order graph)",
+                             where=where) from None
+
+
+def _all_values(graph: Graph):
+    yield from graph.values()
+    for n in graph.nodes:
+        yield from (v for v in n.inputs if v is not None)
+
+
+@dataclass
+class FeedCheck:
+    """Symbolic dimension bindings seen while checking feeds (``batch`` -> 2)."""
+
+    dims: dict[str, int] = field(default_factory=dict)
+
+
+def check_feeds(graph: Graph, feeds: Mapping[str, Any], *, where: str | None = None) -> dict[str, Any]:
+    """Validate user inputs against the graph's declared inputs; returns them by name.
+
+    Unknown names, missing inputs, wrong element types, wrong ranks, static
+    dims that differ and symbolic dims bound inconsistently are all errors
+    that name the input.
+    """
+    from .types import TensorType, from_numpy
+
+    declared = {v.name: v for v in graph.inputs}
+    required = [v.name for v in graph.inputs if v.const is None]
+    unknown = sorted(set(feeds) - set(declared))
+    if unknown:
+        raise ExecutionError(f"unknown input(s) {', '.join(map(repr, unknown))}; the model takes "
+                             f"{', '.join(map(repr, declared)) or 'no inputs'}", where=where)
+    missing = [n for n in required if n not in feeds]
+    if missing:
+        raise ExecutionError(f"missing input(s) {', '.join(map(repr, missing))}", where=where)
+    bound = FeedCheck()
+    out = {}
+    for name, data in feeds.items():
+        v: Value = declared[name]
+        t = v.type
+        if isinstance(t, TensorType):
+            if not isinstance(data, np.ndarray):
+                if isinstance(data, (list, tuple, int, float, bool, np.generic)):
+                    data = np.asarray(data)
+                else:
+                    raise ExecutionError(f"input {name!r} must be a numpy array, got {type(data).__name__}",
+                                         where=where)
+            got = from_numpy(data.dtype).name
+            if t.dtype is not None and got != t.dtype:
+                raise ExecutionError(f"input {name!r} expects {t.dtype}, got {got}", where=where)
+            if t.shape is not None:
+                _check_shape(name, t.shape, data.shape, bound, where)
+        out[name] = data
+    return out
+
+
+def _check_shape(name: str, declared: tuple, actual: tuple, bound: FeedCheck, where: str | None) -> None:
+    if len(declared) != len(actual):
+        raise ExecutionError(f"input {name!r} expects rank {len(declared)} "
+                             f"({_fmt(declared)}), got shape {list(actual)}", where=where)
+    for axis, (d, a) in enumerate(zip(declared, actual)):
+        if isinstance(d, int) and d != a:
+            raise ExecutionError(f"input {name!r} expects shape {_fmt(declared)}, got {list(actual)} "
+                                 f"(axis {axis})", where=where)
+        if isinstance(d, str):
+            first = bound.dims.setdefault(d, a)
+            if first != a:
+                raise ExecutionError(f"input {name!r}: dimension {d!r} is {a} here but {first} in another input",
+                                     where=where)
+
+
+def _fmt(shape: tuple) -> str:
+    return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"

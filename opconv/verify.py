@@ -1,0 +1,449 @@
+"""``opconv.verify``: run two models on the same inputs and compare every output.
+
+The two models may be of any dialect (a conversion is verified against its
+source).  Their inputs and outputs are paired by name when both models use the
+same names, else by position (recorded in the report, since a renamed graph is
+legitimate after a conversion but worth knowing); differing counts are an
+error.  Outputs are compared with :func:`opconv.compare.compare_arrays`, so
+"equal" uses the same per-dtype tolerance table as the conformance runs.
+
+When no inputs are given they are drawn by :func:`random_inputs` from a
+generator seeded by ``seed``, so a failing verification can be replayed: the
+same seed gives the same inputs.  ``opconv run`` uses the same generator.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from .compare import OutputComparison, compare_arrays
+from .errors import ExecutionError, OpconvError
+from .ir import Model, Value
+from .types import OptionalType, SequenceType, TensorType, element_type
+
+#: vocabulary of random string inputs
+_WORDS = np.array(["alpha", "beta", "gamma", "delta", "cat", "dog", "red", "blue", "one", "two"], dtype=object)
+
+#: random integers avoid 0 and negatives: integer inputs are often divisors, counts, repeats or sizes,
+#: and a division by zero or a negative size would make both models fail instead of being compared
+_INT_RANGE = (1, 6)
+
+#: sequence inputs get this many elements
+_SEQUENCE_LENGTH = 2
+
+
+# ---------------------------------------------------------------------------
+# the report
+# ---------------------------------------------------------------------------
+
+@dataclass
+class VerifyReport:
+    """The result of :func:`verify`: ``ok`` when every output of B equals A's within tolerance."""
+
+    ok: bool
+    outputs: list[OutputComparison]
+    input_matching: str  # 'name' or 'position'
+    output_matching: str  # 'name' or 'position'
+    seed: int
+    model_a: str = ""
+    model_b: str = ""
+    rtol: float | None = None  # explicit overrides; None = the per-dtype table
+    atol: float | None = None
+    inputs: dict[str, dict] = field(default_factory=dict)  # A's input name -> {"shape", "dtype"}
+    random_inputs: bool = False
+    notes: list[str] = field(default_factory=list)
+    seconds_a: float = 0.0
+    seconds_b: float = 0.0
+
+    @property
+    def failures(self) -> list[OutputComparison]:
+        return [o for o in self.outputs if not o.ok]
+
+    def summary(self) -> str:
+        """``verify: N outputs equal`` or ``verify: N of M outputs differ``."""
+        bad = len(self.failures)
+        if bad == 0:
+            return f"verify: {len(self.outputs)} outputs equal"
+        return f"verify: {bad} of {len(self.outputs)} outputs differ"
+
+    def to_json(self) -> dict:
+        """A JSON-serializable dict of the whole report."""
+        return {
+            "ok": self.ok,
+            "summary": self.summary(),
+            "model_a": self.model_a,
+            "model_b": self.model_b,
+            "input_matching": self.input_matching,
+            "output_matching": self.output_matching,
+            "seed": self.seed,
+            "random_inputs": self.random_inputs,
+            "rtol": self.rtol,
+            "atol": self.atol,
+            "inputs": self.inputs,
+            "notes": list(self.notes),
+            "seconds_a": round(self.seconds_a, 6),
+            "seconds_b": round(self.seconds_b, 6),
+            "outputs": [o.to_json() for o in self.outputs],
+        }
+
+    def to_junit(self) -> str:
+        """JUnit XML: one testsuite ``opconv.verify`` with one testcase per output."""
+        from lxml import etree
+
+        failures = self.failures
+        root = etree.Element("testsuites", name="opconv", tests=str(len(self.outputs)),
+                             failures=str(len(failures)), errors="0",
+                             time=f"{self.seconds_a + self.seconds_b:.6f}")
+        suite = etree.SubElement(root, "testsuite", name="opconv.verify", tests=str(len(self.outputs)),
+                                 failures=str(len(failures)), errors="0", skipped="0",
+                                 time=f"{self.seconds_a + self.seconds_b:.6f}")
+        props = etree.SubElement(suite, "properties")
+        for key in ("model_a", "model_b", "input_matching", "output_matching", "seed", "rtol", "atol"):
+            value = getattr(self, key)
+            etree.SubElement(props, "property", name=key, value=_xml_safe("" if value is None else str(value)))
+        for o in self.outputs:
+            case = etree.SubElement(suite, "testcase", classname="opconv.verify", name=_xml_safe(o.name),
+                                    time="0")
+            if not o.ok:
+                failure = etree.SubElement(case, "failure", message=_xml_safe(o.message), type="mismatch")
+                failure.text = _xml_safe(_failure_details(o))
+        if self.notes:
+            etree.SubElement(suite, "system-out").text = _xml_safe("\n".join(self.notes))
+        return etree.tostring(root, pretty_print=True, xml_declaration=True, encoding="UTF-8").decode("utf-8")
+
+
+def _failure_details(o: OutputComparison) -> str:
+    lines = [f"expected shape {_fmt_shape(o.expected_shape)} {o.expected_dtype}, "
+             f"actual shape {_fmt_shape(o.actual_shape)} {o.actual_dtype}",
+             f"max abs error {o.max_abs_error:.6g}, max rel error {o.max_rel_error:.6g} "
+             f"(rtol {o.rtol:g}, atol {o.atol:g})",
+             f"{o.mismatches} of {o.total} elements outside tolerance"]
+    if o.first_mismatch is not None:
+        lines.append(f"first at {list(o.first_mismatch)}: A={_plain(o.expected_value)!r} "
+                     f"B={_plain(o.actual_value)!r}")
+    return "\n".join(lines)
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _fmt_shape(shape) -> str:
+    return "?" if shape is None else "[" + ",".join(str(d) for d in shape) + "]"
+
+
+def _xml_safe(text: str) -> str:
+    """``text`` with the characters XML 1.0 cannot hold (control characters, lone surrogates) escaped."""
+    def ok(c: str) -> bool:
+        o = ord(c)
+        return o in (0x9, 0xA, 0xD) or 0x20 <= o <= 0xD7FF or 0xE000 <= o <= 0xFFFD or 0x10000 <= o <= 0x10FFFF
+
+    return "".join(c if ok(c) else f"\\x{ord(c):02x}" for c in text)
+
+
+# ---------------------------------------------------------------------------
+# verify
+# ---------------------------------------------------------------------------
+
+def verify(a: Any, b: Any, inputs: Mapping[str, Any] | None = None, rtol: float | None = None,
+           atol: float | None = None, *, seed: int = 0,
+           input_shapes: Mapping[str, tuple] | None = None) -> VerifyReport:
+    """Run models ``a`` and ``b`` on the same inputs and compare every output of B with A's.
+
+    ``inputs`` maps A's input names to arrays; when omitted, seeded random
+    inputs are generated (``input_shapes`` fixes the shapes of inputs with
+    symbolic or unknown dims).  ``rtol``/``atol`` override the per-dtype
+    tolerance table.  ``seed`` also seeds the random ops of both models.
+    """
+    import opconv
+
+    model_a, model_b = opconv.load(a), opconv.load(b)
+    notes: list[str] = []
+    ins_a, ins_b = required_inputs(model_a), required_inputs(model_b)
+    input_matching, in_pairs = _pair("input", [v.name for v in ins_a], [v.name for v in ins_b], notes)
+    outs_a, outs_b = [v.name for v in model_a.graph.outputs], [v.name for v in model_b.graph.outputs]
+    output_matching, out_pairs = _pair("output", outs_a, outs_b, notes)
+
+    generated = inputs is None
+    if generated:
+        feeds_a = random_inputs(model_a, seed=seed, input_shapes=input_shapes)
+    else:
+        feeds_a = _user_feeds(inputs, in_pairs)
+    feeds_b = {in_pairs.get(name, name): value for name, value in feeds_a.items()}
+
+    outputs_a, seconds_a = _run("A", model_a, feeds_a, seed)
+    outputs_b, seconds_b = _run("B", model_b, feeds_b, seed)
+    comparisons = []
+    for name_a in outs_a:
+        name_b = out_pairs[name_a]
+        cmp = compare_arrays(name_a, outputs_a[name_a], outputs_b[name_b], rtol, atol)
+        if name_b != name_a:
+            cmp.message = f"(B's output {name_b!r}) {cmp.message}".rstrip()
+        comparisons.append(cmp)
+    return VerifyReport(
+        ok=all(c.ok for c in comparisons), outputs=comparisons, input_matching=input_matching,
+        output_matching=output_matching, seed=seed, model_a=_describe(model_a, a), model_b=_describe(model_b, b),
+        rtol=rtol, atol=atol, inputs={k: _summarize(v) for k, v in feeds_a.items()}, random_inputs=generated,
+        notes=notes, seconds_a=seconds_a, seconds_b=seconds_b)
+
+
+def required_inputs(model: Model) -> list[Value]:
+    """The graph inputs a caller must feed (inputs backed by an initializer have a default)."""
+    return [v for v in model.graph.inputs if v.const is None]
+
+
+def _pair(kind: str, names_a: list[str], names_b: list[str], notes: list[str]) -> tuple[str, dict[str, str]]:
+    """Pair A's names with B's: by name when the name sets agree, else by position."""
+    if sorted(names_a) == sorted(names_b):
+        return "name", {n: n for n in names_a}
+    if len(names_a) != len(names_b):
+        raise OpconvError(f"the models have different numbers of {kind}s: A has {len(names_a)} "
+                          f"({', '.join(names_a) or 'none'}), B has {len(names_b)} ({', '.join(names_b) or 'none'})")
+    renamed = [f"{x!r}->{y!r}" for x, y in zip(names_a, names_b) if x != y]
+    notes.append(f"{kind}s matched by position because their names differ: {', '.join(renamed)}")
+    return "position", dict(zip(names_a, names_b))
+
+
+def _user_feeds(inputs: Mapping[str, Any], in_pairs: dict[str, str]) -> dict[str, Any]:
+    """The caller's inputs by A's names (B's names are accepted too when matching by position)."""
+    by_b = {b: a for a, b in in_pairs.items()}
+    feeds = {}
+    for name, value in inputs.items():
+        feeds[name if name in in_pairs or name not in by_b else by_b[name]] = value
+    return feeds
+
+
+def _run(which: str, model: Model, feeds: dict, seed: int) -> tuple[dict, float]:
+    import opconv
+
+    start = time.perf_counter()
+    try:
+        with np.errstate(all="ignore"):
+            out = opconv.run(model, feeds, seed=seed)
+    except OpconvError as e:
+        parts = [f"model {which}" + (f" ({model.path})" if model.path else "")]
+        if e.where and e.where != model.path:
+            parts.append(e.where)
+        parts.append(e.message)
+        raise ExecutionError(": ".join(parts)) from e
+    return out, time.perf_counter() - start
+
+
+def _describe(model: Model, source: Any) -> str:
+    return model.path or (source if isinstance(source, str) else f"<in-memory {model.dialect} model>")
+
+
+def _summarize(value: Any) -> dict:
+    if isinstance(value, (list, tuple)):
+        return {"sequence_length": len(value)}
+    if value is None:
+        return {"optional": "empty"}
+    arr = np.asarray(value)
+    return {"shape": list(arr.shape), "dtype": str(arr.dtype)}
+
+
+# ---------------------------------------------------------------------------
+# random inputs
+# ---------------------------------------------------------------------------
+
+def random_inputs(model: Any, seed: int = 0, input_shapes: Mapping[str, tuple] | None = None) -> dict[str, Any]:
+    """Seeded random values for every required input of ``model``.
+
+    Floats are standard normal, integers in [1, 5] (non-zero and positive, see
+    ``_INT_RANGE``), bools fair coins, strings short words.  An integer input
+    that feeds the indices of a gather/scatter-like op gets valid indices for
+    the data it indexes.  Symbolic dims get one value in 1..4 per symbol,
+    unknown dims one each; ``input_shapes`` fixes whole shapes (and binds the
+    symbols they cover for the other inputs).
+    """
+    import opconv
+
+    model = opconv.load(model)
+    rng = np.random.default_rng(seed)
+    inputs = required_inputs(model)
+    input_shapes = dict(input_shapes or {})
+    unknown = sorted(set(input_shapes) - {v.name for v in inputs})
+    if unknown:
+        raise OpconvError(f"a shape is given for unknown input(s) {', '.join(map(repr, unknown))}; the model takes "
+                          f"{', '.join(repr(v.name) for v in inputs) or 'no inputs'}")
+    symbols: dict[str, int] = {}
+    shapes: dict[str, tuple] = {}
+    # Explicit shapes first, so that the symbols they bind hold for every other input.
+    for v in sorted(inputs, key=lambda v: v.name not in input_shapes):
+        shapes[v.name] = _choose_shape(v, input_shapes.get(v.name), symbols, rng)
+    return {v.name: _random_value(v, _tensor_type(v), shapes[v.name], shapes, rng) for v in inputs}
+
+
+def _tensor_type(v: Value) -> TensorType:
+    """The tensor type of ``v``, or of the elements of a sequence/optional input."""
+    t = v.type
+    while isinstance(t, (SequenceType, OptionalType)):
+        t = t.elem
+    if not isinstance(t, TensorType) or t.dtype is None:
+        raise OpconvError(f"cannot make a random value for input {v.name!r} of type {t or 'unknown'}; "
+                          f"pass its value explicitly")
+    return t
+
+
+def _choose_shape(v: Value, given: tuple | None, symbols: dict[str, int], rng: np.random.Generator) -> tuple:
+    declared = _tensor_type(v).shape
+    if given is not None:
+        given = tuple(int(d) for d in given)
+        if declared is not None:
+            if len(declared) != len(given):
+                raise OpconvError(f"input_shapes gives input {v.name!r} rank {len(given)}, the model declares "
+                                  f"rank {len(declared)} {_fmt_shape(declared)}")
+            for d, g in zip(declared, given):
+                if isinstance(d, int) and d != g:
+                    raise OpconvError(f"input_shapes gives input {v.name!r} shape {list(given)}, the model "
+                                      f"declares {_fmt_shape(declared)}")
+                if isinstance(d, str):
+                    symbols.setdefault(d, g)
+        return given
+    if declared is None:
+        raise OpconvError(f"input {v.name!r} has unknown rank; give its shape (input_shapes / --shape)")
+    shape = []
+    for d in declared:
+        if isinstance(d, int):
+            shape.append(d)
+        elif isinstance(d, str):
+            shape.append(symbols.setdefault(d, int(rng.integers(1, 5))))
+        else:
+            shape.append(int(rng.integers(1, 5)))
+    return tuple(shape)
+
+
+def _random_value(v: Value, t: TensorType, shape: tuple, shapes: dict, rng: np.random.Generator) -> Any:
+    def one() -> np.ndarray:
+        return _random_tensor(v, t.dtype, shape, shapes, rng)
+
+    if isinstance(v.type, SequenceType):
+        return [one() for _ in range(_SEQUENCE_LENGTH)]
+    return one()
+
+
+def _random_tensor(v: Value, dtype: str, shape: tuple, shapes: dict, rng: np.random.Generator) -> np.ndarray:
+    et = element_type(dtype)
+    if dtype == "string":
+        return rng.choice(_WORDS, size=shape)
+    if dtype == "bool":
+        return rng.random(shape) < 0.5
+    if et.is_complex:
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(et.numpy)
+    if et.is_float:
+        return rng.standard_normal(shape).astype(et.numpy)
+    bounds = index_bounds(v, shape, shapes)
+    if bounds is not None:
+        # an array of bounds (GatherND) broadcasts along the last axis of the indices
+        return rng.integers(0, np.maximum(bounds, 1), size=shape).astype(et.numpy)
+    info = np.iinfo(et.numpy) if et.numpy.kind in "iu" else _narrow_iinfo(et.numpy)
+    low, high = max(_INT_RANGE[0], int(info.min)), min(_INT_RANGE[1], int(info.max) + 1)
+    return rng.integers(low, high, size=shape).astype(et.numpy)
+
+
+def _narrow_iinfo(dtype: np.dtype):
+    import ml_dtypes
+
+    return ml_dtypes.iinfo(dtype)
+
+
+# ---------------------------------------------------------------------------
+# valid indices
+# ---------------------------------------------------------------------------
+
+#: ops that only move or relabel data: an input that flows through them into an indices input is indices too
+_TRANSPARENT = {"Cast", "Identity", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "Expand", "Convert"}
+
+
+def _axis_bounds(data_pos: int, axis_input: int | None = None):
+    """Bounds for ops indexing one axis of their data input: indices in [0, data.shape[axis]).
+
+    The axis is the node's ``axis`` attribute, else the constant input ``axis_input`` (OpenVINO's
+    Gather-1 takes it as an input), else 0.
+    """
+    def bounds(node, data_shape, index_shape):
+        if "axis" in node.attrs:
+            axis = int(node.attr("axis"))
+        else:
+            axis = _const_scalar(node, axis_input, default=0) if axis_input is not None else 0
+        if data_shape is None or not -len(data_shape) <= axis < len(data_shape):
+            return None
+        extent = data_shape[axis]
+        return extent if isinstance(extent, int) else None
+    return data_pos, bounds
+
+
+def _nd_bounds(node, data_shape, index_shape):
+    """GatherND/ScatterND: the last axis of the indices addresses data axes batch_dims.. batch_dims+k."""
+    if data_shape is None or not index_shape:
+        return None
+    batch = int(node.attr("batch_dims", 0))
+    k = index_shape[-1]
+    dims = data_shape[batch:batch + k]
+    if len(dims) != k:
+        return None
+    return np.array(dims) if all(isinstance(d, int) for d in dims) else None
+
+
+def _one_hot_bounds(node, data_shape, index_shape):
+    return _const_scalar(node, 1, default=None)
+
+
+#: (op, position of the indices input) -> (position of the indexed input or None, bounds function)
+_INDEX_CONSUMERS = {
+    ("Gather", 1): _axis_bounds(0, axis_input=2),
+    ("GatherElements", 1): _axis_bounds(0),
+    ("ScatterElements", 1): _axis_bounds(0),
+    ("Scatter", 1): _axis_bounds(0),
+    ("GatherND", 1): (0, _nd_bounds),
+    ("ScatterND", 1): (0, _nd_bounds),
+    ("OneHot", 0): (None, _one_hot_bounds),
+    # com.microsoft embedding ops: word ids index word_embedding, segment ids index segment_embedding.
+    ("EmbedLayerNormalization", 0): _axis_bounds(2),
+    ("EmbedLayerNormalization", 1): _axis_bounds(3),
+}
+
+
+def index_bounds(v: Value, shape: tuple, shapes: dict[str, tuple]):
+    """Exclusive upper bound(s) for an integer input used as indices, or None when it is not.
+
+    A scalar bound applies to every element; an array bound (GatherND) applies
+    along the last axis.  When the indexed data's extent is unknown the bound
+    is 1 (all zeros: always valid).
+    """
+    for node, pos in _index_uses(v):
+        entry = _INDEX_CONSUMERS.get((node.op, pos))
+        if entry is None:
+            continue
+        data_pos, bounds_fn = entry
+        data_shape = None
+        if data_pos is not None and data_pos < len(node.inputs) and node.inputs[data_pos] is not None:
+            data = node.inputs[data_pos]
+            data_shape = shapes.get(data.name) if data.producer is None and data.const is None else data.shape
+        bound = bounds_fn(node, data_shape, shape)
+        if isinstance(bound, np.ndarray) or (isinstance(bound, (int, np.integer)) and bound > 0):
+            return bound
+        return 1
+    return None
+
+
+def _index_uses(v: Value, depth: int = 3):
+    """(node, input position) of every use of ``v``, looking through a few data-moving ops."""
+    for node, pos in v.uses:
+        yield node, pos
+        if depth and node.op in _TRANSPARENT and pos == 0:
+            for out in node.outputs:
+                if out is not None:
+                    yield from _index_uses(out, depth - 1)
+
+
+def _const_scalar(node, pos: int, default):
+    """The value of a constant scalar input of ``node`` (an initializer), else ``default``."""
+    if pos >= len(node.inputs) or node.inputs[pos] is None or node.inputs[pos].const is None:
+        return default
+    value = np.asarray(node.inputs[pos].const.numpy())
+    return int(value.reshape(-1)[0]) if value.size == 1 else default
