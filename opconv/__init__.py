@@ -65,7 +65,7 @@ def save(model: Model, path: str | os.PathLike, **options) -> None:
 
 def check(model: Any) -> list:
     """Validate against the dialect's schemas; returns the list of problems (empty when valid)."""
-    from .check import check_model
+    from .validation import check_model
 
     return check_model(load(model))
 

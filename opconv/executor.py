@@ -267,6 +267,23 @@ def _all_values(graph: Graph):
         yield from (v for v in n.inputs if v is not None)
 
 
+class Session:
+    """A model prepared to run many times: kernels bound and constant subgraphs folded once,
+    as a runtime's session does.  It reads the model as it is when made; make a new one after
+    changing the model.  Each dialect's executor subclasses it with its binder."""
+
+    def __init__(self, model, binder: Binder, *, seed: int = 0):
+        self.model = model
+        self._interpreter = Interpreter(binder, seed=seed)
+        self._interpreter.fold(model.graph)  # binds every node now: errors surface before the first run
+
+    def run(self, feeds: Mapping[str, Any]) -> dict[str, Any]:
+        """Run on ``feeds`` (validated against the declared inputs); returns {output name: value}."""
+        feeds = check_feeds(self.model.graph, feeds, where=self.model.path)
+        outputs = self._interpreter.run_graph(self.model.graph, feeds)
+        return {v.name: data for v, data in zip(self.model.graph.outputs, outputs)}
+
+
 @dataclass
 class FeedCheck:
     """Symbolic dimension bindings seen while checking feeds (``batch`` -> 2)."""

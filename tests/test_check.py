@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from onnx import TensorProto, helper
 
 import opconv
-from opconv.check import check_model
+from opconv.validation import check_model
 from opconv.cli import cli
 
 
@@ -108,3 +108,9 @@ def test_external_path_escaping_the_folder_exit_2(tmp_path):
 def test_unreadable_file_exit_2(tmp_path):
     result = CliRunner().invoke(cli, ["check", str(tmp_path / "missing.onnx")])
     assert result.exit_code == 2 and "no such file" in result.output
+
+
+def test_api_check_can_be_called_repeatedly(fixtures_dir):
+    # opconv.check is a function; a submodule of the same name once replaced it after the first call.
+    path = os.path.join(fixtures_dir, "cnn.onnx")
+    assert opconv.check(path) == [] and opconv.check(path) == []

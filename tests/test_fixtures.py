@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import opconv
-from opconv.check import check_model
+from opconv.validation import check_model
 from tests.conftest import ROOT
 
 

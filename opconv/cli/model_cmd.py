@@ -8,7 +8,7 @@ import sys
 import click
 
 from .. import load
-from ..check import check_model
+from ..validation import check_model
 from ..ir import Model, Value
 from . import cli
 

@@ -65,6 +65,19 @@ def detect(path: str) -> Dialect:
     raise ModelReadError("cannot tell the model's dialect from its name or content", where=path)
 
 
+def read_model_file(path: str) -> bytes:
+    """A model file's bytes, or a one-line ModelReadError naming the file."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise ModelReadError("no such file", where=path) from None
+    except IsADirectoryError:
+        raise ModelReadError("is a directory, not a model file", where=path) from None
+    except OSError as e:
+        raise ModelReadError(f"cannot read: {e.strerror}", where=path) from None
+
+
 def load_model(path: str | os.PathLike, dialect: str | None = None, **options) -> Model:
     path = os.fspath(path)
     d = get(dialect) if dialect else detect(path)

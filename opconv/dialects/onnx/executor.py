@@ -26,8 +26,9 @@ import onnx
 import onnx.defs
 
 from ...errors import ExecutionError, SchemaError
-from ...executor import BoundNode, ExecContext, Interpreter, OpRegistry, check_feeds, python_name
-from ...ir import Attr, Function, Graph, Model, Node, SparseTensor, Tensor
+from ... import executor
+from ...executor import BoundNode, ExecContext, Interpreter, OpRegistry, python_name
+from ...ir import Attr, Function, Model, Node, SparseTensor, Tensor
 from ...schemas import OpSchema, dialect_schemas
 from ...types import from_onnx_code
 
@@ -38,25 +39,13 @@ onnx_op = REGISTRY.register
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
-class Session:
-    """An ONNX model prepared to run many times: kernels bound and constant subgraphs folded once.
-
-    The session reads the model as it is when the session is made; make a new
-    one after changing the model.
-    """
+class Session(executor.Session):
+    """An ONNX model prepared to run many times (see :class:`opconv.executor.Session`)."""
 
     def __init__(self, model: Model, *, seed: int = 0):
         _load_kernels()
-        self.model = model
         functions = {(f.domain, f.name): f for f in model.functions}
-        self._interpreter = Interpreter(_Binder(functions, refs=None), seed=seed)
-        self._interpreter.fold(model.graph)  # bind every node and fold constants now, as a runtime session does
-
-    def run(self, feeds: Mapping[str, Any]) -> dict[str, Any]:
-        """Run on ``feeds`` (validated against the declared inputs); returns {output name: value}."""
-        feeds = check_feeds(self.model.graph, feeds, where=self.model.path)
-        outputs = self._interpreter.run_graph(self.model.graph, feeds)
-        return {v.name: data for v, data in zip(self.model.graph.outputs, outputs)}
+        super().__init__(model, _Binder(functions, refs=None), seed=seed)
 
 
 def run_model(model: Model, feeds: Mapping[str, Any], *, seed: int = 0) -> dict[str, Any]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
@@ -26,6 +25,7 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import AttributeProto, numpy_helper
 
+from .. import read_model_file
 from ...errors import ModelReadError, ModelWriteError
 from ...ir import Attr, Function, Graph, Model, Node, SparseTensor, Tensor, Value
 from ...types import (
@@ -66,7 +66,7 @@ def load(source: str | os.PathLike | bytes | onnx.ModelProto, *, base_dir: str |
             data = source
         else:
             where = os.fspath(source)
-            data = _read_file(where)
+            data = read_model_file(where)
             base_dir = base_dir or os.path.dirname(os.path.abspath(where))
         proto = onnx.ModelProto()
         try:
@@ -82,18 +82,6 @@ def load(source: str | os.PathLike | bytes | onnx.ModelProto, *, base_dir: str |
         raise
     except (ValueError, KeyError, TypeError, OverflowError) as e:
         raise ModelReadError(f"malformed ONNX model: {e}", where=where) from None
-
-
-def _read_file(path: str) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except FileNotFoundError:
-        raise ModelReadError("no such file", where=path) from None
-    except IsADirectoryError:
-        raise ModelReadError("is a directory, not a model file", where=path) from None
-    except OSError as e:
-        raise ModelReadError(f"cannot read: {e.strerror}", where=path) from None
 
 
 class _Reader:

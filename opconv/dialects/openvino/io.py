@@ -1,0 +1,667 @@
+"""OpenVINO IR (``model.xml`` + ``model.bin``) <-> graph core.
+
+The mapping is fixed by ``docs/openvino-dialect.md``: Parameter layers become
+graph inputs, Const layers initializers, Result layers graph outputs, every
+other layer a :class:`~opconv.ir.Node` of domain ``opset1``.  The reader takes
+IR v10 and the IR v11 files current OpenVINO writes, as long as every layer is
+an opset1 operation; the writer produces IR v10 that old runtimes read.
+
+Reading is hostile-input safe: the XML parser resolves no entities, loads no
+DTD, reaches no network and refuses documents that declare a DOCTYPE; every
+Const's ``offset``/``size`` is checked against the ``.bin`` and its declared
+shape before anything is mapped.  Weights are memory-mapped lazily, so loading
+a model reads none of them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import numpy as np
+from lxml import etree
+
+from .. import read_model_file
+from ...errors import GraphError, ModelReadError, ModelWriteError
+from ...ir import Attr, Graph, Model, Node, Tensor, Value
+from ...schemas import OpSchema, dialect_schemas
+from ...types import TensorType, element_type
+from ..onnx.io import _AtomicFiles
+
+OPSET = "opset1"
+#: IR versions the reader accepts (v11 only when its layers are all opset1)
+READ_VERSIONS = (10, 11)
+WRITE_VERSION = 10
+
+# OpenVINO element-type names (``<data element_type=...>``) <-> canonical names (opconv/types.py).
+ELEMENT_TYPES = {
+    "f16": "float16", "f32": "float32", "f64": "float64", "bf16": "bfloat16",
+    "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
+    "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
+    "boolean": "bool",
+}
+_ELEMENT_NAMES = {v: k for k, v in ELEMENT_TYPES.items()}
+
+# Port ``precision`` spellings <-> canonical names.  "BOOLEAN" appears in some older IRs.
+PRECISIONS = {
+    "FP16": "float16", "FP32": "float32", "FP64": "float64", "BF16": "bfloat16",
+    "I8": "int8", "I16": "int16", "I32": "int32", "I64": "int64",
+    "U8": "uint8", "U16": "uint16", "U32": "uint32", "U64": "uint64",
+    "BOOL": "bool", "BOOLEAN": "bool",
+}
+_PRECISION_NAMES = {v: k for k, v in PRECISIONS.items() if k != "BOOLEAN"}
+
+#: layer types as OpenVINO writes them -> schema names (the specification's spellings)
+TYPE_ALIASES = {"Const": "Constant", "Relu": "ReLU", "PRelu": "PReLU", "Softmax": "SoftMax"}
+#: schema names -> the spelling the OpenVINO runtime reads back as opset1 (checked by the tests)
+WRITE_SPELLINGS = {"Constant": "Const"}
+
+#: ops the reader does not map yet, with the reason given to the user
+UNSUPPORTED_OPS = {"TensorIterator": "TensorIterator layers are not supported yet by opconv's IR reader"}
+
+_PARSER_OPTIONS = dict(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False)
+_WRITE_CHUNK = 1 << 24  # bytes per write when streaming a tensor into the .bin
+
+
+# ---------------------------------------------------------------------------
+# attribute codecs, one per schema attribute type
+# ---------------------------------------------------------------------------
+
+def _split(text: str) -> list[str]:
+    """Items of an IR comma list ("1, 1" or "1,1"); the empty string is the empty list."""
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "1"):
+        return True
+    if lowered in ("false", "0"):
+        return False
+    raise ValueError(f"{text!r} is not a boolean")
+
+
+def _parse_dim(text: str) -> int | None:
+    # v11 writes dynamic dims as "?", "-1" or an interval "1..10"; the graph core calls them unknown.
+    if text in ("?", "-1") or ".." in text:
+        return None
+    value = int(text)
+    if value < 0:
+        raise ValueError(f"negative dimension {value}")
+    return value
+
+
+def _parse_shape(text: str) -> list[int | None]:
+    return [_parse_dim(d) for d in _split(text)]
+
+
+def _parse_element_type(text: str) -> str:
+    try:
+        return ELEMENT_TYPES[text.strip()]
+    except KeyError:
+        raise ValueError(f"unsupported element type {text!r}") from None
+
+
+def _format_element_type(name: str) -> str:
+    try:
+        return _ELEMENT_NAMES[name]
+    except KeyError:
+        raise ValueError(f"element type {name} has no IR v10 spelling") from None
+
+
+def _format_dims(dims: Iterable) -> str:
+    return ",".join(str(d) if isinstance(d, int) else "-1" for d in dims)
+
+
+def _format_bool(value: Any) -> str:
+    return "true" if value else "false"
+
+
+@dataclass(frozen=True)
+class _Codec:
+    parse: Callable[[str], Any]
+    format: Callable[[Any], str]
+
+
+CODECS: dict[str, _Codec] = {
+    "int": _Codec(int, lambda v: str(int(v))),
+    "float": _Codec(float, lambda v: repr(float(v))),
+    "bool": _Codec(_parse_bool, _format_bool),
+    "string": _Codec(str, str),
+    "ints": _Codec(lambda t: [int(x) for x in _split(t)], lambda v: ",".join(str(int(x)) for x in v)),
+    "floats": _Codec(lambda t: [float(x) for x in _split(t)], lambda v: ",".join(repr(float(x)) for x in v)),
+    "strings": _Codec(_split, lambda v: ",".join(v)),
+    "bools": _Codec(lambda t: [_parse_bool(x) for x in _split(t)], lambda v: ",".join(map(_format_bool, v))),
+    "shape": _Codec(_parse_shape, _format_dims),
+    "element_type": _Codec(_parse_element_type, _format_element_type),
+}
+
+
+# ---------------------------------------------------------------------------
+# loading
+# ---------------------------------------------------------------------------
+
+def load(path: str | os.PathLike) -> Model:
+    """Load an IR ``.xml`` and the ``.bin`` beside it (same stem) into the graph core."""
+    where = os.fspath(path)
+    root = _parse_xml(read_model_file(where), where)
+    return _Reader(where, os.path.splitext(where)[0] + ".bin").model(root)
+
+
+def _parse_xml(data: bytes, where: str) -> etree._Element:
+    """Parse untrusted XML: no entities, no DTD, no network, no DOCTYPE at all."""
+    # IR files never declare a DOCTYPE; refusing one up front rules out entity-expansion and
+    # external-entity tricks whatever the parser would do with them.
+    if b"<!DOCTYPE" in data or b"<!ENTITY" in data:
+        raise ModelReadError("the XML declares a DOCTYPE or entities; IR files have none and opconv refuses "
+                             "them", where=where)
+    parser = etree.XMLParser(**_PARSER_OPTIONS)
+    try:
+        root = etree.fromstring(data, parser)
+    except etree.XMLSyntaxError as e:
+        raise ModelReadError(f"malformed XML: {e}", where=where) from None
+    if root is None:
+        raise ModelReadError("empty XML document", where=where)
+    if root.getroottree().docinfo.doctype:  # e.g. a UTF-16 file the byte scan above cannot see into
+        raise ModelReadError("the XML declares a DOCTYPE; IR files have none and opconv refuses it", where=where)
+    return root
+
+
+@dataclass
+class _Port:
+    id: int
+    precision: str | None
+    dims: list[str] | None  # None when the port's rank is unknown
+    names: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Layer:
+    id: int
+    name: str
+    type: str
+    version: str
+    data: dict[str, str]
+    inputs: list[_Port]
+    outputs: list[_Port]
+
+    @property
+    def label(self) -> str:
+        return f"layer {self.id} {self.name!r}"
+
+
+class _Reader:
+    def __init__(self, where: str, bin_path: str):
+        self.where = where
+        self.bin_path = bin_path
+        self.bin_size: int | None = None
+        self.schemas = dialect_schemas("openvino")
+        self.taken: set[str] = set()
+
+    def error(self, message: str) -> ModelReadError:
+        return ModelReadError(message, where=self.where)
+
+    # -- structure ----------------------------------------------------------
+    def model(self, root: etree._Element) -> Model:
+        if root.tag != "net":
+            raise self.error(f"not an OpenVINO IR: the root element is <{root.tag}>, expected <net>")
+        version = root.get("version", "")
+        if not version.isdigit() or int(version) not in READ_VERSIONS:
+            raise self.error(f"IR version {version or '(none)'} is not supported; opconv reads versions "
+                             f"{', '.join(map(str, READ_VERSIONS))}")
+        layers_el = root.find("layers")
+        if layers_el is None:
+            raise self.error("the IR has no <layers>")
+        layers = self.layers(layers_el)
+        edges = self.edges(root.find("edges"), layers)
+        graph = self.graph(root.get("name", ""), layers, edges)
+        meta: dict[str, Any] = {"ir_version": int(version)}
+        rt_info = root.find("rt_info")
+        if rt_info is not None:
+            meta["rt_info"] = etree.tostring(rt_info, encoding="unicode")
+        return Model(graph=graph, dialect="openvino", opsets={OPSET: 1}, meta=meta, path=self.where)
+
+    def layers(self, layers_el: etree._Element) -> dict[int, _Layer]:
+        layers: dict[int, _Layer] = {}
+        for el in layers_el.iterchildren("layer"):
+            layer = self.layer(el)
+            if layer.id in layers:
+                raise self.error(f"{layer.label}: duplicate layer id {layer.id}")
+            layers[layer.id] = layer
+        return layers
+
+    def layer(self, el: etree._Element) -> _Layer:
+        lid = self.integer(el.get("id"), f"a layer (line {el.sourceline}) has a missing or bad id")
+        name = el.get("name", "")
+        label = f"layer {lid} {name!r}"
+        kind = el.get("type")
+        if not kind:
+            raise self.error(f"{label}: no type")
+        data_el = el.find("data")
+        data = dict(data_el.attrib) if data_el is not None else {}
+        inputs = self.ports(el.find("input"), label)
+        outputs = self.ports(el.find("output"), label)
+        ids = [p.id for p in inputs + outputs]
+        if len(set(ids)) != len(ids):
+            raise self.error(f"{label}: two ports share an id")
+        return _Layer(lid, name, kind, el.get("version", ""), data, inputs, outputs)
+
+    def ports(self, el: etree._Element | None, label: str) -> list[_Port]:
+        if el is None:
+            return []
+        ports = []
+        for p in el.iterchildren("port"):
+            pid = self.integer(p.get("id"), f"{label}: a port has a missing or bad id")
+            dims = [(d.text or "").strip() for d in p.iterchildren("dim")]
+            names = _split_names(p.get("names", ""))
+            ports.append(_Port(pid, p.get("precision"), dims, names))
+        return ports
+
+    def edges(self, el: etree._Element | None, layers: dict[int, _Layer]) -> dict[tuple[int, int], tuple[int, int]]:
+        """{(to layer, to port): (from layer, from port)}, every end checked to exist."""
+        edges: dict[tuple[int, int], tuple[int, int]] = {}
+        if el is None:
+            return edges
+        for e in el.iterchildren("edge"):
+            ends = [self.integer(e.get(k), f"edge on line {e.sourceline}: missing or bad {k}")
+                    for k in ("from-layer", "from-port", "to-layer", "to-port")]
+            src, dst = (ends[0], ends[1]), (ends[2], ends[3])
+            self.check_end(layers, src, "output", e)
+            self.check_end(layers, dst, "input", e)
+            if dst in edges:
+                raise self.error(f"{layers[dst[0]].label}: input port {dst[1]} has two incoming edges")
+            edges[dst] = src
+        return edges
+
+    def check_end(self, layers: dict[int, _Layer], end: tuple[int, int], side: str, e) -> None:
+        layer = layers.get(end[0])
+        if layer is None:
+            raise self.error(f"edge on line {e.sourceline} refers to layer {end[0]}, which does not exist")
+        ports = layer.outputs if side == "output" else layer.inputs
+        if all(p.id != end[1] for p in ports):
+            raise self.error(f"edge on line {e.sourceline}: {layer.label} has no {side} port {end[1]}")
+
+    def integer(self, text: str | None, message: str) -> int:
+        try:
+            return int(text)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise self.error(message) from None
+
+    # -- graph ----------------------------------------------------------------
+    def graph(self, name: str, layers: dict[int, _Layer], edges: dict) -> Graph:
+        g = Graph(name)
+        values: dict[tuple[int, int], Value] = {}
+        wiring: list[tuple[Node, _Layer]] = []
+        results: list[_Layer] = []
+        for layer in layers.values():
+            op = self.op_name(layer)
+            if op == "Parameter":
+                values[(layer.id, self.single_output(layer).id)] = self.parameter(g, layer)
+            elif op == "Constant":
+                values[(layer.id, self.single_output(layer).id)] = self.constant(g, layer)
+            elif op == "Result":
+                results.append(layer)
+            else:
+                node = self.node(layer, op)
+                g.add_node(node)
+                for port, value in zip(layer.outputs, node.outputs):
+                    values[(layer.id, port.id)] = value
+                wiring.append((node, layer))
+        for node, layer in wiring:
+            for port in sorted(layer.inputs, key=lambda p: p.id):
+                node.append_input(values[self.source(layer, port, edges)])
+        g.meta["result_names"] = []
+        for layer in results:
+            if len(layer.inputs) != 1:
+                raise self.error(f"{layer.label}: a Result has exactly one input port, found {len(layer.inputs)}")
+            value = values[self.source(layer, layer.inputs[0], edges)]
+            value.meta.setdefault("result_name", layer.name)
+            g.meta["result_names"].append(layer.name)
+            g.outputs.append(value)
+        try:
+            g.topological_sort()
+        except GraphError as e:
+            raise self.error(e.message) from None
+        return g
+
+    def source(self, layer: _Layer, port: _Port, edges: dict) -> tuple[int, int]:
+        try:
+            return edges[(layer.id, port.id)]
+        except KeyError:
+            raise self.error(f"{layer.label}: input port {port.id} has no incoming edge") from None
+
+    def op_name(self, layer: _Layer) -> str:
+        """The schema name of a layer's type, after checking it is an opset1 operation opconv maps."""
+        op = TYPE_ALIASES.get(layer.type, layer.type)
+        if layer.version != OPSET:
+            raise self.error(f"{layer.label}: {layer.type} version {layer.version or '(none)'} is not {OPSET}")
+        if self.schemas.find(op, 1, OPSET) is None:
+            raise self.error(f"{layer.label}: {layer.type} is not an {OPSET} operation")
+        if op in UNSUPPORTED_OPS:
+            raise self.error(f"{layer.label}: {UNSUPPORTED_OPS[op]}")
+        return op
+
+    def single_output(self, layer: _Layer) -> _Port:
+        if len(layer.outputs) != 1:
+            raise self.error(f"{layer.label}: a {layer.type} has exactly one output port, "
+                             f"found {len(layer.outputs)}")
+        return layer.outputs[0]
+
+    def unique(self, hint: str) -> str:
+        """``hint``, or ``hint_N`` when another value already took it (IR names need not be unique)."""
+        name, n = hint, 0
+        while name in self.taken:
+            n += 1
+            name = f"{hint}_{n}"
+        self.taken.add(name)
+        return name
+
+    def attrs(self, layer: _Layer, schema: OpSchema) -> dict[str, Attr]:
+        attrs = {}
+        for key, raw in layer.data.items():
+            spec = schema.attribute(key)
+            kind = spec.type if spec is not None else "string"  # unknown: kept verbatim, `check` reports it
+            codec = CODECS.get(kind)
+            if codec is None:
+                raise self.error(f"{layer.label}: attribute {key!r} of type {kind} cannot be read from <data>")
+            try:
+                attrs[key] = Attr(key, kind, codec.parse(raw))
+            except ValueError as e:
+                raise self.error(f"{layer.label}: attribute {key}={raw!r} is not a valid {kind} ({e})") from None
+        return attrs
+
+    def port_type(self, layer: _Layer, port: _Port) -> TensorType | None:
+        if port.precision is None:
+            return None
+        dtype = PRECISIONS.get(port.precision)
+        if dtype is None:
+            raise self.error(f"{layer.label}: port {port.id} has unsupported precision {port.precision!r}")
+        try:
+            shape = tuple(_parse_dim(d) for d in port.dims) if port.dims is not None else None
+        except ValueError as e:
+            raise self.error(f"{layer.label}: port {port.id} has a bad dimension ({e})") from None
+        return TensorType(dtype, shape)
+
+    # -- layer kinds -------------------------------------------------------------
+    def parameter(self, g: Graph, layer: _Layer) -> Value:
+        attrs = self.attrs(layer, self.schemas.find("Parameter", 1, OPSET))
+        port = self.single_output(layer)
+        port_type = self.port_type(layer, port)
+        if "element_type" in attrs and "shape" in attrs:
+            shape = attrs["shape"].value
+            rank_unknown = layer.data.get("shape", "").strip() == "..."
+            vtype = TensorType(attrs["element_type"].value, None if rank_unknown else tuple(shape))
+        elif port_type is not None:
+            vtype = port_type
+        else:
+            raise self.error(f"{layer.label}: a Parameter needs element_type and shape")
+        value = g.add_input(self.unique(layer.name or f"parameter_{layer.id}"), vtype)
+        value.meta["ir_layer_id"] = layer.id
+        if port.names:
+            value.meta["tensor_names"] = port.names
+        return value
+
+    def constant(self, g: Graph, layer: _Layer) -> Value:
+        attrs = self.attrs(layer, self.schemas.find("Constant", 1, OPSET))
+        missing = [k for k in ("element_type", "shape", "offset", "size") if k not in attrs]
+        if missing:
+            raise self.error(f"{layer.label}: Const lacks {', '.join(missing)}")
+        dtype, shape = attrs["element_type"].value, attrs["shape"].value
+        offset, size = attrs["offset"].value, attrs["size"].value
+        if any(d is None for d in shape):
+            raise self.error(f"{layer.label}: Const has a dynamic shape {layer.data['shape']!r}")
+        expected = int(np.prod(shape, dtype=np.int64)) * element_type(dtype).numpy.itemsize
+        if size != expected:
+            raise self.error(f"{layer.label}: Const size {size} does not match {expected} bytes of "
+                             f"{_ELEMENT_NAMES[dtype]}{list(shape)}")
+        bin_size = self.weights_size(layer)
+        if offset < 0 or offset + size > bin_size:
+            raise self.error(f"{layer.label}: Const bytes {offset}..{offset + size} lie outside "
+                             f"{os.path.basename(self.bin_path)} ({bin_size} bytes)")
+        where = _BinSlice(self.bin_path, offset, size)
+        tensor = Tensor(dtype, shape, loader=lambda: _map(where, dtype, shape), origin=where, nbytes=size)
+        value = g.add_initializer(self.unique(layer.name or f"const_{layer.id}"), tensor)
+        value.meta["ir_layer_id"] = layer.id
+        return value
+
+    def weights_size(self, layer: _Layer) -> int:
+        if self.bin_size is None:
+            try:
+                self.bin_size = os.path.getsize(self.bin_path)
+            except OSError:
+                raise self.error(f"{layer.label}: Const needs weights, but {os.path.basename(self.bin_path)} "
+                                 "cannot be read") from None
+        return self.bin_size
+
+    def node(self, layer: _Layer, op: str) -> Node:
+        schema = self.schemas.find(op, 1, OPSET)
+        single = len(layer.outputs) == 1
+        outputs = []
+        for port in layer.outputs:
+            hint = port.names[0] if port.names else (layer.name if single else f"{layer.name}.{port.id}")
+            outputs.append(Value(self.unique(hint), self.port_type(layer, port)))
+        node = Node(op, (), outputs, domain=OPSET, version=1, name=layer.name,
+                    attrs=self.attrs(layer, schema))
+        node.meta["ir_layer_id"] = layer.id
+        return node
+
+
+def _split_names(text: str) -> list[str]:
+    """Tensor names of a v11 port: comma separated, a literal comma escaped as ``\\,``."""
+    names, current, i = [], [], 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text):
+            current.append(text[i + 1])
+            i += 2
+            continue
+        if ch == ",":
+            names.append("".join(current).strip())
+            current = []
+        else:
+            current.append(ch)
+        i += 1
+    names.append("".join(current).strip())
+    return [n for n in names if n]
+
+
+@dataclass(frozen=True)
+class _BinSlice:
+    """Where a Const's bytes are: ``path`` of the .bin, ``offset``, ``length`` (checked at load)."""
+
+    path: str
+    offset: int
+    length: int
+
+
+def _map(where: _BinSlice, dtype: str, shape) -> np.ndarray:
+    np_dtype = element_type(dtype).numpy
+    if where.length == 0:  # np.memmap cannot map zero bytes
+        return np.zeros(shape, np_dtype)
+    return np.memmap(where.path, dtype=np_dtype, mode="r", offset=where.offset, shape=tuple(shape))
+
+
+# ---------------------------------------------------------------------------
+# saving
+# ---------------------------------------------------------------------------
+
+def save(model: Model, path: str | os.PathLike) -> None:
+    """Write ``model`` as IR v10: ``path`` (.xml) and the .bin beside it, atomically.
+
+    The graph's nodes are put in topological order first (a stable sort: an
+    ordered graph keeps its order).
+    """
+    path = os.fspath(path)
+    if model.dialect != "openvino":
+        raise ModelWriteError(f"a {model.dialect} model cannot be saved as OpenVINO IR; convert it first",
+                              where=path)
+    bin_path = os.path.splitext(path)[0] + ".bin"
+    folder = os.path.dirname(os.path.abspath(path))
+    with _AtomicFiles(folder) as files:
+        with open(files.temp(bin_path), "wb") as weights:
+            net = _Writer(model, path, weights).net()
+        with open(files.temp(path), "wb") as f:
+            f.write(etree.tostring(net, xml_declaration=True, encoding="utf-8", pretty_print=True))
+
+
+class _Writer:
+    def __init__(self, model: Model, where: str, weights):
+        self.model = model
+        self.where = where
+        self.weights = weights
+        self.offset = 0
+        self.schemas = dialect_schemas("openvino")
+        self.layers = etree.Element("layers")
+        self.edges = etree.Element("edges")
+        self.next_id = 0
+        self.sources: dict[int, tuple[int, int]] = {}  # id(value) -> (layer id, port id)
+
+    def error(self, message: str) -> ModelWriteError:
+        return ModelWriteError(message, where=self.where)
+
+    def net(self) -> etree._Element:
+        g = self.model.graph
+        try:
+            g.topological_sort()
+        except GraphError as e:
+            raise self.error(e.message) from None
+        for value in g.inputs:
+            self.parameter(value)
+        for value in self.used_constants(g):
+            self.constant(value)
+        for node in g.nodes:
+            self.node(node)
+        for value, name in zip(g.outputs, self.result_names(g)):
+            self.result(value, name)
+        net = etree.Element("net", name=g.name or "model", version=str(WRITE_VERSION))
+        net.append(self.layers)
+        net.append(self.edges)
+        return net
+
+    # -- layers -------------------------------------------------------------
+    def layer(self, name: str, kind: str, data: dict[str, str] | None = None) -> tuple[int, etree._Element]:
+        lid = self.next_id
+        self.next_id += 1
+        el = etree.SubElement(self.layers, "layer", id=str(lid), name=name, type=kind, version=OPSET)
+        if data:
+            etree.SubElement(el, "data", data)
+        return lid, el
+
+    def port(self, parent: etree._Element, pid: int, value: Value, owner: str) -> None:
+        vtype = value.type
+        if not isinstance(vtype, TensorType) or vtype.dtype is None or vtype.shape is None:
+            raise self.error(f"value {value.name!r} ({owner}) has no known element type and rank; "
+                             "IR v10 needs both on every port")
+        precision = _PRECISION_NAMES.get(vtype.dtype)
+        if precision is None:
+            raise self.error(f"value {value.name!r} ({owner}) is {vtype.dtype}, which IR v10 cannot hold")
+        port = etree.SubElement(parent, "port", id=str(pid), precision=precision)
+        for d in vtype.shape:
+            etree.SubElement(port, "dim").text = str(d) if isinstance(d, int) else "-1"
+
+    def connect(self, value: Value, layer_id: int, port_id: int, owner: str) -> None:
+        source = self.sources.get(id(value))
+        if source is None:
+            raise self.error(f"{owner} reads {value.name!r}, which no layer written before it produces")
+        etree.SubElement(self.edges, "edge", {"from-layer": str(source[0]), "from-port": str(source[1]),
+                                              "to-layer": str(layer_id), "to-port": str(port_id)})
+
+    def parameter(self, value: Value) -> None:
+        vtype = value.type
+        if not isinstance(vtype, TensorType) or vtype.shape is None or vtype.dtype not in _ELEMENT_NAMES:
+            raise self.error(f"graph input {value.name!r} needs a known element type and rank, got {vtype}")
+        data = {"element_type": _ELEMENT_NAMES[vtype.dtype], "shape": _format_dims(vtype.shape)}
+        lid, el = self.layer(value.name, "Parameter", data)
+        self.port(etree.SubElement(el, "output"), 0, value, "graph input")
+        self.sources[id(value)] = (lid, 0)
+
+    def used_constants(self, g: Graph) -> list[Value]:
+        """Initializers read by a node or a graph output (graph inputs with defaults are Parameters)."""
+        used = {id(v) for n in g.nodes for v in n.inputs if v is not None}
+        used.update(id(v) for v in g.outputs)
+        inputs = {id(v) for v in g.inputs}
+        return [v for v in g.initializers.values() if id(v) in used and id(v) not in inputs]
+
+    def constant(self, value: Value) -> None:
+        tensor = value.const
+        if tensor.dtype not in _ELEMENT_NAMES:
+            raise self.error(f"constant {value.name!r} is {tensor.dtype}, which IR v10 cannot hold")
+        offset, size = self.write_weights(tensor, value.name)
+        data = {"element_type": _ELEMENT_NAMES[tensor.dtype], "shape": _format_dims(tensor.shape),
+                "offset": str(offset), "size": str(size)}
+        lid, el = self.layer(value.name, WRITE_SPELLINGS["Constant"], data)
+        # The port describes the stored data, whatever type the value claims.
+        described = value if value.type == tensor.type else Value(value.name, tensor.type)
+        self.port(etree.SubElement(el, "output"), 0, described, "constant")
+        self.sources[id(value)] = (lid, 0)
+
+    def write_weights(self, tensor: Tensor, name: str) -> tuple[int, int]:
+        """Stream a tensor's bytes into the .bin in bounded chunks; (offset, size) of what was written."""
+        array = np.asarray(tensor.numpy())
+        np_dtype = element_type(tensor.dtype).numpy
+        if array.dtype != np_dtype:
+            raise self.error(f"constant {name!r} declares {tensor.dtype} but holds {array.dtype} data")
+        flat = array.reshape(-1)
+        per_chunk = max(1, _WRITE_CHUNK // max(1, np_dtype.itemsize))
+        offset = self.offset
+        for start in range(0, flat.size, per_chunk):
+            chunk = np.ascontiguousarray(flat[start:start + per_chunk]).tobytes()
+            self.weights.write(chunk)
+            self.offset += len(chunk)
+        return offset, self.offset - offset
+
+    def node(self, node: Node) -> None:
+        schema = self.schema(node)
+        inputs = list(node.inputs)
+        while inputs and inputs[-1] is None:  # omitted trailing optional inputs have no port
+            inputs.pop()
+        if any(v is None for v in inputs) or any(v is None for v in node.outputs):
+            raise self.error(f"{node.label}: IR has no way to omit an input or output that is not the last")
+        data = {name: self.encode(node, attr) for name, attr in node.attrs.items()}
+        fallback = node.outputs[0].name if node.outputs else node.op
+        lid, el = self.layer(node.name or fallback, WRITE_SPELLINGS.get(schema.name, schema.name),
+                             data)
+        if inputs:
+            ports = etree.SubElement(el, "input")
+            for i, value in enumerate(inputs):
+                self.port(ports, i, value, f"input {i} of {node.label}")
+        if node.outputs:
+            ports = etree.SubElement(el, "output")
+            for j, value in enumerate(node.outputs):
+                self.port(ports, len(inputs) + j, value, f"output {j} of {node.label}")
+                self.sources[id(value)] = (lid, len(inputs) + j)
+        for i, value in enumerate(inputs):
+            self.connect(value, lid, i, node.label)
+
+    def schema(self, node: Node) -> OpSchema:
+        schema = None
+        if node.domain in (OPSET, "") and node.version in (1, None):
+            schema = self.schemas.find(TYPE_ALIASES.get(node.op, node.op), 1, OPSET)
+        if schema is None:
+            where = f"{node.domain}::{node.op}" if node.domain else node.op
+            raise self.error(f"{node.label}: {where} (version {node.version}) is not an {OPSET} operation")
+        if schema.name in ("Parameter", "Result", "Constant") or schema.name in UNSUPPORTED_OPS:
+            raise self.error(f"{node.label}: {schema.name} nodes cannot be written; the graph's inputs, outputs "
+                             "and initializers become those layers")
+        return schema
+
+    def encode(self, node: Node, attr: Attr) -> str:
+        codec = CODECS.get(attr.type)
+        if codec is None or attr.ref is not None:
+            raise self.error(f"{node.label}: attribute {attr.name!r} of type {attr.type} cannot be written to IR")
+        try:
+            return codec.format(attr.value)
+        except (TypeError, ValueError) as e:
+            raise self.error(f"{node.label}: attribute {attr.name!r} = {attr.value!r} ({e})") from None
+
+    def result_names(self, g: Graph) -> list[str]:
+        stored = g.meta.get("result_names")
+        if isinstance(stored, list) and len(stored) == len(g.outputs):
+            return stored
+        return [v.meta.get("result_name") or f"{v.name}/sink_port_0" for v in g.outputs]
+
+    def result(self, value: Value, name: str) -> None:
+        lid, el = self.layer(name, "Result")
+        self.port(etree.SubElement(el, "input"), 0, value, f"graph output {name!r}")
+        self.connect(value, lid, 0, f"Result {name!r}")

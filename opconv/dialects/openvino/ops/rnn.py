@@ -1,0 +1,29 @@
+"""RNNCell and LSTMCell (OpenVINO gate order ``fico``, clip 0 meaning no clipping)."""
+
+from __future__ import annotations
+
+from ....kernels import rnn
+from ..executor import ov_op
+
+
+def _activations(names, alphas, betas):
+    return rnn.activation_specs(list(names), list(alphas or ()), list(betas or ()))
+
+
+def _clip(clip):
+    return clip if clip else None  # 0 (the default) disables clipping
+
+
+@ov_op("LSTMCell")
+def lstm_cell(ctx, x, h, c, w, r, b=None, p=None, *, hidden_size, activations=("sigmoid", "tanh", "tanh"),
+              activations_alpha=None, activations_beta=None, clip=0.0, input_forget=False, weights_format="fico"):
+    # OpenVINO stacks the gates of W, R and B as forget, input, cell, output.
+    return rnn.lstm_cell(x, h, c, w, r, b, None, p, _activations(activations, activations_alpha, activations_beta),
+                         _clip(clip), input_forget, gate_order=weights_format or "fico", peephole_order="iof")
+
+
+@ov_op("RNNCell")
+def rnn_cell(ctx, x, h, w, r, b, *, hidden_size, activations=("tanh",), activations_alpha=None,
+             activations_beta=None, clip=0.0):
+    return rnn.rnn_cell(x, h, w, r, b, None, _activations(activations, activations_alpha, activations_beta),
+                        _clip(clip))
