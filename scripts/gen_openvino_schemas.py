@@ -274,7 +274,8 @@ OPS = [
     op("BatchNormInference", "Normalizes the input per channel with given mean and variance, then scales by gamma "
        "and shifts by beta.",
        attrs=[attr("epsilon", "float", REQUIRED, doc="added to the variance for numerical stability")],
-       inputs=[inp("data"), inp("gamma"), inp("beta"), inp("mean"), inp("variance")], types={"T": FLOAT}),
+       # opset1 takes the data third (opset5 moved it first); the OpenVINO runtime confirms this order.
+       inputs=[inp("gamma"), inp("beta"), inp("data"), inp("mean"), inp("variance")], types={"T": FLOAT}),
     op("BinaryConvolution", "Convolution of a binarised input with binary weights, computed with XNOR and "
        "popcount.",
        attrs=conv_attrs(attr("mode", "string", REQUIRED, ["xnor-popcount"]),

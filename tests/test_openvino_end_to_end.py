@@ -44,3 +44,26 @@ def test_verify_ir_against_its_v10_copy(tmp_path):
     result = CliRunner().invoke(cli, ["verify", str(tmp_path / "cnn.xml"), str(tmp_path / "copy.xml")])
     assert result.exit_code == 0, result.output
     assert "outputs equal" in result.output
+
+
+def test_batch_norm_inference_input_order_matches_openvino(tmp_path):
+    # opset1 BatchNormInference takes (gamma, beta, data, mean, variance): an IR written by opconv must
+    # run in OpenVINO and agree with opconv's executor.
+    from opconv.ir import Attr, Graph, Model, Node, Tensor, Value
+    from opconv.types import TensorType
+
+    rng = np.random.default_rng(2)
+    g = Graph("bn")
+    x = g.add_input("x", TensorType("float32", (1, 3, 4, 4)))
+    params = [g.add_initializer(n, Tensor.from_array(rng.uniform(0.5, 1.5, 3).astype(np.float32)))
+              for n in ("gamma", "beta", "mean", "variance")]
+    y = Value("y", TensorType("float32", (1, 3, 4, 4)))
+    g.add_node(Node("BatchNormInference", [params[0], params[1], x, params[2], params[3]], [y], domain="opset1",
+                    version=1, name="y", attrs=[Attr("epsilon", "float", 1e-3)]))
+    g.outputs.append(y)
+    opconv.save(Model(g, "openvino", {"opset1": 1}), tmp_path / "bn.xml")
+    data = rng.standard_normal((1, 3, 4, 4)).astype(np.float32)
+    compiled = ov.Core().compile_model(str(tmp_path / "bn.xml"), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    expected = next(iter(compiled({0: data}).values()))
+    ours = next(iter(opconv.run(tmp_path / "bn.xml", {"x": data}).values()))
+    assert compare_arrays("y", expected, ours).ok

@@ -247,9 +247,8 @@ def _ov_pool(kw: dict) -> dict:
 def _pool_cases():
     cases = []
     for rounding in ("floor", "ceil"):
-        # ceil + explicit pads is left out: the runtime keeps a last window that starts in the end padding,
-        # the shared pooling kernel drops it (as onnxruntime does).
-        for pad in ("explicit", "same_upper", "same_lower", "valid")[rounding == "ceil":]:
+        # ceil + explicit: the last window along W starts in the end padding; the runtime keeps it.
+        for pad in ("explicit", "same_upper", "same_lower", "valid"):
             kw = dict(strides=[2, 2], pads_begin=[1, 0], pads_end=[1, 1], kernel=[3, 2], rounding_type=rounding,
                       auto_pad=pad)
             cases.append(Case(f"MaxPool-{rounding}-{pad}", "MaxPool", [P(IMG)], kw,
@@ -349,10 +348,46 @@ def _norm_cases():
                lambda x, a, m=m: ops.normalize_l2(x, a, 0.5, m)) for m in ("add",)],
         # eps_mode "max" is left out: the CPU plugin computes it as "add".
         Case("BatchNormInference", "BatchNormInference",
-             [P(X), C(_r(3, seed=1)), C(_r(3, seed=2)), C(_r(3, seed=3)), C(_r(3, low=0.5, high=2))],
-             {"epsilon": 1e-3}, lambda x, g, b, m, v: ops.batch_norm_inference(x, g, b, m, v, 1e-3)),
+             [C(_r(3, seed=1)), C(_r(3, seed=2)), P(X), C(_r(3, seed=3)), C(_r(3, low=0.5, high=2))],
+             {"epsilon": 1e-3}, lambda g, b, x, m, v: ops.batch_norm_inference(x, g, b, m, v, 1e-3)),
         Case("GRN", "GRN", [P(X)], {"bias": 0.5}, lambda x: ops.grn(x, 0.5)),
+        # LRN: bias 1 only, as the CPU plugin ignores bias (computes with 1); it runs only axes [1] and
+        # [2, 3] (it treats [1, 2, 3] as [2, 3] and refuses other axes).
+        *[Case(f"LRN-{'-'.join(map(str, axes))}-s{size}", "LRN", [P(X * 3), C(_i(*axes))],
+               {"alpha": 0.6, "beta": 0.75, "bias": 1.0, "size": size},
+               lambda x, a, size=size: ops.lrn(x, a, 0.6, 0.75, 1.0, size))
+          for axes in ((1,), (2, 3)) for size in (1, 2, 3, 4, 5)],
     ]
+
+
+RESIZE_IMG = _r(1, 2, 6, 5, seed=12)
+
+
+def _interpolate_case(tag, mode, target, align=False, axes=(2, 3), antialias=False, pads=None, data=RESIZE_IMG):
+    attrs = {"axes": list(axes), "mode": mode, "align_corners": align, "antialias": antialias}
+    if pads:
+        attrs.update(pads_begin=list(pads[0]), pads_end=list(pads[1]))
+    ov_attrs = dict(attrs, pads_begin=attrs.get("pads_begin", [0]), pads_end=attrs.get("pads_end", [0]))
+    return Case(f"Interpolate-{mode}-ac{int(align)}-{tag}", "Interpolate", [P(data), C(_i(*target))], attrs,
+                lambda x, t, a=ov_attrs: ops.interpolate(x, t, a))
+
+
+def _interpolate_cases():
+    # Left out: mode "area" (the CPU plugin refuses it for Interpolate-1), antialias (the CPU plugin ignores
+    # it), cubic over the channel axis and unsorted axes (the CPU plugin disagrees with the specification).
+    cases = []
+    for mode in ("nearest", "linear", "cubic"):
+        for align in (False, True):
+            for tag, target in (("up", (9, 8)), ("down", (3, 4)), ("mixed", (4, 10)), ("same", (6, 5))):
+                cases.append(_interpolate_case(tag, mode, target, align))
+            cases.append(_interpolate_case("pads", mode, (7, 12), align, pads=((0, 0, 1, 0), (0, 0, 2, 1))))
+            cases.append(_interpolate_case("axis3", mode, (3,), align, axes=(3,)))
+            cases.append(_interpolate_case("rank3", mode, (3, 8), align, axes=(1, 2), data=_r(2, 6, 5, seed=13)))
+            cases.append(_interpolate_case("rank5", mode, (3, 9, 4), align, axes=(2, 3, 4),
+                                           data=_r(1, 2, 4, 6, 5, seed=14)))
+    cases.append(_interpolate_case("channels", "linear", (3, 3, 7), axes=(1, 2, 3)))
+    cases.append(_interpolate_case("channels", "nearest", (3, 3, 7), axes=(1, 2, 3)))
+    return cases
 
 
 def _sort_cases():
@@ -363,6 +398,34 @@ def _sort_cases():
             cases.append(Case(f"TopK-{mode}-{sort}", "TopK", [P(data), C(np.int64(3))],
                               {"axis": 2, "mode": mode, "sort": sort, "index_element_type": "int32"},
                               lambda x, k, mode=mode, sort=sort: ops.topk(x, k, 2, mode, sort), outputs=2))
+    return cases
+
+
+def _nms_boxes(count: int, seed: int) -> np.ndarray:
+    """Corner boxes (y1, x1, y2, x2) clustered so that many overlap, some with swapped corners."""
+    rng = np.random.default_rng(seed)
+    start = rng.uniform(0, 4, (2, count, 2))
+    boxes = np.concatenate([start, start + rng.uniform(0.5, 3, (2, count, 2))], axis=-1)
+    boxes[:, ::4] = boxes[:, ::4][..., [2, 3, 0, 1]]  # the runtime accepts corners in either order
+    return boxes.astype(np.float32)
+
+
+def _nms_cases():
+    boxes = _nms_boxes(10, 20)
+    center = boxes.copy()  # the same boxes as (x_center, y_center, width, height)
+    center[..., :2] = (boxes[..., [1, 0]] + boxes[..., [3, 2]]) / 2
+    center[..., 2:] = np.abs(boxes[..., [3, 2]] - boxes[..., [1, 0]])
+    # Distinct scores: ties would leave the order to the implementation.
+    scores = np.random.default_rng(21).permutation(2 * 3 * 10).astype(np.float32).reshape(2, 3, 10) / 60
+    cases = []
+    for encoding, data in (("corner", boxes), ("center", center)):
+        for descending in (True, False):
+            for limit, iou, threshold in ((3, 0.4, 0.2), (10, 0.2, 0.1)):
+                cases.append(Case(
+                    f"NonMaxSuppression-{encoding}-desc{int(descending)}-k{limit}", "NonMaxSuppression",
+                    [P(data), P(scores), C(np.int64(limit)), C(np.float32(iou)), C(np.float32(threshold))],
+                    {"box_encoding": encoding, "sort_result_descending": descending},
+                    lambda b, s, k, i, t, e=encoding, d=descending: ops.non_max_suppression(b, s, k, i, t, e, d)))
     return cases
 
 
@@ -398,7 +461,7 @@ def _sequence_cases():
 
 
 CASES = (_elementwise_cases() + _conv_cases() + _pool_cases() + _matmul_cases() + _shape_cases() + _reduce_cases()
-         + _norm_cases() + _sort_cases() + _rnn_cases() + _sequence_cases())
+         + _norm_cases() + _interpolate_cases() + _sort_cases() + _nms_cases() + _rnn_cases() + _sequence_cases())
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)

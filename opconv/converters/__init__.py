@@ -35,3 +35,7 @@ def convert(model: Model, to: str, **options) -> Model:
 
 def available() -> list[tuple[str, str]]:
     return sorted(_CONVERTERS)
+
+
+# Each direction registers itself on import.
+from . import onnx_to_openvino  # noqa: E402,F401

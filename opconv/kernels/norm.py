@@ -18,6 +18,9 @@ OpenVINO ``MVN``'s ``eps_mode`` does).
 * :func:`lrn` sums squares over a window of ``size`` along each of ``axes``
   (``floor((size - 1) / 2)`` before, ``ceil((size - 1) / 2)`` after) and
   divides ``alpha`` by ``size ** len(axes)``: ONNX ``LRN`` is ``axes=(1,)``.
+  :func:`lrn_symmetric` is OpenVINO ``LRN``: the same but with
+  ``floor((size - 1) / 2)`` elements on *both* sides (an even ``size`` sums
+  ``size - 1`` elements; the divisor stays ``size ** len(axes)``).
 * :func:`mean_variance_normalization` with ONNX's defaults is ONNX ``MVN``;
   OpenVINO ``MVN-1``'s ``across_channels`` is ``axes=(1, 2, ...)`` versus
   ``(2, ...)``.
@@ -147,6 +150,22 @@ def lrn(x, size: int, alpha: float = 1e-4, beta: float = 0.75, bias: float = 1.0
     square_sum = windows.sum(axis=tuple(range(x.ndim, x.ndim + len(axes))))
     y = xc / (bias + alpha / size ** len(axes) * square_sum) ** beta
     return downcast(y, x.dtype)
+
+
+def lrn_symmetric(x, size: int, alpha: float = 1e-4, beta: float = 0.75, bias: float = 1.0,
+                  axes: Sequence[int] = (1,)) -> np.ndarray:
+    """Local response normalization over a window centred on each element (see the module docstring)."""
+    if size < 1:
+        raise ExecutionError(f"LRN size must be positive, got {size}")
+    x = np.asarray(x)
+    xc = upcast(x)
+    axes = normalize_axes(axes, x.ndim)
+    half = (size - 1) // 2
+    width = 2 * half + 1
+    squares = pad_or_crop(xc * xc, axes, [half] * len(axes), [half] * len(axes))
+    windows = window_view(squares, axes, [width] * len(axes), [1] * len(axes), [1] * len(axes))
+    square_sum = windows.sum(axis=tuple(range(x.ndim, x.ndim + len(axes))))
+    return downcast(xc / (bias + alpha / size ** len(axes) * square_sum) ** beta, x.dtype)
 
 
 def mean_variance_normalization(x, axes: Sequence[int] = (0, 2, 3), normalize_variance: bool = True,

@@ -11,8 +11,9 @@ Output length per dim (:func:`pool_output_size`) is
 ``floor((size + pads - effective_kernel) / stride) + 1`` or, with
 ``ceil_mode``, the ceiling of the division; a ceil-mode window that would
 *start* beyond ``size + pad_begin`` (entirely in the end padding) is dropped,
-as onnxruntime and PyTorch do.  Positions a ceil-mode window covers beyond
-the explicit end padding are never counted.
+as onnxruntime and PyTorch do, unless ``keep_pad_windows`` is set (OpenVINO's
+``rounding_type=ceil`` keeps such a window).  Positions a ceil-mode window
+covers beyond the explicit end padding are never counted.
 
 Average pooling divides by the number of real elements in the window, or with
 ``count_include_pad`` by the number of real or explicit-padding elements.
@@ -43,13 +44,17 @@ POOL_MODES = ("max", "avg", "lp")
 
 
 def pool_output_size(size: int, kernel: int, stride: int = 1, dilation: int = 1,
-                     pad_begin: int = 0, pad_end: int = 0, ceil_mode: bool = False) -> int:
-    """Number of windows along one spatial dim (see the module docstring)."""
+                     pad_begin: int = 0, pad_end: int = 0, ceil_mode: bool = False,
+                     keep_pad_windows: bool = False) -> int:
+    """Number of windows along one spatial dim (see the module docstring).
+
+    ``keep_pad_windows`` keeps a ceil-mode window that starts in the end padding.
+    """
     span = size + pad_begin + pad_end - ((kernel - 1) * dilation + 1)
     if not ceil_mode:
         return span // stride + 1
     out = -(-span // stride) + 1
-    if (out - 1) * stride >= size + pad_begin:  # last window starts in the end padding
+    if not keep_pad_windows and (out - 1) * stride >= size + pad_begin:  # last window starts in the end padding
         out -= 1
     return out
 
@@ -65,12 +70,17 @@ def pool(
     ceil_mode: bool = False,
     count_include_pad: bool = False,
     p: float = 2,
+    keep_pad_windows: bool = False,
 ) -> np.ndarray:
-    """Max (``mode="max"``), average (``"avg"``) or Lp (``"lp"``) pooling."""
+    """Max (``mode="max"``), average (``"avg"``) or Lp (``"lp"``) pooling.
+
+    ``keep_pad_windows`` keeps a ceil-mode window that starts in the end padding (OpenVINO; see
+    :func:`pool_output_size`).
+    """
     if mode not in POOL_MODES:
         raise ExecutionError(f"unknown pooling mode {mode!r}; expected one of {POOL_MODES}")
     x = np.asarray(x)
-    geometry = _Geometry(x.shape, kernel, strides, pads_begin, pads_end, dilations, ceil_mode)
+    geometry = _Geometry(x.shape, kernel, strides, pads_begin, pads_end, dilations, ceil_mode, keep_pad_windows)
     if mode == "max":
         # Max is exact in any dtype, so no upcast (keeps int8/uint8 pools exact).
         return geometry.reduce(x, lowest(x.dtype), np.maximum)
@@ -240,7 +250,7 @@ class _Geometry:
     """Window geometry of one pooling call: output sizes and the padding that
     makes ``window_view`` produce exactly the output windows."""
 
-    def __init__(self, shape, kernel, strides, pads_begin, pads_end, dilations, ceil_mode):
+    def __init__(self, shape, kernel, strides, pads_begin, pads_end, dilations, ceil_mode, keep_pad_windows=False):
         if len(shape) < 3:
             raise ExecutionError(f"pooling needs an (N, C, *spatial) input, got shape {shape}")
         n = len(shape) - 2
@@ -254,7 +264,7 @@ class _Geometry:
             raise ExecutionError(f"pooling pads must be non-negative, got {self.pads_begin} / {self.pads_end}")
         self.spatial = tuple(shape[2:])
         self.out = tuple(
-            pool_output_size(*args, ceil_mode)
+            pool_output_size(*args, ceil_mode, keep_pad_windows)
             for args in zip(self.spatial, self.kernel, self.strides, self.dilations, self.pads_begin, self.pads_end))
         # Extra end padding a ceil-mode window reaches past the explicit pads.
         self.overflow = tuple(

@@ -1,4 +1,4 @@
-"""SoftMax, MVN, NormalizeL2, BatchNormInference, GRN."""
+"""SoftMax, MVN, NormalizeL2, BatchNormInference, GRN, LRN."""
 
 from __future__ import annotations
 
@@ -41,7 +41,8 @@ def normalize_l2(ctx, x, axes, *, eps, eps_mode):
 
 
 @ov_op("BatchNormInference")
-def batch_norm_inference(ctx, x, gamma, beta, mean, variance, *, epsilon):
+def batch_norm_inference(ctx, gamma, beta, x, mean, variance, *, epsilon):
+    # opset1's input order: the data comes third.
     return norm.batch_norm(x, gamma, beta, mean, variance, epsilon)
 
 
@@ -49,3 +50,9 @@ def batch_norm_inference(ctx, x, gamma, beta, mean, variance, *, epsilon):
 def grn(ctx, x, *, bias):
     xc = upcast(x)
     return downcast(xc / np.sqrt((xc * xc).sum(axis=1, keepdims=True) + bias), x.dtype)
+
+
+@ov_op("LRN")
+def lrn(ctx, x, axes, *, alpha, beta, bias, size):
+    # OpenVINO's window is symmetric ((size - 1) // 2 on each side), unlike ONNX's for an even size.
+    return norm.lrn_symmetric(x, int(size), alpha, beta, bias, axes_of(axes, x.ndim))

@@ -1,0 +1,123 @@
+"""Helpers shared by the ONNX -> OpenVINO opset1 rule modules.
+
+Rules build opset1 nodes with :func:`ov`, which types every attribute from the
+OpenVINO schema (the IR writer encodes attributes by their schema type, so an
+untyped ``True`` would be written as an int).  Attribute names may be given in
+their Python-safe spelling (``exclude_pad`` for ``exclude-pad``).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any, Callable
+
+import numpy as np
+
+from ...executor import python_name
+from ...ir import Attr, Node, Value
+from ...schemas import dialect_schemas
+from ...types import element_type
+from ..rewrite import Builder, Match, Refuse, Rule, constant_value
+
+OPSET = "opset1"
+
+
+@functools.lru_cache(maxsize=None)
+def _schema_attrs(op: str) -> dict[str, tuple[str, str]]:
+    """Python-safe attribute name -> (IR name, schema type) for opset1 ``op``."""
+    schema = dialect_schemas("openvino").find(op, 1, OPSET)
+    if schema is None:
+        raise KeyError(f"opset1 has no operation {op}")
+    return {python_name(p.name): (p.name, p.type) for p in schema.attributes}
+
+
+def ov(b: Builder, op: str, *inputs: Value | None, **attrs: Any) -> Value:
+    """Build an opset1 ``op`` node with schema-typed attributes."""
+    known = _schema_attrs(op)
+    typed = {}
+    for key, value in attrs.items():
+        name, kind = known[key]
+        typed[name] = Attr(name, kind, value)
+    return b.op(op, *inputs, **{k: a for k, a in typed.items()})
+
+
+def const(b: Builder, array, dtype: Any, name: str = "const") -> Value:
+    """A constant of ``dtype`` (a numpy dtype or an opconv element-type name)."""
+    if isinstance(dtype, str):
+        dtype = element_type(dtype).numpy
+    return b.const(np.asarray(array, dtype=dtype), name)
+
+
+def i64(b: Builder, values, name: str = "const") -> Value:
+    """A 1-D int64 constant (shapes, axes, permutations)."""
+    return b.const(np.asarray(values, dtype=np.int64).reshape(-1), name)
+
+
+def attr(node: Node, name: str, default: Any = None) -> Any:
+    """An ONNX attribute's plain value, or ``default`` when the node omits it."""
+    value = node.attr(name)
+    return default if value is None else value
+
+
+def rank_of(value: Value | None) -> int:
+    """The static rank of ``value``; refuses the rewrite when it is unknown."""
+    shape = value.shape if value is not None else None
+    if shape is None:
+        raise Refuse(f"the rank of {value.name!r} is unknown" if value is not None else "missing input")
+    return len(shape)
+
+
+def static_shape(value: Value) -> tuple[int, ...]:
+    """The fully static shape of ``value``; refuses the rewrite otherwise."""
+    shape = value.shape
+    if shape is None or not all(isinstance(d, int) and d >= 0 for d in shape):
+        raise Refuse(f"the shape of {value.name!r} is not static ({shape})")
+    return tuple(shape)
+
+
+def const_input(m: Match, name: str, what: str) -> np.ndarray:
+    """The constant data of captured input ``name``; refuses when it is computed at run time."""
+    data = m.constant(name)
+    if data is None:
+        raise Refuse(f"{what} ({m[name].name!r}) must be a constant")
+    return data
+
+
+def dtype_of(value: Value) -> np.dtype:
+    """The numpy dtype of ``value``; refuses when unknown."""
+    if value.dtype is None:
+        raise Refuse(f"the element type of {value.name!r} is unknown")
+    return element_type(value.dtype).numpy
+
+
+def captures(fn: Callable, names: list[str]) -> Callable:
+    """Give a ``(op, *inputs)`` pattern function a signature with the capture ``names``.
+
+    The rewrite engine reads capture names from the signature; variadic ONNX
+    ops (Concat) need one pattern per arity, generated with this.
+    """
+    params = [inspect.Parameter("op", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    params += [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in names]
+    fn.__signature__ = inspect.Signature(params)
+    return fn
+
+
+def pattern(op: str, names: list[str], **options) -> Callable:
+    """A one-node pattern function ``op(*names)`` (``options``: the engine's ``_version=``, attributes ...)."""
+    fn = captures(lambda p, *xs: p.node(op, *xs, **options), names)
+    fn.__name__ = op
+    return fn
+
+
+def rules_for_arities(name: str, op: str, replacement, arities, check=None, **pattern_options) -> list[Rule]:
+    """One rule per input count for a variadic ONNX op; the replacement reads ``m.root.inputs``."""
+    rules = []
+    for n in arities:
+        names = [f"x{i}" for i in range(n)]
+        rules.append(Rule(f"{name}-{n}", pattern(op, names, **pattern_options), replacement, check=check))
+    return rules
+
+
+__all__ = ["OPSET", "ov", "const", "i64", "attr", "rank_of", "static_shape", "const_input", "dtype_of",
+           "captures", "pattern", "rules_for_arities", "constant_value", "Refuse", "Rule", "Match", "Builder"]

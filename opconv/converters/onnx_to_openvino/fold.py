@@ -1,0 +1,120 @@
+"""Constant folding on the ONNX side, before the rules run.
+
+Exported models compute shapes at run time (``Shape -> Gather -> Concat ->
+Reshape``).  Once the graph inputs have static shapes those computations are
+constants, and opset1 wants them as constants (Reshape's target shape, axes).
+Two steps:
+
+1. ``Shape``/``Size`` of a value whose inferred shape is static become
+   constants (ONNX shape inference ran before, with the static input shapes);
+2. every node the ONNX interpreter can compute from constants alone
+   (deterministic, no subgraph) is evaluated by opconv's ONNX executor, and
+   its consumers outside the constant subgraph read a new initializer.
+
+Folding is a help, not a requirement: when the ONNX executor cannot bind the
+graph (an op it has no kernel for), the graph is left as it was and the rules
+report what they cannot convert.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import OpconvError
+from ...ir import Graph, Model, Node, Value
+
+# ONNX ops that only read their input's shape -> the constant they compute from a static shape.
+_SHAPE_READERS = {
+    "Shape": lambda node, shape: np.asarray(
+        shape[_slice_bound(node.attr("start"), 0, len(shape)):_slice_bound(node.attr("end"), len(shape), len(shape))],
+        np.int64),
+    "Size": lambda node, shape: np.asarray(int(np.prod(shape, dtype=np.int64)), np.int64),
+}
+
+
+def _slice_bound(value, default: int, rank: int) -> int:
+    if value is None:
+        return default
+    value = int(value)
+    return max(0, min(rank, value + rank if value < 0 else value))
+
+
+def fold_constants(model: Model) -> int:
+    """Fold ``model``'s constant subgraphs in place; returns how many values became initializers."""
+    graph = model.graph
+    _fold_shape_readers(graph)
+    folded = _evaluate_constants(model)
+    return _replace_with_constants(graph, folded) if folded else 0
+
+
+def _static(value: Value | None) -> tuple[int, ...] | None:
+    shape = value.shape if value is not None else None
+    if shape is None or not all(isinstance(d, int) and d >= 0 for d in shape):
+        return None
+    return tuple(shape)
+
+
+def _fold_shape_readers(graph: Graph) -> None:
+    for node in list(graph.nodes):
+        reader = _SHAPE_READERS.get(node.op)
+        if reader is None or node.domain not in ("", "ai.onnx") or len(node.outputs) != 1 or not node.inputs:
+            continue
+        shape = _static(node.inputs[0])
+        if shape is None:
+            continue
+        out = node.outputs[0]
+        const = graph.const(reader(node, shape), f"{out.name}/folded")
+        _rewire(graph, node, out, const)
+
+
+def _rewire(graph: Graph, node: Node, old: Value, new: Value) -> None:
+    """Make readers of ``old`` read ``new``; a graph output keeps ``old`` (its name) and its producer."""
+    old.replace_all_uses_with(new)
+    if all(old is not o for o in graph.outputs) and all(not v.uses for v in node.outputs if v is not None):
+        graph.remove_node(node)
+
+
+def _evaluate_constants(model: Model) -> dict[int, np.ndarray]:
+    """id(value) -> data for every value the ONNX interpreter computes from constants alone."""
+    from ...dialects.onnx.executor import Session
+
+    try:
+        session = Session(model)  # folds the constant subgraphs while binding
+    except OpconvError:
+        return {}
+    # The interpreter keeps the folded values in its plan; that is the one place they exist.
+    return dict(session._interpreter.plan(model.graph).folded or {})
+
+
+def _replace_with_constants(graph: Graph, folded: dict[int, object]) -> int:
+    count = 0
+    made: dict[int, Value] = {}
+    for node in list(graph.nodes):
+        if all(v is None or id(v) in folded for v in node.outputs):
+            continue  # a constant node itself: it goes away once nobody reads it
+        for i, v in enumerate(node.inputs):
+            if v is None or id(v) not in folded or v.producer is None:
+                continue
+            data = folded[id(v)]
+            if not isinstance(data, np.ndarray) or data.dtype.kind in "OUSV":
+                continue  # sequences, strings: IR has no constant for them
+            if id(v) not in made:
+                made[id(v)] = graph.const(data, f"{v.name}/folded")
+                count += 1
+            node.set_input(i, made[id(v)])
+    _remove_unused(graph)
+    return count
+
+
+def _remove_unused(graph: Graph) -> None:
+    """Remove nodes whose outputs nobody reads (consumers first, so chains go in one pass)."""
+    outputs = {id(v) for v in graph.outputs}
+    for node in reversed(list(graph.nodes)):
+        if any(v is not None and (v.uses or id(v) in outputs) for v in node.outputs):
+            continue
+        inputs = [v for v in node.inputs if v is not None]
+        graph.remove_node(node)
+        for v in inputs:
+            if v.const is not None and not v.uses and id(v) not in outputs and graph.initializers.get(v.name) is v \
+                    and v not in graph.inputs:
+                del graph.initializers[v.name]
