@@ -207,7 +207,7 @@ class Interpreter:
             except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError, OverflowError,
                     FloatingPointError, np.linalg.LinAlgError, MemoryError) as e:
                 raise ExecutionError(f"{type(e).__name__}: {e}", where=step.label) from e
-            outputs = result if isinstance(result, (tuple, list)) and _multi(step.node) else (result,)
+            outputs = _as_outputs(result, step.node)
             if len(outputs) < sum(1 for v in step.node.outputs if v is not None):
                 raise ExecutionError(f"kernel returned {len(outputs)} outputs, the node declares "
                                      f"{len(step.node.outputs)}", where=step.label)
@@ -246,9 +246,17 @@ def _foldable(graph: Graph, steps: list[BoundNode]) -> list[bool]:
     return flags
 
 
-def _multi(node: Node) -> bool:
-    # A single-output node may legitimately return a list (a sequence value).
-    return len(node.outputs) > 1
+def _as_outputs(result: Any, node: Node) -> tuple:
+    """A kernel's result as one value per node output.
+
+    A tuple always holds one value per output (a kernel may return all of an op's outputs even when the node
+    declares fewer); a list is one sequence value, unless the node has several outputs.
+    """
+    if isinstance(result, tuple):
+        return result
+    if isinstance(result, list) and len(node.outputs) > 1:
+        return tuple(result)
+    return (result,)
 
 
 def _lookup(env: Mapping[int, Any], vid: int, step: BoundNode | None, graph: Graph) -> Any:

@@ -26,11 +26,6 @@ from ..executor import onnx_dtype, onnx_op
 _QK_MODES = dict(enumerate(A.QK_STAGES))
 
 
-def _outputs(ctx, values: tuple):
-    # A node that declares one output gets one value, not the tuple.
-    return values if ctx.num_outputs > 1 else values[0]
-
-
 def _heads_first(x, num_heads, name: str):
     """A 4-D input as is; a 3-D packed one split into ``num_heads`` heads."""
     x = np.asarray(x)
@@ -74,7 +69,7 @@ def _attention(ctx, q, k, v, attn_mask, past_key, past_value, nonpad_kv_seqlen, 
         qk_stage=_QK_MODES[qk_matmul_output_mode] if ctx.output_used(3) else None)
     if packed:
         y = A.merge_heads(y)
-    return _outputs(ctx, (y, k4, v4, qk))
+    return y, k4, v4, qk
 
 
 @onnx_op("Attention", since=23)
@@ -168,7 +163,7 @@ def linear_attention_27(ctx, query, key, value, past_state=None, decay=None, bet
     out, state = A.linear_attention(per_head(query, q_num_heads), per_head(key, kv_num_heads),
                                     per_head(value, kv_num_heads), past_state, decay, beta, rule=update_rule,
                                     scale=scale)
-    return _outputs(ctx, (out.reshape(batch, steps, -1), state))
+    return out.reshape(batch, steps, -1), state
 
 
 # ---------------------------------------------------------------- CausalConvWithState
@@ -176,4 +171,4 @@ def linear_attention_27(ctx, query, key, value, past_state=None, decay=None, bet
 
 @onnx_op("CausalConvWithState", since=27)
 def causal_conv_with_state_27(ctx, input, weight, bias=None, past_state=None, *, activation):
-    return _outputs(ctx, A.causal_conv_with_state(input, weight, bias, past_state, activation))
+    return A.causal_conv_with_state(input, weight, bias, past_state, activation)

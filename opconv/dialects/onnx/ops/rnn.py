@@ -47,11 +47,6 @@ def _activation_list(kind: str, activations, alphas, betas, num_directions: int)
     return K.activation_specs(names, alphas or (), betas or ())
 
 
-def _outputs(ctx, values: tuple):
-    # A node that declares one output gets one value, not the tuple.
-    return values if ctx.num_outputs > 1 else values[0]
-
-
 def _recurrent(ctx, kind: str, x, w, r, b, sequence_lens, initial_h, initial_c=None, p=None, *,
                activation_alpha, activation_beta, activations, clip, direction, hidden_size, layout=0,
                input_forget=0, linear_before_reset=0):
@@ -76,12 +71,10 @@ def _recurrent(ctx, kind: str, x, w, r, b, sequence_lens, initial_h, initial_c=N
     specs = _activation_list(kind, activations, activation_alpha, activation_beta, num_directions)
     common = dict(sequence_lens=sequence_lens, direction=direction, activations=specs, clip=clip, layout=layout)
     if kind == "rnn":
-        return _outputs(ctx, K.rnn(x, w, r, b_w, b_r, initial_h, **common))
+        return K.rnn(x, w, r, b_w, b_r, initial_h, **common)
     if kind == "gru":
-        return _outputs(ctx, K.gru(x, w, r, b_w, b_r, initial_h, linear_before_reset=bool(linear_before_reset),
-                                   **common))
-    return _outputs(ctx, K.lstm(x, w, r, b_w, b_r, initial_h, initial_c, p, input_forget=bool(input_forget),
-                                **common))
+        return K.gru(x, w, r, b_w, b_r, initial_h, linear_before_reset=bool(linear_before_reset), **common)
+    return K.lstm(x, w, r, b_w, b_r, initial_h, initial_c, p, input_forget=bool(input_forget), **common)
 
 
 # ---------------------------------------------------------------- RNN
