@@ -285,6 +285,10 @@ class Session:
         self._interpreter = Interpreter(binder, seed=seed)
         self._interpreter.fold(model.graph)  # binds every node now: errors surface before the first run
 
+    def folded_values(self) -> dict[int, Any]:
+        """``id(value) -> data`` for every value of the top graph computed from constants alone."""
+        return dict(self._interpreter.plan(self.model.graph).folded or {})
+
     def run(self, feeds: Mapping[str, Any]) -> dict[str, Any]:
         """Run on ``feeds`` (validated against the declared inputs); returns {output name: value}."""
         feeds = check_feeds(self.model.graph, feeds, where=self.model.path)

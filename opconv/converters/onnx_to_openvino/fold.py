@@ -82,8 +82,7 @@ def _evaluate_constants(model: Model) -> dict[int, np.ndarray]:
         session = Session(model)  # folds the constant subgraphs while binding
     except OpconvError:
         return {}
-    # The interpreter keeps the folded values in its plan; that is the one place they exist.
-    return dict(session._interpreter.plan(model.graph).folded or {})
+    return session.folded_values()
 
 
 def _replace_with_constants(graph: Graph, folded: dict[int, object]) -> int:
