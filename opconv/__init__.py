@@ -103,7 +103,9 @@ def convert(model: Any, to: str, **options) -> Model:
 
 def convert_version(model: Any, opset: int, **options) -> Model:
     """Move an ONNX model to another ai.onnx opset, up or down."""
-    raise NotImplementedFeature("opconv.convert_version (the ONNX version converter)")
+    from .converters.onnx_versions import convert
+
+    return convert(model, opset, **options)
 
 
 def verify(a: Any, b: Any, inputs: dict | None = None, rtol: float | None = None,

@@ -174,7 +174,17 @@ class SparseTensorType:
         return f"sparse({TensorType(self.dtype, self.shape)})"
 
 
-ValueType = Union[TensorType, SequenceType, OptionalType, MapType, SparseTensorType]
+@dataclass(frozen=True)
+class TupleType:
+    """An HLO tuple of ``elements`` (value types); a Python list of arrays at run time."""
+
+    elements: tuple = ()
+
+    def __str__(self) -> str:
+        return "(" + ", ".join(map(str, self.elements)) + ")"
+
+
+ValueType = Union[TensorType, SequenceType, OptionalType, MapType, SparseTensorType, TupleType]
 
 
 def type_signature(t: ValueType | None) -> str | None:
@@ -196,6 +206,9 @@ def type_signature(t: ValueType | None) -> str | None:
     if isinstance(t, MapType):
         inner = type_signature(t.value)
         return None if inner is None else f"map({t.key},{inner})"
+    if isinstance(t, TupleType):
+        inners = [type_signature(e) for e in t.elements]
+        return None if None in inners else f"tuple({','.join(inners)})"
     raise TypeError(t)
 
 

@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import onnx.defs
-import pytest
 from click.testing import CliRunner
 
 import opconv
@@ -66,12 +65,3 @@ def test_inspect_json(fixtures_dir):
     assert info["op_counts"] == {"Gemm": 3, "Relu": 2}
     assert info["inputs"] == [{"name": "x", "type": "float32[batch,64]"}]
     assert info["weight_bytes"] == 4 * (64 * 128 + 128 + 128 * 128 + 128 + 128 * 10 + 10)
-
-
-@pytest.mark.parametrize("api, args", [
-    (opconv.convert_version, (21,)),
-])
-def test_unlanded_api_raises_a_clear_project_error(fixtures_dir, api, args):
-    model = opconv.load(os.path.join(fixtures_dir, "cnn.onnx"))
-    with pytest.raises(opconv.NotImplementedFeature, match="not implemented yet"):
-        api(model, *args)

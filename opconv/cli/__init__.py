@@ -60,4 +60,4 @@ def main(argv=None) -> None:
 
 
 # Command modules attach themselves to `cli` on import.
-from . import convert_cmd, model_cmd, run_cmd, schema_cmd  # noqa: E402,F401
+from . import convert_cmd, hlo_cmd, model_cmd, run_cmd, schema_cmd, version_cmd  # noqa: E402,F401

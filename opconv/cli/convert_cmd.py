@@ -1,9 +1,15 @@
-"""``opconv onnx-to-ir``: convert an ONNX model to OpenVINO IR v10 (opset1), optionally verifying it."""
+"""``opconv onnx-to-ir`` and ``opconv ir-to-onnx``: convert between ONNX and OpenVINO IR v10 (opset1),
+optionally verifying the result.
+
+Both write atomically (nothing is left on failure) and, when stderr is a
+terminal, show which stage a long conversion is in.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 
 import click
 
@@ -14,9 +20,37 @@ _INPUT_SHAPE_HELP = ("Static shape for an input with symbolic or unknown dims, a
                      "(repeatable). OpenVINO opset1 IR needs every input shape static.")
 
 
-def default_output(model_path: str) -> str:
-    """MODEL with its suffix replaced by .xml, beside it."""
-    return os.path.splitext(model_path)[0] + ".xml"
+def default_output(model_path: str, suffix: str = ".xml") -> str:
+    """MODEL with its suffix replaced by ``suffix``, beside it."""
+    return os.path.splitext(model_path)[0] + suffix
+
+
+class Progress:
+    """Stage messages on stderr (``[1.2s] converting...``), shown only when stderr is a terminal."""
+
+    def __init__(self, stream=None):
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.start = time.perf_counter()
+        self.width = 0
+
+    def stage(self, text: str) -> None:
+        if not self.enabled:
+            return
+        line = f"[{time.perf_counter() - self.start:6.1f}s] {text}"
+        self.stream.write("\r" + line.ljust(self.width))
+        self.stream.flush()
+        self.width = len(line)
+
+    def done(self) -> None:
+        if self.enabled and self.width:
+            self.stream.write("\r" + " " * self.width + "\r")  # leave the terminal clean for the summary
+            self.stream.flush()
+            self.width = 0
+
+
+def _summary(model) -> str:
+    return ", ".join(f"{op.rpartition('::')[2]} {n}" for op, n in model.op_counts().items())
 
 
 @cli.command("onnx-to-ir")
@@ -44,19 +78,71 @@ def onnx_to_ir(model, output, input_shapes, verify_after):
     from ..converters.onnx_to_openvino import onnx_to_openvino
 
     shapes = _parse_shapes(input_shapes)
+    progress = Progress()
+    progress.stage(f"loading {model}")
     source = opconv.load(model, "onnx")
-    converted = onnx_to_openvino(source, input_shapes=shapes)
     target = output or default_output(model)
-    opconv.save(converted, target)
-    counts = ", ".join(f"{op.rpartition('::')[2]} {n}" for op, n in converted.op_counts().items())
-    click.echo(f"wrote {target} and {os.path.splitext(target)[0]}.bin ({counts})")
+    try:
+        progress.stage("converting to OpenVINO opset1")
+        converted = onnx_to_openvino(source, input_shapes=shapes)
+        progress.stage(f"writing {target}")
+        opconv.save(converted, target)
+    finally:
+        progress.done()
+    click.echo(f"wrote {target} and {os.path.splitext(target)[0]}.bin ({_summary(converted)})")
     if verify_after:
-        _verify(opconv, source, converted, shapes)
+        _verify(opconv, source, converted, shapes, progress)
 
 
-def _verify(opconv, source, converted, shapes) -> None:
-    """Compare the IR with the ONNX model on seeded random inputs; exit 1 on any difference."""
-    report = opconv.verify(source, converted, input_shapes=shapes)
+@cli.command("ir-to-onnx")
+@click.argument("model", type=MODEL)
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="The .onnx to write. Default: MODEL with an .onnx suffix.")
+@click.option("--opset", type=int, default=None,
+              help="Target ai.onnx opset (13 up to the newest the installed onnx defines; default the newest).")
+@click.option("--verify", "verify_after", is_flag=True,
+              help="Run the IR and the ONNX model on the same random inputs and compare every output.")
+def ir_to_onnx(model, output, opset, verify_after):
+    """Convert an OpenVINO IR MODEL (.xml with its .bin; IR v10, or v11 with opset1 layers) to ONNX.
+
+    Every layer must have an ONNX form; otherwise nothing is written and every
+    such layer is listed with the reason. Graph inputs and outputs keep their
+    names; large weights go to OUT.onnx.data when one protobuf cannot hold them.
+
+    \b
+    Examples:
+      opconv ir-to-onnx model.xml
+      opconv ir-to-onnx model.xml -o back.onnx --opset 17 --verify
+
+    Exit code 0 when the ONNX model was written (and, with --verify, matches),
+    1 when --verify finds a difference, 2 when the IR cannot be read or converted.
+    """
+    import opconv
+    from ..converters.openvino_to_onnx import openvino_to_onnx
+
+    progress = Progress()
+    progress.stage(f"loading {model}")
+    source = opconv.load(model, "openvino")
+    target = output or default_output(model, ".onnx")
+    try:
+        progress.stage("converting to ONNX")
+        converted = openvino_to_onnx(source, opset=opset)
+        progress.stage(f"writing {target}")
+        opconv.save(converted, target)
+    finally:
+        progress.done()
+    click.echo(f"wrote {target} (ai.onnx opset {converted.opsets['']}; {_summary(converted)})")
+    if verify_after:
+        _verify(opconv, source, converted, {}, progress)
+
+
+def _verify(opconv, source, converted, shapes, progress: Progress) -> None:
+    """Compare the converted model with its source on seeded random inputs; exit 1 on any difference."""
+    progress.stage("verifying")
+    try:
+        report = opconv.verify(source, converted, input_shapes=shapes)
+    finally:
+        progress.done()
     for o in report.outputs:
         status = "ok" if o.ok else "DIFFERS"
         click.echo(f"  {o.name}: {status}, max abs err {o.max_abs_error:.3g}, "

@@ -28,7 +28,8 @@ def inspect(model, as_json):
     click.echo(f"{model}: {info['dialect']} model")
     if info["producer"]:
         click.echo(f"  producer: {info['producer']}")
-    click.echo("  opsets: " + ", ".join(f"{d or 'ai.onnx'}={v}" for d, v in info["opsets"].items()))
+    default = "ai.onnx" if info["dialect"] == "onnx" else '""'  # the default domain's name in that dialect
+    click.echo("  opsets: " + ", ".join(f"{d or default}={v}" for d, v in info["opsets"].items()))
     click.echo(f"  nodes: {info['node_count']} ({len(info['op_counts'])} op types)")
     click.echo(f"  weights: {info['weight_bytes']:,} bytes in {info['initializer_count']} constants")
     for title in ("inputs", "outputs"):

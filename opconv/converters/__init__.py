@@ -7,6 +7,7 @@ The rewrite engine and the per-direction rule modules live beside this file.
 
 from __future__ import annotations
 
+import importlib
 from typing import Callable
 
 from ..errors import NotImplementedFeature
@@ -27,15 +28,25 @@ def register(source: str, target: str):
 def convert(model: Model, to: str, **options) -> Model:
     if to == model.dialect and not options:
         return model
-    fn = _CONVERTERS.get((model.dialect, to))
+    fn = _CONVERTERS.get((model.dialect, to)) or _load_direction(model.dialect, to)
     if fn is None:
         raise NotImplementedFeature(f"conversion from {model.dialect} to {to}")
     return fn(model, **options)
 
 
 def available() -> list[tuple[str, str]]:
+    for module in DIRECTIONS:
+        importlib.import_module(f".{module}", __name__)
     return sorted(_CONVERTERS)
 
 
-# Each direction registers itself on import.
-from . import onnx_to_openvino  # noqa: E402,F401
+# Each direction registers itself when its module is imported, on first use: converting one way does not
+# pay for loading the others (a fresh `opconv onnx-to-ir` process starts faster).
+DIRECTIONS = ("hlo_to_onnx", "onnx_to_hlo", "onnx_to_openvino", "onnx_versions", "openvino_to_onnx")
+
+
+def _load_direction(source: str, target: str) -> Converter | None:
+    module = f"{source}_to_{target}"
+    if module in DIRECTIONS:
+        importlib.import_module(f".{module}", __name__)
+    return _CONVERTERS.get((source, target))

@@ -45,6 +45,9 @@ operator's attribute names):
 ``axis=1``             attribute predicate: equal to 1, or a callable given the
                        attribute's value (``None`` when the node omits it)
 ``None`` as an input   matches an omitted optional input
+``_any_inputs=True``   the node may have any inputs (none are captured; the
+                       replacement reads ``match.root.inputs``): for ops with
+                       many optional inputs, e.g. LSTM
 =====================  =========================================================
 
 The pattern's **root** is the node whose outputs the function returns; the
@@ -115,6 +118,7 @@ class _PNode:
     name: str | None
     commute: bool
     shared: bool
+    any_inputs: bool = False
 
     def describe(self) -> str:
         return self.op or "<any op>"
@@ -136,13 +140,15 @@ class _PatternOps:
 
     def node(self, op: str | None, *inputs, _domain: str | None = "", _version: Any = None,
              _outputs: int = 1, _name: str | None = None, _commute: bool = False, _shared: bool = False,
-             **attrs) -> _POut | list[_POut]:
+             _any_inputs: bool = False, **attrs) -> _POut | list[_POut]:
         for i, v in enumerate(inputs):
             if v is not None and not isinstance(v, (_Capture, _POut)):
                 raise GraphError(f"pattern {op or 'any'}: input {i} is {v!r}, not a pattern value")
         if _commute and len(inputs) != 2:
             raise GraphError(f"pattern {op}: _commute needs exactly two inputs")
-        pn = _PNode(op, list(inputs), _domain, _version, attrs, _outputs, _name, _commute, _shared)
+        if _any_inputs and inputs:
+            raise GraphError(f"pattern {op or 'any'}: _any_inputs takes no pattern inputs")
+        pn = _PNode(op, list(inputs), _domain, _version, attrs, _outputs, _name, _commute, _shared, _any_inputs)
         self.nodes.append(pn)
         outs = [_POut(pn, i) for i in range(_outputs)]
         return outs[0] if _outputs == 1 else outs
@@ -305,6 +311,8 @@ class _Matcher:
         why = self._node_mismatch(pn, node)
         if why:
             return self.fail(why, b)
+        if pn.any_inputs:
+            return iter((b.bind_node(pn, node),))
         inputs = _trimmed(node.inputs)
         if len(inputs) != len(pn.inputs):
             return self.fail(f"{node.label} has {len(inputs)} inputs, the pattern {len(pn.inputs)}", b)

@@ -131,3 +131,28 @@ def transpose(x: np.ndarray, perm: Sequence[int] | None = None) -> np.ndarray:
         raise ExecutionError(f"{list(perm)} is not a permutation of {x.ndim} dims")
     return np.transpose(x, perm)
 
+
+
+def cholesky(x: np.ndarray, lower: bool = True) -> np.ndarray:
+    """Cholesky factor of each matrix in the last two dims (XLA ``Cholesky``).
+
+    ``lower``: ``L`` with ``x = L @ L^T``, read from the lower triangle of
+    ``x``; otherwise ``U`` with ``x = U^T @ U``, read from the upper triangle.
+    A matrix that is not positive definite gives NaNs (XLA leaves the result
+    undefined; it does not fail).
+    """
+    x = np.asarray(x)
+    if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
+        raise ExecutionError(f"cholesky needs square matrices in the last two dims, got shape {list(x.shape)}")
+    xc = upcast(x)
+    source = xc if lower else np.swapaxes(xc, -1, -2)  # the upper triangle, read as a lower one
+    batch = source.reshape((-1,) + x.shape[-2:])
+    out = np.full(batch.shape, np.nan, dtype=xc.dtype)
+    for i, matrix in enumerate(batch):
+        # numpy's factorization reads the lower triangle only.
+        try:
+            out[i] = np.linalg.cholesky(np.tril(matrix) + np.tril(matrix, -1).swapaxes(-1, -2))
+        except np.linalg.LinAlgError:
+            pass
+    out = out.reshape(x.shape)
+    return downcast(out if lower else np.swapaxes(out, -1, -2), x.dtype)

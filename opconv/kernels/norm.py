@@ -270,3 +270,111 @@ def nll_loss(log_prob, target, weight=None, ignore_index: int | None = None, red
         with np.errstate(divide="ignore", invalid="ignore"):
             return downcast(loss.sum() / w.sum(), log_prob.dtype)
     raise ExecutionError(f"unknown reduction {reduction!r}; expected 'none', 'sum' or 'mean'")
+
+
+def batch_norm_grad(x, scale, mean, var, grad_output, epsilon: float = 1e-5, axis: int = 1):
+    """Gradients of ``y = (x - mean) / sqrt(var + eps) * scale + bias`` with the batch statistics
+    ``mean``/``var`` (XLA ``BatchNormGrad``), channels on ``axis``.
+
+    Returns ``(grad_x, grad_scale, grad_bias)``: with ``r = 1 / sqrt(var + eps)``
+    and ``m`` the element count per channel,
+    ``grad_x = scale * r * (g - sum(g) / m - (x - mean) * r**2 * sum(g * (x - mean)) / m)``,
+    ``grad_scale = sum(g * (x - mean) * r)``, ``grad_bias = sum(g)``.
+    """
+    x = np.asarray(x)
+    axis = normalize_axis(axis, x.ndim)
+    xc, g = upcast(x), upcast(grad_output)
+    others = tuple(d for d in range(x.ndim) if d != axis)
+    count = x.size // max(x.shape[axis], 1) if x.size else 1
+    centred = xc - _channel_shape(mean, x.ndim, axis)
+    rstd = 1 / np.sqrt(upcast(var) + np.asarray(epsilon, dtype=upcast(var).dtype))
+    sum_g = g.sum(axis=others)
+    sum_gc = (g * centred).sum(axis=others)
+    r = _channel_shape(rstd, x.ndim, axis)
+    grad_x = _channel_shape(scale, x.ndim, axis) * r * (
+        g - _channel_shape(sum_g, x.ndim, axis) / count
+        - centred * r * r * _channel_shape(sum_gc, x.ndim, axis) / count)
+    return downcast(grad_x, x.dtype), downcast(sum_gc * rstd, x.dtype), downcast(sum_g, x.dtype)
+
+
+def binary_cross_entropy(prob, target, weight=None, reduction: str = "mean"):
+    """``-weight * (t * log(p) + (1 - t) * log(1 - p))`` per element (PyTorch ``BCELoss``: each log
+    is clamped to >= -100), reduced by ``none``, ``sum`` or ``mean``."""
+    prob = np.asarray(prob)
+    p, t = upcast(prob), upcast(target)
+    with np.errstate(divide="ignore"):
+        log_p, log_q = np.maximum(np.log(p), -100), np.maximum(np.log1p(-p), -100)
+    loss = -(t * log_p + (1 - t) * log_q)
+    if weight is not None:
+        loss = loss * upcast(weight)
+    if reduction == "none":
+        return downcast(loss, prob.dtype)
+    if reduction == "sum":
+        return downcast(loss.sum(), prob.dtype)
+    if reduction == "mean":
+        return downcast(loss.mean(), prob.dtype)
+    raise ExecutionError(f"unknown reduction {reduction!r}; expected 'none', 'sum' or 'mean'")
+
+
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank: int = 0):
+    """Connectionist temporal classification loss per sequence (PyTorch ``ctc_loss``, no reduction).
+
+    ``log_probs``: ``(T, N, C)`` (or ``(T, C)`` for one sequence); ``targets``:
+    ``(N, S)`` padded, or 1-D with the sequences concatenated; lengths ``(N,)``.
+    Returns ``(loss, log_alpha)``: ``loss[n] = -log p(target_n | input_n)``
+    (``inf`` when no alignment exists) and the forward variables ``log_alpha``
+    ``(N, T, 2 * S + 1)`` over the blank-extended target, ``-inf`` where
+    unreachable or past a sequence's lengths (without the ``N`` dim for a
+    ``(T, C)`` input).
+    """
+    log_probs = np.asarray(log_probs)
+    unbatched = log_probs.ndim == 2
+    lp = upcast(log_probs)
+    if unbatched:
+        lp = lp[:, None]
+    steps, batch, _ = lp.shape
+    input_lengths = np.asarray(input_lengths, dtype=np.int64).reshape(-1)
+    target_lengths = np.asarray(target_lengths, dtype=np.int64).reshape(-1)
+    targets = np.asarray(targets, dtype=np.int64)
+    if targets.ndim == 1:  # concatenated sequences
+        bounds = np.concatenate([[0], np.cumsum(target_lengths)])
+        width = int(target_lengths.max(initial=0))
+        padded = np.full((batch, width), blank, dtype=np.int64)
+        for n in range(batch):
+            padded[n, :target_lengths[n]] = targets[bounds[n]:bounds[n + 1]]
+        targets = padded
+    width = targets.shape[1]
+    ext = np.full((batch, 2 * width + 1), blank, dtype=np.int64)
+    ext[:, 1::2] = targets
+    positions = np.arange(2 * width + 1)
+    valid = positions[None, :] < (2 * target_lengths[:, None] + 1)
+    # A skip from s-2 to s is allowed onto a label that differs from the label two back.
+    skip = np.zeros_like(valid)
+    skip[:, 2:] = (ext[:, 2:] != blank) & (ext[:, 2:] != ext[:, :-2])
+    emit = np.take_along_axis(lp, np.broadcast_to(ext[None], (steps,) + ext.shape), axis=2)  # (T, N, 2S+1)
+
+    alpha = np.full((batch, steps, 2 * width + 1), -np.inf, dtype=lp.dtype)
+    if steps:
+        first = np.full((batch, 2 * width + 1), -np.inf, dtype=lp.dtype)
+        first[:, 0] = emit[0, :, 0]
+        if width:
+            first[:, 1] = np.where(target_lengths > 0, emit[0, :, 1], -np.inf)
+        alpha[:, 0] = np.where(valid & (input_lengths[:, None] > 0), first, -np.inf)
+    with np.errstate(invalid="ignore"):
+        for t in range(1, steps):
+            prev = alpha[:, t - 1]
+            stay = prev
+            step = np.concatenate([np.full((batch, 1), -np.inf, lp.dtype), prev[:, :-1]], axis=1)
+            jump = np.concatenate([np.full((batch, 2), -np.inf, lp.dtype), prev[:, :-2]], axis=1)
+            jump = np.where(skip, jump, -np.inf)
+            total = np.logaddexp(np.logaddexp(stay, step), jump) + emit[t]
+            alpha[:, t] = np.where(valid & (t < input_lengths[:, None]), total, -np.inf)
+    last = np.clip(input_lengths - 1, 0, max(steps - 1, 0))
+    final = alpha[np.arange(batch), last] if steps else np.full((batch, 2 * width + 1), -np.inf, lp.dtype)
+    end = 2 * target_lengths
+    tail = np.take_along_axis(final, end[:, None], axis=1)[:, 0]
+    before = np.where(end > 0, np.take_along_axis(final, np.maximum(end - 1, 0)[:, None], axis=1)[:, 0], -np.inf)
+    loss = -np.logaddexp(tail, before)
+    if unbatched:
+        loss, alpha = loss[0], alpha[0]
+    return downcast(loss, log_probs.dtype), downcast(alpha, log_probs.dtype)

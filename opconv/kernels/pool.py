@@ -319,3 +319,130 @@ class _Geometry:
         windows = window_view(mask, tuple(range(self.n)), self.kernel, self.strides, self.dilations)
         return windows.sum(axis=tuple(range(self.n, 2 * self.n)))
 
+
+
+def _window_geometry(x, window, strides, base_dilations, window_dilations, padding):
+    rank = x.ndim
+    window = per_dim(window, rank, "window")
+    strides = per_dim(strides, rank, "strides")
+    base_dilations = per_dim(base_dilations, rank, "base_dilations")
+    window_dilations = per_dim(window_dilations, rank, "window_dilations")
+    padding = list(padding) if padding is not None else [(0, 0)] * rank
+    if len(padding) != rank:
+        raise ExecutionError(f"padding has {len(padding)} pairs, expected {rank}")
+    lows, highs = [int(lo) for lo, _ in padding], [int(hi) for _, hi in padding]
+    return window, strides, base_dilations, window_dilations, lows, highs
+
+
+def reduce_window_select(
+    xs: Sequence[np.ndarray],
+    init_values: Sequence,
+    window: Sequence[int],
+    strides: Sequence[int] | None = None,
+    base_dilations: Sequence[int] | None = None,
+    window_dilations: Sequence[int] | None = None,
+    padding: Sequence[tuple[int, int]] | None = None,
+    largest: bool = True,
+    fold_init: bool = True,
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """Variadic ``ReduceWindow`` that selects: per window, the element of ``xs[0]`` that is largest
+    (or smallest), and the elements of the other arrays at the same position.
+
+    Geometry as :func:`reduce_window` (holes and padding are skipped).  The
+    fold starts from ``init_values`` and replaces the selection only on a
+    strictly better value (a NaN beats any number), so ties keep the first
+    element in row-major window order and a window without a better element
+    keeps the init values.  With ``fold_init=False`` the init values only fill
+    windows without any element.  Returns the selected values (one array per
+    input) and the row-major offset of the selection inside its window (-1
+    where the init values were kept).
+    """
+    xs = [np.asarray(x) for x in xs]
+    if len(init_values) != len(xs) or any(x.shape != xs[0].shape for x in xs):
+        raise ExecutionError("reduce_window_select needs equal-shape inputs and one init value per input")
+    rank = xs[0].ndim
+    axes = tuple(range(rank))
+    window, strides, base_dilations, window_dilations, lows, highs = _window_geometry(
+        xs[0], window, strides, base_dilations, window_dilations, padding)
+    real = pad_or_crop(dilate(np.ones(xs[0].shape, bool), axes, base_dilations, False), axes, lows, highs, False)
+    real_windows = window_view(real, axes, window, strides, window_dilations)
+    value_windows = []
+    for x, init in zip(xs, init_values):
+        xc = upcast(x)
+        fill = np.asarray(init).astype(xc.dtype)
+        padded = pad_or_crop(dilate(xc, axes, base_dilations, fill), axes, lows, highs, fill)
+        value_windows.append(window_view(padded, axes, window, strides, window_dilations))
+    out_shape = real_windows.shape[:rank]
+    selected = [np.full(out_shape, np.asarray(init).astype(v.dtype), dtype=v.dtype)
+                for init, v in zip(init_values, value_windows)]
+    offset_of = np.full(out_shape, -1, dtype=np.int64)
+    better = np.greater if largest else np.less
+    floating = selected[0].dtype.kind in "fc"
+    for flat, offset in enumerate(np.ndindex(*window)):
+        index = (Ellipsis,) + offset
+        key = value_windows[0][index]
+        wins = better(key, selected[0])
+        if floating:
+            wins |= np.isnan(key) & ~np.isnan(selected[0])
+        if not fold_init:
+            wins |= offset_of < 0
+        take = real_windows[index] & wins
+        selected = [np.where(take, v[index], s) for v, s in zip(value_windows, selected)]
+        offset_of = np.where(take, flat, offset_of)
+    return [downcast(s, x.dtype) for s, x in zip(selected, xs)], offset_of
+
+
+_SELECTS = {"ge": np.greater_equal, "gt": np.greater, "le": np.less_equal, "lt": np.less}
+
+
+def select_and_scatter(
+    x: np.ndarray,
+    source: np.ndarray,
+    init_value,
+    window: Sequence[int],
+    strides: Sequence[int] | None = None,
+    padding: Sequence[tuple[int, int]] | None = None,
+    select: str = "ge",
+    combine: Callable | None = np.add,
+) -> np.ndarray:
+    """XLA ``SelectAndScatter``: per window of ``x``, select one element, combine ``source``'s value
+    for that window into it; every other element is ``init_value``.
+
+    ``select`` (``ge``, ``gt``, ``le``, ``lt``) is the comparison ``select(kept,
+    candidate)`` that keeps the current choice: walking the window in row-major
+    order, the candidate replaces it when the comparison is false (``ge``: the
+    first maximum, ``gt``: the last maximum).  Padding is never selected.
+    ``combine`` is ``f(current, value)`` (a ufunc is applied with ``.at``), or
+    ``None`` to replace; values landing on one element are combined in
+    row-major window order.
+    """
+    from .gather_scatter import _apply_at
+
+    x = np.asarray(x)
+    rank = x.ndim
+    axes = tuple(range(rank))
+    if select not in _SELECTS:
+        raise ExecutionError(f"unknown select {select!r}; expected one of {sorted(_SELECTS)}")
+    keeps = _SELECTS[select]
+    window, strides, _, dilations, lows, highs = _window_geometry(x, window, strides, None, None, padding)
+    xc = upcast(x)
+    positions = pad_or_crop(np.arange(x.size, dtype=np.int64).reshape(x.shape), axes, lows, highs, -1)
+    values = pad_or_crop(xc, axes, lows, highs, 0)
+    position_windows = window_view(positions, axes, window, strides, dilations)
+    value_windows = window_view(values, axes, window, strides, dilations)
+    out_shape = position_windows.shape[:rank]
+    source = upcast(source)
+    if source.shape != out_shape:
+        raise ExecutionError(f"source shape {list(source.shape)} does not match the {list(out_shape)} windows")
+    chosen = np.full(out_shape, -1, dtype=np.int64)
+    chosen_value = np.zeros(out_shape, dtype=xc.dtype)
+    for offset in np.ndindex(*window):
+        index = (Ellipsis,) + offset
+        candidate, value = position_windows[index], value_windows[index]
+        take = (candidate >= 0) & ((chosen < 0) | ~keeps(chosen_value, value))
+        chosen = np.where(take, candidate, chosen)
+        chosen_value = np.where(take, value, chosen_value)
+    out = np.full(x.size, np.asarray(init_value).astype(xc.dtype), dtype=xc.dtype)
+    hit = chosen >= 0
+    _apply_at(out, chosen[hit], source.astype(xc.dtype)[hit], combine)
+    return downcast(out.reshape(x.shape), x.dtype)

@@ -2,8 +2,11 @@
 
 Steps of :func:`onnx_to_openvino`:
 
-1. **Copy** the source through its ONNX protobuf (``to_proto`` then ``load``),
-   so the caller's model is never mutated.
+1. **Copy** the source through a *weight-less* ONNX protobuf (``to_proto``
+   then ``load``), so the caller's model is never mutated: initializers of
+   :data:`WEIGHTLESS_BYTES` or more travel as typed graph inputs (all shape
+   inference needs of them) and the copy gets the caller's lazy, memory-mapped
+   :class:`~opconv.ir.Tensor` objects back, so no weight is read or copied.
 2. **Static input shapes**: opset1 IR needs them.  Symbolic or unknown dims of
    graph inputs come from ``input_shapes`` (``{"x": (1, 3, 224, 224)}``); a dim
    left unresolved is an error naming the input.
@@ -22,6 +25,13 @@ Steps of :func:`onnx_to_openvino`:
    is exact for whatever the converted graph computes (including values the
    rules created, which ONNX shape inference never saw), at the price of one
    reference run; ones, not zeros, keep Log/Div/Pow away from -inf and NaN.
+   Large constants are replaced by zeros for that run (``np.zeros`` pages that
+   are read but never written cost no memory): their values never decide a
+   shape, and reading them would pull every weight into memory.
+
+With the IR writer streaming each constant from its file into the ``.bin``,
+converting a model with 1 GiB of external weights peaks far below 1 GiB
+(``benchmarks/bench_onnx_to_ir.py`` measures it).
 """
 
 from __future__ import annotations
@@ -29,14 +39,15 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 import numpy as np
+import onnx
 
 from ...errors import ConversionError
-from ...ir import Model, Value
+from ...ir import Model, Tensor, Value
 from ...types import TensorType, element_type, from_numpy
 from .. import register
 from ..rewrite import RuleSet, convert_graph
 from ...dialects.openvino.io import ELEMENT_TYPES
-from . import elementwise, nn, shape
+from . import activations, attention, elementwise, movement, nn, resize, rnn, shape
 from .fold import fold_constants
 from ._common import OPSET, ov
 
@@ -45,8 +56,13 @@ IR_ELEMENT_TYPES = frozenset(ELEMENT_TYPES.values())
 
 DIALECT = "openvino"
 
+#: initializers at least this large stay out of the protobuf copies given to ONNX shape inference and are
+#: zeros in the port-type run; shape-carrying constants (Reshape targets, axes, pads) are far smaller
+WEIGHTLESS_BYTES = 1 << 20
+
 # Every rule of the direction; within one anchor op, list order is the priority.
-RULES = RuleSet(elementwise.RULES + nn.RULES + shape.RULES)
+RULES = RuleSet(elementwise.RULES + nn.RULES + shape.RULES + rnn.RULES + movement.RULES
+                + activations.RULES + attention.RULES + resize.RULES)
 
 
 @register("onnx", "openvino")
@@ -62,7 +78,7 @@ def onnx_to_openvino(model: Model, input_shapes: Mapping[str, Sequence[int]] | N
     copy = _copy_with_static_inputs(model, shapes, where)
     graph = copy.graph
     _drop_input_defaults(graph)
-    if fold_constants(copy):
+    if _may_fold(graph) and fold_constants(copy) and _has_unresolved_types(graph):
         copy = _with_inferred_types(copy)  # folded shapes make more of the graph's types static
         graph = copy.graph
     convert_graph(graph, RULES, OPSET, 1, identity=_identity, where=where)
@@ -80,13 +96,11 @@ def onnx_to_openvino(model: Model, input_shapes: Mapping[str, Sequence[int]] | N
 
 def _copy_with_static_inputs(model: Model, shapes: dict[str, tuple[int, ...]], where: str | None) -> Model:
     """A fresh model with static graph-input shapes and ONNX-inferred intermediate types."""
-    from ...dialects.onnx.io import to_proto
-
     unknown = sorted(set(shapes) - {v.name for v in model.graph.inputs})
     if unknown:
         raise ConversionError(f"--input-shape names {', '.join(unknown)}, which the model has no input called; "
                               f"inputs: {', '.join(v.name for v in model.graph.inputs)}", where=where)
-    proto = to_proto(model)
+    proto, weights = _weightless_proto(model)
     for vi in proto.graph.input:
         static = _static_shape(vi.name, _declared(model, vi.name), shapes.get(vi.name), where)
         if static is None:
@@ -95,32 +109,87 @@ def _copy_with_static_inputs(model: Model, shapes: dict[str, tuple[int, ...]], w
         dims.ClearField("dim")
         for d in static:
             dims.dim.add().dim_value = d
-    copy = _load_inferred(proto)
+    copy = _load_inferred(proto, weights)
     copy.path = model.path
     return copy
 
 
 def _with_inferred_types(model: Model) -> Model:
     """``model`` reloaded with ONNX shape inference rerun from its (static) inputs."""
-    from ...dialects.onnx.io import to_proto
-
-    proto = to_proto(model)
+    proto, weights = _weightless_proto(model)
     del proto.graph.value_info[:]  # stale symbolic types would only be merged with the new ones
-    copy = _load_inferred(proto)
+    copy = _load_inferred(proto, weights)
     copy.path = model.path
     return copy
 
 
-def _load_inferred(proto) -> Model:
-    import onnx
+class _TypeOnlySink:
+    """A stand-in for the external-data writer that takes large tensors without reading or writing a byte."""
 
+    location = "<weights kept by opconv>"
+
+    def accepts(self, tensor: Tensor) -> bool:
+        return tensor.dtype != "string" and tensor.nbytes >= WEIGHTLESS_BYTES
+
+    def write(self, tensor: Tensor) -> tuple[int, int]:
+        return 0, tensor.nbytes
+
+
+def _weightless_proto(model: Model) -> tuple[onnx.ModelProto, dict[str, Tensor]]:
+    """``model``'s protobuf without the bytes of its large top-level initializers, and those tensors by name."""
+    from ...dialects.onnx.io import to_proto
+
+    sink = _TypeOnlySink()
+    weights = {name: v.const for name, v in model.graph.initializers.items() if sink.accepts(v.const)}
+    return to_proto(model, data_sink=sink), weights
+
+
+def _load_inferred(proto: onnx.ModelProto, weights: dict[str, Tensor]) -> Model:
+    """Run ONNX shape inference on ``proto`` (large weights as typed inputs), load it, put the weights back."""
     from ...dialects.onnx.io import load as load_onnx
 
+    listed = {vi.name for vi in proto.graph.input}
+    kept = [t for t in proto.graph.initializer if t.name not in weights]
+    del proto.graph.initializer[:]
+    proto.graph.initializer.extend(kept)
+    for name, tensor in weights.items():
+        if name not in listed:
+            proto.graph.input.append(onnx.helper.make_tensor_value_info(
+                name, element_type(tensor.dtype).onnx, list(tensor.shape)))
+    # IR < 4 lets inference see only the initializers listed as inputs; every copy here lists what it needs.
+    proto.ir_version = max(proto.ir_version, 4)
     try:
         proto = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
     except Exception:  # inference is a help for the rules, not a requirement: they refuse when a shape is missing
         pass
-    return load_onnx(proto)
+    copy = load_onnx(proto)
+    inputs = {v.name: v for v in copy.graph.inputs}
+    for name, tensor in weights.items():
+        value = inputs[name]
+        value.const = tensor  # the caller's lazy tensor: nothing was read
+        value.type = tensor.type
+        copy.graph.initializers[name] = value
+    copy.graph.inputs = [v for v in copy.graph.inputs if v.name not in weights]
+    return copy
+
+
+def _may_fold(graph) -> bool:
+    """Whether constant folding has anything to do (it costs an ONNX executor session, so check first)."""
+    return any(node.op in ("Shape", "Size") or all(v is None or v.const is not None for v in node.inputs)
+               for node in graph.nodes)
+
+
+def _has_unresolved_types(graph) -> bool:
+    """Whether a used node output lacks a static type (only then can rerunning shape inference help)."""
+    outputs = {id(v) for v in graph.outputs}
+    for node in graph.nodes:
+        for v in node.outputs:
+            if v is None or not (v.uses or id(v) in outputs):
+                continue  # e.g. Dropout's mask: nobody reads it
+            shape = v.shape
+            if v.dtype is None or shape is None or not all(isinstance(d, int) for d in shape):
+                return True
+    return False
 
 
 def _declared(model: Model, name: str) -> Value:
@@ -198,22 +267,130 @@ def _identity(b, value: Value) -> Value:
 # ---------------------------------------------------------------------------
 
 def infer_port_types(model: Model) -> None:
-    """Set every node output's type from one run of opconv's opset1 executor on inputs of ones."""
-    from ...dialects.openvino.executor import run_model
+    """Set every node output's type from one run of opconv's opset1 executor on inputs of ones.
+
+    Convolutions, pooling and MatMul, which dominate a run's time, only
+    compute their output's shape in this run (zeros of the right type and
+    shape): no shape is ever computed from their values.
+    """
 
     graph = model.graph
     produced = [v for n in graph.nodes for v in n.outputs if v is not None]
     feeds = {v.name: np.ones(v.shape, element_type(v.dtype).numpy) for v in graph.inputs}
     saved = list(graph.outputs)
     graph.outputs = saved + [v for v in produced if all(v is not o for o in saved)]
+    weights = {id(v): v.const for v in graph.initializers.values()
+               if v.const.nbytes >= WEIGHTLESS_BYTES and element_type(v.const.dtype).numpy is not None}
+    for v in graph.initializers.values():
+        if id(v) in weights:
+            t = v.const
+            v.const = Tensor(t.dtype, t.shape, name=t.name, array=np.zeros(t.shape, element_type(t.dtype).numpy))
     try:
         with np.errstate(all="ignore"):
-            results = run_model(model, feeds)
+            results = _TypeRun(model).run(feeds)
     finally:
         graph.outputs = saved
+        for v in graph.initializers.values():
+            v.const = weights.get(id(v), v.const)
     for v in produced:
         array = np.asarray(results[v.name])
         v.type = TensorType(from_numpy(array.dtype).name, tuple(array.shape))
 
 
 __all__ = ["onnx_to_openvino", "infer_port_types", "RULES"]
+
+
+# ---------------------------------------------------------------------------
+# The type run: the opset1 executor with shape-only heavy kernels
+# ---------------------------------------------------------------------------
+
+def _zeros(shape, dtype) -> np.ndarray:
+    """Zeros of ``shape`` that take no memory (a read-only broadcast view of one zero)."""
+    return np.broadcast_to(np.zeros((), dtype), tuple(shape))
+
+def _conv_shape(ctx, x, w, output_shape=None, *, strides, pads_begin, pads_end, dilations, auto_pad="explicit",
+                **_):
+    from ...dialects.openvino.ops._common import explicit_pads
+    from ...kernels.conv import conv_output_size
+
+    grouped = ctx.node.op == "GroupConvolution"
+    kernel = w.shape[3:] if grouped else w.shape[2:]
+    channels = w.shape[0] * w.shape[1] if grouped else w.shape[0]
+    begin, end = explicit_pads(auto_pad, x.shape[2:], kernel, strides, dilations, pads_begin, pads_end)
+    dims = [conv_output_size(*args) for args in zip(x.shape[2:], kernel, strides, dilations, begin, end)]
+    return _zeros((x.shape[0], channels, *dims), x.dtype)
+
+
+def _pool_shape(ctx, x, *, strides, pads_begin, pads_end, kernel, rounding_type="floor", auto_pad="explicit", **_):
+    from ...dialects.openvino.ops._common import explicit_pads
+    from ...kernels.pool import pool_output_size
+
+    begin, end = explicit_pads(auto_pad, x.shape[2:], kernel, strides, None, pads_begin, pads_end)
+    ceil = (rounding_type or "floor").lower() == "ceil"
+    dims = [pool_output_size(i, k, s, 1, b, e, ceil, keep_pad_windows=True)
+            for i, k, s, b, e in zip(x.shape[2:], kernel, strides, begin, end)]
+    return _zeros(x.shape[:2] + tuple(dims), x.dtype)
+
+
+def _matmul_shape(ctx, a, b, *, transpose_a=False, transpose_b=False):
+    a_shape, b_shape = list(np.shape(a)), list(np.shape(b))
+    if transpose_a and len(a_shape) >= 2:
+        a_shape[-2:] = a_shape[-1:-3:-1]
+    if transpose_b and len(b_shape) >= 2:
+        b_shape[-2:] = b_shape[-1:-3:-1]
+    # numpy's matmul over stand-ins with one row (a) and one column (b) gives the batch shape and rank rules.
+    small_a, small_b = list(a_shape), list(b_shape)
+    if len(a_shape) >= 2:
+        small_a[-2] = 1
+    if len(b_shape) >= 2:
+        small_b[-1] = 1
+    shape = list(np.matmul(np.zeros(small_a, np.float32), np.zeros(small_b, np.float32)).shape)
+    if len(b_shape) >= 2:
+        shape[-1] = b_shape[-1]
+    if len(a_shape) >= 2:
+        shape[-2 if len(b_shape) >= 2 else -1] = a_shape[-2]
+    return _zeros(shape, np.asarray(a).dtype)
+
+
+def _float_elementwise(kernel, data_index: int = 0):
+    """A shape-only element-wise kernel on float data (the real ``kernel`` on integers: shapes are integers)."""
+    def shape_only(ctx, *inputs, **attrs):
+        data = np.asarray(inputs[data_index])
+        if data.dtype.kind != "f":
+            return kernel(ctx, *inputs, **attrs)
+        if ctx.node.op in _BINARY_FLOAT_OPS:
+            return _zeros(np.broadcast_shapes(data.shape, np.shape(inputs[1])), data.dtype)
+        return _zeros(data.shape, data.dtype)
+    return shape_only
+
+
+_BINARY_FLOAT_OPS = {"Add", "Subtract", "Multiply", "Divide", "Maximum", "Minimum", "Power", "SquaredDifference"}
+_UNARY_FLOAT_OPS = {"ReLU", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Abs", "Negative", "Erf", "Elu", "Clamp",
+                    "Floor", "Ceiling", "PReLU", "SoftMax", "HardSigmoid", "Selu", "LRN", "MVN", "NormalizeL2"}
+
+_SHAPE_ONLY = {"Convolution": _conv_shape, "GroupConvolution": _conv_shape, "MaxPool": _pool_shape,
+               "AvgPool": _pool_shape, "MatMul": _matmul_shape}
+
+
+class _TypeRun:
+    """Runs an opset1 model once with :data:`_SHAPE_ONLY` kernels in place of the real ones."""
+
+    def __init__(self, model: Model):
+        from ...dialects.openvino import executor as ov_executor
+        from ...executor import Session
+
+        def bind(node, interp):
+            bound = ov_executor._bind(node, interp)
+            if node.op in _SHAPE_ONLY:
+                bound.fn = _SHAPE_ONLY[node.op]
+            elif node.op in _BINARY_FLOAT_OPS or node.op in _UNARY_FLOAT_OPS:
+                bound.fn = _float_elementwise(bound.fn)
+            elif node.op == "BatchNormInference":
+                bound.fn = _float_elementwise(bound.fn, data_index=2)  # opset1 puts the data third
+            return bound
+
+        ov_executor._load_kernels()
+        self.session = Session(model, bind)
+
+    def run(self, feeds):
+        return self.session.run(feeds)

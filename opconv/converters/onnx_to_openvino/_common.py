@@ -36,10 +36,11 @@ def ov(b: Builder, op: str, *inputs: Value | None, **attrs: Any) -> Value:
     """Build an opset1 ``op`` node with schema-typed attributes."""
     known = _schema_attrs(op)
     typed = {}
+    options = {k: attrs.pop(k) for k in list(attrs) if k.startswith("_")}  # the builder's _outputs, _name
     for key, value in attrs.items():
         name, kind = known[key]
         typed[name] = Attr(name, kind, value)
-    return b.op(op, *inputs, **{k: a for k, a in typed.items()})
+    return b.op(op, *inputs, **options, **typed)
 
 
 def const(b: Builder, array, dtype: Any, name: str = "const") -> Value:

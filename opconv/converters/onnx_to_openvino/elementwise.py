@@ -26,7 +26,7 @@ BINARY = {
     "GreaterOrEqual": "GreaterEqual",
     "And": "LogicalAnd",
     "Or": "LogicalOr",
-    "Xor": "LogicalXor",
+    "Xor": "NotEqual",  # on booleans; OpenVINO reads LogicalXor as an opset2 layer
 }
 
 UNARY = {
@@ -116,6 +116,35 @@ def _clip(b, m):
     return ov(b, "Clamp", m["x"], min=lo, max=hi)
 
 
+def _mod(b, m):
+    a, c = m["a"], m["b"]
+    if a.dtype != c.dtype:
+        raise Refuse(f"inputs have different element types ({a.dtype}, {c.dtype})")
+    # fmod=0: the remainder takes the divisor's sign (floor); fmod=1: the dividend's (C fmod).
+    if not attr(m.root, "fmod", 0) and np.dtype(dtype_of(a)).kind == "f":
+        raise Refuse("float Mod with fmod=0: OpenVINO's FloorMod differs at infinite and zero operands")
+    return ov(b, "Mod" if attr(m.root, "fmod", 0) else "FloorMod", a, c, auto_broadcast="numpy")
+
+
+def _bit_shift(b, m):
+    """x * 2**y or floor(x / 2**y) for unsigned x; the power is exact in float32 up to 2**31."""
+    x, y = m["a"], m["b"]
+    kind = np.dtype(dtype_of(x))
+    if kind.kind != "u" or kind.itemsize > 2:
+        raise Refuse(f"BitShift of {x.dtype} (decomposed for uint8/uint16, whose shifted values float32 holds "
+                     "exactly)")
+    power = ov(b, "Power", const(b, 2, np.float32, "two"), ov(b, "Convert", y, destination_type="float32"),
+               auto_broadcast="numpy")
+    wide = ov(b, "Convert", x, destination_type="float32")
+    if attr(m.root, "direction", "LEFT") in ("LEFT", b"LEFT"):
+        # Bits shifted past the type's width are lost: keep the product modulo 2**bits.
+        shifted = ov(b, "FloorMod", ov(b, "Multiply", wide, power, auto_broadcast="numpy"),
+                     const(b, 2.0 ** (8 * kind.itemsize), np.float32, "modulus"), auto_broadcast="numpy")
+    else:
+        shifted = ov(b, "Floor", ov(b, "Divide", wide, power, auto_broadcast="numpy"))
+    return ov(b, "Convert", shifted, destination_type=x.dtype)
+
+
 def _rules():
     rules = []
     for onnx_op, ov_op in BINARY.items():
@@ -128,6 +157,8 @@ def _rules():
         Rule("LeakyRelu-to-PReLU", lambda op, x: op.LeakyRelu(x), _leaky_relu),
         Rule("Reciprocal-to-Divide", pattern("Reciprocal", ["x"]), _reciprocal),
         Rule("Where-to-Select", pattern("Where", ["cond", "a", "b"]), _where),
+        Rule("Mod-to-FloorMod", pattern("Mod", ["a", "b"]), _mod),
+        Rule("BitShift-decomposed", pattern("BitShift", ["a", "b"]), _bit_shift),
         Rule("Elu-to-Elu", lambda op, x: op.Elu(x), _elu),
         Rule("Clip-to-Clamp", lambda op, x: op.Clip(x), _clip),
         Rule("Clip-min-to-Clamp", lambda op, x, lo: op.Clip(x, lo), _clip),

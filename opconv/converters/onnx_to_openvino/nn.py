@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import Refuse, Rule, attr, const, const_input, dtype_of, i64, ov, pattern, rank_of, static_shape
+from ._common import (Refuse, Rule, attr, captures, const, const_input, dtype_of, i64, ov, pattern, rank_of,
+                      static_shape)
 
 # ONNX auto_pad -> opset1 auto_pad ("NOTSET" means the explicit `pads`).
 AUTO_PAD = {"NOTSET": "explicit", "SAME_UPPER": "same_upper", "SAME_LOWER": "same_lower", "VALID": "valid"}
@@ -41,12 +42,15 @@ def _conv(b, m):
     if group == 1:
         y = ov(b, "Convolution", x, w, **window)
     else:
-        data = const_input(m, "w", "the weights of a grouped Conv")
-        out_channels = data.shape[0]
+        w_shape = static_shape(w)
+        out_channels = w_shape[0]
         if out_channels % group:
             raise Refuse(f"{out_channels} output channels do not divide into {group} groups")
-        grouped = data.reshape((group, out_channels // group) + data.shape[1:])
-        y = ov(b, "GroupConvolution", x, b.const(grouped, f"{w.name}/grouped"), **window)
+        grouped_shape = (group, out_channels // group) + tuple(w_shape[1:])
+        data = m.constant("w")
+        grouped = b.const(np.asarray(data).reshape(grouped_shape), f"{w.name}/grouped") if data is not None else \
+            ov(b, "Reshape", w, i64(b, grouped_shape, "grouped_shape"), special_zero=False)
+        y = ov(b, "GroupConvolution", x, grouped, **window)
     bias = m.values.get("bias")
     if bias is None:
         return y
@@ -60,6 +64,52 @@ def _channel_vector(b, m, name: str, rank: int):
     if data is not None:
         return b.const(np.asarray(data).reshape(shape), f"{m[name].name}/reshaped")
     return ov(b, "Reshape", m[name], i64(b, shape), special_zero=False)
+
+
+def _conv_transpose(b, m):
+    x, w = m["x"], m["w"]
+    node = m.root
+    w_shape = static_shape(w)
+    spatial = len(w_shape) - 2
+    if attr(node, "output_shape") is not None:
+        raise Refuse("ConvTranspose output_shape is not mapped")
+    window = _window(node, spatial)
+    if window["auto_pad"] != "explicit":
+        raise Refuse("ConvTranspose auto_pad other than NOTSET is not mapped")
+    window["dilations"] = list(attr(node, "dilations", [1] * spatial))
+    window["output_padding"] = list(attr(node, "output_padding", [0] * spatial))
+    group = int(attr(node, "group", 1))
+    if group == 1:
+        y = ov(b, "ConvolutionBackpropData", x, w, **window)
+    else:
+        if w_shape[0] % group:
+            raise Refuse(f"{w_shape[0]} input channels do not divide into {group} groups")
+        grouped = ov(b, "Reshape", w, i64(b, (group, w_shape[0] // group) + tuple(w_shape[1:]), "grouped_shape"),
+                     special_zero=False)
+        y = ov(b, "GroupConvolutionBackpropData", x, grouped, **window)
+    bias = m.values.get("bias")
+    if bias is None:
+        return y
+    return ov(b, "Add", y, _channel_vector(b, m, "bias", len(w_shape)), auto_broadcast="numpy")
+
+
+def _top_k(b, m):
+    x = m["x"]
+    shape = static_shape(x)
+    node = m.root
+    axis = int(attr(node, "axis", -1)) % len(shape)
+    if (node.version or 11) < 10:
+        k = int(attr(node, "k"))
+    else:
+        k = int(const_input(m, "k", "k").reshape(-1)[0])
+    if not 0 < k <= shape[axis]:
+        raise Refuse(f"k={k} for a dim of {shape[axis]}")
+    if not attr(node, "sorted", 1):
+        raise Refuse("sorted=0 leaves the order unspecified")
+    values, indices = ov(b, "TopK", x, b.const(np.asarray(k, np.int64), "k"), axis=axis,
+                         mode="max" if attr(node, "largest", 1) else "min", sort="value",
+                         index_element_type="int64", _outputs=2)
+    return [values, indices]
 
 
 # ---------------------------------------------------------------------------
@@ -146,20 +196,124 @@ def _batch_norm(b, m):
     return ov(b, "Add", y, b.const(shift.astype(dtype).reshape(shape), f"{node.name}/shift"), auto_broadcast="numpy")
 
 
+def _normalize(b, x, axes, eps: float):
+    """(centred, 1 / sqrt(var + eps), mean) of ``x`` over constant ``axes`` (kept dims)."""
+    mean = ov(b, "ReduceMean", x, axes, keep_dims=True)
+    centred = ov(b, "Subtract", x, mean, auto_broadcast="numpy")
+    var = ov(b, "ReduceMean", ov(b, "Multiply", centred, centred, auto_broadcast="numpy"), axes, keep_dims=True)
+    std = ov(b, "Sqrt", ov(b, "Add", var, const(b, eps, dtype_of(x), "epsilon"), auto_broadcast="numpy"))
+    inv_std = ov(b, "Divide", const(b, 1, dtype_of(x), "one"), std, auto_broadcast="numpy")
+    return centred, inv_std, mean
+
+
+def _float32_stash(m, x) -> None:
+    """Refuse when ONNX would compute in float32 (stash_type=1) on a narrower type than opset1 would use."""
+    if np.dtype(dtype_of(x)) != np.float32 and int(attr(m.root, "stash_type", 1)) == 1 and \
+            np.dtype(dtype_of(x)).itemsize < 4:
+        raise Refuse(f"ONNX computes the statistics of {x.dtype} in float32 (stash_type=1); the opset1 "
+                     "decomposition would compute them in the narrower type")
+
+
 def _layer_norm(b, m):
     """(x - mean) / sqrt(var + eps) * scale + bias over the axes from ``axis`` on (opset1 MVN has no axes)."""
     x = m["x"]
     rank = rank_of(x)
+    _float32_stash(m, x)
     axis = int(attr(m.root, "axis", -1))
     axes = i64(b, list(range(axis % rank, rank)), "norm_axes")
-    mean = ov(b, "ReduceMean", x, axes, keep_dims=True)
-    centred = ov(b, "Subtract", x, mean, auto_broadcast="numpy")
-    var = ov(b, "ReduceMean", ov(b, "Multiply", centred, centred, auto_broadcast="numpy"), axes, keep_dims=True)
-    eps = const(b, float(attr(m.root, "epsilon", 1e-5)), dtype_of(x), "epsilon")
-    std = ov(b, "Sqrt", ov(b, "Add", var, eps, auto_broadcast="numpy"))
-    y = ov(b, "Multiply", ov(b, "Divide", centred, std, auto_broadcast="numpy"), m["scale"], auto_broadcast="numpy")
+    centred, inv_std, mean = _normalize(b, x, axes, float(attr(m.root, "epsilon", 1e-5)))
+    y = ov(b, "Multiply", ov(b, "Multiply", centred, inv_std, auto_broadcast="numpy"), m["scale"],
+           auto_broadcast="numpy")
     bias = m.values.get("bias")
-    return y if bias is None else ov(b, "Add", y, bias, auto_broadcast="numpy")
+    y = y if bias is None else ov(b, "Add", y, bias, auto_broadcast="numpy")
+    outputs = m.root.outputs
+    return [y, mean if len(outputs) > 1 else None, inv_std if len(outputs) > 2 else None]
+
+
+def _layer_norm_pattern(names):
+    fn = captures(lambda p, *xs: p.node("LayerNormalization", *xs, _outputs=3), names)
+    fn.__name__ = "LayerNormalization"
+    return fn
+
+
+def _rms_norm(b, m):
+    x = m["x"]
+    rank = rank_of(x)
+    _float32_stash(m, x)
+    axis = int(attr(m.root, "axis", -1))
+    axes = i64(b, list(range(axis % rank, rank)), "norm_axes")
+    square = ov(b, "ReduceMean", ov(b, "Multiply", x, x, auto_broadcast="numpy"), axes, keep_dims=True)
+    eps = const(b, float(attr(m.root, "epsilon", 1e-5)), dtype_of(x), "epsilon")
+    rms = ov(b, "Sqrt", ov(b, "Add", square, eps, auto_broadcast="numpy"))
+    y = ov(b, "Divide", x, rms, auto_broadcast="numpy")
+    return ov(b, "Multiply", y, m["scale"], auto_broadcast="numpy")
+
+
+def _instance_norm(b, m):
+    x = m["x"]
+    rank = rank_of(x)
+    axes = i64(b, list(range(2, rank)), "spatial_axes")
+    centred, inv_std, _ = _normalize(b, x, axes, float(attr(m.root, "epsilon", 1e-5)))
+    y = ov(b, "Multiply", centred, inv_std, auto_broadcast="numpy")
+    y = ov(b, "Multiply", y, _channel_vector(b, m, "scale", rank), auto_broadcast="numpy")
+    return ov(b, "Add", y, _channel_vector(b, m, "bias", rank), auto_broadcast="numpy")
+
+
+def _group_norm(b, m):
+    x = m["x"]
+    shape = static_shape(x)
+    groups = int(attr(m.root, "num_groups"))
+    channels = shape[1]
+    if channels % groups:
+        raise Refuse(f"{channels} channels do not divide into {groups} groups")
+    if (m.root.version or 21) < 21:
+        raise Refuse("GroupNormalization-18 (per-group scale) is not mapped")
+    _float32_stash(m, x)
+    grouped = ov(b, "Reshape", x, i64(b, [shape[0], groups, -1], "grouped"), special_zero=False)
+    centred, inv_std, _ = _normalize(b, grouped, i64(b, [2], "group_axis"), float(attr(m.root, "epsilon", 1e-5)))
+    y = ov(b, "Reshape", ov(b, "Multiply", centred, inv_std, auto_broadcast="numpy"), i64(b, shape, "shape"),
+           special_zero=False)
+    y = ov(b, "Multiply", y, _channel_vector(b, m, "scale", len(shape)), auto_broadcast="numpy")
+    return ov(b, "Add", y, _channel_vector(b, m, "bias", len(shape)), auto_broadcast="numpy")
+
+
+def _mean_variance_norm(b, m):
+    x = m["x"]
+    rank = rank_of(x)
+    axes = [int(a) % rank for a in attr(m.root, "axes", [0, 2, 3])]
+    centred, inv_std, _ = _normalize(b, x, i64(b, sorted(axes), "axes"), 1e-9)
+    return ov(b, "Multiply", centred, inv_std, auto_broadcast="numpy")
+
+
+def _lp_norm(b, m):
+    x = m["x"]
+    rank = rank_of(x)
+    axis = i64(b, [int(attr(m.root, "axis", -1)) % rank], "axis")
+    p = int(attr(m.root, "p", 2))
+    if rank_of(x) and np.dtype(dtype_of(x)).kind != "f":
+        raise Refuse("LpNormalization of integers")
+    if p == 1:
+        norm = ov(b, "ReduceSum", ov(b, "Abs", x), axis, keep_dims=True)
+    elif p == 2:
+        norm = ov(b, "Sqrt", ov(b, "ReduceSum", ov(b, "Multiply", x, x, auto_broadcast="numpy"), axis, keep_dims=True))
+    else:
+        raise Refuse(f"LpNormalization p={p}")
+    zero = const(b, 0, dtype_of(x), "zero")
+    # A zero norm divides zeros: ONNX gives 0 there, so divide by 1 instead.
+    safe = ov(b, "Select", ov(b, "Equal", norm, zero, auto_broadcast="numpy"), const(b, 1, dtype_of(x), "one"), norm,
+              auto_broadcast="numpy")
+    return ov(b, "Divide", x, safe, auto_broadcast="numpy")
+
+
+def _lrn(b, m):
+    x = m["x"]
+    node = m.root
+    if float(attr(node, "bias", 1.0)) != 1.0:
+        raise Refuse("LRN bias other than 1 (the CPU plugin computes opset1 LRN with bias 1)")
+    size = int(attr(node, "size"))
+    # ONNX divides alpha by size; opset1 LRN's alpha is per element of the window too.
+    return ov(b, "LRN", x, i64(b, [1], "axes"), alpha=float(attr(node, "alpha", 1e-4)),
+              beta=float(attr(node, "beta", 0.75)), bias=1.0, size=size)
 
 
 # ---------------------------------------------------------------------------
@@ -190,32 +344,140 @@ def _gemm(b, m):
     return ov(b, "Add", y, c, auto_broadcast="numpy")
 
 
-def _softmax(b, m):
+def _softmax_axis(m) -> int:
     x = m["x"]
     rank = rank_of(x)
     version = m.root.version or 13
     axis = int(attr(m.root, "axis", -1 if version >= 13 else 1)) % max(rank, 1)
     if version < 13 and axis != rank - 1:
         # Before opset 13 Softmax flattens to 2-D at `axis`; only the last axis gives the same result.
-        raise Refuse(f"opset {version} Softmax with axis={axis} normalises over all axes from {axis} on "
+        raise Refuse(f"opset {version} {m.root.op} with axis={axis} normalises over all axes from {axis} on "
                      f"(rank {rank}); opset1 SoftMax normalises over one axis")
-    return ov(b, "SoftMax", x, axis=axis)
+    return axis
 
 
-# ONNX reductions -> opset1; the opset from which `axes` is an input instead of an attribute.
+def _softmax(b, m):
+    return ov(b, "SoftMax", m["x"], axis=_softmax_axis(m))
+
+
+def _log_softmax(b, m):
+    """x - max - log(sum(exp(x - max))) along the axis."""
+    x = m["x"]
+    axis = i64(b, [_softmax_axis(m)], "axis")
+    shifted = ov(b, "Subtract", x, ov(b, "ReduceMax", x, axis, keep_dims=True), auto_broadcast="numpy")
+    total = ov(b, "ReduceSum", ov(b, "Exp", shifted), axis, keep_dims=True)
+    return ov(b, "Subtract", shifted, ov(b, "Log", total), auto_broadcast="numpy")
+
+
+def _top1_index(b, x, axis: int, mode: str, dim: int, last: bool):
+    """The index of the first (or last) max/min along ``axis``, as int64 with the axis kept."""
+    if last:
+        rank = rank_of(x)
+        begin, stride = [0] * rank, [1] * rank
+        mask = [1] * rank
+        begin[axis], stride[axis] = -1, -1
+        begin_mask = list(mask)
+        begin_mask[axis] = 0
+        x = ov(b, "StridedSlice", x, i64(b, begin, "begin"), i64(b, [0] * rank, "end"), i64(b, stride, "stride"),
+               begin_mask=begin_mask, end_mask=mask, new_axis_mask=[], shrink_axis_mask=[], ellipsis_mask=[])
+    _, index = ov(b, "TopK", x, b.const(np.asarray(1, np.int64), "k"), axis=axis, mode=mode, sort="none",
+                  index_element_type="int64", _outputs=2)
+    if last:
+        index = ov(b, "Subtract", i64(b, [dim - 1], "last"), index, auto_broadcast="numpy")
+    return index
+
+
+def _arg(mode: str):
+    def replace(b, m):
+        x = m["x"]
+        shape = static_shape(x)
+        if not shape:
+            raise Refuse("ArgMax/ArgMin of a scalar")
+        axis = int(attr(m.root, "axis", 0)) % len(shape)
+        index = _top1_index(b, x, axis, mode, shape[axis], bool(attr(m.root, "select_last_index", 0)))
+        if attr(m.root, "keepdims", 1):
+            return index
+        return ov(b, "Squeeze", index, i64(b, [axis], "axis"))
+    return replace
+
+
+def _hardmax(b, m):
+    x = m["x"]
+    shape = static_shape(x)
+    axis = _softmax_axis(m)
+    index = ov(b, "Squeeze", _top1_index(b, x, axis, "max", shape[axis], False), i64(b, [axis], "axis"))
+    dtype = dtype_of(x)
+    return ov(b, "OneHot", index, b.const(np.asarray(shape[axis], np.int64), "depth"), const(b, 1, dtype, "on"),
+              const(b, 0, dtype, "off"), axis=axis)
+
+
+# ONNX reductions -> (the opset from which `axes` is an input, how to build it from opset1 ops).
+def _plain(ov_op: str):
+    def build(b, x, axes, keep):
+        if x.dtype == "bool":  # OpenVINO reduces numbers only; max/min over 0/1 is any/all
+            if ov_op not in ("ReduceMax", "ReduceMin"):
+                raise Refuse(f"{ov_op} of booleans")
+            as_u8 = ov(b, "Convert", x, destination_type="uint8")
+            return ov(b, "Convert", ov(b, ov_op, as_u8, axes, keep_dims=keep), destination_type="bool")
+        y = ov(b, ov_op, x, axes, keep_dims=keep)
+        if ov_op in _EMPTY_EXTREME and x.dtype is not None and np.dtype(dtype_of(x)).kind == "f":
+            y = _all_infinite_fixed(b, x, y, axes, keep, _EMPTY_EXTREME[ov_op])
+        return y
+    return build
+
+
+# The infinity a float max/min gives over an all -inf / +inf window.  OpenVINO's CPU plugin starts its
+# max from the lowest finite float (and its min from the highest), so it returns -FLT_MAX there.
+_EMPTY_EXTREME = {"ReduceMax": -np.inf, "ReduceMin": np.inf}
+
+
+def _all_infinite_fixed(b, x, y, axes, keep: bool, infinity: float):
+    """``y`` with the reduction of all-``infinity`` windows set to ``infinity``."""
+    dtype = dtype_of(x)
+    inf = const(b, infinity, dtype, "infinity")
+    hits = ov(b, "Convert", ov(b, "Equal", x, inf, auto_broadcast="numpy"), destination_type=np.dtype(dtype).name)
+    every = ov(b, "ReduceMin", hits, axes, keep_dims=keep)
+    return ov(b, "Select", ov(b, "Equal", every, const(b, 1, dtype, "one"), auto_broadcast="numpy"), inf, y,
+              auto_broadcast="numpy")
+
+
+def _sum_of(transform):
+    return lambda b, x, axes, keep: ov(b, "ReduceSum", transform(b, x), axes, keep_dims=keep)
+
+
+def _square(b, x):
+    return ov(b, "Multiply", x, x, auto_broadcast="numpy")
+
+
+def _log_sum_exp(b, x, axes, keep):
+    """max + log(sum(exp(x - max))): the shift keeps exp from overflowing."""
+    top = ov(b, "ReduceMax", x, axes, keep_dims=True)
+    total = ov(b, "ReduceSum", ov(b, "Exp", ov(b, "Subtract", x, top, auto_broadcast="numpy")), axes, keep_dims=keep)
+    top = top if keep else ov(b, "Squeeze", top, axes)
+    return ov(b, "Add", ov(b, "Log", total), top, auto_broadcast="numpy")
+
+
 REDUCTIONS = {
-    "ReduceSum": ("ReduceSum", 13),
-    "ReduceMean": ("ReduceMean", 18),
-    "ReduceMax": ("ReduceMax", 18),
-    "ReduceMin": ("ReduceMin", 18),
-    "ReduceProd": ("ReduceProd", 18),
+    "ReduceSum": (13, _plain("ReduceSum")),
+    "ReduceMean": (18, _plain("ReduceMean")),
+    "ReduceMax": (18, _plain("ReduceMax")),
+    "ReduceMin": (18, _plain("ReduceMin")),
+    "ReduceProd": (18, _plain("ReduceProd")),
+    "ReduceL1": (18, _sum_of(lambda b, x: ov(b, "Abs", x))),
+    "ReduceL2": (18, lambda b, x, axes, keep: ov(b, "Sqrt", _sum_of(_square)(b, x, axes, keep))),
+    "ReduceSumSquare": (18, _sum_of(_square)),
+    "ReduceLogSum": (18, lambda b, x, axes, keep: ov(b, "Log", _plain("ReduceSum")(b, x, axes, keep))),
+    "ReduceLogSumExp": (18, _log_sum_exp),
 }
 
 
-def _reduce(ov_op: str, axes_input_since: int):
+def _reduce(build, axes_input_since: int):
     def replace(b, m):
         node, x = m.root, m["x"]
-        rank = rank_of(x)
+        shape = static_shape(x)
+        rank = len(shape)
+        if 0 in shape:
+            raise Refuse("reducing an empty tensor (opset1 has no empty tensors)")
         if (node.version or axes_input_since) < axes_input_since:
             axes = attr(node, "axes")
         else:
@@ -225,29 +487,46 @@ def _reduce(ov_op: str, axes_input_since: int):
                 raise Refuse("noop_with_empty_axes=1 with no axes (an identity) is not mapped")
             axes = list(range(rank))
         axes = sorted(int(a) % max(rank, 1) for a in axes)
-        return ov(b, ov_op, x, i64(b, axes, "axes"), keep_dims=bool(attr(node, "keepdims", 1)))
+        if rank == 0:
+            raise Refuse("reducing a scalar")
+        return build(b, x, i64(b, axes, "axes"), bool(attr(node, "keepdims", 1)))
     return replace
 
 
 def _reduce_rules():
     rules = []
-    for onnx_op, (ov_op, since) in REDUCTIONS.items():
-        rules.append(Rule(f"{onnx_op}-to-{ov_op}", pattern(onnx_op, ["x"]), _reduce(ov_op, since)))
-        rules.append(Rule(f"{onnx_op}-axes-to-{ov_op}", pattern(onnx_op, ["x", "axes"]), _reduce(ov_op, since)))
+    for onnx_op, (since, build) in REDUCTIONS.items():
+        rules.append(Rule(f"{onnx_op}-decomposed", pattern(onnx_op, ["x"]), _reduce(build, since)))
+        rules.append(Rule(f"{onnx_op}-axes-decomposed", pattern(onnx_op, ["x", "axes"]), _reduce(build, since)))
     return rules
 
 
 RULES = _reduce_rules() + [
     Rule("Conv-to-Convolution", pattern("Conv", ["x", "w"]), _conv),
     Rule("Conv-bias-to-Convolution", pattern("Conv", ["x", "w", "bias"]), _conv),
+    Rule("ConvTranspose-to-BackpropData", pattern("ConvTranspose", ["x", "w"]), _conv_transpose),
+    Rule("ConvTranspose-bias-to-BackpropData", pattern("ConvTranspose", ["x", "w", "bias"]), _conv_transpose),
+    Rule("TopK1-to-TopK", pattern("TopK", ["x"], _outputs=2), _top_k),
+    Rule("TopK-to-TopK", pattern("TopK", ["x", "k"], _outputs=2), _top_k),
     Rule("MaxPool-to-MaxPool", pattern("MaxPool", ["x"]), _max_pool),
     Rule("AveragePool-to-AvgPool", pattern("AveragePool", ["x"]), _avg_pool),
     Rule("GlobalAveragePool-to-ReduceMean", pattern("GlobalAveragePool", ["x"]), _global_pool("ReduceMean")),
     Rule("GlobalMaxPool-to-ReduceMax", pattern("GlobalMaxPool", ["x"]), _global_pool("ReduceMax")),
     Rule("BatchNormalization-to-Multiply-Add",
          pattern("BatchNormalization", ["x", "scale", "bias", "mean", "var"]), _batch_norm),
-    Rule("LayerNormalization-decomposed", pattern("LayerNormalization", ["x", "scale"]), _layer_norm),
-    Rule("LayerNormalization-bias-decomposed", pattern("LayerNormalization", ["x", "scale", "bias"]), _layer_norm),
+    Rule("LayerNormalization-decomposed", _layer_norm_pattern(["x", "scale"]), _layer_norm),
+    Rule("LayerNormalization-bias-decomposed", _layer_norm_pattern(["x", "scale", "bias"]), _layer_norm),
+    Rule("RMSNormalization-decomposed", pattern("RMSNormalization", ["x", "scale"]), _rms_norm),
+    Rule("InstanceNormalization-decomposed", pattern("InstanceNormalization", ["x", "scale", "bias"]),
+         _instance_norm),
+    Rule("GroupNormalization-decomposed", pattern("GroupNormalization", ["x", "scale", "bias"]), _group_norm),
+    Rule("MeanVarianceNormalization-decomposed", pattern("MeanVarianceNormalization", ["x"]), _mean_variance_norm),
+    Rule("LpNormalization-decomposed", pattern("LpNormalization", ["x"]), _lp_norm),
+    Rule("LRN-to-LRN", pattern("LRN", ["x"]), _lrn),
+    Rule("LogSoftmax-decomposed", pattern("LogSoftmax", ["x"]), _log_softmax),
+    Rule("Hardmax-to-OneHot", pattern("Hardmax", ["x"]), _hardmax),
+    Rule("ArgMax-to-TopK", pattern("ArgMax", ["x"]), _arg("max")),
+    Rule("ArgMin-to-TopK", pattern("ArgMin", ["x"]), _arg("min")),
     Rule("MatMul-to-MatMul", pattern("MatMul", ["a", "b"]), _matmul),
     Rule("Gemm-to-MatMul", pattern("Gemm", ["a", "b"]), _gemm),
     Rule("Gemm-bias-to-MatMul-Add", pattern("Gemm", ["a", "b", "c"]), _gemm),

@@ -16,6 +16,7 @@ a model reads none of them.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -482,6 +483,34 @@ def _map(where: _BinSlice, dtype: str, shape) -> np.ndarray:
     return np.memmap(where.path, dtype=np_dtype, mode="r", offset=where.offset, shape=tuple(shape))
 
 
+def _file_slice(tensor: Tensor) -> tuple[str, int, int] | None:
+    """(path, offset, length) when the tensor's little-endian bytes sit unchanged in a file, else None.
+
+    Both an IR ``.bin`` slice and an ONNX external-data slice qualify (any
+    origin with ``path``/``offset``/``length`` covering exactly the tensor).
+    """
+    origin = tensor.origin
+    path, start, length = (getattr(origin, k, None) for k in ("path", "offset", "length"))
+    if not isinstance(path, str) or not isinstance(start, int) or length != tensor.nbytes or sys.byteorder != "little":
+        return None
+    et = element_type(tensor.dtype)
+    if et.numpy is None or (et.bits or 0) % 8:
+        return None
+    return path, start, length
+
+
+def _chunks(array: np.ndarray, per_chunk: int):
+    """The array's bytes in C order (buffers), ``per_chunk`` elements at a time, never copying it whole."""
+    if array.flags.c_contiguous:
+        flat = array.reshape(-1)
+        for start in range(0, flat.size, per_chunk):
+            yield memoryview(flat[start:start + per_chunk].view(np.uint8))  # written as is, no copy
+        return
+    for chunk in np.nditer(array, flags=["external_loop", "buffered", "zerosize_ok"], buffersize=per_chunk,
+                           order="C"):
+        yield chunk.tobytes()
+
+
 # ---------------------------------------------------------------------------
 # saving
 # ---------------------------------------------------------------------------
@@ -597,19 +626,41 @@ class _Writer:
         self.sources[id(value)] = (lid, 0)
 
     def write_weights(self, tensor: Tensor, name: str) -> tuple[int, int]:
-        """Stream a tensor's bytes into the .bin in bounded chunks; (offset, size) of what was written."""
+        """Stream a tensor's bytes into the .bin in bounded chunks; (offset, size) of what was written.
+
+        Bytes that sit unchanged in a file (an ONNX external-data slice, another
+        IR's .bin) are copied file to file with plain reads, so a large model's
+        weights never become resident in this process; other data is written
+        from its array in chunks, without a whole-tensor copy.
+        """
+        offset = self.offset
+        source = _file_slice(tensor)
+        if source is not None:
+            self.copy_file_slice(*source, name)
+            return offset, self.offset - offset
         array = np.asarray(tensor.numpy())
         np_dtype = element_type(tensor.dtype).numpy
         if array.dtype != np_dtype:
             raise self.error(f"constant {name!r} declares {tensor.dtype} but holds {array.dtype} data")
-        flat = array.reshape(-1)
+        array = array.astype(array.dtype.newbyteorder("<"), copy=False)
         per_chunk = max(1, _WRITE_CHUNK // max(1, np_dtype.itemsize))
-        offset = self.offset
-        for start in range(0, flat.size, per_chunk):
-            chunk = np.ascontiguousarray(flat[start:start + per_chunk]).tobytes()
+        for chunk in _chunks(array, per_chunk):
             self.weights.write(chunk)
             self.offset += len(chunk)
+        tensor.release()  # a memory-mapped source is dropped again (it can be mapped anew)
         return offset, self.offset - offset
+
+    def copy_file_slice(self, path: str, start: int, length: int, name: str) -> None:
+        with open(path, "rb") as source:
+            source.seek(start)
+            left = length
+            while left:
+                data = source.read(min(_WRITE_CHUNK, left))
+                if not data:
+                    raise self.error(f"the data of constant {name!r} in {path} ends early")
+                self.weights.write(data)
+                self.offset += len(data)
+                left -= len(data)
 
     def node(self, node: Node) -> None:
         schema = self.schema(node)

@@ -1,0 +1,115 @@
+"""``opconv onnx-to-hlo`` and ``opconv hlo-to-onnx``: convert between ONNX and the HLO dialect.
+
+Both write atomically (nothing is left on failure), mirror ``onnx-to-ir``'s
+options, and can verify the result numerically with opconv's executors.
+"""
+
+from __future__ import annotations
+
+import click
+
+from . import cli
+from .convert_cmd import Progress, _summary, _verify, default_output
+from .run_cmd import MODEL, _parse_shapes
+
+_INPUT_SHAPE_HELP = ("Static shape for an input with symbolic or unknown dims, as NAME=D0,D1,... "
+                     "(repeatable). HLO values have static shapes.")
+
+
+@cli.command("onnx-to-hlo")
+@click.argument("model", type=MODEL)
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="The file to write. Default: MODEL with an .hlo suffix (.mlir with --format stablehlo).")
+@click.option("--format", "fmt", type=click.Choice(["text", "stablehlo"]), default=None,
+              help="text: opconv's HLO module (+ OUT.weights for large constants); stablehlo: MLIR text with "
+                   "stablehlo.* ops. Default: stablehlo for a .mlir output, else text.")
+@click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=DIMS", help=_INPUT_SHAPE_HELP)
+@click.option("--verify", "verify_after", is_flag=True,
+              help="Run the ONNX model and the HLO module on the same random inputs and compare every output.")
+def onnx_to_hlo(model, output, fmt, input_shapes, verify_after):
+    """Convert an ONNX MODEL to the HLO dialect (text module or StableHLO).
+
+    Every node must map to HLO operations; otherwise nothing is written and
+    every unsupported node is listed with the reason each rule gave. Fusions
+    (Conv + Add -> ConvBias, MatMul + Add -> DotGeneralBias, LayerNorm and
+    Gelu patterns ...) are reported.
+
+    \b
+    Examples:
+      opconv onnx-to-hlo resnet.onnx --input-shape data=1,3,224,224
+      opconv onnx-to-hlo bert.onnx -o bert.mlir --format stablehlo --input-shape ids=1,128
+      opconv onnx-to-hlo mlp.onnx --input-shape x=8,64 --verify
+
+    Exit code 0 when the module was written (and, with --verify, matches), 1
+    when --verify finds a difference, 2 when the model cannot be read or converted.
+    """
+    import opconv
+    from ..converters.onnx_to_hlo import conversion_stats
+    from ..converters.onnx_to_hlo import onnx_to_hlo as convert
+    from ..dialects.hlo.io import save
+
+    shapes = _parse_shapes(input_shapes)
+    if fmt is None:
+        fmt = "stablehlo" if output and output.lower().endswith(".mlir") else "text"
+    target = output or default_output(model, ".mlir" if fmt == "stablehlo" else ".hlo")
+    progress = Progress()
+    progress.stage(f"loading {model}")
+    source = opconv.load(model, "onnx")
+    try:
+        progress.stage("converting to HLO")
+        converted = convert(source, input_shapes=shapes)
+        progress.stage(f"writing {target}")
+        save(converted, target, format=fmt)
+    finally:
+        progress.done()
+    stats = conversion_stats(converted)
+    click.echo(f"wrote {target} ({_summary(converted)})")
+    fused, patterns = stats.get("fused_ops", {}), stats.get("patterns", {})
+    click.echo("fusions: " + (", ".join(f"{op} {n}" for op, n in fused.items()) or "none")
+               + "; multi-node patterns fused: " + (", ".join(f"{op} {n}" for op, n in patterns.items()) or "none"))
+    if verify_after:
+        _verify(opconv, source, converted, shapes, progress)
+
+
+@cli.command("hlo-to-onnx")
+@click.argument("model", type=MODEL)
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="The .onnx to write. Default: MODEL with an .onnx suffix.")
+@click.option("--opset", type=int, default=None,
+              help="Target ai.onnx opset (default: the newest the installed onnx defines).")
+@click.option("--verify", "verify_after", is_flag=True,
+              help="Run the HLO module and the ONNX model on the same random inputs and compare every output.")
+def hlo_to_onnx(model, output, opset, verify_after):
+    """Convert an HLO text module MODEL (.hlo) to ONNX.
+
+    Every operation must have an ONNX form; otherwise nothing is written and
+    every such operation is listed with the reason.
+
+    \b
+    Examples:
+      opconv hlo-to-onnx model.hlo
+      opconv hlo-to-onnx model.hlo -o back.onnx --opset 17 --verify
+
+    Exit code 0 when the ONNX model was written (and, with --verify, matches),
+    1 when --verify finds a difference, 2 when the module cannot be read or converted.
+    """
+    import opconv
+    from ..converters.hlo_to_onnx import hlo_to_onnx as convert
+
+    progress = Progress()
+    progress.stage(f"loading {model}")
+    source = opconv.load(model, "hlo")
+    target = output or default_output(model, ".onnx")
+    try:
+        progress.stage("converting to ONNX")
+        converted = convert(source, opset=opset)
+        progress.stage(f"writing {target}")
+        opconv.save(converted, target)
+    finally:
+        progress.done()
+    click.echo(f"wrote {target} (ai.onnx opset {converted.opsets['']}; {_summary(converted)})")
+    if verify_after:
+        _verify(opconv, source, converted, {}, progress)
+
+
+__all__ = ["onnx_to_hlo", "hlo_to_onnx"]

@@ -1,0 +1,97 @@
+"""``opconv upgrade`` and ``opconv downgrade``: move an ONNX model to another ai.onnx opset."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from ..errors import ConversionError
+from . import cli
+from .run_cmd import MODEL
+
+
+def default_output(model_path: str, opset: int) -> str:
+    """MODEL.onnx -> MODEL.opsetN.onnx, beside it."""
+    stem, ext = os.path.splitext(model_path)
+    return f"{stem}.opset{opset}{ext or '.onnx'}"
+
+
+def _convert(model: str, opset: int, output: str | None, verify_after: bool, direction: str) -> None:
+    import opconv
+
+    source = opconv.load(model, "onnx")
+    current = source.opsets.get("", source.opsets.get("ai.onnx", 1))
+    if direction == "upgrade" and opset < current:
+        raise ConversionError(f"the model is at opset {current}; use `opconv downgrade` to go to {opset}",
+                              where=model)
+    if direction == "downgrade" and opset > current:
+        raise ConversionError(f"the model is at opset {current}; use `opconv upgrade` to go to {opset}",
+                              where=model)
+    converted = opconv.convert_version(source, opset)
+    target = output or default_output(model, opset)
+    opconv.save(converted, target)
+    click.echo(f"wrote {target} (opset {current} -> {opset}, {len(list(converted.graph.walk()))} nodes)")
+    if verify_after:
+        report = opconv.verify(source, converted)
+        for o in report.outputs:
+            status = "ok" if o.ok else "DIFFERS"
+            click.echo(f"  {o.name}: {status}, max abs err {o.max_abs_error:.3g}, "
+                       f"{o.mismatches}/{o.total} mismatches" + ("" if o.ok else f" ({o.message})"))
+        click.echo(report.summary())
+        if not report.ok:
+            sys.exit(1)
+
+
+_OUTPUT_HELP = "Where to write the result. Default: MODEL with .opsetN before its suffix."
+_VERIFY_HELP = "Run the original and the converted model on the same random inputs and compare every output."
+
+
+@cli.command("upgrade")
+@click.option("--opset", type=click.IntRange(1), required=True, help="The ai.onnx opset to move to.")
+@click.argument("model", type=MODEL)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help=_OUTPUT_HELP)
+@click.option("--verify", "verify_after", is_flag=True, help=_VERIFY_HELP)
+def upgrade(opset, model, output, verify_after):
+    """Move an ONNX MODEL to a newer ai.onnx opset.
+
+    Every node is adapted one operator version at a time (attributes that
+    became inputs, removed attributes, renamed ops); subgraphs too.  When a
+    node cannot be converted, nothing is written and every such node is listed
+    with the opsets it would need.
+
+    \b
+    Examples:
+      opconv upgrade --opset 21 model.onnx
+      opconv upgrade --opset 17 model.onnx -o model17.onnx --verify
+
+    Exit code 0 when written (and, with --verify, equal), 1 when --verify finds
+    a difference, 2 when the model cannot be read or converted.
+    """
+    _convert(model, opset, output, verify_after, "upgrade")
+
+
+@cli.command("downgrade")
+@click.option("--opset", type=click.IntRange(1), required=True, help="The ai.onnx opset to move to.")
+@click.argument("model", type=MODEL)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help=_OUTPUT_HELP)
+@click.option("--verify", "verify_after", is_flag=True, help=_VERIFY_HELP)
+def downgrade(opset, model, output, verify_after):
+    """Move an ONNX MODEL to an older ai.onnx opset.
+
+    Inputs that older versions took as attributes must be constants; element
+    types an older version lacks are computed in a wider type between Casts;
+    operators newer than the target are decomposed where an exact
+    decomposition exists.  Otherwise nothing is written and every offending
+    node is listed with the opsets it would need.
+
+    \b
+    Examples:
+      opconv downgrade --opset 13 model.onnx
+      opconv downgrade --opset 11 model.onnx -o model11.onnx --verify
+
+    Exit code 0 when written (and, with --verify, equal), 1 when --verify finds
+    a difference, 2 when the model cannot be read or converted.
+    """
+    _convert(model, opset, output, verify_after, "downgrade")

@@ -1,0 +1,236 @@
+"""ONNX activations and math functions that opset1 lacks, written with opset1 element-wise ops.
+
+Each decomposition is the formula of the ONNX operator's definition; the
+ones with an exponential use the overflow-free form (``max(x, 0) +
+log(1 + exp(-|x|))`` for softplus) so that large inputs stay finite.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._common import Refuse, Rule, attr, const, dtype_of, ov, pattern, rules_for_arities
+
+
+def _float_input(m, name: str = "x"):
+    x = m[name]
+    if np.dtype(dtype_of(x)).kind != "f":
+        raise Refuse(f"{m.root.op} of {x.dtype} is not decomposed (floats only)")
+    return x
+
+
+def _c(b, x, value, name: str = "c"):
+    """A scalar constant of ``x``'s element type."""
+    return const(b, value, dtype_of(x), name)
+
+
+def _bin(b, op: str, a, c):
+    return ov(b, op, a, c, auto_broadcast="numpy")
+
+
+def _softplus_of(b, x):
+    positive = _bin(b, "Maximum", x, _c(b, x, 0, "zero"))
+    tail = ov(b, "Log", _bin(b, "Add", _c(b, x, 1, "one"), ov(b, "Exp", ov(b, "Negative", ov(b, "Abs", x)))))
+    return _bin(b, "Add", positive, tail)
+
+
+def _softplus(b, m):
+    return _softplus_of(b, _float_input(m))
+
+
+def _softsign(b, m):
+    x = _float_input(m)
+    return _bin(b, "Divide", x, _bin(b, "Add", _c(b, x, 1, "one"), ov(b, "Abs", x)))
+
+
+def _mish(b, m):
+    x = _float_input(m)
+    return _bin(b, "Multiply", x, ov(b, "Tanh", _softplus_of(b, x)))
+
+
+def _gelu(b, m):
+    x = _float_input(m)
+    approximate = attr(m.root, "approximate", "none")
+    approximate = approximate.decode() if isinstance(approximate, bytes) else approximate
+    if approximate == "tanh":
+        cube = _bin(b, "Multiply", _bin(b, "Multiply", x, x), x)
+        inner = _bin(b, "Add", x, _bin(b, "Multiply", cube, _c(b, x, 0.044715)))
+        core = ov(b, "Tanh", _bin(b, "Multiply", inner, _c(b, x, math.sqrt(2 / math.pi))))
+    elif approximate == "none":
+        core = ov(b, "Erf", _bin(b, "Multiply", x, _c(b, x, 1 / math.sqrt(2))))
+    else:
+        raise Refuse(f"Gelu approximate={approximate!r} is not an ONNX mode")
+    # x - x * (1 - core) / 2: OpenVINO fuses the textbook forms (0.5 * x * (1 + core) and its
+    # rearrangements) into an opset7 Gelu layer when it reads the IR, taking the model out of opset1.
+    complement = _bin(b, "Multiply", _bin(b, "Subtract", _c(b, x, 1, "one"), core), _c(b, x, 0.5, "half"))
+    return _bin(b, "Subtract", x, _bin(b, "Multiply", x, complement))
+
+
+def _hard_sigmoid_of(b, x, alpha: float, beta: float):
+    return ov(b, "HardSigmoid", x, _c(b, x, alpha, "alpha"), _c(b, x, beta, "beta"))
+
+
+def _hard_sigmoid(b, m):
+    x = _float_input(m)
+    return _hard_sigmoid_of(b, x, float(attr(m.root, "alpha", 0.2)), float(attr(m.root, "beta", 0.5)))
+
+
+def _hard_swish(b, m):
+    x = _float_input(m)
+    return _bin(b, "Multiply", x, _hard_sigmoid_of(b, x, 1 / 6, 0.5))
+
+
+def _selu(b, m):
+    x = _float_input(m)
+    return ov(b, "Selu", x, _c(b, x, float(attr(m.root, "alpha", 1.67326319217681884765625)), "alpha"),
+              _c(b, x, float(attr(m.root, "gamma", 1.05070102214813232421875)), "lambda"))
+
+
+def _celu(b, m):
+    x = _float_input(m)
+    alpha = float(attr(m.root, "alpha", 1.0))
+    expm1 = _bin(b, "Subtract", ov(b, "Exp", _bin(b, "Divide", x, _c(b, x, alpha, "alpha"))), _c(b, x, 1, "one"))
+    negative = _bin(b, "Minimum", _bin(b, "Multiply", expm1, _c(b, x, alpha, "alpha")), _c(b, x, 0, "zero"))
+    return _bin(b, "Add", _bin(b, "Maximum", x, _c(b, x, 0, "zero")), negative)
+
+
+def _thresholded_relu(b, m):
+    x = _float_input(m)
+    above = _bin(b, "Greater", x, _c(b, x, float(attr(m.root, "alpha", 1.0)), "alpha"))
+    return ov(b, "Select", above, x, _c(b, x, 0, "zero"), auto_broadcast="numpy")
+
+
+def _shrink(b, m):
+    x = m["x"]
+    lambd, bias = float(attr(m.root, "lambd", 0.5)), float(attr(m.root, "bias", 0.0))
+    if np.dtype(dtype_of(x)).kind != "f" and (lambd != int(lambd) or bias != int(bias)):
+        raise Refuse("Shrink of integers with fractional lambd/bias")
+    zero = _c(b, x, 0, "zero")
+    low = ov(b, "Select", _bin(b, "Less", x, _c(b, x, -lambd, "low")), _bin(b, "Add", x, _c(b, x, bias, "bias")),
+             zero, auto_broadcast="numpy")
+    return ov(b, "Select", _bin(b, "Greater", x, _c(b, x, lambd, "high")),
+              _bin(b, "Subtract", x, _c(b, x, bias, "bias")), low, auto_broadcast="numpy")
+
+
+def _swish(b, m):
+    x = _float_input(m)
+    alpha = float(attr(m.root, "alpha", 1.0))
+    scaled = x if alpha == 1.0 else _bin(b, "Multiply", x, _c(b, x, alpha, "alpha"))
+    return _bin(b, "Multiply", x, ov(b, "Sigmoid", scaled))
+
+
+def _prelu(b, m):
+    x, slope = m["x"], m["slope"]
+    zero = _c(b, x, 0, "zero")
+    return ov(b, "Select", _bin(b, "Less", x, zero), _bin(b, "Multiply", x, slope), x, auto_broadcast="numpy")
+
+
+def _is_nan(b, m):
+    x = _float_input(m)
+    return _bin(b, "NotEqual", x, x)
+
+
+def _is_inf(b, m):
+    x = _float_input(m)
+    positive, negative = attr(m.root, "detect_positive", 1), attr(m.root, "detect_negative", 1)
+    tests = []
+    if positive:
+        tests.append(_bin(b, "Equal", x, _c(b, x, np.inf, "inf")))
+    if negative:
+        tests.append(_bin(b, "Equal", x, _c(b, x, -np.inf, "minus_inf")))
+    if not tests:
+        return _bin(b, "Less", x, x)  # detects nothing: false everywhere, NaN included
+    return tests[0] if len(tests) == 1 else _bin(b, "LogicalOr", *tests)
+
+
+def _round(b, m):
+    """Round half to even: floor, then up when the fraction is above 1/2, or exactly 1/2 from an odd floor."""
+    x = _float_input(m)
+    low = ov(b, "Floor", x)
+    frac = _bin(b, "Subtract", x, low)
+    half = _c(b, x, 0.5, "half")
+    odd = _bin(b, "FloorMod", low, _c(b, x, 2, "two"))
+    up_if_half = _bin(b, "Add", low, odd)
+    at_half = ov(b, "Select", _bin(b, "Equal", frac, half), up_if_half, low, auto_broadcast="numpy")
+    return ov(b, "Select", _bin(b, "Greater", frac, half), _bin(b, "Add", low, _c(b, x, 1, "one")), at_half,
+              auto_broadcast="numpy")
+
+
+def _asinh(b, m):
+    x = _float_input(m)
+    root = ov(b, "Sqrt", _bin(b, "Add", _bin(b, "Multiply", x, x), _c(b, x, 1, "one")))
+    # asinh is odd: computing it on |x| avoids cancellation for negative x.
+    magnitude = ov(b, "Log", _bin(b, "Add", ov(b, "Abs", x), root))
+    return _bin(b, "Multiply", ov(b, "Sign", x), magnitude)
+
+
+def _acosh(b, m):
+    x = _float_input(m)
+    root = ov(b, "Sqrt", _bin(b, "Subtract", _bin(b, "Multiply", x, x), _c(b, x, 1, "one")))
+    return ov(b, "Log", _bin(b, "Add", x, root))
+
+
+def _atanh(b, m):
+    x = _float_input(m)
+    one = _c(b, x, 1, "one")
+    ratio = _bin(b, "Divide", _bin(b, "Add", one, x), _bin(b, "Subtract", one, x))
+    return _bin(b, "Multiply", ov(b, "Log", ratio), _c(b, x, 0.5, "half"))
+
+
+# ---------------------------------------------------------------------------
+# Variadic Sum / Max / Min / Mean: a chain of binary ops
+# ---------------------------------------------------------------------------
+
+VARIADIC = {"Sum": "Add", "Max": "Maximum", "Min": "Minimum", "Mean": "Add"}
+
+
+def _variadic(ov_op: str):
+    def replace(b, m):
+        inputs = [v for v in m.root.inputs if v is not None]
+        kinds = {v.dtype for v in inputs}
+        if len(kinds) != 1 or None in kinds:
+            raise Refuse(f"inputs have different or unknown element types ({sorted(map(str, kinds))})")
+        if len(inputs) == 1 and m.root.op != "Mean":
+            return ov(b, "Convert", inputs[0], destination_type=inputs[0].dtype)
+        total = inputs[0]
+        for v in inputs[1:]:
+            total = _bin(b, ov_op, total, v)
+        if m.root.op == "Mean":
+            if np.dtype(dtype_of(inputs[0])).kind != "f":
+                raise Refuse("Mean of integers")
+            total = _bin(b, "Divide", total, _c(b, inputs[0], len(inputs), "count"))
+        return total
+    return replace
+
+
+def _rules():
+    rules = [
+        Rule("Softplus-decomposed", pattern("Softplus", ["x"]), _softplus),
+        Rule("Softsign-decomposed", pattern("Softsign", ["x"]), _softsign),
+        Rule("Mish-decomposed", pattern("Mish", ["x"]), _mish),
+        Rule("Gelu-decomposed", pattern("Gelu", ["x"]), _gelu),
+        Rule("HardSigmoid-to-HardSigmoid", pattern("HardSigmoid", ["x"]), _hard_sigmoid),
+        Rule("HardSwish-to-HardSigmoid", pattern("HardSwish", ["x"]), _hard_swish),
+        Rule("Selu-to-Selu", pattern("Selu", ["x"]), _selu),
+        Rule("Celu-decomposed", pattern("Celu", ["x"]), _celu),
+        Rule("ThresholdedRelu-to-Select", pattern("ThresholdedRelu", ["x"]), _thresholded_relu),
+        Rule("Shrink-to-Select", pattern("Shrink", ["x"]), _shrink),
+        Rule("Swish-decomposed", pattern("Swish", ["x"]), _swish),
+        Rule("PRelu-to-Select", pattern("PRelu", ["x", "slope"]), _prelu),
+        Rule("IsNaN-to-NotEqual", pattern("IsNaN", ["x"]), _is_nan),
+        Rule("IsInf-to-Equal", pattern("IsInf", ["x"]), _is_inf),
+        Rule("Round-decomposed", pattern("Round", ["x"]), _round),
+        Rule("Asinh-decomposed", pattern("Asinh", ["x"]), _asinh),
+        Rule("Acosh-decomposed", pattern("Acosh", ["x"]), _acosh),
+        Rule("Atanh-decomposed", pattern("Atanh", ["x"]), _atanh),
+    ]
+    for onnx_op, ov_op in VARIADIC.items():
+        # Two-input Max/Min are the element-wise rules' (ONNX opset >= 8 broadcasts them).
+        arities = range(1, 17) if onnx_op in ("Sum", "Mean") else [1] + list(range(3, 17))
+        rules += rules_for_arities(f"{onnx_op}-chained", onnx_op, _variadic(ov_op), arities)
+    return rules
+
+
+RULES = _rules()

@@ -1,0 +1,304 @@
+"""Data-movement ONNX ops: Expand, Slice, Gather, Split, Pad, Tile, Shape, depth/space shuffles, Trilu.
+
+opset1 wants static shapes, so every rule here reads its input's shape
+(known after the converter's shape inference) and states the output's
+geometry with constants.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._common import (Refuse, Rule, attr, captures, const, const_input, constant_value, dtype_of, i64, ov, pattern,
+                      rank_of, rules_for_arities, static_shape)
+
+MAX_SPLIT_OUTPUTS = 16
+
+
+def _expand(b, m):
+    shape = static_shape(m["x"])
+    target = [int(d) for d in const_input(m, "shape", "the target shape").reshape(-1)]
+    try:
+        out = np.broadcast_shapes(shape, tuple(target))
+    except ValueError:
+        raise Refuse(f"shape {list(shape)} does not broadcast with {target}") from None
+    return ov(b, "Broadcast", m["x"], i64(b, out, "target_shape"), mode="numpy")
+
+
+# ---------------------------------------------------------------------------
+# Slice -> StridedSlice
+# ---------------------------------------------------------------------------
+
+def _slice_operands(m) -> tuple[list, list, list | None, list | None]:
+    node = m.root
+    if (node.version or 13) < 10:
+        return list(attr(node, "starts", [])), list(attr(node, "ends", [])), attr(node, "axes"), None
+    starts = const_input(m, "starts", "starts").reshape(-1).tolist()
+    ends = const_input(m, "ends", "ends").reshape(-1).tolist()
+    axes = None if m.values.get("axes") is None else const_input(m, "axes", "axes").reshape(-1).tolist()
+    steps = None if m.values.get("steps") is None else const_input(m, "steps", "steps").reshape(-1).tolist()
+    return starts, ends, axes, steps
+
+
+def _slice(b, m):
+    shape = static_shape(m["x"])
+    rank = len(shape)
+    starts, ends, axes, steps = _slice_operands(m)
+    axes = list(range(len(starts))) if axes is None else [int(a) % rank for a in axes]
+    steps = [1] * len(starts) if steps is None else steps
+    if len(set(axes)) != len(axes):
+        raise Refuse("Slice names an axis twice")
+    begin, end, stride = [0] * rank, [0] * rank, [1] * rank
+    begin_mask, end_mask = [1] * rank, [1] * rank  # 1: the whole axis
+    for axis, start, stop, step in zip(axes, starts, ends, steps):
+        if int(step) == 0:
+            raise Refuse("Slice step 0")
+        # Python's slice clamps exactly as ONNX does; a stop of -1 with a negative step means "through 0".
+        lo, hi, st = slice(int(start), int(stop), int(step)).indices(shape[axis])
+        if len(range(lo, hi, st)) == 0:
+            raise Refuse(f"Slice is empty along axis {axis} (opset1 has no empty tensors)")
+        begin[axis], stride[axis], begin_mask[axis] = lo, st, 0
+        if hi >= 0:
+            end[axis], end_mask[axis] = hi, 0
+    return ov(b, "StridedSlice", m["x"], i64(b, begin, "begin"), i64(b, end, "end"), i64(b, stride, "stride"),
+              begin_mask=begin_mask, end_mask=end_mask, new_axis_mask=[], shrink_axis_mask=[], ellipsis_mask=[])
+
+
+# ---------------------------------------------------------------------------
+# Gather
+# ---------------------------------------------------------------------------
+
+def _non_negative_indices(b, m, dim: int):
+    """Gather-1 indices: ONNX's negative indices count from the end."""
+    indices = m["indices"]
+    data = m.constant("indices")
+    if data is not None:
+        data = np.asarray(data)
+        if ((data < -dim) | (data >= dim)).any():
+            raise Refuse(f"an index is out of range for a dim of {dim}")
+        return b.const(np.where(data < 0, data + dim, data), f"{indices.name}/normalized")
+    kind = dtype_of(indices)
+    negative = ov(b, "Less", indices, const(b, 0, kind, "zero"), auto_broadcast="numpy")
+    wrapped = ov(b, "Add", indices, const(b, dim, kind, "dim"), auto_broadcast="numpy")
+    return ov(b, "Select", negative, wrapped, indices, auto_broadcast="numpy")
+
+
+def _gather(b, m):
+    shape = static_shape(m["x"])
+    axis = int(attr(m.root, "axis", 0)) % len(shape)
+    return ov(b, "Gather", m["x"], _non_negative_indices(b, m, shape[axis]), i64(b, [axis], "axis"))
+
+
+# ---------------------------------------------------------------------------
+# Split -> VariadicSplit
+# ---------------------------------------------------------------------------
+
+def _split_lengths(m, dim: int, count: int) -> list[int]:
+    node = m.root
+    version = node.version or 18
+    given = None
+    if m.values.get("split") is not None:
+        given = const_input(m, "split", "split").reshape(-1).tolist()
+    elif version < 13 and attr(node, "split") is not None:
+        given = list(attr(node, "split"))
+    if given:
+        if len(given) != count or sum(given) != dim:
+            raise Refuse(f"split {given} does not cut a dim of {dim} into {count} outputs")
+        lengths = [int(v) for v in given]
+    elif version >= 18:
+        chunk = -(-dim // count)
+        lengths = [chunk] * (count - 1) + [dim - chunk * (count - 1)]
+    else:
+        if dim % count:
+            raise Refuse(f"a dim of {dim} does not split evenly into {count} outputs")
+        lengths = [dim // count] * count
+    if any(n <= 0 for n in lengths):
+        raise Refuse("a split output would be empty (opset1 has no empty tensors)")
+    return lengths
+
+
+def _split(b, m):
+    shape = static_shape(m["x"])
+    axis = int(attr(m.root, "axis", 0)) % len(shape)
+    outputs = m.root.outputs
+    lengths = _split_lengths(m, shape[axis], len(outputs))
+    parts = ov(b, "VariadicSplit", m["x"], b.const(np.asarray(axis, np.int64), "axis"), i64(b, lengths, "lengths"),
+               _outputs=len(lengths))
+    parts = parts if isinstance(parts, list) else [parts]
+    return parts + [None] * (MAX_SPLIT_OUTPUTS - len(parts))
+
+
+def _split_pattern(names):
+    fn = captures(lambda p, *xs: p.node("Split", *xs, _outputs=MAX_SPLIT_OUTPUTS), names)
+    fn.__name__ = "Split"
+    return fn
+
+
+# ---------------------------------------------------------------------------
+# Pad, Tile
+# ---------------------------------------------------------------------------
+
+PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "edge"}
+
+
+def _pad(b, m):
+    node = m.root
+    x = node.inputs[0]
+    rank = rank_of(x)
+    mode = attr(node, "mode", "constant")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if mode not in PAD_MODES:
+        raise Refuse(f"Pad mode {mode!r} has no opset1 equivalent")
+    if (node.version or 11) < 11:
+        pads = list(attr(node, "pads", attr(node, "paddings", [])))
+        value = const(b, float(attr(node, "value", 0.0)), dtype_of(x), "pad_value")
+        axes = list(range(rank))
+    else:
+        inputs = list(node.inputs) + [None] * 4
+        pads = _const_operand(inputs[1], "pads").reshape(-1).tolist()
+        axes = list(range(rank)) if inputs[3] is None else \
+            [int(a) % rank for a in _const_operand(inputs[3], "axes").reshape(-1)]
+        value = inputs[2]
+        if value is not None and value.shape is not None and len(value.shape) == 1:
+            value = ov(b, "Squeeze", value, i64(b, [0], "axes"))
+        if value is None:
+            value = const(b, 0, dtype_of(x), "pad_value")
+    if len(pads) != 2 * len(axes):
+        raise Refuse(f"{len(pads)} pads for {len(axes)} axes")
+    begin, end = [0] * rank, [0] * rank
+    for i, axis in enumerate(axes):
+        begin[axis], end[axis] = int(pads[i]), int(pads[i + len(axes)])
+    if mode != "constant":
+        if any(p < 0 for p in begin + end):
+            raise Refuse("negative pads with a non-constant mode")
+        return ov(b, "Pad", x, i64(b, begin, "pads_begin"), i64(b, end, "pads_end"), pad_mode=PAD_MODES[mode])
+    return ov(b, "Pad", x, i64(b, begin, "pads_begin"), i64(b, end, "pads_end"), value, pad_mode="constant")
+
+
+def _const_operand(value, what: str) -> np.ndarray:
+    data = constant_value(value)
+    if data is None:
+        raise Refuse(f"{what} ({value.name!r}) must be a constant")
+    return np.asarray(data)
+
+
+def _tile(b, m):
+    repeats = const_input(m, "repeats", "repeats").reshape(-1)
+    if (repeats <= 0).any():
+        raise Refuse("a repeat of 0 makes an empty tensor")
+    return ov(b, "Tile", m["x"], i64(b, repeats, "repeats"))
+
+
+# ---------------------------------------------------------------------------
+# Shape readers, depth/space, Trilu
+# ---------------------------------------------------------------------------
+
+def _shape(b, m):
+    shape = static_shape(m["x"])
+    start = int(attr(m.root, "start", 0))
+    end = attr(m.root, "end")
+    data = np.asarray(shape[slice(start, None if end is None else int(end))], np.int64)
+    if data.size == 0:
+        raise Refuse("an empty shape slice (opset1 has no empty tensors)")
+    return b.const(data, m.root.outputs[0].name)
+
+
+def _size(b, m):
+    return b.const(np.asarray(int(np.prod(static_shape(m["x"]), dtype=np.int64)), np.int64), m.root.outputs[0].name)
+
+
+def _depth_to_space(b, m):
+    mode = attr(m.root, "mode", "DCR")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    return ov(b, "DepthToSpace", m["x"], block_size=int(attr(m.root, "blocksize")),
+              mode="blocks_first" if mode == "DCR" else "depth_first")
+
+
+def _space_to_depth(b, m):
+    # ONNX SpaceToDepth (DCR, the only mode before opset 28) is opset1's "blocks_first".
+    mode = attr(m.root, "mode", "DCR")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    return ov(b, "SpaceToDepth", m["x"], block_size=int(attr(m.root, "blocksize")),
+              mode="blocks_first" if mode == "DCR" else "depth_first")
+
+
+def _trilu(b, m):
+    """x where the element is inside the triangle, else 0: a constant mask over the last two axes."""
+    shape = static_shape(m["x"])
+    if len(shape) < 2:
+        raise Refuse("Trilu needs rank >= 2")
+    rows, cols = shape[-2:]
+    upper = bool(attr(m.root, "upper", 1))
+    x = m["x"]
+    k_value = m.values.get("k")
+    k = 0 if k_value is None else m.constant("k")
+    if k is not None:
+        k = int(np.asarray(k).reshape(()))
+        mask = b.const(np.triu(np.ones((rows, cols), bool), k) if upper else
+                       np.tril(np.ones((rows, cols), bool), k), "triangle")
+    else:  # k known at run time: compare each element's diagonal offset (column - row) with it
+        offset = np.arange(cols, dtype=np.int64)[None, :] - np.arange(rows, dtype=np.int64)[:, None]
+        k_scalar = k_value if k_value.shape == () else ov(b, "Reshape", k_value, i64(b, [], "scalar"),
+                                                           special_zero=False)
+        k_scalar = ov(b, "Convert", k_scalar, destination_type="int64")
+        mask = ov(b, "GreaterEqual" if upper else "LessEqual", b.const(offset, "diagonal_offset"), k_scalar,
+                  auto_broadcast="numpy")
+    zero = const(b, 0, dtype_of(x), "zero")
+    return ov(b, "Select", mask, x, zero, auto_broadcast="numpy")
+
+
+def _constant_of_shape(b, m):
+    shape = [int(d) for d in const_input(m, "shape", "the shape").reshape(-1)]
+    if 0 in shape:
+        raise Refuse("an empty result (opset1 has no empty tensors)")
+    value = m.root.attr("value")
+    fill = np.zeros(1, np.float32) if value is None else np.asarray(value.numpy()).reshape(-1)
+    return b.const(np.full(shape, fill[0], fill.dtype), m.root.outputs[0].name)
+
+
+def _range(b, m):
+    start, limit, delta = (const_input(m, n, n).reshape(()) for n in ("start", "limit", "delta"))
+    data = np.arange(start, limit, delta, dtype=np.asarray(start).dtype)
+    if data.size == 0:
+        raise Refuse("an empty range (opset1 has no empty tensors)")
+    return b.const(data, m.root.outputs[0].name)
+
+
+def _gather_elements(b, m):
+    """Gather from the flattened data at flat offsets: the indices along ``axis``, the element's own elsewhere."""
+    shape = static_shape(m["x"])
+    index_shape = static_shape(m["indices"])
+    axis = int(attr(m.root, "axis", 0)) % len(shape)
+    strides = np.cumprod((1,) + shape[:0:-1])[::-1].astype(np.int64)
+    flat = _non_negative_indices(b, m, shape[axis])
+    flat = ov(b, "Convert", flat, destination_type="int64")
+    flat = ov(b, "Multiply", flat, i64(b, [strides[axis]], "stride"), auto_broadcast="numpy")
+    grid = np.indices(index_shape, dtype=np.int64)
+    others = sum(grid[d] * strides[d] for d in range(len(shape)) if d != axis)
+    flat = ov(b, "Add", flat, b.const(np.asarray(others, np.int64), "offsets"), auto_broadcast="numpy")
+    data = ov(b, "Reshape", m["x"], i64(b, [-1], "flat"), special_zero=False)
+    return ov(b, "Gather", data, flat, i64(b, [0], "axis"))
+
+
+RULES = [
+    Rule("Expand-to-Broadcast", pattern("Expand", ["x", "shape"]), _expand),
+    Rule("Slice1-to-StridedSlice", pattern("Slice", ["x"]), _slice),
+    Rule("Slice-to-StridedSlice", pattern("Slice", ["x", "starts", "ends"]), _slice),
+    Rule("Slice-axes-to-StridedSlice", pattern("Slice", ["x", "starts", "ends", "axes"]), _slice),
+    Rule("Slice-steps-to-StridedSlice", pattern("Slice", ["x", "starts", "ends", "axes", "steps"]), _slice),
+    Rule("Gather-to-Gather", pattern("Gather", ["x", "indices"]), _gather),
+    Rule("GatherElements-to-Gather", pattern("GatherElements", ["x", "indices"]), _gather_elements),
+    Rule("ConstantOfShape-folded", pattern("ConstantOfShape", ["shape"]), _constant_of_shape),
+    Rule("Range-folded", pattern("Range", ["start", "limit", "delta"]), _range),
+    Rule("Split-to-VariadicSplit", _split_pattern(["x"]), _split),
+    Rule("Split-sizes-to-VariadicSplit", _split_pattern(["x", "split"]), _split),
+    *rules_for_arities("Pad-to-Pad", "Pad", _pad, range(1, 5)),
+    Rule("Pad-axes-to-Pad", lambda op, x, pads, axes: op.Pad(x, pads, None, axes), _pad),
+    Rule("Tile-to-Tile", pattern("Tile", ["x", "repeats"]), _tile),
+    Rule("Shape-folded", pattern("Shape", ["x"]), _shape),
+    Rule("Size-folded", pattern("Size", ["x"]), _size),
+    Rule("DepthToSpace-to-DepthToSpace", pattern("DepthToSpace", ["x"]), _depth_to_space),
+    Rule("SpaceToDepth-to-SpaceToDepth", pattern("SpaceToDepth", ["x"]), _space_to_depth),
+    Rule("Trilu-to-Select", pattern("Trilu", ["x"]), _trilu),
+    Rule("Trilu-k-to-Select", pattern("Trilu", ["x", "k"]), _trilu),
+]

@@ -1,0 +1,614 @@
+"""Move every ai.onnx node of a model, one schema version at a time, to a target opset.
+
+Each node walks the versions its operator's schemas define between the
+model's opset and the target.  At each step the adapter registered for
+(op, version, direction) runs (``registry.py``); without one, the generic
+adapter below checks, from the two schemas, that the node uses nothing the
+other version lacks, drops attributes the other version does not know when
+they hold their default, and (downgrading) inserts Casts around a node whose
+element type the older version does not accept yet.  Nodes an adapter builds
+continue from the version they were built at, so a decomposition into older
+ops is itself downgraded further.
+
+Refusals are collected for every node; when there is any, nothing is returned
+and one :class:`~opconv.errors.ConversionError` names them all with the opset
+range that each node would need.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Sequence
+
+import numpy as np
+
+from ...errors import ConversionError, OpconvError
+from ...ir import Attr, Graph, Model, Node, Value, infer_attr
+from ...schemas import OpSchema, dialect_schemas
+from ...types import TensorType, element_type, from_numpy, type_signature
+from ..rewrite import Refuse, constant_value
+from .registry import DOWNGRADES, SEMANTIC_CHANGES, UPGRADE_NEEDS_TYPES, UPGRADES
+
+_ONNX_DOMAINS = ("", "ai.onnx")
+#: attributes that older versions carried for memory optimisation or training; meaningless on upgrade
+_OBSOLETE_ATTRS = frozenset({"consumed_inputs", "is_test"})
+#: ops whose operands are never cast to a wider type (the cast would itself change meaning)
+_NO_CAST = frozenset({"Cast", "CastLike", "BitShift", "QuantizeLinear", "DequantizeLinear", "Constant",
+                      "ConstantOfShape", "EyeLike", "RandomNormalLike", "RandomUniformLike", "Bernoulli",
+                      "Multinomial", "Shape", "Size", "Identity", "If", "Loop", "Scan"})
+#: exact replacement element types, nearest first, for a downgrade to a version that lacks a type
+_WIDER = {
+    "bool": (),
+    "int8": ("int32", "int16", "int64"), "int16": ("int32", "int64"), "int32": ("int64",),
+    "uint8": ("int32", "uint16", "uint32", "int64"), "uint16": ("int32", "uint32", "int64"),
+    "uint32": ("int64", "uint64"),
+    "float16": ("float32", "float64"), "bfloat16": ("float32", "float64"), "float32": ("float64",),
+}
+
+
+@lru_cache(maxsize=None)
+def _upgrade_steps(op: str) -> tuple[int, ...]:
+    """The versions an upgrade of ``op`` stops at: its schemas' and any registered in between."""
+    registered = {v for (name, v) in UPGRADES if name == op}
+    return tuple(sorted({s.version for s in schemas(op)} | registered))
+
+
+@lru_cache(maxsize=None)
+def schemas(op: str) -> tuple[OpSchema, ...]:
+    return tuple(dialect_schemas("onnx").versions(op, ""))
+
+
+@dataclass
+class Problem:
+    """A node that cannot reach the target: where, what, and the opsets it would need."""
+
+    label: str
+    op: str
+    reason: str
+    needs: str
+
+    def __str__(self) -> str:
+        return f"{self.label}: {self.reason} ({self.op} as used here needs opset {self.needs})"
+
+
+class Context:
+    """What an adapter sees: the node's graph, helpers to build and read values, and type knowledge."""
+
+    def __init__(self, converter: "VersionConverter", graph: Graph, node: Node, version: int):
+        self.converter = converter
+        self.graph = graph
+        self.node = node
+        self.version = version  # the opset new nodes are built at
+        self.created: list[Node] = []
+        self.replaced = False
+
+    # -- reading ------------------------------------------------------------
+    def static(self, value: Value | None, what: str) -> np.ndarray:
+        """The constant data of ``value``; refuses when it is computed at run time."""
+        data = constant_value(value)
+        if data is None:
+            raise Refuse(f"{what} ({value.name!r}) is computed at run time; an attribute needs a constant")
+        return data
+
+    def dtype(self, value: Value | None) -> str | None:
+        return getattr(self.converter.type_of(value), "dtype", None)
+
+    def shape(self, value: Value | None) -> tuple | None:
+        shape = getattr(self.converter.type_of(value), "shape", None)
+        return None if shape is None else tuple(shape)
+
+    def rank(self, value: Value | None, what: str = "input") -> int:
+        shape = self.shape(value)
+        if shape is None:
+            raise Refuse(f"the rank of {what} {getattr(value, 'name', '?')!r} is unknown")
+        return len(shape)
+
+    # -- building -----------------------------------------------------------
+    def op(self, op: str, *inputs: Value | None, _outputs: int = 1, _version: int | None = None,
+           **attrs) -> Value | list[Value]:
+        """A new node before the adapted one, at this step's opset (or ``_version``)."""
+        typed = {k: v if isinstance(v, Attr) else infer_attr(k, v) for k, v in attrs.items()}
+        hint = f"{self.node.name}/{op}" if self.node.name else op
+        # Appended, not inserted before the node (a list insert per node is quadratic on big graphs):
+        # the driver sorts each graph it changed once, at the end.
+        out = self.graph.op(op, *inputs, version=self.version if _version is None else _version,
+                            outputs=_outputs, name=hint, attrs=typed)
+        self.converter.changed.add(self.graph)
+        first = out if isinstance(out, Value) else out[0]
+        self.created.append(first.producer)
+        return out
+
+    def const(self, array, name: str = "const") -> Value:
+        array = np.asarray(array)
+        if id(self.graph) in self.converter.function_graphs:  # a function body has no initializers
+            out = self.op("Constant", value=array)
+            out.type = TensorType(element_type_of(array), array.shape)
+            return out
+        return self.graph.const(array, f"{self.node.name or self.node.op}_{name}")
+
+    def cast(self, value: Value, dtype: str) -> Value:
+        out = self.op("Cast", value, to=element_type(dtype).onnx)
+        shape = self.shape(value)
+        out.type = TensorType(dtype, shape) if shape is not None or value.type is not None else None
+        return out
+
+    # -- editing the node ---------------------------------------------------
+    @staticmethod
+    def pop_attr(node: Node, name: str, default: Any = None) -> Any:
+        a = node.attrs.pop(name, None)
+        return default if a is None else a.value
+
+    @staticmethod
+    def set_attr(node: Node, name: str, value: Any) -> None:
+        node.attrs[name] = infer_attr(name, value)
+
+    @staticmethod
+    def set_inputs(node: Node, values: Sequence[Value | None]) -> None:
+        """Replace the node's input list (trailing omitted inputs are dropped)."""
+        values = list(values)
+        while values and values[-1] is None:
+            values.pop()
+        node.detach()
+        node.inputs = []
+        for v in values:
+            node.append_input(v)
+
+    def replace(self, node: Node, values: Sequence[Value | None]) -> None:
+        """Let ``values`` take the place of ``node``'s outputs, then remove ``node``.
+
+        A value built in this step takes over the old output's name (graph outputs and
+        value_info keep their names); any other value is forwarded through Identity
+        when the old output was a graph output.
+        """
+        graph = self.graph
+        created = {id(n) for n in self.created}
+        outputs = node.outputs
+        node.outputs = []
+        for old, new in zip(outputs, values):
+            if old is None:
+                continue
+            if new is None:
+                if old.uses or old in graph.outputs:
+                    raise Refuse(f"output {old.name!r} has no equivalent")
+                continue
+            if new.producer is not None and id(new.producer) in created and new not in graph.outputs:
+                producer, index = new.producer, new.index
+                new.replace_all_uses_with(old)
+                producer.outputs[index] = old
+                old.producer, old.index = producer, index
+                if old.type is None:
+                    old.type = new.type
+            elif any(old is o for o in graph.outputs):
+                forwarded = self.op("Identity", new)
+                self.replace_output(forwarded, old)
+            else:
+                old.replace_all_uses_with(new)
+        for v in outputs[len(values):]:
+            if v is not None and (v.uses or v in graph.outputs):
+                raise Refuse(f"output {v.name!r} has no equivalent")
+        node.detach()
+        node.graph = None  # dropped from graph.nodes with the final sort
+        self.converter.changed.add(graph)
+        self.replaced = True
+
+    @staticmethod
+    def replace_output(new: Value, old: Value) -> None:
+        producer, index = new.producer, new.index
+        new.replace_all_uses_with(old)
+        producer.outputs[index] = old
+        old.producer, old.index = producer, index
+
+
+class VersionConverter:
+    """One conversion: the target, direction, and the problems found so far."""
+
+    def __init__(self, model: Model, target: int, source_proto=None):
+        self.model = model
+        self.source_proto = source_proto  # the model as a ModelProto, when the caller has one (for inference)
+        self.source = model.opsets.get("", model.opsets.get("ai.onnx", 1))
+        self.target = target
+        self.up = target >= self.source
+        self.problems: list[Problem] = []
+        self.function_graphs = {id(f.graph) for f in model.functions}
+        self.changed: set[Graph] = set()  # graphs whose node list needs the final clean-up and sort
+        self.inferred: dict = {}  # value name -> inferred onnx.TypeProto
+        self._reader = None
+
+    def type_of(self, value: Value | None):
+        """The value's type, completed from shape inference when the model did not record it."""
+        if value is None:
+            return None
+        t = value.type
+        if (t is None or (isinstance(t, TensorType) and t.shape is None)) and value.name in self.inferred:
+            if self._reader is None:
+                from ...dialects.onnx.io import _Reader
+                self._reader = _Reader(None, None)
+            value.type = self._reader.value_type(self.inferred.pop(value.name)) or t
+        return value.type
+
+    # -- driving --------------------------------------------------------------
+    def run(self) -> None:
+        if self.source != self.target:
+            if not self.up or any(n.op in UPGRADE_NEEDS_TYPES for n in self.model.graph.walk()):
+                self.inferred = infer_types(self.model, self.source_proto)
+            self.graph(self.model.graph, "")
+            for f in self._functions():
+                self.graph(f.graph, f"function {f.name!r}: ")
+        for graph in self.changed:
+            graph.nodes = [n for n in graph.nodes if n.graph is graph]
+            graph.topological_sort()
+        if self.problems:
+            where = self.model.path
+            raise ConversionError(
+                f"{len(self.problems)} node(s) cannot be converted from opset {self.source} to "
+                f"{self.target}: " + " | ".join(str(p) for p in self.problems), self.problems, where=where)
+        self.finish()
+
+    def graph(self, graph: Graph, where: str) -> None:
+        for node in list(graph.nodes):
+            if node.graph is not graph:
+                continue
+            for name, sub in _subgraphs(node):
+                self.graph(sub, f"{where}{node.label} / {name}: ")
+            if node.domain in _ONNX_DOMAINS:
+                self.node(graph, node, where)
+
+    def node(self, graph: Graph, node: Node, where: str) -> None:
+        pending = [node]
+        while pending:
+            n = pending.pop()
+            try:
+                pending.extend(self.advance(graph, n))
+            except Refuse as e:
+                self.problems.append(Problem(where + n.label, n.op, str(e), self.valid_range(n)))
+            except OpconvError as e:
+                self.problems.append(Problem(where + n.label, n.op, e.message, self.valid_range(n)))
+
+    def valid_range(self, node: Node) -> str:
+        """The opsets the node, as it stands when refused, is valid in, on the side of the move."""
+        versions = [s.version for s in schemas(node.op)]
+        if not versions:
+            return "(unknown operator)"
+        now = node.version or self.source
+        lower = [v for v in versions if v <= now]
+        if node.version is not None and node.version < self.target:  # refused on the way up
+            higher = [v for v in _upgrade_steps(node.op) if v > now]
+            return f"<= {higher[0] - 1}" if higher else f">= {lower[-1] if lower else versions[0]}"
+        return f">= {lower[-1] if lower else versions[0]}"
+
+    def advance(self, graph: Graph, node: Node) -> list[Node]:
+        """Step ``node`` toward the target; returns nodes built by a replacing adapter (still to step)."""
+        versions = schemas(node.op)
+        if not versions:
+            raise Refuse(f"{node.op} is not an ai.onnx operator")
+        while True:
+            current = node.version if node.version is not None else self.source
+            in_force = [s for s in versions if s.version <= current]
+            if not in_force:
+                raise Refuse(f"{node.op} does not exist before opset {versions[0].version}")
+            have = in_force[-1]
+            # Nodes an adapter built at an older opset than the target (e.g. a decomposition that needs
+            # attribute forms) go up from there, whatever the model's direction.
+            if current < self.target:
+                step_version = next((v for v in _upgrade_steps(node.op) if current < v <= self.target), None)
+                if step_version is None:
+                    node.version = self.target
+                    return []
+                new = [s for s in versions if s.version <= step_version][-1]
+                ctx = Context(self, graph, node, step_version)
+                adapter = UPGRADES.get((node.op, step_version))
+                if adapter is not None:
+                    adapter(ctx, node)
+                if not ctx.replaced:
+                    self.generic(ctx, node, have, new, up=True, adapted=adapter is not None)
+            else:
+                if have.version <= self.target:
+                    node.version = self.target
+                    return []
+                older = [s for s in versions if s.version < have.version]
+                step_version = have.version - 1
+                ctx = Context(self, graph, node, step_version)
+                adapter = DOWNGRADES.get((node.op, have.version))
+                if adapter is not None:
+                    adapter(ctx, node)
+                if not ctx.replaced and not older:
+                    raise Refuse(f"{node.op} exists from opset {have.version} and no decomposition "
+                                 f"into older operators is defined")
+                if not ctx.replaced:
+                    self.generic(ctx, node, have, older[-1], up=False, adapted=adapter is not None)
+            if ctx.replaced:
+                return ctx.created
+            node.version = step_version
+            # Casts and helper nodes built around a node that stays continue on their own.
+            for made in ctx.created:
+                if made.graph is graph:
+                    self.node(graph, made, "")
+
+    # -- the generic adapter ----------------------------------------------------
+    def generic(self, ctx: Context, node: Node, have: OpSchema, new: OpSchema, *, up: bool,
+                adapted: bool) -> None:
+        """A step whose signature is unchanged, or whose changed parts the node does not use.
+
+        After a hand-written adapter (``adapted``) the same checks prove its result legal in ``new``.
+        """
+        if have is new:
+            return  # a registered step where the schema did not change (e.g. a function body's opset)
+        changed = SEMANTIC_CHANGES.get((node.op, max(have.version, new.version)))
+        if changed and not adapted:
+            raise Refuse(f"{node.op}-{max(have.version, new.version)} changed meaning ({changed}) "
+                         f"and no adapter handles this node")
+        plan = step_plan(node.op, have.version, new.version)
+        self.attributes(node, plan, up)
+        self.arity(node, have, new)
+        if not up and have.version == 11:
+            normalize_negative_axes(ctx, node)
+        if not plan.types_cover:
+            fix_types(ctx, node, new, may_cast=not up)
+
+    def attributes(self, node: Node, plan: "StepPlan", up: bool) -> None:
+        new, have = plan.new, plan.have
+        new_attrs = plan.new_attrs
+        for name, attr in list(node.attrs.items()):
+            spec = new_attrs.get(name)
+            if spec is None:
+                old = have.attribute(name)
+                if up and name in _OBSOLETE_ATTRS:
+                    del node.attrs[name]
+                elif old is not None and old.default is not None and attr.ref is None \
+                        and _same_value(attr.value, old.default):
+                    del node.attrs[name]  # set to the default of the version that knows it: no effect
+                else:
+                    raise Refuse(f"attribute {name!r} does not exist in {node.op}-{new.version}")
+            elif spec.type != attr.type:
+                raise Refuse(f"attribute {name!r} is {attr.type} in {node.op}-{have.version} "
+                             f"but {spec.type} in {node.op}-{new.version}")
+            elif spec.allowed is not None and attr.ref is None and attr.value not in spec.allowed:
+                raise Refuse(f"attribute {name}={attr.value!r} is not allowed in {node.op}-{new.version}")
+        for name, kind, default in plan.changed_defaults:
+            if name not in node.attrs:
+                node.attrs[name] = Attr(name, kind, default)
+        for name in plan.required:
+            if name not in node.attrs:
+                if name == "consumed_inputs":
+                    # required by a few opset-1 ops; zeros say no input is updated in place
+                    node.attrs[name] = Attr(name, "ints", [0] * len(_trimmed(node.inputs)))
+                else:
+                    raise Refuse(f"attribute {name!r} is required by {node.op}-{new.version}")
+
+    def arity(self, node: Node, have: OpSchema, new: OpSchema) -> None:
+        inputs = _trimmed(node.inputs)
+        if len(inputs) > new.max_inputs:
+            extra = _param_at(have.inputs, new.max_inputs)
+            raise Refuse(f"input {extra.name if extra else new.max_inputs!r} does not exist in "
+                         f"{node.op}-{new.version}")
+        for i, v in enumerate(inputs):
+            p = _param_at(new.inputs, i)
+            if v is None and p is not None and p.option == "single":
+                raise Refuse(f"input {p.name!r} is required by {node.op}-{new.version}")
+        if len(inputs) < new.min_inputs:
+            raise Refuse(f"{node.op}-{new.version} needs at least {new.min_inputs} inputs")
+        # Outputs the older version lacks may go when nothing reads them.
+        while len(node.outputs) > new.max_outputs:
+            last = node.outputs[-1]
+            if last is not None and (last.uses or last in self_graph_outputs(node)):
+                raise Refuse(f"output {last.name!r} does not exist in {node.op}-{new.version}")
+            node.outputs.pop()
+
+    # -- finishing ---------------------------------------------------------------
+    def finish(self) -> None:
+        m = self.model
+        key = "ai.onnx" if "ai.onnx" in m.opsets and "" not in m.opsets else ""
+        m.opsets[key] = self.target
+        needed = min_ir_version(self.target)
+        if needed and int(m.meta.get("ir_version") or 0) < needed:
+            m.meta["ir_version"] = needed
+        for n in m.graph.walk():
+            if n.domain in _ONNX_DOMAINS:
+                n.version = self.target
+        for f in self._functions():
+            f.opsets["ai.onnx" if "ai.onnx" in f.opsets and "" not in f.opsets else ""] = self.target
+            for n in f.graph.walk():
+                if n.domain in _ONNX_DOMAINS:
+                    n.version = self.target
+
+    def _functions(self) -> list:
+        """Model-local functions written against the model's own ai.onnx opset move with it."""
+        return [f for f in self.model.functions
+                if f.opsets.get("", f.opsets.get("ai.onnx")) == self.source]
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """What the generic adapter needs to know of one step, computed once per (op, from, to)."""
+
+    have: OpSchema
+    new: OpSchema
+    new_attrs: dict
+    changed_defaults: tuple  # (name, type, default): a default that differs in ``new``, numeric ones
+    required: tuple  # attributes ``new`` requires
+    types_cover: bool  # every operand type ``have`` accepts, ``new`` accepts too
+
+
+@lru_cache(maxsize=None)
+def step_plan(op: str, have_version: int, new_version: int) -> StepPlan:
+    by_version = {s.version: s for s in schemas(op)}
+    have, new = by_version[have_version], by_version[new_version]
+    new_attrs = {a.name: a for a in new.attributes}
+    changed = tuple(
+        (old.name, old.type, old.default) for old in have.attributes
+        if old.name in new_attrs and old.default is not None and old.type in ("int", "float", "ints", "floats")
+        and not _same_value(old.default, new_attrs[old.name].default))
+    required = tuple(a.name for a in new.attributes if a.required)
+    cover = True
+    for params_have, params_new in ((have.inputs, new.inputs), (have.outputs, new.outputs)):
+        for i in range(max(len(params_have), len(params_new))):
+            ph, pn = _param_at(params_have, i), _param_at(params_new, i)
+            if ph is None or pn is None:
+                continue
+            a, b = have.allowed_types(ph), new.allowed_types(pn)
+            if a is None or b is None or not set(a) <= set(b):
+                cover = False
+    return StepPlan(have, new, new_attrs, changed, required, cover)
+
+
+def element_type_of(array: np.ndarray) -> str:
+    return from_numpy(array.dtype).name
+
+
+def self_graph_outputs(node: Node) -> list[Value]:
+    return node.graph.outputs if node.graph is not None else []
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        try:
+            return abs(float(a) - float(b)) <= 1e-6 * max(1.0, abs(float(b)))
+        except (TypeError, ValueError):
+            return False
+    if isinstance(a, bytes):
+        a = a.decode("utf-8", "replace")
+    return a == b
+
+
+def _trimmed(values: list) -> list:
+    end = len(values)
+    while end and values[end - 1] is None:
+        end -= 1
+    return values[:end]
+
+
+def _param_at(params, i: int):
+    if i < len(params):
+        return params[i]
+    if params and params[-1].option == "variadic":
+        return params[-1]
+    return None
+
+
+def _subgraphs(node: Node):
+    for name, a in node.attrs.items():
+        items = a.value if isinstance(a.value, list) else [a.value]
+        for g in items:
+            if isinstance(g, Graph):
+                yield name, g
+
+
+def normalize_negative_axes(ctx: Context, node: Node) -> None:
+    """Before opset 11, ``axis``/``axes`` attributes had to be non-negative: count from the input's rank."""
+    for name in ("axis", "axes"):
+        a = node.attrs.get(name)
+        if a is None or a.ref is not None:
+            continue
+        values = a.value if isinstance(a.value, list) else [a.value]
+        if all(v >= 0 for v in values):
+            continue
+        rank = ctx.rank(node.inputs[0], "input")
+        fixed = [v + rank if v < 0 else v for v in values]
+        node.attrs[name] = Attr(name, a.type, fixed if isinstance(a.value, list) else fixed[0])
+
+
+def fix_types(ctx: Context, node: Node, schema: OpSchema, *, may_cast: bool) -> None:
+    """Make the node's operand types legal in ``schema``: wider-type Casts on downgrade, else refuse."""
+    bad: dict[str, str] = {}  # constraint -> offending type signature
+    for params, values in ((schema.inputs, node.inputs), (schema.outputs, node.outputs)):
+        for i, v in enumerate(values):
+            p = _param_at(params, i)
+            if v is None or p is None:
+                continue
+            allowed = schema.allowed_types(p)
+            sig = type_signature(ctx.converter.type_of(v))
+            if allowed is None or sig is None or sig in allowed:
+                continue
+            bad.setdefault(p.type, sig)
+    if not bad:
+        return
+    label = ", ".join(f"{sig}" for sig in bad.values())
+    if not may_cast or node.op in _NO_CAST:
+        raise Refuse(f"{node.op}-{schema.version} does not accept {label}")
+    for constraint, sig in bad.items():
+        allowed = schema.type_constraints.get(constraint)
+        dtype = node_dtype(ctx, node, schema, constraint)
+        wider = next((w for w in _WIDER.get(dtype or "", ()) if f"tensor({w})" in (allowed or ())), None)
+        uses_input = any(_param_at(schema.inputs, i) is not None and _param_at(schema.inputs, i).type == constraint
+                         for i, v in enumerate(node.inputs) if v is not None)
+        if allowed is None or wider is None or not uses_input:
+            raise Refuse(f"{node.op}-{schema.version} does not accept {sig}")
+        for i, v in enumerate(list(node.inputs)):
+            p = _param_at(schema.inputs, i)
+            if v is not None and p is not None and p.type == constraint:
+                node.set_input(i, ctx.cast(v, wider))
+        for i, v in enumerate(list(node.outputs)):
+            p = _param_at(schema.outputs, i)
+            if v is None or p is None or p.type != constraint:
+                continue
+            inner = Value(ctx.graph.unique_name(f"{v.name}_{wider}"),
+                          TensorType(wider, v.shape) if v.type is not None else None)
+            node.outputs[i] = inner
+            inner.producer, inner.index = node, i
+            v.producer = None
+            back = ctx.op("Cast", inner, to=element_type(dtype).onnx)
+            ctx.replace_output(back, v)
+
+
+def node_dtype(ctx: Context, node: Node, schema: OpSchema, constraint: str) -> str | None:
+    for params, values in ((schema.inputs, node.inputs), (schema.outputs, node.outputs)):
+        for i, v in enumerate(values):
+            p = _param_at(params, i)
+            dtype = ctx.dtype(v)
+            if p is not None and p.type == constraint and dtype is not None:
+                return dtype
+    return None
+
+
+def infer_types(model: Model, proto=None) -> dict:
+    """ONNX shape inference, run once on the model as given: {value name: TypeProto}.
+
+    Types are converted when an adapter asks for one (:meth:`VersionConverter.type_of`), not
+    for every value of a big graph.
+    """
+    import onnx
+
+    from ...dialects.onnx.io import to_proto
+
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto if proto is not None else to_proto(model),
+                                                     data_prop=True)
+    except Exception:  # noqa: BLE001 - inference is best effort; adapters refuse without types
+        return {}
+    found: dict = {}
+    _collect_types(inferred.graph, found)
+    return found
+
+
+def _collect_types(graph, found: dict) -> None:
+    for vi in list(graph.value_info) + list(graph.input) + list(graph.output):
+        found.setdefault(vi.name, vi.type)
+    for n in graph.node:
+        for a in n.attribute:
+            if a.HasField("g"):
+                _collect_types(a.g, found)
+            for g in a.graphs:
+                _collect_types(g, found)
+
+
+def min_ir_version(opset: int) -> int | None:
+    """The lowest IR version that knows ai.onnx ``opset`` (from onnx's own version table)."""
+    try:
+        from onnx.helper import VERSION_TABLE
+    except ImportError:
+        return None
+    found = [row[1] for row in VERSION_TABLE if row[2] >= opset]
+    return min(found) if found else None
+
+
+def convert_version(model: Model, opset: int, *, source_proto=None) -> Model:
+    """Convert ``model`` (modified in place: pass a copy) to ai.onnx ``opset``."""
+    if model.dialect != "onnx":
+        raise ConversionError(f"version conversion needs an ONNX model, not {model.dialect}", where=model.path)
+    newest = max(s.version for s in dialect_schemas("onnx") if s.domain == "")
+    if not 1 <= opset <= newest:
+        raise ConversionError(f"opset {opset} is outside 1..{newest}, the ai.onnx opsets this onnx defines",
+                              where=model.path)
+    VersionConverter(model, opset, source_proto).run()
+    return model

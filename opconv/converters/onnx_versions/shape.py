@@ -1,0 +1,435 @@
+"""Adapters of shape and data-movement operators, most of them attribute <-> input moves.
+
+An upgrade turns the attribute into a constant input; a downgrade needs that
+input to be a constant (an initializer or a Constant node) and refuses otherwise,
+since an attribute cannot hold a value computed at run time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from ...ir import Attr
+from ..rewrite import Refuse
+from .registry import downgrade, needs_types, upgrade
+
+needs_types(("Pad", "Tile", "Upsample"))
+
+
+def ints_to_input(ctx, node, name: str, *, required: bool = False):
+    """Pop attribute ``name`` and return it as an int64 constant (None when absent)."""
+    value = ctx.pop_attr(node, name)
+    if value is None:
+        if required:
+            raise Refuse(f"attribute {name!r} is missing")
+        return None
+    return ctx.const(np.array(value, dtype=np.int64), name)
+
+
+def input_to_ints(ctx, node, index: int, name: str) -> None:
+    """Make input ``index`` attribute ``name`` (a list of ints); refuses a run-time value."""
+    v = node.inputs[index] if len(node.inputs) > index else None
+    if v is not None:
+        data = ctx.static(v, f"input {name!r}")
+        node.attrs[name] = Attr(name, "ints", [int(x) for x in np.asarray(data).reshape(-1)])
+
+
+def keep_inputs(ctx, node, count: int) -> None:
+    ctx.set_inputs(node, node.inputs[:count])
+
+
+# -- Reshape ------------------------------------------------------------------
+
+@upgrade("Reshape", 5)
+def reshape_shape_to_input(ctx, node):
+    ctx.set_inputs(node, [node.inputs[0], ints_to_input(ctx, node, "shape", required=True)])
+
+
+@downgrade("Reshape", 5)
+def reshape_shape_to_attribute(ctx, node):
+    input_to_ints(ctx, node, 1, "shape")
+    keep_inputs(ctx, node, 1)
+
+
+# -- Slice ----------------------------------------------------------------------
+
+@upgrade("Slice", 10)
+def slice_attributes_to_inputs(ctx, node):
+    starts = ints_to_input(ctx, node, "starts", required=True)
+    ends = ints_to_input(ctx, node, "ends", required=True)
+    axes = ints_to_input(ctx, node, "axes")
+    ctx.set_inputs(node, [node.inputs[0], starts, ends, axes])
+
+
+@downgrade("Slice", 10)
+def slice_inputs_to_attributes(ctx, node):
+    if len(node.inputs) > 4 and node.inputs[4] is not None:
+        steps = ctx.static(node.inputs[4], "input 'steps'")
+        if np.any(np.asarray(steps) != 1):
+            raise Refuse(f"steps {np.asarray(steps).tolist()} need Slice-10 or later")
+    for i, name in ((1, "starts"), (2, "ends"), (3, "axes")):
+        input_to_ints(ctx, node, i, name)
+    keep_inputs(ctx, node, 1)
+
+
+@downgrade("Slice", 11)
+def slice_positive_axes(ctx, node):
+    axes = node.inputs[3] if len(node.inputs) > 3 else None
+    if axes is not None:
+        data = np.asarray(ctx.static(axes, "input 'axes'"))
+        if np.any(data < 0):
+            rank = ctx.rank(node.inputs[0], "input")
+            node.set_input(3, ctx.const(np.where(data < 0, data + rank, data).astype(data.dtype), "axes"))
+
+
+# -- Pad -------------------------------------------------------------------------
+
+@upgrade("Pad", 2)
+def pad_paddings_renamed(ctx, node):
+    pads = ctx.pop_attr(node, "paddings")
+    if pads is not None:
+        ctx.set_attr(node, "pads", list(pads))
+
+
+@downgrade("Pad", 2)
+def pad_pads_renamed(ctx, node):
+    pads = ctx.pop_attr(node, "pads")
+    if pads is not None:
+        ctx.set_attr(node, "paddings", list(pads))
+
+
+@upgrade("Pad", 11)
+def pad_attributes_to_inputs(ctx, node):
+    pads = ints_to_input(ctx, node, "pads", required=True)
+    value = ctx.pop_attr(node, "value", 0.0)
+    mode = node.attr("mode", "constant")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    fill = None
+    if mode == "constant" and value != 0.0:
+        dtype = ctx.dtype(node.inputs[0])
+        if dtype is None:
+            raise Refuse("the element type of the data is unknown; constant_value must have it")
+        from ...types import element_type
+        fill = ctx.const(np.array(value, dtype=element_type(dtype).numpy), "constant_value")
+    ctx.set_inputs(node, [node.inputs[0], pads, fill])
+
+
+@downgrade("Pad", 11)
+def pad_inputs_to_attributes(ctx, node):
+    pads = ctx.static(node.inputs[1], "input 'pads'")
+    node.attrs["pads"] = Attr("pads", "ints", [int(x) for x in np.asarray(pads).reshape(-1)])
+    fill = node.inputs[2] if len(node.inputs) > 2 else None
+    if fill is not None:
+        data = np.asarray(ctx.static(fill, "input 'constant_value'"))
+        if data.size:
+            node.attrs["value"] = Attr("value", "float", float(data.reshape(-1)[0]))
+    keep_inputs(ctx, node, 1)
+
+
+@downgrade("Pad", 18)
+def pad_without_axes(ctx, node):
+    axes = node.inputs[3] if len(node.inputs) > 3 else None
+    if axes is None:
+        return
+    data = np.asarray(ctx.static(axes, "input 'axes'")).reshape(-1)
+    rank = ctx.rank(node.inputs[0], "input")
+    pads = np.asarray(ctx.static(node.inputs[1], "input 'pads'")).reshape(-1)
+    full = np.zeros(2 * rank, dtype=np.int64)
+    for k, axis in enumerate(data):
+        axis = int(axis) + rank if axis < 0 else int(axis)
+        full[axis] = pads[k]
+        full[axis + rank] = pads[k + len(data)]
+    node.set_input(1, ctx.const(full, "pads"))
+    keep_inputs(ctx, node, 3)
+
+
+@downgrade("Pad", 19)
+def pad_without_wrap(ctx, node):
+    mode = node.attr("mode", "constant")
+    if (mode.decode() if isinstance(mode, bytes) else mode) == "wrap":
+        raise Refuse("mode 'wrap' needs Pad-19 or later")
+
+
+# -- Split -------------------------------------------------------------------------
+
+@upgrade("Split", 2)
+def split_input_to_attribute(ctx, node):
+    input_to_ints(ctx, node, 1, "split")
+    keep_inputs(ctx, node, 1)
+
+
+@upgrade("Split", 13)
+def split_sizes_to_input(ctx, node):
+    ctx.set_inputs(node, [node.inputs[0], ints_to_input(ctx, node, "split")])
+
+
+@downgrade("Split", 13)
+def split_sizes_to_attribute(ctx, node):
+    input_to_ints(ctx, node, 1, "split")
+    keep_inputs(ctx, node, 1)
+
+
+@downgrade("Split", 18)
+def split_without_num_outputs(ctx, node):
+    count = ctx.pop_attr(node, "num_outputs")
+    if count is None or len(node.inputs) > 1 and node.inputs[1] is not None:
+        return
+    shape = ctx.shape(node.inputs[0])
+    axis = int(node.attr("axis", 0))
+    dim = None if shape is None else shape[axis]
+    if isinstance(dim, int) and dim % count == 0:
+        return  # equal parts: Split-13 without `split` does the same
+    if not isinstance(dim, int):
+        raise Refuse("num_outputs with an unknown split dimension needs Split-18")
+    size = -(-dim // count)
+    sizes = [size] * (dim // size) + ([dim % size] if dim % size else [])
+    if len(sizes) != len(node.outputs):
+        raise Refuse(f"num_outputs={count} on a dimension of {dim} needs Split-18")
+    ctx.set_inputs(node, [node.inputs[0], ctx.const(np.array(sizes, np.int64), "split")])
+
+
+# -- Squeeze / Unsqueeze -------------------------------------------------------------
+
+@upgrade(("Squeeze", "Unsqueeze"), 13)
+def axes_to_input(ctx, node):
+    ctx.set_inputs(node, [node.inputs[0], ints_to_input(ctx, node, "axes")])
+
+
+@downgrade(("Squeeze", "Unsqueeze"), 13)
+def axes_to_attribute(ctx, node):
+    input_to_ints(ctx, node, 1, "axes")
+    keep_inputs(ctx, node, 1)
+
+
+@downgrade("Unsqueeze", 11)
+def unsqueeze_positive_axes(ctx, node):
+    axes = list(node.attr("axes", []))
+    if any(a < 0 for a in axes):
+        rank = ctx.rank(node.inputs[0], "input") + len(axes)
+        ctx.set_attr(node, "axes", [a + rank if a < 0 else a for a in axes])
+
+
+@downgrade("OneHot", 11)
+def onehot_positive_axis(ctx, node):
+    """Before 11, OneHot took neither a negative axis nor negative indices (counted from the depth)."""
+    indices = np.asarray(ctx.static(node.inputs[0], "input 'indices' (negative values need OneHot-11)"))
+    if np.any(indices < 0):
+        raise Refuse("negative indices need OneHot-11 or later")
+    axis = node.attr("axis", -1)
+    if axis < 0:
+        ctx.set_attr(node, "axis", axis + ctx.rank(node.inputs[0], "indices") + 1)
+
+
+# -- TopK -------------------------------------------------------------------------------
+
+@upgrade("TopK", 10)
+def topk_k_to_input(ctx, node):
+    k = ctx.pop_attr(node, "k")
+    ctx.set_inputs(node, [node.inputs[0], ctx.const(np.array([k], np.int64), "k")])
+
+
+@downgrade("TopK", 10)
+def topk_k_to_attribute(ctx, node):
+    k = np.asarray(ctx.static(node.inputs[1], "input 'K'")).reshape(-1)
+    ctx.set_attr(node, "k", int(k[0]))
+    keep_inputs(ctx, node, 1)
+
+
+# -- Tile -------------------------------------------------------------------------------
+
+@upgrade("Tile", 6)
+def tile_repeats(ctx, node):
+    tiles = int(np.asarray(ctx.static(node.inputs[1], "input 'tiles'")).reshape(-1)[0])
+    axis = int(np.asarray(ctx.static(node.inputs[2], "input 'axis'")).reshape(-1)[0])
+    repeats = np.ones(ctx.rank(node.inputs[0], "input"), np.int64)
+    repeats[axis] = tiles
+    ctx.set_inputs(node, [node.inputs[0], ctx.const(repeats, "repeats")])
+
+
+@downgrade("Tile", 6)
+def tile_one_axis(ctx, node):
+    repeats = np.asarray(ctx.static(node.inputs[1], "input 'repeats'")).reshape(-1)
+    tiled = [i for i, r in enumerate(repeats) if r != 1]
+    if len(tiled) > 1:
+        raise Refuse(f"repeats {repeats.tolist()} tile several axes; Tile-1 tiles one")
+    axis = tiled[0] if tiled else 0
+    ctx.set_inputs(node, [node.inputs[0], ctx.const(np.array(repeats[axis], np.int64), "tiles"),
+                          ctx.const(np.array(axis, np.int64), "axis")])
+
+
+# -- Concat, Cast -------------------------------------------------------------------------
+
+@upgrade("Concat", 4)
+def concat_explicit_axis(ctx, node):
+    if "axis" not in node.attrs:
+        ctx.set_attr(node, "axis", 1)  # Concat-1's documented default
+
+
+_TYPE_NAMES = {v: k for k, v in onnx.TensorProto.DataType.items()}
+
+
+@upgrade("Cast", 6)
+def cast_type_name_to_code(ctx, node):
+    name = ctx.pop_attr(node, "to")
+    name = name.decode() if isinstance(name, bytes) else name
+    codes = dict(onnx.TensorProto.DataType.items())
+    if name.upper() not in codes:
+        raise Refuse(f"unknown type name {name!r}")
+    ctx.set_attr(node, "to", int(codes[name.upper()]))
+
+
+@downgrade("Cast", 6)
+def cast_type_code_to_name(ctx, node):
+    code = int(ctx.pop_attr(node, "to"))
+    node.attrs["to"] = Attr("to", "string", _TYPE_NAMES[code])
+
+
+# -- Upsample / Resize ----------------------------------------------------------------------
+
+@upgrade("Upsample", 7)
+def upsample_scales_attribute(ctx, node):
+    h, w = ctx.pop_attr(node, "height_scale"), ctx.pop_attr(node, "width_scale")
+    rank = ctx.rank(node.inputs[0], "input")
+    ctx.set_attr(node, "scales", [1.0] * (rank - 2) + [float(h), float(w)])
+
+
+@upgrade("Upsample", 9)
+def upsample_scales_to_input(ctx, node):
+    scales = ctx.pop_attr(node, "scales")
+    ctx.set_inputs(node, [node.inputs[0], ctx.const(np.array(scales, np.float32), "scales")])
+
+
+@downgrade("Upsample", 9)
+def upsample_scales_to_attribute(ctx, node):
+    scales = np.asarray(ctx.static(node.inputs[1], "input 'scales'")).reshape(-1)
+    node.attrs["scales"] = Attr("scales", "floats", [float(s) for s in scales])
+    keep_inputs(ctx, node, 1)
+
+
+@upgrade("Upsample", 10)
+def upsample_to_resize(ctx, node):
+    """Upsample is deprecated from opset 10; Resize-10 has its exact meaning."""
+    mode = node.attr("mode", "nearest")
+    y = ctx.op("Resize", node.inputs[0], node.inputs[1], mode=mode)
+    ctx.replace(node, [y])
+
+
+@downgrade("Resize", 10)
+def resize_to_upsample(ctx, node):
+    mode = node.attr("mode", "nearest")
+    ctx.replace(node, [ctx.op("Upsample", node.inputs[0], node.inputs[1], mode=mode)])
+
+
+@upgrade("Resize", 11)
+def resize_explicit_modes(ctx, node):
+    """Resize-10 samples like Upsample: asymmetric coordinates, nearest rounds down."""
+    ctx.set_attr(node, "coordinate_transformation_mode", "asymmetric")
+    mode = node.attr("mode", "nearest")
+    if (mode.decode() if isinstance(mode, bytes) else mode) == "nearest":
+        ctx.set_attr(node, "nearest_mode", "floor")
+    ctx.set_inputs(node, [node.inputs[0], ctx.const(np.zeros(0, np.float32), "roi"), node.inputs[1]])
+
+
+@downgrade("Resize", 11)
+def resize_asymmetric_only(ctx, node):
+    def text(name, default):
+        v = ctx.pop_attr(node, name, default)
+        return v.decode() if isinstance(v, bytes) else v
+
+    mode = text("mode", "nearest")
+    ctm = text("coordinate_transformation_mode", "half_pixel")
+    nearest = text("nearest_mode", "round_prefer_floor")
+    exclude = ctx.pop_attr(node, "exclude_outside", 0)
+    for unused_in_10 in ("cubic_coeff_a", "extrapolation_value"):  # meaningless for nearest/linear
+        ctx.pop_attr(node, unused_in_10)
+    if mode not in ("nearest", "linear") or ctm != "asymmetric" or (mode == "nearest" and nearest != "floor") \
+            or exclude:
+        raise Refuse(f"mode={mode!r}, coordinate_transformation_mode={ctm!r}, nearest_mode={nearest!r} "
+                     f"need Resize-11 or later (Resize-10 is asymmetric with floor rounding)")
+    ctx.set_attr(node, "mode", mode)
+    scales = node.inputs[2] if len(node.inputs) > 2 else None
+    sizes = node.inputs[3] if len(node.inputs) > 3 else None
+    if sizes is not None:
+        shape = ctx.shape(node.inputs[0])
+        size = np.asarray(ctx.static(sizes, "input 'sizes'")).reshape(-1)
+        if shape is None or not all(isinstance(d, int) for d in shape):
+            raise Refuse("sizes with an unknown input shape need Resize-11")
+        scales = ctx.const(size.astype(np.float32) / np.array(shape, np.float32), "scales")
+    if scales is None:
+        raise Refuse("neither scales nor sizes given")
+    ctx.set_inputs(node, [node.inputs[0], scales])
+
+
+@downgrade("Resize", 13)
+def resize_required_roi_scales(ctx, node):
+    inputs = list(node.inputs) + [None] * (4 - len(node.inputs))
+    if inputs[1] is None:
+        inputs[1] = ctx.const(np.zeros(0, np.float32), "roi")
+    if inputs[2] is None:
+        inputs[2] = ctx.const(np.zeros(0, np.float32), "scales")
+    ctx.set_inputs(node, inputs)
+
+
+@downgrade("Resize", 19)
+def resize_without_half_pixel_symmetric(ctx, node):
+    ctm = node.attr("coordinate_transformation_mode", "half_pixel")
+    if (ctm.decode() if isinstance(ctm, bytes) else ctm) == "half_pixel_symmetric":
+        raise Refuse("coordinate_transformation_mode 'half_pixel_symmetric' needs Resize-19 or later")
+
+
+@upgrade("Split", 18)
+def split_num_outputs(ctx, node):
+    if len(node.inputs) < 2 or node.inputs[1] is None:
+        ctx.set_attr(node, "num_outputs", len(node.outputs))  # equal parts must now be said
+
+
+@upgrade("Scatter", 11)
+def scatter_to_scatter_elements(ctx, node):
+    """Scatter is deprecated from opset 11; ScatterElements-11 has its meaning."""
+    y = ctx.op("ScatterElements", *node.inputs, axis=int(node.attr("axis", 0)))
+    ctx.replace(node, [y])
+
+
+@downgrade("ScatterElements", 11)
+def scatter_elements_to_scatter(ctx, node):
+    axis = int(node.attr("axis", 0))
+    if axis < 0:
+        axis += ctx.rank(node.inputs[0], "data")
+    ctx.replace(node, [ctx.op("Scatter", *node.inputs, axis=axis)])
+
+
+_FNUZ = (onnx.TensorProto.FLOAT8E4M3FNUZ, onnx.TensorProto.FLOAT8E5M2FNUZ)
+
+
+@downgrade(("Cast", "CastLike"), 24)
+def cast_fnuz_saturation(ctx, node):
+    """From 24, saturating casts send +-inf to the largest FNUZ float8 value; before, to NaN."""
+    to = node.attr("to") if node.op == "Cast" else None
+    if to is None and node.op == "CastLike" and ctx.dtype(node.inputs[1]) is not None:
+        from ...types import element_type
+        to = element_type(ctx.dtype(node.inputs[1])).onnx
+    if to in _FNUZ and int(node.attr("saturate", 1)):
+        raise Refuse("saturating casts to FNUZ float8 treat infinities differently before Cast-24")
+    if to is None and node.op == "CastLike":
+        raise Refuse("the target element type is unknown")
+
+
+@downgrade("Trilu", 14)
+def trilu_as_constant_mask(ctx, node):
+    """Keep the upper (or lower) triangle from diagonal k: Where with a constant mask of the last two dims."""
+    x = node.inputs[0]
+    shape = ctx.shape(x)
+    dtype = ctx.dtype(x)
+    if shape is None or len(shape) < 2 or not all(isinstance(d, int) for d in shape[-2:]) or dtype is None:
+        raise Refuse("the element type and the last two dimensions must be known to build the mask")
+    k = node.inputs[1] if len(node.inputs) > 1 else None
+    diagonal = 0 if k is None else int(np.asarray(ctx.static(k, "input 'k'")).reshape(()))
+    rows, cols = shape[-2:]
+    ones = np.ones((rows, cols), dtype=bool)
+    mask = np.triu(ones, diagonal) if int(node.attr("upper", 1)) else np.tril(ones, diagonal)
+    from ...types import element_type
+    zero = ctx.const(np.zeros((), element_type(dtype).numpy), "zero")
+    y = ctx.op("Where", ctx.const(mask, "mask"), x, zero)
+    y.type = x.type
+    ctx.replace(node, [y])

@@ -1,0 +1,28 @@
+"""StableHLO export of HLO models: ``export(model) -> str`` (MLIR text, generic op syntax).
+
+Each HLO op with a static StableHLO form has an emitter registered by name
+(:func:`emitter`) in one of the family modules: ``elementwise`` (arithmetic,
+activations), ``shape`` (data movement, gather/scatter), ``nn`` (dot,
+convolution, normalisation, pooling) and ``regions`` (reductions, sort, map,
+while, if).  Vendor-fused ops are decomposed into StableHLO ops, implicit
+broadcasting becomes ``stablehlo.broadcast_in_dim``, the ``computation`` enums
+become reduction regions, and an op, attribute value or dynamic type without a
+static StableHLO form raises :class:`StableHloExportError` naming the node.
+The text format's ``io.save(..., format="stablehlo")`` calls :func:`export`.
+"""
+
+from ._writer import (  # noqa: F401
+    EMITTERS,
+    FunctionWriter,
+    Operand,
+    StableHloExportError,
+    emitter,
+    export,
+    export_function,
+    exportable_ops,
+    module_text,
+)
+from . import elementwise, nn, regions, shape  # noqa: F401,E402  (registers the emitters)
+
+__all__ = ["EMITTERS", "FunctionWriter", "Operand", "StableHloExportError", "emitter", "export", "export_function",
+           "exportable_ops", "module_text", "elementwise", "nn", "regions", "shape"]

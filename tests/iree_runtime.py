@@ -1,0 +1,58 @@
+"""IREE as an independent oracle: compile StableHLO MLIR text for the CPU and call its functions.
+
+Compiling costs seconds per module and runs on one core, so tests gather many
+functions into a few named modules (``module @part0 {...}``), compile them in
+parallel once, and call each function by name.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+COMPILE_FLAGS = [
+    "--iree-llvmcpu-target-cpu=host",
+    "--iree-input-demote-f64-to-f32=false",  # keep float64 as float64
+    "--iree-global-opt-enable-warn-on-uninitialized-values=false",  # select_and_scatter's lowering warns
+]
+
+
+def compile_stablehlo(text: str) -> bytes:
+    """A VM flatbuffer of the StableHLO module ``text`` for the host CPU."""
+    import iree.compiler as compiler
+
+    return compiler.compile_str(text, target_backends=["llvm-cpu"], input_type="stablehlo",
+                                extra_args=COMPILE_FLAGS)
+
+
+class IreeModule:
+    """Compiled modules loaded into synchronous CPU runtime contexts; functions are called by name."""
+
+    def __init__(self, texts: str | list[str]):
+        import iree.runtime as runtime
+
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        # iree-compile is a subprocess, so threads compile the parts in parallel.
+        with ThreadPoolExecutor(max_workers=max(1, min(len(texts), os.cpu_count() or 1))) as pool:
+            binaries = list(pool.map(compile_stablehlo, texts))
+        self._functions = {}
+        self._contexts = []
+        for binary in binaries:
+            context = runtime.SystemContext(config=runtime.Config("local-sync"))
+            vm_module = runtime.VmModule.copy_buffer(context.instance, binary)
+            context.add_vm_module(vm_module)
+            self._contexts.append(context)
+            bound = context.modules[vm_module.name]
+            for name in vm_module.function_names:
+                if not name.startswith("__"):
+                    self._functions[name] = bound
+
+    def call(self, function: str, *arrays) -> list[np.ndarray]:
+        """Run ``function`` on numpy arrays; returns its results as numpy arrays."""
+        arrays = [np.asarray(a) for a in arrays]
+        # (np.ascontiguousarray would turn a scalar into shape (1,).)
+        result = self._functions[function][function](*[a if a.flags.c_contiguous else a.copy() for a in arrays])
+        results = list(result) if isinstance(result, (list, tuple)) else [result]
+        return [np.asarray(r.to_host() if hasattr(r, "to_host") else r) for r in results]
