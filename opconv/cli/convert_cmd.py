@@ -78,17 +78,10 @@ def onnx_to_ir(model, output, input_shapes, verify_after):
     from ..converters.onnx_to_openvino import onnx_to_openvino
 
     shapes = _parse_shapes(input_shapes)
-    progress = Progress()
-    progress.stage(f"loading {model}")
-    source = opconv.load(model, "onnx")
     target = output or default_output(model)
-    try:
-        progress.stage("converting to OpenVINO opset1")
-        converted = onnx_to_openvino(source, input_shapes=shapes)
-        progress.stage(f"writing {target}")
-        opconv.save(converted, target)
-    finally:
-        progress.done()
+    source, converted, progress = load_convert_save(
+        model, "onnx", target, "converting to OpenVINO opset1",
+        lambda m: onnx_to_openvino(m, input_shapes=shapes))
     click.echo(f"wrote {target} and {os.path.splitext(target)[0]}.bin ({_summary(converted)})")
     if verify_after:
         _verify(opconv, source, converted, shapes, progress)
@@ -120,20 +113,32 @@ def ir_to_onnx(model, output, opset, verify_after):
     import opconv
     from ..converters.openvino_to_onnx import openvino_to_onnx
 
-    progress = Progress()
-    progress.stage(f"loading {model}")
-    source = opconv.load(model, "openvino")
     target = output or default_output(model, ".onnx")
-    try:
-        progress.stage("converting to ONNX")
-        converted = openvino_to_onnx(source, opset=opset)
-        progress.stage(f"writing {target}")
-        opconv.save(converted, target)
-    finally:
-        progress.done()
+    source, converted, progress = load_convert_save(
+        model, "openvino", target, "converting to ONNX", lambda m: openvino_to_onnx(m, opset=opset))
     click.echo(f"wrote {target} (ai.onnx opset {converted.opsets['']}; {_summary(converted)})")
     if verify_after:
         _verify(opconv, source, converted, {}, progress)
+
+
+def load_convert_save(model: str, dialect: str, target: str, what: str, convert, save=None):
+    """Load ``model`` (of ``dialect``), ``convert`` it and write ``target`` atomically, showing each stage.
+
+    Returns ``(source, converted, progress)``; ``save`` defaults to ``opconv.save``.
+    """
+    import opconv
+
+    progress = Progress()
+    progress.stage(f"loading {model}")
+    source = opconv.load(model, dialect)
+    try:
+        progress.stage(what)
+        converted = convert(source)
+        progress.stage(f"writing {target}")
+        (save or opconv.save)(converted, target)
+    finally:
+        progress.done()
+    return source, converted, progress
 
 
 def _verify(opconv, source, converted, shapes, progress: Progress) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from . import cli
-from .convert_cmd import Progress, _summary, _verify, default_output
+from .convert_cmd import _summary, _verify, default_output, load_convert_save
 from .run_cmd import MODEL, _parse_shapes
 
 _INPUT_SHAPE_HELP = ("Static shape for an input with symbolic or unknown dims, as NAME=D0,D1,... "
@@ -52,16 +52,9 @@ def onnx_to_hlo(model, output, fmt, input_shapes, verify_after):
     if fmt is None:
         fmt = "stablehlo" if output and output.lower().endswith(".mlir") else "text"
     target = output or default_output(model, ".mlir" if fmt == "stablehlo" else ".hlo")
-    progress = Progress()
-    progress.stage(f"loading {model}")
-    source = opconv.load(model, "onnx")
-    try:
-        progress.stage("converting to HLO")
-        converted = convert(source, input_shapes=shapes)
-        progress.stage(f"writing {target}")
-        save(converted, target, format=fmt)
-    finally:
-        progress.done()
+    source, converted, progress = load_convert_save(
+        model, "onnx", target, "converting to HLO", lambda m: convert(m, input_shapes=shapes),
+        save=lambda m, path: save(m, path, format=fmt))
     stats = conversion_stats(converted)
     click.echo(f"wrote {target} ({_summary(converted)})")
     fused, patterns = stats.get("fused_ops", {}), stats.get("patterns", {})
@@ -96,17 +89,9 @@ def hlo_to_onnx(model, output, opset, verify_after):
     import opconv
     from ..converters.hlo_to_onnx import hlo_to_onnx as convert
 
-    progress = Progress()
-    progress.stage(f"loading {model}")
-    source = opconv.load(model, "hlo")
     target = output or default_output(model, ".onnx")
-    try:
-        progress.stage("converting to ONNX")
-        converted = convert(source, opset=opset)
-        progress.stage(f"writing {target}")
-        opconv.save(converted, target)
-    finally:
-        progress.done()
+    source, converted, progress = load_convert_save(
+        model, "hlo", target, "converting to ONNX", lambda m: convert(m, opset=opset))
     click.echo(f"wrote {target} (ai.onnx opset {converted.opsets['']}; {_summary(converted)})")
     if verify_after:
         _verify(opconv, source, converted, {}, progress)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import sys
 
 import click
 
 from ..errors import ConversionError
 from . import cli
+from .convert_cmd import Progress, _verify
 from .run_cmd import MODEL
 
 
@@ -34,14 +34,7 @@ def _convert(model: str, opset: int, output: str | None, verify_after: bool, dir
     opconv.save(converted, target)
     click.echo(f"wrote {target} (opset {current} -> {opset}, {len(list(converted.graph.walk()))} nodes)")
     if verify_after:
-        report = opconv.verify(source, converted)
-        for o in report.outputs:
-            status = "ok" if o.ok else "DIFFERS"
-            click.echo(f"  {o.name}: {status}, max abs err {o.max_abs_error:.3g}, "
-                       f"{o.mismatches}/{o.total} mismatches" + ("" if o.ok else f" ({o.message})"))
-        click.echo(report.summary())
-        if not report.ok:
-            sys.exit(1)
+        _verify(opconv, source, converted, {}, Progress())
 
 
 _OUTPUT_HELP = "Where to write the result. Default: MODEL with .opsetN before its suffix."

@@ -8,7 +8,7 @@ pipeline's, reused from :mod:`..onnx_to_openvino`):
    graph inputs come from ``input_shapes``, an unresolved one is an error
    naming the input.
 3. **ONNX shape inference** on the copy, then **constant folding**
-   (:func:`~..onnx_to_openvino.fold.fold_constants`): shape computations
+   (:func:`opconv.converters.fold.fold_constants`): shape computations
    become constants, so Reshape targets, Slice bounds and Pad amounts are
    static.
 4. **Type completion**: a value whose type inference left open gets the type
@@ -39,8 +39,8 @@ from ...errors import ConversionError, OpconvError
 from ...ir import Model, Value
 from ...types import TensorType, element_type, from_numpy
 from .. import register
-from ..onnx_to_openvino import _copy_with_static_inputs, _drop_input_defaults, _fmt, _with_inferred_types
-from ..onnx_to_openvino.fold import fold_constants
+from ..fold import fold_constants
+from ..static_inputs import copy_with_static_inputs, drop_input_defaults, with_inferred_types
 from ..rewrite import RuleSet, convert_graph
 from . import attention, control, elementwise, fusion, image, loss, nn, rnn, shape
 from ._common import hlo
@@ -64,11 +64,10 @@ def onnx_to_hlo(model: Model, input_shapes: Mapping[str, Sequence[int]] | None =
     """
     where = model.path
     shapes = {name: tuple(int(d) for d in dims) for name, dims in (input_shapes or {}).items()}
-    _check_static_inputs(model, shapes, where)
-    copy = _copy_with_static_inputs(model, shapes, where)
-    _drop_input_defaults(copy.graph)
+    copy = copy_with_static_inputs(model, shapes, where, target="HLO")
+    drop_input_defaults(copy.graph)
     if fold_constants(copy):
-        copy = _with_inferred_types(copy)
+        copy = with_inferred_types(copy)
     _complete_types(copy)
     graph = copy.graph
     source = list(graph.walk())  # kept alive, so that no new node can reuse a source node's id
@@ -96,18 +95,6 @@ def onnx_to_hlo(model: Model, input_shapes: Mapping[str, Sequence[int]] | None =
 def conversion_stats(model: Model) -> dict:
     """The statistics :func:`onnx_to_hlo` recorded on its result (empty for other models)."""
     return dict(model.meta.get("conversion", {}))
-
-
-def _check_static_inputs(model: Model, shapes: dict, where: str | None) -> None:
-    """Name the first graph input whose shape stays symbolic (in HLO terms) before the shared copy step does."""
-    for v in model.graph.inputs:
-        if v.const is not None or v.name in shapes:
-            continue
-        declared = v.shape
-        if declared is None or not all(isinstance(d, int) and d >= 0 for d in declared):
-            raise ConversionError(f"input {v.name!r} has shape {_fmt(declared)} with unresolved dims; HLO needs "
-                                  f"static shapes: pass --input-shape {v.name}=D0,D1,... "
-                                  f"(input_shapes={{{v.name!r}: (...)}} in Python)", where=where)
 
 
 def _static(v: Value | None) -> bool:

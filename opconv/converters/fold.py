@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import OpconvError
-from ...ir import Graph, Model, Node, Value
+from ..errors import OpconvError
+from ..ir import Graph, Model, Node, Value
 
 # ONNX ops that only read their input's shape -> the constant they compute from a static shape.
 _SHAPE_READERS = {
@@ -76,7 +76,7 @@ def _rewire(graph: Graph, node: Node, old: Value, new: Value) -> None:
 
 def _evaluate_constants(model: Model) -> dict[int, np.ndarray]:
     """id(value) -> data for every value the ONNX interpreter computes from constants alone."""
-    from ...dialects.onnx.executor import Session
+    from ..dialects.onnx.executor import Session
 
     try:
         session = Session(model)  # folds the constant subgraphs while binding
