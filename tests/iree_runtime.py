@@ -30,13 +30,14 @@ def compile_stablehlo(text: str) -> bytes:
 class IreeModule:
     """Compiled modules loaded into synchronous CPU runtime contexts; functions are called by name."""
 
-    def __init__(self, texts: str | list[str]):
+    def __init__(self, texts: str | list[str], binaries: list[bytes] = ()):
+        """Compile ``texts`` (in parallel) and load them, with any already compiled ``binaries``."""
         import iree.runtime as runtime
 
         texts = [texts] if isinstance(texts, str) else list(texts)
         # iree-compile is a subprocess, so threads compile the parts in parallel.
         with ThreadPoolExecutor(max_workers=max(1, min(len(texts), os.cpu_count() or 1))) as pool:
-            binaries = list(pool.map(compile_stablehlo, texts))
+            binaries = list(binaries) + list(pool.map(compile_stablehlo, texts))
         self._functions = {}
         self._contexts = []
         for binary in binaries:

@@ -8,7 +8,9 @@ other version lacks, drops attributes the other version does not know when
 they hold their default, and (downgrading) inserts Casts around a node whose
 element type the older version does not accept yet.  Nodes an adapter builds
 continue from the version they were built at, so a decomposition into older
-ops is itself downgraded further.
+ops is itself downgraded further.  Runs of steps that no adapter claims and
+that change nothing a node could use (only wider type sets, on upgrade) are
+taken as one step (``_next_step``, cached per operator and versions).
 
 Refusals are collected for every node; when there is any, nothing is returned
 and one :class:`~opconv.errors.ConversionError` names them all with the opset
@@ -57,6 +59,79 @@ def _upgrade_steps(op: str) -> tuple[int, ...]:
 @lru_cache(maxsize=None)
 def schemas(op: str) -> tuple[OpSchema, ...]:
     return tuple(dialect_schemas("onnx").versions(op, ""))
+
+
+@lru_cache(maxsize=None)
+def _next_step(op: str, current: int, target: int, up: bool):
+    """The next step of ``op`` from opset ``current`` toward ``target``, computed once per key.
+
+    Returns None when the node has arrived, else ``(version, have, new, adapter)``: the node's
+    version after the step, the schemas in force before and after it (``new`` None: a downgrade
+    below the op's first version) and the registered adapter.  Consecutive steps that no adapter
+    or semantic change claims and that leave the signature alone (same attributes and operands;
+    on upgrade the type sets may only widen, on downgrade they must not change) are taken as one:
+    the generic adapter does the same for the run as for its first step.
+    """
+    versions = schemas(op)
+    in_force = [s for s in versions if s.version <= current]
+    if not in_force:
+        raise Refuse(f"{op} does not exist before opset {versions[0].version}")
+    have = in_force[-1]
+    if up:
+        steps = [v for v in _upgrade_steps(op) if current < v <= target]
+        if not steps:
+            return None
+        version = steps[0]
+        new = [s for s in versions if s.version <= version][-1]
+        adapter = UPGRADES.get((op, version))
+        if _plain_step(op, have, new, version, adapter, up=True):
+            for later in steps[1:]:
+                candidate = [s for s in versions if s.version <= later][-1]
+                if not _plain_step(op, have, candidate, later, UPGRADES.get((op, later)), up=True):
+                    break
+                version, new = later, candidate
+        return version, have, new, adapter
+    if have.version <= target:
+        return None
+    chain = [have]  # have, then each older schema that plain steps reach
+    while chain[-1] is have or chain[-1].version > target:
+        last = chain[-1]
+        older = [s for s in versions if s.version < last.version]
+        if not _plain_step(op, last, older[-1] if older else None, last.version,
+                           DOWNGRADES.get((op, last.version)), up=False):
+            break
+        chain.append(older[-1])
+    if len(chain) > 1:
+        return chain[-2].version - 1, have, chain[-1], None
+    older = [s for s in versions if s.version < have.version]
+    return have.version - 1, have, older[-1] if older else None, DOWNGRADES.get((op, have.version))
+
+
+def _plain_step(op: str, have: OpSchema, new: OpSchema | None, version: int, adapter, *, up: bool) -> bool:
+    """A step the generic adapter passes through unchanged for any node ``have`` accepts (see ``_next_step``)."""
+    if new is None or adapter is not None or (op, version) in SEMANTIC_CHANGES:
+        return False
+    if have is new:
+        return True
+    if not up and (have.version == 11 or new.version == 11 or version == 11):
+        return False  # the opset-11 downgrade normalises negative axes
+    if not _same_signature(have, new):
+        return False
+    cover = step_plan(op, have.version, new.version).types_cover
+    return cover if up else cover and step_plan(op, new.version, have.version).types_cover
+
+
+def _same_signature(a: OpSchema, b: OpSchema) -> bool:
+    return _signature(a.name, a.version) == _signature(b.name, b.version)
+
+
+@lru_cache(maxsize=None)
+def _signature(op: str, version: int) -> tuple:
+    """Attributes and operand forms of one schema (not its type sets), for comparing versions."""
+    s = {s.version: s for s in schemas(op)}[version]
+    attrs = frozenset((a.name, a.type, a.required, repr(a.default), a.allowed) for a in s.attributes)
+    operands = tuple((p.option, p.type) for p in s.inputs), tuple((p.option, p.type) for p in s.outputs)
+    return attrs, operands, s.min_inputs, s.max_inputs, s.min_outputs, s.max_outputs
 
 
 @dataclass
@@ -279,44 +354,26 @@ class VersionConverter:
 
     def advance(self, graph: Graph, node: Node) -> list[Node]:
         """Step ``node`` toward the target; returns nodes built by a replacing adapter (still to step)."""
-        versions = schemas(node.op)
-        if not versions:
+        if not schemas(node.op):
             raise Refuse(f"{node.op} is not an ai.onnx operator")
         while True:
             current = node.version if node.version is not None else self.source
-            in_force = [s for s in versions if s.version <= current]
-            if not in_force:
-                raise Refuse(f"{node.op} does not exist before opset {versions[0].version}")
-            have = in_force[-1]
             # Nodes an adapter built at an older opset than the target (e.g. a decomposition that needs
             # attribute forms) go up from there, whatever the model's direction.
-            if current < self.target:
-                step_version = next((v for v in _upgrade_steps(node.op) if current < v <= self.target), None)
-                if step_version is None:
-                    node.version = self.target
-                    return []
-                new = [s for s in versions if s.version <= step_version][-1]
-                ctx = Context(self, graph, node, step_version)
-                adapter = UPGRADES.get((node.op, step_version))
-                if adapter is not None:
-                    adapter(ctx, node)
-                if not ctx.replaced:
-                    self.generic(ctx, node, have, new, up=True, adapted=adapter is not None)
-            else:
-                if have.version <= self.target:
-                    node.version = self.target
-                    return []
-                older = [s for s in versions if s.version < have.version]
-                step_version = have.version - 1
-                ctx = Context(self, graph, node, step_version)
-                adapter = DOWNGRADES.get((node.op, have.version))
-                if adapter is not None:
-                    adapter(ctx, node)
-                if not ctx.replaced and not older:
+            up = current < self.target
+            step = _next_step(node.op, current, self.target, up)
+            if step is None:
+                node.version = self.target
+                return []
+            step_version, have, new, adapter = step
+            ctx = Context(self, graph, node, step_version)
+            if adapter is not None:
+                adapter(ctx, node)
+            if not ctx.replaced:
+                if new is None:
                     raise Refuse(f"{node.op} exists from opset {have.version} and no decomposition "
                                  f"into older operators is defined")
-                if not ctx.replaced:
-                    self.generic(ctx, node, have, older[-1], up=False, adapted=adapter is not None)
+                self.generic(ctx, node, have, new, up=up, adapted=adapter is not None)
             if ctx.replaced:
                 return ctx.created
             node.version = step_version

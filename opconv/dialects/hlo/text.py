@@ -77,6 +77,13 @@ _BARE_NAME = re.compile(r"(?!.*//)[A-Za-z0-9_.$/\-]+\Z")  # "//" would read as a
 _BARE_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
+def bare_or_quoted(name: str) -> str:
+    """A name as written: bare when it lexes as an identifier, quoted otherwise.
+
+    `inf` and `nan` match the identifier pattern but lex as numbers, so they are quoted too."""
+    return name if _BARE_IDENT.match(name) and name not in ("inf", "nan") else quote(name)
+
+
 class HloParseError(ModelReadError):
     """A syntax or schema error in HLO text, at ``file:line:column``."""
 
@@ -150,7 +157,7 @@ def _format_dim(d) -> str:
     if d is None:
         return "?"
     if isinstance(d, str):
-        return d if _BARE_IDENT.match(d) and d not in ("inf", "nan") else quote(d)
+        return bare_or_quoted(d)
     return str(int(d))
 
 
@@ -273,7 +280,7 @@ class _Printer:
             raise ModelWriteError("the HLO text format holds one function (main); the model has "
                                   f"{len(m.functions)} more")
         self.function(m.graph)
-        header = [f"HloModule {self.graph_name(m.graph.name)}"]
+        header = [f"HloModule {bare_or_quoted(m.graph.name)}"]
         for key, text in (("producer", m.producer), ("producer_version", m.producer_version), ("doc", m.doc)):
             if text:
                 header.append(f"{key}={quote(text)}")
@@ -284,9 +291,6 @@ class _Printer:
             header.append(f"metadata={{{pairs}}}")
         return ", ".join(header) + "\n\n" + "\n".join(self.lines) + "\n"
 
-    @staticmethod
-    def graph_name(name: str) -> str:
-        return name if _BARE_IDENT.match(name) else quote(name)
 
     def function(self, g: Graph) -> None:
         scope = _PrintScope(None, g)

@@ -15,6 +15,7 @@ resolves (through links) outside it is refused.
 
 from __future__ import annotations
 
+import gc
 import os
 import tempfile
 from dataclasses import dataclass
@@ -405,7 +406,15 @@ _ATTR_CODE = {v: k for k, v in _ATTR_KIND.items()}
 
 def to_proto(model: Model, *, data_sink: "_DataSink | None" = None) -> onnx.ModelProto:
     """Build a ModelProto (tensors embedded unless ``data_sink`` takes them)."""
-    return _Writer(data_sink).model(model)
+    # Writing allocates many objects and frees none: the cyclic collector would only walk the
+    # model's graph again and again (up to a third of the time on a 20,000-node graph).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _Writer(data_sink).model(model)
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def save(model: Model, path: str | os.PathLike, *, external_data: bool | None = None,

@@ -136,7 +136,7 @@ def dense_literal(array: np.ndarray, dtype: str) -> str:
     array = np.ascontiguousarray(np.asarray(array).astype(element_type(dtype).numpy, copy=False))
     flat = array.reshape(-1)
     if flat.size == 0:
-        return "dense<>" if array.ndim == 1 else "dense<[]>"
+        return "dense<>"  # MLIR's literal for a zero-element tensor of any rank
     raw = flat.view(np.uint8).reshape(flat.size, -1) if dtype != "bool" else None
     splat = bool(np.all(flat == flat[0])) if raw is None else bool((raw == raw[0]).all())
     if splat:

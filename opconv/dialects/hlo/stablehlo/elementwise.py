@@ -147,6 +147,10 @@ def convert(w, x):
 @emitter("BitcastConvert")
 def bitcast_convert(w, x):
     dtype, shape = w.out()
+    if "bool" in (x.dtype, dtype):
+        # A bool is one byte holding 0 or 1 in the dialect, but an i1 in MLIR, which bitcast_convert
+        # cannot reinterpret as 8 bits; for 0/1 bytes a value conversion gives the same result.
+        return w.op1("stablehlo.convert", [x], dtype, shape)
     return w.op1("stablehlo.bitcast_convert", [x], dtype, shape)
 
 
