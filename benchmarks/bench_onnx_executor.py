@@ -8,7 +8,9 @@ package (``opconv.testdata.light_cases()``).  Every runtime gets the same
 seeded random input.  Session creation (opconv: loading the model;
 onnx.reference: building the evaluator; onnxruntime: the InferenceSession, one
 intra-op and one inter-op thread) is timed separately from the runs, and
-warm-up runs are not timed.  Rounds alternate between the runtimes, rotating
+warm-up runs are not timed.  numpy's BLAS runs on one thread, as
+onnxruntime does, unless OPENBLAS_NUM_THREADS / OMP_NUM_THREADS / MKL_NUM_THREADS
+are set.  Rounds alternate between the runtimes, rotating
 their order each round, and the median is reported.  onnx.reference is slow, so
 it runs fewer rounds (``--reference-rounds``).
 
@@ -38,6 +40,11 @@ import warnings
 from typing import Any, Callable
 
 os.environ.setdefault("CI", "true")  # `import openvino` (via opconv's dialects) otherwise waits on telemetry
+# numpy's BLAS on one thread, as onnxruntime's session is (set the variables to measure otherwise, e.g.
+# OPENBLAS_NUM_THREADS=2). On a shared machine, BLAS threads waiting for a busy core also cost far more
+# than they bring. Must be set before numpy is imported.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from a checkout
 
 import numpy as np  # noqa: E402
@@ -301,7 +308,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         description="Time opconv.run against onnx.reference and onnxruntime (one thread) on the light models.",
         epilog="Targets: >=10x faster than onnx.reference on every light model; <=3x onnxruntime on "
-               "light_resnet50.  Pin numpy's BLAS threads with OPENBLAS_NUM_THREADS=1 / OMP_NUM_THREADS=1.")
+               "light_resnet50.  numpy's BLAS runs on one thread unless OPENBLAS_NUM_THREADS / OMP_NUM_THREADS "
+               "say otherwise.")
     p.add_argument("--models", help="comma-separated substrings: only light models whose name contains one "
                                     "(e.g. resnet50,squeezenet)")
     p.add_argument("--rounds", type=int, default=5, help="timed rounds per runtime, median reported (default 5)")

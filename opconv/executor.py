@@ -102,7 +102,10 @@ class _Plan:
     inputs: list[int]  # id() of each step's inputs, per step
     drops: list[list[int]]  # value ids no longer needed after each step
     foldable: list[bool]  # deterministic steps whose inputs are all constants
-    folded: dict[int, Any] | None = None  # their outputs, computed on the first run and kept
+    overrides: list[frozenset[int]]  # per step: the overridable initializers (see _foldable) it reads, transitively
+    overridable: frozenset[int]  # id() of the graph inputs that are also initializers
+    folded: dict[int, Any] | None = None  # outputs of the foldable steps, computed on the first run and kept
+    volatile: frozenset[int] = frozenset()  # folded values that a feed of an overridable initializer would change
 
 
 class ExecContext:
@@ -160,8 +163,10 @@ class Interpreter:
         for vid, i in last_use.items():
             if vid in defined_here and vid not in keep:
                 drops[i].append(vid)
+        foldable, overrides = _foldable(graph, steps)
+        overridable = frozenset(id(v) for v in graph.inputs) & {id(v) for v in graph.initializers.values()}
         plan = _Plan(steps, [[id(v) if v is not None else None for v in s.node.inputs] for s in steps], drops,
-                     _foldable(graph, steps))
+                     foldable, overrides, overridable)
         self._plans[id(graph)] = plan
         return plan
 
@@ -184,16 +189,23 @@ class Interpreter:
             for v in graph.inputs:
                 if v.name in inputs:
                     local[id(v)] = inputs[v.name]
+            fed = [v for v in graph.inputs if v.name in inputs]
         else:
             if len(inputs) > len(graph.inputs):
                 raise ExecutionError(f"graph {graph.name!r} takes {len(graph.inputs)} inputs, got {len(inputs)}")
             for v, data in zip(graph.inputs, inputs):
                 local[id(v)] = data
+            fed = graph.inputs[:len(inputs)]
+        # Folded steps reading an initializer this run overrides are computed afresh.
+        overridden = plan.overridable.intersection(id(v) for v in fed) if plan.overridable else frozenset()
         first_run = plan.folded is None
         folding: dict[int, Any] = {}  # kept only if this first run succeeds
+        foldable_now = plan.foldable
+        if overridden:
+            foldable_now = [f and not (o & overridden) for f, o in zip(plan.foldable, plan.overrides)]
         if not first_run:
             local.update(plan.folded)
-        for step, input_ids, drop, foldable in zip(plan.steps, plan.inputs, plan.drops, plan.foldable):
+        for step, input_ids, drop, foldable in zip(plan.steps, plan.inputs, plan.drops, foldable_now):
             if (foldable and not first_run) or (fold_only and not foldable):
                 continue
             args = [None if vid is None else _lookup(env, vid, step, graph) for vid in input_ids]
@@ -220,30 +232,38 @@ class Interpreter:
                 local.pop(vid, None)
         if first_run:
             plan.folded = folding
+            plan.foldable = foldable_now  # a step not folded now (overridden input) is never skipped
+            plan.volatile = frozenset(id(v) for step, f, o in zip(plan.steps, foldable_now, plan.overrides)
+                                      if f and o for v in step.node.outputs if v is not None)
         if fold_only:
             return []
         return [_lookup(env, id(v), None, graph) for v in graph.outputs]
 
 
-def _foldable(graph: Graph, steps: list[BoundNode]) -> list[bool]:
+def _foldable(graph: Graph, steps: list[BoundNode]) -> tuple[list[bool], list[frozenset[int]]]:
     """Which steps compute the same thing on every run: deterministic, no subgraph, constant inputs only.
 
     Light models, for instance, rebuild their weights with ConstantOfShape; like
     onnxruntime's session, the interpreter computes such subgraphs once.  An
-    initializer that is also a graph input can be overridden by a feed, so it is
-    not a constant here.
+    initializer that is also a graph input (every initializer is one in models
+    before ONNX IR version 4) can be overridden by a feed: steps reading one
+    are folded too, but each records which of them it depends on, so that a run
+    feeding one recomputes them and the folded values handed out exclude them.
     """
-    overridable = {id(v) for v in graph.inputs}
-    constant = {id(v) for v in graph.initializers.values() if id(v) not in overridable}
-    flags = []
+    inputs = {id(v) for v in graph.inputs}
+    depends: dict[int, frozenset[int]] = {
+        id(v): frozenset((id(v),)) if id(v) in inputs else frozenset() for v in graph.initializers.values()}
+    flags, overrides = [], []
     for step in steps:
         node = step.node
         ok = (step.deterministic and not any(True for _ in node.subgraphs())
-              and all(v is None or id(v) in constant for v in node.inputs))
+              and all(v is None or id(v) in depends for v in node.inputs))
+        reads = frozenset().union(*(depends[id(v)] for v in node.inputs if v is not None)) if ok else frozenset()
         if ok:
-            constant.update(id(v) for v in node.outputs if v is not None)
+            depends.update((id(v), reads) for v in node.outputs if v is not None)
         flags.append(ok)
-    return flags
+        overrides.append(reads)
+    return flags, overrides
 
 
 def _as_outputs(result: Any, node: Node) -> tuple:
@@ -286,8 +306,10 @@ class Session:
         self._interpreter.fold(model.graph)  # binds every node now: errors surface before the first run
 
     def folded_values(self) -> dict[int, Any]:
-        """``id(value) -> data`` for every value of the top graph computed from constants alone."""
-        return dict(self._interpreter.plan(self.model.graph).folded or {})
+        """``id(value) -> data`` for every value of the top graph computed from constants alone
+        (not from an initializer a feed could override)."""
+        plan = self._interpreter.plan(self.model.graph)
+        return {k: v for k, v in (plan.folded or {}).items() if k not in plan.volatile}
 
     def run(self, feeds: Mapping[str, Any]) -> dict[str, Any]:
         """Run on ``feeds`` (validated against the declared inputs); returns {output name: value}."""

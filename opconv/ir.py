@@ -42,7 +42,7 @@ class Tensor:
         if array is None and loader is None:
             raise GraphError("a Tensor needs an array or a loader")
         self.dtype = dtype
-        self.shape = tuple(int(d) for d in shape)
+        self.shape = tuple(map(int, shape))
         self.name = name
         self._array = array
         self._loader = loader
@@ -167,14 +167,24 @@ class Node:
         self.name = name
         self.inputs: list[Value | None] = []
         self.outputs: list[Value | None] = []
-        self.attrs: dict[str, Attr] = dict(attrs) if isinstance(attrs, dict) else {a.name: a for a in attrs}
+        self.attrs: dict[str, Attr] = (dict(attrs) if isinstance(attrs, dict) else {a.name: a for a in attrs}) \
+            if attrs else {}
         self.doc = doc
         self.meta: dict = {}
         self.graph: Graph | None = None
-        for v in inputs:
-            self.append_input(v)
-        for v in outputs:
-            self.append_output(v)
+        ins = self.inputs
+        for v in inputs:  # append_input, inlined: graphs are built node by node
+            if v is not None:
+                v.uses.append((self, len(ins)))
+            ins.append(v)
+        outs = self.outputs
+        for v in outputs:  # append_output, inlined
+            if v is not None:
+                if v.producer is not None and v.producer is not self:
+                    raise GraphError(f"value {v.name!r} already has a producer ({v.producer.label})")
+                v.producer = self
+                v.index = len(outs)
+            outs.append(v)
 
     # -- wiring -----------------------------------------------------------
     def append_input(self, value: Value | None) -> None:
@@ -201,8 +211,8 @@ class Node:
     def detach(self) -> None:
         """Unlink from the inputs' use lists (before removal from a graph)."""
         for i, v in enumerate(self.inputs):
-            if v is not None and (self, i) in v.uses:
-                v.uses.remove((self, i))
+            if v is not None:
+                _drop_use(v.uses, self, i)
 
     # -- convenience ------------------------------------------------------
     def attr(self, name: str, default: Any = None) -> Any:
@@ -346,33 +356,35 @@ class Graph:
         Values from outer scopes and values produced inside subgraphs' bodies
         count as dependencies of the node that owns the subgraph.
         """
-        position = {id(n): i for i, n in enumerate(self.nodes)}
-        deps: dict[int, set[int]] = {}
-        for n in self.nodes:
-            needed = set()
-            for v in _free_inputs(n):
-                p = v.producer
-                if p is not None and id(p) in position and p is not n:
-                    needed.add(id(p))
-            deps[id(n)] = needed
-        users: dict[int, list[Node]] = {id(n): [] for n in self.nodes}
-        for n in self.nodes:
-            for d in deps[id(n)]:
-                users[d].append(n)
-        remaining = {k: len(v) for k, v in deps.items()}
         import heapq
-        ready = [(position[id(n)], n) for n in self.nodes if remaining[id(n)] == 0]
+        nodes = self.nodes
+        position = {id(n): i for i, n in enumerate(nodes)}
+        users: list[list[int]] = [[] for _ in nodes]  # by position: the nodes waiting on this one
+        remaining = [0] * len(nodes)  # by position: producers not yet placed
+        for i, n in enumerate(nodes):
+            needed: set[int] = set()
+            for v in (_free_inputs(n) if _has_subgraphs(n) else n.inputs):
+                if v is None:
+                    continue
+                p = v.producer
+                if p is not None and p is not n:
+                    j = position.get(id(p))
+                    if j is not None and j not in needed:
+                        needed.add(j)
+                        users[j].append(i)
+            remaining[i] = len(needed)
+        ready = [i for i, count in enumerate(remaining) if count == 0]  # positions: heap order = stable
         heapq.heapify(ready)
         ordered: list[Node] = []
         while ready:
-            _, n = heapq.heappop(ready)
-            ordered.append(n)
-            for u in users[id(n)]:
-                remaining[id(u)] -= 1
-                if remaining[id(u)] == 0:
-                    heapq.heappush(ready, (position[id(u)], u))
-        if len(ordered) != len(self.nodes):
-            stuck = [n.label for n in self.nodes if remaining[id(n)] > 0][:5]
+            i = heapq.heappop(ready)
+            ordered.append(nodes[i])
+            for u in users[i]:
+                remaining[u] -= 1
+                if remaining[u] == 0:
+                    heapq.heappush(ready, u)
+        if len(ordered) != len(nodes):
+            stuck = [n.label for i, n in enumerate(nodes) if remaining[i] > 0][:5]
             raise GraphError(f"graph {self.name!r} has a cycle through {', '.join(stuck)}")
         self.nodes = ordered
 
@@ -400,6 +412,35 @@ class Graph:
 
     def __repr__(self) -> str:
         return f"Graph({self.name!r}, {len(self.nodes)} nodes)"
+
+
+def _has_subgraphs(node: Node) -> bool:
+    return any(a.type in ("graph", "graphs") or isinstance(a.value, Graph) for a in node.attrs.values()) \
+        if node.attrs else False
+
+
+def _drop_use(uses: list, node: Node, i: int) -> None:
+    """Remove the entry ``(node, i)`` from a value's use list, if there.
+
+    The entry is usually the first or the last (rewrites visit nodes in order and re-wire the
+    node they just touched): those are tried before a search, so that unlinking the thousands
+    of readers of one shared constant stays linear.
+    """
+    if not uses:
+        return
+    last = uses[-1]
+    if last[0] is node and last[1] == i:
+        uses.pop()
+        return
+    first = uses[0]
+    if first[0] is node and first[1] == i:
+        del uses[0]
+        return
+    for k in range(len(uses) - 2, 0, -1):
+        u = uses[k]
+        if u[0] is node and u[1] == i:
+            del uses[k]
+            return
 
 
 def _free_inputs(node: Node) -> Iterator[Value]:

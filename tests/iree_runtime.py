@@ -16,6 +16,9 @@ COMPILE_FLAGS = [
     "--iree-llvmcpu-target-cpu=host",
     "--iree-input-demote-f64-to-f32=false",  # keep float64 as float64
     "--iree-global-opt-enable-warn-on-uninitialized-values=false",  # select_and_scatter's lowering warns
+    # A max pool fused with its element-wise producer (inception_v1: LRN then 3x3/2 pool) tiles into a 93 KB
+    # stack buffer, over the 32 KB default; the synchronous runtime runs it on the caller's 8 MB stack.
+    "--iree-llvmcpu-stack-allocation-limit=262144",
 ]
 
 

@@ -7,28 +7,37 @@ the functions packed into small modules compiled two at a time (IREE spends ~0.1
 grows superlinearly with module size).  A module that IREE cannot compile is split until the failing function
 is alone; such failures are counted per reason, and only the documented IREE limitations below are allowed.
 
-Compiling all ~1,100 distinct functions takes ~5 CPU-minutes, beyond the CI budget, so by default the sweep
+Compiling all ~1,100 distinct functions takes 5-10 CPU-minutes, beyond the CI budget, so by default the sweep
 compiles, shortest first, the functions that together hold every (StableHLO op, result element types) pair the
-node cases produce, and checks every case whose function is identical to a chosen one.  Set
-``OPCONV_IREE_ALL_CASES=1`` for every case.
+node cases produce, and checks every case whose function is identical to a chosen one.
+
+The light models are exported with their weights as function arguments (``export(..., weights="arguments")``),
+compiled once each, and run twice: with their own weights against the shipped output, and with seeded perturbed
+weights against onnxruntime (the shipped weights make the class probabilities uniform whatever the input).
+
+Set ``OPCONV_IREE_ALL_CASES=1`` for every node case and every light model.
 """
 
 from __future__ import annotations
 
 import collections
+import copy
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
+import onnx
+import onnx.numpy_helper
 import pytest
 
 import opconv
 from opconv import testdata
 from opconv.compare import compare_arrays
 from opconv.converters.onnx_to_hlo import onnx_to_hlo
-from opconv.dialects.hlo.stablehlo import StableHloExportError, export, export_function, module_text
+from opconv.dialects.hlo.stablehlo import (StableHloExportError, export, export_function, module_text,
+                                           weight_arguments)
 from tests import known
 from tests.test_onnx_to_hlo import _convert_case, _reason_key
 
@@ -223,17 +232,65 @@ def test_node_cases_run_in_iree_as_stablehlo(sweep):
     assert counts["verified"] >= MIN_VERIFIED
 
 
-# The two smallest light models (by weights): the others carry 25-550 MB of weights, which as MLIR constants
-# would take minutes to write and compile.
-LIGHT_IN_IREE = ["light_squeezenet", "light_shufflenet"]
-LIGHT = [c for c in testdata.light_cases() if c.name in LIGHT_IN_IREE]
+def _light_variant(model: onnx.ModelProto, seed: int | None) -> onnx.ModelProto:
+    """A light model whose ConstantOfShape weights (all 0.02) are Constant nodes holding the full tensors, times
+    seeded uniform float32 factors in [0.5, 1.5) when ``seed`` is given (same magnitudes and signs, no two elements equal),
+    which also returns the input of its final Softmax: with the shipped weights the class probabilities are exactly
+    uniform whatever the input, while the logits are not."""
+    rng = np.random.default_rng(seed)
+    model = copy.deepcopy(model)
+    shapes = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type != "ConstantOfShape" or not node.attribute:
+            continue
+        fill = onnx.numpy_helper.to_array(node.attribute[0].t).reshape(())
+        shape = tuple(int(d) for d in shapes[node.input[0]])
+        if seed is not None and fill.dtype == np.float32:
+            weight = fill * (rng.random(shape, dtype=np.float32) + np.float32(0.5))
+        else:
+            weight = np.full(shape, fill)
+        node.CopyFrom(onnx.helper.make_node("Constant", [], list(node.output), node.name,
+                                            value=onnx.numpy_helper.from_array(weight)))
+    last = model.graph.node[-1]
+    if last.op_type == "Softmax":
+        model.graph.output.append(onnx.helper.make_empty_tensor_value_info(last.input[0]))
+    return model
+
+
+def _without_comments(text: str) -> str:
+    return "\n".join(ln for ln in text.splitlines() if not ln.strip().startswith("//"))
+
+
+# Light models run by default: ~20 s each on a busy 2-core machine (alexnet passes 244 MB of weights).  The others
+# take 30-360 s each there and run with OPCONV_IREE_ALL_CASES=1: zfnet512 (alexnet's shape, 349 MB of weights to
+# build twice), vgg19 (575 MB, 20 GFLOP per run), densenet121, inception_v1/v2 and resnet50 (53-121 convolution
+# shapes, each its own dispatch to compile).
+LIGHT_BY_DEFAULT = {"light_squeezenet", "light_shufflenet", "light_bvlc_alexnet"}
+LIGHT = [c for c in testdata.light_cases() if ALL_CASES or c.name in LIGHT_BY_DEFAULT]
 
 
 @pytest.mark.parametrize("case", LIGHT, ids=[c.name for c in LIGHT])
 def test_light_model_runs_in_iree_as_stablehlo(case):
-    hlo = onnx_to_hlo(opconv.load(case.path))
-    feeds = testdata.random_feeds(case.load_model())
-    module = iree_runtime.IreeModule(export(hlo))
-    got = module.call("main", *[feeds[v.name] for v in hlo.graph.inputs])
-    problem = _compare(case.datasets[0][1], got)
-    assert not problem, problem
+    """Each light model compiled once with its weights as function arguments, then run twice: with its own weights
+    (compared with the shipped output) and with perturbed weights (all outputs and the logits compared with
+    onnxruntime on the perturbed ONNX model)."""
+    import onnxruntime
+
+    shipped = case.load_model()
+    original, perturbed = _light_variant(shipped, None), _light_variant(shipped, 0)
+    feeds = testdata.random_feeds(shipped)
+    converted = [onnx_to_hlo(opconv.load(m)) for m in (original, perturbed)]
+    # Every constant is an argument, so the two functions are equal.
+    texts = [export(hlo, weights="arguments", min_weight_bytes=0) for hlo in converted]
+    assert _without_comments(texts[0]) == _without_comments(texts[1]), "perturbing the weights changed the function"
+    module = iree_runtime.IreeModule(texts[0])
+    inputs = [feeds[v.name] for v in converted[0].graph.inputs]
+
+    def run(hlo):
+        return module.call("main", *inputs, *[array for _, array in weight_arguments(hlo, min_weight_bytes=0)])
+
+    problem = _compare(case.datasets[0][1], run(converted[0])[:1])
+    assert not problem, f"own weights vs the shipped output: {problem}"
+    session = onnxruntime.InferenceSession(perturbed.SerializeToString(), providers=["CPUExecutionProvider"])
+    problem = _compare(session.run(None, feeds), run(converted[1]))
+    assert not problem, f"perturbed weights vs onnxruntime: {problem}"

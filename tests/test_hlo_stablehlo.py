@@ -9,6 +9,7 @@ one is short; the HLO executor is compared too whenever it has the op's kernel.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,7 +17,8 @@ import pytest
 
 import opconv
 from opconv.dialects.hlo.build import OPSETS, hlo_node
-from opconv.dialects.hlo.stablehlo import EMITTERS, StableHloExportError, export, export_function, module_text
+from opconv.dialects.hlo.stablehlo import (EMITTERS, StableHloExportError, export, export_function, module_text,
+                                           weight_arguments)
 from opconv.errors import ExecutionError
 from opconv.ir import Graph, Model
 from opconv.types import TensorType, from_numpy
@@ -969,3 +971,85 @@ def test_module_text_shape():
     assert text.startswith("module {") and "func.func @main(%arg0: tensor<2x3x8xf32>)" in text
     assert '"chlo.erf"' in text and '"stablehlo.slice"' in text
     assert "GeGlu" not in text.split("func.func", 1)[1]  # decomposed, no vendor op left
+
+
+# -- weights as arguments -------------------------------------------------------------------------
+
+def _dot_bias_model(weight: np.ndarray, bias: np.ndarray) -> Model:
+    """x[2,64] . weight[64,32] + bias[32], the weight (8 KiB) and bias (128 B) as initializers."""
+    graph = Graph("dense")
+    x = graph.add_input("x", TensorType("float32", (2, 64)))
+    w, b = graph.const(weight, "weight"), graph.const(bias, "bias")
+    y = hlo_node(graph, "DotGeneral", x, w, lhs_contracting_dimensions=[1], rhs_contracting_dimensions=[0])
+    y.type = TensorType("float32", (2, 32))
+    wide = hlo_node(graph, "BroadcastInDim", b, broadcast_dimensions=[1])
+    wide.type = TensorType("float32", (2, 32))
+    out = hlo_node(graph, "Add", y, wide)
+    out.type = TensorType("float32", (2, 32))
+    graph.outputs = [out]
+    return Model(graph, "hlo", dict(OPSETS))
+
+
+def test_weights_as_arguments_follow_the_inputs_and_compute_the_same():
+    rng = np.random.default_rng(7)
+    x, weight, bias = (rng.standard_normal(s).astype(np.float32) for s in ((2, 64), (64, 32), (32,)))
+    model = _dot_bias_model(weight, bias)
+    inline = export(model)
+    assert "%w0" not in inline and "func.func @main(%arg0: tensor<2x64xf32>) ->" in inline  # the default
+    text = export(model, weights="arguments")
+    assert "func.func @main(%arg0: tensor<2x64xf32>, %w0: tensor<64x32xf32>) ->" in text
+    assert "tensor<64x32xf32>} : () -> tensor<64x32xf32>" not in text  # no literal of the weight
+    assert "dense<" in text and "tensor<32xf32>" in text  # the 128-byte bias stays inline
+    assert [name for name, _ in weight_arguments(model)] == ["weight"]
+    everything = weight_arguments(model, min_weight_bytes=0)
+    assert [name for name, _ in everything] == ["weight", "bias"]
+    module = iree_runtime.IreeModule([text.replace("@main", "@by_argument"),
+                                      export(model, function_name="all_arguments", weights="arguments",
+                                             min_weight_bytes=0)])
+    expected = x.astype(np.float64) @ weight + bias
+    np.testing.assert_allclose(module.call("by_argument", x, weight)[0], expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(module.call("all_arguments", x, weight, bias)[0], expected, rtol=1e-5, atol=1e-5)
+    # The weights really are read from the arguments.
+    np.testing.assert_allclose(module.call("by_argument", x, 2 * weight)[0], 2 * (expected - bias) + bias,
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_weights_mode_is_checked():
+    with pytest.raises(StableHloExportError, match="weights must be one of inline, arguments"):
+        export(_dot_bias_model(np.zeros((64, 32), np.float32), np.zeros(32, np.float32)), weights="constants")
+
+
+def test_cli_writes_weights_as_arguments_next_to_the_mlir(tmp_path, fixtures_dir):
+    import onnx
+    from click.testing import CliRunner
+
+    from opconv.cli import cli
+    from tests.runtimes import run_ort
+
+    source = os.path.join(fixtures_dir, "cnn.onnx")
+    out = tmp_path / "cnn.mlir"
+    result = CliRunner().invoke(cli, ["onnx-to-hlo", source, "-o", str(out), "--weights-as-arguments",
+                                      "--input-shape", "image=1,3,32,32"])
+    assert result.exit_code == 0, result.output
+    assert sorted(os.listdir(tmp_path)) == ["cnn.mlir", "cnn.npz"]
+    with np.load(tmp_path / "cnn.npz") as archive:
+        weights = [archive[name] for name in archive.files]
+    text = out.read_text()
+    assert weights and f"%w{len(weights) - 1}: " in text and f"%w{len(weights)}: " not in text
+    image = np.random.default_rng(8).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    got = iree_runtime.IreeModule(text).call("main", image, *weights)
+    expected = run_ort(onnx.load(source), {"image": image})
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5)
+
+
+def test_cli_weights_as_arguments_needs_stablehlo(tmp_path, fixtures_dir):
+    from click.testing import CliRunner
+
+    from opconv.cli import cli
+
+    result = CliRunner().invoke(cli, ["onnx-to-hlo", os.path.join(fixtures_dir, "cnn.onnx"), "-o",
+                                      str(tmp_path / "cnn.hlo"), "--format", "text", "--weights-as-arguments"])
+    assert result.exit_code == 2 and "--weights-as-arguments needs --format stablehlo" in result.output
+    assert os.listdir(tmp_path) == []

@@ -116,6 +116,19 @@ def test_shipped_models_upgrade_to_21_and_back():
     assert not problems, "\n".join(problems)
 
 
+def test_convert_proto_equals_the_graph_path_and_leaves_its_input_alone():
+    from opconv.converters.onnx_versions import convert_proto
+    from opconv.testdata import light_cases
+
+    proto = next(c for c in light_cases() if c.name == "light_squeezenet").load_model()
+    before = proto.SerializeToString()
+    converted = convert_proto(proto, 21)
+    assert proto.SerializeToString() == before
+    expected = to_proto(opconv.convert_version(opconv.load(proto), 21))
+    assert converted.SerializeToString() == expected.SerializeToString()
+    onnx.checker.check_model(converted, full_check=True)
+
+
 # -- hand-written adapters, against numpy formulas ----------------------------------------------
 
 def test_reshape_shape_attribute_becomes_input_and_back():

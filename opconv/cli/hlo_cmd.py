@@ -6,6 +6,9 @@ options, and can verify the result numerically with opconv's executors.
 
 from __future__ import annotations
 
+import os
+import zipfile
+
 import click
 
 from . import cli
@@ -24,9 +27,13 @@ _INPUT_SHAPE_HELP = ("Static shape for an input with symbolic or unknown dims, a
               help="text: opconv's HLO module (+ OUT.weights for large constants); stablehlo: MLIR text with "
                    "stablehlo.* ops. Default: stablehlo for a .mlir output, else text.")
 @click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=DIMS", help=_INPUT_SHAPE_HELP)
+@click.option("--weights-as-arguments", is_flag=True,
+              help="StableHLO only (implies --format stablehlo): pass constants of 1 KiB or more as arguments "
+                   "of @main after the inputs instead of dense<...> literals, and write them, in argument order "
+                   "and keyed by constant name, to the output path with an .npz suffix.")
 @click.option("--verify", "verify_after", is_flag=True,
               help="Run the ONNX model and the HLO module on the same random inputs and compare every output.")
-def onnx_to_hlo(model, output, fmt, input_shapes, verify_after):
+def onnx_to_hlo(model, output, fmt, input_shapes, weights_as_arguments, verify_after):
     """Convert an ONNX MODEL to the HLO dialect (text module or StableHLO).
 
     Every node must map to HLO operations; otherwise nothing is written and
@@ -39,6 +46,7 @@ def onnx_to_hlo(model, output, fmt, input_shapes, verify_after):
       opconv onnx-to-hlo resnet.onnx --input-shape data=1,3,224,224
       opconv onnx-to-hlo bert.onnx -o bert.mlir --format stablehlo --input-shape ids=1,128
       opconv onnx-to-hlo mlp.onnx --input-shape x=8,64 --verify
+      opconv onnx-to-hlo vgg.onnx -o vgg.mlir --weights-as-arguments   # + vgg.npz
 
     Exit code 0 when the module was written (and, with --verify, matches), 1
     when --verify finds a difference, 2 when the model cannot be read or converted.
@@ -50,18 +58,41 @@ def onnx_to_hlo(model, output, fmt, input_shapes, verify_after):
 
     shapes = _parse_shapes(input_shapes)
     if fmt is None:
-        fmt = "stablehlo" if output and output.lower().endswith(".mlir") else "text"
+        fmt = "stablehlo" if weights_as_arguments or (output and output.lower().endswith(".mlir")) else "text"
+    if weights_as_arguments and fmt != "stablehlo":
+        raise click.UsageError("--weights-as-arguments needs --format stablehlo")
     target = output or default_output(model, ".mlir" if fmt == "stablehlo" else ".hlo")
+    weights_file = os.path.splitext(target)[0] + ".npz"
     source, converted, progress = load_convert_save(
         model, "onnx", target, "converting to HLO", lambda m: convert(m, input_shapes=shapes),
-        save=lambda m, path: save(m, path, format=fmt))
+        save=(lambda m, path: _save_with_weight_arguments(m, path, weights_file)) if weights_as_arguments
+        else (lambda m, path: save(m, path, format=fmt)))
     stats = conversion_stats(converted)
-    click.echo(f"wrote {target} ({_summary(converted)})")
+    click.echo(f"wrote {target}" + (f" and {weights_file}" if weights_as_arguments else "")
+               + f" ({_summary(converted)})")
     fused, patterns = stats.get("fused_ops", {}), stats.get("patterns", {})
     click.echo("fusions: " + (", ".join(f"{op} {n}" for op, n in fused.items()) or "none")
                + "; multi-node patterns fused: " + (", ".join(f"{op} {n}" for op, n in patterns.items()) or "none"))
     if verify_after:
         _verify(opconv, source, converted, shapes, progress)
+
+
+def _save_with_weight_arguments(model, path: str, weights_file: str) -> None:
+    """Write StableHLO whose large constants are arguments, and those constants in argument order (atomically)."""
+    import numpy as np
+
+    from ..dialects.hlo.stablehlo import export, weight_arguments
+    from ..dialects.onnx.io import _AtomicFiles
+
+    text = export(model, weights="arguments")
+    with _AtomicFiles(os.path.dirname(os.path.abspath(path))) as files:
+        with open(files.temp(path), "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+        # What np.savez writes, without its reserved keyword names ("file", "allow_pickle").
+        with zipfile.ZipFile(files.temp(weights_file), "w") as archive:
+            for name, array in weight_arguments(model):
+                with archive.open(name + ".npy", "w", force_zip64=True) as member:
+                    np.lib.format.write_array(member, array, allow_pickle=False)
 
 
 @cli.command("hlo-to-onnx")

@@ -32,7 +32,9 @@ Implementation: the padded (and base-dilated) input is viewed as windows with
 laid out ``(channel x kernel offset, output position)``, and multiplied by one
 batched matmul ``W (groups, og, cg*K) @ cols (N, groups, cg*K, positions)``
 (BLAS for floats) whose result already is the channels-first output, so
-nothing is transposed afterwards.  1x1 kernels skip im2col: the (strided)
+nothing is transposed afterwards.  When one image's column matrix would be large
+(early layers of image models), it is built and multiplied one band of output rows at a time,
+each band small enough to stay in cache.  1x1 kernels skip im2col: the (strided)
 input is the column matrix; depthwise convolutions (one input channel per
 group) are one vectorized multiply-add per kernel offset instead.  float32 stays float32 throughout; integer inputs
 accumulate exactly in int64 and wrap back to the input type.
@@ -315,27 +317,68 @@ def _conv_channels_first(x, w, strides, pads_begin, pads_end, lhs_dilation, rhs_
         if bias is not None:
             y += np.asarray(bias).astype(acc, copy=False).reshape((1, o) + (1,) * n_sp)
         return downcast(y, out_dtype)
-    if all(k == 1 for k in kernel):
-        # A 1x1 kernel needs no im2col: the (strided) input already is the column matrix.
-        x = x[(Ellipsis,) + tuple(slice(None, None, s) for s in strides)]
-        out = x.shape[2:]
-        cols = x.reshape((batch_groups, nb, feature_groups, cg, -1))
+    out = tuple(window_output_size(size, k, s, d)
+                for size, k, s, d in zip(x.shape[2:], kernel, strides, rhs_dilation))
+    if (batch_groups == 1 and any(k > 1 for k in kernel)
+            and cg * math.prod(kernel) * math.prod(out) * x.itemsize > _TILED_IM2COL_BYTES):
+        y = _conv_tiled(x, w_mat, kernel, strides, rhs_dilation, out)
     else:
-        patches = window_view(x, spatial, kernel, strides, rhs_dilation)  # (N, C, *out, *K)
-        out = patches.shape[2:2 + n_sp]
-        # im2col, one copy: columns are (channel, kernel offset), rows output positions, so that
-        # W (og, cg*K) @ cols (cg*K, positions) lands directly in the channels-first output layout.
-        cols = patches.reshape((batch_groups, nb, feature_groups, cg) + out + kernel)
-        cols = cols.transpose((0, 1, 2, 3) + tuple(range(4 + n_sp, 4 + 2 * n_sp)) + tuple(range(4, 4 + n_sp)))
-    # (batch group, image, feature group, ...) -> (image, group, cg*K, positions); at most one
-    # of the two group counts exceeds 1, so the two group axes flatten into one.
-    cols = cols.reshape((batch_groups, nb, feature_groups, cg * math.prod(kernel), math.prod(out)))
-    cols = cols.swapaxes(0, 1).reshape(nb, groups, cg * math.prod(kernel), math.prod(out))
-    y = np.matmul(w_mat, cols)  # (nb, groups, og, positions): output feature group * og + j
+        if all(k == 1 for k in kernel):
+            # A 1x1 kernel needs no im2col: the (strided) input already is the column matrix.
+            x = x[(Ellipsis,) + tuple(slice(None, None, s) for s in strides)]
+            cols = x.reshape((batch_groups, nb, feature_groups, cg, -1))
+        else:
+            patches = window_view(x, spatial, kernel, strides, rhs_dilation)  # (N, C, *out, *K)
+            # im2col, one copy: columns are (channel, kernel offset), rows output positions, so that
+            # W (og, cg*K) @ cols (cg*K, positions) lands directly in the channels-first output layout.
+            cols = patches.reshape((batch_groups, nb, feature_groups, cg) + out + kernel)
+            order = (0, 1, 2, 3) + tuple(range(4 + n_sp, 4 + 2 * n_sp)) + tuple(range(4, 4 + n_sp))
+            cols = cols.transpose(order)
+        # (batch group, image, feature group, ...) -> (image, group, cg*K, positions); at most one
+        # of the two group counts exceeds 1, so the two group axes flatten into one.
+        cols = cols.reshape((batch_groups, nb, feature_groups, cg * math.prod(kernel), math.prod(out)))
+        cols = cols.swapaxes(0, 1).reshape(nb, groups, cg * math.prod(kernel), math.prod(out))
+        y = np.matmul(w_mat, cols)  # (nb, groups, og, positions): output feature group * og + j
     y = y.reshape((nb, o) + out)
     if bias is not None:
         y += np.asarray(bias).astype(acc, copy=False).reshape((1, o) + (1,) * n_sp)
     return downcast(y, out_dtype)
+
+
+#: above this size, one image's im2col matrix is built and multiplied a band of output rows at a time
+_TILED_IM2COL_BYTES = 16 << 20
+#: the size of one band's columns: small enough to stay in cache between the copy and the product
+_TILE_BYTES = 2 << 20
+#: but at least this many output positions per band, so that each product stays BLAS-efficient
+_TILE_MIN_POSITIONS = 512
+
+
+def _conv_tiled(x, w_mat, kernel, strides, dilations, out):
+    """im2col convolution in bands of output rows (first spatial dim), for large column matrices.
+
+    ``x``: padded ``(N, C, *S)``; ``w_mat``: ``(G, og, cg * prod(K))``.  Returns ``(N, G, og, prod(out))``.
+    A whole im2col matrix of a large early layer is many times the cache: writing it and reading it
+    back for the product costs more than the product.  A band's columns are reused while still cached.
+    """
+    n_sp = len(kernel)
+    groups, og, depth = w_mat.shape
+    cg = depth // math.prod(kernel)
+    patches = window_view(x, tuple(range(2, x.ndim)), kernel, strides, dilations)  # (N, C, *out, *K)
+    row = math.prod(out[1:])  # positions per output row
+    rows = max(1, _TILE_BYTES // (depth * row * x.itemsize), -(-_TILE_MIN_POSITIONS // row))
+    # patches (cg, r, *out[1:], *K) -> columns (cg, *K, r, *out[1:])
+    order = (0,) + tuple(range(1 + n_sp, 1 + 2 * n_sp)) + tuple(range(1, 1 + n_sp))
+    y = np.empty((x.shape[0], groups, og, math.prod(out)), dtype=x.dtype)
+    band = np.empty((cg,) + tuple(kernel) + (min(rows, out[0]),) + tuple(out[1:]), dtype=x.dtype)
+    for image in range(x.shape[0]):
+        for g in range(groups):
+            planes = patches[image, g * cg:(g + 1) * cg]
+            for r0 in range(0, out[0], rows):
+                r1 = min(out[0], r0 + rows)
+                cols = band[(Ellipsis, slice(0, r1 - r0)) + (slice(None),) * (n_sp - 1)]
+                np.copyto(cols, planes[:, r0:r1].transpose(order))
+                np.matmul(w_mat[g], cols.reshape(depth, -1), out=y[image, g, :, r0 * row:r1 * row])
+    return y
 
 
 def _depthwise(x, w_mat, kernel, strides, dilations, nb, og):

@@ -15,10 +15,11 @@ Steps of :func:`onnx_to_openvino`:
    without axes) or a rank (Softmax, Concat with a negative axis) see them.
 4. **Constant folding** (:mod:`opconv.converters.fold`): shape computations over static shapes
    become constants, so Reshape targets and axes computed at run time convert.
-5. **Rewrite** with the rule modules (:mod:`.elementwise`, :mod:`.nn`,
-   :mod:`.shape`) through :func:`~opconv.converters.rewrite.convert_graph`:
-   every node that no rule converts is listed in one
-   :class:`~opconv.errors.ConversionError`.
+5. **Rewrite** with the rule modules of this package (one per op family:
+   :mod:`.elementwise`, :mod:`.nn`, :mod:`.shape`, :mod:`.movement`,
+   :mod:`.losses`, :mod:`.scatter`, ...) through
+   :func:`~opconv.converters.rewrite.convert_graph`: every node that no rule
+   converts is listed in one :class:`~opconv.errors.ConversionError`.
 6. **Port types**: IR v10 stores an element type and dims on every port.  They
    are computed by running opconv's own opset1 executor once on inputs of ones
    with the static input shapes and recording every value's array type.  This
@@ -46,7 +47,8 @@ from ...types import TensorType, element_type, from_numpy
 from .. import register
 from ..rewrite import RuleSet, convert_graph
 from ...dialects.openvino.io import ELEMENT_TYPES
-from . import activations, attention, elementwise, movement, nn, resize, rnn, shape
+from . import (activations, attention, cumulative, dequantize, einsum, elementwise, grids, losses, movement, nn,
+               resize, rnn, scatter, shape)
 from ..fold import fold_constants
 from ..static_inputs import (WEIGHTLESS_BYTES, copy_with_static_inputs, drop_input_defaults, has_unresolved_types,
                              may_fold, with_inferred_types)
@@ -60,7 +62,9 @@ DIALECT = "openvino"
 
 # Every rule of the direction; within one anchor op, list order is the priority.
 RULES = RuleSet(elementwise.RULES + nn.RULES + shape.RULES + rnn.RULES + movement.RULES
-                + activations.RULES + attention.RULES + resize.RULES)
+                + activations.RULES + attention.RULES + resize.RULES + losses.RULES
+                + cumulative.RULES + grids.RULES + einsum.RULES + scatter.RULES
+                + dequantize.RULES)
 
 
 @register("onnx", "openvino")

@@ -121,6 +121,11 @@ def _swish(b, m):
     return _bin(b, "Multiply", x, ov(b, "Sigmoid", scaled))
 
 
+def _swiglu(b, m):
+    """Swish(a) * b: the gate's Swish with the node's alpha, times the value input."""
+    return _bin(b, "Multiply", _swish(b, m), m["value"])
+
+
 def _prelu(b, m):
     x, slope = m["x"], m["slope"]
     zero = _c(b, x, 0, "zero")
@@ -146,15 +151,20 @@ def _is_inf(b, m):
 
 
 def _round(b, m):
-    """Round half to even: floor, then up when the fraction is above 1/2, or exactly 1/2 from an odd floor."""
     x = _float_input(m)
+    return round_half_even(b, x, dtype_of(x))
+
+
+def round_half_even(b, x, dtype):
+    """Round half to even: floor, then up when the fraction is above 1/2, or exactly 1/2 from an odd floor."""
+    c = lambda value, name: const(b, value, dtype, name)  # noqa: E731
     low = ov(b, "Floor", x)
     frac = _bin(b, "Subtract", x, low)
-    half = _c(b, x, 0.5, "half")
-    odd = _bin(b, "FloorMod", low, _c(b, x, 2, "two"))
+    half = c(0.5, "half")
+    odd = _bin(b, "FloorMod", low, c(2, "two"))
     up_if_half = _bin(b, "Add", low, odd)
     at_half = ov(b, "Select", _bin(b, "Equal", frac, half), up_if_half, low, auto_broadcast="numpy")
-    return ov(b, "Select", _bin(b, "Greater", frac, half), _bin(b, "Add", low, _c(b, x, 1, "one")), at_half,
+    return ov(b, "Select", _bin(b, "Greater", frac, half), _bin(b, "Add", low, c(1, "one")), at_half,
               auto_broadcast="numpy")
 
 
@@ -218,6 +228,7 @@ def _rules():
         Rule("ThresholdedRelu-to-Select", pattern("ThresholdedRelu", ["x"]), _thresholded_relu),
         Rule("Shrink-to-Select", pattern("Shrink", ["x"]), _shrink),
         Rule("Swish-decomposed", pattern("Swish", ["x"]), _swish),
+        Rule("SwiGLU-decomposed", pattern("SwiGLU", ["x", "value"]), _swiglu),
         Rule("PRelu-to-Select", pattern("PRelu", ["x", "slope"]), _prelu),
         Rule("IsNaN-to-NotEqual", pattern("IsNaN", ["x"]), _is_nan),
         Rule("IsInf-to-Equal", pattern("IsInf", ["x"]), _is_inf),

@@ -58,13 +58,25 @@ def _binary(ov_op: str):
     def replace(b, m):
         a, c = m["a"], m["b"]
         if a.dtype is not None and c.dtype is not None and a.dtype != c.dtype:
-            # ONNX Pow allows a different exponent type; opset1 binary ops need one element type.
+            if ov_op == "Power":
+                return _mixed_power(b, a, c)
             raise Refuse(f"inputs have different element types ({a.dtype}, {c.dtype})")
         extra = {}
         if ov_op == "Divide" and a.dtype is not None and np.dtype(dtype_of(a)).kind in "iu":
             extra["m_pythondiv"] = False  # ONNX integer Div truncates toward zero, like C
         return ov(b, ov_op, a, c, auto_broadcast="numpy", **extra)
     return replace
+
+
+def _mixed_power(b, base, exponent):
+    """ONNX Pow allows an exponent of another type; opset1 Power needs one element type (the base's)."""
+    if np.dtype(dtype_of(base)).kind == "f":
+        return ov(b, "Power", base, ov(b, "Convert", exponent, destination_type=base.dtype), auto_broadcast="numpy")
+    if np.dtype(dtype_of(exponent)).kind != "f":
+        raise Refuse(f"inputs have different integer element types ({base.dtype}, {exponent.dtype})")
+    # An integer base with a float exponent: computed in the exponent's type, truncated back like a cast.
+    wide = ov(b, "Power", ov(b, "Convert", base, destination_type=exponent.dtype), exponent, auto_broadcast="numpy")
+    return ov(b, "Convert", wide, destination_type=base.dtype)
 
 
 def _unary(ov_op: str):
@@ -92,28 +104,27 @@ def _where(b, m):
     return ov(b, "Select", m["cond"], m["a"], m["b"], auto_broadcast="numpy")
 
 
-def _clip_bounds(m) -> tuple[float, float]:
-    """Clip's bounds: attributes before opset 11, constant inputs from 11 (omitted: unbounded)."""
-    x = m["x"]
-    info = np.finfo(dtype_of(x)) if np.dtype(dtype_of(x)).kind == "f" else np.iinfo(dtype_of(x))
-    if m.root.version is not None and m.root.version < 11:
-        return float(attr(m.root, "min", info.min)), float(attr(m.root, "max", info.max))
-    bounds = []
-    for i, default in ((1, info.min), (2, info.max)):
-        v = m.root.inputs[i] if len(m.root.inputs) > i else None
-        if v is None:
-            bounds.append(float(default))
-            continue
-        data = m.constant("lo" if i == 1 else "hi")
-        if data is None:
-            raise Refuse(f"Clip bound {v.name!r} must be a constant for Clamp")
-        bounds.append(float(np.asarray(data).reshape(())))
-    return bounds[0], bounds[1]
-
-
 def _clip(b, m):
-    lo, hi = _clip_bounds(m)
-    return ov(b, "Clamp", m["x"], min=lo, max=hi)
+    """Clamp when the bounds are known (attributes before opset 11, constant inputs from 11); a bound computed
+    at run time becomes Maximum / Minimum."""
+    x = m["x"]
+    dtype = dtype_of(x)
+    info = np.finfo(dtype) if np.dtype(dtype).kind == "f" else np.iinfo(dtype)
+    if m.root.version is not None and m.root.version < 11:
+        return ov(b, "Clamp", x, min=float(attr(m.root, "min", info.min)), max=float(attr(m.root, "max", info.max)))
+    bounds, dynamic = [], []
+    for i, name, default in ((1, "lo", info.min), (2, "hi", info.max)):
+        v = m.root.inputs[i] if len(m.root.inputs) > i else None
+        data = None if v is None else m.constant(name)
+        if v is not None and data is None:
+            dynamic.append((name, v))
+            bounds.append(float(default))
+        else:
+            bounds.append(float(default) if v is None else float(np.asarray(data).reshape(())))
+    y = ov(b, "Clamp", x, min=bounds[0], max=bounds[1])
+    for name, v in dynamic:
+        y = ov(b, "Maximum" if name == "lo" else "Minimum", y, v, auto_broadcast="numpy")
+    return y
 
 
 def _mod(b, m):
@@ -122,17 +133,44 @@ def _mod(b, m):
         raise Refuse(f"inputs have different element types ({a.dtype}, {c.dtype})")
     # fmod=0: the remainder takes the divisor's sign (floor); fmod=1: the dividend's (C fmod).
     if not attr(m.root, "fmod", 0) and np.dtype(dtype_of(a)).kind == "f":
-        raise Refuse("float Mod with fmod=0: OpenVINO's FloorMod differs at infinite and zero operands")
+        # OpenVINO's float FloorMod (and Mod) differ from C at infinite operands: take the truncated remainder
+        # (x for an infinite divisor, NaN for an infinite dividend) and move a non-zero one whose sign differs
+        # from the divisor's by one divisor.
+        dtype = dtype_of(a)
+        inf = const(b, np.inf, dtype, "inf")
+        rest = ov(b, "Mod", a, c, auto_broadcast="numpy")
+        rest = ov(b, "Select", ov(b, "Equal", ov(b, "Abs", c), inf, auto_broadcast="numpy"), a, rest,
+                  auto_broadcast="numpy")
+        rest = ov(b, "Select", ov(b, "Equal", ov(b, "Abs", a), inf, auto_broadcast="numpy"),
+                  const(b, np.nan, dtype, "nan"), rest, auto_broadcast="numpy")
+        zero = const(b, 0, dtype, "zero")
+        signs_differ = ov(b, "NotEqual", ov(b, "Less", rest, zero, auto_broadcast="numpy"),
+                          ov(b, "Less", c, zero, auto_broadcast="numpy"), auto_broadcast="numpy")
+        moves = ov(b, "LogicalAnd", signs_differ, ov(b, "NotEqual", rest, zero, auto_broadcast="numpy"),
+                   auto_broadcast="numpy")
+        return ov(b, "Select", moves, ov(b, "Add", rest, c, auto_broadcast="numpy"), rest, auto_broadcast="numpy")
     return ov(b, "Mod" if attr(m.root, "fmod", 0) else "FloorMod", a, c, auto_broadcast="numpy")
+
+
+def _bitwise_not(b, m):
+    """~x without bit operations: -x - 1 in two's complement, max - x for unsigned integers."""
+    x = m["x"]
+    dtype = np.dtype(dtype_of(x))
+    if dtype.kind == "b":
+        return ov(b, "LogicalNot", x)
+    if dtype.kind == "u":
+        return ov(b, "Subtract", const(b, np.iinfo(dtype).max, dtype, "max"), x, auto_broadcast="numpy")
+    return ov(b, "Subtract", ov(b, "Negative", x), const(b, 1, dtype, "one"), auto_broadcast="numpy")
 
 
 def _bit_shift(b, m):
     """x * 2**y or floor(x / 2**y) for unsigned x; the power is exact in float32 up to 2**31."""
     x, y = m["a"], m["b"]
     kind = np.dtype(dtype_of(x))
+    if kind.kind == "i" and kind.itemsize <= 4:
+        return _signed_bit_shift(b, m, x, y, kind)
     if kind.kind != "u" or kind.itemsize > 2:
-        raise Refuse(f"BitShift of {x.dtype} (decomposed for uint8/uint16, whose shifted values float32 holds "
-                     "exactly)")
+        raise Refuse(f"BitShift of {x.dtype} (decomposed for uint8/uint16 and int8/int16/int32)")
     power = ov(b, "Power", const(b, 2, np.float32, "two"), ov(b, "Convert", y, destination_type="float32"),
                auto_broadcast="numpy")
     wide = ov(b, "Convert", x, destination_type="float32")
@@ -143,6 +181,52 @@ def _bit_shift(b, m):
     else:
         shifted = ov(b, "Floor", ov(b, "Divide", wide, power, auto_broadcast="numpy"))
     return ov(b, "Convert", shifted, destination_type=x.dtype)
+
+
+def _signed_bit_shift(b, m, x, y, kind: np.dtype):
+    """Signed shifts in int32 arithmetic: x * 2**y wrapped to the type's width, or floor(x / 2**y).
+
+    2**y comes from a table (opset1 has no integer power); a shift outside [0, bits) gives 0, or -1 for a
+    negative x shifted right, as ONNX defines."""
+    bits = 8 * kind.itemsize
+    wide = ov(b, "Convert", x, destination_type="int32") if bits < 32 else x
+    count = ov(b, "Convert", y, destination_type="int32") if y.dtype != "int32" else y
+    outside = ov(b, "LogicalOr", ov(b, "Less", count, const(b, 0, np.int32, "zero"), auto_broadcast="numpy"),
+                 ov(b, "GreaterEqual", count, const(b, bits, np.int32, "bits"), auto_broadcast="numpy"),
+                 auto_broadcast="numpy")
+    index = ov(b, "Clamp", count, min=0.0, max=float(bits - 1))
+    powers = b.const((np.int64(1) << np.arange(bits, dtype=np.int64)).astype(np.uint32).view(np.int32), "powers")
+    power = ov(b, "Gather", powers, index, const(b, [0], np.int64, "axis"))
+    zero = const(b, 0, np.int32, "zero")
+    if attr(m.root, "direction", "LEFT") in ("LEFT", b"LEFT"):
+        if bits == 32:
+            # 2**31 is stored as -2**31: multiplying by it still leaves x's lowest bit in the sign bit.
+            shifted = ov(b, "Multiply", wide, power, auto_broadcast="numpy")
+        else:
+            # |x| * 2**y < 2**30 fits int32; keep the low `bits` bits as a signed value.
+            half = const(b, 1 << (bits - 1), np.int32, "half")
+            product = ov(b, "Multiply", wide, power, auto_broadcast="numpy")
+            shifted = ov(b, "Subtract", ov(b, "FloorMod", ov(b, "Add", product, half, auto_broadcast="numpy"),
+                                           const(b, 1 << bits, np.int32, "modulus"), auto_broadcast="numpy"),
+                         half, auto_broadcast="numpy")
+        result = ov(b, "Select", outside, zero, shifted, auto_broadcast="numpy")
+    else:
+        if bits == 32:
+            # The divisor 2**31 does not fit int32, but x >> 31 is the sign fill, as for a shift past the width.
+            outside = ov(b, "LogicalOr", outside, ov(b, "Equal", count, const(b, 31, np.int32, "last"),
+                                                     auto_broadcast="numpy"), auto_broadcast="numpy")
+        # floor(x / 2**y) from the truncating division (OpenVINO's CPU plugin truncates integer Divide even
+        # with m_pythondiv): one less where x is negative and the division leaves a remainder.
+        quotient = ov(b, "Divide", wide, power, auto_broadcast="numpy", m_pythondiv=False)
+        inexact = ov(b, "NotEqual", ov(b, "Multiply", quotient, power, auto_broadcast="numpy"), wide,
+                     auto_broadcast="numpy")
+        below = ov(b, "LogicalAnd", inexact, ov(b, "Less", wide, zero, auto_broadcast="numpy"), auto_broadcast="numpy")
+        shifted = ov(b, "Select", below, ov(b, "Subtract", quotient, const(b, 1, np.int32, "one"),
+                                            auto_broadcast="numpy"), quotient, auto_broadcast="numpy")
+        sign = ov(b, "Select", ov(b, "Less", wide, zero, auto_broadcast="numpy"), const(b, -1, np.int32, "minus_one"),
+                  zero, auto_broadcast="numpy")
+        result = ov(b, "Select", outside, sign, shifted, auto_broadcast="numpy")
+    return result if bits == 32 else ov(b, "Convert", result, destination_type=x.dtype)
 
 
 def _rules():
@@ -159,6 +243,7 @@ def _rules():
         Rule("Where-to-Select", pattern("Where", ["cond", "a", "b"]), _where),
         Rule("Mod-to-FloorMod", pattern("Mod", ["a", "b"]), _mod),
         Rule("BitShift-decomposed", pattern("BitShift", ["a", "b"]), _bit_shift),
+        Rule("BitwiseNot-decomposed", pattern("BitwiseNot", ["x"]), _bitwise_not),
         Rule("Elu-to-Elu", lambda op, x: op.Elu(x), _elu),
         Rule("Clip-to-Clamp", lambda op, x: op.Clip(x), _clip),
         Rule("Clip-min-to-Clamp", lambda op, x, lo: op.Clip(x, lo), _clip),

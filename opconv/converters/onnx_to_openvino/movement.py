@@ -1,4 +1,5 @@
-"""Data-movement ONNX ops: Expand, Slice, Gather, Split, Pad, Tile, Shape, depth/space shuffles, Trilu.
+"""Data-movement ONNX ops: Expand, Slice, Gather, Split, Pad, CenterCropPad, Tile, Shape, EyeLike,
+ReverseSequence, depth/space shuffles, Trilu.
 
 opset1 wants static shapes, so every rule here reads its input's shape
 (known after the converter's shape inference) and states the output's
@@ -172,7 +173,21 @@ def _pad(b, m):
         if any(p < 0 for p in begin + end):
             raise Refuse("negative pads with a non-constant mode")
         return ov(b, "Pad", x, i64(b, begin, "pads_begin"), i64(b, end, "pads_end"), pad_mode=PAD_MODES[mode])
-    return ov(b, "Pad", x, i64(b, begin, "pads_begin"), i64(b, end, "pads_end"), value, pad_mode="constant")
+    if constant_value(value) is not None:
+        return ov(b, "Pad", x, i64(b, begin, "pads_begin"), i64(b, end, "pads_end"), value, pad_mode="constant")
+    # OpenVINO's CPU plugin pads with zeros when pad_value is not a constant: pad with zeros, then select the
+    # runtime value on the (static) border.
+    padded = ov(b, "Pad", x, i64(b, begin, "pads_begin"), i64(b, end, "pads_end"),
+                const(b, 0, dtype_of(x), "pad_value"), pad_mode="constant")
+    return ov(b, "Select", b.const(_pad_border(static_shape(x), begin, end), "border"), value, padded)
+
+
+def _pad_border(shape, begin, end) -> np.ndarray:
+    """True where a constant Pad of a ``shape`` tensor by ``begin``/``end`` writes the pad value."""
+    border = np.ones([n + lo + hi for n, lo, hi in zip(shape, begin, end)], bool)
+    border[tuple(slice(max(lo, 0), max(lo, 0) + n + min(lo, 0) + min(hi, 0))
+                 for n, lo, hi in zip(shape, begin, end))] = False
+    return border
 
 
 def _const_operand(value, what: str) -> np.ndarray:
@@ -256,6 +271,76 @@ def _constant_of_shape(b, m):
     return b.const(np.full(shape, fill[0], fill.dtype), m.root.outputs[0].name)
 
 
+def _eye_like(b, m):
+    """EyeLike depends on its input's shape only: a constant once the shape is static."""
+    rows, cols = static_shape(m["x"])
+    dtype = attr(m.root, "dtype")
+    np_dtype = dtype_of(m["x"]) if dtype is None else _onnx_dtype(int(dtype))
+    return b.const(np.eye(rows, cols, int(attr(m.root, "k", 0)), dtype=np_dtype), m.root.outputs[0].name)
+
+
+def _onnx_dtype(code: int) -> np.dtype:
+    from onnx import helper
+
+    return np.dtype(helper.tensor_dtype_to_np_dtype(code))
+
+
+def _center_crop_pad(b, m):
+    """Crop (centred, the extra element on the end side) then zero-pad (centred, the extra element at the end)."""
+    shape = static_shape(m["x"])
+    rank = len(shape)
+    sizes = [int(d) for d in const_input(m, "shape", "the target shape").reshape(-1)]
+    axes = attr(m.root, "axes")
+    axes = list(range(rank)) if axes is None else [int(a) % rank for a in axes]
+    if len(axes) != len(sizes):
+        raise Refuse(f"{len(sizes)} target sizes for {len(axes)} axes")
+    begin, end = [0] * rank, list(shape)
+    pad_begin, pad_end = [0] * rank, [0] * rank
+    for axis, size in zip(axes, sizes):
+        if size <= 0:
+            raise Refuse(f"target size {size} on axis {axis} (opset1 has no empty tensors)")
+        if size < shape[axis]:
+            begin[axis] = (shape[axis] - size) // 2
+            end[axis] = begin[axis] + size
+        else:
+            pad_begin[axis] = (size - shape[axis]) // 2
+            pad_end[axis] = size - shape[axis] - pad_begin[axis]
+    y = m["x"]
+    if end != list(shape) or any(begin):
+        y = ov(b, "StridedSlice", y, i64(b, begin, "begin"), i64(b, end, "end"), i64(b, [1] * rank, "stride"),
+               begin_mask=[0] * rank, end_mask=[0] * rank, new_axis_mask=[], shrink_axis_mask=[], ellipsis_mask=[])
+    if any(pad_begin) or any(pad_end):
+        y = ov(b, "Pad", y, i64(b, pad_begin, "pads_begin"), i64(b, pad_end, "pads_end"),
+               const(b, 0, dtype_of(m["x"]), "pad_value"), pad_mode="constant")
+    return y
+
+
+def _reverse_sequence(b, m):
+    """Gather from the two leading axes flattened: position t of batch entry n reads ``len[n] - 1 - t`` while
+    ``t < len[n]``, and itself after."""
+    shape = static_shape(m["x"])
+    batch_axis, time_axis = int(attr(m.root, "batch_axis", 1)), int(attr(m.root, "time_axis", 0))
+    if sorted((batch_axis, time_axis)) != [0, 1]:
+        raise Refuse(f"batch_axis={batch_axis}, time_axis={time_axis}")
+    grid = np.indices(shape[:2], dtype=np.int64)
+    steps = b.const(grid[time_axis], "steps")
+    lengths = ov(b, "Convert", m["lengths"], destination_type="int64")
+    lengths = ov(b, "Unsqueeze", lengths, i64(b, [time_axis], "time_axis"))  # broadcast along time
+    reversed_step = ov(b, "Subtract", ov(b, "Subtract", lengths, i64(b, [1], "one"), auto_broadcast="numpy"), steps,
+                       auto_broadcast="numpy")
+    inside = ov(b, "Less", steps, lengths, auto_broadcast="numpy")
+    source = ov(b, "Select", inside, reversed_step, steps, auto_broadcast="numpy")
+    batch = b.const(grid[batch_axis], "entries")
+    if time_axis == 0:
+        flat = ov(b, "Add", ov(b, "Multiply", source, i64(b, [shape[1]], "width"), auto_broadcast="numpy"), batch,
+                  auto_broadcast="numpy")
+    else:
+        flat = ov(b, "Add", ov(b, "Multiply", batch, i64(b, [shape[1]], "width"), auto_broadcast="numpy"), source,
+                  auto_broadcast="numpy")
+    rows = ov(b, "Reshape", m["x"], i64(b, [shape[0] * shape[1], *shape[2:]], "rows"), special_zero=False)
+    return ov(b, "Gather", rows, flat, i64(b, [0], "axis"))
+
+
 def _range(b, m):
     start, limit, delta = (const_input(m, n, n).reshape(()) for n in ("start", "limit", "delta"))
     data = np.arange(start, limit, delta, dtype=np.asarray(start).dtype)
@@ -290,6 +375,9 @@ RULES = [
     Rule("GatherElements-to-Gather", pattern("GatherElements", ["x", "indices"]), _gather_elements),
     Rule("ConstantOfShape-folded", pattern("ConstantOfShape", ["shape"]), _constant_of_shape),
     Rule("Range-folded", pattern("Range", ["start", "limit", "delta"]), _range),
+    Rule("EyeLike-folded", pattern("EyeLike", ["x"]), _eye_like),
+    Rule("ReverseSequence-to-Gather", pattern("ReverseSequence", ["x", "lengths"]), _reverse_sequence),
+    Rule("CenterCropPad-to-StridedSlice-Pad", pattern("CenterCropPad", ["x", "shape"]), _center_crop_pad),
     Rule("Split-to-VariadicSplit", _split_pattern(["x"]), _split),
     Rule("Split-sizes-to-VariadicSplit", _split_pattern(["x", "split"]), _split),
     *rules_for_arities("Pad-to-Pad", "Pad", _pad, range(1, 5)),

@@ -71,13 +71,12 @@ def _conv_transpose(b, m):
     node = m.root
     w_shape = static_shape(w)
     spatial = len(w_shape) - 2
-    if attr(node, "output_shape") is not None:
-        raise Refuse("ConvTranspose output_shape is not mapped")
     window = _window(node, spatial)
-    if window["auto_pad"] != "explicit":
-        raise Refuse("ConvTranspose auto_pad other than NOTSET is not mapped")
     window["dilations"] = list(attr(node, "dilations", [1] * spatial))
     window["output_padding"] = list(attr(node, "output_padding", [0] * spatial))
+    output_shape = attr(node, "output_shape")
+    if output_shape is not None or window["auto_pad"] != "explicit":
+        _transposed_pads(node, window, static_shape(x)[2:], w_shape[2:], output_shape)
     group = int(attr(node, "group", 1))
     if group == 1:
         y = ov(b, "ConvolutionBackpropData", x, w, **window)
@@ -91,6 +90,29 @@ def _conv_transpose(b, m):
     if bias is None:
         return y
     return ov(b, "Add", y, _channel_vector(b, m, "bias", len(w_shape)), auto_broadcast="numpy")
+
+
+def _transposed_pads(node, window: dict, sizes, kernel, output_shape) -> None:
+    """Explicit pads for a ConvTranspose sized by ``output_shape`` or SAME auto_pad, by ONNX's formula:
+    the total padding is what the full transposed output exceeds the wanted size by; SAME_UPPER puts the
+    smaller half first, the other modes the larger."""
+    strides, dilations, extra = window["strides"], window["dilations"], window["output_padding"]
+    if output_shape is None:
+        output_shape = [n * s for n, s in zip(sizes, strides)]  # SAME: the input size times the stride
+    output_shape = list(output_shape)[-len(sizes):]
+    upper = attr(node, "auto_pad", "NOTSET") in ("SAME_UPPER", b"SAME_UPPER")
+    begin, end, padding = [], [], []
+    for n, k, s, d, e, out in zip(sizes, kernel, strides, dilations, extra, output_shape):
+        total = s * (n - 1) + e + (k - 1) * d + 1 - int(out)
+        if total < 0:  # a larger output than the kernels reach: zeros added at the end (output padding)
+            if e - total >= max(s, d):
+                raise Refuse(f"output_shape {out} exceeds the transposed size by more than the stride")
+            e, total = e - total, 0
+        first = total // 2 if upper else total - total // 2
+        begin.append(first)
+        end.append(total - first)
+        padding.append(e)
+    window.update(pads_begin=begin, pads_end=end, auto_pad="explicit", output_padding=padding)
 
 
 def _top_k(b, m):
@@ -121,41 +143,120 @@ def _pool_attrs(m) -> dict:
     kernel = list(attr(node, "kernel_shape", []))
     if not kernel:
         raise Refuse("kernel_shape is missing")
-    if any(d != 1 for d in attr(node, "dilations", [])):
-        raise Refuse("opset1 pooling has no dilations")
     window = _window(node, len(kernel))
     window["kernel"] = kernel
     window["rounding_type"] = "ceil" if attr(node, "ceil_mode", 0) else "floor"
-    _check_ceil_windows(m, window)
     return window
 
 
-def _check_ceil_windows(m, window: dict) -> None:
-    """Refuse ceil rounding when a last window would start inside the end padding.
-
-    ONNX drops such a window (its output would average or max over padding
-    only); opset1 rounding_type="ceil" keeps it, so the output sizes differ.
-    """
-    if window["rounding_type"] != "ceil" or window["auto_pad"] != "explicit":
-        return
-    x = m["x"]
-    dims = static_shape(x)[2:]
-    for i, (size, k, s, pb, pe) in enumerate(zip(dims, window["kernel"], window["strides"], window["pads_begin"],
-                                                 window["pads_end"])):
+def _needs_windows(m) -> bool:
+    """Whether opset1 pooling cannot express the node: dilations, or ceil rounding whose last window starts
+    inside the end padding (ONNX drops that window, opset1 rounding_type="ceil" keeps it)."""
+    node = m.root
+    if any(d != 1 for d in attr(node, "dilations", [])):
+        return True
+    if not attr(node, "ceil_mode", 0) or attr(node, "auto_pad", "NOTSET") not in ("NOTSET", b"NOTSET"):
+        return False
+    window = _pool_attrs(m)
+    dims = static_shape(m["x"])[2:]
+    for size, k, s, pb, pe in zip(dims, window["kernel"], window["strides"], window["pads_begin"],
+                                  window["pads_end"]):
         out = -(-(size + pb + pe - k) // s) + 1
         if (out - 1) * s >= size + pb:
-            raise Refuse(f"ceil_mode=1: the last window along spatial axis {i} starts in the padding, which "
-                         "ONNX drops and opset1 keeps")
+            return True
+    return False
 
 
 def _max_pool(b, m):
     if attr(m.root, "storage_order", 0):
         raise Refuse("storage_order=1 only changes the Indices output, which opset1 MaxPool does not have")
+    if _needs_windows(m):
+        dtype = np.dtype(dtype_of(m["x"]))
+        lowest = -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
+        return _dilated_pool(b, m, m["x"], lowest, "Maximum")[0]
     return ov(b, "MaxPool", m["x"], **_pool_attrs(m))
 
 
 def _avg_pool(b, m):
+    if _needs_windows(m):
+        total, counts = _dilated_pool(b, m, m["x"], 0, "Add")
+        return ov(b, "Divide", total, b.const(counts.astype(dtype_of(m["x"])), "window_counts"),
+                  auto_broadcast="numpy")
     return ov(b, "AvgPool", m["x"], exclude_pad=not attr(m.root, "count_include_pad", 0), **_pool_attrs(m))
+
+
+def _dilated_pool(b, m, x, fill, combine: str):
+    """Pooling window by window, for what opset1 pooling lacks (see _needs_windows): pad ``x`` with ``fill`` to cover every window, then
+    combine one strided slice per kernel offset.  Also returns, per output position, how many elements the
+    window averages over (inside the input, or inside input and explicit pads with count_include_pad).
+    ``x`` is the node's input or an element-wise function of it (same shape)."""
+    node = m.root
+    shape = static_shape(m["x"])
+    spatial = shape[2:]
+    kernel = list(attr(node, "kernel_shape", []))
+    n = len(spatial)
+    if len(kernel) != n:
+        raise Refuse("kernel_shape is missing")
+    dilations = list(attr(node, "dilations", [1] * n))
+    strides = list(attr(node, "strides", [1] * n))
+    auto = attr(node, "auto_pad", "NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    pads = list(attr(node, "pads", [0] * 2 * n))
+    ceil = bool(attr(node, "ceil_mode", 0))
+    outs, begins, ends = [], [], []
+    for i, (size, k, d, st) in enumerate(zip(spatial, kernel, dilations, strides)):
+        reach = d * (k - 1) + 1
+        if auto in ("SAME_UPPER", "SAME_LOWER"):
+            out = -(-size // st)
+            total = max((out - 1) * st + reach - size, 0)
+            low = total // 2 if auto == "SAME_UPPER" else total - total // 2
+            pb, pe = low, total - low
+        else:
+            pb, pe = (0, 0) if auto == "VALID" else (pads[i], pads[i + n])
+            span = size + pb + pe - reach
+            out = (-(-span // st) if ceil else span // st) + 1
+            if ceil and (out - 1) * st >= size + pb:
+                out -= 1  # ONNX drops a last window that starts in the end padding
+        outs.append(out)
+        begins.append(pb)
+        ends.append(pe)
+    counts = np.ones([1, 1], np.int64)
+    for out, k, d, st, pb, pe, size in zip(outs, kernel, dilations, strides, begins, ends, spatial):
+        starts = np.arange(out)[:, None] * st + np.arange(k)[None, :] * d - pb
+        lo, hi = (-pb, size + pe) if attr(node, "count_include_pad", 0) else (0, size)
+        per_axis = ((starts >= lo) & (starts < hi)).sum(axis=1)
+        counts = counts[..., None] * per_axis
+    needed = [(out - 1) * st + d * (k - 1) + 1 for out, st, d, k in zip(outs, strides, dilations, kernel)]
+    after = [need - size - pb for need, size, pb in zip(needed, spatial, begins)]
+    padded = ov(b, "Pad", x, i64(b, [0, 0] + begins, "pads_begin"), i64(b, [0, 0] + [max(a, 0) for a in after],
+                                                                          "pads_end"),
+                const(b, fill, dtype_of(m["x"]), "pad_value"), pad_mode="constant")
+    total = None
+    for offset in np.ndindex(*kernel):
+        start = [j * d for j, d in zip(offset, dilations)]
+        stop = [s0 + (out - 1) * st + 1 for s0, out, st in zip(start, outs, strides)]
+        part = ov(b, "StridedSlice", padded, i64(b, [0, 0] + start, "begin"), i64(b, [0, 0] + stop, "end"),
+                  i64(b, [1, 1] + strides, "stride"), begin_mask=[1, 1] + [0] * n, end_mask=[1, 1] + [0] * n,
+                  new_axis_mask=[], shrink_axis_mask=[], ellipsis_mask=[])
+        total = part if total is None else ov(b, combine, total, part, auto_broadcast="numpy")
+    return total, counts
+
+
+def _lp_pool(b, m):
+    """(sum of |x|**p over the window) ** (1/p): an average over the whole window (padding counts as zero)
+    times the window's size."""
+    x = m["x"]
+    dtype = dtype_of(x)
+    p = float(attr(m.root, "p", 2))
+    powered = ov(b, "Power", ov(b, "Abs", x), const(b, p, dtype, "p"), auto_broadcast="numpy")
+    if _needs_windows(m):
+        total = _dilated_pool(b, m, powered, 0, "Add")[0]
+    else:
+        window = _pool_attrs(m)
+        mean = ov(b, "AvgPool", powered, exclude_pad=False, **window)
+        total = ov(b, "Multiply", mean, const(b, float(np.prod(window["kernel"])), dtype, "window_size"),
+                   auto_broadcast="numpy")
+    return ov(b, "Power", total, const(b, 1.0 / p, dtype, "inverse_p"), auto_broadcast="numpy")
 
 
 def _global_pool(reduce_op: str):
@@ -361,11 +462,14 @@ def _softmax(b, m):
 
 
 def _log_softmax(b, m):
-    """x - max - log(sum(exp(x - max))) along the axis."""
-    x = m["x"]
-    axis = i64(b, [_softmax_axis(m)], "axis")
-    shifted = ov(b, "Subtract", x, ov(b, "ReduceMax", x, axis, keep_dims=True), auto_broadcast="numpy")
-    total = ov(b, "ReduceSum", ov(b, "Exp", shifted), axis, keep_dims=True)
+    return _log_softmax_along(b, m["x"], _softmax_axis(m))
+
+
+def _log_softmax_along(b, x, axis: int):
+    """x - max - log(sum(exp(x - max))) along ``axis``."""
+    axes = i64(b, [axis], "axis")
+    shifted = ov(b, "Subtract", x, ov(b, "ReduceMax", x, axes, keep_dims=True), auto_broadcast="numpy")
+    total = ov(b, "ReduceSum", ov(b, "Exp", shifted), axes, keep_dims=True)
     return ov(b, "Subtract", shifted, ov(b, "Log", total), auto_broadcast="numpy")
 
 
@@ -399,6 +503,23 @@ def _arg(mode: str):
             return index
         return ov(b, "Squeeze", index, i64(b, [axis], "axis"))
     return replace
+
+
+def _one_hot(b, m):
+    """opset1 OneHot, after ONNX's extras: any numeric indices (truncated), negative ones from the end, and the
+    (off, on) pair as one input."""
+    depth = int(np.asarray(const_input(m, "depth", "the depth")).reshape(-1)[0])
+    rank = rank_of(m["indices"])
+    axis = int(attr(m.root, "axis", -1))
+    axis = axis + rank + 1 if axis < 0 else axis
+    index = ov(b, "Convert", m["indices"], destination_type="int64")
+    wrapped = ov(b, "Add", index, i64(b, [depth], "depth"), auto_broadcast="numpy")
+    index = ov(b, "Select", ov(b, "Less", index, i64(b, [0], "zero"), auto_broadcast="numpy"), wrapped, index,
+               auto_broadcast="numpy")
+    values = m["values"]
+    off, on = (ov(b, "Gather", values, b.const(np.asarray(i, np.int64), "which"), i64(b, [0], "axis"))
+               for i in (0, 1))
+    return ov(b, "OneHot", index, b.const(np.asarray(depth, np.int64), "depth"), on, off, axis=axis)
 
 
 def _hardmax(b, m):
@@ -484,7 +605,9 @@ def _reduce(build, axes_input_since: int):
             axes = None if m.values.get("axes") is None else const_input(m, "axes", "axes").reshape(-1).tolist()
         if not axes:
             if attr(node, "noop_with_empty_axes", 0):
-                raise Refuse("noop_with_empty_axes=1 with no axes (an identity) is not mapped")
+                if node.op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"):
+                    return x  # reducing nothing: each element is its own sum, mean, extreme, product
+                raise Refuse(f"noop_with_empty_axes=1 with no axes on {node.op} is not mapped")
             axes = list(range(rank))
         axes = sorted(int(a) % max(rank, 1) for a in axes)
         if rank == 0:
@@ -510,6 +633,7 @@ RULES = _reduce_rules() + [
     Rule("TopK-to-TopK", pattern("TopK", ["x", "k"], _outputs=2), _top_k),
     Rule("MaxPool-to-MaxPool", pattern("MaxPool", ["x"]), _max_pool),
     Rule("AveragePool-to-AvgPool", pattern("AveragePool", ["x"]), _avg_pool),
+    Rule("LpPool-to-AvgPool", pattern("LpPool", ["x"]), _lp_pool),
     Rule("GlobalAveragePool-to-ReduceMean", pattern("GlobalAveragePool", ["x"]), _global_pool("ReduceMean")),
     Rule("GlobalMaxPool-to-ReduceMax", pattern("GlobalMaxPool", ["x"]), _global_pool("ReduceMax")),
     Rule("BatchNormalization-to-Multiply-Add",
@@ -525,6 +649,7 @@ RULES = _reduce_rules() + [
     Rule("LRN-to-LRN", pattern("LRN", ["x"]), _lrn),
     Rule("LogSoftmax-decomposed", pattern("LogSoftmax", ["x"]), _log_softmax),
     Rule("Hardmax-to-OneHot", pattern("Hardmax", ["x"]), _hardmax),
+    Rule("OneHot-to-OneHot", pattern("OneHot", ["indices", "depth", "values"]), _one_hot),
     Rule("ArgMax-to-TopK", pattern("ArgMax", ["x"]), _arg("max")),
     Rule("ArgMin-to-TopK", pattern("ArgMin", ["x"]), _arg("min")),
     Rule("MatMul-to-MatMul", pattern("MatMul", ["a", "b"]), _matmul),

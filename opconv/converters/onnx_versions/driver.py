@@ -33,6 +33,7 @@ from ..rewrite import Refuse, constant_value
 from .registry import DOWNGRADES, SEMANTIC_CHANGES, UPGRADE_NEEDS_TYPES, UPGRADES
 
 _ONNX_DOMAINS = ("", "ai.onnx")
+_GRAPH_KINDS = ("graph", "graphs")
 #: attributes that older versions carried for memory optimisation or training; meaningless on upgrade
 _OBSOLETE_ATTRS = frozenset({"consumed_inputs", "is_test"})
 #: ops whose operands are never cast to a wider type (the cast would itself change meaning)
@@ -65,9 +66,10 @@ def schemas(op: str) -> tuple[OpSchema, ...]:
 def _next_step(op: str, current: int, target: int, up: bool):
     """The next step of ``op`` from opset ``current`` toward ``target``, computed once per key.
 
-    Returns None when the node has arrived, else ``(version, have, new, adapter)``: the node's
-    version after the step, the schemas in force before and after it (``new`` None: a downgrade
-    below the op's first version) and the registered adapter.  Consecutive steps that no adapter
+    Returns None when the node has arrived, else ``(version, have, new, adapter, plan)``: the
+    node's version after the step, the schemas in force before and after it (``new`` None: a
+    downgrade below the op's first version), the registered adapter, and for a plain step (see
+    ``_plain_step``) its :class:`StepPlan`, else None.  Consecutive steps that no adapter
     or semantic change claims and that leave the signature alone (same attributes and operands;
     on upgrade the type sets may only widen, on downgrade they must not change) are taken as one:
     the generic adapter does the same for the run as for its first step.
@@ -84,13 +86,14 @@ def _next_step(op: str, current: int, target: int, up: bool):
         version = steps[0]
         new = [s for s in versions if s.version <= version][-1]
         adapter = UPGRADES.get((op, version))
-        if _plain_step(op, have, new, version, adapter, up=True):
+        plain = _plain_step(op, have, new, version, adapter, up=True)
+        if plain:
             for later in steps[1:]:
                 candidate = [s for s in versions if s.version <= later][-1]
                 if not _plain_step(op, have, candidate, later, UPGRADES.get((op, later)), up=True):
                     break
                 version, new = later, candidate
-        return version, have, new, adapter
+        return version, have, new, adapter, step_plan(op, have.version, new.version) if plain else None
     if have.version <= target:
         return None
     chain = [have]  # have, then each older schema that plain steps reach
@@ -102,9 +105,9 @@ def _next_step(op: str, current: int, target: int, up: bool):
             break
         chain.append(older[-1])
     if len(chain) > 1:
-        return chain[-2].version - 1, have, chain[-1], None
+        return chain[-2].version - 1, have, chain[-1], None, step_plan(op, have.version, chain[-1].version)
     older = [s for s in versions if s.version < have.version]
-    return have.version - 1, have, older[-1] if older else None, DOWNGRADES.get((op, have.version))
+    return have.version - 1, have, older[-1] if older else None, DOWNGRADES.get((op, have.version)), None
 
 
 def _plain_step(op: str, have: OpSchema, new: OpSchema | None, version: int, adapter, *, up: bool) -> bool:
@@ -119,6 +122,36 @@ def _plain_step(op: str, have: OpSchema, new: OpSchema | None, version: int, ada
         return False
     cover = step_plan(op, have.version, new.version).types_cover
     return cover if up else cover and step_plan(op, new.version, have.version).types_cover
+
+
+def _all_nodes(graph: Graph) -> list[Node]:
+    """``graph.walk()`` as a list, without a generator step per node of a graph free of subgraphs."""
+    if any(a.type in _GRAPH_KINDS or isinstance(a.value, Graph) for n in graph.nodes for a in n.attrs.values()):
+        return list(graph.walk())
+    return graph.nodes
+
+
+def _passes_plainly(node: Node, plan: "StepPlan") -> bool:
+    """Whether the generic adapter would leave ``node`` as it is on the plain step ``plan``.
+
+    On a plain step the generic adapter only refuses a node that breaks the schemas (unknown or
+    mistyped attributes, a required one missing, inputs or outputs out of range); a node that
+    clearly breaks none goes through untouched, anything else takes the full generic adapter.
+    """
+    new, attrs, inputs = plan.new, node.attrs, node.inputs
+    if not new.min_inputs <= len(inputs) <= new.max_inputs or len(node.outputs) > new.max_outputs \
+            or None in inputs:
+        return False
+    if attrs:
+        new_attrs = plan.new_attrs
+        for name, attr in attrs.items():
+            spec = new_attrs.get(name)
+            if spec is None or spec.type != attr.type or spec.allowed is not None:
+                return False
+    for name in plan.required:
+        if name not in attrs:
+            return False
+    return True
 
 
 def _same_signature(a: OpSchema, b: OpSchema) -> bool:
@@ -305,7 +338,7 @@ class VersionConverter:
     # -- driving --------------------------------------------------------------
     def run(self) -> None:
         if self.source != self.target:
-            if not self.up or any(n.op in UPGRADE_NEEDS_TYPES for n in self.model.graph.walk()):
+            if not self.up or any(n.op in UPGRADE_NEEDS_TYPES for n in _all_nodes(self.model.graph)):
                 self.inferred = infer_types(self.model, self.source_proto)
             self.graph(self.model.graph, "")
             for f in self._functions():
@@ -324,8 +357,9 @@ class VersionConverter:
         for node in list(graph.nodes):
             if node.graph is not graph:
                 continue
-            for name, sub in _subgraphs(node):
-                self.graph(sub, f"{where}{node.label} / {name}: ")
+            if any(a.type in _GRAPH_KINDS for a in node.attrs.values()):
+                for name, sub in _subgraphs(node):
+                    self.graph(sub, f"{where}{node.label} / {name}: ")
             if node.domain in _ONNX_DOMAINS:
                 self.node(graph, node, where)
 
@@ -365,7 +399,10 @@ class VersionConverter:
             if step is None:
                 node.version = self.target
                 return []
-            step_version, have, new, adapter = step
+            step_version, have, new, adapter, plain = step
+            if plain is not None and _passes_plainly(node, plain):
+                node.version = step_version  # what the generic adapter would conclude, without its checks
+                continue
             ctx = Context(self, graph, node, step_version)
             if adapter is not None:
                 adapter(ctx, node)
@@ -460,12 +497,12 @@ class VersionConverter:
         needed = min_ir_version(self.target)
         if needed and int(m.meta.get("ir_version") or 0) < needed:
             m.meta["ir_version"] = needed
-        for n in m.graph.walk():
+        for n in _all_nodes(m.graph):
             if n.domain in _ONNX_DOMAINS:
                 n.version = self.target
         for f in self._functions():
             f.opsets["ai.onnx" if "ai.onnx" in f.opsets and "" not in f.opsets else ""] = self.target
-            for n in f.graph.walk():
+            for n in _all_nodes(f.graph):
                 if n.domain in _ONNX_DOMAINS:
                     n.version = self.target
 
@@ -634,13 +671,17 @@ def infer_types(model: Model, proto=None) -> dict:
     except Exception:  # noqa: BLE001 - inference is best effort; adapters refuse without types
         return {}
     found: dict = {}
-    _collect_types(inferred.graph, found)
+    nested = any(a.type in _GRAPH_KINDS for n in model.graph.nodes for a in n.attrs.values())
+    _collect_types(inferred.graph, found, nested)
     return found
 
 
-def _collect_types(graph, found: dict) -> None:
-    for vi in list(graph.value_info) + list(graph.input) + list(graph.output):
-        found.setdefault(vi.name, vi.type)
+def _collect_types(graph, found: dict, nested: bool = True) -> None:
+    for infos in (graph.value_info, graph.input, graph.output):
+        for vi in infos:
+            found.setdefault(vi.name, vi.type)
+    if not nested:  # no node holds a subgraph: skip reading every node's attributes
+        return
     for n in graph.node:
         for a in n.attribute:
             if a.HasField("g"):

@@ -139,24 +139,31 @@ class _Reader:
             self.value_info_extras(v, vi)
         # Create every node's outputs first so that inputs (and subgraphs) may refer forward.
         nodes = []
+        define = local.names.setdefault  # _Scope.define, inlined
         for np_ in p.node:
             outs = []
             for name in np_.output:
                 if name:
                     v = Value(name)
-                    local.define(v)
+                    define(name, v)
                     outs.append(v)
                 else:
                     outs.append(None)
             nodes.append((np_, outs))
+        defined, resolve, versions = local.names.get, local.resolve, {}
         for np_, outs in nodes:
-            node = Node(np_.op_type, (), outs, domain=np_.domain, name=np_.name, doc=np_.doc_string,
-                        version=_version(opsets, np_.domain))
+            domain = np_.domain
+            version = versions.get(domain)
+            if version is None:
+                version = versions[domain] = _version(opsets, domain)
+            inputs = [(defined(name) or resolve(name)) if name else None for name in np_.input]
+            node = Node(np_.op_type, inputs, outs, domain=domain, name=np_.name, doc=np_.doc_string,
+                        version=version)
             g.add_node(node)
-            for name in np_.input:
-                node.append_input(local.resolve(name) if name else None)
-            for ap in np_.attribute:
-                node.attrs[ap.name] = self.attr(ap, opsets, g, local)
+            if np_.attribute:
+                attrs = node.attrs
+                for ap in np_.attribute:
+                    attrs[ap.name] = self.attr(ap, opsets, g, local)
             if np_.overload:
                 node.meta["overload"] = np_.overload
             if np_.metadata_props:
@@ -398,6 +405,13 @@ _ATTR_KIND = {
     AttributeProto.TYPE_PROTOS: "types",
 }
 _ATTR_CODE = {v: k for k, v in _ATTR_KIND.items()}
+#: numpy dtypes whose raw bytes are the ONNX encoding as they are (native little-endian, one code each)
+_PLAIN_CODES = {np.dtype(t).newbyteorder("<"): code for t, code in (
+    (np.float32, onnx.TensorProto.FLOAT), (np.float64, onnx.TensorProto.DOUBLE), (np.float16, onnx.TensorProto.FLOAT16),
+    (np.int64, onnx.TensorProto.INT64), (np.int32, onnx.TensorProto.INT32), (np.int16, onnx.TensorProto.INT16),
+    (np.int8, onnx.TensorProto.INT8), (np.uint8, onnx.TensorProto.UINT8), (np.uint16, onnx.TensorProto.UINT16),
+    (np.uint32, onnx.TensorProto.UINT32), (np.uint64, onnx.TensorProto.UINT64), (np.bool_, onnx.TensorProto.BOOL),
+)}
 
 
 # ---------------------------------------------------------------------------
@@ -577,7 +591,7 @@ class _Writer:
             p.model_version = m.meta["model_version"]
         for k, v in m.metadata.items():
             p.metadata_props.add(key=k, value=v)
-        p.graph.CopyFrom(self.graph(m.graph, top=True))
+        self.fill_graph(p.graph, m.graph, top=True)
         for f in m.functions:
             p.functions.append(self.function(f))
         for raw in m.meta.get("training_info", ()):
@@ -588,19 +602,25 @@ class _Writer:
 
     def graph(self, g: Graph, top: bool = False) -> onnx.GraphProto:
         p = onnx.GraphProto()
+        self.fill_graph(p, g, top)
+        return p
+
+    def fill_graph(self, p: onnx.GraphProto, g: Graph, top: bool = False) -> None:
+        # Messages are built in place (``add``) rather than built and appended: an append copies.
         _set(p, name=g.name, doc_string=g.doc)
         for v in g.initializers.values():
-            p.initializer.append(self.tensor(v.const, v.name, allow_external=top))
+            self.tensor_into(p.initializer.add(), v.const, v.name, allow_external=top)
         for name, st in g.sparse_initializers.items():
             p.sparse_initializer.append(self.sparse(st))
         for v in g.inputs:
             p.input.append(self.value_info(v, v.meta.get("doc", "")))
         io = {id(v) for v in g.inputs} | {id(v) for v in g.outputs}
+        add_node, value_info = p.node.add, p.value_info
         for n in g.nodes:
-            p.node.append(self.node(n))
+            self.node_into(add_node(), n)
             for v in n.outputs:
                 if v is not None and v.type is not None and id(v) not in io:
-                    p.value_info.append(self.value_info(v, v.meta.get("doc", "")))
+                    value_info.append(self.value_info(v, v.meta.get("doc", "")))
         for v in g.outputs:
             p.output.append(self.value_info(v, v.meta.get("output_doc", "")))
         for raw in g.meta.get("foreign_value_info", ()):
@@ -609,7 +629,6 @@ class _Writer:
             p.quantization_annotation.add().ParseFromString(raw)
         for k, v in g.meta.get("metadata_props", {}).items():
             p.metadata_props.add(key=k, value=v)
-        return p
 
     def function(self, f: Function) -> onnx.FunctionProto:
         p = onnx.FunctionProto()
@@ -622,7 +641,7 @@ class _Writer:
         for domain, version in f.opsets.items():
             p.opset_import.add(domain=domain, version=version)
         for n in f.graph.nodes:
-            p.node.append(self.node(n))
+            self.node_into(p.node.add(), n)
             for v in n.outputs:
                 if v is not None and v.type is not None:
                     p.value_info.append(self.value_info(v, v.meta.get("doc", "")))
@@ -632,25 +651,46 @@ class _Writer:
 
     def node(self, n: Node) -> onnx.NodeProto:
         p = onnx.NodeProto()
-        _set(p, op_type=n.op, domain=n.domain, name=n.name, doc_string=n.doc)
-        p.input.extend("" if v is None else v.name for v in n.inputs)
-        p.output.extend("" if v is None else v.name for v in n.outputs)
-        for a in n.attrs.values():
-            p.attribute.append(self.attr(a))
+        self.node_into(p, n)
+        return p
+
+    def node_into(self, p: onnx.NodeProto, n: Node) -> None:
+        if n.op:
+            p.op_type = n.op
+        if n.domain:
+            p.domain = n.domain
+        if n.name:
+            p.name = n.name
+        if n.doc:
+            p.doc_string = n.doc
+        p.input.extend(["" if v is None else v.name for v in n.inputs])
+        p.output.extend(["" if v is None else v.name for v in n.outputs])
+        if n.attrs:
+            add = p.attribute.add
+            for a in n.attrs.values():
+                self.attr_into(add(), a)
+        if not n.meta:
+            return
         if n.meta.get("overload"):
             p.overload = n.meta["overload"]
         for k, v in n.meta.get("metadata_props", {}).items():
             p.metadata_props.add(key=k, value=v)
         for raw in n.meta.get("device_configurations", ()):
             p.device_configurations.add().ParseFromString(raw)
-        return p
 
     def attr(self, a: Attr) -> AttributeProto:
-        p = AttributeProto(name=a.name, type=_ATTR_CODE[a.type])
-        _set(p, doc_string=a.doc)
+        p = AttributeProto()
+        self.attr_into(p, a)
+        return p
+
+    def attr_into(self, p: AttributeProto, a: Attr) -> None:
+        p.name = a.name
+        p.type = _ATTR_CODE[a.type]
+        if a.doc:
+            p.doc_string = a.doc
         if a.ref is not None:
             p.ref_attr_name = a.ref
-            return p
+            return
         k, v = a.type, a.value
         if k == "int":
             p.i = int(v)
@@ -659,13 +699,13 @@ class _Writer:
         elif k == "string":
             p.s = _bytes(v)
         elif k == "ints":
-            p.ints.extend(int(x) for x in v)
+            p.ints.extend([int(x) for x in v])
         elif k == "floats":
-            p.floats.extend(float(x) for x in v)
+            p.floats.extend([float(x) for x in v])
         elif k == "strings":
             p.strings.extend(_bytes(x) for x in v)
         elif k == "tensor":
-            p.t.CopyFrom(self.tensor(v, v.name, allow_external=False))
+            self.tensor_into(p.t, v, v.name, allow_external=False)
         elif k == "tensors":
             p.tensors.extend(self.tensor(t, t.name, allow_external=False) for t in v)
         elif k == "sparse_tensor":
@@ -673,14 +713,13 @@ class _Writer:
         elif k == "sparse_tensors":
             p.sparse_tensors.extend(self.sparse(t) for t in v)
         elif k == "graph":
-            p.g.CopyFrom(self.graph(v))
+            self.fill_graph(p.g, v)
         elif k == "graphs":
             p.graphs.extend(self.graph(g) for g in v)
         elif k == "type":
             p.tp.CopyFrom(type_proto(v))
         elif k == "types":
             p.type_protos.extend(type_proto(t) for t in v)
-        return p
 
     def value_info(self, v: Value, doc: str) -> onnx.ValueInfoProto:
         p = onnx.ValueInfoProto(name=v.name)
@@ -692,28 +731,45 @@ class _Writer:
         return p
 
     def tensor(self, t: Tensor, name: str, allow_external: bool) -> onnx.TensorProto:
+        p = onnx.TensorProto()
+        self.tensor_into(p, t, name, allow_external)
+        return p
+
+    def tensor_into(self, p: onnx.TensorProto, t: Tensor, name: str, allow_external: bool) -> None:
         if self.sink is not None and allow_external and self.sink.accepts(t):
             offset, length = self.sink.write(t)
-            p = onnx.TensorProto(name=name, data_type=element_type(t.dtype).onnx, dims=t.shape)
+            p.name = name
+            p.data_type = element_type(t.dtype).onnx
+            p.dims.extend(t.shape)
             p.data_location = onnx.TensorProto.EXTERNAL
             for key, value in (("location", self.sink.location), ("offset", str(offset)), ("length", str(length))):
                 p.external_data.add(key=key, value=value)
             t.release()
-            return p
+            return
         origin = t.origin
         if isinstance(origin, onnx.TensorProto) and origin.data_location != onnx.TensorProto.EXTERNAL:
-            p = onnx.TensorProto()
             p.CopyFrom(origin)
             p.name = name
-            return p
+            return
         if isinstance(origin, ExternalData):
-            p = onnx.TensorProto(name=name, data_type=element_type(t.dtype).onnx, dims=t.shape)
+            p.name = name
+            p.data_type = element_type(t.dtype).onnx
+            p.dims.extend(t.shape)
             p.raw_data = b"".join(_raw_chunks(t))
-            return p
-        p = numpy_helper.from_array(np.asarray(t.numpy()), name)
+            return
+        array = np.asarray(t.numpy())
+        code = _PLAIN_CODES.get(array.dtype)
+        if code is not None and code == element_type(t.dtype).onnx:
+            # What numpy_helper.from_array writes for a fixed-width little-endian type, in fewer calls.
+            p.dims.extend(array.shape)
+            if name:
+                p.name = name
+            p.data_type = code
+            p.raw_data = array.tobytes()
+            return
+        p.CopyFrom(numpy_helper.from_array(array, name))
         if p.data_type != element_type(t.dtype).onnx:  # e.g. a float8 payload held as uint8
             p.data_type = element_type(t.dtype).onnx
-        return p
 
     def sparse(self, st: SparseTensor) -> onnx.SparseTensorProto:
         p = onnx.SparseTensorProto(dims=st.dims)

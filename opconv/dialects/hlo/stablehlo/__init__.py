@@ -9,6 +9,12 @@ broadcasting becomes ``stablehlo.broadcast_in_dim``, the ``computation`` enums
 become reduction regions, and an op, attribute value or dynamic type without a
 static StableHLO form raises :class:`StableHloExportError` naming the node.
 The text format's ``io.save(..., format="stablehlo")`` calls :func:`export`.
+
+Large weights as arguments: ``export(model, weights="arguments")`` writes the
+main graph's constants of at least ``min_weight_bytes`` bytes (default 1024) as
+function arguments after the model's inputs instead of ``dense<...>`` literals
+(which are slow to write and compile), and ``weight_arguments(model)`` gives
+the (name, array) pairs to pass after the inputs, in order.
 """
 
 from ._writer import (  # noqa: F401
@@ -21,8 +27,9 @@ from ._writer import (  # noqa: F401
     export_function,
     exportable_ops,
     module_text,
+    weight_arguments,
 )
 from . import elementwise, nn, regions, shape  # noqa: F401,E402  (registers the emitters)
 
 __all__ = ["EMITTERS", "FunctionWriter", "Operand", "StableHloExportError", "emitter", "export", "export_function",
-           "exportable_ops", "module_text", "elementwise", "nn", "regions", "shape"]
+           "exportable_ops", "module_text", "weight_arguments", "elementwise", "nn", "regions", "shape"]

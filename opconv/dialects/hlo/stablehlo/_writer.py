@@ -454,10 +454,38 @@ def constant_value(value: Value) -> np.ndarray | None:
     return None
 
 
-def export_function(model: Model, name: str = "main") -> str:
-    """The ``func.func @name`` text of an HLO model's main graph."""
+WEIGHTS_MODES = ("inline", "arguments")
+MIN_WEIGHT_ARGUMENT_BYTES = 1024
+
+
+def weight_arguments(model: Model, *,
+                     min_weight_bytes: int = MIN_WEIGHT_ARGUMENT_BYTES) -> list[tuple[str, np.ndarray]]:
+    """(name, array) of the main graph's constants that ``weights="arguments"`` passes as arguments, in order.
+
+    These are the used initializers of at least ``min_weight_bytes`` bytes; they follow the model's inputs in the
+    signature of the exported function, and the caller passes them after the inputs, in this order.
+    """
+    graph = model.graph
+    inputs = {id(v) for v in graph.inputs}
+    outputs = {id(v) for v in graph.outputs}
+    chosen = []
+    for value in graph.initializers.values():
+        if id(value) in inputs or not (value.uses or id(value) in outputs):
+            continue
+        dtype, shape = static_type(value, None)
+        numpy_dtype = np.dtype(element_type(dtype).numpy)
+        if math.prod(shape) * numpy_dtype.itemsize >= min_weight_bytes:
+            chosen.append((value.name, np.asarray(value.const.numpy()).astype(numpy_dtype, copy=False)))
+    return chosen
+
+
+def export_function(model: Model, name: str = "main", *, weights: str = "inline",
+                    min_weight_bytes: int = MIN_WEIGHT_ARGUMENT_BYTES) -> str:
+    """The ``func.func @name`` text of an HLO model's main graph (``weights``: see :func:`export`)."""
     if model.dialect != "hlo":
         raise StableHloExportError(f"StableHLO export needs an HLO model, got a {model.dialect} model")
+    if weights not in WEIGHTS_MODES:
+        raise StableHloExportError(f"weights must be one of {', '.join(WEIGHTS_MODES)}, got {weights!r}")
     graph = model.graph
     writer = FunctionWriter(graph)
     args = []
@@ -466,12 +494,21 @@ def export_function(model: Model, name: str = "main") -> str:
         operand = Operand(f"%arg{i}", dtype, shape)
         writer.bind(value, operand)
         args.append(operand)
+    weight_names = []
+    if weights == "arguments":
+        weight_names = [n for n, _ in weight_arguments(model, min_weight_bytes=min_weight_bytes)]
+        for i, weight in enumerate(weight_names):
+            value = graph.initializers[weight]
+            operand = Operand(f"%w{i}", *static_type(value, None))
+            writer.bind(value, operand)
+            args.append(operand)
     writer.emit_graph(graph)
     results = [writer.use(v) for v in graph.outputs]
     names = ", ".join(v.name for v in graph.inputs)
     signature = ", ".join(f"{a.name}: {a.type}" for a in args)
     result_types = ", ".join(r.type for r in results)
     lines = [f"  // inputs: {names}" if names else "",
+             f"  // weights (arguments after the inputs): {', '.join(weight_names)}" if weight_names else "",
              f"  // outputs: {', '.join(v.name for v in graph.outputs)}",
              f"  func.func @{name}({signature}) -> ({result_types}) {{"]
     lines = [ln for ln in lines if ln]
@@ -487,13 +524,19 @@ def module_text(functions: Sequence[str], name: str | None = None) -> str:
     return head + "\n" + "\n".join(functions) + "\n}\n"
 
 
-def export(model: Model, *, function_name: str = "main") -> str:
+def export(model: Model, *, function_name: str = "main", weights: str = "inline",
+           min_weight_bytes: int = MIN_WEIGHT_ARGUMENT_BYTES) -> str:
     """StableHLO MLIR text of an HLO model: a module with one ``func.func @main``.
 
-    Raises :class:`StableHloExportError` naming the node when an op, an
-    attribute combination or a dynamic type has no static StableHLO form.
+    ``weights="inline"`` writes every constant as a ``dense<...>`` literal;
+    ``weights="arguments"`` turns the main graph's constants of at least
+    ``min_weight_bytes`` bytes into extra function arguments after the model's
+    inputs, in the order :func:`weight_arguments` lists them (large literals
+    are slow to write, parse and compile).  Raises :class:`StableHloExportError`
+    naming the node when an op, an attribute combination or a dynamic type has
+    no static StableHLO form.
     """
-    return module_text([export_function(model, function_name)])
+    return module_text([export_function(model, function_name, weights=weights, min_weight_bytes=min_weight_bytes)])
 
 
 def exportable_ops() -> list[str]:

@@ -1,0 +1,58 @@
+"""CumSum and CumProd -> opset1 (which has no scan operation) as a log-step prefix scan.
+
+After step k every element holds the combination of the 2**k elements ending at it; each step combines the
+tensor with a copy of itself shifted by 2**k along the axis (the vacated positions hold the identity, 0 or 1).
+ceil(log2(n)) steps of Concat + StridedSlice + Add/Multiply: exact for integers, in any element type, unlike
+a triangular MatMul.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._common import Refuse, Rule, attr, const_input, dtype_of, i64, ov, pattern, static_shape
+
+
+def _shifted(b, x, shape, dtype, axis: int, step: int, identity, toward_end: bool):
+    """``x`` moved ``step`` places along ``axis`` (toward the end or the start), ``identity`` filling the gap."""
+    rank = len(shape)
+    n = shape[axis]
+    fill_shape = list(shape)
+    fill_shape[axis] = step
+    fill = b.const(np.full(fill_shape, identity, dtype), "scan_fill")
+    begin, end = [0] * rank, list(shape)
+    if toward_end:
+        end[axis] = n - step
+    else:
+        begin[axis] = step
+    kept = ov(b, "StridedSlice", x, i64(b, begin, "begin"), i64(b, end, "end"), i64(b, [1] * rank, "stride"),
+              begin_mask=[0] * rank, end_mask=[0] * rank, new_axis_mask=[], shrink_axis_mask=[], ellipsis_mask=[])
+    parts = [fill, kept] if toward_end else [kept, fill]
+    return ov(b, "Concat", *parts, axis=axis)
+
+
+def _scan(combine: str, identity):
+    def replace(b, m):
+        x = m["x"]
+        shape = static_shape(x)
+        dtype = dtype_of(x)
+        if not shape:
+            raise Refuse("a scalar has no axis to accumulate along")
+        axis = int(np.asarray(const_input(m, "axis", "the axis")).reshape(())) % len(shape)
+        reverse = bool(attr(m.root, "reverse", 0))
+        y = x
+        if attr(m.root, "exclusive", 0):
+            y = _shifted(b, y, shape, dtype, axis, 1, identity, not reverse) if shape[axis] > 1 else \
+                b.const(np.full(shape, identity, dtype), "scan_identity")
+        step = 1
+        while step < shape[axis]:
+            y = ov(b, combine, y, _shifted(b, y, shape, dtype, axis, step, identity, not reverse), auto_broadcast="numpy")
+            step *= 2
+        return y
+    return replace
+
+
+RULES = [
+    Rule("CumSum-log-step-scan", pattern("CumSum", ["x", "axis"]), _scan("Add", 0)),
+    Rule("CumProd-log-step-scan", pattern("CumProd", ["x", "axis"]), _scan("Multiply", 1)),
+]

@@ -1,0 +1,73 @@
+"""DequantizeLinear -> opset1 arithmetic: ``(x - zero_point) * scale`` in the scale's type, with scales and
+zero points per tensor, per axis (1-D), or per block (``block_size``: each repeated over a block along the axis).
+
+QuantizeLinear is not converted: its ``round_half_even(x / scale)`` needs a correctly rounded float32 division,
+and OpenVINO's CPU plugin multiplies by the reciprocal instead, which moved a quotient of -127.49999 (an onnx
+test case) onto the tie -127.5 and rounded it the other way.  Comparing ``x`` with the midpoint's product
+instead still carries one float32 rounding, so a converted model could differ by one quantization step.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._common import Refuse, Rule, attr, dtype_of, i64, ov, pattern, rank_of, static_shape
+
+INTEGER_INPUTS = {"uint8", "int8", "uint16", "int16", "int32"}
+
+
+def _spread(b, param, x, axis: int, block: int):
+    """``param`` (scale or zero point) laid out to broadcast against ``x``."""
+    shape = static_shape(param)
+    rank = rank_of(x)
+    if len(shape) == 0 or (len(shape) == 1 and shape[0] == 1 and not block):
+        return param
+    if block:
+        if len(shape) != rank:
+            raise Refuse(f"a blocked parameter of rank {len(shape)} for an input of rank {rank}")
+        x_shape = static_shape(x)
+        if x_shape[axis] != shape[axis] * block:
+            raise Refuse(f"axis {axis} of size {x_shape[axis]} is not {shape[axis]} blocks of {block}")
+        wide = list(shape[:axis + 1]) + [block] + list(shape[axis + 1:])
+        param = ov(b, "Unsqueeze", param, i64(b, [axis + 1], "block_axis"))
+        param = ov(b, "Broadcast", param, i64(b, wide, "blocks"), mode="numpy")
+        return ov(b, "Reshape", param, i64(b, x_shape, "shape"), special_zero=False)
+    if len(shape) != 1:
+        raise Refuse(f"a per-axis parameter of rank {len(shape)}")
+    return ov(b, "Reshape", param, i64(b, [shape[0]] + [1] * (rank - axis - 1), "per_axis"), special_zero=False)
+
+
+def _axis_and_block(m) -> tuple[int, int]:
+    rank = rank_of(m["x"])
+    return int(attr(m.root, "axis", 1)) % max(rank, 1), int(attr(m.root, "block_size", 0))
+
+
+def _dequantize(b, m):
+    x, scale = m["x"], m["scale"]
+    if x.dtype not in INTEGER_INPUTS:
+        raise Refuse(f"DequantizeLinear of {x.dtype}")
+    axis, block = _axis_and_block(m)
+    dtype = dtype_of(scale)
+    y = ov(b, "Convert", x, destination_type=scale.dtype)
+    zero_point = m.values.get("zero_point")
+    if zero_point is not None:
+        y = ov(b, "Subtract", y, ov(b, "Convert", _spread(b, zero_point, x, axis, block),
+                                    destination_type=scale.dtype), auto_broadcast="numpy")
+    y = ov(b, "Multiply", y, _spread(b, scale, x, axis, block), auto_broadcast="numpy")
+    wanted = attr(m.root, "output_dtype", 0)
+    if wanted and np.dtype(_onnx_numpy(wanted)) != dtype:
+        raise Refuse("output_dtype other than the scale's type")
+    return y
+
+
+def _onnx_numpy(code: int):
+    from onnx import helper
+
+    return helper.tensor_dtype_to_np_dtype(int(code))
+
+
+RULES = [
+    Rule("DequantizeLinear-decomposed", pattern("DequantizeLinear", ["x", "scale"]), _dequantize),
+    Rule("DequantizeLinear-zero-point-decomposed", pattern("DequantizeLinear", ["x", "scale", "zero_point"]),
+         _dequantize),
+]
