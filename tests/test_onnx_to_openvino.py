@@ -139,11 +139,13 @@ def test_symbolic_input_without_shape_is_refused_naming_the_input(fixtures_dir):
         onnx_to_openvino(opconv.load(os.path.join(fixtures_dir, "cnn.onnx")))
 
 
-def test_softmax_before_opset13_refuses_a_non_last_axis():
-    nodes = [helper.make_node("Softmax", ["x"], ["y"], axis=1)]
-    proto = _proto(nodes, [_f32("x", [2, 3, 4])], [_f32("y", [2, 3, 4])], opset=11)
-    with pytest.raises(ConversionError, match="normalises over all axes"):
-        onnx_to_openvino(opconv.load(proto))
+def test_softmax_before_opset13_normalises_over_every_axis_from_its_axis_on(tmp_path):
+    nodes = [helper.make_node("Softmax", ["x"], ["y"], axis=1), helper.make_node("LogSoftmax", ["x"], ["z"], axis=1)]
+    proto = _proto(nodes, [_f32("x", [2, 3, 4])], [_f32("y", [2, 3, 4]), _f32("z", [2, 3, 4])], opset=11)
+    xml = tmp_path / "softmax.xml"
+    opconv.save(onnx_to_openvino(opconv.load(proto)), xml)
+    feeds = {"x": np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)}
+    _assert_close(_onnxruntime(proto, feeds), _openvino(xml, feeds), "OpenVINO")
 
 
 def test_cli_converts_verifies_and_exits_0(tmp_path, fixtures_dir):
@@ -216,3 +218,28 @@ def test_caller_model_is_not_mutated(fixtures_dir):
     onnx_to_openvino(source, input_shapes={"image": (1, 3, 32, 32)})
     assert [(n.op, n.name, [v.name for v in n.inputs if v is not None]) for n in source.graph.nodes] == before
     assert source.graph.inputs[0].shape == ("batch", 3, 32, 32)
+
+
+def test_every_light_model_converts_and_runs_in_openvino(tmp_path):
+    """Each light model of the onnx package: opset1 IR that OpenVINO runs with the case's expected outputs and
+    onnxruntime's on a random input (squeezenet's opset 9 Softmax over a 4-D tensor, zfnet's LRN bias)."""
+    from opconv.testdata import light_cases, random_feeds
+
+    problems = []
+    for case in light_cases():
+        xml = tmp_path / f"{case.name}.xml"
+        opconv.save(opconv.convert(opconv.load(case.path, "onnx"), to="openvino"), xml)
+        # No input is shipped: the constant weights make the expected output the same for any input.
+        feeds = random_feeds(case.load_model(), seed=1)
+        reference, got = _onnxruntime(case.path, feeds), _openvino(xml, feeds)
+        for name, value in zip([o.name for o in case.load_model().graph.output], case.datasets[0][1]):
+            cmp = compare_arrays(name, value, got[name])
+            if not cmp.ok:
+                problems.append(f"{case.name} vs expected: {cmp.message}")
+        for name, value in reference.items():
+            cmp = compare_arrays(name, value, got[name])
+            if not cmp.ok:
+                problems.append(f"{case.name} vs onnxruntime: {cmp.message}")
+        os.remove(xml)
+        os.remove(xml.with_suffix(".bin"))
+    assert not problems, "\n".join(problems)

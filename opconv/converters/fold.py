@@ -6,7 +6,8 @@ constants, and opset1 wants them as constants (Reshape's target shape, axes).
 Two steps:
 
 1. ``Shape``/``Size`` of a value whose inferred shape is static become
-   constants (ONNX shape inference ran before, with the static input shapes);
+   constants (ONNX shape inference ran before, with the static input shapes),
+   and ``ConstantOfShape`` of a constant shape a broadcast view of its value;
 2. every node the ONNX interpreter can compute from constants alone
    (deterministic, no subgraph) is evaluated by opconv's ONNX executor, and
    its consumers outside the constant subgraph read a new initializer.
@@ -43,6 +44,7 @@ def fold_constants(model: Model) -> int:
     """Fold ``model``'s constant subgraphs in place; returns how many values became initializers."""
     graph = model.graph
     _fold_shape_readers(graph)
+    _fold_uniform_fills(graph)
     folded = _evaluate_constants(model)
     return _replace_with_constants(graph, folded) if folded else 0
 
@@ -65,6 +67,29 @@ def _fold_shape_readers(graph: Graph) -> None:
         out = node.outputs[0]
         const = graph.const(reader(node, shape), f"{out.name}/folded")
         _rewire(graph, node, out, const)
+
+
+def _fold_uniform_fills(graph: Graph) -> None:
+    """ConstantOfShape of a constant shape -> an initializer that is a broadcast view of its one value.
+
+    Exported models (the onnx package's light models, for one) rebuild whole weight tensors this way; the view
+    costs no memory, and writers stream it without ever materialising it."""
+    for node in list(graph.nodes):
+        if node.op != "ConstantOfShape" or node.domain not in ("", "ai.onnx") or not node.inputs:
+            continue
+        shape_value = node.inputs[0]
+        if shape_value is None or shape_value.const is None:
+            continue
+        shape = [int(d) for d in np.asarray(shape_value.const.numpy()).reshape(-1)]
+        if any(d < 0 for d in shape):
+            continue  # the executor reports it
+        fill = node.attr("value")
+        fill = np.zeros(1, np.float32) if fill is None else np.asarray(fill.numpy()).reshape(-1)
+        if fill.size != 1:
+            continue  # the executor reports it
+        out = node.outputs[0]
+        view = np.broadcast_to(fill[:1].reshape(()), shape)
+        _rewire(graph, node, out, graph.const(view, f"{out.name}/folded"))
 
 
 def _rewire(graph: Graph, node: Node, old: Value, new: Value) -> None:

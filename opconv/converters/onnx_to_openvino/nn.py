@@ -409,12 +409,17 @@ def _lp_norm(b, m):
 def _lrn(b, m):
     x = m["x"]
     node = m.root
-    if float(attr(node, "bias", 1.0)) != 1.0:
-        raise Refuse("LRN bias other than 1 (the CPU plugin computes opset1 LRN with bias 1)")
+    bias, alpha, beta = float(attr(node, "bias", 1.0)), float(attr(node, "alpha", 1e-4)), float(attr(node, "beta", 0.75))
+    if bias <= 0:
+        raise Refuse(f"LRN bias {bias} (the decomposition divides by it)")
     size = int(attr(node, "size"))
-    # ONNX divides alpha by size; opset1 LRN's alpha is per element of the window too.
-    return ov(b, "LRN", x, i64(b, [1], "axes"), alpha=float(attr(node, "alpha", 1e-4)),
-              beta=float(attr(node, "beta", 0.75)), bias=1.0, size=size)
+    # ONNX divides alpha by size; opset1 LRN's alpha is per element of the window too.  The CPU plugin computes
+    # opset1 LRN with bias 1, so another bias is factored out:
+    # x / (k + a/n S)^b = x / (1 + (a/k)/n S)^b * k^-b.
+    y = ov(b, "LRN", x, i64(b, [1], "axes"), alpha=alpha / bias, beta=beta, bias=1.0, size=size)
+    if bias == 1.0:
+        return y
+    return ov(b, "Multiply", y, const(b, bias ** -beta, dtype_of(x), "bias_scale"), auto_broadcast="numpy")
 
 
 # ---------------------------------------------------------------------------
@@ -457,12 +462,27 @@ def _softmax_axis(m) -> int:
     return axis
 
 
+def _over_softmax_axis(b, m, build):
+    """``build(x, axis)`` over the node's softmax axis; before opset 13 a non-last axis means every axis from
+    it on, so the input is flattened to 2-D around it and the result shaped back."""
+    x = m["x"]
+    rank = rank_of(x)
+    version = m.root.version or 13
+    axis = int(attr(m.root, "axis", -1 if version >= 13 else 1)) % max(rank, 1)
+    if version >= 13 or axis == rank - 1:
+        return build(x, axis)
+    shape = static_shape(x)
+    rows = int(np.prod(shape[:axis], dtype=np.int64))
+    flat = ov(b, "Reshape", x, i64(b, [rows, -1], "as_2d"), special_zero=False)
+    return ov(b, "Reshape", build(flat, 1), i64(b, shape, "shape"), special_zero=False)
+
+
 def _softmax(b, m):
-    return ov(b, "SoftMax", m["x"], axis=_softmax_axis(m))
+    return _over_softmax_axis(b, m, lambda x, axis: ov(b, "SoftMax", x, axis=axis))
 
 
 def _log_softmax(b, m):
-    return _log_softmax_along(b, m["x"], _softmax_axis(m))
+    return _over_softmax_axis(b, m, lambda x, axis: _log_softmax_along(b, x, axis))
 
 
 def _log_softmax_along(b, x, axis: int):

@@ -501,6 +501,15 @@ def _file_slice(tensor: Tensor) -> tuple[str, int, int] | None:
 
 def _chunks(array: np.ndarray, per_chunk: int):
     """The array's bytes in C order (buffers), ``per_chunk`` elements at a time, never copying it whole."""
+    if array.size and not any(array.strides):
+        # One value broadcast over the shape (a folded ConstantOfShape): the same chunk again and again.
+        full = np.full(min(per_chunk, array.size), array[(0,) * array.ndim], array.dtype).view(np.uint8)
+        whole, rest = divmod(array.size, full.size // array.itemsize)
+        for _ in range(whole):
+            yield memoryview(full)
+        if rest:
+            yield memoryview(full[:rest * array.itemsize])
+        return
     if array.flags.c_contiguous:
         flat = array.reshape(-1)
         for start in range(0, flat.size, per_chunk):
