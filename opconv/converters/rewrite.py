@@ -84,6 +84,7 @@ import numpy as np
 
 from ..errors import ConversionError, GraphError
 from ..ir import Attr, Graph, Node, Value, infer_attr
+from ..types import element_type
 
 # Domains that name the same operator set (ONNX spells its default domain both ways).
 _DOMAIN_ALIASES = {"ai.onnx": ""}
@@ -390,6 +391,29 @@ class _Matcher:
 
 class Refuse(Exception):
     """Raised by a replacement that finds, while building, that it cannot map the match; carries the reason."""
+
+
+def rank_of(value: Value | None) -> int:
+    """The static rank of ``value``; refuses the rewrite when it is unknown."""
+    shape = value.shape if value is not None else None
+    if shape is None:
+        raise Refuse(f"the rank of {value.name!r} is unknown" if value is not None else "missing input")
+    return len(shape)
+
+
+def static_shape(value: Value) -> tuple[int, ...]:
+    """The fully static shape of ``value``; refuses the rewrite otherwise."""
+    shape = value.shape
+    if shape is None or not all(isinstance(d, int) and d >= 0 for d in shape):
+        raise Refuse(f"the shape of {value.name!r} is not static ({shape})")
+    return tuple(shape)
+
+
+def dtype_of(value: Value) -> np.dtype:
+    """The numpy dtype of ``value``; refuses the rewrite when unknown."""
+    if value.dtype is None:
+        raise Refuse(f"the element type of {value.name!r} is unknown")
+    return np.dtype(element_type(value.dtype).numpy)
 
 
 Replacement = Callable[["Builder", Match], "Value | Sequence[Value | None]"]

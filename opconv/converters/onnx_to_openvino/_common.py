@@ -18,7 +18,7 @@ from ...executor import python_name
 from ...ir import Attr, Node, Value
 from ...schemas import dialect_schemas
 from ...types import element_type
-from ..rewrite import Builder, Match, Refuse, Rule, constant_value
+from ..rewrite import Builder, Match, Refuse, Rule, constant_value, dtype_of, rank_of, static_shape
 
 OPSET = "opset1"
 
@@ -61,35 +61,12 @@ def attr(node: Node, name: str, default: Any = None) -> Any:
     return default if value is None else value
 
 
-def rank_of(value: Value | None) -> int:
-    """The static rank of ``value``; refuses the rewrite when it is unknown."""
-    shape = value.shape if value is not None else None
-    if shape is None:
-        raise Refuse(f"the rank of {value.name!r} is unknown" if value is not None else "missing input")
-    return len(shape)
-
-
-def static_shape(value: Value) -> tuple[int, ...]:
-    """The fully static shape of ``value``; refuses the rewrite otherwise."""
-    shape = value.shape
-    if shape is None or not all(isinstance(d, int) and d >= 0 for d in shape):
-        raise Refuse(f"the shape of {value.name!r} is not static ({shape})")
-    return tuple(shape)
-
-
 def const_input(m: Match, name: str, what: str) -> np.ndarray:
     """The constant data of captured input ``name``; refuses when it is computed at run time."""
     data = m.constant(name)
     if data is None:
         raise Refuse(f"{what} ({m[name].name!r}) must be a constant")
     return data
-
-
-def dtype_of(value: Value) -> np.dtype:
-    """The numpy dtype of ``value``; refuses when unknown."""
-    if value.dtype is None:
-        raise Refuse(f"the element type of {value.name!r} is unknown")
-    return element_type(value.dtype).numpy
 
 
 def captures(fn: Callable, names: list[str]) -> Callable:

@@ -9,8 +9,7 @@ instead still carries one float32 rounding, so a converted model could differ by
 
 from __future__ import annotations
 
-import numpy as np
-
+from ...types import from_onnx_code
 from ._common import Refuse, Rule, attr, dtype_of, i64, ov, pattern, rank_of, static_shape
 
 INTEGER_INPUTS = {"uint8", "int8", "uint16", "int16", "int32"}
@@ -46,24 +45,16 @@ def _dequantize(b, m):
     x, scale = m["x"], m["scale"]
     if x.dtype not in INTEGER_INPUTS:
         raise Refuse(f"DequantizeLinear of {x.dtype}")
+    wanted = attr(m.root, "output_dtype", 0)
+    if wanted and from_onnx_code(int(wanted)).numpy != dtype_of(scale):
+        raise Refuse("output_dtype other than the scale's type")
     axis, block = _axis_and_block(m)
-    dtype = dtype_of(scale)
     y = ov(b, "Convert", x, destination_type=scale.dtype)
     zero_point = m.values.get("zero_point")
     if zero_point is not None:
         y = ov(b, "Subtract", y, ov(b, "Convert", _spread(b, zero_point, x, axis, block),
                                     destination_type=scale.dtype), auto_broadcast="numpy")
-    y = ov(b, "Multiply", y, _spread(b, scale, x, axis, block), auto_broadcast="numpy")
-    wanted = attr(m.root, "output_dtype", 0)
-    if wanted and np.dtype(_onnx_numpy(wanted)) != dtype:
-        raise Refuse("output_dtype other than the scale's type")
-    return y
-
-
-def _onnx_numpy(code: int):
-    from onnx import helper
-
-    return helper.tensor_dtype_to_np_dtype(int(code))
+    return ov(b, "Multiply", y, _spread(b, scale, x, axis, block), auto_broadcast="numpy")
 
 
 RULES = [

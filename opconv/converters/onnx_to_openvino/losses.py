@@ -14,14 +14,18 @@ from ._common import Refuse, Rule, attr, captures, const, dtype_of, i64, ov, sta
 from .nn import _log_softmax_along
 
 
-def _picked(b, target, values, dtype: np.dtype, rank: int, classes: int):
-    """``values[n, target[n, d...], d...]`` for every position of ``target``.
-
-    ``values`` is ``[N, C, d...]`` or broadcasts to it (per-class weights as ``[1, C, 1...]``)."""
+def _class_hits(b, target, rank: int, classes: int):
+    """``[N, C, d...]`` booleans: where ``target`` names class c (``Equal(target, [0, 1, ..., C-1])``)."""
     index = ov(b, "Unsqueeze", target, i64(b, [1], "class_axis"))
     labels = np.arange(classes).reshape([1, classes] + [1] * (rank - 2)).astype(dtype_of(target))
-    hit = ov(b, "Equal", index, b.const(labels, "classes"), auto_broadcast="numpy")
-    chosen = ov(b, "Select", hit, values, const(b, 0, dtype, "zero"), auto_broadcast="numpy")
+    return ov(b, "Equal", index, b.const(labels, "classes"), auto_broadcast="numpy")
+
+
+def _picked(b, hits, values, dtype: np.dtype):
+    """``values[n, target[n, d...], d...]`` for every target position.
+
+    ``values`` is ``[N, C, d...]`` or broadcasts to it (per-class weights as ``[1, C, 1...]``)."""
+    chosen = ov(b, "Select", hits, values, const(b, 0, dtype, "zero"), auto_broadcast="numpy")
     return ov(b, "ReduceSum", chosen, i64(b, [1], "class_axis"), keep_dims=False)
 
 
@@ -39,11 +43,12 @@ def _nll(b, log_prob, target, weight, node, source):
     reduction = reduction.decode() if isinstance(reduction, bytes) else reduction
     ignore = attr(node, "ignore_index")
 
-    picked = _picked(b, target, log_prob, dtype, rank, classes)
+    hits = _class_hits(b, target, rank, classes)
+    picked = _picked(b, hits, log_prob, dtype)
     if weight is not None:
         per_class = ov(b, "Reshape", weight, i64(b, [1, classes] + [1] * (rank - 2), "class_shape"),
                        special_zero=False)
-        scale = _picked(b, target, per_class, dtype, rank, classes)
+        scale = _picked(b, hits, per_class, dtype)
         loss = ov(b, "Multiply", picked, scale, auto_broadcast="numpy")
     else:
         scale = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...types import from_onnx_code
 from ._common import (Refuse, Rule, attr, captures, const, const_input, constant_value, dtype_of, i64, ov, pattern,
                       rank_of, rules_for_arities, static_shape)
 
@@ -275,14 +276,8 @@ def _eye_like(b, m):
     """EyeLike depends on its input's shape only: a constant once the shape is static."""
     rows, cols = static_shape(m["x"])
     dtype = attr(m.root, "dtype")
-    np_dtype = dtype_of(m["x"]) if dtype is None else _onnx_dtype(int(dtype))
+    np_dtype = dtype_of(m["x"]) if dtype is None else from_onnx_code(int(dtype)).numpy
     return b.const(np.eye(rows, cols, int(attr(m.root, "k", 0)), dtype=np_dtype), m.root.outputs[0].name)
-
-
-def _onnx_dtype(code: int) -> np.dtype:
-    from onnx import helper
-
-    return np.dtype(helper.tensor_dtype_to_np_dtype(code))
 
 
 def _center_crop_pad(b, m):

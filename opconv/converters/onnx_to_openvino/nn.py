@@ -173,19 +173,19 @@ def _max_pool(b, m):
     if _needs_windows(m):
         dtype = np.dtype(dtype_of(m["x"]))
         lowest = -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
-        return _dilated_pool(b, m, m["x"], lowest, "Maximum")[0]
+        return _pool_by_windows(b, m, m["x"], lowest, "Maximum")[0]
     return ov(b, "MaxPool", m["x"], **_pool_attrs(m))
 
 
 def _avg_pool(b, m):
     if _needs_windows(m):
-        total, counts = _dilated_pool(b, m, m["x"], 0, "Add")
+        total, counts = _pool_by_windows(b, m, m["x"], 0, "Add")
         return ov(b, "Divide", total, b.const(counts.astype(dtype_of(m["x"])), "window_counts"),
                   auto_broadcast="numpy")
     return ov(b, "AvgPool", m["x"], exclude_pad=not attr(m.root, "count_include_pad", 0), **_pool_attrs(m))
 
 
-def _dilated_pool(b, m, x, fill, combine: str):
+def _pool_by_windows(b, m, x, fill, combine: str):
     """Pooling window by window, for what opset1 pooling lacks (see _needs_windows): pad ``x`` with ``fill`` to cover every window, then
     combine one strided slice per kernel offset.  Also returns, per output position, how many elements the
     window averages over (inside the input, or inside input and explicit pads with count_include_pad).
@@ -250,7 +250,7 @@ def _lp_pool(b, m):
     p = float(attr(m.root, "p", 2))
     powered = ov(b, "Power", ov(b, "Abs", x), const(b, p, dtype, "p"), auto_broadcast="numpy")
     if _needs_windows(m):
-        total = _dilated_pool(b, m, powered, 0, "Add")[0]
+        total = _pool_by_windows(b, m, powered, 0, "Add")[0]
     else:
         window = _pool_attrs(m)
         mean = ov(b, "AvgPool", powered, exclude_pad=False, **window)

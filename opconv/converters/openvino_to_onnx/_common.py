@@ -29,7 +29,7 @@ from ...dialects.openvino.executor import decode_attributes
 from ...ir import Attr, Node, Value
 from ...schemas import dialect_schemas
 from ...types import element_type
-from ..rewrite import Builder, Match, Refuse, Rule, constant_value
+from ..rewrite import Builder, Match, Refuse, Rule, constant_value, dtype_of, rank_of, static_shape
 
 #: the domain of IR layers in the graph core
 OPSET = "opset1"
@@ -128,26 +128,6 @@ class Ctx:
         rank = rank_of(x)
         perm = list(range(rank - 2)) + [rank - 1, rank - 2]
         return self.onnx("Transpose", x, perm=perm)
-
-
-def rank_of(value: Value | None) -> int:
-    shape = value.shape if value is not None else None
-    if shape is None:
-        raise Refuse(f"the rank of {value.name!r} is unknown" if value is not None else "missing input")
-    return len(shape)
-
-
-def static_shape(value: Value) -> tuple[int, ...]:
-    shape = value.shape
-    if shape is None or not all(isinstance(d, int) and d >= 0 for d in shape):
-        raise Refuse(f"the shape of {value.name!r} is not static ({shape})")
-    return tuple(shape)
-
-
-def dtype_of(value: Value) -> np.dtype:
-    if value.dtype is None:
-        raise Refuse(f"the element type of {value.name!r} is unknown")
-    return np.dtype(element_type(value.dtype).numpy)
 
 
 def const_ints(value: Value | None, what: str) -> list[int]:
