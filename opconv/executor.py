@@ -11,13 +11,16 @@ kernels that ask through :class:`ExecContext`.
 
 Kernel calling convention: ``kernel(ctx, *inputs, **attributes)`` returns one
 value or a tuple/list of values, one per node output.  An omitted optional
-input arrives as ``None``.
+input arrives as ``None``.  A kernel may write its result into input ``i``'s
+buffer when ``ctx.owns(i)``: the value dies at this node and nothing else
+(another value, a view, a folded constant, the caller's feeds) refers to it.
 """
 
 from __future__ import annotations
 
 import bisect
 import keyword
+import sys
 import zlib
 from collections import ChainMap
 from dataclasses import dataclass, field
@@ -101,6 +104,7 @@ class _Plan:
     steps: list[BoundNode]
     inputs: list[int]  # id() of each step's inputs, per step
     drops: list[list[int]]  # value ids no longer needed after each step
+    donors: list[tuple[int, ...]]  # per step: input positions whose value dies there (see ExecContext.owns)
     foldable: list[bool]  # deterministic steps whose inputs are all constants
     overrides: list[frozenset[int]]  # per step: the overridable initializers (see _foldable) it reads, transitively
     overridable: frozenset[int]  # id() of the graph inputs that are also initializers
@@ -111,13 +115,19 @@ class _Plan:
 class ExecContext:
     """What a kernel may ask of the interpreter while it runs."""
 
-    __slots__ = ("interpreter", "node", "env", "num_outputs")
+    __slots__ = ("interpreter", "node", "env", "num_outputs", "owned")
 
-    def __init__(self, interpreter: "Interpreter", node: Node, env: Mapping[int, Any]):
+    def __init__(self, interpreter: "Interpreter", node: Node, env: Mapping[int, Any],
+                 owned: tuple[int, ...] = ()):
         self.interpreter = interpreter
         self.node = node
         self.env = env
         self.num_outputs = len(node.outputs)
+        self.owned = owned
+
+    def owns(self, i: int) -> bool:
+        """Whether the kernel may overwrite input ``i``'s array (and return it as a result)."""
+        return i in self.owned
 
     @property
     def version(self) -> int | None:
@@ -165,8 +175,14 @@ class Interpreter:
                 drops[i].append(vid)
         foldable, overrides = _foldable(graph, steps)
         overridable = frozenset(id(v) for v in graph.inputs) & {id(v) for v in graph.initializers.values()}
+        computed = {id(v) for n in graph.nodes for v in n.outputs if v is not None}
+        donors = []
+        for step, drop in zip(steps, drops):
+            ids = [id(v) if v is not None else None for v in step.node.inputs]
+            donors.append(tuple(i for i, vid in enumerate(ids)
+                                if vid in computed and vid in drop and ids.count(vid) == 1))
         plan = _Plan(steps, [[id(v) if v is not None else None for v in s.node.inputs] for s in steps], drops,
-                     foldable, overrides, overridable)
+                     donors, foldable, overrides, overridable)
         self._plans[id(graph)] = plan
         return plan
 
@@ -205,11 +221,17 @@ class Interpreter:
             foldable_now = [f and not (o & overridden) for f, o in zip(plan.foldable, plan.overrides)]
         if not first_run:
             local.update(plan.folded)
-        for step, input_ids, drop, foldable in zip(plan.steps, plan.inputs, plan.drops, foldable_now):
+        for step, input_ids, drop, donors, foldable in zip(plan.steps, plan.inputs, plan.drops, plan.donors,
+                                                           foldable_now):
             if (foldable and not first_run) or (fold_only and not foldable):
                 continue
             args = [None if vid is None else _lookup(env, vid, step, graph) for vid in input_ids]
-            ctx = ExecContext(self, step.node, env)
+            owned = ()
+            if donors and not foldable:
+                for i in donors:  # dying values leave the environment now, so only `args` holds them
+                    local.pop(input_ids[i], None)
+                owned = tuple(i for i in donors if _sole_reference(args, i))
+            ctx = ExecContext(self, step.node, env, owned)
             try:
                 result = step.fn(ctx, *args, **step.attrs)
             except OpconvError as e:
@@ -230,6 +252,9 @@ class Interpreter:
                         folding[id(v)] = data
             for vid in drop:
                 local.pop(vid, None)
+            # Drop this frame's references too, or the next kernel could not own what it consumes.
+            del result, outputs, args
+            data = None
         if first_run:
             plan.folded = folding
             plan.foldable = foldable_now  # a step not folded now (overridden input) is never skipped
@@ -264,6 +289,35 @@ def _foldable(graph: Graph, steps: list[BoundNode]) -> tuple[list[bool], list[fr
         flags.append(ok)
         overrides.append(reads)
     return flags, overrides
+
+
+def _list_refcount(items: list, i: int) -> int:
+    return sys.getrefcount(items[i])
+
+
+def _base_refcount(view: np.ndarray) -> int:
+    return sys.getrefcount(view.base)
+
+
+# What these report for an object nothing else refers to (measured: the counts vary across Pythons).
+_ONLY_IN_LIST = _list_refcount([object()], 0)
+_ONLY_AS_BASE = _base_refcount(np.empty(2)[:1])
+
+
+def _sole_reference(args: list, i: int) -> bool:
+    """Whether ``args[i]`` is a writable array that nothing but ``args`` refers to, nor to its memory.
+
+    A view keeps a reference to its base, and a folded constant, a feed or another
+    live value keeps one too, so reference counts rule all of them out.  A kernel's
+    result is often a reshaped view of a temporary; that view is the temporary's
+    only user when the temporary owns its memory and the view is all that refers to it.
+    """
+    a = args[i]
+    if type(a) is not np.ndarray or not a.flags.writeable or _list_refcount(args, i) != _ONLY_IN_LIST + 1:
+        return False  # + 1: the local name `a`
+    if a.base is None:
+        return True
+    return type(a.base) is np.ndarray and a.base.base is None and _base_refcount(a) == _ONLY_AS_BASE
 
 
 def _as_outputs(result: Any, node: Node) -> tuple:

@@ -45,19 +45,22 @@ def _channel_shape(param, ndim: int, axis: int = 1) -> np.ndarray:
     return upcast(param).reshape([-1 if d == axis else 1 for d in range(ndim)])
 
 
-def batch_norm(x, scale, bias, mean, var, epsilon: float = 1e-5, axis: int = 1) -> np.ndarray:
+def batch_norm(x, scale, bias, mean, var, epsilon: float = 1e-5, axis: int = 1, *,
+               overwrite_input: bool = False) -> np.ndarray:
     """Inference batch normalization with given statistics, channels on ``axis``.
 
     The per-channel arithmetic is folded first, ``y = x * a + b`` with
     ``a = scale / sqrt(var + eps)`` and ``b = bias - mean * a``, so the tensor
-    itself is touched by one multiply and one in-place add.
+    itself is touched by one multiply and one in-place add.  With
+    ``overwrite_input`` the result is written into ``x`` when its dtype allows.
     """
     x = np.asarray(x)
     xc = upcast(x)
     axis = normalize_axis(axis, x.ndim)
     a = upcast(scale) / np.sqrt(upcast(var) + np.asarray(epsilon, dtype=upcast(var).dtype))
     b = upcast(bias) - upcast(mean) * a
-    y = xc * _channel_shape(a.astype(xc.dtype, copy=False), x.ndim, axis)
+    out = x if overwrite_input and xc is x and x.flags.writeable else None
+    y = np.multiply(xc, _channel_shape(a.astype(xc.dtype, copy=False), x.ndim, axis), out=out)
     y += _channel_shape(b.astype(xc.dtype, copy=False), x.ndim, axis)
     return downcast(y, x.dtype)
 

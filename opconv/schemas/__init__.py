@@ -178,36 +178,59 @@ def _default_max(params: tuple[Param, ...]) -> int:
 
 
 class DialectSchemas:
-    """All schemas of one dialect, indexed by (domain, name) and sorted by version."""
+    """All schemas of one dialect, indexed by (domain, name) and sorted by version.
 
-    def __init__(self, dialect: str, ops: Iterable[OpSchema]):
+    Entries read from a schema file (``raw``: (JSON entry, file) pairs) are
+    parsed the first time their op is asked for: a conversion touches a few
+    dozen of the dialect's thousand-odd entries, and parsing them all would
+    cost more than the conversion of a small model.
+    """
+
+    def __init__(self, dialect: str, ops: Iterable[OpSchema] = (), *, raw: Iterable[tuple[dict, str]] = ()):
         self.dialect = dialect
         self._by_name: dict[tuple[str, str], list[OpSchema]] = {}
+        self._pending: dict[tuple[str, str], list[tuple[dict, str]]] = {}
+        versions: dict[tuple[str, str], list[int]] = {}
         for op in ops:
             self._by_name.setdefault((op.domain, op.name), []).append(op)
-        for key, versions in self._by_name.items():
-            versions.sort(key=lambda s: s.version)
-            seen = [s.version for s in versions]
+            versions.setdefault((op.domain, op.name), []).append(op.version)
+        for entry, where in raw:
+            try:
+                key, version = (entry.get("domain", ""), entry["name"]), int(entry["version"])
+            except (KeyError, TypeError, ValueError, AttributeError) as e:
+                name = entry.get("name", "?") if isinstance(entry, dict) else "?"
+                raise SchemaError(f"malformed op entry {name!r}: {e!r}", where=where) from None
+            self._pending.setdefault(key, []).append((entry, where))
+            versions.setdefault(key, []).append(version)
+        for key, seen in versions.items():
             if len(set(seen)) != len(seen):
-                raise SchemaError(f"duplicate versions of {key[0] or 'ai.onnx'}::{key[1]}: {seen}")
-        self._versions = {k: [s.version for s in v] for k, v in self._by_name.items()}
+                raise SchemaError(f"duplicate versions of {key[0] or 'ai.onnx'}::{key[1]}: {sorted(seen)}")
+        self._versions = {k: sorted(v) for k, v in versions.items()}
+
+    def _ops(self, key: tuple[str, str]) -> list[OpSchema] | None:
+        pending = self._pending.pop(key, None)
+        if pending is not None:
+            parsed = self._by_name.setdefault(key, [])
+            parsed.extend(parse_op(self.dialect, entry, where) for entry, where in pending)
+            parsed.sort(key=lambda s: s.version)
+        return self._by_name.get(key)
 
     def __iter__(self):
-        for key in sorted(self._by_name):
-            yield from self._by_name[key]
+        for key in sorted(self._versions):
+            yield from self._ops(key)
 
     def __len__(self) -> int:
-        return sum(len(v) for v in self._by_name.values())
+        return sum(len(v) for v in self._versions.values())
 
     def domains(self) -> list[str]:
-        return sorted({d for d, _ in self._by_name})
+        return sorted({d for d, _ in self._versions})
 
     def versions(self, name: str, domain: str = "") -> list[OpSchema]:
-        return list(self._by_name.get((domain, name), ()))
+        return list(self._ops((domain, name)) or ())
 
     def find(self, name: str, version: int | None = None, domain: str = "") -> OpSchema | None:
         """The schema in force at ``version`` (newest when None), or None."""
-        versions = self._by_name.get((domain, name))
+        versions = self._ops((domain, name))
         if not versions:
             return None
         if version is None:
@@ -216,7 +239,8 @@ class DialectSchemas:
         return versions[i - 1] if i else None
 
 
-def _load_file(dialect: str, filename: str) -> list[OpSchema]:
+def _load_file(dialect: str, filename: str) -> list[tuple[dict, str]]:
+    """The op entries of one schema file, each with the file it came from (parsed later, see DialectSchemas)."""
     where = f"opconv/schemas/{filename}"
     try:
         text = resources.files(__package__).joinpath(filename).read_text(encoding="utf-8")
@@ -227,7 +251,7 @@ def _load_file(dialect: str, filename: str) -> list[OpSchema]:
         raise SchemaError(f"not an {FORMAT} v{FORMAT_VERSION} file", where=where)
     if data.get("dialect") != dialect:
         raise SchemaError(f"file declares dialect {data.get('dialect')!r}, expected {dialect!r}", where=where)
-    return [parse_op(dialect, raw, where) for raw in data["ops"]]
+    return [(raw, where) for raw in data["ops"]]
 
 
 @lru_cache(maxsize=None)
@@ -235,10 +259,10 @@ def dialect_schemas(dialect: str) -> DialectSchemas:
     """All schemas of ``dialect`` ('onnx', 'openvino' or 'hlo'), loaded once."""
     if dialect not in DIALECT_FILES:
         raise SchemaError(f"unknown dialect {dialect!r}; expected one of {', '.join(DIALECT_FILES)}")
-    ops: list[OpSchema] = []
+    raw: list[tuple[dict, str]] = []
     for filename in DIALECT_FILES[dialect]:
-        ops.extend(_load_file(dialect, filename))
-    return DialectSchemas(dialect, ops)
+        raw.extend(_load_file(dialect, filename))
+    return DialectSchemas(dialect, raw=raw)
 
 
 def lookup(dialect: str, name: str, version: int | None = None, domain: str = "") -> OpSchema:

@@ -46,6 +46,9 @@ class Session(executor.Session):
         _load_kernels()
         functions = {(f.domain, f.name): f for f in model.functions}
         super().__init__(model, _Binder(functions, refs=None), seed=seed)
+        from .fusion import fuse_conv_batch_norm
+
+        fuse_conv_batch_norm(model.graph, self._interpreter.plan(model.graph))
 
 
 def run_model(model: Model, feeds: Mapping[str, Any], *, seed: int = 0) -> dict[str, Any]:

@@ -3,8 +3,10 @@
 Each HLO op with a static StableHLO form has an emitter registered by name
 (:func:`emitter`) in one of the family modules: ``elementwise`` (arithmetic,
 activations), ``shape`` (data movement, gather/scatter), ``nn`` (dot,
-convolution, normalisation, pooling) and ``regions`` (reductions, sort, map,
-while, if).  Vendor-fused ops are decomposed into StableHLO ops, implicit
+convolution, normalisation, pooling, RoI ops), ``ctc`` (CTCLoss's forward
+recursion) and ``regions`` (reductions, sort, top-k, map, while, if).  The ops
+that cannot have one (data-dependent result shapes) are in ``NO_STATIC_FORM``
+with the reason.  Vendor-fused ops are decomposed into StableHLO ops, implicit
 broadcasting becomes ``stablehlo.broadcast_in_dim``, the ``computation`` enums
 become reduction regions, and an op, attribute value or dynamic type without a
 static StableHLO form raises :class:`StableHloExportError` naming the node.
@@ -19,6 +21,7 @@ the (name, array) pairs to pass after the inputs, in order.
 
 from ._writer import (  # noqa: F401
     EMITTERS,
+    NO_STATIC_FORM,
     FunctionWriter,
     Operand,
     StableHloExportError,
@@ -29,7 +32,8 @@ from ._writer import (  # noqa: F401
     module_text,
     weight_arguments,
 )
-from . import elementwise, nn, regions, shape  # noqa: F401,E402  (registers the emitters)
+from . import ctc, elementwise, nn, regions, shape  # noqa: F401,E402  (registers the emitters)
 
-__all__ = ["EMITTERS", "FunctionWriter", "Operand", "StableHloExportError", "emitter", "export", "export_function",
-           "exportable_ops", "module_text", "weight_arguments", "elementwise", "nn", "regions", "shape"]
+__all__ = ["EMITTERS", "NO_STATIC_FORM", "FunctionWriter", "Operand", "StableHloExportError", "emitter", "export",
+           "export_function", "exportable_ops", "module_text", "weight_arguments", "ctc", "elementwise", "nn",
+           "regions", "shape"]

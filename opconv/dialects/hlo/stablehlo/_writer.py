@@ -37,6 +37,13 @@ class StableHloExportError(ConversionError):
 Emitter = Callable[..., object]
 EMITTERS: dict[str, Emitter] = {}
 
+# HLO ops that cannot have an emitter, and why: StableHLO tensor types are static, these ops' result shapes
+# are data-dependent (a padded form would be another op, not theirs).
+NO_STATIC_FORM = {
+    "NonZero": "its row count is the number of non-zero elements, known only from the data",
+    "NMS": "its row count is the number of boxes kept, known only from the data",
+}
+
 
 def emitter(*ops: str):
     """Decorator registering ``fn`` as the StableHLO emitter of each HLO op in ``ops``."""
@@ -385,7 +392,9 @@ class FunctionWriter:
         self.node = node
         fn = EMITTERS.get(node.op)
         if node.domain not in ("", "hlo") or fn is None:
-            raise self.error(f"HLO op {node.op} has no static StableHLO form in opconv's exporter")
+            reason = NO_STATIC_FORM.get(node.op) if node.domain in ("", "hlo") else None
+            why = f": {reason}" if reason else " in opconv's exporter"
+            raise self.error(f"HLO op {node.op} has no static StableHLO form{why}")
         schema = dialect_schemas("hlo").find(node.op, 1, "")
         attrs = decode_attributes(schema, node.attrs, node.label)
         operands = [None if v is None else self.use(v) for v in node.inputs]

@@ -628,3 +628,59 @@ def roi_align(w, x, rois, batch_indices, *, mode, coordinate_transformation_mode
                         term = apply(wy, wx)
                         out = term if out is None else w.binary("stablehlo.maximum", out, term)
     return w.convert(out, dtype)
+
+
+def _roi_bins(w: FunctionWriter, start: Operand, end: Operand, bins: int, size: int) -> tuple[Operand, Operand]:
+    """(cells of each bin (R, bins, size), bin non-empty (R, bins)) of one axis of int64 roi bounds: bin b
+    spans [floor(b * extent / bins), ceil((b + 1) * extent / bins)) + start clipped to [0, size), where
+    extent = max(end - start + 1, 1); integer division is exact here, as every term is non-negative."""
+    count = start.shape[0]
+    extent = w.binary("stablehlo.maximum", w.add(w.sub(end, start), w.full(1, end)), w.full(1, end))
+    shape = [count, bins]
+    b = w.iota("int64", shape, 1)
+    extent_b, start_b = w.broadcast_to(extent, shape, [0]), w.broadcast_to(start, shape, [0])
+    bins_c = w.full(bins, b)
+    lo = w.add(w.div(w.mul(b, extent_b), bins_c), start_b)
+    hi = w.add(w.div(w.add(w.mul(w.add(b, w.full(1, b)), extent_b), w.full(bins - 1, b)), bins_c), start_b)
+    zero, top = w.scalar(0, "int64"), w.scalar(size, "int64")
+    lo, hi = (w.op1("stablehlo.clamp", [zero, v, top], "int64", shape) for v in (lo, hi))
+    cells = w.iota("int64", shape + [size], 2)
+    inside = w.binary("stablehlo.and", w.compare(cells, w.broadcast_to(lo, cells.shape, [0, 1]), "GE"),
+                      w.compare(cells, w.broadcast_to(hi, cells.shape, [0, 1]), "LT"))
+    return inside, w.compare(lo, hi, "LT")
+
+
+@emitter("MaxRoiPool")
+def max_roi_pool(w, x, rois, *, layout, pooled_shape, spatial_scale):
+    """Caffe's ROI pooling as the reference kernel computes it: each roi's corners (times spatial_scale, in
+    float64, rounded half away from zero) give per-axis bin masks; the roi's image is gathered, then the max
+    is taken over the masked columns and then over the masked rows (bins are rectangles); empty bins are 0."""
+    dtype, _ = w.out()
+    if layout == "NHWC":
+        x = w.transpose(x, [0, 3, 1, 2])
+    ph, pw = (int(v) for v in pooled_shape)
+    count, channels, height, width = rois.shape[0], x.shape[1], x.shape[2], x.shape[3]
+    boxes = w.convert(rois, "float64")
+
+    def column(i, scale=None):
+        v = w.reshape(w.slice_axis(boxes, 1, i, i + 1), [count])
+        if scale is not None:
+            v = w.unary("stablehlo.round_nearest_afz", w.mul(v, w.full(scale, v)))
+        return w.convert(v, "int64")  # float -> int truncates toward zero, as int() does
+
+    batch = column(0)
+    x1, y1, x2, y2 = (column(i, spatial_scale) for i in range(1, 5))
+    rows, rows_used = _roi_bins(w, y1, y2, ph, height)  # (R, ph, H), (R, ph)
+    cols, cols_used = _roi_bins(w, x1, x2, pw, width)  # (R, pw, W), (R, pw)
+    planes = take_along(w, x, 0, w.reshape(batch, [count, 1]))  # (R, C, H, W)
+    low = w.scalar(-np.inf, x.dtype)
+    wide = [count, channels, height, pw, width]
+    picked = w.select(w.broadcast_to(cols, wide, [0, 3, 4]), w.broadcast_to(planes, wide, [0, 1, 2, 4]), low)
+    col_max = w.reduce_simple(picked, [4], "stablehlo.maximum", -np.inf)  # (R, C, H, pw)
+    tall = [count, channels, ph, pw, height]
+    picked = w.select(w.broadcast_to(rows, tall, [0, 2, 4]), w.broadcast_to(col_max, tall, [0, 1, 4, 3]), low)
+    bin_max = w.reduce_simple(picked, [4], "stablehlo.maximum", -np.inf)  # (R, C, ph, pw)
+    used = w.binary("stablehlo.and", w.broadcast_to(rows_used, [count, ph, pw], [0, 1]),
+                    w.broadcast_to(cols_used, [count, ph, pw], [0, 2]))
+    out = w.select(w.broadcast_to(used, bin_max.shape, [0, 2, 3]), bin_max, w.full(0, bin_max))
+    return w.convert(out, dtype)

@@ -265,6 +265,29 @@ def topk(w, x, k, *, axis, sorted, largest):
     return w.slice_axis(values, axis, 0, count), w.convert(w.slice_axis(indices, axis, 0, count), index_dtype)
 
 
+@emitter("PartialReduce")
+def partial_reduce(w, *operands, size, comparator, reduction_dim, recall_target, aggregate_to_topk, op_name):
+    """The exact top-k, as the reference kernel computes it (a valid answer at any recall target): a stable
+    stablehlo.sort of the operands by the comparator region, then the first k along the reduced dim (k is
+    the declared result's extent: ``size``, or the candidate count when not aggregated to top-k)."""
+    if not operands or len(operands) % 2:
+        raise w.error(f"PartialReduce takes N operands then N init values, got {len(operands)} operands")
+    inputs = list(operands[:len(operands) // 2])
+    axis = int(reduction_dim) % inputs[0].rank
+    _, shape = w.out(0)
+    keep = shape[axis]
+    count = inputs[0].shape[axis]
+    if keep > count or (aggregate_to_topk and keep != min(int(size), count)):
+        raise w.error(f"the result keeps {keep} elements along dim {axis}, size is {size} of {count}")
+    if comparator is None or len(comparator.outputs) != 1 or \
+            getattr(comparator.outputs[0].type, "dtype", None) != "bool":
+        raise w.error("PartialReduce needs a comparator region returning one boolean")
+    region = w.emit_region(comparator)
+    attrs = {"dimension": f"{axis} : i64", "is_stable": "true"}
+    ordered = w.op("stablehlo.sort", inputs, [(x.dtype, x.shape) for x in inputs], attrs, [region])
+    return [w.slice_axis(x, axis, 0, keep) for x in ordered]
+
+
 @emitter("Map")
 def map_(w, *inputs, dimensions, computation):
     dtype, shape = w.out()

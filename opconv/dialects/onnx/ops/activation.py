@@ -24,6 +24,9 @@ from ..executor import onnx_op
 
 # ---------------------------------------------------------------- parameterless
 
+#: dtypes the kernels compute in directly, so a result can overwrite an owned input (ExecContext.owns)
+_IN_PLACE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
 
 def _activation(function):
     def kernel(ctx, x, *, consumed_inputs=None):  # consumed_inputs: legacy (opset 1), ignored
@@ -35,7 +38,6 @@ def _activation(function):
 
 #: op -> (kernel function, every schema version)
 _PLAIN = {
-    "Relu": (elementwise.relu, [1, 6, 13, 14]),
     "Sigmoid": (elementwise.sigmoid, [1, 6, 13]),
     "HardSwish": (elementwise.hard_swish, [14, 22]),
     "Softplus": (elementwise.softplus, [1, 22]),
@@ -45,6 +47,13 @@ _PLAIN = {
 
 for _op, (_function, _versions) in _PLAIN.items():
     onnx_op(_op, since=_versions)(_activation(_function))
+
+
+@onnx_op("Relu", since=[1, 6, 13, 14])
+def relu_1(ctx, x, *, consumed_inputs=None):
+    if ctx.owns(0) and x.dtype in _IN_PLACE_DTYPES:
+        return np.maximum(x, 0, out=x)  # the input dies here: reuse its buffer
+    return elementwise.relu(x)
 
 
 @onnx_op("Tanh", since=[1, 6, 13])

@@ -97,13 +97,35 @@ def _same_type(function, a, b):
     return downcast(function(upcast(a), upcast(b)), a.dtype)
 
 
-def _register_binary(op: str, function, legacy: list[int], modern: list[int]) -> None:
-    """Register ``op`` in its pre-opset-7 form (``broadcast``/``axis`` attributes) and numpy-broadcasting form."""
+def _into_dying_input(ufunc, ctx, a, b):
+    """``ufunc(a, b)`` written into an owned input (ExecContext.owns) of the result's shape, else None."""
+    if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype
+            and a.dtype in _IN_PLACE_DTYPES):
+        return None
+    for i, x in enumerate((a, b)):
+        if ctx.owns(i) and x.shape == np.broadcast_shapes(a.shape, b.shape):
+            return ufunc(a, b, out=x)
+    return None
+
+
+#: dtypes the binary kernels compute in directly (no upcast), so a result may overwrite an input
+_IN_PLACE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32), np.dtype(np.int64))
+
+
+def _register_binary(op: str, function, legacy: list[int], modern: list[int], ufunc=None) -> None:
+    """Register ``op`` in its pre-opset-7 form (``broadcast``/``axis`` attributes) and numpy-broadcasting form.
+
+    With ``ufunc``, a dying input of the result's shape receives the result (no allocation).
+    """
 
     def legacy_kernel(ctx, a, b, *, axis, broadcast, consumed_inputs=None):
         return function(a, legacy_broadcast(a, b, broadcast, axis))
 
     def kernel(ctx, a, b):
+        if ufunc is not None and ctx.owned:
+            y = _into_dying_input(ufunc, ctx, a, b)
+            if y is not None:
+                return y
         return function(a, b)
 
     legacy_kernel.__name__ = f"{op.lower()}_{legacy[0]}"
@@ -112,9 +134,9 @@ def _register_binary(op: str, function, legacy: list[int], modern: list[int]) ->
     onnx_op(op, since=modern)(kernel)
 
 
-_register_binary("Add", functools.partial(_same_type, np.add), [1, 6], [7, 13, 14])
-_register_binary("Sub", functools.partial(_same_type, np.subtract), [1, 6], [7, 13, 14])
-_register_binary("Mul", functools.partial(_same_type, np.multiply), [1, 6], [7, 13, 14])
+_register_binary("Add", functools.partial(_same_type, np.add), [1, 6], [7, 13, 14], np.add)
+_register_binary("Sub", functools.partial(_same_type, np.subtract), [1, 6], [7, 13, 14], np.subtract)
+_register_binary("Mul", functools.partial(_same_type, np.multiply), [1, 6], [7, 13, 14], np.multiply)
 # Integer Div truncates toward zero (C), floats divide IEEE-style.
 _register_binary("Div", elementwise.int_div, [1, 6], [7, 13, 14])
 # Pow-12 let the exponent's type differ from the base's; the result has the base's type.
@@ -188,14 +210,21 @@ def _fold(function, inputs):
     return downcast(functools.reduce(function, (upcast(x) for x in inputs)), dtype)
 
 
-def _register_variadic(op: str, function, same_shape: list[int], broadcasting: list[int]) -> None:
-    """Register ``op``'s same-shape form (opset < 8) and its broadcasting form."""
+def _register_variadic(op: str, function, same_shape: list[int], broadcasting: list[int], in_place=None) -> None:
+    """Register ``op``'s same-shape form (opset < 8) and its broadcasting form.
+
+    With the ufunc ``in_place``, two inputs combine into a dying one of the result's shape.
+    """
 
     def same_shape_kernel(ctx, *inputs, consumed_inputs=None):
         _same_shapes(inputs)
         return function(inputs)
 
     def kernel(ctx, *inputs):
+        if in_place is not None and len(inputs) == 2 and ctx.owned:
+            y = _into_dying_input(in_place, ctx, *inputs)
+            if y is not None:
+                return y
         return function(inputs)
 
     same_shape_kernel.__name__ = f"{op.lower()}_{same_shape[0]}"
@@ -210,11 +239,11 @@ def _mean_of(inputs):
     return downcast(total / np.asarray(len(inputs), dtype=total.dtype), dtype)
 
 
-_register_variadic("Sum", functools.partial(_fold, np.add), [1, 6], [8, 13])
+_register_variadic("Sum", functools.partial(_fold, np.add), [1, 6], [8, 13], np.add)
 _register_variadic("Mean", _mean_of, [1, 6], [8, 13])
 # Max-12/Min-12 only added integer types.
-_register_variadic("Max", functools.partial(_fold, np.maximum), [1, 6], [8, 12, 13])
-_register_variadic("Min", functools.partial(_fold, np.minimum), [1, 6], [8, 12, 13])
+_register_variadic("Max", functools.partial(_fold, np.maximum), [1, 6], [8, 12, 13], np.maximum)
+_register_variadic("Min", functools.partial(_fold, np.minimum), [1, 6], [8, 12, 13], np.minimum)
 
 
 # ---------------------------------------------------------------- Clip

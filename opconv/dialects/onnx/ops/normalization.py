@@ -36,7 +36,7 @@ def _batch_norm(ctx, x, scale, b, mean, var, epsilon, momentum, training: bool, 
         x, scale, b, mean, var = (np.reshape(t, (shape[0], -1) if t is x else (-1,))
                                   for t in (x, scale, b, mean, var))
     if not training:
-        y = N.batch_norm(x, scale, b, mean, var, epsilon)
+        y = N.batch_norm(x, scale, b, mean, var, epsilon, overwrite_input=ctx.owns(0))
         outputs = (y,)
     else:
         y, running_mean, running_var, batch_mean, batch_var = N.batch_norm_training(
