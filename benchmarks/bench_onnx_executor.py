@@ -223,6 +223,7 @@ def bench_model(case, args, runtimes: list[str], memory: PeakMemory) -> dict:
     result["speedup_vs_reference"] = _ratio(result, "reference", "opconv")
     result["ratio_vs_onnxruntime"] = _ratio(result, "opconv", "onnxruntime")
     result["opconv_matches_onnxruntime"] = _matches(outputs.get("opconv"), outputs.get("onnxruntime"))
+    result["differences_from_onnxruntime"] = _differences(outputs.get("opconv"), outputs.get("onnxruntime"))
     return result
 
 
@@ -237,6 +238,17 @@ def _matches(ours: list | None, theirs: list | None) -> bool | None:
     if ours is None or theirs is None:
         return None
     return all(compare_arrays(str(i), t, o).ok for i, (o, t) in enumerate(zip(ours, theirs)))
+
+
+def _differences(ours: list | None, theirs: list | None) -> list[str]:
+    """One line per output of opconv's that differs from onnxruntime's: the figures, for the reader to judge."""
+    lines = []
+    for i, (o, t) in enumerate(zip(ours or [], theirs or [])):
+        c = compare_arrays(str(i), t, o)
+        if not c.ok:
+            lines.append(f"output {i}: {c.mismatches} of {c.total} values differ, max abs error {c.max_abs_error:.3g}, "
+                         f"max rel error {c.max_rel_error:.3g}")
+    return lines
 
 
 # ---------------------------------------------------------------------------
@@ -271,6 +283,11 @@ def print_table(results: list[dict], runtimes: list[str]) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     for row in rows:
         print("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))))
+    for res in results:
+        for line in res.get("differences_from_onnxruntime", []):
+            # e.g. light_squeezenet: its logits are ~7e9 and equal to 7 digits, so one float32 rounding
+            # step anywhere (BLAS blocking, summation order) moves the softmax by 1e-3.
+            print(f"{res['model']} vs onnxruntime: {line}")
 
 
 def targets(results: list[dict]) -> dict:

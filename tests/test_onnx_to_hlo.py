@@ -400,3 +400,13 @@ def test_loop_becomes_while_and_matches_onnxruntime():
     feeds = {"x": np.asarray([1.0, 2.0, 3.0], np.float32)}
     cmp = compare_arrays("y", run_ort(proto, feeds)[0], run_ort(back, feeds)[0])
     assert cmp.ok, "While -> Loop round trip: " + cmp.message
+
+
+def test_max_roi_pool_converts_and_matches_onnxruntime():
+    # The onnx node cases have no MaxRoiPool; ROIs here reach past the image and cover single pixels.
+    rng = np.random.default_rng(11)
+    rois = np.array([[0, 1, 1, 6, 5], [1, 0, 0, 9, 9], [0, 4, 2, 4, 2], [1, -2, 3, 12, 7]], np.float32)
+    nodes = [helper.make_node("MaxRoiPool", ["x", "rois"], ["y"], pooled_shape=[3, 2], spatial_scale=0.75)]
+    proto = _proto(nodes, [_f32("x", [2, 3, 8, 10])], [_f32("y", None)], [_const("rois", rois)], opset=13)
+    hlo = _check_against_ort(proto, {"x": rng.standard_normal((2, 3, 8, 10)).astype(np.float32)})
+    assert [n.op for n in hlo.graph.nodes] == ["MaxRoiPool"]

@@ -101,13 +101,39 @@ def _rewire(graph: Graph, node: Node, old: Value, new: Value) -> None:
 
 def _evaluate_constants(model: Model) -> dict[int, np.ndarray]:
     """id(value) -> data for every value the ONNX interpreter computes from constants alone."""
+    import dataclasses
+
     from ..dialects.onnx.executor import Session
 
+    graph = model.graph
+    nodes = _constant_nodes(graph)
+    if not nodes:
+        return {}
+    # The executor binds every node of the graph it is given: give it only the constant part (binding
+    # all of a big graph costs more than the rest of a small conversion).
+    part = Graph(graph.name, parent=graph.parent)
+    part.inputs, part.initializers, part.nodes = list(graph.inputs), graph.initializers, nodes
     try:
-        session = Session(model)  # folds the constant subgraphs while binding
+        session = Session(dataclasses.replace(model, graph=part))  # folds the constant subgraphs while binding
     except OpconvError:
         return {}
     return session.folded_values()
+
+
+def _constant_nodes(graph: Graph) -> list[Node]:
+    """The nodes computed from initializers and other such nodes alone, in graph order.
+
+    Whether a node is deterministic is the executor's to say (random ops are not folded); this only
+    leaves out what can never be constant: nodes reading a graph input or a value computed from one,
+    and nodes with subgraphs."""
+    known = {id(v) for v in graph.initializers.values()}
+    nodes = []
+    for node in graph.nodes:
+        if any(True for _ in node.subgraphs()) or not all(v is None or id(v) in known for v in node.inputs):
+            continue
+        nodes.append(node)
+        known.update(id(v) for v in node.outputs if v is not None)
+    return nodes
 
 
 def _replace_with_constants(graph: Graph, folded: dict[int, object]) -> int:

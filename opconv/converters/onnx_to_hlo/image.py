@@ -1,4 +1,4 @@
-"""Image ops the dialect has in ONNX form: Resize (and Upsample), RoiAlign, GridSample.
+"""Image ops the dialect has in ONNX form: Resize (and Upsample), RoiAlign, MaxRoiPool, GridSample.
 
 Their enum attributes are spelled in upper case in the HLO dialect; the
 scales / sizes / roi operands must be constants (static shapes).
@@ -112,6 +112,14 @@ def _roi_align(b, m):
                spatial_scale=float(attr(node, "spatial_scale", 1.0)))
 
 
+def _max_roi_pool(b, m):
+    node = m.root
+    x, rois = node.inputs[:2]
+    return hlo(b, "MaxRoiPool", x, rois, type=out_type(m), layout="NCHW",
+               pooled_shape=[int(d) for d in attr(node, "pooled_shape")],
+               spatial_scale=float(attr(node, "spatial_scale", 1.0)))
+
+
 GRID_MODES = {"BILINEAR": "LINEAR", "LINEAR": "LINEAR", "NEAREST": "NEAREST"}
 GRID_PADDING = {"ZEROS": "PAD_VALUE", "BORDER": "PAD_EDGE", "REFLECTION": "PAD_REFLECT"}
 
@@ -130,4 +138,5 @@ def _grid_sample(b, m):
 RULES = (op_rules("Resize-to-Resize", "Resize", _resize, 4)
          + op_rules("Upsample-to-Resize", "Upsample", _upsample, 2)
          + op_rules("RoiAlign-to-RoiAlign", "RoiAlign", _roi_align, 3, 3)
+         + op_rules("MaxRoiPool-to-MaxRoiPool", "MaxRoiPool", _max_roi_pool, 2, 2)
          + op_rules("GridSample-to-GridSample", "GridSample", _grid_sample, 2, 2))
