@@ -17,6 +17,7 @@ import opconv
 from opconv.cli import cli
 from opconv.compare import compare_arrays
 from opconv.converters.onnx_to_openvino import onnx_to_openvino
+from opconv.dialects.openvino.io import OPSET1_OPS_WRITTEN_AS_OPSET2
 from opconv.errors import ConversionError
 
 FIXTURES = [("cnn.onnx", "image", (2, 3, 32, 32)), ("mlp_external.onnx", "x", (3, 64))]
@@ -32,7 +33,9 @@ def _openvino(xml, feeds):
     core = ov.Core()
     model = core.read_model(str(xml))
     versions = {(op.get_type_name(), op.get_type_info().version_id) for op in model.get_ops()}
-    assert {v for _, v in versions} == {"opset1"}, versions
+    # OpenVINO files the opset1 ROIPooling and ReorgYolo under its opset2 module (the same operation version).
+    assert {v for op, v in versions if op not in OPSET1_OPS_WRITTEN_AS_OPSET2} == {"opset1"}, versions
+    assert {v for op, v in versions if op in OPSET1_OPS_WRITTEN_AS_OPSET2} <= {"opset1", "opset2"}, versions
     compiled = core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
     return {next(iter(o.get_names())): v for o, v in compiled(feeds).items()}
 
@@ -243,3 +246,13 @@ def test_every_light_model_converts_and_runs_in_openvino(tmp_path):
         os.remove(xml)
         os.remove(xml.with_suffix(".bin"))
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.75])
+def test_max_roi_pool_becomes_roi_pooling(tmp_path, scale):
+    # The onnx node cases have no MaxRoiPool; ROIs here reach past the image and cover single pixels.
+    rng = np.random.default_rng(11)
+    rois = np.array([[0, 1, 1, 6, 5], [1, 0, 0, 9, 7], [0, 4, 2, 4, 2], [1, 2, 3, 8, 6]], np.float32)
+    nodes = [helper.make_node("MaxRoiPool", ["x", "rois"], ["y"], pooled_shape=[3, 2], spatial_scale=scale)]
+    proto = _proto(nodes, [_f32("x", [2, 3, 8, 10]), _f32("rois", [4, 5])], [_f32("y", None)])
+    _check_op_model(tmp_path, proto, {"x": rng.standard_normal((2, 3, 8, 10)).astype(np.float32), "rois": rois})

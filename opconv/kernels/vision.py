@@ -263,7 +263,7 @@ def max_roi_pool(x: np.ndarray, rois: np.ndarray, pooled_shape: Sequence[int],
     _, c, height, width = x.shape
     out = np.zeros((rois.shape[0], c, ph, pw), dtype=x.dtype)
     for r, roi in enumerate(rois.astype(np.float64)):
-        image = int(roi[0])
+        image = _roi_image(roi, x.shape[0])  # a negative index would silently read the last image
         x1, y1, x2, y2 = (int(v) for v in _round_half_away(roi[1:] * spatial_scale))
         masks = []
         for start, end, bins, size in ((y1, y2, ph, height), (x1, x2, pw, width)):
@@ -282,3 +282,391 @@ def max_roi_pool(x: np.ndarray, rois: np.ndarray, pooled_shape: Sequence[int],
         empty = ~(rows.any(axis=1)[:, None] & cols.any(axis=1)[None, :])
         out[r] = np.where(empty, 0, bin_max)
     return out
+
+
+# ---------------------------------------------------------------- Caffe / R-FCN / Darknet / SSD layers
+#
+# The kernels below are the detection-head layers of Caffe-era networks, as
+# OpenVINO defines them (opset1).  Their rois are rows ``(batch, x1, y1, x2,
+# y2)``; bin geometry is computed in float32, as the runtimes do, so that a bin
+# edge landing on a cell boundary rounds the same way.
+
+
+def _roi_image(roi: np.ndarray, batches: int) -> int:
+    image = int(roi[0])
+    if not 0 <= image < batches:
+        raise ExecutionError(f"roi batch index {image} is outside [0, {batches})")
+    return image
+
+
+def _lerp_2d(gather, y: np.ndarray, x: np.ndarray, height: int, width: int) -> np.ndarray:
+    """Bilinear value at ``(y, x)`` (inside the image) from its floor/ceil neighbours.
+
+    ``gather(rows, cols)`` reads the plane(s) at integer index arrays shaped like ``y``.
+    """
+    top, left = np.floor(y), np.floor(x)
+    fy, fx = (y - top), (x - left)
+    top, left = top.astype(np.int64), left.astype(np.int64)
+    bottom = np.minimum(np.ceil(y).astype(np.int64), height - 1)
+    right = np.minimum(np.ceil(x).astype(np.int64), width - 1)
+    upper = gather(top, left) + (gather(top, right) - gather(top, left)) * fx
+    lower = gather(bottom, left) + (gather(bottom, right) - gather(bottom, left)) * fx
+    return upper + (lower - upper) * fy
+
+
+def roi_pool_bilinear(x: np.ndarray, rois: np.ndarray, pooled_shape: Sequence[int]) -> np.ndarray:
+    """ROI pooling by bilinear sampling: ``(num_rois, C, ph, pw)``.
+
+    The roi corners are normalized to ``[0, 1]``; the ``ph x pw`` samples span
+    the roi corner to corner (its centre when a side has one sample), and a
+    sample outside the image gives 0.
+    """
+    x, rois = np.asarray(x), np.asarray(rois)
+    xc = upcast(x)
+    ph, pw = (int(v) for v in pooled_shape)
+    batches, c, height, width = x.shape
+    out = np.zeros((rois.shape[0], c, ph, pw), dtype=xc.dtype)
+
+    def positions(start, end, count, size):
+        if count == 1:
+            return np.float32([(start + end) * 0.5 * (size - 1)])
+        scale = (end - start) * np.float32(size - 1) / np.float32(count - 1)
+        p = np.arange(count, dtype=np.float32) * scale + start * np.float32(size - 1)
+        p[-1] = end * np.float32(size - 1)  # the last sample sits exactly on the roi's far edge
+        return p
+
+    for r, roi in enumerate(rois.astype(np.float32)):
+        plane = xc[_roi_image(roi, batches)]
+        ys = positions(roi[2], roi[4], ph, height)[:, None].repeat(pw, 1)
+        xs = positions(roi[1], roi[3], pw, width)[None, :].repeat(ph, 0)
+        inside = (ys >= 0) & (ys <= height - 1) & (xs >= 0) & (xs <= width - 1)
+        ys, xs = np.where(inside, ys, 0), np.where(inside, xs, 0)
+        values = _lerp_2d(lambda i, j: plane[:, i, j], ys.astype(xc.dtype), xs.astype(xc.dtype), height, width)
+        out[r] = np.where(inside, values, 0)
+    return downcast(out, x.dtype)
+
+
+def ps_roi_pool_average(x: np.ndarray, rois: np.ndarray, output_dim: int, group_size: int,
+                        spatial_scale: float) -> np.ndarray:
+    """Position-sensitive average ROI pooling (R-FCN): ``(num_rois, output_dim, G, G)``.
+
+    Output bin ``(o, i, j)`` averages input channel ``(o * G + i) * G + j`` over
+    the bin's cells; roi corners are rounded (half away from zero), the far
+    corner is inclusive, and an empty bin gives 0.
+    """
+    x, rois = np.asarray(x), np.asarray(rois)
+    xc = upcast(x)
+    g = int(group_size)
+    batches, c, height, width = x.shape
+    if c != output_dim * g * g:
+        raise ExecutionError(f"average PSROIPooling needs output_dim * group_size^2 = {output_dim * g * g} "
+                             f"input channels, got {c}")
+    out = np.zeros((rois.shape[0], output_dim, g, g), dtype=xc.dtype)
+    scale = np.float32(spatial_scale)
+    cells = np.arange(g, dtype=np.float32)
+    for r, roi in enumerate(rois.astype(np.float32)):
+        planes = xc[_roi_image(roi, batches)].reshape(output_dim, g, g, height, width)
+        # The far corner is rounded after the +1 (they differ for a corner at -0.5).
+        corners = _round_half_away(roi[1:] + np.float32([0, 0, 1, 1])).astype(np.float32)
+        x1, y1, x2, y2 = corners * scale
+        masks = []
+        for start, end, size in ((y1, y2, height), (x1, x2, width)):
+            step = max(end - start, np.float32(0.1)) / np.float32(g)
+            lo = np.clip(np.floor(cells * step + start), 0, size).astype(np.int64)
+            hi = np.clip(np.ceil((cells + 1) * step + start), 0, size).astype(np.int64)
+            index = np.arange(size)
+            masks.append(((index >= lo[:, None]) & (index < hi[:, None])).astype(xc.dtype))  # (G, size)
+        rows, cols = masks
+        sums = np.einsum("oijhw,ih,jw->oij", planes, rows, cols)
+        area = rows.sum(1)[:, None] * cols.sum(1)[None, :]
+        out[r] = np.where(area > 0, sums / np.maximum(area, 1), 0)
+    return downcast(out, x.dtype)
+
+
+def ps_roi_pool_bilinear(x: np.ndarray, rois: np.ndarray, output_dim: int, group_size: int,
+                         spatial_scale: float, bins_x: int = 1, bins_y: int = 1) -> np.ndarray:
+    """Position-sensitive bilinear ROI pooling: ``(num_rois, output_dim, G, G)``.
+
+    The roi (corners times ``spatial_scale``, normalized to ``[0, 1]``) splits
+    into ``bins_y x bins_x`` sub-boxes; sub-box ``(by, bx)`` reads input channel
+    ``(by * bins_x + bx) * output_dim + o`` with :func:`roi_pool_bilinear`'s
+    ``G x G`` sampling, and the output averages the sub-boxes.
+    """
+    x, rois = np.asarray(x), np.asarray(rois)
+    xc = upcast(x)
+    g = int(group_size)
+    batches, c, height, width = x.shape
+    if c != output_dim * bins_x * bins_y:
+        raise ExecutionError(f"bilinear PSROIPooling needs output_dim * spatial_bins_x * spatial_bins_y = "
+                             f"{output_dim * bins_x * bins_y} input channels, got {c}")
+    out = np.zeros((rois.shape[0], output_dim, g, g), dtype=xc.dtype)
+    scale = np.float32(spatial_scale)
+    cells = np.arange(g, dtype=np.float32)
+
+    def positions(low, high, size):
+        # The runtime's float32 arithmetic, step by step: a sample on the far edge must not round past it.
+        if g == 1:
+            return np.float32([np.float32(0.5) * (low + high) * np.float32(size - 1)])
+        step = (high - low) * np.float32(size - 1) / np.float32(g - 1)
+        return cells * step + low * np.float32(size - 1)
+
+    for r, roi in enumerate(rois.astype(np.float32)):
+        planes = xc[_roi_image(roi, batches)].reshape(bins_y, bins_x, output_dim, height, width)
+        x1, y1, x2, y2 = roi[1:] * scale
+        bin_w, bin_h = (x2 - x1) / np.float32(bins_x), (y2 - y1) / np.float32(bins_y)
+        for by in range(bins_y):
+            ys = positions(y1 + np.float32(by) * bin_h, y1 + np.float32(by + 1) * bin_h, height)
+            ys = ys[:, None].repeat(g, 1)
+            for bx in range(bins_x):
+                xs = positions(x1 + np.float32(bx) * bin_w, x1 + np.float32(bx + 1) * bin_w, width)
+                xs = xs[None, :].repeat(g, 0)
+                inside = (ys >= 0) & (ys <= height - 1) & (xs >= 0) & (xs <= width - 1)
+                ysafe = np.where(inside, ys, 0).astype(xc.dtype)
+                xsafe = np.where(inside, xs, 0).astype(xc.dtype)
+                plane = planes[by, bx]
+                values = _lerp_2d(lambda i, j: plane[:, i, j], ysafe, xsafe, height, width)
+                out[r] += np.where(inside, values, 0)
+    return downcast(out / (bins_x * bins_y), x.dtype)
+
+
+def deformable_ps_roi_pool(x: np.ndarray, rois: np.ndarray, offsets: np.ndarray | None, output_dim: int,
+                           group_size: int, spatial_scale: float, bins_x: int = 1, bins_y: int = 1,
+                           trans_std: float = 1.0, part_size: int = 1) -> np.ndarray:
+    """Deformable position-sensitive ROI pooling (Deformable ConvNets): ``(num_rois, output_dim, G, G)``.
+
+    Like average :func:`ps_roi_pool_average` but each bin, shifted by
+    ``offsets[roi, 2 * class + (x, y), part_y, part_x] * trans_std`` times the
+    roi size, averages ``bins_y x bins_x`` bilinear samples taken at its
+    sub-bins' top-left corners (samples over half a cell outside the image are
+    skipped; the others are clamped into it).  A roi with a negative batch
+    index gives zeros.
+    """
+    x, rois = np.asarray(x), np.asarray(rois)
+    xc = upcast(x)
+    g = int(group_size)
+    batches, c, height, width = x.shape
+    if c != output_dim * g * g:
+        raise ExecutionError(f"DeformablePSROIPooling needs output_dim * group_size^2 = {output_dim * g * g} "
+                             f"input channels, got {c}")
+    out = np.zeros((rois.shape[0], output_dim, g, g), dtype=xc.dtype)
+    scale = np.float32(spatial_scale)
+    cells = np.arange(g)
+    o_idx, i_idx, j_idx = np.meshgrid(np.arange(output_dim), cells, cells, indexing="ij")  # (O, G, G) each
+    if offsets is not None:
+        offsets = np.asarray(offsets).astype(np.float32)
+        classes = offsets.shape[1] // 2
+        class_of = o_idx // max(output_dim // max(classes, 1), 1)
+        part_y, part_x = i_idx * part_size // g, j_idx * part_size // g
+    flat_channel = (o_idx * g + i_idx) * g + j_idx
+    for r, roi in enumerate(rois.astype(np.float32)):
+        if int(roi[0]) < 0:
+            continue
+        plane = xc[_roi_image(roi, batches)].reshape(c, height, width)
+        corners = _round_half_away(roi[1:]).astype(np.float32)
+        x1, y1 = corners[0] * scale - np.float32(0.5), corners[1] * scale - np.float32(0.5)
+        x2, y2 = (corners[2] + 1) * scale - np.float32(0.5), (corners[3] + 1) * scale - np.float32(0.5)
+        roi_w, roi_h = max(x2 - x1, np.float32(0.1)), max(y2 - y1, np.float32(0.1))
+        bin_w, bin_h = roi_w / np.float32(g), roi_h / np.float32(g)
+        left = x1 + j_idx.astype(np.float32) * bin_w
+        top = y1 + i_idx.astype(np.float32) * bin_h
+        if offsets is not None:
+            left = left + offsets[r, 2 * class_of, part_y, part_x] * np.float32(trans_std) * roi_w
+            top = top + offsets[r, 2 * class_of + 1, part_y, part_x] * np.float32(trans_std) * roi_h
+        total = np.zeros((output_dim, g, g), dtype=xc.dtype)
+        count = np.zeros((output_dim, g, g), dtype=np.int64)
+        for sy in range(bins_y):
+            ys = top + np.float32(sy) * (bin_h / np.float32(bins_y))
+            for sx in range(bins_x):
+                xs = left + np.float32(sx) * (bin_w / np.float32(bins_x))
+                ok = (ys >= -0.5) & (ys <= height - 0.5) & (xs >= -0.5) & (xs <= width - 0.5)
+                yc = np.clip(ys, 0, height - 1).astype(xc.dtype)
+                xcl = np.clip(xs, 0, width - 1).astype(xc.dtype)
+                values = _lerp_2d(lambda i, j: plane[flat_channel, i, j], yc, xcl, height, width)
+                total += np.where(ok, values, 0)
+                count += ok
+        out[r] = np.where(count > 0, total / np.maximum(count, 1), 0)
+    return downcast(out, x.dtype)
+
+
+def reorg(x: np.ndarray, stride: int) -> np.ndarray:
+    """Darknet's ``reorg``: ``(N, C, H, W)`` -> ``(N, C * s^2, H / s, W / s)``.
+
+    Darknet reads the input's memory as ``(N, C / s^2, H * s, W * s)`` and
+    moves each ``s x s`` block of that view into channels: output channel
+    ``(dy * s + dx) * C / s^2 + c`` at ``(h, w)`` is the view's ``(c, h * s + dy,
+    w * s + dx)``.
+    """
+    x = np.asarray(x)
+    n, c, h, w = x.shape
+    s = int(stride)
+    if s < 1 or c % (s * s) or h % s or w % s:
+        raise ExecutionError(f"reorg stride {s} does not divide the channels by stride^2 and the spatial "
+                             f"dims of shape {list(x.shape)}")
+    view = x.reshape(n, c // (s * s), h, s, w, s)
+    return np.ascontiguousarray(view.transpose(0, 3, 5, 1, 2, 4)).reshape(n, c * s * s, h // s, w // s)
+
+
+def region_yolo(x: np.ndarray, coords: int, classes: int, regions: int, do_softmax: bool) -> np.ndarray:
+    """Darknet's region (YOLO v2, ``do_softmax``) / yolo (v3) layer on ``(N, C, H, W)``.
+
+    The first ``regions`` groups of ``coords + classes + 1`` channels are kept:
+    x and y and the objectness go through a sigmoid, and the class scores
+    through a softmax over the classes (v2) or a sigmoid (v3).  Returns
+    ``(N, regions * (coords + classes + 1), H, W)``.
+    """
+    from .elementwise import sigmoid
+    from .norm import softmax
+
+    x = np.asarray(x)
+    n, c, h, w = x.shape
+    entry = coords + classes + 1
+    if c < regions * entry:
+        raise ExecutionError(f"region layer needs {regions} x (coords + classes + 1) = {regions * entry} "
+                             f"channels, got {c}")
+    y = upcast(x)[:, :regions * entry].reshape(n, regions, entry, h, w).copy()
+    y[:, :, :2] = sigmoid(y[:, :, :2])
+    if do_softmax:
+        y[:, :, coords] = sigmoid(y[:, :, coords])
+        y[:, :, coords + 1:] = softmax(y[:, :, coords + 1:], 2)
+    else:
+        y[:, :, coords:] = sigmoid(y[:, :, coords:])
+    return downcast(y.reshape(n, regions * entry, h, w), x.dtype)
+
+
+def _prior_output(boxes: np.ndarray, variance: Sequence[float]) -> np.ndarray:
+    """``(2, 4 * count)``: the boxes' ``(xmin, ymin, xmax, ymax)``, then each box's four variances."""
+    variance = [float(v) for v in variance] or [0.1]
+    if len(variance) not in (1, 4):
+        raise ExecutionError(f"prior boxes need 1 or 4 variances, got {len(variance)}")
+    boxes = boxes.reshape(-1).astype(np.float32)
+    variances = np.tile(np.float32(variance if len(variance) == 4 else variance * 4), boxes.size // 4)
+    return np.stack([boxes, variances])
+
+
+def _prior_count(ratios: int, min_sizes: int, max_sizes: int, scale_all_sizes: bool, fixed_ratio, fixed_size,
+                 density) -> int:
+    """Boxes per cell as the layer's output shape counts them (OpenVINO's formula)."""
+    count = ratios * min_sizes + max_sizes if scale_all_sizes else ratios + min_sizes - 1
+    if fixed_size:
+        count = ratios * len(fixed_size)
+    for d in density:
+        count += (len(fixed_ratio) if fixed_ratio else ratios) * (int(d) ** 2 - 1)
+    return count
+
+
+def prior_boxes(layer_size: Sequence[int], image_size: Sequence[int], *, min_size: Sequence[float] = (),
+                max_size: Sequence[float] = (), aspect_ratio: Sequence[float] = (), flip: bool = False,
+                clip: bool = False, step: float = 0.0, offset: float = 0.5, variance: Sequence[float] = (),
+                scale_all_sizes: bool = True, fixed_ratio: Sequence[float] = (), fixed_size: Sequence[float] = (),
+                density: Sequence[float] = ()) -> np.ndarray:
+    """SSD prior boxes over an ``(H, W)`` feature map for an ``(IH, IW)`` image: ``(2, 4 * H * W * priors)``.
+
+    Per cell, in order: for each fixed size, its density grid of boxes (for
+    each fixed ratio, or square then one grid per aspect ratio); then for each
+    min size its square box, the ``sqrt(min * max)`` box and its aspect-ratio
+    boxes (all of them only after the last min size unless ``scale_all_sizes``).
+    Aspect ratios start with 1, skip near-duplicates and add ``1 / ar`` with
+    ``flip``.  Boxes are normalized by the image size; the fixed-size ones are
+    always clipped to ``[0, 1]``, the others with ``clip``.
+    """
+    height, width = (int(v) for v in layer_size)
+    image_h, image_w = (int(v) for v in image_size)
+    ratios = [1.0]
+    for ar in aspect_ratio:
+        if all(abs(ar - seen) >= 1e-6 for seen in ratios):
+            ratios.append(ar)
+            if flip:
+                ratios.append(1.0 / ar)
+    non_square = [math.sqrt(ar) for ar in ratios if abs(ar - 1.0) >= 1e-6]
+    min_size = [float(v) for v in min_size]
+    step = float(step)
+    if not scale_all_sizes:  # MXNet's convention: sizes and step relative to the image height
+        step = image_h / height if step == -1 else step * image_h
+        min_size = [v * image_h for v in min_size]
+    if fixed_size and len(density) < len(fixed_size):
+        raise ExecutionError(f"prior boxes with {len(fixed_size)} fixed sizes need as many densities, "
+                             f"got {len(density)}")
+
+    # Each prior: (centre shift x, centre shift y, half width, half height, clipped on its own).
+    shapes: list[tuple[float, float, float, float, bool]] = []
+    for s, size in enumerate(fixed_size):
+        whole = int(size)
+        grid = int(density[s])
+        shift = int(size / grid)
+
+        def dense(half_w, half_h, whole=whole, grid=grid, shift=shift):
+            for r in range(grid):
+                for col in range(grid):
+                    shapes.append((-(whole // 2) + shift / 2 + col * shift, -(whole // 2) + shift / 2 + r * shift,
+                                   half_w, half_h, True))
+
+        if fixed_ratio:
+            for ar in fixed_ratio:
+                dense(size * 0.5 * math.sqrt(ar), size * 0.5 / math.sqrt(ar))
+        else:
+            if density:
+                dense(whole * 0.5, whole * 0.5)
+            for root in non_square:
+                dense(size * 0.5 * root, size * 0.5 / root)
+    for k, size in enumerate(min_size):
+        shapes.append((0.0, 0.0, size * 0.5, size * 0.5, False))
+        if k < len(max_size):
+            half = math.sqrt(size * max_size[k]) * 0.5
+            shapes.append((0.0, 0.0, half, half, False))
+        if scale_all_sizes or k == len(min_size) - 1:
+            base = min_size[k if scale_all_sizes else 0]
+            shapes.extend((0.0, 0.0, base * 0.5 * root, base * 0.5 / root, False) for root in non_square)
+
+    expected = _prior_count(len(ratios), len(min_size), len(max_size), scale_all_sizes, fixed_ratio, fixed_size,
+                            density)
+    if len(shapes) != expected:
+        raise ExecutionError(f"these prior box attributes give {len(shapes)} boxes per cell but the layer's "
+                             f"output shape counts {expected} boxes per cell; the combination is ill-defined")
+    f32 = np.float32
+    if step == 0:  # cell centres; this form ignores ``offset``
+        cx = (np.arange(width, dtype=f32) + f32(0.5)) * f32(image_w / width)
+        cy = (np.arange(height, dtype=f32) + f32(0.5)) * f32(image_h / height)
+    else:
+        cx = (f32(offset) + np.arange(width, dtype=f32)) * f32(step)
+        cy = (f32(offset) + np.arange(height, dtype=f32)) * f32(step)
+    table = np.array(shapes, dtype=np.float64).reshape(-1, 5)
+    dx, dy, half_w, half_h = (table[:, k].astype(f32) for k in range(4))
+    own_clip = table[:, 4].astype(bool)
+    cx = cx[None, :, None] + dx  # (1, W, P)
+    cy = cy[:, None, None] + dy  # (H, 1, P)
+    inv_w, inv_h = f32(1.0) / f32(image_w), f32(1.0) / f32(image_h)
+    xmin, xmax = (cx - half_w) * inv_w, (cx + half_w) * inv_w
+    ymin, ymax = (cy - half_h) * inv_h, (cy + half_h) * inv_h
+    xmin, ymin = np.where(own_clip, np.maximum(xmin, 0), xmin), np.where(own_clip, np.maximum(ymin, 0), ymin)
+    xmax, ymax = np.where(own_clip, np.minimum(xmax, 1), xmax), np.where(own_clip, np.minimum(ymax, 1), ymax)
+    boxes = np.stack(np.broadcast_arrays(xmin, ymin, xmax, ymax), axis=-1)  # (H, W, P, 4)
+    if clip:
+        boxes = np.clip(boxes, 0, 1)
+    return _prior_output(boxes, variance)
+
+
+def clustered_prior_boxes(layer_size: Sequence[int], image_size: Sequence[int], *, widths: Sequence[float],
+                          heights: Sequence[float], clip: bool = True, step_w: float = 0.0, step_h: float = 0.0,
+                          offset: float = 0.5, variance: Sequence[float] = ()) -> np.ndarray:
+    """Prior boxes of given widths and heights at every cell centre: ``(2, 4 * H * W * priors)``.
+
+    Centres are ``(cell + offset) * step`` per axis, the step defaulting (when
+    both are 0) to the image size over the feature map size; boxes are
+    normalized by the image size and, with ``clip``, clipped to ``[0, 1]``.
+    """
+    height, width = (int(v) for v in layer_size)
+    image_h, image_w = (int(v) for v in image_size)
+    if len(widths) != len(heights):
+        raise ExecutionError(f"clustered prior boxes need as many widths as heights, got {len(widths)} and "
+                             f"{len(heights)}")
+    f32 = np.float32
+    if step_w == 0 and step_h == 0:
+        step_w, step_h = image_w / width, image_h / height
+    cx = ((np.arange(width, dtype=f32) + f32(offset)) * f32(step_w))[None, :, None]
+    cy = ((np.arange(height, dtype=f32) + f32(offset)) * f32(step_h))[:, None, None]
+    half_w, half_h = np.float32(widths) / f32(2), np.float32(heights) / f32(2)
+    boxes = np.stack(np.broadcast_arrays((cx - half_w) / f32(image_w), (cy - half_h) / f32(image_h),
+                                         (cx + half_w) / f32(image_w), (cy + half_h) / f32(image_h)), axis=-1)
+    if clip:
+        boxes = np.clip(boxes, 0, 1)
+    return _prior_output(boxes, variance)

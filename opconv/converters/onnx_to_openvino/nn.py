@@ -422,6 +422,14 @@ def _lrn(b, m):
     return ov(b, "Multiply", y, const(b, bias ** -beta, dtype_of(x), "bias_scale"), auto_broadcast="numpy")
 
 
+def _max_roi_pool(b, m):
+    node = m.root
+    pooled_h, pooled_w = (int(d) for d in attr(node, "pooled_shape"))
+    # Both are Caffe's ROI max pooling: rois rows [batch, x1, y1, x2, y2], corners scaled and rounded.
+    return ov(b, "ROIPooling", m["x"], m["rois"], pooled_h=pooled_h, pooled_w=pooled_w,
+              spatial_scale=float(attr(node, "spatial_scale", 1.0)), method="max")
+
+
 # ---------------------------------------------------------------------------
 # Matrix products and softmax
 # ---------------------------------------------------------------------------
@@ -667,6 +675,7 @@ RULES = _reduce_rules() + [
     Rule("MeanVarianceNormalization-decomposed", pattern("MeanVarianceNormalization", ["x"]), _mean_variance_norm),
     Rule("LpNormalization-decomposed", pattern("LpNormalization", ["x"]), _lp_norm),
     Rule("LRN-to-LRN", pattern("LRN", ["x"]), _lrn),
+    Rule("MaxRoiPool-to-ROIPooling", pattern("MaxRoiPool", ["x", "rois"]), _max_roi_pool),
     Rule("LogSoftmax-decomposed", pattern("LogSoftmax", ["x"]), _log_softmax),
     Rule("Hardmax-to-OneHot", pattern("Hardmax", ["x"]), _hardmax),
     Rule("OneHot-to-OneHot", pattern("OneHot", ["indices", "depth", "values"]), _one_hot),

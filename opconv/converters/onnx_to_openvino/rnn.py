@@ -2,7 +2,7 @@
 
 opset1 has LSTMCell (and RNNCell, outside the published list) but no GRU
 cell, no peepholes in the published LSTMCell and only sigmoid/tanh/relu
-activations; TensorIterator would add a second graph format to the IR writer.
+activations; a TensorIterator would be a loop the static shapes do not need.
 Unrolling with the converter's static shapes avoids all of that: each step is
 a few MatMul/Add/activation layers, so every ONNX variant (peepholes,
 ``input_forget``, ``linear_before_reset``, any activation, ``clip``, reverse,

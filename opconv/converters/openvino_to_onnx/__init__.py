@@ -25,7 +25,7 @@ computes them, and decompositions were not worth their size): the detection
 layers (DetectionOutput, PriorBox, PriorBoxClustered, Proposal, RegionYolo,
 ReorgYolo, ROIPooling, PSROIPooling, DeformablePSROIPooling),
 BinaryConvolution, DeformableConvolution, CTCGreedyDecoder, GatherTree,
-LSTMSequence; TensorIterator is refused by the IR reader.  Rules refuse, with
+LSTMSequence, TensorIterator (read, run and written by the IR dialect).  Rules refuse, with
 the reason, what ONNX cannot express: ``pdpd`` broadcasting, Interpolate
 ``area``, Pad ``symmetric``, LRN over other axes than 1 or of even size, ...
 """

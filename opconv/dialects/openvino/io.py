@@ -11,6 +11,12 @@ DTD, reaches no network and refuses documents that declare a DOCTYPE; every
 Const's ``offset``/``size`` is checked against the ``.bin`` and its declared
 shape before anything is mapped.  Weights are memory-mapped lazily, so loading
 a model reads none of them.
+
+A layer with a ``<body>`` (TensorIterator) becomes a node whose ``body``
+attribute is the body as a graph (body Parameters its inputs, Results its
+outputs, in document order); the ``<port_map>`` and ``<back_edges>`` go into
+``body.meta["port_map"]`` with ports and layers turned into positions (the
+format is in :mod:`opconv.dialects.openvino.ops.tensor_iterator`).
 """
 
 from __future__ import annotations
@@ -57,9 +63,13 @@ _PRECISION_NAMES = {v: k for k, v in PRECISIONS.items() if k != "BOOLEAN"}
 TYPE_ALIASES = {"Const": "Constant", "Relu": "ReLU", "PRelu": "PReLU", "Softmax": "SoftMax"}
 #: schema names -> the spelling the OpenVINO runtime reads back as opset1 (checked by the tests)
 WRITE_SPELLINGS = {"Constant": "Const"}
+#: opset1 operations the runtime registers (unchanged) in its opset2, and so writes with version="opset2"
+OPSET1_OPS_WRITTEN_AS_OPSET2 = frozenset({"ROIPooling", "ReorgYolo"})
 
 #: ops the reader does not map yet, with the reason given to the user
-UNSUPPORTED_OPS = {"TensorIterator": "TensorIterator layers are not supported yet by opconv's IR reader"}
+UNSUPPORTED_OPS: dict[str, str] = {}
+#: the slicing fields of a ``<port_map>`` entry, all integers
+PORT_MAP_SLICING = ("axis", "start", "end", "stride", "part_size")
 
 _PARSER_OPTIONS = dict(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False)
 _WRITE_CHUNK = 1 << 24  # bytes per write when streaming a tensor into the .bin
@@ -186,6 +196,7 @@ class _Layer:
     data: dict[str, str]
     inputs: list[_Port]
     outputs: list[_Port]
+    element: etree._Element | None = None  # the <layer>, for the <body> of ops that take one
 
     @property
     def label(self) -> str:
@@ -246,7 +257,7 @@ class _Reader:
         ids = [p.id for p in inputs + outputs]
         if len(set(ids)) != len(ids):
             raise self.error(f"{label}: two ports share an id")
-        return _Layer(lid, name, kind, el.get("version", ""), data, inputs, outputs)
+        return _Layer(lid, name, kind, el.get("version", ""), data, inputs, outputs, el)
 
     def ports(self, el: etree._Element | None, label: str) -> list[_Port]:
         if el is None:
@@ -305,6 +316,8 @@ class _Reader:
                 results.append(layer)
             else:
                 node = self.node(layer, op)
+                if any(p.type == "graph" for p in self.schemas.find(op, 1, OPSET).attributes):
+                    node.attrs["body"] = Attr("body", "graph", self.body(layer, g))
                 g.add_node(node)
                 for port, value in zip(layer.outputs, node.outputs):
                     values[(layer.id, port.id)] = value
@@ -326,6 +339,49 @@ class _Reader:
             raise self.error(e.message) from None
         return g
 
+    def body(self, layer: _Layer, outer: Graph) -> Graph:
+        """A layer's ``<body>`` as a graph, its ``<port_map>``/``<back_edges>`` as ``meta["port_map"]``."""
+        el = layer.element
+        body_el = el.find("body")
+        if body_el is None or body_el.find("layers") is None:
+            raise self.error(f"{layer.label}: a {layer.type} needs a <body> with <layers>")
+        layers = self.layers(body_el.find("layers"))
+        body = self.graph(f"{layer.name or layer.id}/body", layers, self.edges(body_el.find("edges"), layers))
+        body.parent = outer
+        kinds = {lid: TYPE_ALIASES.get(b.type, b.type) for lid, b in layers.items()}
+        body_inputs = {lid: k for k, lid in enumerate(i for i, t in kinds.items() if t == "Parameter")}
+        body_outputs = {lid: k for k, lid in enumerate(i for i, t in kinds.items() if t == "Result")}
+        input_ports = {p.id: k for k, p in enumerate(sorted(layer.inputs, key=lambda p: p.id))}
+        output_ports = {p.id: k for k, p in enumerate(layer.outputs)}
+        port_map_el = el.find("port_map")
+        entries = {"inputs": [], "outputs": []}
+        for kind, ports, internal in (("input", input_ports, body_inputs), ("output", output_ports, body_outputs)):
+            for entry in (port_map_el.iterchildren(kind) if port_map_el is not None else ()):
+                where = f"{layer.label}: port_map {kind} on line {entry.sourceline}"
+                external = self.integer(entry.get("external_port_id"), f"{where}: missing or bad external_port_id")
+                inner = self.integer(entry.get("internal_layer_id"), f"{where}: missing or bad internal_layer_id")
+                if external not in ports:
+                    raise self.error(f"{where}: the layer has no {kind} port {external}")
+                if inner not in internal:
+                    raise self.error(f"{where}: body layer {inner} is not a "
+                                     f"{'Parameter' if kind == 'input' else 'Result'}")
+                rule = {"external": ports[external], "internal": internal[inner]}
+                for key in PORT_MAP_SLICING:
+                    if entry.get(key) is not None:
+                        rule[key] = self.integer(entry.get(key), f"{where}: {key} is not an integer")
+                entries[kind + "s"].append(rule)
+        back_edges = []
+        back_el = el.find("back_edges")
+        for edge in (back_el.iterchildren("edge") if back_el is not None else ()):
+            where = f"{layer.label}: back edge on line {edge.sourceline}"
+            frm = self.integer(edge.get("from-layer"), f"{where}: missing or bad from-layer")
+            to = self.integer(edge.get("to-layer"), f"{where}: missing or bad to-layer")
+            if frm not in body_outputs or to not in body_inputs:
+                raise self.error(f"{where}: must lead from a body Result to a body Parameter")
+            back_edges.append({"from": body_outputs[frm], "to": body_inputs[to]})
+        body.meta["port_map"] = {**entries, "back_edges": back_edges}
+        return body
+
     def source(self, layer: _Layer, port: _Port, edges: dict) -> tuple[int, int]:
         try:
             return edges[(layer.id, port.id)]
@@ -335,7 +391,7 @@ class _Reader:
     def op_name(self, layer: _Layer) -> str:
         """The schema name of a layer's type, after checking it is an opset1 operation opconv maps."""
         op = TYPE_ALIASES.get(layer.type, layer.type)
-        if layer.version != OPSET:
+        if layer.version != OPSET and not (layer.version == "opset2" and op in OPSET1_OPS_WRITTEN_AS_OPSET2):
             raise self.error(f"{layer.label}: {layer.type} version {layer.version or '(none)'} is not {OPSET}")
         if self.schemas.find(op, 1, OPSET) is None:
             raise self.error(f"{layer.label}: {layer.type} is not an {OPSET} operation")
@@ -554,12 +610,21 @@ class _Writer:
         self.edges = etree.Element("edges")
         self.next_id = 0
         self.sources: dict[int, tuple[int, int]] = {}  # id(value) -> (layer id, port id)
+        self.result_ids: list[int] = []  # layer ids of the Results, in graph output order
 
     def error(self, message: str) -> ModelWriteError:
         return ModelWriteError(message, where=self.where)
 
     def net(self) -> etree._Element:
         g = self.model.graph
+        self.write_graph(g)
+        net = etree.Element("net", name=g.name or "model", version=str(WRITE_VERSION))
+        net.append(self.layers)
+        net.append(self.edges)
+        return net
+
+    def write_graph(self, g: Graph) -> None:
+        """Every layer and edge of ``g`` into ``self.layers`` / ``self.edges``."""
         try:
             g.topological_sort()
         except GraphError as e:
@@ -571,11 +636,45 @@ class _Writer:
         for node in g.nodes:
             self.node(node)
         for value, name in zip(g.outputs, self.result_names(g)):
-            self.result(value, name)
-        net = etree.Element("net", name=g.name or "model", version=str(WRITE_VERSION))
-        net.append(self.layers)
-        net.append(self.edges)
-        return net
+            self.result_ids.append(self.result(value, name))
+
+    def body_graph(self, node: Node, schema: OpSchema, attr: Attr) -> Graph:
+        """The graph of a graph attribute the schema declares (an IR ``<body>``)."""
+        spec = schema.attribute(attr.name)
+        if spec is None or spec.type != "graph" or not isinstance(attr.value, Graph):
+            raise self.error(f"{node.label}: attribute {attr.name!r} of type graph cannot be written to IR")
+        return attr.value
+
+    def body(self, layer: etree._Element, node: Node, body: Graph, first_output_port: int) -> etree._Element:
+        """A ``<body>`` (own layer ids, the same .bin) plus the ``<port_map>``/``<back_edges>`` it needs."""
+        port_map = body.meta.get("port_map")
+        if not isinstance(port_map, dict):
+            raise self.error(f"{node.label}: its body graph has no port map (body.meta['port_map'])")
+        inner = _Writer(self.model, self.where, self.weights)
+        inner.offset = self.offset
+        inner.write_graph(body)
+        self.offset = inner.offset
+        parameter_ids = [inner.sources[id(v)][0] for v in body.inputs]
+        port_map_el = etree.SubElement(layer, "port_map")
+        try:
+            for kind, first_port, internal_ids in (("input", 0, parameter_ids),
+                                                   ("output", first_output_port, inner.result_ids)):
+                for rule in port_map[kind + "s"]:
+                    attrib = {"external_port_id": str(first_port + rule["external"]),
+                              "internal_layer_id": str(internal_ids[rule["internal"]])}
+                    attrib.update((key, str(int(rule[key]))) for key in PORT_MAP_SLICING if rule.get(key) is not None)
+                    etree.SubElement(port_map_el, kind, attrib)
+            back_el = etree.SubElement(layer, "back_edges")
+            for edge in port_map.get("back_edges", ()):
+                etree.SubElement(back_el, "edge", {"from-layer": str(inner.result_ids[edge["from"]]), "from-port": "0",
+                                                   "to-layer": str(parameter_ids[edge["to"]]), "to-port": "0"})
+        except (KeyError, IndexError, TypeError, ValueError) as e:
+            raise self.error(f"{node.label}: malformed port map in its body's meta ({type(e).__name__}: {e})") \
+                from None
+        body_el = etree.Element("body")
+        body_el.append(inner.layers)
+        body_el.append(inner.edges)
+        return body_el
 
     # -- layers -------------------------------------------------------------
     def layer(self, name: str, kind: str, data: dict[str, str] | None = None) -> tuple[int, etree._Element]:
@@ -678,10 +777,13 @@ class _Writer:
             inputs.pop()
         if any(v is None for v in inputs) or any(v is None for v in node.outputs):
             raise self.error(f"{node.label}: IR has no way to omit an input or output that is not the last")
-        data = {name: self.encode(node, attr) for name, attr in node.attrs.items()}
+        bodies = [self.body_graph(node, schema, a) for a in node.attrs.values() if a.type == "graph"]
+        data = {name: self.encode(node, attr) for name, attr in node.attrs.items() if attr.type != "graph"}
         fallback = node.outputs[0].name if node.outputs else node.op
         lid, el = self.layer(node.name or fallback, WRITE_SPELLINGS.get(schema.name, schema.name),
                              data)
+        # A body comes after the ports; its port map and back edges before them, as OpenVINO writes them.
+        body_els = [self.body(el, node, body, len(inputs)) for body in bodies]
         if inputs:
             ports = etree.SubElement(el, "input")
             for i, value in enumerate(inputs):
@@ -691,6 +793,7 @@ class _Writer:
             for j, value in enumerate(node.outputs):
                 self.port(ports, len(inputs) + j, value, f"output {j} of {node.label}")
                 self.sources[id(value)] = (lid, len(inputs) + j)
+        el.extend(body_els)
         for i, value in enumerate(inputs):
             self.connect(value, lid, i, node.label)
 
@@ -721,7 +824,8 @@ class _Writer:
             return stored
         return [v.meta.get("result_name") or f"{v.name}/sink_port_0" for v in g.outputs]
 
-    def result(self, value: Value, name: str) -> None:
+    def result(self, value: Value, name: str) -> int:
         lid, el = self.layer(name, "Result")
         self.port(etree.SubElement(el, "input"), 0, value, f"graph output {name!r}")
         self.connect(value, lid, 0, f"Result {name!r}")
+        return lid

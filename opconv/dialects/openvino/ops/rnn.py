@@ -1,4 +1,4 @@
-"""RNNCell and LSTMCell (OpenVINO gate order ``fico``, clip 0 meaning no clipping)."""
+"""RNNCell, LSTMCell and LSTMSequence (OpenVINO gate order ``fico``, clip 0 meaning no clipping)."""
 
 from __future__ import annotations
 
@@ -27,3 +27,13 @@ def rnn_cell(ctx, x, h, w, r, b, *, hidden_size, activations=("tanh",), activati
              activations_beta=None, clip=0.0):
     return rnn.rnn_cell(x, h, w, r, b, None, _activations(activations, activations_alpha, activations_beta),
                         _clip(clip))
+
+
+@ov_op("LSTMSequence")
+def lstm_sequence(ctx, x, h, c, sequence_lengths, w, r, b, *, hidden_size, direction,
+                  activations=("sigmoid", "tanh", "tanh"), activations_alpha=None, activations_beta=None, clip=0.0):
+    # Batch-major like ONNX's layout=1, except that Y puts the direction before time: (B, D, T, H).
+    y, ho, co = rnn.lstm(x, w, r, b, None, h, c, None, sequence_lengths, direction=direction,
+                         activations=_activations(activations, activations_alpha, activations_beta),
+                         clip=_clip(clip), gate_order="fico", layout=1)
+    return y.transpose(0, 2, 1, 3), ho, co
