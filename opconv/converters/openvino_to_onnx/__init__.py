@@ -2,12 +2,13 @@
 
 Steps of :func:`openvino_to_onnx`:
 
-1. **Copy** the graph (nodes and values; constant data is shared, never
-   read), so the caller's model is never mutated.
+1. **Copy** the graph (nodes and values, TensorIterator bodies included;
+   constant data is shared, never read), so the caller's model is never
+   mutated.
 2. **Rewrite** every opset1 layer into ai.onnx nodes of the target opset with
    the rule modules (:mod:`.elementwise`, :mod:`.nn`, :mod:`.shape`,
-   :mod:`.reduction`; one translator per layer type, registered beside its
-   definition) through :func:`~opconv.converters.rewrite.convert_graph`:
+   :mod:`.reduction`, :mod:`.tensor_iterator`; one translator per layer type,
+   registered beside its definition) through :func:`~opconv.converters.rewrite.convert_graph`:
    every layer no rule converts is listed in one
    :class:`~opconv.errors.ConversionError`, and nothing is returned.
 3. **Types**: graph inputs and outputs keep the IR's port types and names;
@@ -19,32 +20,38 @@ The target opset is any ai.onnx version from 13 (axes as inputs of
 Squeeze/Unsqueeze/ReduceSum and Split's sizes input, which the rules rely on)
 to the newest the installed onnx defines (the default).
 
-Covered: 95 of the 110 opset1 operations (Parameter, Const and Result are
-the graph's inputs, initializers and outputs).  No rule (no ONNX operator
-computes them, and decompositions were not worth their size): the detection
-layers (DetectionOutput, PriorBox, PriorBoxClustered, Proposal, RegionYolo,
-ReorgYolo, ROIPooling, PSROIPooling, DeformablePSROIPooling),
-BinaryConvolution, DeformableConvolution, CTCGreedyDecoder, GatherTree,
-LSTMSequence, TensorIterator (read, run and written by the IR dialect).  Rules refuse, with
-the reason, what ONNX cannot express: ``pdpd`` broadcasting, Interpolate
-``area``, Pad ``symmetric``, LRN over other axes than 1 or of even size, ...
+Covered: 96 of the 110 opset1 operations (Parameter, Const and Result are
+the graph's inputs, initializers and outputs), TensorIterator included: it
+becomes a ``Loop`` whose body is the layer's body, converted by these same
+rules (the engine rewrites subgraphs first; the copy of step 1 copies them
+too).  No rule (no ONNX operator computes them, and decompositions were not
+worth their size): the detection layers (DetectionOutput, PriorBox,
+PriorBoxClustered, Proposal, RegionYolo, ReorgYolo, ROIPooling, PSROIPooling,
+DeformablePSROIPooling), BinaryConvolution, DeformableConvolution,
+CTCGreedyDecoder, GatherTree, LSTMSequence (read, run and written by the IR
+dialect).  Rules refuse, with the reason, what ONNX cannot express: ``pdpd``
+broadcasting, Interpolate ``area``, Pad ``symmetric``, LRN over other axes
+than 1 or of even size, a TensorIterator without static shapes, ...
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import onnx
 
 from ...errors import ConversionError
-from ...ir import Graph, Model, Node, Value
+from ...ir import Attr, Graph, Model, Node, Value
 from .. import register
 from ..rewrite import RuleSet, convert_graph
-from . import elementwise, nn, reduction, shape
+from . import elementwise, nn, reduction, shape, tensor_iterator
 from ._common import MIN_OPSET
 
 DIALECT = "onnx"
 
 # Every rule of the direction; within one anchor op, list order is the priority.
-RULES = RuleSet(list(elementwise.RULES) + list(nn.RULES) + list(shape.RULES) + list(reduction.RULES))
+RULES = RuleSet(list(elementwise.RULES) + list(nn.RULES) + list(shape.RULES) + list(reduction.RULES)
+                + list(tensor_iterator.RULES))
 
 
 def newest_opset() -> int:
@@ -81,11 +88,15 @@ def _target_opset(opset: int | None, where: str | None) -> int:
     return opset
 
 
-def copy_graph(source: Graph) -> Graph:
-    """A copy of a flat graph: new nodes and values, the same (unread) constant tensors."""
-    g = Graph(source.name)
+def copy_graph(source: Graph, parent: Graph | None = None, outer: dict[int, Value] | None = None) -> Graph:
+    """A copy of a graph: new nodes and values, the same (unread) constant tensors.
+
+    Subgraphs (a TensorIterator's body) are copied too, since the rewrite engine converts them in place;
+    ``outer`` maps the enclosing scopes' values to their copies.
+    """
+    g = Graph(source.name, parent=parent)
     g.doc = source.doc
-    mapped: dict[int, Value] = {}
+    mapped: dict[int, Value] = dict(outer or {})
     for v in source.inputs:
         new = g.add_input(v.name, v.type)
         new.meta = dict(v.meta)
@@ -106,13 +117,23 @@ def copy_graph(source: Graph) -> Graph:
                 mapped[id(v)] = new
             outputs.append(new)
         inputs = [None if v is None else mapped[id(v)] for v in node.inputs]
+        attrs = {k: _copy_subgraphs(a, g, mapped) for k, a in node.attrs.items()}
         copy = Node(node.op, inputs, outputs, domain=node.domain, version=node.version, name=node.name,
-                    attrs=dict(node.attrs), doc=node.doc)
+                    attrs=attrs, doc=node.doc)
         copy.meta = dict(node.meta)
         g.add_node(copy)
     g.outputs = [mapped[id(v)] for v in source.outputs]
     g.meta = dict(source.meta)
     return g
+
+
+def _copy_subgraphs(attr: Attr, parent: Graph, outer: dict[int, Value]) -> Attr:
+    if isinstance(attr.value, Graph):
+        return dataclasses.replace(attr, value=copy_graph(attr.value, parent, outer))
+    if isinstance(attr.value, list) and any(isinstance(x, Graph) for x in attr.value):
+        return dataclasses.replace(attr, value=[copy_graph(x, parent, outer) if isinstance(x, Graph) else x
+                                                for x in attr.value])
+    return attr
 
 
 def _keep_io_types_only(graph: Graph) -> None:

@@ -170,7 +170,7 @@ class Rules:
                 for n_out in out_counts:
                     name = f"{op}-to-onnx/{n_in}" + (f"/{n_out}" if len(out_counts) > 1 else "")
                     self.rules.append(Rule(name, _layer_pattern(op, n_in, n_out, self.domain), replacement,
-                                           check=_all_checks(_has_outputs(n_out), check)))
+                                           check=_all_checks(has_outputs(n_out), check)))
             return fn
 
         return wrap
@@ -193,7 +193,7 @@ def _layer_pattern(op: str, n_in: int, n_out: int, domain: str = OPSET) -> Calla
     return fn
 
 
-def _has_outputs(n: int) -> Callable[[Match], str | None]:
+def has_outputs(n: int) -> Callable[[Match], str | None]:
     # The engine replaces the pattern's outputs only, so the layer must have exactly as many.
     def check(m: Match) -> str | None:
         count = len(m.root.outputs)

@@ -60,7 +60,8 @@ class _Rule:
         return first + iteration * step if self.stride > 0 else stop - (iteration + 1) * step
 
 
-def _rules(entries, kind: str) -> list[_Rule]:
+def port_map_rules(entries, kind: str) -> list[_Rule]:
+    """The slicing rule of each ``port_map`` entry (``kind``: "input" or "output", for messages)."""
     try:
         return [_Rule(**entry) for entry in entries]
     except TypeError as e:
@@ -72,8 +73,8 @@ def tensor_iterator(ctx, *inputs, body: Graph):
     if not isinstance(body, Graph):
         raise ExecutionError("TensorIterator has no body graph")
     port_map = body.meta.get("port_map") or {}
-    in_rules = _rules(port_map.get("inputs", ()), "input")
-    out_rules = _rules(port_map.get("outputs", ()), "output")
+    in_rules = port_map_rules(port_map.get("inputs", ()), "input")
+    out_rules = port_map_rules(port_map.get("outputs", ()), "output")
     back_edges = {edge["to"]: edge["from"] for edge in port_map.get("back_edges", ())}
 
     sliced = [r for r in in_rules if r.axis is not None]
