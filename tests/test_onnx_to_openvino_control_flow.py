@@ -1,0 +1,154 @@
+"""ONNX Scan and Loop (static trip count) -> opset1 TensorIterator: the IR computes what onnxruntime computes, in
+OpenVINO's CPU plugin and in opconv's IR executor; a Loop whose trip count is computed at run time is refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import openvino as ov
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import opconv
+from opconv.compare import compare_arrays
+from opconv.errors import ConversionError
+
+F = TensorProto.FLOAT
+
+
+def _info(name, shape, dtype=F):
+    return helper.make_tensor_value_info(name, dtype, shape)
+
+
+def _proto(nodes, inputs, outputs, inits, opset):
+    graph = helper.make_graph(nodes, "control_flow", inputs, outputs, inits)
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    proto.ir_version = 8
+    return proto
+
+
+def _scan_model():
+    """A recurrent state h = tanh(h @ W + x_t) over x read backwards along axis 1; W comes from the outer scope.
+
+    Two scan outputs: h stacked on axis 0 in reverse order, and 2h stacked on the last axis forwards.
+    """
+    rng = np.random.default_rng(7)
+    w = rng.uniform(-0.8, 0.8, (3, 3)).astype(np.float32)
+    body = helper.make_graph(
+        [helper.make_node("MatMul", ["h_in", "W"], ["hw"]),
+         helper.make_node("Add", ["hw", "x_t"], ["pre"]),
+         helper.make_node("Tanh", ["pre"], ["h_out"]),
+         helper.make_node("Identity", ["h_out"], ["h_seq"]),
+         helper.make_node("Add", ["h_out", "h_out"], ["h_twice"])],
+        "scan_body", [_info("h_in", [2, 3]), _info("x_t", [2, 3])],
+        [_info("h_out", [2, 3]), _info("h_seq", [2, 3]), _info("h_twice", [2, 3])])
+    node = helper.make_node("Scan", ["h0", "x"], ["h_last", "ys", "zs"], name="recurrence", body=body,
+                            num_scan_inputs=1, scan_input_axes=[1], scan_input_directions=[1],
+                            scan_output_axes=[0, -1], scan_output_directions=[1, 0])
+    proto = _proto([node], [_info("h0", [2, 3]), _info("x", [2, 5, 3])],
+                   [_info("h_last", [2, 3]), _info("ys", [5, 2, 3]), _info("zs", [2, 3, 5])],
+                   [numpy_helper.from_array(w, "W")], 16)
+    feeds = {"h0": rng.standard_normal((2, 3)).astype(np.float32),
+             "x": rng.standard_normal((2, 5, 3)).astype(np.float32)}
+    return proto, feeds
+
+
+def _loop_model(trip_count_input=False):
+    """Four iterations of y = 0.5 y + table[i] + i (a carried value), stacking y * y; the condition stays true."""
+    table = np.arange(12, dtype=np.float32).reshape(4, 3) / 4
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Gather", ["table", "i"], ["row"]),
+         helper.make_node("Cast", ["i"], ["i_f"], to=F),
+         helper.make_node("Mul", ["y_in", "half"], ["y_half"]),
+         helper.make_node("Add", ["y_half", "row"], ["y_row"]),
+         helper.make_node("Add", ["y_row", "i_f"], ["y_out"]),
+         helper.make_node("Mul", ["y_out", "y_out"], ["y_sq"])],
+        "loop_body", [_info("i", [], TensorProto.INT64), _info("cond_in", [], TensorProto.BOOL), _info("y_in", [3])],
+        [_info("cond_out", [], TensorProto.BOOL), _info("y_out", [3]), _info("y_sq", [3])],
+        [numpy_helper.from_array(np.float32(0.5), "half")])
+    node = helper.make_node("Loop", ["M", "", "y0"], ["y_last", "y_all"], name="accumulate", body=body)
+    inits = [numpy_helper.from_array(table, "table")]
+    inputs = [_info("y0", [3])]
+    feeds = {"y0": np.array([1.0, -2.0, 0.5], np.float32)}
+    if trip_count_input:
+        inputs.append(_info("M", [], TensorProto.INT64))
+        feeds["M"] = np.array(4, np.int64)
+    else:
+        inits.append(numpy_helper.from_array(np.array(4, np.int64), "M"))
+    proto = _proto([node], inputs, [_info("y_last", [3]), _info("y_all", [4, 3])], inits, 13)
+    return proto, feeds
+
+
+def _scan8_model():
+    """Opset-8 Scan (batch axis first, sequence_lens the full length): a running sum over a reversed input."""
+    rng = np.random.default_rng(8)
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s", "a"], ["s_out"]), helper.make_node("Neg", ["b"], ["b_neg"])],
+        "scan8_body", [_info("s", [2]), _info("a", [2]), _info("b", [3])], [_info("s_out", [2]), _info("b_neg", [3])])
+    node = helper.make_node("Scan", ["lens", "s0", "A", "B"], ["s_last", "B_neg"], body=body, num_scan_inputs=2,
+                            directions=[1, 0])
+    proto = _proto([node], [_info("s0", [1, 2]), _info("A", [1, 4, 2]), _info("B", [1, 4, 3])],
+                   [_info("s_last", [1, 2]), _info("B_neg", [1, 4, 3])],
+                   [numpy_helper.from_array(np.array([4], np.int64), "lens")], 8)
+    feeds = {name: rng.standard_normal(shape).astype(np.float32)
+             for name, shape in (("s0", (1, 2)), ("A", (1, 4, 2)), ("B", (1, 4, 3)))}
+    return proto, feeds
+
+
+def _loop_without_iteration_number_model():
+    """A Loop whose body reads neither its iteration number nor a carried value, only an outer-scope value.
+
+    OpenVINO drops body Parameters nothing reads; the iteration count must survive that.
+    """
+    body = helper.make_graph(
+        [helper.make_node("Constant", [], ["keep_going"], value=numpy_helper.from_array(np.array(True))),
+         helper.make_node("Relu", ["x"], ["r"])],
+        "loop_body", [_info("i", [], TensorProto.INT64), _info("cond_in", [], TensorProto.BOOL)],
+        [_info("keep_going", [], TensorProto.BOOL), _info("r", [2, 2])])
+    node = helper.make_node("Loop", ["M", "go"], ["rs"], body=body)
+    inits = [numpy_helper.from_array(np.array(3, np.int64), "M"), numpy_helper.from_array(np.array(True), "go")]
+    proto = _proto([node], [_info("x", [2, 2])], [_info("rs", [3, 2, 2])], inits, 13)
+    return proto, {"x": np.array([[1.5, -2.0], [0.25, -0.5]], np.float32)}
+
+
+def _close(expected, actual, who):
+    # By position: IR v10 names a multi-output layer's outputs after the layer, not after the ONNX values.
+    assert len(actual) == len(expected), who
+    for (name, value), got in zip(expected.items(), actual):
+        cmp = compare_arrays(name, value, np.asarray(got), rtol=1e-5, atol=1e-6)
+        assert cmp.ok, f"{who}: {cmp.message}"
+
+
+@pytest.mark.parametrize("make", [_scan_model, _scan8_model, _loop_model, _loop_without_iteration_number_model],
+                         ids=["scan", "scan-opset8", "loop", "loop-without-iteration-number"])
+def test_converted_iteration_matches_onnxruntime(tmp_path, make):
+    proto, feeds = make()
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
+    converted = opconv.convert(opconv.load(proto), to="openvino")
+    assert [n.op for n in converted.graph.nodes if n.op not in ("Constant", "Convert")] == ["TensorIterator"]
+    xml = str(tmp_path / "iteration.xml")
+    opconv.save(converted, xml)
+    _close(expected, list(opconv.run(opconv.load(xml), feeds).values()), "opconv IR executor")
+    core = ov.Core()
+    compiled = core.compile_model(core.read_model(xml), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    results = compiled(feeds)
+    _close(expected, [results[compiled.output(i)] for i in range(len(compiled.outputs))], "OpenVINO CPU")
+
+
+def test_loop_with_trip_count_computed_at_run_time_is_refused():
+    proto, _ = _loop_model(trip_count_input=True)
+    with pytest.raises(ConversionError) as caught:
+        opconv.convert(opconv.load(proto), to="openvino")
+    message = str(caught.value)
+    assert "'accumulate' (Loop)" in message and "trip count ('M') is computed at run time" in message
+
+
+def test_loop_whose_condition_may_become_false_is_refused():
+    proto, _ = _loop_model()
+    body = proto.graph.node[0].attribute[0].g
+    body.node[0].CopyFrom(helper.make_node("Less", ["i", "M"], ["cond_out"]))  # a while loop on the outer M
+    refusal = r"'accumulate' \(Loop\).*condition output \('cond_out'\) may become false"
+    with pytest.raises(ConversionError, match=refusal):
+        opconv.convert(opconv.load(proto), to="openvino")
