@@ -114,7 +114,7 @@ def _evaluate_constants(model: Model) -> dict[int, np.ndarray]:
     part = Graph(graph.name, parent=graph.parent)
     part.inputs, part.initializers, part.nodes = list(graph.inputs), graph.initializers, nodes
     try:
-        session = Session(dataclasses.replace(model, graph=part))  # folds the constant subgraphs while binding
+        session = Session(dataclasses.replace(model, graph=part), fuse=False)  # folds the constant subgraphs
     except OpconvError:
         return {}
     return session.folded_values()

@@ -42,13 +42,15 @@ _DEFAULT_DOMAINS = ("", "ai.onnx")
 class Session(executor.Session):
     """An ONNX model prepared to run many times (see :class:`opconv.executor.Session`)."""
 
-    def __init__(self, model: Model, *, seed: int = 0):
+    def __init__(self, model: Model, *, seed: int = 0, fuse: bool = True):
+        """``fuse=False`` keeps every node a step of its own (constant folding wants the unfused values)."""
         _load_kernels()
         functions = {(f.domain, f.name): f for f in model.functions}
         super().__init__(model, _Binder(functions, refs=None), seed=seed)
-        from .fusion import fuse_conv_batch_norm
+        if fuse:
+            from .fusion import fuse_conv_batch_norm
 
-        fuse_conv_batch_norm(model.graph, self._interpreter.plan(model.graph))
+            fuse_conv_batch_norm(model.graph, self._interpreter.plan(model.graph))
 
 
 def run_model(model: Model, feeds: Mapping[str, Any], *, seed: int = 0) -> dict[str, Any]:

@@ -6,7 +6,10 @@ run time, where unfused it is two more passes over every activation of a CNN.
 The folded weights differ from the two-step result by rounding only (they are
 computed in float64).  The model itself is not changed; the session's plan is.
 
-The parameters are read from the run's own values, and the folded weights are
+When every parameter is a constant no run can change, the weights are folded
+once, here, and the unfused weights the session folded are let go (when
+nothing else reads them), so the session holds one copy.  Otherwise the
+parameters are read from each run's own values, and the folded weights are
 cached for as long as those arrays are the same objects, so a run that feeds
 an initializer the weights depend on (models before IR version 4 list every
 initializer as an input) gets weights folded from what it fed.
@@ -27,11 +30,12 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 def fuse_conv_batch_norm(graph: Graph, plan) -> int:
     """Rewrite ``plan`` (the interpreter's plan of ``graph``) so each Conv -> BatchNormalization pair runs as one
     convolution; returns how many pairs were fused."""
-    uses: dict[int, int] = {}
+    uses_by_id: dict[int, int] = {}
     for node in graph.nodes:
         for v in _free_inputs(node):
-            uses[id(v)] = uses.get(id(v), 0) + 1
+            uses_by_id[id(v)] = uses_by_id.get(id(v), 0) + 1
     outputs = {id(v) for v in graph.outputs}
+    initializers = {id(v): v for v in graph.initializers.values()}
     producer_step = {id(v): i for i, step in enumerate(plan.steps) for v in step.node.outputs if v is not None}
     fused = 0
     for j, bn in enumerate(plan.steps):
@@ -40,21 +44,50 @@ def fuse_conv_batch_norm(graph: Graph, plan) -> int:
             continue
         x = node.inputs[0]
         i = producer_step.get(id(x))
-        if i is None or uses.get(id(x)) != 1 or id(x) in outputs or len(node.inputs) != 5 or None in node.inputs:
+        if i is None or uses_by_id.get(id(x)) != 1 or id(x) in outputs or len(node.inputs) != 5 or None in node.inputs:
             continue
         conv = plan.steps[i]
         if conv.node.op != "Conv" or conv.node.domain not in ("", "ai.onnx") or len(conv.node.outputs) != 1:
             continue
         if any(producer_step.get(id(v), -1) >= i for v in node.inputs[1:]):
             continue  # a parameter computed after the Conv (or recomputed when a run overrides it) is not there yet
-        plan.steps[i] = BoundNode(conv.node, _FusedConv(conv.fn, bn.attrs.get("epsilon", 1e-5)), conv.attrs,
-                                  conv.label + " with " + bn.label)
+        fused_conv = _FusedConv(conv.fn, bn.attrs.get("epsilon", 1e-5))
         conv_inputs = list(plan.inputs[i]) + [None] * (3 - len(plan.inputs[i]))
-        plan.inputs[i] = conv_inputs[:3] + plan.inputs[j][1:]
+        param_ids = conv_inputs[1:3] + plan.inputs[j][1:]
+        constants = [None if vid is None else _constant(vid, initializers, plan) for vid in param_ids]
+        if all(c is not None or vid is None for c, vid in zip(constants, param_ids)):
+            fused_conv.fold_now(*constants)
+            plan.inputs[i] = conv_inputs[:1] + [None] * len(param_ids)
+            plan.inputs[j] = plan.inputs[j][:1] + [None] * (len(plan.inputs[j]) - 1)
+            for vid in param_ids:  # folded values only this pair read: the folded weights replace them
+                if vid is not None and uses_by_id.get(vid) == 1 and vid in plan.folded:
+                    del plan.folded[vid]
+        else:
+            plan.inputs[i] = conv_inputs[:1] + param_ids
+            current = [None if vid is None else _current(vid, initializers, plan) for vid in param_ids]
+            if all(c is not None or vid is None for c, vid in zip(current, param_ids)):
+                fused_conv.prime(*current)  # folded now rather than in the first run; a feed refolds
+        plan.steps[i] = BoundNode(conv.node, fused_conv, conv.attrs, conv.label + " with " + bn.label)
         plan.donors[i] = tuple(d for d in plan.donors[i] if d == 0)
         plan.steps[j] = BoundNode(node, _pass_through, {}, bn.label)
         fused += 1
     return fused
+
+
+def _constant(vid: int, initializers: dict, plan) -> Any:
+    """The value no run can change: folded from constants alone, or an initializer no feed overrides."""
+    if plan.folded is not None and vid in plan.folded and vid not in plan.volatile:
+        return plan.folded[vid]
+    if vid in initializers and vid not in plan.overridable:
+        return initializers[vid].const.numpy()
+    return None
+
+
+def _current(vid: int, initializers: dict, plan) -> Any:
+    """The array a run that feeds nothing will pass for this value (folded or initializer), if known now."""
+    if plan.folded is not None and vid in plan.folded:
+        return plan.folded[vid]
+    return initializers[vid].const.numpy() if vid in initializers else None
 
 
 def _is_inference(step: BoundNode) -> bool:
@@ -77,14 +110,29 @@ class _FusedConv:
     def __init__(self, conv, epsilon: float):
         self.conv = conv
         self.epsilon = epsilon
-        self._sources: tuple = ()
+        self._sources: tuple | None = ()  # None: folded once from constants (fold_now)
         self._folded: tuple[Any, Any] = (None, None)
+        self._unfused: tuple = ()
 
-    def __call__(self, ctx, x, w, b, scale, bias, mean, var, **attrs):
-        sources = (w, b, scale, bias, mean, var)
-        if len(sources) != len(self._sources) or any(s is not t for s, t in zip(sources, self._sources)):
-            self._folded = self._fold(*sources)
-            self._sources = sources
+    def fold_now(self, w, b, scale, bias, mean, var) -> None:
+        """Fold constant parameters once; runs then pass none (see fuse_conv_batch_norm)."""
+        self._folded = self._fold(w, b, scale, bias, mean, var)
+        if self._folded[0] is None:  # not foldable: keep what the two steps need
+            self._unfused = (w, b, scale, bias, mean, var)
+        self._sources = None
+
+    def prime(self, w, b, scale, bias, mean, var) -> None:
+        """Fold from the arrays runs will pass unless a feed replaces one of them."""
+        self._refold_if_changed(w, b, scale, bias, mean, var)
+
+    def __call__(self, ctx, x, w=None, b=None, scale=None, bias=None, mean=None, var=None, **attrs):
+        if self._sources is None:  # folded once from constants
+            if self._folded[0] is None:
+                w, b, scale, bias, mean, var = self._unfused
+            else:
+                return self.conv(ctx, x, *self._folded, **attrs)
+        else:
+            self._refold_if_changed(w, b, scale, bias, mean, var)
         w_folded, b_folded = self._folded
         if w_folded is None:  # types the fold does not cover: the two steps, as unfused
             from ...kernels import norm
@@ -92,6 +140,12 @@ class _FusedConv:
             y = self.conv(ctx, x, w, b, **attrs)
             return norm.batch_norm(y, scale, bias, mean, var, self.epsilon, overwrite_input=True)
         return self.conv(ctx, x, w_folded, b_folded, **attrs)
+
+    def _refold_if_changed(self, w, b, scale, bias, mean, var) -> None:
+        sources = (w, b, scale, bias, mean, var)
+        if len(sources) != len(self._sources) or any(s is not t for s, t in zip(sources, self._sources)):
+            self._folded = self._fold(*sources)
+            self._sources = sources
 
     def _fold(self, w, b, scale, bias, mean, var):
         arrays = [np.asarray(t) for t in (w, scale, bias, mean, var)] + ([] if b is None else [np.asarray(b)])
