@@ -1,28 +1,29 @@
-"""ONNX -> HLO -> StableHLO -> IREE: node cases and light models converted to HLO, exported to StableHLO and
-run in IREE's CPU runtime compute the outputs shipped with onnx.
+"""ONNX -> HLO -> StableHLO -> IREE: every node case and every light model converted to HLO, exported to
+StableHLO and run in IREE's CPU runtime computes the outputs shipped with onnx.
 
 The node cases are converted as ``tests/test_onnx_to_hlo.py`` converts them (its helpers are reused), each
-exported as one ``func.func`` checked by MLIR's parser and verifier, identical functions compiled once, and
-the functions packed into small modules compiled two at a time (IREE spends ~0.15 CPU-s per small function and
-grows superlinearly with module size).  A module that IREE cannot compile is split until the failing function
-is alone; such failures are counted per reason, and only the documented IREE limitations below are allowed.
+exported as one ``func.func`` checked by MLIR's parser and verifier, identical functions compiled once (~1,090
+distinct functions for ~1,360 cases), and the functions packed into modules compiled two at a time.  A module
+that IREE cannot compile is split until the failing function is alone; such failures are counted per reason, and
+only the documented IREE limitations below are allowed.
 
-Compiling all ~1,100 distinct functions takes 5-10 CPU-minutes, beyond the CI budget, so by default the sweep
-compiles, shortest first, the functions that together hold every (StableHLO op, result element types) pair the
-node cases produce, and checks every case whose function is identical to a chosen one.
+Where the time goes (iree 3.13, 2-core AVX2 machine): compiling costs ~0.3 CPU-s per node function, 300-360
+CPU-s for the sweep, whatever the module size (20 to 160 functions per module cost alike), ``--iree-opt-level``
+(O0 saves nothing: the time is per-dispatch codegen) or MLIR threading; converting, exporting and running add
+~35 s.  The node test takes 4m40 on a 2-core machine with little else running.
 
 The light models are exported with their weights as function arguments (``export(..., weights="arguments")``),
-compiled once each, and run twice: with their own weights against the shipped output, and with seeded perturbed
-weights against onnxruntime (the shipped weights make the class probabilities uniform whatever the input).
-
-Set ``OPCONV_IREE_ALL_CASES=1`` for every node case and every light model.
+compiled once each with convolutions as im2col + matmul, and run twice: with their own weights against the
+shipped output, and with seeded perturbed weights against onnxruntime (the shipped weights make the class
+probabilities uniform whatever the input).  The nine take ~2m15 together there (densenet121 and the inceptions
+compile for 25-45 CPU-s each; vgg19 builds and converts 575 MB of weights); the whole file 7 min, 750 CPU-s.
 """
 
 from __future__ import annotations
 
 import collections
 import copy
-import os
+import functools
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -44,10 +45,9 @@ from tests.test_onnx_to_hlo import _convert_case, _reason_key
 iree_runtime = pytest.importorskip("tests.iree_runtime")
 
 SUITE = "hlo-iree"
-ALL_CASES = os.environ.get("OPCONV_IREE_ALL_CASES") == "1"
 FUNCTIONS_PER_MODULE = 40
-# Verified in IREE when this file landed (onnx 1.23.2, iree 3.13, default selection: 223); may only grow.
-MIN_VERIFIED = 220
+# Verified in IREE with onnx 1.23.2 and iree 3.13 (every node case); may only grow.
+MIN_VERIFIED = 1356
 
 # Compile failures that are IREE's, not the exporter's (diagnostic text -> why): functions that hit them are
 # not compiled with the others, and their cases are listed in tests/known_failures.json.
@@ -70,14 +70,21 @@ def _function_key(text: str) -> str:
     return re.sub(r"func\.func @\w+", "func.func @f", "\n".join(lines))
 
 
+@functools.cache
+def _mlir_context():
+    """One MLIR context for every check (creating one costs ~20 ms, parsing a small function ~1 ms)."""
+    from iree.compiler import ir
+
+    return ir.Context()
+
+
 def _mlir_problem(text: str) -> str | None:
     """MLIR's parser / verifier complaint about a one-function module, or None."""
     from iree.compiler import ir
 
     try:
-        with ir.Context() as context:
-            module = ir.Module.parse(module_text([text]), context)
-            return None if module.operation.verify() else "does not verify"
+        module = ir.Module.parse(module_text([text]), _mlir_context())
+        return None if module.operation.verify() else "does not verify"
     except Exception as error:  # the bindings raise MLIRError or ValueError with the diagnostics
         lines = [ln.strip() for ln in str(error).splitlines() if "error" in ln]
         return (lines[-1] if lines else str(error))[:200]
@@ -133,25 +140,6 @@ def _compare(expected: list, actual: list) -> str:
     return ""
 
 
-def _features(text: str) -> set[tuple[str, tuple[str, ...]]]:
-    """(StableHLO op, element types of its results) of every operation of a function."""
-    found = set()
-    for match in re.finditer(r'"(stablehlo\.\w+)"\(.*?-> ([^\n]*)', text):
-        found.add((match.group(1), tuple(sorted(set(re.findall(r"x?([a-z]+\d+)>", match.group(2)))))))
-    return found
-
-
-def _select(functions: dict[str, str]) -> set[str]:
-    """Functions covering every (op, result element types) pair of ``functions``, the shortest first."""
-    covered, chosen = set(), set()
-    for name in sorted(functions, key=lambda n: (functions[n].count("\n"), n)):
-        features = _features(functions[name])
-        if features - covered:
-            chosen.add(name)
-            covered |= features
-    return chosen
-
-
 @pytest.fixture(scope="module")
 def sweep():
     refused, invalid = collections.Counter(), {}
@@ -178,12 +166,11 @@ def sweep():
         feeds = case.feeds(0)
         cases.append(Exported(case, names_by_key[key], [feeds[v.name] for v in model.graph.inputs],
                               list(case.datasets[0][1])))
-    chosen = set(functions) if ALL_CASES else _select(functions)
     # Functions IREE is known to reject are not compiled (a failed module costs a recompile of the rest).
-    compile_failed = {n: _known_limitation(functions[n]) for n in chosen if _known_limitation(functions[n])}
-    chosen_list = sorted(set(chosen) - set(compile_failed), key=lambda n: int(n[2:]))
-    parts = [chosen_list[i::max(1, -(-len(chosen_list) // FUNCTIONS_PER_MODULE))]
-             for i in range(max(1, -(-len(chosen_list) // FUNCTIONS_PER_MODULE)))]
+    compile_failed = {n: _known_limitation(t) for n, t in functions.items() if _known_limitation(t)}
+    to_compile = [n for n in functions if n not in compile_failed]
+    count = max(1, -(-len(to_compile) // FUNCTIONS_PER_MODULE))
+    parts = [to_compile[i::count] for i in range(count)]  # interleaved: neighbours are often alike in cost
     with ThreadPoolExecutor(max_workers=2) as pool:  # iree-compile runs as a subprocess
         results = list(pool.map(lambda part: _compile({n: functions[n] for n in part}), parts))
     binaries = [b for bs, _ in results for b in bs]
@@ -191,8 +178,6 @@ def sweep():
     module = iree_runtime.IreeModule([], binaries)
     outcome: dict[str, tuple[str, str]] = {}
     for item in cases:
-        if item.function not in chosen:
-            continue
         if item.function in compile_failed:
             outcome[item.case.name] = ("iree compile", compile_failed[item.function])
             continue
@@ -204,15 +189,14 @@ def sweep():
             continue
         problem = _compare(item.expected, got)
         outcome[item.case.name] = ("wrong", problem) if problem else ("verified", "")
-    return outcome, refused, invalid, len(functions), len(chosen)
+    return outcome, refused, invalid, len(functions)
 
 
 def test_node_cases_run_in_iree_as_stablehlo(sweep):
-    outcome, refused, invalid, distinct, compiled = sweep
+    outcome, refused, invalid, distinct = sweep
     counts = collections.Counter(status for status, _ in outcome.values())
-    scope = "all" if ALL_CASES else "those covering every op and result type"
-    print(f"\nONNX -> HLO -> StableHLO -> IREE node cases ({scope}: "
-          f"{compiled} of {distinct} distinct functions compiled): {counts['verified']} verified in IREE, "
+    print(f"\nONNX -> HLO -> StableHLO -> IREE node cases ({distinct} distinct functions): "
+          f"{counts['verified']} verified in IREE, "
           f"{counts['wrong']} wrong, {counts['iree compile']} IREE compile failures, {counts['iree run']} IREE run "
           f"failures, {sum(refused.values())} export refused, {len(invalid)} exported but invalid StableHLO")
     for reason, n in refused.most_common():
@@ -232,65 +216,80 @@ def test_node_cases_run_in_iree_as_stablehlo(sweep):
     assert counts["verified"] >= MIN_VERIFIED
 
 
-def _light_variant(model: onnx.ModelProto, seed: int | None) -> onnx.ModelProto:
-    """A light model whose ConstantOfShape weights (all 0.02) are Constant nodes holding the full tensors, times
-    seeded uniform float32 factors in [0.5, 1.5) when ``seed`` is given (same magnitudes and signs, no two elements equal),
-    which also returns the input of its final Softmax: with the shipped weights the class probabilities are exactly
-    uniform whatever the input, while the logits are not."""
-    rng = np.random.default_rng(seed)
+def _with_logits(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A light model that also returns the input of its final Softmax: with the shipped weights the class
+    probabilities are exactly uniform whatever the input, while the logits are not."""
     model = copy.deepcopy(model)
-    shapes = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
-    for node in model.graph.node:
-        if node.op_type != "ConstantOfShape" or not node.attribute:
-            continue
-        fill = onnx.numpy_helper.to_array(node.attribute[0].t).reshape(())
-        shape = tuple(int(d) for d in shapes[node.input[0]])
-        if seed is not None and fill.dtype == np.float32:
-            weight = fill * (rng.random(shape, dtype=np.float32) + np.float32(0.5))
-        else:
-            weight = np.full(shape, fill)
-        node.CopyFrom(onnx.helper.make_node("Constant", [], list(node.output), node.name,
-                                            value=onnx.numpy_helper.from_array(weight)))
     last = model.graph.node[-1]
     if last.op_type == "Softmax":
         model.graph.output.append(onnx.helper.make_empty_tensor_value_info(last.input[0]))
     return model
 
 
-def _without_comments(text: str) -> str:
-    return "\n".join(ln for ln in text.splitlines() if not ln.strip().startswith("//"))
+def _perturbed(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model with its float ConstantOfShape weights (all 0.02) as Constant nodes holding the fill times seeded
+    uniform float32 factors in [0.5, 1.5) (same magnitudes and signs, no two elements equal)."""
+    rng = np.random.default_rng(0)
+    model = copy.deepcopy(model)
+    shapes = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type != "ConstantOfShape" or not node.attribute:
+            continue
+        fill = onnx.numpy_helper.to_array(node.attribute[0].t).reshape(())
+        if fill.dtype != np.float32:
+            continue
+        shape = tuple(int(d) for d in shapes[node.input[0]])
+        weight = fill * (rng.random(shape, dtype=np.float32) + np.float32(0.5))
+        node.CopyFrom(onnx.helper.make_node("Constant", [], list(node.output), node.name,
+                                            value=onnx.numpy_helper.from_array(weight)))
+    return model
 
 
-# Light models run by default: ~20 s each on a busy 2-core machine (alexnet passes 244 MB of weights).  The others
-# take 30-360 s each there and run with OPCONV_IREE_ALL_CASES=1: zfnet512 (alexnet's shape, 349 MB of weights to
-# build twice), vgg19 (575 MB, 20 GFLOP per run), densenet121, inception_v1/v2 and resnet50 (53-121 convolution
-# shapes, each its own dispatch to compile).
-LIGHT_BY_DEFAULT = {"light_squeezenet", "light_shufflenet", "light_bvlc_alexnet"}
-LIGHT = [c for c in testdata.light_cases() if ALL_CASES or c.name in LIGHT_BY_DEFAULT]
+LIGHT = testdata.light_cases()
+LIGHT_TEST = "test_light_model_runs_in_iree_as_stablehlo"
+
+
+@pytest.fixture(scope="module")
+def light_modules(request):
+    """Name -> (HLO of the shipped model, future of its VM binary) for the selected light models.
+
+    The shipped models convert in about a second each (their ConstantOfShape weights fold to broadcast views), and
+    their modules compile two at a time in the background, in test order, while the tests build, convert and run
+    the perturbed models: compiling is most of a light model's time (densenet121 has 264 dispatches)."""
+    names = {item.callspec.params["case"].name for item in request.session.items
+             if getattr(item, "originalname", "") == LIGHT_TEST}
+    with ThreadPoolExecutor(max_workers=2) as pool:  # iree-compile runs as a subprocess
+        modules = {}
+        for case in LIGHT:
+            if case.name in names:
+                hlo = onnx_to_hlo(opconv.load(_with_logits(case.load_model())))
+                text = export(hlo, weights="arguments", min_weight_bytes=0)
+                modules[case.name] = hlo, pool.submit(iree_runtime.compile_stablehlo, text, iree_runtime.IM2COL_FLAGS)
+        yield modules
+        for _, binary in modules.values():
+            binary.cancel()
 
 
 @pytest.mark.parametrize("case", LIGHT, ids=[c.name for c in LIGHT])
-def test_light_model_runs_in_iree_as_stablehlo(case):
+def test_light_model_runs_in_iree_as_stablehlo(case, light_modules):
     """Each light model compiled once with its weights as function arguments, then run twice: with its own weights
     (compared with the shipped output) and with perturbed weights (all outputs and the logits compared with
-    onnxruntime on the perturbed ONNX model)."""
+    onnxruntime on the perturbed ONNX model, the arguments taken from its own conversion)."""
     import onnxruntime
 
-    shipped = case.load_model()
-    original, perturbed = _light_variant(shipped, None), _light_variant(shipped, 0)
+    hlo, binary = light_modules[case.name]
+    own = weight_arguments(hlo, min_weight_bytes=0)
+    shipped = _with_logits(case.load_model())
+    perturbed = _perturbed(shipped)
+    converted = onnx_to_hlo(opconv.load(perturbed))
+    weights = dict(weight_arguments(converted, min_weight_bytes=0))
+    assert {n: (a.shape, a.dtype) for n, a in own} == {n: (a.shape, a.dtype) for n, a in weights.items()}, \
+        "perturbing the weights changed the function's weight arguments"
+    module = iree_runtime.IreeModule([], [binary.result()])
     feeds = testdata.random_feeds(shipped)
-    converted = [onnx_to_hlo(opconv.load(m)) for m in (original, perturbed)]
-    # Every constant is an argument, so the two functions are equal.
-    texts = [export(hlo, weights="arguments", min_weight_bytes=0) for hlo in converted]
-    assert _without_comments(texts[0]) == _without_comments(texts[1]), "perturbing the weights changed the function"
-    module = iree_runtime.IreeModule(texts[0])
-    inputs = [feeds[v.name] for v in converted[0].graph.inputs]
-
-    def run(hlo):
-        return module.call("main", *inputs, *[array for _, array in weight_arguments(hlo, min_weight_bytes=0)])
-
-    problem = _compare(case.datasets[0][1], run(converted[0])[:1])
+    inputs = [feeds[v.name] for v in hlo.graph.inputs]
+    problem = _compare(case.datasets[0][1], module.call("main", *inputs, *[array for _, array in own])[:1])
     assert not problem, f"own weights vs the shipped output: {problem}"
     session = onnxruntime.InferenceSession(perturbed.SerializeToString(), providers=["CPUExecutionProvider"])
-    problem = _compare(session.run(None, feeds), run(converted[1]))
+    problem = _compare(session.run(None, feeds), module.call("main", *inputs, *[weights[n] for n, _ in own]))
     assert not problem, f"perturbed weights vs onnxruntime: {problem}"
