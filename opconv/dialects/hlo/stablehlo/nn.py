@@ -419,12 +419,23 @@ def custom_call(w, *args, call_target_name, backend_config, has_side_effect):
 def resize(w, x, roi=None, scales=None, sizes=None, *, mode, coordinate_transformation_mode, exclude_outside,
            nearest_mode, extrapolation_value, cubic_coeff_a):
     """Separable: per resized dim, a gather of constant indices (NEAREST) or a dot with a constant
-    interpolation matrix (LINEAR, CUBIC), both computed by the shared resize kernel's helpers."""
+    interpolation matrix (LINEAR, CUBIC), both computed by the shared resize kernel's helpers.
+
+    TF_CROP_AND_RESIZE samples inside the constant roi; an output element whose source coordinate leaves
+    the input along any dim is ``extrapolation_value``: the OR of the per-dim constant masks, broadcast,
+    selects it over the separably resized result."""
     from ....kernels import resize as R
 
     transform = coordinate_transformation_mode.lower()
-    if transform == "tf_crop_and_resize":
-        raise w.error("Resize with TF_CROP_AND_RESIZE is not exported (its extrapolation is not separable)")
+    crop = transform == "tf_crop_and_resize"
+    roi_pairs = [(0.0, 1.0)] * x.rank
+    if crop:
+        roi_values = w.constant_input(1, "roi")
+        if roi_values.size not in (0, 2 * x.rank):
+            raise w.error(f"roi has {roi_values.size} values; expected 2 * rank = {2 * x.rank} (starts, then ends)")
+        if roi_values.size:
+            roi_values = roi_values.ravel().astype(np.float64)
+            roi_pairs = list(zip(roi_values[:x.rank], roi_values[x.rank:]))
     scale_values = None if scales is None else w.constant_input(2, "scales")
     size_values = None if sizes is None else w.constant_input(3, "sizes")
     scale_values = None if scale_values is None or scale_values.size == 0 else [float(s) for s in scale_values.ravel()]
@@ -436,20 +447,33 @@ def resize(w, x, roi=None, scales=None, sizes=None, *, mode, coordinate_transfor
     if mode != "nearest" and not x.is_float:
         raise w.error(f"Resize {mode.upper()} of {x.dtype} is only exported for floating types")
     y = x
+    outside_per_axis = []  # (axis, constant out-of-range mask of its output indices)
     for axis, (in_size, out_size) in enumerate(zip(x.shape, shape)):
         args = (in_size, out_size, full_scales[axis])
-        coords = R.source_coordinates(*args, transform, (0.0, 1.0), lengths[axis])
+        roi = roi_pairs[axis]
+        coords = R.source_coordinates(*args, transform, roi, lengths[axis])
         if R._is_identity(mode, transform, coords, *args):
             continue
+        outside = (coords < 0) | (coords > in_size - 1)
+        if crop and outside.any():
+            outside_per_axis.append((axis, outside))
         if mode == "nearest":
-            picks = R.nearest_indices(*args, transform, nearest_mode.lower(), (0.0, 1.0), lengths[axis])
+            picks = R.nearest_indices(*args, transform, nearest_mode.lower(), roi, lengths[axis])
             y = take_along(w, y, axis, w.constant(picks.reshape(-1, 1), "int64"))
         else:
             matrix = R.interpolation_matrix(*args, mode, transform, cubic_coeff_a, bool(exclude_outside), False,
-                                            (0.0, 1.0), lengths[axis])
+                                            roi, lengths[axis])
             weights = w.constant(matrix, y.dtype)
             moved = dot_general(w, y, weights, [], [], [axis], [1], y.dtype)  # resized dim last
             y = w.transpose(moved, [d for d in range(axis)] + [y.rank - 1] + [d for d in range(axis, y.rank - 1)])
+    if outside_per_axis:
+        # Outside the input along any dim: the OR of each dim's mask broadcast over the others.
+        outside = None
+        for axis, vector in outside_per_axis:
+            mask = w.broadcast_to(w.constant(vector, "bool"), y.shape, [axis])
+            outside = mask if outside is None else w.binary("stablehlo.or", outside, mask)
+        fill = np.asarray(extrapolation_value).astype(np.float64 if x.is_float else np.int64)
+        y = w.select(outside, w.constant(fill, y.dtype, list(y.shape)), y)
     return y
 
 
