@@ -60,6 +60,12 @@ def compute_dtype(dtype) -> np.dtype:
     return dtype
 
 
+def computes_natively(dtype) -> bool:
+    """Whether kernels compute numbers of ``dtype`` in ``dtype`` itself (so a result may overwrite an input)."""
+    dtype = np.dtype(dtype)
+    return dtype.kind in "fiu" and compute_dtype(dtype) == dtype
+
+
 def upcast(x) -> np.ndarray:
     """``x`` as an array in its compute dtype (a view when nothing changes)."""
     x = np.asarray(x)

@@ -19,13 +19,10 @@ import numpy as np
 
 from ....errors import ExecutionError
 from ....kernels import elementwise, norm
-from ....kernels._common import downcast, upcast
+from ....kernels._common import computes_natively, downcast, upcast
 from ..executor import onnx_op
 
 # ---------------------------------------------------------------- parameterless
-
-#: dtypes the kernels compute in directly, so a result can overwrite an owned input (ExecContext.owns)
-_IN_PLACE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _activation(function):
@@ -51,7 +48,7 @@ for _op, (_function, _versions) in _PLAIN.items():
 
 @onnx_op("Relu", since=[1, 6, 13, 14])
 def relu_1(ctx, x, *, consumed_inputs=None):
-    if ctx.owns(0) and x.dtype in _IN_PLACE_DTYPES:
+    if ctx.owns(0) and computes_natively(x.dtype):
         return np.maximum(x, 0, out=x)  # the input dies here: reuse its buffer
     return elementwise.relu(x)
 

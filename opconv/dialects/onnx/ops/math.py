@@ -23,7 +23,7 @@ import numpy as np
 
 from ....errors import ExecutionError
 from ....kernels import elementwise, linalg, reduce
-from ....kernels._common import downcast, is_float_dtype, upcast
+from ....kernels._common import computes_natively, downcast, is_float_dtype, upcast
 from ....types import from_numpy
 from ..executor import onnx_dtype, onnx_op
 from ._common import legacy_broadcast
@@ -100,16 +100,13 @@ def _same_type(function, a, b):
 def _into_dying_input(ufunc, ctx, a, b):
     """``ufunc(a, b)`` written into an owned input (ExecContext.owns) of the result's shape, else None."""
     if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype
-            and a.dtype in _IN_PLACE_DTYPES):
+            and computes_natively(a.dtype)):
         return None
     for i, x in enumerate((a, b)):
         if ctx.owns(i) and x.shape == np.broadcast_shapes(a.shape, b.shape):
             return ufunc(a, b, out=x)
     return None
 
-
-#: dtypes the binary kernels compute in directly (no upcast), so a result may overwrite an input
-_IN_PLACE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32), np.dtype(np.int64))
 
 
 def _register_binary(op: str, function, legacy: list[int], modern: list[int], ufunc=None) -> None:
