@@ -16,7 +16,9 @@ the enclosing graphs directly (outer scope).
 
 from __future__ import annotations
 
+import gc
 import itertools
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -552,3 +554,36 @@ class Model:
             key = f"{n.domain}::{n.op}" if n.domain and n.domain != "ai.onnx" else n.op
             counts[key] = counts.get(key, 0) + 1
         return dict(sorted(counts.items()))
+
+
+@contextmanager
+def quiet_collector() -> Iterator[None]:
+    """Keep the cyclic garbage collector off while a graph is built (loaded, converted).
+
+    Building a graph creates many small objects (nodes, values, attributes) that live
+    on: the collector would walk the whole graph again and again for nothing (a fifth
+    of a 1,000-node conversion, a third of a 20,000-node one).  What the work drops is
+    collected later, as usual.
+    """
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        to_old_generation()
+        if collecting:
+            gc.enable()
+
+
+def to_old_generation() -> None:
+    """File the objects just built with the long-lived ones.
+
+    Left in the youngest generation, the hundreds of thousands of objects a big graph
+    is made of would all be traversed by the first collection after the collector is back
+    on, although most of them are the result, meant to live on.  (A freeze and unfreeze
+    moves every tracked object to the oldest generation without visiting them.)  Skipped
+    when the program froze objects itself, since ``gc.unfreeze`` would release those too.
+    """
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
+        gc.unfreeze()

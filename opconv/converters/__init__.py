@@ -11,7 +11,7 @@ import importlib
 from typing import Callable
 
 from ..errors import NotImplementedFeature
-from ..ir import Model
+from ..ir import Model, quiet_collector
 
 Converter = Callable[..., Model]
 _CONVERTERS: dict[tuple[str, str], Converter] = {}
@@ -31,7 +31,8 @@ def convert(model: Model, to: str, **options) -> Model:
     fn = _CONVERTERS.get((model.dialect, to)) or _load_direction(model.dialect, to)
     if fn is None:
         raise NotImplementedFeature(f"conversion from {model.dialect} to {to}")
-    return fn(model, **options)
+    with quiet_collector():
+        return fn(model, **options)
 
 
 def available() -> list[tuple[str, str]]:

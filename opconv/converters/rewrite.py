@@ -164,6 +164,20 @@ class _PatternOps:
         return lambda *inputs, **options: self.node(op, *inputs, **options)
 
 
+def _capture_names(fn: Callable) -> list[str]:
+    """The names of ``fn``'s parameters after ``op`` (read from its code: inspect.signature is slow at import).
+
+    A generated pattern function (``def fn(op, *xs)``) lists them in its ``capture_names`` attribute.
+    """
+    named = getattr(fn, "capture_names", None)
+    if named is not None:
+        return list(named)
+    code = getattr(fn, "__code__", None)
+    if getattr(fn, "__signature__", None) is not None or code is None or code.co_flags & inspect.CO_VARARGS:
+        return list(inspect.signature(fn).parameters)[1:]
+    return list(code.co_varnames[1:code.co_argcount])
+
+
 class Pattern:
     """A small DAG of source nodes, built by calling ``fn(op, *captures)``.
 
@@ -172,7 +186,7 @@ class Pattern:
     """
 
     def __init__(self, fn: Callable[..., Any]):
-        params = list(inspect.signature(fn).parameters)[1:]
+        params = _capture_names(fn)
         ops = _PatternOps()
         captures = [_Capture(p) for p in params]
         result = fn(ops, *captures)

@@ -12,11 +12,9 @@ inference so that folded shapes make more of the graph static.
 
 from __future__ import annotations
 
-import onnx
-
+from ..dialects.onnx.proto import infer_shapes, messages as pb
 from ..errors import ConversionError
 from ..ir import Model, Tensor, Value
-from ..types import element_type
 
 #: initializers at least this large stay out of the protobuf copies given to ONNX shape inference (and out of
 #: a converter's type-inference runs); shape-carrying constants (Reshape targets, axes, pads) are far smaller
@@ -33,8 +31,9 @@ def copy_with_static_inputs(model: Model, shapes: dict[str, tuple[int, ...]], wh
         raise ConversionError(f"--input-shape names {', '.join(unknown)}, which the model has no input called; "
                               f"inputs: {', '.join(v.name for v in model.graph.inputs)}", where=where)
     proto, weights = _weightless_proto(model)
+    declared = {v.name: v for v in model.graph.inputs}
     for vi in proto.graph.input:
-        static = _static_shape(vi.name, _declared(model, vi.name), shapes.get(vi.name), where, target)
+        static = _static_shape(vi.name, declared[vi.name], shapes.get(vi.name), where, target)
         if static is None:
             continue  # an overridable initializer default: it stays a constant below
         dims = vi.type.tensor_type.shape
@@ -67,7 +66,7 @@ class _TypeOnlySink:
         return 0, tensor.nbytes
 
 
-def _weightless_proto(model: Model) -> tuple[onnx.ModelProto, dict[str, Tensor]]:
+def _weightless_proto(model: Model) -> tuple[pb.ModelProto, dict[str, Tensor]]:
     """``model``'s protobuf without the bytes of its large top-level initializers, and those tensors by name."""
     from ..dialects.onnx.io import to_proto
 
@@ -76,9 +75,9 @@ def _weightless_proto(model: Model) -> tuple[onnx.ModelProto, dict[str, Tensor]]
     return to_proto(model, data_sink=sink), weights
 
 
-def _load_inferred(proto: onnx.ModelProto, weights: dict[str, Tensor]) -> Model:
+def _load_inferred(proto: pb.ModelProto, weights: dict[str, Tensor]) -> Model:
     """Run ONNX shape inference on ``proto`` (large weights as typed inputs), load it, put the weights back."""
-    from ..dialects.onnx.io import load as load_onnx
+    from ..dialects.onnx.io import load as load_onnx, type_proto
 
     listed = {vi.name for vi in proto.graph.input}
     kept = [t for t in proto.graph.initializer if t.name not in weights]
@@ -86,12 +85,11 @@ def _load_inferred(proto: onnx.ModelProto, weights: dict[str, Tensor]) -> Model:
     proto.graph.initializer.extend(kept)
     for name, tensor in weights.items():
         if name not in listed:
-            proto.graph.input.append(onnx.helper.make_tensor_value_info(
-                name, element_type(tensor.dtype).onnx, list(tensor.shape)))
+            proto.graph.input.append(pb.ValueInfoProto(name=name, type=type_proto(tensor.type)))
     # IR < 4 lets inference see only the initializers listed as inputs; every copy here lists what it needs.
     proto.ir_version = max(proto.ir_version, 4)
     try:
-        proto = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
+        proto = infer_shapes(proto, data_prop=True)
     except Exception:  # inference is a help for the rules, not a requirement: they refuse when a shape is missing
         pass
     copy = load_onnx(proto)
@@ -122,10 +120,6 @@ def has_unresolved_types(graph) -> bool:
             if v.dtype is None or shape is None or not all(isinstance(d, int) for d in shape):
                 return True
     return False
-
-
-def _declared(model: Model, name: str) -> Value:
-    return next(v for v in model.graph.inputs if v.name == name)
 
 
 def _static_shape(name: str, value: Value, given: tuple | None, where: str | None,

@@ -221,6 +221,22 @@ def _matmul_shape(ctx, a, b, *, transpose_a=False, transpose_b=False):
     return _zeros(shape, np.asarray(a).dtype)
 
 
+def _concat_shape(ctx, *inputs, axis):
+    if not all(np.asarray(x).dtype.kind == "f" for x in inputs):
+        return np.concatenate(inputs, axis=axis)  # integers may be shapes the graph computes with
+    first = np.shape(inputs[0])
+    axis = axis + len(first) if axis < 0 else axis
+    size = sum(np.shape(x)[axis] for x in inputs)
+    return _zeros(first[:axis] + (size,) + first[axis + 1:], np.asarray(inputs[0]).dtype)
+
+
+def _transpose_shape(ctx, x, order):
+    x = np.asarray(x)
+    if x.dtype.kind != "f":
+        return np.transpose(x, [int(i) for i in np.asarray(order).reshape(-1)] or None).copy()
+    return _zeros(np.transpose(x, [int(i) for i in np.asarray(order).reshape(-1)] or None).shape, x.dtype)
+
+
 def _float_elementwise(kernel, data_index: int = 0):
     """A shape-only element-wise kernel on float data (the real ``kernel`` on integers: shapes are integers)."""
     def shape_only(ctx, *inputs, **attrs):
@@ -238,7 +254,7 @@ _UNARY_FLOAT_OPS = {"ReLU", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Abs", "Neg
                     "Floor", "Ceiling", "PReLU", "SoftMax", "HardSigmoid", "Selu", "LRN", "MVN", "NormalizeL2"}
 
 _SHAPE_ONLY = {"Convolution": _conv_shape, "GroupConvolution": _conv_shape, "MaxPool": _pool_shape,
-               "AvgPool": _pool_shape, "MatMul": _matmul_shape}
+               "AvgPool": _pool_shape, "MatMul": _matmul_shape, "Concat": _concat_shape, "Transpose": _transpose_shape}
 
 
 class _TypeRun:

@@ -9,7 +9,6 @@ their Python-safe spelling (``exclude_pad`` for ``exclude-pad``).
 from __future__ import annotations
 
 import functools
-import inspect
 from typing import Any, Callable
 
 import numpy as np
@@ -70,14 +69,13 @@ def const_input(m: Match, name: str, what: str) -> np.ndarray:
 
 
 def captures(fn: Callable, names: list[str]) -> Callable:
-    """Give a ``(op, *inputs)`` pattern function a signature with the capture ``names``.
+    """Name the captures of a ``(op, *inputs)`` pattern function.
 
-    The rewrite engine reads capture names from the signature; variadic ONNX
-    ops (Concat) need one pattern per arity, generated with this.
+    The rewrite engine reads capture names from a pattern function's parameters,
+    or from its ``capture_names``; variadic ONNX ops (Concat) need one pattern per
+    arity, generated with this.
     """
-    params = [inspect.Parameter("op", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-    params += [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in names]
-    fn.__signature__ = inspect.Signature(params)
+    fn.capture_names = list(names)
     return fn
 
 

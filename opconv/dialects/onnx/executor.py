@@ -22,8 +22,6 @@ from functools import lru_cache
 from typing import Any, Mapping
 
 import numpy as np
-import onnx
-import onnx.defs
 
 from ...errors import ExecutionError, SchemaError
 from ... import executor
@@ -167,6 +165,8 @@ def _function_kernel(function: Function, call_attrs: dict[str, Attr], functions:
 @lru_cache(maxsize=None)
 def _schema_function(op: str, version: int, domain: str) -> Function | None:
     """The function body ONNX defines for ``op`` at ``version``, loaded into the graph core."""
+    import onnx.defs  # the full onnx package, only for ops that run as their schema's function
+
     try:
         schema = onnx.defs.get_schema(op, version, domain)
     except onnx.defs.SchemaError:

@@ -15,24 +15,22 @@ resolves (through links) outside it is refused.
 
 from __future__ import annotations
 
-import gc
 import os
 import tempfile
 from dataclasses import dataclass
 from typing import Any, Iterator
 
 import numpy as np
-import onnx
 from google.protobuf.message import DecodeError
-from onnx import AttributeProto, numpy_helper
 
 from .. import read_model_file
 from ...errors import ModelReadError, ModelWriteError
-from ...ir import Attr, Function, Graph, Model, Node, SparseTensor, Tensor, Value
+from ...ir import Attr, Function, Graph, Model, Node, SparseTensor, Tensor, Value, quiet_collector
 from ...types import (
     MapType, OptionalType, SequenceType, SparseTensorType, TensorType, ValueType,
     element_type, from_onnx_code,
 )
+from .proto import messages as pb, to_array
 
 #: protobuf refuses messages of 2 GiB or more; stay clear of it
 PROTOBUF_LIMIT = 2**31 - 2**20
@@ -57,10 +55,10 @@ class ExternalData:
 # loading
 # ---------------------------------------------------------------------------
 
-def load(source: str | os.PathLike | bytes | onnx.ModelProto, *, base_dir: str | None = None) -> Model:
+def load(source: str | os.PathLike | bytes | pb.ModelProto, *, base_dir: str | None = None) -> Model:
     """Load an ONNX model from a path, serialized bytes or a ModelProto."""
     where = None
-    if isinstance(source, onnx.ModelProto):
+    if isinstance(source, pb.ModelProto):
         proto = source
     else:
         if isinstance(source, bytes):
@@ -69,7 +67,7 @@ def load(source: str | os.PathLike | bytes | onnx.ModelProto, *, base_dir: str |
             where = os.fspath(source)
             data = read_model_file(where)
             base_dir = base_dir or os.path.dirname(os.path.abspath(where))
-        proto = onnx.ModelProto()
+        proto = pb.ModelProto()
         try:
             proto.ParseFromString(data)
         except (DecodeError, RuntimeError, ValueError) as e:
@@ -78,7 +76,8 @@ def load(source: str | os.PathLike | bytes | onnx.ModelProto, *, base_dir: str |
             raise ModelReadError("not an ONNX model: the protobuf has no graph", where=where)
     reader = _Reader(base_dir, where)
     try:
-        return reader.model(proto)
+        with quiet_collector():
+            return reader.model(proto)
     except ModelReadError:
         raise
     except (ValueError, KeyError, TypeError, OverflowError) as e:
@@ -93,7 +92,7 @@ class _Reader:
     def error(self, message: str) -> ModelReadError:
         return ModelReadError(message, where=self.where)
 
-    def model(self, p: onnx.ModelProto) -> Model:
+    def model(self, p: pb.ModelProto) -> Model:
         opsets = {}
         for imp in p.opset_import:
             opsets[imp.domain] = imp.version
@@ -117,7 +116,7 @@ class _Reader:
         )
 
     # -- graphs -------------------------------------------------------------
-    def graph(self, p: onnx.GraphProto, opsets: dict, parent: Graph | None, scope: "_Scope | None") -> Graph:
+    def graph(self, p: pb.GraphProto, opsets: dict, parent: Graph | None, scope: "_Scope | None") -> Graph:
         g = Graph(p.name, parent=parent)
         g.doc = p.doc_string
         local = _Scope(scope)
@@ -191,17 +190,17 @@ class _Reader:
         g.meta["undefined"] = local.undefined
         return g
 
-    def value_info_extras(self, v: Value, vi: onnx.ValueInfoProto, output: bool = False) -> None:
+    def value_info_extras(self, v: Value, vi: pb.ValueInfoProto, output: bool = False) -> None:
         if vi.doc_string:
             v.meta["output_doc" if output else "doc"] = vi.doc_string
         if vi.metadata_props:
             v.meta["metadata_props"] = {m.key: m.value for m in vi.metadata_props}
 
-    def function(self, p: onnx.FunctionProto, model_opsets: dict) -> Function:
+    def function(self, p: pb.FunctionProto, model_opsets: dict) -> Function:
         opsets = {imp.domain: imp.version for imp in p.opset_import}
-        gp = onnx.GraphProto(name=p.name, node=p.node, value_info=p.value_info)
-        gp.input.extend(onnx.ValueInfoProto(name=n) for n in p.input)
-        gp.output.extend(onnx.ValueInfoProto(name=n) for n in p.output)
+        gp = pb.GraphProto(name=p.name, node=p.node, value_info=p.value_info)
+        gp.input.extend(pb.ValueInfoProto(name=n) for n in p.input)
+        gp.output.extend(pb.ValueInfoProto(name=n) for n in p.output)
         graph = self.graph(gp, opsets, parent=None, scope=None)
         defaults = {}
         for ap in p.attribute_proto:
@@ -214,7 +213,7 @@ class _Reader:
                         doc=p.doc_string, meta=meta)
 
     # -- attributes ---------------------------------------------------------
-    def attr(self, p: AttributeProto, opsets: dict, graph: Graph, scope: "_Scope") -> Attr:
+    def attr(self, p: pb.AttributeProto, opsets: dict, graph: Graph, scope: "_Scope") -> Attr:
         kind = _ATTR_KIND.get(p.type)
         if kind is None:
             raise self.error(f"attribute {p.name!r} has unknown type {p.type}")
@@ -252,7 +251,7 @@ class _Reader:
         return Attr(p.name, kind, value, doc=p.doc_string)
 
     # -- types and tensors ----------------------------------------------------
-    def value_type(self, t: onnx.TypeProto) -> ValueType | None:
+    def value_type(self, t: pb.TypeProto) -> ValueType | None:
         which = t.WhichOneof("value")
         if which == "tensor_type":
             return TensorType(_elem_name(t.tensor_type.elem_type), _shape(t.tensor_type))
@@ -266,7 +265,7 @@ class _Reader:
             return MapType(_elem_name(t.map_type.key_type), self.value_type(t.map_type.value_type))
         return None
 
-    def tensor(self, t: onnx.TensorProto) -> Tensor:
+    def tensor(self, t: pb.TensorProto) -> Tensor:
         if t.data_type == 0:
             raise self.error(f"tensor {t.name!r} has no data type")
         dtype = from_onnx_code(t.data_type).name
@@ -278,14 +277,14 @@ class _Reader:
             count *= d
         if count > MAX_ELEMENTS:
             raise self.error(f"tensor {t.name!r} declares an absurd shape {list(shape)}")
-        if t.data_location == onnx.TensorProto.EXTERNAL:
+        if t.data_location == pb.TensorProto.EXTERNAL:
             return self.external_tensor(t, dtype, shape)
         if t.segment.begin or t.segment.end:
             raise self.error(f"tensor {t.name!r} is segmented; segmented tensors are not supported")
-        return Tensor(dtype, shape, name=t.name, loader=lambda: numpy_helper.to_array(t), origin=t,
+        return Tensor(dtype, shape, name=t.name, loader=lambda: to_array(t), origin=t,
                       nbytes=len(t.raw_data) if t.raw_data else None)
 
-    def external_tensor(self, t: onnx.TensorProto, dtype: str, shape: tuple) -> Tensor:
+    def external_tensor(self, t: pb.TensorProto, dtype: str, shape: tuple) -> Tensor:
         info = {e.key: e.value for e in t.external_data}
         location = info.get("location")
         if not location:
@@ -325,7 +324,7 @@ class _Reader:
             raise self.error(f"external data file {location!r} of tensor {name!r} does not exist")
         return path
 
-    def sparse(self, st: onnx.SparseTensorProto) -> SparseTensor:
+    def sparse(self, st: pb.SparseTensorProto) -> SparseTensor:
         return SparseTensor(self.tensor(st.values), self.tensor(st.indices), tuple(st.dims))
 
 
@@ -392,25 +391,25 @@ def _map_external(where: ExternalData, dtype: str, shape: tuple) -> np.ndarray:
     with open(where.path, "rb") as f:
         f.seek(where.offset)
         raw = f.read(where.length)
-    t = onnx.TensorProto(data_type=et.onnx, dims=shape, raw_data=raw)
-    return numpy_helper.to_array(t)
+    t = pb.TensorProto(data_type=et.onnx, dims=shape, raw_data=raw)
+    return to_array(t)
 
 
 _ATTR_KIND = {
-    AttributeProto.INT: "int", AttributeProto.FLOAT: "float", AttributeProto.STRING: "string",
-    AttributeProto.INTS: "ints", AttributeProto.FLOATS: "floats", AttributeProto.STRINGS: "strings",
-    AttributeProto.TENSOR: "tensor", AttributeProto.TENSORS: "tensors", AttributeProto.GRAPH: "graph",
-    AttributeProto.GRAPHS: "graphs", AttributeProto.SPARSE_TENSOR: "sparse_tensor",
-    AttributeProto.SPARSE_TENSORS: "sparse_tensors", AttributeProto.TYPE_PROTO: "type",
-    AttributeProto.TYPE_PROTOS: "types",
+    pb.AttributeProto.INT: "int", pb.AttributeProto.FLOAT: "float", pb.AttributeProto.STRING: "string",
+    pb.AttributeProto.INTS: "ints", pb.AttributeProto.FLOATS: "floats", pb.AttributeProto.STRINGS: "strings",
+    pb.AttributeProto.TENSOR: "tensor", pb.AttributeProto.TENSORS: "tensors", pb.AttributeProto.GRAPH: "graph",
+    pb.AttributeProto.GRAPHS: "graphs", pb.AttributeProto.SPARSE_TENSOR: "sparse_tensor",
+    pb.AttributeProto.SPARSE_TENSORS: "sparse_tensors", pb.AttributeProto.TYPE_PROTO: "type",
+    pb.AttributeProto.TYPE_PROTOS: "types",
 }
 _ATTR_CODE = {v: k for k, v in _ATTR_KIND.items()}
 #: numpy dtypes whose raw bytes are the ONNX encoding as they are (native little-endian, one code each)
 _PLAIN_CODES = {np.dtype(t).newbyteorder("<"): code for t, code in (
-    (np.float32, onnx.TensorProto.FLOAT), (np.float64, onnx.TensorProto.DOUBLE), (np.float16, onnx.TensorProto.FLOAT16),
-    (np.int64, onnx.TensorProto.INT64), (np.int32, onnx.TensorProto.INT32), (np.int16, onnx.TensorProto.INT16),
-    (np.int8, onnx.TensorProto.INT8), (np.uint8, onnx.TensorProto.UINT8), (np.uint16, onnx.TensorProto.UINT16),
-    (np.uint32, onnx.TensorProto.UINT32), (np.uint64, onnx.TensorProto.UINT64), (np.bool_, onnx.TensorProto.BOOL),
+    (np.float32, pb.TensorProto.FLOAT), (np.float64, pb.TensorProto.DOUBLE), (np.float16, pb.TensorProto.FLOAT16),
+    (np.int64, pb.TensorProto.INT64), (np.int32, pb.TensorProto.INT32), (np.int16, pb.TensorProto.INT16),
+    (np.int8, pb.TensorProto.INT8), (np.uint8, pb.TensorProto.UINT8), (np.uint16, pb.TensorProto.UINT16),
+    (np.uint32, pb.TensorProto.UINT32), (np.uint64, pb.TensorProto.UINT64), (np.bool_, pb.TensorProto.BOOL),
 )}
 
 
@@ -418,17 +417,10 @@ _PLAIN_CODES = {np.dtype(t).newbyteorder("<"): code for t, code in (
 # saving
 # ---------------------------------------------------------------------------
 
-def to_proto(model: Model, *, data_sink: "_DataSink | None" = None) -> onnx.ModelProto:
+def to_proto(model: Model, *, data_sink: "_DataSink | None" = None) -> pb.ModelProto:
     """Build a ModelProto (tensors embedded unless ``data_sink`` takes them)."""
-    # Writing allocates many objects and frees none: the cyclic collector would only walk the
-    # model's graph again and again (up to a third of the time on a 20,000-node graph).
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with quiet_collector():
         return _Writer(data_sink).model(model)
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def save(model: Model, path: str | os.PathLike, *, external_data: bool | None = None,
@@ -562,7 +554,7 @@ def _raw_chunks(tensor: Tensor, chunk: int = 1 << 24) -> Iterator[bytes]:
                 left -= len(data)
                 yield data
         return
-    if isinstance(origin, onnx.TensorProto) and origin.raw_data:
+    if isinstance(origin, pb.TensorProto) and origin.raw_data:
         yield origin.raw_data
         return
     et = element_type(tensor.dtype)
@@ -572,6 +564,8 @@ def _raw_chunks(tensor: Tensor, chunk: int = 1 << 24) -> Iterator[bytes]:
         for start in range(0, flat.size, chunk):
             yield flat[start:start + chunk].tobytes()
     else:
+        from onnx import numpy_helper  # packed sub-byte types
+
         yield numpy_helper.from_array(np.asarray(array), tensor.name).raw_data
 
 
@@ -579,9 +573,9 @@ class _Writer:
     def __init__(self, sink: _DataSink | None):
         self.sink = sink
 
-    def model(self, m: Model) -> onnx.ModelProto:
-        p = onnx.ModelProto()
-        p.ir_version = int(m.meta.get("ir_version") or onnx.IR_VERSION)
+    def model(self, m: Model) -> pb.ModelProto:
+        p = pb.ModelProto()
+        p.ir_version = int(m.meta.get("ir_version") or pb.IR_VERSION)
         for domain, version in m.opsets.items():
             p.opset_import.add(domain=domain, version=version)
         _set(p, producer_name=m.producer, producer_version=m.producer_version, doc_string=m.doc)
@@ -600,12 +594,12 @@ class _Writer:
             p.configuration.add().ParseFromString(raw)
         return p
 
-    def graph(self, g: Graph, top: bool = False) -> onnx.GraphProto:
-        p = onnx.GraphProto()
+    def graph(self, g: Graph, top: bool = False) -> pb.GraphProto:
+        p = pb.GraphProto()
         self.fill_graph(p, g, top)
         return p
 
-    def fill_graph(self, p: onnx.GraphProto, g: Graph, top: bool = False) -> None:
+    def fill_graph(self, p: pb.GraphProto, g: Graph, top: bool = False) -> None:
         # Messages are built in place (``add``) rather than built and appended: an append copies.
         _set(p, name=g.name, doc_string=g.doc)
         for v in g.initializers.values():
@@ -630,8 +624,8 @@ class _Writer:
         for k, v in g.meta.get("metadata_props", {}).items():
             p.metadata_props.add(key=k, value=v)
 
-    def function(self, f: Function) -> onnx.FunctionProto:
-        p = onnx.FunctionProto()
+    def function(self, f: Function) -> pb.FunctionProto:
+        p = pb.FunctionProto()
         _set(p, name=f.name, domain=f.domain, doc_string=f.doc, overload=f.overload)
         p.input.extend(v.name for v in f.graph.inputs)
         p.output.extend(v.name for v in f.graph.outputs)
@@ -649,12 +643,12 @@ class _Writer:
             p.metadata_props.add(key=k, value=v)
         return p
 
-    def node(self, n: Node) -> onnx.NodeProto:
-        p = onnx.NodeProto()
+    def node(self, n: Node) -> pb.NodeProto:
+        p = pb.NodeProto()
         self.node_into(p, n)
         return p
 
-    def node_into(self, p: onnx.NodeProto, n: Node) -> None:
+    def node_into(self, p: pb.NodeProto, n: Node) -> None:
         if n.op:
             p.op_type = n.op
         if n.domain:
@@ -678,12 +672,12 @@ class _Writer:
         for raw in n.meta.get("device_configurations", ()):
             p.device_configurations.add().ParseFromString(raw)
 
-    def attr(self, a: Attr) -> AttributeProto:
-        p = AttributeProto()
+    def attr(self, a: Attr) -> pb.AttributeProto:
+        p = pb.AttributeProto()
         self.attr_into(p, a)
         return p
 
-    def attr_into(self, p: AttributeProto, a: Attr) -> None:
+    def attr_into(self, p: pb.AttributeProto, a: Attr) -> None:
         p.name = a.name
         p.type = _ATTR_CODE[a.type]
         if a.doc:
@@ -721,8 +715,8 @@ class _Writer:
         elif k == "types":
             p.type_protos.extend(type_proto(t) for t in v)
 
-    def value_info(self, v: Value, doc: str) -> onnx.ValueInfoProto:
-        p = onnx.ValueInfoProto(name=v.name)
+    def value_info(self, v: Value, doc: str) -> pb.ValueInfoProto:
+        p = pb.ValueInfoProto(name=v.name)
         _set(p, doc_string=doc)
         if v.type is not None:
             p.type.CopyFrom(type_proto(v.type))
@@ -730,24 +724,24 @@ class _Writer:
             p.metadata_props.add(key=k, value=val)
         return p
 
-    def tensor(self, t: Tensor, name: str, allow_external: bool) -> onnx.TensorProto:
-        p = onnx.TensorProto()
+    def tensor(self, t: Tensor, name: str, allow_external: bool) -> pb.TensorProto:
+        p = pb.TensorProto()
         self.tensor_into(p, t, name, allow_external)
         return p
 
-    def tensor_into(self, p: onnx.TensorProto, t: Tensor, name: str, allow_external: bool) -> None:
+    def tensor_into(self, p: pb.TensorProto, t: Tensor, name: str, allow_external: bool) -> None:
         if self.sink is not None and allow_external and self.sink.accepts(t):
             offset, length = self.sink.write(t)
             p.name = name
             p.data_type = element_type(t.dtype).onnx
             p.dims.extend(t.shape)
-            p.data_location = onnx.TensorProto.EXTERNAL
+            p.data_location = pb.TensorProto.EXTERNAL
             for key, value in (("location", self.sink.location), ("offset", str(offset)), ("length", str(length))):
                 p.external_data.add(key=key, value=value)
             t.release()
             return
         origin = t.origin
-        if isinstance(origin, onnx.TensorProto) and origin.data_location != onnx.TensorProto.EXTERNAL:
+        if isinstance(origin, pb.TensorProto) and origin.data_location != pb.TensorProto.EXTERNAL:
             p.CopyFrom(origin)
             p.name = name
             return
@@ -767,20 +761,22 @@ class _Writer:
             p.data_type = code
             p.raw_data = array.tobytes()
             return
+        from onnx import numpy_helper  # strings, sub-byte and other non-plain encodings
+
         p.CopyFrom(numpy_helper.from_array(array, name))
         if p.data_type != element_type(t.dtype).onnx:  # e.g. a float8 payload held as uint8
             p.data_type = element_type(t.dtype).onnx
 
-    def sparse(self, st: SparseTensor) -> onnx.SparseTensorProto:
-        p = onnx.SparseTensorProto(dims=st.dims)
+    def sparse(self, st: SparseTensor) -> pb.SparseTensorProto:
+        p = pb.SparseTensorProto(dims=st.dims)
         p.values.CopyFrom(self.tensor(st.values, st.values.name, allow_external=False))
         p.indices.CopyFrom(self.tensor(st.indices, st.indices.name, allow_external=False))
         return p
 
 
-def type_proto(t: ValueType) -> onnx.TypeProto:
+def type_proto(t: ValueType) -> pb.TypeProto:
     """The ONNX TypeProto of a graph-core value type."""
-    p = onnx.TypeProto()
+    p = pb.TypeProto()
     if isinstance(t, (TensorType, SparseTensorType)):
         inner = p.tensor_type if isinstance(t, TensorType) else p.sparse_tensor_type
         inner.elem_type = element_type(t.dtype).onnx if t.dtype else 0
@@ -818,6 +814,6 @@ def _bytes(s: str | bytes) -> bytes:
     return s if isinstance(s, bytes) else s.encode("utf-8")
 
 
-def function_from_proto(proto: onnx.FunctionProto) -> Function:
+def function_from_proto(proto: pb.FunctionProto) -> Function:
     """Load one FunctionProto (e.g. an op's function body from onnx.defs) into the graph core."""
     return _Reader(None, None).function(proto, {})

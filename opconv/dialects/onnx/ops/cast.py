@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
-import onnx
 
 from ....errors import ExecutionError
 from ....kernels import elementwise
 from ....kernels._common import is_float_dtype
+from ..proto import messages as pb
 from ..executor import onnx_dtype, onnx_op
 
 _FNUZ = frozenset(np.dtype(t) for t in (ml_dtypes.float8_e4m3fnuz, ml_dtypes.float8_e5m2fnuz))
@@ -39,7 +39,7 @@ def _saturating_fnuz_infinities(x, to: np.dtype, saturate: bool) -> np.ndarray:
 
 def _type_name_code(name: str) -> int:
     try:
-        return onnx.TensorProto.DataType.Value(name.upper())
+        return pb.TensorProto.DataType.Value(name.upper())
     except ValueError:
         raise ExecutionError(f"unknown Cast target type {name!r}") from None
 

@@ -1,0 +1,114 @@
+"""ONNX's message classes and shape inference, without importing the whole onnx package.
+
+``import onnx`` runs ``onnx/__init__.py``, which loads its helper, compose, hub,
+parser, printer and reference modules with their own imports (importlib.metadata,
+email, tarfile ...): about 0.1 s, a quarter of a command-line conversion of a small
+model.  What opconv needs on its common path is much less: the generated protobuf
+classes (``onnx/onnx_ml_pb2.py``), the C++ shape inference, and a decoder for
+tensors stored as raw little-endian bytes.
+
+:data:`messages` is the module of the protobuf classes (``messages.ModelProto`` ...).
+When onnx is not imported yet, its two modules are loaded from their files under
+their own dotted names, so that a later ``import onnx`` finds them in
+``sys.modules`` and uses them (one set of message classes per process, whatever
+the order).  Anything unusual (another onnx layout, a failing load) falls back to
+``import onnx``.  Rarer needs (typed data fields, packed 4-bit data, helper
+functions) import onnx proper where they are used.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from types import ModuleType
+
+import numpy as np
+
+from ...types import from_onnx_code
+
+_MESSAGES = "onnx.onnx_ml_pb2"
+_CPP = "onnx.onnx_cpp2py_export"
+
+
+def _load_submodule(name: str, filename_prefix: str) -> ModuleType:
+    """Execute onnx's submodule ``name`` from its file without running the package's ``__init__``."""
+    if name in sys.modules:
+        return sys.modules[name]
+    package = importlib.util.find_spec("onnx")
+    if package is None or not package.submodule_search_locations:
+        raise ImportError("onnx is not installed")
+    folder = package.submodule_search_locations[0]
+    candidates = sorted(f for f in os.listdir(folder)
+                        if f.startswith(filename_prefix + ".") and f.endswith((".py", ".so", ".pyd")))
+    if not candidates:
+        raise ImportError(f"{name} not found in {folder}")
+    spec = importlib.util.spec_from_file_location(name, os.path.join(folder, candidates[0]))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def _messages() -> ModuleType:
+    if "onnx" in sys.modules:
+        import onnx
+
+        return onnx.onnx_ml_pb2
+    try:
+        return _load_submodule(_MESSAGES, "onnx_ml_pb2")
+    except Exception:  # noqa: BLE001 - an unexpected onnx layout: the full import always works
+        import onnx
+
+        return onnx.onnx_ml_pb2
+
+
+#: onnx's generated protobuf module: ``messages.ModelProto``, ``messages.TensorProto`` ...
+messages = _messages()
+
+
+def infer_shapes(model, *, strict_mode: bool = False, data_prop: bool = False):
+    """``onnx.shape_inference.infer_shapes`` of a ModelProto, as a new ModelProto."""
+    serialized = model.SerializeToString()
+    try:
+        cpp = _load_submodule(_CPP, "onnx_cpp2py_export")
+        infer = cpp.shape_inference.infer_shapes
+    except Exception:  # noqa: BLE001 - fall back to onnx's own wrapper
+        import onnx.shape_inference
+
+        return onnx.shape_inference.infer_shapes(model, strict_mode=strict_mode, data_prop=data_prop)
+    result = messages.ModelProto()
+    result.ParseFromString(infer(serialized, False, strict_mode, data_prop))
+    return result
+
+
+#: element types whose typed field holds plain values (not bit patterns): the field, by element type name
+_VALUE_FIELDS = {
+    "float32": "float_data", "float64": "double_data", "int64": "int64_data", "int32": "int32_data",
+    "int16": "int32_data", "int8": "int32_data", "uint16": "int32_data", "uint8": "int32_data",
+    "bool": "int32_data", "uint32": "uint64_data", "uint64": "uint64_data",
+}
+
+
+def to_array(tensor) -> np.ndarray:
+    """A TensorProto's data as numpy, as onnx's ``numpy_helper.to_array`` decodes it.
+
+    Raw little-endian bytes and the typed fields of the common types are decoded
+    here; strings, packed sub-byte types and types stored as bit patterns
+    (float16, bfloat16, float8 in ``int32_data``) go to onnx's own decoder.
+    """
+    if not tensor.external_data and not tensor.HasField("segment"):
+        et = from_onnx_code(tensor.data_type)
+        dims = tuple(tensor.dims)
+        if tensor.HasField("raw_data"):
+            if et.numpy is not None and et.bits and et.bits % 8 == 0 and et.name != "string":
+                return np.frombuffer(tensor.raw_data, dtype=et.numpy.newbyteorder("<")).reshape(dims)
+        elif et.name in _VALUE_FIELDS:
+            return np.array(getattr(tensor, _VALUE_FIELDS[et.name]), dtype=et.numpy).reshape(dims)
+    from onnx import numpy_helper
+
+    return numpy_helper.to_array(tensor)
