@@ -309,6 +309,27 @@ def test_save_of_a_hand_built_graph_runs_in_openvino(tmp_path):
     np.testing.assert_allclose(_infer(str(path), feeds)[0], expected, rtol=1e-6, atol=1e-6)
 
 
+def test_attributes_left_at_their_default_are_written_out(tmp_path):
+    # OpenVINO reads a DeformableConvolution without `group` as group 0 and fails; the specification's
+    # default is 1. A node that sets only the required attributes must still run there.
+    g = Graph("deformable")
+    x = g.add_input("x", TensorType("float32", (1, 2, 5, 5)))
+    offsets = g.add_input("offsets", TensorType("float32", (1, 18, 3, 3)))
+    w = g.add_initializer("w", Tensor.from_array(_weights(3, 2, 3, 3)))
+    y = g.op("DeformableConvolution", x, offsets, w, domain="opset1", version=1, name="dc",
+             strides=[1, 1], pads_begin=[0, 0], pads_end=[0, 0], dilations=[1, 1])
+    y.type = TensorType("float32", (1, 3, 3, 3))
+    g.outputs.append(y)
+    model = Model(g, "openvino", {"opset1": 1})
+    path = tmp_path / "dc.xml"
+    opconv.save(model, path)
+    assert 'group="1"' in path.read_text() and 'deformable_group="1"' in path.read_text()
+    feeds = [RNG.standard_normal((1, 2, 5, 5)).astype(np.float32),
+             RNG.uniform(-1.5, 1.5, (1, 18, 3, 3)).astype(np.float32)]
+    expected = opconv.run(opconv.load(path), {"x": feeds[0], "offsets": feeds[1]})
+    np.testing.assert_allclose(_infer(str(path), feeds)[0], next(iter(expected.values())), rtol=1e-5, atol=1e-5)
+
+
 # ---------------------------------------------------------------------------
 # CLI
 # ---------------------------------------------------------------------------

@@ -779,6 +779,11 @@ class _Writer:
             raise self.error(f"{node.label}: IR has no way to omit an input or output that is not the last")
         bodies = [self.body_graph(node, schema, a) for a in node.attrs.values() if a.type == "graph"]
         data = {name: self.encode(node, attr) for name, attr in node.attrs.items() if attr.type != "graph"}
+        # Defaults are written out: readers differ on an absent attribute (OpenVINO reads a missing
+        # DeformableConvolution group as 0, the specification says 1).
+        for a in schema.attributes:
+            if a.name not in data and a.default is not None and a.type != "graph":
+                data[a.name] = self.encode(node, Attr(a.name, a.type, a.default))
         fallback = node.outputs[0].name if node.outputs else node.op
         lid, el = self.layer(node.name or fallback, WRITE_SPELLINGS.get(schema.name, schema.name),
                              data)
