@@ -273,3 +273,25 @@ def test_summarize():
     assert gen.summarize("Gathers slices. Example 1:") == "Gathers slices."
     long = "word " * 100 + "."
     assert len(gen.summarize(long)) <= gen.OP_DOC_LIMIT and gen.summarize(long).endswith("...")
+
+
+def test_deferred_schema_files_are_read_when_an_op_is_missing():
+    from opconv.schemas import DialectSchemas, SchemaError
+
+    def entry(name, version, domain=""):
+        return ({"name": name, "version": version, "domain": domain, "inputs": [], "outputs": []}, "test.json")
+
+    reads = []
+
+    def contrib():
+        reads.append(1)
+        return [entry("Fused", 1, "com.example"), entry("Relu", 3)]
+
+    schemas = DialectSchemas("onnx", raw=[entry("Relu", 1), entry("Relu", 6)], later=[contrib])
+    assert schemas.find("Relu", 5).version == 1 and reads == []
+    assert schemas.find("Fused", 1, "com.example").name == "Fused" and reads == [1]
+    assert [s.version for s in schemas.versions("Relu")] == [1, 3, 6]
+    assert len(schemas) == 4
+    clash = DialectSchemas("onnx", raw=[entry("Relu", 1)], later=[lambda: [entry("Relu", 1)]])
+    with pytest.raises(SchemaError, match="duplicate versions"):
+        clash.find("Missing")

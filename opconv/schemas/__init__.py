@@ -15,9 +15,10 @@ from __future__ import annotations
 import bisect
 import json
 from dataclasses import dataclass, field
+import functools
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from ..errors import SchemaError
 
@@ -183,17 +184,25 @@ class DialectSchemas:
     Entries read from a schema file (``raw``: (JSON entry, file) pairs) are
     parsed the first time their op is asked for: a conversion touches a few
     dozen of the dialect's thousand-odd entries, and parsing them all would
-    cost more than the conversion of a small model.
+    cost more than the conversion of a small model.  Further files (``later``:
+    functions returning such pairs, e.g. ONNX's contrib operators) are read only
+    when an op is not found in the ones read so far, or when every entry is needed.
     """
 
-    def __init__(self, dialect: str, ops: Iterable[OpSchema] = (), *, raw: Iterable[tuple[dict, str]] = ()):
+    def __init__(self, dialect: str, ops: Iterable[OpSchema] = (), *, raw: Iterable[tuple[dict, str]] = (),
+                 later: Iterable[Callable[[], list[tuple[dict, str]]]] = ()):
         self.dialect = dialect
         self._by_name: dict[tuple[str, str], list[OpSchema]] = {}
         self._pending: dict[tuple[str, str], list[tuple[dict, str]]] = {}
-        versions: dict[tuple[str, str], list[int]] = {}
+        self._versions: dict[tuple[str, str], list[int]] = {}
+        self._later = list(later)
         for op in ops:
             self._by_name.setdefault((op.domain, op.name), []).append(op)
-            versions.setdefault((op.domain, op.name), []).append(op.version)
+            self._versions.setdefault((op.domain, op.name), []).append(op.version)
+        self._index(raw, set(self._versions))
+
+    def _index(self, raw: Iterable[tuple[dict, str]], keys: set) -> None:
+        """Index ``raw`` entries (unparsed) and check that no op has a version twice among ``keys``' entries."""
         for entry, where in raw:
             try:
                 key, version = (entry.get("domain", ""), entry["name"]), int(entry["version"])
@@ -201,13 +210,26 @@ class DialectSchemas:
                 name = entry.get("name", "?") if isinstance(entry, dict) else "?"
                 raise SchemaError(f"malformed op entry {name!r}: {e!r}", where=where) from None
             self._pending.setdefault(key, []).append((entry, where))
-            versions.setdefault(key, []).append(version)
-        for key, seen in versions.items():
+            self._versions.setdefault(key, []).append(version)
+            keys.add(key)
+        for key in keys:
+            seen = self._versions[key]
             if len(set(seen)) != len(seen):
                 raise SchemaError(f"duplicate versions of {key[0] or 'ai.onnx'}::{key[1]}: {sorted(seen)}")
-        self._versions = {k: sorted(v) for k, v in versions.items()}
+            seen.sort()
+
+    def _read_later(self) -> bool:
+        """Read the deferred files; False when there were none."""
+        if not self._later:
+            return False
+        loaders, self._later = self._later, []
+        for load in loaders:
+            self._index(load(), set())
+        return True
 
     def _ops(self, key: tuple[str, str]) -> list[OpSchema] | None:
+        if key not in self._versions and self._read_later():
+            return self._ops(key)
         pending = self._pending.pop(key, None)
         if pending is not None:
             parsed = self._by_name.setdefault(key, [])
@@ -216,13 +238,16 @@ class DialectSchemas:
         return self._by_name.get(key)
 
     def __iter__(self):
+        self._read_later()
         for key in sorted(self._versions):
             yield from self._ops(key)
 
     def __len__(self) -> int:
+        self._read_later()
         return sum(len(v) for v in self._versions.values())
 
     def domains(self) -> list[str]:
+        self._read_later()
         return sorted({d for d, _ in self._versions})
 
     def versions(self, name: str, domain: str = "") -> list[OpSchema]:
@@ -259,10 +284,9 @@ def dialect_schemas(dialect: str) -> DialectSchemas:
     """All schemas of ``dialect`` ('onnx', 'openvino' or 'hlo'), loaded once."""
     if dialect not in DIALECT_FILES:
         raise SchemaError(f"unknown dialect {dialect!r}; expected one of {', '.join(DIALECT_FILES)}")
-    raw: list[tuple[dict, str]] = []
-    for filename in DIALECT_FILES[dialect]:
-        raw.extend(_load_file(dialect, filename))
-    return DialectSchemas(dialect, raw=raw)
+    first, *rest = DIALECT_FILES[dialect]
+    return DialectSchemas(dialect, raw=_load_file(dialect, first),
+                          later=[functools.partial(_load_file, dialect, filename) for filename in rest])
 
 
 def lookup(dialect: str, name: str, version: int | None = None, domain: str = "") -> OpSchema:
