@@ -48,7 +48,7 @@ from .. import register
 from ..rewrite import RuleSet, convert_graph
 from ...dialects.openvino.io import ELEMENT_TYPES
 from . import (activations, attention, causal_conv, control_flow, cumulative, dequantize, einsum, elementwise,
-               grids, losses, movement, nn, resize, rnn, scatter, shape)
+               deform_conv, grids, losses, movement, nn, resize, rnn, rotary, scatter, shape)
 from ..fold import fold_constants
 from ..static_inputs import (WEIGHTLESS_BYTES, copy_with_static_inputs, drop_input_defaults, has_unresolved_types,
                              may_fold, with_inferred_types)
@@ -64,7 +64,7 @@ DIALECT = "openvino"
 RULES = RuleSet(elementwise.RULES + nn.RULES + shape.RULES + rnn.RULES + movement.RULES
                 + activations.RULES + attention.RULES + resize.RULES + losses.RULES
                 + cumulative.RULES + grids.RULES + einsum.RULES + scatter.RULES
-                + dequantize.RULES + causal_conv.RULES + control_flow.RULES)
+                + dequantize.RULES + causal_conv.RULES + control_flow.RULES + rotary.RULES + deform_conv.RULES)
 
 
 @register("onnx", "openvino")

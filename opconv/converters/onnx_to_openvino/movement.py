@@ -114,7 +114,9 @@ def _split_lengths(m, dim: int, count: int) -> list[int]:
         if dim % count:
             raise Refuse(f"a dim of {dim} does not split evenly into {count} outputs")
         lengths = [dim // count] * count
-    if any(n <= 0 for n in lengths):
+    # An empty output that nothing reads (Concat drops empty inputs) is left out; a read one cannot exist in opset1.
+    if any(n < 0 or (n == 0 and out is not None and (out.uses or any(out is o for o in m.graph.outputs)))
+           for n, out in zip(lengths, m.root.outputs)) or not any(lengths):
         raise Refuse("a split output would be empty (opset1 has no empty tensors)")
     return lengths
 
@@ -124,10 +126,14 @@ def _split(b, m):
     axis = int(attr(m.root, "axis", 0)) % len(shape)
     outputs = m.root.outputs
     lengths = _split_lengths(m, shape[axis], len(outputs))
-    parts = ov(b, "VariadicSplit", m["x"], b.const(np.asarray(axis, np.int64), "axis"), i64(b, lengths, "lengths"),
-               _outputs=len(lengths))
-    parts = parts if isinstance(parts, list) else [parts]
-    return parts + [None] * (MAX_SPLIT_OUTPUTS - len(parts))
+    kept = [n for n in lengths if n]
+    parts = ov(b, "VariadicSplit", m["x"], b.const(np.asarray(axis, np.int64), "axis"), i64(b, kept, "lengths"),
+               _outputs=len(kept))
+    parts = iter(parts if isinstance(parts, list) else [parts])
+    for i, n in enumerate(lengths):
+        if not n:
+            outputs[i] = None  # unread and empty: no value replaces it
+    return [next(parts) if n else None for n in lengths] + [None] * (MAX_SPLIT_OUTPUTS - len(lengths))
 
 
 def _split_pattern(names):

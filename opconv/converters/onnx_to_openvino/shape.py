@@ -16,6 +16,11 @@ def _reshape(b, m):
     if node.version is not None and node.version < 5:
         shape = np.asarray(attr(node, "shape", []), dtype=np.int64)
     else:
+        out = node.outputs[0].shape
+        if m.constant("shape") is None and out is not None and all(isinstance(d, int) and d > 0 for d in out):
+            # A target computed from shapes that folding resolved only after re-inference: the inferred output
+            # shape is that target.
+            return ov(b, "Reshape", m["x"], i64(b, out, "shape"), special_zero=False)
         shape = np.asarray(const_input(m, "shape", "the target shape"), dtype=np.int64)
     if attr(node, "allowzero", 0) and (shape == 0).any():
         raise Refuse("allowzero=1 with a 0 in the shape (an empty dim) has no special_zero equivalent")
@@ -42,6 +47,8 @@ def _concat(b, m):
     axis = int(attr(m.root, "axis", 0))
     if axis < 0:
         axis += rank_of(inputs[0])
+    # Inputs of static length 0 along the axis (opset1 cannot hold them) add nothing.
+    inputs = [v for v in inputs if v.shape is None or v.shape[axis] != 0] or inputs
     return ov(b, "Concat", *inputs, axis=axis)
 
 
