@@ -48,7 +48,7 @@ from .. import register
 from ..rewrite import RuleSet, convert_graph
 from ...dialects.openvino.io import ELEMENT_TYPES
 from . import (activations, attention, causal_conv, control_flow, cumulative, dequantize, einsum, elementwise,
-               deform_conv, grids, losses, movement, nn, resize, rnn, rotary, scatter, shape)
+               deform_conv, grids, losses, movement, nn, quantize, resize, rnn, rotary, scatter, shape)
 from ..fold import fold_constants
 from ..static_inputs import (WEIGHTLESS_BYTES, copy_with_static_inputs, drop_input_defaults, has_unresolved_types,
                              may_fold, with_inferred_types)
@@ -64,7 +64,8 @@ DIALECT = "openvino"
 RULES = RuleSet(elementwise.RULES + nn.RULES + shape.RULES + rnn.RULES + movement.RULES
                 + activations.RULES + attention.RULES + resize.RULES + losses.RULES
                 + cumulative.RULES + grids.RULES + einsum.RULES + scatter.RULES
-                + dequantize.RULES + causal_conv.RULES + control_flow.RULES + rotary.RULES + deform_conv.RULES)
+                + dequantize.RULES + quantize.RULES + causal_conv.RULES + control_flow.RULES
+                + rotary.RULES + deform_conv.RULES)
 
 
 @register("onnx", "openvino")
@@ -138,9 +139,10 @@ def _identity(b, value: Value) -> Value:
 def infer_port_types(model: Model) -> None:
     """Set every node output's type from one run of opconv's opset1 executor on inputs of ones.
 
-    Convolutions, pooling and MatMul, which dominate a run's time, only
-    compute their output's shape in this run (zeros of the right type and
-    shape): no shape is ever computed from their values.
+    Convolutions, pooling, MatMul, and on float data element-wise ops, Concat,
+    Transpose and Interpolate, which dominate a run's time, only compute their
+    output's shape in this run (zeros of the right type and shape, which take
+    no memory): no shape is ever computed from float values.
     """
 
     graph = model.graph
@@ -237,6 +239,19 @@ def _transpose_shape(ctx, x, order):
     return _zeros(np.transpose(x, [int(i) for i in np.asarray(order).reshape(-1)] or None).shape, x.dtype)
 
 
+def _float_interpolate(kernel):
+    """A shape-only Interpolate on float data (the real ``kernel`` on integers, which may be shapes)."""
+    def shape_only(ctx, x, target_spatial_shape, *, axes, pads_begin=None, pads_end=None, **attrs):
+        x = np.asarray(x)
+        if x.dtype.kind != "f":
+            return kernel(ctx, x, target_spatial_shape, axes=axes, pads_begin=pads_begin, pads_end=pads_end, **attrs)
+        shape = [d + int(b) + int(e) for d, b, e in zip(x.shape, pads_begin or [0] * x.ndim, pads_end or [0] * x.ndim)]
+        for axis, size in zip(axes or [], np.asarray(target_spatial_shape).reshape(-1)):
+            shape[int(axis) % x.ndim] = int(size)
+        return _zeros(shape, x.dtype)
+    return shape_only
+
+
 def _float_elementwise(kernel, data_index: int = 0):
     """A shape-only element-wise kernel on float data (the real ``kernel`` on integers: shapes are integers)."""
     def shape_only(ctx, *inputs, **attrs):
@@ -270,6 +285,8 @@ class _TypeRun:
                 bound.fn = _SHAPE_ONLY[node.op]
             elif node.op in _BINARY_FLOAT_OPS or node.op in _UNARY_FLOAT_OPS:
                 bound.fn = _float_elementwise(bound.fn)
+            elif node.op == "Interpolate":
+                bound.fn = _float_interpolate(bound.fn)
             elif node.op == "BatchNormInference":
                 bound.fn = _float_elementwise(bound.fn, data_index=2)  # opset1 puts the data third
             return bound

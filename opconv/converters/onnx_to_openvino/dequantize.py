@@ -1,10 +1,7 @@
 """DequantizeLinear -> opset1 arithmetic: ``(x - zero_point) * scale`` in the scale's type, with scales and
 zero points per tensor, per axis (1-D), or per block (``block_size``: each repeated over a block along the axis).
 
-QuantizeLinear is not converted: its ``round_half_even(x / scale)`` needs a correctly rounded float32 division,
-and OpenVINO's CPU plugin multiplies by the reciprocal instead, which moved a quotient of -127.49999 (an onnx
-test case) onto the tie -127.5 and rounded it the other way.  Comparing ``x`` with the midpoint's product
-instead still carries one float32 rounding, so a converted model could differ by one quantization step.
+QuantizeLinear is in :mod:`.quantize`: its rounding must not trust OpenVINO's division (within one ulp only).
 """
 
 from __future__ import annotations

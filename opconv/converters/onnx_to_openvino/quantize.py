@@ -1,0 +1,535 @@
+"""QuantizeLinear, DynamicQuantizeLinear, MatMulInteger and ConvInteger -> opset1 arithmetic, exact.
+
+QuantizeLinear is ``saturate(round_half_even(fl(x / scale)) + zero_point)``, ``fl`` the float32 quotient.  opset1
+has no Round, and OpenVINO's CPU plugin divides to within one ulp only (a quotient of -127.49999 became the tie
+-127.5), so the rounding is decided without trusting a division or any rounded operation:
+
+* ``scale`` is normalised to ``sigma`` in [1, 2) by exact power-of-two steps (Select over comparisons), and
+  ``x`` is scaled by the same powers, so ``x / scale = xv / sigma`` with ``S = sigma * 2**23`` an integer.
+* ``n0 = floor(xv / sigma)`` from the approximate division, and ``t = n0 + 1/2``: the only tie that can decide
+  between ``n0`` and ``n0 + 1``.
+* ``N = X - T * S`` (``X = xv * 2**24``, ``T = 2t``) is computed exactly with 12- and 10-bit limbs: every
+  product, sum and floor below has an exactly representable result, so no rounding mode, fused multiply-add
+  or evaluation order can change it.
+* ``fl(x / scale) == t`` when ``|x / scale - t|`` is at most half an ulp of ``t`` (``t``, a half-integer below
+  2**22, has an even significand and wins ties), i.e. ``|N| * 2**24 <= S * 2**floor(log2 |T|)``; then the
+  even one of ``n0``, ``n0 + 1`` is taken; otherwise ``n0 + 1`` when ``N > 0``.
+
+Values are first clamped to ``|x / scale| <= R`` (``R`` a power of two past the output range, which only
+saturation sees), and ``|x / scale| < 1/2`` is set to 0; with ``|T| <= 2R + 1 <= 2**18 + 1`` every limb
+product stays below 2**24.  Assumptions: scales are nonzero normal numbers and inputs are not NaN (the CPU
+plugin flushes subnormals; NaN has no integer value).
+
+DynamicQuantizeLinear's scale ``(max(x, 0) - min(x, 0)) / 255`` is made the correctly rounded float32 quotient
+(:func:`_divided`) before the same rounding.
+
+MatMulInteger / ConvInteger subtract the zero points in float32 and run MatMul / Convolution there, which is
+exact while every partial sum stays below 2**24; larger reductions are refused.  QLinearMatMul / QLinearConv
+do the same, then rescale the exact sums as the reference does: ``rint(sum * m) + y_zero_point`` with
+``m = fl(fl(scale_a * scale_b) / y_scale)`` (float32 or float16) and an exact float64 product.  ``m`` is made
+correctly rounded by exact signs against the midpoints around the approximate quotient, and the rounding by the
+exact sign of ``sum * m - t``, both over base-2**7 digits (:func:`_exact_sign`).
+
+The CPU plugin fuses long element-wise chains into JIT kernels and fails to compile ones this long, so the
+chains are cut by :func:`_fence`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...types import from_onnx_code
+from ._common import Refuse, Rule, attr, const, i64, ov, pattern, rank_of, static_shape
+from .dequantize import _spread
+from .nn import _window
+
+# Integer output types IR v10 can hold whose range fits the exact rounding (|x / scale| <= 2**17).
+QUANTIZED_TYPES = {"uint8": np.uint8, "int8": np.int8, "uint16": np.uint16, "int16": np.int16}
+# Largest integer below which every float32 integer sum is exact.
+EXACT_SUM = 2 ** 24
+
+
+class _F32:
+    """opset1 float32 arithmetic on one builder (numpy broadcasting everywhere)."""
+
+    def __init__(self, b):
+        self.b = b
+
+    def c(self, value):
+        return const(self.b, value, np.float32, "q_const")
+
+    def _binary(self, op, x, y):
+        y = self.c(y) if not hasattr(y, "producer") else y
+        return ov(self.b, op, x, y, auto_broadcast="numpy")
+
+    def add(self, x, y):
+        return self._binary("Add", x, y)
+
+    def sub(self, x, y):
+        return self._binary("Subtract", x, y)
+
+    def mul(self, x, y):
+        return self._binary("Multiply", x, y)
+
+    def div(self, x, y):
+        return self._binary("Divide", x, y)
+
+    def max(self, x, y):
+        return self._binary("Maximum", x, y)
+
+    def min(self, x, y):
+        return self._binary("Minimum", x, y)
+
+    def ge(self, x, y):
+        return self._binary("GreaterEqual", x, y)
+
+    def lt(self, x, y):
+        return self._binary("Less", x, y)
+
+    def le(self, x, y):
+        return self._binary("LessEqual", x, y)
+
+    def gt(self, x, y):
+        return self._binary("Greater", x, y)
+
+    def eq(self, x, y):
+        return self._binary("Equal", x, y)
+
+    def ne(self, x, y):
+        return self._binary("NotEqual", x, y)
+
+    def floor(self, x):
+        return ov(self.b, "Floor", x)
+
+    def abs(self, x):
+        return ov(self.b, "Abs", x)
+
+    def select(self, cond, x, y):
+        x = self.c(x) if not hasattr(x, "producer") else x
+        y = self.c(y) if not hasattr(y, "producer") else y
+        return ov(self.b, "Select", cond, x, y, auto_broadcast="numpy")
+
+    def split(self, v, bits: int):
+        """``(high, low)`` with ``v = high * 2**bits + low`` and ``0 <= low < 2**bits`` (``v`` an integer)."""
+        high = self.floor(self.mul(v, 2.0 ** -bits))
+        return high, self.sub(v, self.mul(high, 2.0 ** bits))
+
+
+def _fence(b, v):
+    """``v`` unchanged, through Unsqueeze + Concat + StridedSlice: a cut in the CPU plugin's fused subgraphs.
+
+    The plugin fuses element-wise chains into JIT kernels ("snippets") and fails to compile one as long as this
+    rounding ("active.size() != reg_pool.size()"); this copy is not optimised away, so the chain is cut.
+    """
+    pair = ov(b, "Concat", *[ov(b, "Unsqueeze", v, i64(b, [0], "fence_axis"))] * 2, axis=0)
+    return ov(b, "StridedSlice", pair, i64(b, [0], "fence_begin"), i64(b, [1], "fence_end"), i64(b, [1], "fence_step"),
+              begin_mask=[0], end_mask=[0], new_axis_mask=[], shrink_axis_mask=[1], ellipsis_mask=[])
+
+
+def _normalise(f: _F32, v):
+    """``sigma`` and ``power`` with ``v = sigma * power`` and ``sigma`` in [1, 2), for a positive normal ``v``.
+
+    Exact: every step multiplies by a power of two.  Returns ``(sigma, down, up, power)``, with ``1 / power``
+    as two factors ``down <= 1 <= up`` (one of them 1) that another value can follow by exact multiplications
+    (``1 / power`` itself may not be a float32).
+    """
+    down, up, power = f.c(1.0), f.c(1.0), f.c(1.0)
+    for k in (64, 32, 16, 8, 4, 2, 1):
+        big = f.ge(v, 2.0 ** k)
+        v = f.mul(v, f.select(big, 2.0 ** -k, 1.0))
+        down = f.select(big, f.mul(down, 2.0 ** -k), down)
+        power = f.select(big, f.mul(power, 2.0 ** k), power)
+        if k in (8, 1):
+            v, down, power = _fence(f.b, v), _fence(f.b, down), _fence(f.b, power)
+    for k in (64, 32, 16, 8, 4, 2, 1):
+        small = f.lt(v, 2.0 ** (1 - k))
+        v = f.mul(v, f.select(small, 2.0 ** k, 1.0))
+        up = f.select(small, f.mul(up, 2.0 ** k), up)
+        power = f.select(small, f.mul(power, 2.0 ** -k), power)
+        if k in (8, 1):
+            v, up, power = _fence(f.b, v), _fence(f.b, up), _fence(f.b, power)
+    return v, down, up, power
+
+
+def round_quotient(b, x, scale, bound: int):
+    """``round_half_even(fl(x / scale))`` as exact float32 integers, saturated beyond ``+-bound`` (<= 2**17).
+
+    ``x`` and ``scale`` are float32 and broadcast; the scale-side work is on ``scale``'s (small) shape.
+    """
+    f = _F32(b)
+    limit = 1 << max(int(bound) + 2, 2).bit_length()  # R: a power of two past the saturation bound
+    if limit > 2 ** 17:
+        raise Refuse(f"a quantization range of {bound} (exact rounding covers 2**17)")
+    x = f.select(f.lt(scale, 0.0), ov(b, "Negative", x), x)  # x / scale == (-x) / |scale|
+    sigma, down, up, _ = _normalise(f, f.abs(scale))
+    xv = f.mul(f.mul(x, down), up)  # x / scale == xv / sigma
+    # |x / scale| < 1/2 rounds to 0; beyond R only saturation matters.  Both clamps are exact.
+    xv = _fence(b, f.select(f.lt(f.abs(xv), 0.5), 0.0, xv))
+    bound_v = f.mul(sigma, float(limit))
+    xv = f.min(f.max(xv, ov(b, "Negative", bound_v)), bound_v)
+    n0 = f.min(f.max(f.floor(f.div(xv, sigma)), float(-limit)), float(limit))
+    n0 = _fence(b, n0)
+    t2 = f.add(f.mul(n0, 2.0), 1.0)                                   # T = 2 * (n0 + 1/2), odd
+    s_int = f.mul(sigma, 2.0 ** 23)                                   # S in [2**23, 2**24)
+    s_hi, s_lo = f.split(s_int, 12)
+    x_hi, x_lo = f.split(f.mul(xv, 2.0 ** 24), 22)                    # X = xv * 2**24, an integer
+    t_hi, t_lo = f.split(t2, 10)
+    # T * S = t_hi*s_hi*2**22 + t_hi*s_lo*2**10 + t_lo*s_hi*2**12 + t_lo*s_lo, each product < 2**22;
+    # every term goes to base-2**22 digits (high, low) so that N = A * 2**22 + B with exact A and B.
+    h2, l2 = f.split(_fence(b, f.mul(t_hi, s_lo)), 12)
+    h3, l3 = f.split(_fence(b, f.mul(t_lo, s_hi)), 10)
+    high = _fence(b, f.sub(f.sub(f.sub(x_hi, f.mul(t_hi, s_hi)), h2), h3))
+    low = _fence(b, f.sub(f.sub(f.sub(x_lo, f.mul(l2, 2.0 ** 10)), f.mul(l3, 2.0 ** 12)), f.mul(t_lo, s_lo)))
+    carry, low = f.split(low, 22)
+    high = f.min(f.max(f.add(high, carry), -2.0), 2.0)  # beyond +-2 the sign is all that matters
+    residual = _fence(b, f.add(f.mul(high, 2.0 ** 22), low))  # N, or its sign when large
+    t_pow, _ = _pow2_floor(f, f.abs(t2), 5)
+    tie = f.le(f.mul(f.abs(residual), 2.0 ** 24), f.mul(s_int, t_pow))
+    above = ov(b, "LogicalAnd", f.gt(residual, 0.0), ov(b, "LogicalNot", tie))
+    half, _ = f.split(n0, 1)
+    odd = f.ne(n0, f.mul(half, 2.0))
+    bump = ov(b, "LogicalOr", above, ov(b, "LogicalAnd", tie, odd))
+    return f.add(n0, f.select(bump, 1.0, 0.0))
+
+
+def _pow2_floor(f: _F32, v, steps: int):
+    """``(2**floor(log2 v), v / that)`` for ``1 <= v < 2**(2**steps)``, exactly."""
+    power = f.c(1.0)
+    for k in reversed([1 << i for i in range(steps)]):
+        big = f.ge(v, 2.0 ** k)
+        v = f.mul(v, f.select(big, 2.0 ** -k, 1.0))
+        power = f.select(big, f.mul(power, 2.0 ** k), power)
+    return power, v
+
+
+def quantize(b, x, scale, zero_point, target: str):
+    """``saturate(round_half_even(fl(x / scale)) + zero_point)`` of ``target`` type (all float32 until the end)."""
+    info = np.iinfo(QUANTIZED_TYPES[target])
+    f = _F32(b)
+    n = round_quotient(b, x, scale, int(info.max) - int(info.min))
+    if zero_point is not None:
+        n = f.add(n, ov(b, "Convert", zero_point, destination_type="float32"))
+    n = f.min(f.max(n, float(info.min)), float(info.max))
+    return ov(b, "Convert", n, destination_type=target)
+
+
+# ---------------------------------------------------------------------------
+# QuantizeLinear
+# ---------------------------------------------------------------------------
+
+def _quantize_linear(b, m):
+    x, scale = m["x"], m["scale"]
+    zero_point = m.values.get("zero_point")
+    if x.dtype != "float32" or scale.dtype != "float32":
+        raise Refuse(f"QuantizeLinear of {x.dtype} by a {scale.dtype} scale (exact rounding is for float32)")
+    wanted = attr(m.root, "output_dtype", 0)
+    if zero_point is not None:
+        target = zero_point.dtype
+    elif wanted:
+        target = from_onnx_code(int(wanted)).name
+    else:
+        target = "uint8"
+    if target not in QUANTIZED_TYPES:
+        raise Refuse(f"QuantizeLinear to {target} (converted: {', '.join(QUANTIZED_TYPES)})")
+    if attr(m.root, "precision", 0):
+        raise Refuse("the precision attribute")
+    rank = rank_of(x)
+    axis, block = int(attr(m.root, "axis", 1)) % max(rank, 1), int(attr(m.root, "block_size", 0))
+    scale = _spread(b, scale, x, axis, block)
+    if zero_point is not None:
+        zero_point = _spread(b, zero_point, x, axis, block)
+    return quantize(b, x, scale, zero_point, target)
+
+
+# ---------------------------------------------------------------------------
+# DynamicQuantizeLinear
+# ---------------------------------------------------------------------------
+
+def _dynamic_quantize_linear(b, m):
+    x = m["x"]
+    if x.dtype != "float32":
+        raise Refuse(f"DynamicQuantizeLinear of {x.dtype}")
+    f = _F32(b)
+    rank = rank_of(x)
+    axes = const(b, list(range(rank)), np.int64, "all_axes")
+    high = f.max(ov(b, "ReduceMax", x, axes, keep_dims=False), 0.0) if rank else f.max(x, 0.0)
+    low = f.min(ov(b, "ReduceMin", x, axes, keep_dims=False), 0.0) if rank else f.min(x, 0.0)
+    spread = f.sub(high, low)
+    spread = f.select(f.eq(spread, 0.0), 1.0, spread)  # all zeros: scale 1/255
+    scale = _divided(f, spread, f.c(255.0))
+    zero_point = quantize(b, ov(b, "Negative", low), scale, None, "uint8")
+    y = quantize(b, x, scale, zero_point, "uint8")
+    return [y, scale, zero_point]
+
+
+# ---------------------------------------------------------------------------
+# MatMulInteger and ConvInteger
+# ---------------------------------------------------------------------------
+
+_INTEGER_OPERANDS = {"uint8", "int8"}
+
+
+def _centred(b, value, zero_point, spread_to=None):
+    """``value - zero_point`` in float32 (exact: 8-bit operands) and the largest magnitude it can reach."""
+    if value.dtype not in _INTEGER_OPERANDS:
+        raise Refuse(f"an operand of {value.dtype}")
+    f = _F32(b)
+    info = np.iinfo(QUANTIZED_TYPES[value.dtype])
+    y = ov(b, "Convert", value, destination_type="float32")
+    if zero_point is None:
+        return y, max(abs(int(info.min)), int(info.max))
+    if zero_point.dtype != value.dtype:
+        raise Refuse(f"a {zero_point.dtype} zero point for a {value.dtype} operand")
+    zp = ov(b, "Convert", zero_point, destination_type="float32")
+    if spread_to is not None:
+        zp = spread_to(zp)
+    return f.sub(y, zp), int(info.max) - int(info.min)
+
+
+def _check_exact(reduction: int, a_range: int, b_range: int, what: str):
+    if reduction * a_range * b_range >= EXACT_SUM:
+        raise Refuse(f"{what} sums {reduction} products of up to {a_range} * {b_range}: float32 is exact only "
+                     f"below 2**24")
+
+
+def _matmul_integer(b, m):
+    a, w = m["a"], m["b"]
+    a_shape = static_shape(a)
+    f_a, range_a = _centred(b, a, m.values.get("a_zero_point"), _row_zero_point(b, m, a_shape))
+    f_b, range_b = _centred(b, w, m.values.get("b_zero_point"))
+    _check_exact(a_shape[-1], range_a, range_b, "MatMulInteger")
+    y = ov(b, "MatMul", f_a, f_b, transpose_a=False, transpose_b=False)
+    return ov(b, "Convert", y, destination_type="int32")
+
+
+def _row_zero_point(b, m, a_shape):
+    """A's zero point is per tensor or per row (its M dimension): a vector becomes a column."""
+    zp = m.values.get("a_zero_point")
+    if zp is None or not static_shape(zp) or static_shape(zp) == (1,) or len(a_shape) < 2:
+        return None
+    return lambda v: ov(b, "Reshape", v, i64(b, [-1, 1], "row_zero_point"), special_zero=False)
+
+
+def _is_vector(value) -> bool:
+    return value is not None and int(np.prod(static_shape(value))) > 1
+
+
+def _channel_column(b, ones: int):
+    """A reshape of a per-output-channel vector to ``[C, 1 (x ones)]``, to broadcast against weights or outputs."""
+    return lambda v: ov(b, "Reshape", v, i64(b, [-1] + [1] * ones, "per_channel"), special_zero=False)
+
+
+def _conv_integer(b, m):
+    x, w = m["x"], m["w"]
+    node = m.root
+    w_shape = static_shape(w)
+    if int(attr(node, "group", 1)) != 1:
+        raise Refuse("grouped ConvInteger")
+    spatial = len(w_shape) - 2
+    kernel = attr(node, "kernel_shape")
+    if kernel is not None and list(kernel) != list(w_shape[2:]):
+        raise Refuse(f"kernel_shape {list(kernel)} differs from the weights' {list(w_shape[2:])}")
+    f_x, range_x = _centred(b, x, m.values.get("x_zero_point"))
+    w_zp = m.values.get("w_zero_point")
+    f_w, range_w = _centred(b, w, w_zp, _channel_column(b, spatial + 1) if _is_vector(w_zp) else None)
+    _check_exact(int(np.prod(w_shape[1:])), range_x, range_w, "ConvInteger")
+    window = _window(node, spatial)
+    window["dilations"] = list(attr(node, "dilations", [1] * spatial))
+    y = ov(b, "Convolution", f_x, f_w, **window)
+    return ov(b, "Convert", y, destination_type="int32")
+
+
+# ---------------------------------------------------------------------------
+# QLinearMatMul and QLinearConv: rint(sum * fl(fl(scale_a * scale_b) / y_scale)) + y_zero_point
+# ---------------------------------------------------------------------------
+# The reference multiplies the exact integer sums by the float32 (or float16) multiplier in float64, an exact
+# product, and rounds half to even.  Both the correctly rounded multiplier and the rounding are decided here
+# by exact signs of ``a - b * c`` over base-2**7 digits (every digit product and sum far below 2**24).
+
+_DIGIT = 7
+
+
+def _limbs(f: _F32, v, count: int):
+    """Base-2**7 limbs of the integer-valued ``v``, lowest first: the lower ones in [0, 128), the top one signed."""
+    limbs = []
+    for _ in range(count - 1):
+        v, low = f.split(v, _DIGIT)
+        limbs.append(low)
+    return limbs + [v]
+
+
+def _exact_sign(f: _F32, a, b_limbs, c_limbs, digits: int):
+    """The sign (-1, 0 or 1, as float32) of ``a - b * c``, exactly: ``a`` integer-valued, ``b``, ``c`` as limbs.
+
+    ``a`` may be huge (its top digit then decides alone); every other intermediate is an integer below 2**20.
+    """
+    a_digits = _limbs(f, a, digits)
+    products: dict[int, object] = {}
+    for i, b_limb in enumerate(b_limbs):
+        for j, c_limb in enumerate(c_limbs):
+            p = f.mul(b_limb, c_limb)
+            products[i + j] = f.add(products[i + j], p) if i + j in products else p
+    assert max(products) < digits
+    v = [f.sub(a_digits[k], products[k]) if k in products else a_digits[k] for k in range(digits)]
+    for k in range(digits - 1):  # carries upward: lower digits end in [0, 128)
+        carry, v[k] = f.split(v[k], _DIGIT)
+        v[k + 1] = f.add(v[k + 1], carry)
+    sign = f.c(0.0)
+    for digit in reversed(v):  # the highest nonzero digit decides
+        own = f.sub(f.select(f.gt(digit, 0.0), 1.0, 0.0), f.select(f.lt(digit, 0.0), 1.0, 0.0))
+        sign = _fence(f.b, f.select(f.eq(sign, 0.0), own, sign))
+    return sign
+
+
+def _divided(f: _F32, p, d):
+    """``fl(p / d)`` for positive normal float32 ``p`` and ``d`` (small tensors): the approximate quotient or a
+    neighbour, chosen by the exact signs of ``p - mu * d`` at the two midpoints ``mu`` around it (a quotient of
+    two float32 is never a midpoint, so there are no ties)."""
+    c = f.div(p, d)
+    sigma_c, c_down, c_up, c_pow = _normalise(f, c)
+    sigma_d, d_down, d_up, _ = _normalise(f, d)
+    ulp_up = f.mul(c_pow, 2.0 ** -23)
+    at_power = f.eq(sigma_c, 1.0)
+    ulp_down = f.select(at_power, f.mul(ulp_up, 0.5), ulp_up)
+    # In units of c_pow * d_pow * 2**-48: p is A, d is Y = sigma_d * 2**23 and a midpoint is M * Y with
+    # M = 4 * sigma_c * 2**23 + 2 (above) or - 2 (below; - 1 at a power of two).
+    a = f.mul(f.mul(f.mul(f.mul(f.mul(p, 2.0 ** 48), c_down), c_up), d_down), d_up)
+    y = _limbs(f, f.mul(sigma_d, 2.0 ** 23), 4)
+    q = [f.mul(limb, 4.0) for limb in _limbs(f, f.mul(sigma_c, 2.0 ** 23), 4)]
+    above = _exact_sign(f, a, [f.add(q[0], 2.0)] + q[1:], y, 8)
+    below = _exact_sign(f, a, [f.sub(q[0], f.select(at_power, 1.0, 2.0))] + q[1:], y, 8)
+    c = f.select(f.gt(above, 0.0), f.add(c, ulp_up), c)
+    return f.select(f.lt(below, 0.0), f.sub(c, ulp_down), c)
+
+
+def _to_float16(f: _F32, v):
+    """``v`` (positive, below float16's largest value) rounded half to even to float16, exactly: 11 significant
+    bits, or a multiple of 2**-24 below 2**-14 (float16's subnormals).
+
+    (A Convert to f16 and back is removed by the CPU plugin, so the rounding is spelled out.)
+    """
+    sigma, _, _, power = _normalise(f, v)
+    subnormal = f.lt(v, 2.0 ** -14)
+    scaled = f.select(subnormal, f.mul(v, 2.0 ** 24), f.mul(sigma, 2.0 ** 10))
+    unit = f.select(subnormal, 2.0 ** -24, f.mul(power, 2.0 ** -10))
+    whole = f.floor(scaled)
+    fraction = f.sub(scaled, whole)
+    half, _ = f.split(whole, 1)
+    odd = f.ne(whole, f.mul(half, 2.0))
+    bump = ov(f.b, "LogicalOr", f.gt(fraction, 0.5), ov(f.b, "LogicalAnd", f.eq(fraction, 0.5), odd))
+    return f.mul(f.add(whole, f.select(bump, 1.0, 0.0)), unit)
+
+
+def _round_product(f: _F32, total, multiplier, offset, limit: int):
+    """``rint(total * multiplier + offset)`` exactly, for integer ``|total| < 2**20``, a positive normal
+    multiplier below 2**23 and an integer ``offset`` (which decides the parity of ties); ``total * multiplier``
+    saturated beyond ``+-limit``."""
+    sigma, down, up, _ = _normalise(f, multiplier)
+    m_limbs = _limbs(f, f.mul(sigma, 2.0 ** 23), 4)
+    n0 = f.floor(f.min(f.max(f.mul(total, multiplier), float(-limit)), float(limit)))
+    t2 = f.add(f.mul(n0, 2.0), 1.0)
+    # total * multiplier against t = T / 2, in units of power * 2**-24: 2 * total * M against T * 2**23 / power.
+    a = f.mul(f.mul(f.mul(t2, 2.0 ** 23), down), up)
+    a = f.min(f.max(a, -2.0 ** 60), 2.0 ** 60)  # far from 2 * total * M (< 2**45): the sign is what counts
+    sign = _exact_sign(f, a, _limbs(f, f.mul(total, 2.0), 3), m_limbs, 8)
+    below = f.add(n0, offset)
+    half, _ = f.split(below, 1)
+    odd = f.ne(below, f.mul(half, 2.0))
+    bump = ov(f.b, "LogicalOr", f.lt(sign, 0.0), ov(f.b, "LogicalAnd", f.eq(sign, 0.0), odd))
+    return f.add(below, f.select(bump, 1.0, 0.0))
+
+
+def _multiplier(f: _F32, scale_a, scale_b, y_scale):
+    """``|fl(fl(scale_a * scale_b) / y_scale)|`` in the scales' type (float32 or float16) as float32, and
+    whether it is negative (scales are nonzero)."""
+    half = scale_a.dtype == "float16"
+    scales = [ov(f.b, "Convert", v, destination_type="float32") if half else v for v in (scale_a, scale_b, y_scale)]
+    signs = [f.lt(v, 0.0) for v in scales]
+    negative = ov(f.b, "NotEqual", ov(f.b, "NotEqual", signs[0], signs[1], auto_broadcast="numpy"), signs[2],
+                  auto_broadcast="numpy")
+    scale_a, scale_b, y_scale = (f.abs(v) for v in scales)
+    product = f.mul(scale_a, scale_b)  # IEEE float32; exact for float16 operands
+    if half:
+        product = _to_float16(f, product)
+    quotient = _divided(f, product, y_scale)
+    # float32 then float16 is an innocuous double rounding (24 >= 2 * 11 + 2 bits).
+    return (_to_float16(f, quotient) if half else quotient), negative
+
+
+def _requantize(b, m, total, reduction: int, ranges, scales, out_zero_point, spread=None):
+    f = _F32(b)
+    if int(reduction) * ranges[0] * ranges[1] >= 2 ** 20:
+        raise Refuse(f"{m.root.op} sums {reduction} products of up to {ranges[0]} * {ranges[1]}: the exact "
+                     f"requantization covers sums below 2**20")
+    dtypes = {v.dtype for v in scales}
+    if len(dtypes) != 1 or not dtypes <= {"float32", "float16"}:
+        raise Refuse(f"{m.root.op} scales of {sorted(map(str, dtypes))}")
+    if out_zero_point.dtype not in _INTEGER_OPERANDS:
+        raise Refuse(f"{m.root.op} to {out_zero_point.dtype}")
+    info = np.iinfo(QUANTIZED_TYPES[out_zero_point.dtype])
+    multiplier, negative = _multiplier(f, *scales)
+    if spread is not None:
+        multiplier, negative = spread(multiplier), spread(negative)
+    total = f.select(negative, ov(b, "Negative", total), total)  # rint(s * -m) = rint(-s * m)
+    # The reference rounds after adding the zero point: its parity decides ties.
+    n = _round_product(f, total, multiplier, ov(b, "Convert", out_zero_point, destination_type="float32"),
+                       int(info.max) - int(info.min) + 2)
+    n = f.min(f.max(n, float(info.min)), float(info.max))
+    return ov(b, "Convert", n, destination_type=out_zero_point.dtype)
+
+
+def _per_tensor(m, *names):
+    for name in names:
+        if int(np.prod(static_shape(m[name]))) != 1:
+            raise Refuse(f"{m.root.op} with a {name} of shape {list(static_shape(m[name]))} (per tensor only)")
+
+
+def _qlinear_matmul(b, m):
+    _per_tensor(m, "a_scale", "a_zero_point", "y_scale", "y_zero_point")
+    a_shape = static_shape(m["a"])
+    f_a, range_a = _centred(b, m["a"], m["a_zero_point"])
+    f_b, range_b = _centred(b, m["b"], m["b_zero_point"])  # b's zero point and scale may be per column
+    total = ov(b, "MatMul", f_a, f_b, transpose_a=False, transpose_b=False)
+    return _requantize(b, m, total, a_shape[-1], (range_a, range_b),
+                       (m["a_scale"], m["b_scale"], m["y_scale"]), m["y_zero_point"])
+
+
+def _qlinear_conv(b, m):
+    _per_tensor(m, "x_scale", "x_zero_point", "y_scale", "y_zero_point")
+    node = m.root
+    w_shape = static_shape(m["w"])
+    if int(attr(node, "group", 1)) != 1:
+        raise Refuse("grouped QLinearConv")
+    spatial = len(w_shape) - 2
+    f_x, range_x = _centred(b, m["x"], m["x_zero_point"])
+    w_zp = m["w_zero_point"]
+    f_w, range_w = _centred(b, m["w"], w_zp, _channel_column(b, spatial + 1) if _is_vector(w_zp) else None)
+    window = _window(node, spatial)
+    window["dilations"] = list(attr(node, "dilations", [1] * spatial))
+    total = ov(b, "Convolution", f_x, f_w, **window)
+    spread = _channel_column(b, spatial) if _is_vector(m["w_scale"]) else None  # against [N, C, spatial...]
+    return _requantize(b, m, total, int(np.prod(w_shape[1:])), (range_x, range_w),
+                       (m["x_scale"], m["w_scale"], m["y_scale"]), m["y_zero_point"], spread)
+
+
+_QLINEAR_MATMUL = ["a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale", "y_zero_point"]
+_QLINEAR_CONV = ["x", "x_scale", "x_zero_point", "w", "w_scale", "w_zero_point", "y_scale", "y_zero_point"]
+
+
+RULES = [
+    Rule("QuantizeLinear-exact-rounding", pattern("QuantizeLinear", ["x", "scale"]), _quantize_linear),
+    Rule("QuantizeLinear-zero-point-exact-rounding", pattern("QuantizeLinear", ["x", "scale", "zero_point"]),
+         _quantize_linear),
+    Rule("DynamicQuantizeLinear-exact-rounding", pattern("DynamicQuantizeLinear", ["x"], _outputs=3),
+         _dynamic_quantize_linear),
+    Rule("MatMulInteger-float32", pattern("MatMulInteger", ["a", "b"]), _matmul_integer),
+    Rule("MatMulInteger-zero-point-float32", pattern("MatMulInteger", ["a", "b", "a_zero_point"]), _matmul_integer),
+    Rule("MatMulInteger-zero-points-float32", pattern("MatMulInteger", ["a", "b", "a_zero_point", "b_zero_point"]),
+         _matmul_integer),
+    Rule("QLinearMatMul-exact-requantization", pattern("QLinearMatMul", _QLINEAR_MATMUL), _qlinear_matmul),
+    Rule("QLinearConv-exact-requantization", pattern("QLinearConv", _QLINEAR_CONV), _qlinear_conv),
+    Rule("ConvInteger-float32", pattern("ConvInteger", ["x", "w"]), _conv_integer),
+    Rule("ConvInteger-zero-point-float32", pattern("ConvInteger", ["x", "w", "x_zero_point"]), _conv_integer),
+    Rule("ConvInteger-zero-points-float32", pattern("ConvInteger", ["x", "w", "x_zero_point", "w_zero_point"]),
+         _conv_integer),
+]

@@ -1,0 +1,219 @@
+"""ONNX quantization ops -> opset1 (QuantizeLinear, DynamicQuantizeLinear, MatMulInteger, ConvInteger).
+
+The converted IR runs in OpenVINO's CPU plugin and in opconv's IR executor and must give, bit for bit, what the
+ONNX formula gives computed here with numpy (``rint(float32(x / scale))``: a correctly rounded float32 quotient,
+ties to even) and what onnxruntime gives.  The inputs include quotients that are exact ties ``k + 1/2`` (which a
+half-up rounding gets wrong), quotients one float32 step either side of a tie, values far beyond both ends of
+the output range, negative values and scales spread over many binades.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import openvino as ov
+import pytest
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
+
+import opconv
+from opconv.errors import ConversionError
+
+INFO = {np.uint8: TensorProto.UINT8, np.int8: TensorProto.INT8, np.uint16: TensorProto.UINT16,
+        np.int16: TensorProto.INT16}
+
+
+def _model(op, inputs: dict, outputs: dict, opset: int = 21, **attrs):
+    """A one-node model over graph inputs ``{name: array}`` with outputs ``{name: (onnx type, shape)}``."""
+    node = helper.make_node(op, list(inputs), list(outputs), **attrs)
+    info = helper.make_tensor_value_info
+    graph = helper.make_graph([node], op.lower(),
+                              [info(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for n, v in inputs.items()],
+                              [info(n, t, s) for n, (t, s) in outputs.items()])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    proto.ir_version = 10
+    return proto
+
+
+def _run_converted(tmp_path, proto, feeds: dict) -> dict:
+    """``{runtime: [outputs]}`` of the converted IR in OpenVINO's CPU plugin and in opconv's executor."""
+    converted = opconv.convert(opconv.load(proto), to="openvino")
+    xml = str(tmp_path / "model.xml")
+    opconv.save(converted, xml)
+    core = ov.Core()
+    compiled = core.compile_model(core.read_model(xml), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    with np.errstate(all="ignore"):
+        mine = list(opconv.run(opconv.load(xml), feeds).values())
+    return {"OpenVINO CPU": list(compiled(feeds).values()), "opconv IR executor": mine}
+
+
+def _onnxruntime(proto, feeds: dict) -> list:
+    return ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def _assert_same(expected, got, who: str, what: str, x=None, scale=None):
+    got = np.asarray(got).astype(expected.dtype)  # OpenVINO reports IR v10 outputs in legacy types
+    bad = np.flatnonzero(got.ravel() != expected.ravel())
+    if bad.size:
+        i = bad[0]
+        where = "" if x is None else f" (x={x.ravel()[i]!r}, scale={np.broadcast_to(scale, x.shape).ravel()[i]!r})"
+        raise AssertionError(f"{who}: {bad.size} of {expected.size} {what} differ, first at {i}: "
+                             f"{got.ravel()[i]} instead of {expected.ravel()[i]}{where}")
+
+
+def _tricky_quotients(rng, scale: np.ndarray, n: int, span: int) -> np.ndarray:
+    """float32 x whose float32 quotient by ``scale`` is a tie k + 1/2, one step either side of it, or random."""
+    k = rng.integers(-span, span, n).astype(np.float64) + 0.5
+    s = np.broadcast_to(scale, (n,)).astype(np.float64)
+    x = (k * s).astype(np.float32)
+    kind = rng.integers(0, 4, n)
+    x = np.where(kind == 1, np.nextafter(x, np.float32(np.inf)), x)
+    x = np.where(kind == 2, np.nextafter(x, np.float32(-np.inf)), x)
+    x = np.where(kind == 3, (rng.uniform(-span, span, n) * s).astype(np.float32), x)
+    return x.astype(np.float32)
+
+
+def _formula(x, scale, zero_point, dtype):
+    info = np.iinfo(dtype)
+    with np.errstate(over="ignore"):
+        q = np.rint((x / scale).astype(np.float32)).astype(np.float64)
+    return np.clip(q + zero_point.astype(np.float64), info.min, info.max).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.uint16, np.int16])
+def test_quantize_linear_ties_and_saturation(tmp_path, dtype):
+    rng = np.random.default_rng(7)
+    info = np.iinfo(dtype)
+    width = int(info.max) - int(info.min)
+    channels = 4
+    # Scales over many binades, one per channel (axis 1); exact ties need scales with short significands.
+    scale = np.ldexp(rng.integers(1, 1 << rng.integers(1, 24), channels).astype(np.float64),
+                     rng.integers(-40, 30, channels)).astype(np.float32)
+    scale[0] = np.float32(0.0196078431372549)  # 1/51: the tie -127.5 of an onnx case is near
+    zero_point = rng.integers(info.min, int(info.max) + 1, channels).astype(dtype)
+    per = 600
+    x = np.stack([_tricky_quotients(rng, scale[c], per, width + 3) for c in range(channels)], axis=1)
+    x[:3] = np.array([3e38, -3e38, 0.0], np.float32)[:, None]  # saturation at both ends, zero
+    x = x.reshape(per // 20, 20, channels).transpose(0, 2, 1).copy()
+    feeds = {"x": x, "scale": scale, "zero_point": zero_point}
+    proto = _model("QuantizeLinear", feeds, {"y": (INFO[dtype], x.shape)}, axis=1)
+    column = (1, channels, 1)
+    expected = _formula(x, scale.reshape(column), zero_point.reshape(column), dtype)
+    with np.errstate(over="ignore"):
+        quotient = (x / scale.reshape(column)).astype(np.float32)
+    ties = quotient == np.floor(quotient) + np.float32(0.5)
+    assert ties.sum() > 100 and np.any(expected == info.min) and np.any(expected == info.max)
+    # The formula is the ONNX one: half-up rounding would differ on the ties (so this test can fail).
+    assert np.any(np.floor(quotient[ties] + 0.5) != np.rint(quotient[ties]))
+    _assert_same(expected, _onnxruntime(proto, feeds)[0], "onnxruntime", "values")
+    for who, got in _run_converted(tmp_path, proto, feeds).items():
+        _assert_same(expected, got[0], who, "values", x, scale.reshape(column))
+
+
+def test_quantize_linear_blocked_per_tensor_and_default_type(tmp_path):
+    rng = np.random.default_rng(3)
+    scale = np.float32(0.75)
+    x = _tricky_quotients(rng, scale, 240, 300).reshape(4, 60)
+    feeds = {"x": x, "scale": np.array(scale)}
+    proto = _model("QuantizeLinear", feeds, {"y": (TensorProto.UINT8, x.shape)})
+    expected = _formula(x, scale, np.zeros((), np.uint8), np.uint8)
+    for who, got in _run_converted(tmp_path, proto, feeds).items():
+        _assert_same(expected, got[0], who, "values", x, scale)
+    # blocked: a scale and zero point per block of 3 along axis 1, signed output chosen by output_dtype
+    block_scale = np.ldexp(rng.integers(1, 64, (4, 20)).astype(np.float64), -3).astype(np.float32)
+    x = (np.repeat(block_scale, 3, axis=1) * (rng.integers(-150, 150, (4, 60)) + 0.5)).astype(np.float32)  # ties
+    feeds = {"x": x, "scale": block_scale}
+    proto = _model("QuantizeLinear", feeds, {"y": (TensorProto.INT8, x.shape)}, axis=1, block_size=3,
+                   output_dtype=TensorProto.INT8)
+    expected = _formula(x, np.repeat(block_scale, 3, axis=1), np.zeros((), np.int8), np.int8)
+    _assert_same(expected, _onnxruntime(proto, feeds)[0], "onnxruntime", "values")
+    for who, got in _run_converted(tmp_path, proto, feeds).items():
+        _assert_same(expected, got[0], who, "values")
+
+
+def test_dynamic_quantize_linear(tmp_path):
+    rng = np.random.default_rng(5)
+    for x in [rng.normal(0, 3, (8, 25)).astype(np.float32),
+              np.abs(rng.normal(0, 1e-3, (200,))).astype(np.float32),       # min 0: zero point 0
+              -np.abs(rng.normal(0, 1e4, (10, 20))).astype(np.float32)]:    # max 0: zero point 255
+        feeds = {"x": x}
+        proto = _model("DynamicQuantizeLinear", feeds, {"y": (TensorProto.UINT8, x.shape),
+                                                        "y_scale": (TensorProto.FLOAT, ()),
+                                                        "y_zero_point": (TensorProto.UINT8, ())}, opset=11)
+        high, low = np.float32(max(x.max(), 0)), np.float32(min(x.min(), 0))
+        scale = np.float32((high - low) / np.float32(255))
+        zero_point = np.clip(np.rint(np.float32(0) - (low / scale).astype(np.float32)), 0, 255)
+        expected = [_formula(x, scale, zero_point, np.uint8), np.array(scale), np.array(zero_point, np.uint8)]
+        for who, got in [("onnxruntime", _onnxruntime(proto, feeds))] + list(_run_converted(tmp_path, proto,
+                                                                                              feeds).items()):
+            for e, g, what in zip(expected, got, ("values", "scales", "zero points")):
+                _assert_same(e, np.asarray(g), who, what)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_matmul_integer_and_conv_integer(tmp_path, dtype):
+    rng = np.random.default_rng(11)
+    info = np.iinfo(dtype)
+    draw = lambda *shape: rng.integers(info.min, int(info.max) + 1, shape).astype(dtype)
+    a, b = draw(3, 5, 64), draw(64, 7)
+    feeds = {"a": a, "b": b, "a_zero_point": draw(), "b_zero_point": draw(7)}  # b's zero point per column
+    proto = _model("MatMulInteger", feeds, {"y": (TensorProto.INT32, (3, 5, 7))}, opset=10)
+    expected = _onnxruntime(proto, feeds)[0]
+    wide = lambda v: v.astype(np.int64)
+    assert np.array_equal(expected, (wide(a) - wide(feeds["a_zero_point"])) @ (wide(b) - wide(feeds["b_zero_point"])))
+    for who, got in _run_converted(tmp_path, proto, feeds).items():
+        _assert_same(expected, got[0], who, "values")
+
+    x, w = draw(2, 3, 9, 9), draw(4, 3, 3, 3)
+    feeds = {"x": x, "w": w, "x_zero_point": draw(), "w_zero_point": draw(4)}
+    proto = _model("ConvInteger", feeds, {"y": (TensorProto.INT32, (2, 4, 5, 5))}, opset=10, pads=[1, 1, 1, 1],
+                   strides=[2, 2])
+    expected = ReferenceEvaluator(proto).run(None, feeds)[0]  # onnxruntime has no per-channel weight zero point
+    for who, got in _run_converted(tmp_path, proto, feeds).items():
+        _assert_same(expected, got[0], who, "values")
+
+
+def test_integer_products_too_long_for_float32_are_refused():
+    a = np.zeros((2, 300), np.uint8)
+    feeds = {"a": a, "b": np.zeros((300, 2), np.uint8), "a_zero_point": np.zeros((), np.uint8)}
+    proto = _model("MatMulInteger", feeds, {"y": (TensorProto.INT32, (2, 2))}, opset=10)
+    with pytest.raises(ConversionError, match="2\\*\\*24"):
+        opconv.convert(opconv.load(proto), to="openvino")
+
+
+@pytest.mark.parametrize("dtype,scale_type", [(np.uint8, np.float32), (np.int8, np.float16)])
+def test_qlinear_matmul_and_conv_requantize_exactly(tmp_path, dtype, scale_type):
+    """QLinearMatMul / QLinearConv against onnx's reference (onnxruntime requantizes in float32, not as specified)."""
+    rng = np.random.default_rng(13)
+    info = np.iinfo(dtype)
+    draw = lambda *shape: rng.integers(info.min, int(info.max) + 1, shape).astype(dtype)
+    wide = lambda v: v.astype(np.int64)
+    # Scales with short significands make many sums land exactly on k + 1/2; random ones test the division.
+    near = lambda zero_point, *shape: np.clip(wide(zero_point) + rng.integers(-9, 10, shape),
+                                              info.min, info.max).astype(dtype)
+    # The second set: scale products below 2**-14 (float16 subnormals) and a negative scale.
+    for scales in [(0.5, rng.integers(1, 8, 12) * 0.5, 1.0),
+                   (rng.uniform(1e-3, 3e-3), rng.uniform(1e-3, 3e-3, 12), -rng.uniform(1e-5, 1e-4))]:
+        a_scale, b_scale, y_scale = (np.asarray(s, scale_type) for s in scales)
+        a_zero_point, b_zero_point = draw(), draw(12)
+        feeds = {"a": near(a_zero_point, 4, 16, 8), "a_scale": a_scale, "a_zero_point": a_zero_point,
+                 "b": near(b_zero_point, 8, 12), "b_scale": b_scale, "b_zero_point": b_zero_point,
+                 "y_scale": y_scale, "y_zero_point": np.asarray(draw() | 1, dtype)}  # odd: rint after adding it
+        proto = _model("QLinearMatMul", feeds, {"y": (INFO[dtype], (4, 16, 12))})
+        expected = ReferenceEvaluator(proto).run(None, feeds)[0]
+        sums = (wide(feeds["a"]) - wide(feeds["a_zero_point"])) @ (wide(feeds["b"]) - wide(feeds["b_zero_point"]))
+        before = sums * (a_scale * b_scale / y_scale).astype(np.float64) + wide(feeds["y_zero_point"])
+        unsaturated = (before > info.min) & (before < info.max)
+        if scales[0] == 0.5:  # ties that half-up rounding would get wrong, and saturation
+            assert np.sum(unsaturated & (np.floor(before + 0.5) != np.rint(before))) >= 5
+            assert np.any(~unsaturated)
+        for who, got in _run_converted(tmp_path, proto, feeds).items():
+            _assert_same(expected, got[0], who, "values")
+
+    feeds = {"x": draw(1, 3, 6, 6), "x_scale": np.asarray(2.0 ** -4, scale_type), "x_zero_point": draw(),
+             "w": draw(4, 3, 2, 2), "w_scale": (rng.integers(1, 8, 4) * 2.0 ** -5).astype(scale_type),
+             "w_zero_point": draw(4), "y_scale": np.asarray(2.0 ** -1, scale_type), "y_zero_point": draw()}
+    proto = _model("QLinearConv", feeds, {"y": (INFO[dtype], (1, 4, 5, 5))})
+    expected = ReferenceEvaluator(proto).run(None, feeds)[0]
+    for who, got in _run_converted(tmp_path, proto, feeds).items():
+        _assert_same(expected, got[0], who, "values")
