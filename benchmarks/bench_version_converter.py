@@ -16,9 +16,9 @@ the issue's reference figure (214 MB), so this is a model of the same size and k
 towards the operators onnx handles slowest.
 
 Both converters do the same work, timed alike: ModelProto in, converted ModelProto out (for opconv
-``opconv.converters.onnx_versions.convert_proto``: load into the graph core, convert, write the
-protobuf, and take its graph apart so its memory is freed inside the call, as onnx's C++ converter frees
-its own).  A full garbage collection runs before each timed call, outside the timing, so that neither
+``opconv.converters.onnx_versions.convert_proto``: load the nodes that change into the graph core,
+convert them, write them back into a copy of the protobuf, and take the partial graph apart so its
+memory is freed inside the call, as onnx's C++ converter frees its own; see docs/version-converter.md).  A full garbage collection runs before each timed call, outside the timing, so that neither
 pays for the other's leftovers.  Two conversions are timed, the converters alternating per round,
 medians reported:
 

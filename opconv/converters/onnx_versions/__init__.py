@@ -2,15 +2,15 @@
 
 ``driver.py`` walks every node through its operator's schema versions;
 ``registry.py`` holds the adapters, which the family modules register beside
-the operators they adapt.  See ``docs/version-converter.md``.
+the operators they adapt; ``proto_path.py`` runs the driver on only the nodes
+that change and writes them back into a copy of the protobuf (the whole model
+goes through the graph core when it cannot).  See ``docs/version-converter.md``.
 """
 
 from __future__ import annotations
 
-import gc
-from contextlib import contextmanager
-
-from . import elementwise, nn, reduce, shape
+from . import elementwise, nn, proto_path, reduce, shape
+from ...ir import quiet_collector
 from .driver import VersionConverter, convert_version
 from .registry import DOWNGRADES, SEMANTIC_CHANGES, UPGRADES, downgrade, semantic_change, upgrade
 
@@ -25,8 +25,6 @@ def convert(model, opset: int, **options):
     """``opconv.convert_version``: load ``model`` (a path, ModelProto or Model, never modified) and convert it."""
     import os
 
-    import onnx
-
     from ...dialects.onnx import io
     from ...ir import Model
 
@@ -40,66 +38,48 @@ def convert(model, opset: int, **options):
         path = model.path
         proto = io.to_proto(model)  # work on a copy: a refused conversion leaves the caller's model intact
         base_dir = os.path.dirname(os.path.abspath(path)) if path else None
-    elif isinstance(model, onnx.ModelProto):
+    elif isinstance(model, io.pb.ModelProto):
         proto, base_dir = model, None
     else:
         path = os.fspath(model)
-        proto = onnx.ModelProto()
+        proto = io.pb.ModelProto()
         try:
             proto.ParseFromString(io.read_model_file(path))
         except Exception as e:  # noqa: BLE001 - any parse failure is an unreadable model
             from ...errors import ModelReadError
             raise ModelReadError(f"not a valid ONNX protobuf ({e})", where=path) from None
         base_dir = os.path.dirname(os.path.abspath(path))
-    with _quiet_collector():
+    with quiet_collector():
+        fast = proto_path.convert(proto, int(opset), base_dir)
+        if fast is not None:
+            loaded = io.load(fast, base_dir=base_dir)
+            loaded.path = path
+            return loaded
         loaded = io.load(proto, base_dir=base_dir)
         loaded.path = path
         converted = convert_version(loaded, int(opset), source_proto=proto)
-        _to_old_generation()
         return converted
 
 
 def convert_proto(proto, opset: int):
     """ModelProto in, ModelProto out (``proto`` is not modified), like ``onnx.version_converter``.
 
-    The graph-core copy lives only inside the call: it is taken apart at the end, so that its
-    memory returns at once instead of waiting for the cyclic collector's next full pass.
+    The protobuf path first; else the whole model in the graph core.  The graph-core copy lives
+    only inside the call: it is taken apart at the end, so that its memory returns at once
+    instead of waiting for the cyclic collector's next full pass.
     """
     from ...dialects.onnx import io
 
-    with _quiet_collector():
+    with quiet_collector():
+        converted = proto_path.convert(proto, int(opset))
+        if converted is not None:
+            return converted
         model = io.load(proto)
         try:
             convert_version(model, int(opset), source_proto=proto)
             return io.to_proto(model)
         finally:
             _dispose(model)
-
-
-@contextmanager
-def _quiet_collector():
-    # Loading and converting create many small objects and free none: the cyclic collector would
-    # walk the whole graph again and again for nothing (a third of the time on 20,000 nodes).
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
-
-
-def _to_old_generation() -> None:
-    """File the objects just built (the converted model) with the long-lived ones.
-
-    Left in the youngest generation, the model's hundreds of thousands of objects would all be
-    traversed by the first collection after the collector is back on, although they are
-    meant to live on.  Skipped when the program froze objects itself (``gc.freeze``), since
-    ``gc.unfreeze`` would release those too.
-    """
-    if gc.get_freeze_count() == 0:
-        gc.freeze()
-        gc.unfreeze()
 
 
 def _dispose(model) -> None:

@@ -26,7 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ...errors import ConversionError, OpconvError
-from ...ir import Attr, Graph, Model, Node, Value, infer_attr
+from ...ir import Attr, Graph, Model, Node, Tensor, Value, infer_attr
 from ...schemas import OpSchema, dialect_schemas
 from ...types import TensorType, element_type, from_numpy, type_signature
 from ..rewrite import Refuse, constant_value
@@ -55,6 +55,12 @@ def _upgrade_steps(op: str) -> tuple[int, ...]:
     """The versions an upgrade of ``op`` stops at: its schemas' and any registered in between."""
     registered = {v for (name, v) in UPGRADES if name == op}
     return tuple(sorted({s.version for s in schemas(op)} | registered))
+
+
+@lru_cache(maxsize=None)
+def newest_opset() -> int:
+    """The newest ai.onnx opset the schemas (this onnx) define."""
+    return max(s.version for s in dialect_schemas("onnx") if s.domain == "")
 
 
 @lru_cache(maxsize=None)
@@ -124,6 +130,10 @@ def _plain_step(op: str, have: OpSchema, new: OpSchema | None, version: int, ada
     return cover if up else cover and step_plan(op, new.version, have.version).types_cover
 
 
+def _has_subgraph(graph: Graph) -> bool:
+    return any(a.type in _GRAPH_KINDS for n in graph.nodes for a in n.attrs.values())
+
+
 def _all_nodes(graph: Graph) -> list[Node]:
     """``graph.walk()`` as a list, without a generator step per node of a graph free of subgraphs."""
     if any(a.type in _GRAPH_KINDS or isinstance(a.value, Graph) for n in graph.nodes for a in n.attrs.values()):
@@ -143,15 +153,114 @@ def _passes_plainly(node: Node, plan: "StepPlan") -> bool:
             or None in inputs:
         return False
     if attrs:
-        new_attrs = plan.new_attrs
+        kinds = plan.plain_kinds
         for name, attr in attrs.items():
-            spec = new_attrs.get(name)
-            if spec is None or spec.type != attr.type or spec.allowed is not None:
+            if kinds.get(name) != attr.type:
                 return False
     for name in plan.required:
         if name not in attrs:
             return False
     return True
+
+
+@lru_cache(maxsize=None)
+def unchanged_form(op: str, source: int, target: int, inputs: tuple, outputs: int, attrs: tuple):
+    """Whether :meth:`VersionConverter.advance` leaves every node of this form exactly as it is.
+
+    A node's form is what the driver's decisions depend on short of attribute values and operand
+    types: its op, which inputs are given (``inputs``: True, or False for an omitted one), how many
+    outputs it lists and its attributes' ``(name, kind)``.  Returns None when a node of this form
+    may change or be refused (it needs the converter), else the versions of the schemas whose type
+    constraints its operand types must meet for it to pass unchanged (empty: whatever its types).
+    """
+    if not schemas(op):
+        return None
+    names = frozenset(name for name, _ in attrs)
+    type_checks: list[int] = []
+    current = source
+    while True:
+        up = current < target
+        try:
+            step = _next_step(op, current, target, up)
+        except Refuse:
+            return None
+        if step is None:
+            return tuple(type_checks)
+        version, have, new, adapter, plain = step
+        if plain is None or not _form_passes_plainly(plain, inputs, outputs, attrs, names):
+            if adapter is not None or new is None:
+                return None
+            if not _generic_keeps_form(op, have, new, up, inputs, outputs, attrs, names, type_checks):
+                return None
+        current = version
+
+
+def _form_passes_plainly(plan: "StepPlan", inputs: tuple, outputs: int, attrs: tuple, names: frozenset) -> bool:
+    """:func:`_passes_plainly` for a node form."""
+    new = plan.new
+    if not new.min_inputs <= len(inputs) <= new.max_inputs or outputs > new.max_outputs or not all(inputs):
+        return False
+    kinds = plan.plain_kinds
+    for name, kind in attrs:
+        if kinds.get(name) != kind:
+            return False
+    return all(name in names for name in plan.required)
+
+
+def _generic_keeps_form(op: str, have: OpSchema, new: OpSchema, up: bool, inputs: tuple, outputs: int,
+                        attrs: tuple, names: frozenset, type_checks: list) -> bool:
+    """Whether :meth:`VersionConverter.generic` leaves a node of this form alone (see ``unchanged_form``).
+
+    Any attribute it would drop, add or question, any arity it would trim or refuse, and axes it
+    would normalise count as a change; type sets that do not cover the old ones add ``new``'s
+    version to ``type_checks`` (the node passes if its operand types fit, as :func:`fix_types` decides).
+    """
+    if have is new:
+        return True
+    if SEMANTIC_CHANGES.get((op, max(have.version, new.version))):
+        return False
+    plan = step_plan(op, have.version, new.version)
+    kinds = plan.plain_kinds
+    for name, kind in attrs:
+        if kinds.get(name) != kind:
+            return False
+    if any(name not in names for name, _, _ in plan.changed_defaults) or \
+            any(name not in names for name in plan.required):
+        return False
+    given = _trimmed(list(inputs))
+    if not new.min_inputs <= len(given) <= new.max_inputs or outputs > new.max_outputs:
+        return False
+    for i, present in enumerate(given):
+        p = _param_at(new.inputs, i)
+        if not present and p is not None and p.option == "single":
+            return False
+    if not up and have.version == 11 and names & {"axis", "axes"}:
+        return False
+    if not plan.types_cover:
+        type_checks.append(new.version)
+    return True
+
+
+@lru_cache(maxsize=None)
+def types_fit(op: str, type_checks: tuple, input_types: tuple, output_types: tuple) -> bool:
+    """Whether operands of these type signatures (None: unknown) meet ``op``'s schemas of ``type_checks``."""
+    by_version = {s.version: s for s in schemas(op)}
+    return not any(misfits(by_version[v], input_types, output_types) for v in type_checks)
+
+
+def misfits(schema: OpSchema, input_types, output_types) -> dict[str, str]:
+    """Type constraint -> the first operand type signature ``schema`` does not accept under it."""
+    bad: dict[str, str] = {}
+    for params, sigs in ((schema.inputs, input_types), (schema.outputs, output_types)):
+        for i, sig in enumerate(sigs):
+            p = _param_at(params, i)
+            if sig is None or p is None:
+                continue
+            allowed = schema.allowed_types(p)
+            if allowed is None or sig in allowed:
+                continue
+            bad.setdefault(p.type, sig)
+    return bad
 
 
 def _same_signature(a: OpSchema, b: OpSchema) -> bool:
@@ -182,6 +291,8 @@ class Problem:
 
 class Context:
     """What an adapter sees: the node's graph, helpers to build and read values, and type knowledge."""
+
+    __slots__ = ("converter", "graph", "node", "version", "created", "replaced")
 
     def __init__(self, converter: "VersionConverter", graph: Graph, node: Node, version: int):
         self.converter = converter
@@ -229,11 +340,15 @@ class Context:
 
     def const(self, array, name: str = "const") -> Value:
         array = np.asarray(array)
-        if id(self.graph) in self.converter.function_graphs:  # a function body has no initializers
+        graph = self.graph
+        if id(graph) in self.converter.function_graphs:  # a function body has no initializers
             out = self.op("Constant", value=array)
             out.type = TensorType(element_type_of(array), array.shape)
             return out
-        return self.graph.const(array, f"{self.node.name or self.node.op}_{name}")
+        # Graph.const, without working out again what the array already knows
+        unique = graph.unique_name(f"{self.node.name or self.node.op}_{name}")
+        return graph.add_initializer(unique, Tensor(element_type_of(array), array.shape, array=array,
+                                                    nbytes=array.nbytes))
 
     def cast(self, value: Value, dtype: str) -> Value:
         out = self.op("Cast", value, to=element_type(dtype).onnx)
@@ -311,7 +426,8 @@ class Context:
 class VersionConverter:
     """One conversion: the target, direction, and the problems found so far."""
 
-    def __init__(self, model: Model, target: int, source_proto=None):
+    def __init__(self, model: Model, target: int, source_proto=None, inferred: dict | None = None,
+                 may_infer: bool | None = None):
         self.model = model
         self.source_proto = source_proto  # the model as a ModelProto, when the caller has one (for inference)
         self.source = model.opsets.get("", model.opsets.get("ai.onnx", 1))
@@ -320,7 +436,10 @@ class VersionConverter:
         self.problems: list[Problem] = []
         self.function_graphs = {id(f.graph) for f in model.functions}
         self.changed: set[Graph] = set()  # graphs whose node list needs the final clean-up and sort
-        self.inferred: dict = {}  # value name -> inferred onnx.TypeProto
+        self.inferred: dict | None = {}  # value name -> inferred onnx.TypeProto (None: not run yet)
+        self.given_types = inferred  # shape inference already run by the caller (its result, as infer_types')
+        self.may_infer = may_infer  # whether adapters may read inferred types (None: decide from the nodes)
+        self._nested = False  # whether the model has subgraphs, whose types inference collects too
         self._reader = None
 
     def type_of(self, value: Value | None):
@@ -328,7 +447,11 @@ class VersionConverter:
         if value is None:
             return None
         t = value.type
-        if (t is None or (isinstance(t, TensorType) and t.shape is None)) and value.name in self.inferred:
+        if t is not None and not (isinstance(t, TensorType) and t.shape is None):
+            return t
+        if self.inferred is None:  # first need: run it now, on the source (which conversion leaves alone)
+            self.inferred = infer_types(self.model, self.source_proto, nested=self._nested)
+        if value.name in self.inferred:
             if self._reader is None:
                 from ...dialects.onnx.io import _Reader
                 self._reader = _Reader(None, None)
@@ -338,14 +461,19 @@ class VersionConverter:
     # -- driving --------------------------------------------------------------
     def run(self) -> None:
         if self.source != self.target:
-            if not self.up or any(n.op in UPGRADE_NEEDS_TYPES for n in _all_nodes(self.model.graph)):
-                self.inferred = infer_types(self.model, self.source_proto)
+            may_infer = self.may_infer
+            if may_infer is None:
+                may_infer = not self.up or any(n.op in UPGRADE_NEEDS_TYPES for n in _all_nodes(self.model.graph))
+            if self.given_types is not None:
+                self.inferred = self.given_types
+            elif may_infer:
+                # From the caller's protobuf, inference waits until an adapter asks for a type.
+                self._nested = _has_subgraph(self.model.graph)
+                self.inferred = None if self.source_proto is not None else infer_types(self.model)
             self.graph(self.model.graph, "")
             for f in self._functions():
                 self.graph(f.graph, f"function {f.name!r}: ")
-        for graph in self.changed:
-            graph.nodes = [n for n in graph.nodes if n.graph is graph]
-            graph.topological_sort()
+        self.tidy()
         if self.problems:
             where = self.model.path
             raise ConversionError(
@@ -353,11 +481,17 @@ class VersionConverter:
                 f"{self.target}: " + " | ".join(str(p) for p in self.problems), self.problems, where=where)
         self.finish()
 
+    def tidy(self) -> None:
+        """Drop the nodes adapters replaced, and order each graph that changed topologically again."""
+        for graph in self.changed:
+            graph.nodes = [n for n in graph.nodes if n.graph is graph]
+            graph.topological_sort()
+
     def graph(self, graph: Graph, where: str) -> None:
         for node in list(graph.nodes):
             if node.graph is not graph:
                 continue
-            if any(a.type in _GRAPH_KINDS for a in node.attrs.values()):
+            if node.attrs and any(a.type in _GRAPH_KINDS for a in node.attrs.values()):
                 for name, sub in _subgraphs(node):
                     self.graph(sub, f"{where}{node.label} / {name}: ")
             if node.domain in _ONNX_DOMAINS:
@@ -471,15 +605,18 @@ class VersionConverter:
                     raise Refuse(f"attribute {name!r} is required by {node.op}-{new.version}")
 
     def arity(self, node: Node, have: OpSchema, new: OpSchema) -> None:
-        inputs = _trimmed(node.inputs)
+        inputs = node.inputs
+        if None in inputs:
+            inputs = _trimmed(inputs)
         if len(inputs) > new.max_inputs:
             extra = _param_at(have.inputs, new.max_inputs)
             raise Refuse(f"input {extra.name if extra else new.max_inputs!r} does not exist in "
                          f"{node.op}-{new.version}")
-        for i, v in enumerate(inputs):
-            p = _param_at(new.inputs, i)
-            if v is None and p is not None and p.option == "single":
-                raise Refuse(f"input {p.name!r} is required by {node.op}-{new.version}")
+        if None in inputs:
+            for i, v in enumerate(inputs):
+                p = _param_at(new.inputs, i)
+                if v is None and p is not None and p.option == "single":
+                    raise Refuse(f"input {p.name!r} is required by {node.op}-{new.version}")
         if len(inputs) < new.min_inputs:
             raise Refuse(f"{node.op}-{new.version} needs at least {new.min_inputs} inputs")
         # Outputs the older version lacks may go when nothing reads them.
@@ -522,6 +659,7 @@ class StepPlan:
     changed_defaults: tuple  # (name, type, default): a default that differs in ``new``, numeric ones
     required: tuple  # attributes ``new`` requires
     types_cover: bool  # every operand type ``have`` accepts, ``new`` accepts too
+    plain_kinds: dict  # name -> kind of ``new``'s attributes that accept any value of their kind
 
 
 @lru_cache(maxsize=None)
@@ -543,11 +681,18 @@ def step_plan(op: str, have_version: int, new_version: int) -> StepPlan:
             a, b = have.allowed_types(ph), new.allowed_types(pn)
             if a is None or b is None or not set(a) <= set(b):
                 cover = False
-    return StepPlan(have, new, new_attrs, changed, required, cover)
+    plain_kinds = {a.name: a.type for a in new.attributes if a.allowed is None}
+    return StepPlan(have, new, new_attrs, changed, required, cover, plain_kinds)
 
 
 def element_type_of(array: np.ndarray) -> str:
-    return from_numpy(array.dtype).name
+    name = _ELEMENT_NAMES.get(array.dtype)
+    if name is None:
+        name = _ELEMENT_NAMES[array.dtype] = from_numpy(array.dtype).name
+    return name
+
+
+_ELEMENT_NAMES: dict = {}  # numpy dtype -> element type name
 
 
 def self_graph_outputs(node: Node) -> list[Value]:
@@ -604,17 +749,10 @@ def normalize_negative_axes(ctx: Context, node: Node) -> None:
 
 def fix_types(ctx: Context, node: Node, schema: OpSchema, *, may_cast: bool) -> None:
     """Make the node's operand types legal in ``schema``: wider-type Casts on downgrade, else refuse."""
-    bad: dict[str, str] = {}  # constraint -> offending type signature
-    for params, values in ((schema.inputs, node.inputs), (schema.outputs, node.outputs)):
-        for i, v in enumerate(values):
-            p = _param_at(params, i)
-            if v is None or p is None:
-                continue
-            allowed = schema.allowed_types(p)
-            sig = type_signature(ctx.converter.type_of(v))
-            if allowed is None or sig is None or sig in allowed:
-                continue
-            bad.setdefault(p.type, sig)
+    type_of = ctx.converter.type_of
+    bad = misfits(schema, *([None if v is None or _param_at(params, i) is None else type_signature(type_of(v))
+                             for i, v in enumerate(values)]
+                            for params, values in ((schema.inputs, node.inputs), (schema.outputs, node.outputs))))
     if not bad:
         return
     label = ", ".join(f"{sig}" for sig in bad.values())
@@ -655,30 +793,30 @@ def node_dtype(ctx: Context, node: Node, schema: OpSchema, constraint: str) -> s
     return None
 
 
-def infer_types(model: Model, proto=None) -> dict:
+def infer_types(model: Model | None, proto=None, nested: bool | None = None) -> dict:
     """ONNX shape inference, run once on the model as given: {value name: TypeProto}.
 
     Types are converted when an adapter asks for one (:meth:`VersionConverter.type_of`), not
-    for every value of a big graph.
+    for every value of a big graph.  ``nested``: whether subgraphs' types are wanted too (None:
+    whether ``model`` has any); ``model`` None: ``proto`` alone, a graph without subgraphs.
     """
-    import onnx
-
     from ...dialects.onnx.io import to_proto
+    from ...dialects.onnx.proto import infer_shapes
 
     try:
-        inferred = onnx.shape_inference.infer_shapes(proto if proto is not None else to_proto(model),
-                                                     data_prop=True)
+        inferred = infer_shapes(proto if proto is not None else to_proto(model), data_prop=True)
     except Exception:  # noqa: BLE001 - inference is best effort; adapters refuse without types
         return {}
     found: dict = {}
-    nested = any(a.type in _GRAPH_KINDS for n in model.graph.nodes for a in n.attrs.values())
+    if nested is None:
+        nested = model is not None and _has_subgraph(model.graph)
     _collect_types(inferred.graph, found, nested)
     return found
 
 
 def _collect_types(graph, found: dict, nested: bool = True) -> None:
     for infos in (graph.value_info, graph.input, graph.output):
-        for vi in infos:
+        for vi in infos[:]:  # a slice of a upb repeated field is read at C speed, the field itself is not
             found.setdefault(vi.name, vi.type)
     if not nested:  # no node holds a subgraph: skip reading every node's attributes
         return
@@ -704,7 +842,7 @@ def convert_version(model: Model, opset: int, *, source_proto=None) -> Model:
     """Convert ``model`` (modified in place: pass a copy) to ai.onnx ``opset``."""
     if model.dialect != "onnx":
         raise ConversionError(f"version conversion needs an ONNX model, not {model.dialect}", where=model.path)
-    newest = max(s.version for s in dialect_schemas("onnx") if s.domain == "")
+    newest = newest_opset()
     if not 1 <= opset <= newest:
         raise ConversionError(f"opset {opset} is outside 1..{newest}, the ai.onnx opsets this onnx defines",
                               where=model.path)

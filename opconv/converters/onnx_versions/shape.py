@@ -8,8 +8,8 @@ since an attribute cannot hold a value computed at run time.
 from __future__ import annotations
 
 import numpy as np
-import onnx
 
+from ...dialects.onnx.proto import messages as pb
 from ...ir import Attr
 from ..rewrite import Refuse
 from .registry import downgrade, needs_types, upgrade
@@ -266,14 +266,14 @@ def concat_explicit_axis(ctx, node):
         ctx.set_attr(node, "axis", 1)  # Concat-1's documented default
 
 
-_TYPE_NAMES = {v: k for k, v in onnx.TensorProto.DataType.items()}
+_TYPE_NAMES = {v: k for k, v in pb.TensorProto.DataType.items()}
 
 
 @upgrade("Cast", 6)
 def cast_type_name_to_code(ctx, node):
     name = ctx.pop_attr(node, "to")
     name = name.decode() if isinstance(name, bytes) else name
-    codes = dict(onnx.TensorProto.DataType.items())
+    codes = dict(pb.TensorProto.DataType.items())
     if name.upper() not in codes:
         raise Refuse(f"unknown type name {name!r}")
     ctx.set_attr(node, "to", int(codes[name.upper()]))
@@ -399,7 +399,7 @@ def scatter_elements_to_scatter(ctx, node):
     ctx.replace(node, [ctx.op("Scatter", *node.inputs, axis=axis)])
 
 
-_FNUZ = (onnx.TensorProto.FLOAT8E4M3FNUZ, onnx.TensorProto.FLOAT8E5M2FNUZ)
+_FNUZ = (pb.TensorProto.FLOAT8E4M3FNUZ, pb.TensorProto.FLOAT8E5M2FNUZ)
 
 
 @downgrade(("Cast", "CastLike"), 24)

@@ -84,6 +84,16 @@ def load(source: str | os.PathLike | bytes | pb.ModelProto, *, base_dir: str | N
         raise ModelReadError(f"malformed ONNX model: {e}", where=where) from None
 
 
+def keep_node_extras(node: Node, p: pb.NodeProto) -> None:
+    """Keep the NodeProto fields opconv does not interpret in ``node.meta``, for the writer to put back."""
+    if p.overload:
+        node.meta["overload"] = p.overload
+    if p.metadata_props:
+        node.meta["metadata_props"] = {m.key: m.value for m in p.metadata_props}
+    if p.device_configurations:
+        node.meta["device_configurations"] = [d.SerializeToString() for d in p.device_configurations]
+
+
 class _Reader:
     def __init__(self, base_dir: str | None, where: str | None):
         self.base_dir = base_dir
@@ -163,12 +173,8 @@ class _Reader:
                 attrs = node.attrs
                 for ap in np_.attribute:
                     attrs[ap.name] = self.attr(ap, opsets, g, local)
-            if np_.overload:
-                node.meta["overload"] = np_.overload
-            if np_.metadata_props:
-                node.meta["metadata_props"] = {m.key: m.value for m in np_.metadata_props}
-            if np_.device_configurations:
-                node.meta["device_configurations"] = [d.SerializeToString() for d in np_.device_configurations]
+            if np_.overload or np_.metadata_props or np_.device_configurations:
+                keep_node_extras(node, np_)
         for vi in p.value_info:
             v = local.lookup_here(vi.name)
             if v is not None:
