@@ -81,7 +81,8 @@ def test_shape_inference_matches_onnx():
 
 
 def test_conversion_leaves_onnx_unimported_and_classes_shared(tmp_path):
-    """A fresh `opconv onnx-to-ir` never runs onnx/__init__.py; importing onnx afterwards reuses the classes."""
+    """A fresh `opconv onnx-to-ir` never runs onnx/__init__.py; importing onnx afterwards reuses the classes
+    and finds them as attributes of the package, as after a normal import."""
     script = f"""
 import sys
 sys.path.insert(0, {ROOT!r})
@@ -93,6 +94,9 @@ assert "onnx" not in sys.modules and "onnx.helper" not in sys.modules, sorted(m 
 from opconv.dialects.onnx.proto import messages
 import onnx
 assert onnx.ModelProto is messages.ModelProto
+assert onnx.onnx_ml_pb2 is messages and onnx.onnx_cpp2py_export is sys.modules["onnx.onnx_cpp2py_export"]
+from onnx import checker, helper, numpy_helper  # onnx's own modules work on the shared classes
+checker.check_model(onnx.load({os.path.join(ROOT, "fixtures", "cnn.onnx")!r}))
 assert onnx.load({os.path.join(ROOT, "fixtures", "cnn.onnx")!r}).graph.node
 print("ok")
 """

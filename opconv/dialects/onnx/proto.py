@@ -11,13 +11,15 @@ tensors stored as raw little-endian bytes.
 When onnx is not imported yet, its two modules are loaded from their files under
 their own dotted names, so that a later ``import onnx`` finds them in
 ``sys.modules`` and uses them (one set of message classes per process, whatever
-the order).  Anything unusual (another onnx layout, a failing load) falls back to
+the order); :class:`_BindWhenImported` then makes them attributes of the package,
+as a normal import would.  Anything unusual (another onnx layout, a failing load) falls back to
 ``import onnx``.  Rarer needs (typed data fields, packed 4-bit data, helper
 functions) import onnx proper where they are used.
 """
 
 from __future__ import annotations
 
+import importlib.abc
 import importlib.util
 import os
 import sys
@@ -51,7 +53,38 @@ def _load_submodule(name: str, filename_prefix: str) -> ModuleType:
     except BaseException:
         del sys.modules[name]
         raise
+    if not any(isinstance(f, _BindWhenImported) for f in sys.meta_path):
+        sys.meta_path.insert(0, _BindWhenImported())
     return module
+
+
+class _BindWhenImported(importlib.abc.MetaPathFinder):
+    """Make the submodules loaded above attributes of the onnx package once something imports it.
+
+    A normal import sets ``onnx.onnx_ml_pb2`` on the package; a submodule that was in
+    ``sys.modules`` before its package was imported is found there, but not bound as an
+    attribute.  This finder takes part in the import of ``onnx`` only: it lets the other
+    finders locate the package, binds the submodules after the package has run, and leaves.
+    """
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "onnx":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        run_package = spec.loader.exec_module
+
+        def exec_module(module):
+            run_package(module)
+            for full in (_MESSAGES, _CPP):
+                child = full.rpartition(".")[2]
+                if full in sys.modules and not hasattr(module, child):
+                    setattr(module, child, sys.modules[full])
+
+        spec.loader.exec_module = exec_module
+        return spec
 
 
 def _messages() -> ModuleType:
