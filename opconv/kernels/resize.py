@@ -341,3 +341,50 @@ def resize_output_shape(
         full_scales[axis] = common
         out[axis] = int(np.floor(np.float32(input_shape[axis]) * common + np.float32(0.5)))
     return out, full_scales
+
+
+def onnx_resize_geometry(
+    input_shape: Sequence[int],
+    scales=None,
+    sizes=None,
+    axes: Sequence[int] | None = None,
+    keep_aspect_ratio_policy: str = "stretch",
+    roi=None,
+    transform: str = "half_pixel",
+) -> tuple[list[int], list[float], list[tuple[float, float]] | None, list[float] | None]:
+    """What ONNX Resize-11..19 derives from its inputs before resampling, full rank:
+    ``(output shape, scales, roi, lengths)``.
+
+    ``roi`` (``2 * len(axes)`` values, starts then ends) counts only for ``tf_crop_and_resize``
+    (else None).  ``lengths``: the unrounded ``size * scale`` the coordinate transforms divide by
+    when the output size comes from scales, as the specification reads (onnxruntime uses the
+    rounded output size); None from sizes.
+    """
+    rank = len(input_shape)
+    axes = list(range(rank)) if axes is None else [int(a) % rank for a in axes]
+    shape, full_scales = resize_output_shape(
+        input_shape, None if scales is None else np.asarray(scales, np.float32).reshape(-1).tolist(),
+        None if sizes is None else np.asarray(sizes, np.int64).reshape(-1).tolist(), axes, keep_aspect_ratio_policy)
+    full_roi = None
+    if roi is not None and transform == "tf_crop_and_resize":
+        values = np.asarray(roi, np.float64).reshape(-1)
+        if values.size != 2 * len(axes):
+            raise ExecutionError(f"roi has {values.size} values, expected {2 * len(axes)}")
+        full_roi = [(0.0, 1.0)] * rank
+        for i, axis in enumerate(axes):
+            full_roi[axis] = (values[i], values[i + len(axes)])
+    lengths = None if scales is None else [float(np.float32(n) * s) for n, s in zip(input_shape, full_scales)]
+    return shape, full_scales, full_roi, lengths
+
+
+#: Upsample / Resize-10 mode names -> the resize mode they select
+ONNX_LEGACY_MODES = {"nearest": "nearest", "linear": "linear", "bilinear": "linear"}
+
+
+def onnx_legacy_resize_geometry(input_shape: Sequence[int], scales) -> tuple[list[int], list[float], list[str]]:
+    """Upsample-1..10 and Resize-10: ``(output shape, scales, nearest mode per dim)``: sizes
+    ``floor(size * scale)``, and ``nearest`` takes the floor when a dim grows, the ceiling when it
+    shrinks (as onnxruntime does)."""
+    scales = [float(s) for s in np.asarray(scales, dtype=np.float32).reshape(-1)]
+    shape, full_scales = resize_output_shape(input_shape, scales=scales)
+    return shape, full_scales, ["ceil" if s < 1 else "floor" for s in scales]

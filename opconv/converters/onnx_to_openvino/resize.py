@@ -46,7 +46,6 @@ from ._common import Refuse, Rule, attr, captures, const, constant_value, dtype_
 #: The largest constant weight matrix (or probe) the MatMul lowering builds for one axis.
 MAX_MATRIX_BYTES = 64 << 20
 
-_LEGACY_MODES = {"nearest": "nearest", "linear": "linear", "bilinear": "linear"}
 _MODES = ("nearest", "linear", "cubic")
 
 
@@ -103,12 +102,12 @@ class _Resize:
 
 
 def _decode(node, shape: tuple[int, ...]) -> _Resize:
-    """Mirror of ``opconv/dialects/onnx/ops/resize.py`` on constant inputs."""
+    """The node as ``opconv/dialects/onnx/ops/resize.py`` decodes it (the shared geometry), on constant inputs."""
     inputs = list(node.inputs) + [None] * 4
     version = node.version or 19
     if node.op == "Upsample" or version < 11:
         mode = _text(node, "mode", "nearest")
-        if mode not in _LEGACY_MODES:
+        if mode not in R.ONNX_LEGACY_MODES:
             raise Refuse(f"mode {mode!r}")
         if node.op == "Upsample" and version < 7:
             scales = [1.0, 1.0, attr(node, "height_scale", 1.0), attr(node, "width_scale", 1.0)]
@@ -118,10 +117,8 @@ def _decode(node, shape: tuple[int, ...]) -> _Resize:
             scales = _given(inputs[1])
         if scales is None or np.size(scales) != len(shape):
             raise Refuse(f"{node.op} needs one constant scale per input dim")
-        scales = [float(s) for s in np.asarray(scales, np.float32).reshape(-1)]
-        out, full = R.resize_output_shape(shape, scales=scales)
-        return _Resize(tuple(shape), out, full, _LEGACY_MODES[mode],
-                       nearest_modes=["ceil" if s < 1 else "floor" for s in scales])
+        out, full, nearest_modes = R.onnx_legacy_resize_geometry(shape, scales)
+        return _Resize(tuple(shape), out, full, R.ONNX_LEGACY_MODES[mode], nearest_modes=nearest_modes)
     rank = len(shape)
     axes = attr(node, "axes")
     axes = list(range(rank)) if axes is None else [int(a) % rank for a in axes]
@@ -131,27 +128,19 @@ def _decode(node, shape: tuple[int, ...]) -> _Resize:
     given = scales if sizes is None else sizes
     if given.size != len(axes):
         raise Refuse(f"Resize has {given.size} scales/sizes for {len(axes)} axes")
-    out, full = R.resize_output_shape(
-        shape, None if scales is None else scales.astype(np.float32).reshape(-1).tolist(),
-        None if sizes is None else sizes.astype(np.int64).reshape(-1).tolist(), axes,
-        _text(node, "keep_aspect_ratio_policy", "stretch"))
     transform = _text(node, "coordinate_transformation_mode", "half_pixel")
-    full_roi = None
+    roi = None
     if transform == "tf_crop_and_resize":  # roi is ignored by every other transform
         roi = _given(inputs[1])
         if roi is None or roi.size != 2 * len(axes):
             raise Refuse(f"tf_crop_and_resize needs a constant roi of {2 * len(axes)} values")
-        values = roi.astype(np.float64).reshape(-1)
-        full_roi = [(0.0, 1.0)] * rank
-        for i, axis in enumerate(axes):
-            full_roi[axis] = (values[i], values[i + len(axes)])
+    out, full, full_roi, lengths = R.onnx_resize_geometry(
+        shape, scales, sizes, axes, _text(node, "keep_aspect_ratio_policy", "stretch"), roi, transform)
     mode = _text(node, "mode", "nearest")
     if mode not in _MODES:
         raise Refuse(f"mode {mode!r}")
     return _Resize(
-        tuple(shape), out, full, mode, transform, [_text(node, "nearest_mode", "round_prefer_floor")] * rank,
-        # As the executor: the transforms divide by the unrounded in * scale when sizes come from scales.
-        None if scales is None else [float(np.float32(n) * s) for n, s in zip(shape, full)],
+        tuple(shape), out, full, mode, transform, [_text(node, "nearest_mode", "round_prefer_floor")] * rank, lengths,
         full_roi, float(attr(node, "cubic_coeff_a", -0.75)), bool(attr(node, "exclude_outside", 0)),
         bool(attr(node, "antialias", 0)), float(attr(node, "extrapolation_value", 0.0)))
 

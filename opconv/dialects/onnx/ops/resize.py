@@ -20,19 +20,15 @@ from ....errors import ExecutionError
 from ....kernels import resize as R
 from ..executor import onnx_op
 
-_LEGACY_MODES = {"nearest": "nearest", "linear": "linear", "bilinear": "linear"}
-
 
 def _legacy_resize(x, scales, mode: str):
     """Upsample / Resize-10 (see the module docstring)."""
-    scales = [float(s) for s in np.asarray(scales, dtype=np.float32).reshape(-1)]
-    if len(scales) != x.ndim:
-        raise ExecutionError(f"scales has {len(scales)} values for an input of rank {x.ndim}")
-    if mode not in _LEGACY_MODES:
-        raise ExecutionError(f"unknown mode {mode!r}; expected one of {sorted(_LEGACY_MODES)}")
-    shape, full_scales = R.resize_output_shape(x.shape, scales=scales)
-    return R.resize(x, shape, _LEGACY_MODES[mode], "asymmetric", full_scales,
-                    nearest_mode=["ceil" if s < 1 else "floor" for s in scales])
+    if np.size(scales) != x.ndim:
+        raise ExecutionError(f"scales has {np.size(scales)} values for an input of rank {x.ndim}")
+    if mode not in R.ONNX_LEGACY_MODES:
+        raise ExecutionError(f"unknown mode {mode!r}; expected one of {sorted(R.ONNX_LEGACY_MODES)}")
+    shape, full_scales, nearest_modes = R.onnx_legacy_resize_geometry(x.shape, scales)
+    return R.resize(x, shape, R.ONNX_LEGACY_MODES[mode], "asymmetric", full_scales, nearest_mode=nearest_modes)
 
 
 @onnx_op("Upsample", since=1)
@@ -70,20 +66,8 @@ def _resize(x, roi, scales, sizes, *, axes, coordinate_transformation_mode, cubi
     for name, t in (("scales", scales), ("sizes", sizes)):
         if t is not None and t.size != len(axes):
             raise ExecutionError(f"{name} has {t.size} values, expected {len(axes)}")
-    shape, full_scales = R.resize_output_shape(
-        x.shape, None if scales is None else scales.astype(np.float32).tolist(),
-        None if sizes is None else sizes.astype(np.int64).tolist(), axes, keep_aspect_ratio_policy)
-    full_roi = None
-    if roi is not None and coordinate_transformation_mode == "tf_crop_and_resize":
-        values = roi.astype(np.float64).reshape(-1)
-        if values.size != 2 * len(axes):
-            raise ExecutionError(f"roi has {values.size} values, expected {2 * len(axes)}")
-        full_roi = [(0.0, 1.0)] * rank
-        for i, axis in enumerate(axes):
-            full_roi[axis] = (values[i], values[i + len(axes)])
-    # The ONNX specification's coordinate transforms divide by the unrounded length input size * scale when
-    # the output size comes from scales (onnxruntime uses the rounded output size instead).
-    length_resized = None if scales is None else [float(np.float32(n) * s) for n, s in zip(x.shape, full_scales)]
+    shape, full_scales, full_roi, length_resized = R.onnx_resize_geometry(
+        x.shape, scales, sizes, axes, keep_aspect_ratio_policy, roi, coordinate_transformation_mode)
     return R.resize(x, shape, mode, coordinate_transformation_mode, full_scales, nearest_mode, cubic_coeff_a,
                     bool(exclude_outside), full_roi, extrapolation_value, bool(antialias), length_resized)
 
