@@ -1,4 +1,5 @@
-"""Independent oracles: onnxruntime, falling back to onnx.reference, on a ModelProto."""
+"""Independent oracles: onnxruntime, falling back to onnx.reference, on a ModelProto; and a converted IR run in
+OpenVINO's CPU plugin beside opconv's IR executor."""
 
 from __future__ import annotations
 
@@ -39,6 +40,28 @@ def run_any(model: onnx.ModelProto, feeds: dict):
         except Exception:  # noqa: BLE001 - any failure means "this oracle cannot run it"
             continue
     return None, None
+
+
+def convert_and_run_ir(tmp_path, model: onnx.ModelProto, feeds: dict):
+    """Convert ``model`` to OpenVINO IR with opconv, save it, and run the IR in OpenVINO's CPU plugin (float32
+    inference) and in opconv's IR executor.
+
+    Returns ``(converted Model, {runtime: {output name: array}})``.  OpenVINO's results are named after the ONNX
+    model's outputs by position (IR v10 keeps no output names of its own); opconv's carry the names it read.
+    """
+    import openvino as ov
+
+    import opconv
+
+    converted = opconv.convert(opconv.load(model), to="openvino")
+    xml = str(tmp_path / "model.xml")
+    opconv.save(converted, xml)
+    core = ov.Core()
+    compiled = core.compile_model(core.read_model(xml), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    names = [o.name for o in model.graph.output]
+    with np.errstate(all="ignore"):
+        mine = opconv.run(opconv.load(xml), feeds)
+    return converted, {"OpenVINO CPU": dict(zip(names, compiled(feeds).values())), "opconv IR executor": mine}
 
 
 def same(a, b) -> bool:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import onnxruntime as ort
-import openvino as ov
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
@@ -15,6 +14,8 @@ from onnx.reference import ReferenceEvaluator
 import opconv
 from opconv.compare import compare_arrays, tolerance
 from opconv.errors import ConversionError
+
+from .runtimes import convert_and_run_ir
 
 
 def _model(op, inputs, outputs, opset, initializers=(), domain="", **attrs):
@@ -44,15 +45,8 @@ def _expected(proto, feeds, oracle):
 
 def _check(tmp_path, proto, feeds, oracle, gone):
     expected = _expected(proto, feeds, oracle)
-    converted = opconv.convert(opconv.load(proto), to="openvino")
+    converted, runs = convert_and_run_ir(tmp_path, proto, feeds)
     assert gone not in {n.op for n in converted.graph.nodes}
-    xml = str(tmp_path / "model.xml")
-    opconv.save(converted, xml)
-    core = ov.Core()
-    compiled = core.compile_model(core.read_model(xml), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-    runs = {"opconv IR executor": opconv.run(opconv.load(xml), feeds),
-            # OpenVINO's results come in the model's output order (IR v10 keeps no output names of its own).
-            "OpenVINO CPU": dict(zip(expected, compiled(feeds).values()))}
     for who, actual in runs.items():
         for name, value in expected.items():
             rtol, atol = tolerance(str(value.dtype))

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 import onnxruntime as ort
-import openvino as ov
 import pytest
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import opconv
 from opconv.errors import ConversionError
+
+from .runtimes import convert_and_run_ir
 
 INFO = {np.uint8: TensorProto.UINT8, np.int8: TensorProto.INT8, np.uint16: TensorProto.UINT16,
         np.int16: TensorProto.INT16}
@@ -37,14 +38,8 @@ def _model(op, inputs: dict, outputs: dict, opset: int = 21, **attrs):
 
 def _run_converted(tmp_path, proto, feeds: dict) -> dict:
     """``{runtime: [outputs]}`` of the converted IR in OpenVINO's CPU plugin and in opconv's executor."""
-    converted = opconv.convert(opconv.load(proto), to="openvino")
-    xml = str(tmp_path / "model.xml")
-    opconv.save(converted, xml)
-    core = ov.Core()
-    compiled = core.compile_model(core.read_model(xml), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-    with np.errstate(all="ignore"):
-        mine = list(opconv.run(opconv.load(xml), feeds).values())
-    return {"OpenVINO CPU": list(compiled(feeds).values()), "opconv IR executor": mine}
+    _, runs = convert_and_run_ir(tmp_path, proto, feeds)
+    return {who: list(named.values()) for who, named in runs.items()}
 
 
 def _onnxruntime(proto, feeds: dict) -> list:

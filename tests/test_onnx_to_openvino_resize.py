@@ -13,7 +13,7 @@ import opconv
 from opconv.compare import compare_arrays, tolerance
 from opconv.errors import ConversionError
 
-from .runtimes import run_any, run_reference
+from .runtimes import convert_and_run_ir, run_any, run_reference
 
 ov = pytest.importorskip("openvino")
 
@@ -63,13 +63,8 @@ def run_oracle(proto, feeds):
 def _converted_ops(tmp_path, proto, x, oracle=run_oracle) -> set[str]:
     """Convert ``proto``; check OpenVINO's CPU plugin and opconv's IR executor against ``oracle``; the IR's ops."""
     (expected,) = oracle(proto, {"x": x})
-    converted = opconv.convert(opconv.load(proto), to="openvino")
-    xml = str(tmp_path / "resize.xml")
-    opconv.save(converted, xml)
-    core = ov.Core()
-    compiled = core.compile_model(core.read_model(xml), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-    runs = {"OpenVINO CPU": compiled({"x": x})[compiled.output(0)],
-            "opconv IR executor": next(iter(opconv.run(opconv.load(xml), {"x": x}).values()))}
+    converted, outputs = convert_and_run_ir(tmp_path, proto, {"x": x})
+    runs = {who: next(iter(named.values())) for who, named in outputs.items()}
     rtol, atol = tolerance(str(expected.dtype))
     for who, actual in runs.items():
         # OpenVINO reports IR v10 outputs in its legacy types (f16 -> f32, u8 -> f32): the values are compared.

@@ -18,6 +18,8 @@ import opconv
 import opconv.errors
 from opconv.compare import compare_arrays, tolerance
 
+from .runtimes import convert_and_run_ir
+
 
 def _model(op, inputs, opset, **attrs):
     """A one-node model with output ``y``; ``inputs``: [(name, array)], ("", None) for an omitted input."""
@@ -40,14 +42,9 @@ def _onnxruntime(proto, feeds):
 
 def _check(tmp_path, proto, feeds, gone):
     expected = _onnxruntime(proto, feeds)
-    converted = opconv.convert(opconv.load(proto), to="openvino")
+    converted, outputs = convert_and_run_ir(tmp_path, proto, feeds)
     assert gone not in {n.op for n in converted.graph.nodes}
-    xml = str(tmp_path / "model.xml")
-    opconv.save(converted, xml)
-    core = ov.Core()
-    compiled = core.compile_model(core.read_model(xml), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-    runs = {"opconv IR executor": opconv.run(opconv.load(xml), feeds)["y"],
-            "OpenVINO CPU": list(compiled(feeds).values())[0]}
+    runs = {who: named["y"] for who, named in outputs.items()}
     rtol, atol = tolerance(str(expected.dtype))
     for who, actual in runs.items():
         cmp = compare_arrays("y", expected, np.asarray(actual).astype(expected.dtype), rtol=rtol, atol=atol)

@@ -224,56 +224,59 @@ def _matmul_shape(ctx, a, b, *, transpose_a=False, transpose_b=False):
 
 
 def _concat_shape(ctx, *inputs, axis):
-    if not all(np.asarray(x).dtype.kind == "f" for x in inputs):
-        return np.concatenate(inputs, axis=axis)  # integers may be shapes the graph computes with
     first = np.shape(inputs[0])
     axis = axis + len(first) if axis < 0 else axis
-    size = sum(np.shape(x)[axis] for x in inputs)
-    return _zeros(first[:axis] + (size,) + first[axis + 1:], np.asarray(inputs[0]).dtype)
+    return first[:axis] + (sum(np.shape(x)[axis] for x in inputs),) + first[axis + 1:]
 
 
 def _transpose_shape(ctx, x, order):
+    return np.transpose(x, [int(i) for i in np.asarray(order).reshape(-1)] or None).shape  # a view: nothing copied
+
+
+def _interpolate_shape(ctx, x, target_spatial_shape, *, axes, pads_begin=None, pads_end=None, **_):
     x = np.asarray(x)
-    if x.dtype.kind != "f":
-        return np.transpose(x, [int(i) for i in np.asarray(order).reshape(-1)] or None).copy()
-    return _zeros(np.transpose(x, [int(i) for i in np.asarray(order).reshape(-1)] or None).shape, x.dtype)
+    shape = [d + int(b) + int(e) for d, b, e in zip(x.shape, pads_begin or [0] * x.ndim, pads_end or [0] * x.ndim)]
+    for axis, size in zip(axes or [], np.asarray(target_spatial_shape).reshape(-1)):
+        shape[int(axis) % x.ndim] = int(size)
+    return shape
 
 
-def _float_interpolate(kernel):
-    """A shape-only Interpolate on float data (the real ``kernel`` on integers, which may be shapes)."""
-    def shape_only(ctx, x, target_spatial_shape, *, axes, pads_begin=None, pads_end=None, **attrs):
-        x = np.asarray(x)
-        if x.dtype.kind != "f":
-            return kernel(ctx, x, target_spatial_shape, axes=axes, pads_begin=pads_begin, pads_end=pads_end, **attrs)
-        shape = [d + int(b) + int(e) for d, b, e in zip(x.shape, pads_begin or [0] * x.ndim, pads_end or [0] * x.ndim)]
-        for axis, size in zip(axes or [], np.asarray(target_spatial_shape).reshape(-1)):
-            shape[int(axis) % x.ndim] = int(size)
-        return _zeros(shape, x.dtype)
-    return shape_only
+def _same_shape(ctx, x, *rest, **_):
+    return np.shape(x)
 
 
-def _float_elementwise(kernel, data_index: int = 0):
-    """A shape-only element-wise kernel on float data (the real ``kernel`` on integers: shapes are integers)."""
-    def shape_only(ctx, *inputs, **attrs):
+def _broadcast_shape(ctx, a, b, **_):
+    return np.broadcast_shapes(np.shape(a), np.shape(b))
+
+
+def _float_shape_only(kernel, shape_of, data_index: int):
+    """``kernel`` on integer data (which may be shapes the graph computes with); on float data, zeros of
+    ``shape_of(ctx, *inputs, **attrs)``: no shape is ever computed from float values."""
+    def run(ctx, *inputs, **attrs):
         data = np.asarray(inputs[data_index])
         if data.dtype.kind != "f":
             return kernel(ctx, *inputs, **attrs)
-        if ctx.node.op in _BINARY_FLOAT_OPS:
-            return _zeros(np.broadcast_shapes(data.shape, np.shape(inputs[1])), data.dtype)
-        return _zeros(data.shape, data.dtype)
-    return shape_only
+        return _zeros(shape_of(ctx, *inputs, **attrs), data.dtype)
+    return run
 
 
-_BINARY_FLOAT_OPS = {"Add", "Subtract", "Multiply", "Divide", "Maximum", "Minimum", "Power", "SquaredDifference"}
-_UNARY_FLOAT_OPS = {"ReLU", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Abs", "Negative", "Erf", "Elu", "Clamp",
-                    "Floor", "Ceiling", "PReLU", "SoftMax", "HardSigmoid", "Selu", "LRN", "MVN", "NormalizeL2"}
-
+#: kernels replaced whatever the data: their output shape never depends on values
 _SHAPE_ONLY = {"Convolution": _conv_shape, "GroupConvolution": _conv_shape, "MaxPool": _pool_shape,
-               "AvgPool": _pool_shape, "MatMul": _matmul_shape, "Concat": _concat_shape, "Transpose": _transpose_shape}
+               "AvgPool": _pool_shape, "MatMul": _matmul_shape}
+#: kernels replaced on float data: op -> (output shape function, index of the input whose type decides)
+_FLOAT_SHAPE_ONLY = {
+    **{op: (_broadcast_shape, 0) for op in ("Add", "Subtract", "Multiply", "Divide", "Maximum", "Minimum", "Power",
+                                            "SquaredDifference")},
+    **{op: (_same_shape, 0) for op in ("ReLU", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Abs", "Negative", "Erf",
+                                       "Elu", "Clamp", "Floor", "Ceiling", "PReLU", "SoftMax", "HardSigmoid", "Selu",
+                                       "LRN", "MVN", "NormalizeL2")},
+    "BatchNormInference": (lambda ctx, gamma, beta, x, *rest, **_: np.shape(x), 2),  # opset1 puts the data third
+    "Concat": (_concat_shape, 0), "Transpose": (_transpose_shape, 0), "Interpolate": (_interpolate_shape, 0),
+}
 
 
 class _TypeRun:
-    """Runs an opset1 model once with :data:`_SHAPE_ONLY` kernels in place of the real ones."""
+    """Runs an opset1 model once with :data:`_SHAPE_ONLY` / :data:`_FLOAT_SHAPE_ONLY` kernels in place of the real ones."""
 
     def __init__(self, model: Model):
         from ...dialects.openvino import executor as ov_executor
@@ -283,12 +286,8 @@ class _TypeRun:
             bound = ov_executor._bind(node, interp)
             if node.op in _SHAPE_ONLY:
                 bound.fn = _SHAPE_ONLY[node.op]
-            elif node.op in _BINARY_FLOAT_OPS or node.op in _UNARY_FLOAT_OPS:
-                bound.fn = _float_elementwise(bound.fn)
-            elif node.op == "Interpolate":
-                bound.fn = _float_interpolate(bound.fn)
-            elif node.op == "BatchNormInference":
-                bound.fn = _float_elementwise(bound.fn, data_index=2)  # opset1 puts the data third
+            elif node.op in _FLOAT_SHAPE_ONLY:
+                bound.fn = _float_shape_only(bound.fn, *_FLOAT_SHAPE_ONLY[node.op])
             return bound
 
         ov_executor._load_kernels()

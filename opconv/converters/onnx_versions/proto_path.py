@@ -30,7 +30,7 @@ from .registry import UPGRADE_NEEDS_TYPES
 #: why conversions went the whole-model way (reason -> count), for tests and profiling
 FALLBACKS: Counter = Counter()
 
-_GRAPH_CODES = (5, 10)  # AttributeProto.GRAPH, GRAPHS
+_GRAPH_CODES = (io.pb.AttributeProto.GRAPH, io.pb.AttributeProto.GRAPHS)
 
 
 def convert(proto, target: int, base_dir: str | None = None):
