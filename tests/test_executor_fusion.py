@@ -1,8 +1,11 @@
-"""The ONNX executor runs Conv -> inference BatchNormalization as one convolution (opconv/dialects/onnx/fusion.py).
+"""The ONNX executor's session-time fusions (opconv/dialects/onnx/fusion.py): Conv -> inference
+BatchNormalization runs as one convolution (its folded weights packed with their bias), and a Relu alone
+reading a Conv, Add or Sum output runs inside that step.
 
 Checked against onnxruntime on random weights: plain pairs, grouped and biased convolutions, pairs that must
-not fuse (the Conv output used elsewhere or returned, training-mode statistics), and models whose
-initializers are also inputs, where a run that feeds a BatchNormalization parameter must see its feed.
+not fuse (the Conv output used elsewhere or returned, training-mode statistics), models whose initializers
+are also inputs, where a run that feeds a BatchNormalization parameter must see its feed, and Relus that
+must not fuse (an input with two readers, or returned).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import opconv
 from opconv.dialects.onnx import fusion
+from opconv.kernels import elementwise
 
 F = TensorProto.FLOAT
 RNG = np.random.default_rng(7)
@@ -54,19 +58,20 @@ def _model(*, group=1, bias=False, extra_use=False, conv_is_output=False, ir_ver
     return helper.make_model(graph, ir_version=ir_version, opset_imports=[helper.make_opsetid("", opset)])
 
 
-def _fused_pairs(proto) -> int:
+def _fused_pairs(proto, fuse=fusion.fuse_conv_batch_norm) -> int:
+    """How many node pairs ``fuse`` (a function of fusion.py) fused when a session was made."""
     counts = []
-    original = fusion.fuse_conv_batch_norm
+    name = fuse.__name__
 
     def spy(graph, plan):
-        counts.append(original(graph, plan))
+        counts.append(fuse(graph, plan))
         return counts[-1]
 
-    fusion.fuse_conv_batch_norm = spy
+    setattr(fusion, name, spy)
     try:
         opconv.prepare(opconv.load(proto))
     finally:
-        fusion.fuse_conv_batch_norm = original
+        setattr(fusion, name, fuse)
     return counts[0]
 
 
@@ -112,3 +117,94 @@ def test_a_fed_batch_norm_parameter_reaches_the_fused_convolution():
         expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
             None, {"x": x})[0]
         np.testing.assert_allclose(session.run(feeds)["r"], expected, rtol=1e-4, atol=1e-5)
+
+
+# ---------------------------------------------------------------- Relu fused into the step computing its input
+
+
+def _graph(nodes, inputs, outputs, initializers=(), opset=15):
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, F, shape) for n, shape in inputs],
+                              [helper.make_tensor_value_info(n, F, None) for n in outputs], list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+_X = ("x", [2, 4, 9, 9])
+_CONV = helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1])
+_BN = helper.make_node("BatchNormalization", ["c", "scale", "shift", "mean", "var"], ["y"])
+
+# name -> (nodes, inputs, outputs, how many Relus fuse)
+RELU_GRAPHS = {
+    "conv": ([_CONV, helper.make_node("Relu", ["c"], ["r"])], [_X], ["r"], 1),
+    "conv_batch_norm": ([_CONV, _BN, helper.make_node("Relu", ["y"], ["r"])], [_X], ["r"], 1),
+    "add": ([helper.make_node("Neg", ["x"], ["m"]), helper.make_node("Add", ["m", "x2"], ["s"]),
+             helper.make_node("Relu", ["s"], ["r"])], [_X, ("x2", [2, 4, 9, 9])], ["r"], 1),
+    "add_broadcast": ([helper.make_node("Add", ["x", "row"], ["s"]), helper.make_node("Relu", ["s"], ["r"])],
+                      [_X, ("row", [9])], ["r"], 1),
+    "sum": ([helper.make_node("Neg", ["x"], ["m"]), helper.make_node("Sum", ["m", "x", "x2"], ["s"]),
+             helper.make_node("Relu", ["s"], ["r"])], [_X, ("x2", [2, 4, 9, 9])], ["r"], 1),
+    # a one-input Sum hands back its input, the caller's feed: the Relu must not write into it
+    "sum_of_a_feed": ([helper.make_node("Sum", ["x"], ["s"]), helper.make_node("Relu", ["s"], ["r"])],
+                      [_X], ["r"], 1),
+    # Add's first input is read again later: Add must not reuse it, nor may the Relu
+    "add_input_read_later": ([helper.make_node("Neg", ["x"], ["m"]), helper.make_node("Add", ["m", "x"], ["s"]),
+                              helper.make_node("Relu", ["s"], ["r"]), helper.make_node("Sub", ["m", "x"], ["t"])],
+                             [_X], ["r", "t"], 1),
+    # not fused: the Relu's input has another reader, or is returned, or comes from another op
+    "two_readers": ([_CONV, helper.make_node("Relu", ["c"], ["r"]), helper.make_node("Sigmoid", ["c"], ["g"])],
+                    [_X], ["r", "g"], 0),
+    "returned": ([_CONV, helper.make_node("Relu", ["c"], ["r"])], [_X], ["c", "r"], 0),
+    "batch_norm_output_two_readers": ([_CONV, _BN, helper.make_node("Relu", ["y"], ["r"]),
+                                       helper.make_node("Neg", ["y"], ["n"])], [_X], ["r", "n"], 0),
+    "mul": ([helper.make_node("Mul", ["x", "x"], ["m"]), helper.make_node("Relu", ["m"], ["r"])], [_X], ["r"], 0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RELU_GRAPHS))
+def test_relu_fuses_where_it_alone_reads_a_fresh_output_and_matches_onnxruntime(name):
+    nodes, inputs, outputs, expected_fused = RELU_GRAPHS[name]
+    proto = _graph(nodes, inputs, outputs, _params(8, 4, 1, True))
+    # initializers nothing reads are harmless to both runtimes
+    assert _fused_pairs(proto, fusion.fuse_relu) == expected_fused
+    feeds = {n: RNG.standard_normal(shape).astype(np.float32) for n, shape in inputs}
+    kept = {n: a.copy() for n, a in feeds.items()}
+    session = opconv.prepare(opconv.load(proto))
+    theirs = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    for _ in range(2):
+        ours = session.run(feeds)
+        for n in feeds:
+            np.testing.assert_array_equal(feeds[n], kept[n], err_msg=f"feed {n} was overwritten")
+        for out, expected in zip(outputs, theirs):
+            np.testing.assert_allclose(ours[out], expected, rtol=1e-4, atol=1e-5, err_msg=out)
+
+
+def test_conv_batch_norm_relu_runs_as_one_step():
+    nodes, inputs, outputs, _ = RELU_GRAPHS["conv_batch_norm"]
+    session = opconv.prepare(opconv.load(_graph(nodes, inputs, outputs, _params(8, 4, 1, True))))
+    plan = session._interpreter.plan(session.model.graph)
+    labels = [step.label for step in plan.steps if step.node.op == "Conv"]
+    assert len(labels) == 1 and "BatchNormalization" in labels[0] and "Relu" in labels[0], labels
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int8, np.int64])
+def test_relu_kernel_is_numpy_maximum_bit_for_bit(dtype):
+    # The Relu the fusion applies goes through the data against a row of zeros; the results must be numpy's
+    # maximum(x, 0) to the bit: NaNs of either sign keep their payload, -0 and infinities as numpy leaves them
+    # (float16 is computed in float32, as every element-wise kernel computes it).
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal(12_345) * 100).astype(dtype)
+    if np.dtype(dtype).kind == "f":
+        x[rng.integers(0, x.size, 300)] = np.array([np.nan, -np.nan, -0.0, np.inf, -np.inf] * 60, dtype)
+
+    def expected(a):
+        return np.maximum(a.astype(np.float32) if dtype is np.float16 else a, 0).astype(dtype).view(np.uint8)
+
+    for shape in [(12_345,), (3, 5, 823), (5, 2469)]:
+        a = x.reshape(shape)
+        got = elementwise.relu(a)
+        assert got.dtype == a.dtype
+        np.testing.assert_array_equal(got.view(np.uint8), expected(a))
+        view = a[:, ::2] if a.ndim > 1 else a[::3]  # not contiguous
+        np.testing.assert_array_equal(elementwise.relu(view).view(np.uint8), expected(view))
+        into = a.copy()
+        assert elementwise.relu(into, out=into) is into
+        np.testing.assert_array_equal(into.view(np.uint8), expected(a))

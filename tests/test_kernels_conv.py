@@ -8,8 +8,10 @@ import itertools
 import numpy as np
 import pytest
 
+from opconv.errors import ExecutionError
 from opconv.kernels import conv as K
 
+from .test_kernels_conv_tiled import direct_conv
 from .test_kernels_helpers import assert_close, rng, run_ort
 
 CONV_CASES = [
@@ -190,3 +192,88 @@ def test_auto_pad_values():
     assert K.auto_pad([6], [4], [1], None, "SAME_LOWER") == ([2], [1])
     assert K.auto_pad([6, 6], [4, 2], None, None, "VALID") == ([0, 0], [0, 0])
     assert K.conv_output_size(7, 3, 2, 1, 1, 1) == 4
+
+
+# Weights packed once with their bias (what a session does with constant weights): every path of the kernel.
+PACKED_CASES = [
+    # x shape, w shape, attrs
+    ((1, 8, 6, 7), (4, 8, 1, 1), {}),  # 1x1, fewer outputs than inputs: bias added to the output
+    ((2, 4, 6, 7), (12, 4, 1, 1), {}),  # 1x1, more outputs than inputs: bias in the product
+    ((1, 6, 9, 8), (10, 6, 1, 1), {"strides": [2, 2]}),  # strided 1x1
+    ((1, 6, 9, 8), (10, 3, 3, 3), {"pads": [1, 1, 1, 1], "group": 2}),
+    ((1, 4, 7, 7), (8, 1, 3, 3), {"group": 4, "pads": [1, 0, 1, 2]}),  # depthwise, two outputs per group
+    ((2, 3, 11), (5, 3, 4), {"strides": [2], "dilations": [2], "pads": [2, 1]}),
+]
+
+
+@pytest.mark.parametrize("x_shape,w_shape,attrs", PACKED_CASES)
+def test_packed_weights_match_ort(x_shape, w_shape, attrs):
+    r = rng(8)
+    x = r.standard_normal(x_shape).astype(np.float32)
+    w = r.standard_normal(w_shape).astype(np.float32)
+    b = r.standard_normal(w_shape[0]).astype(np.float32)
+    (expected,) = run_ort("Conv", [x, w, b], attrs)
+    n = len(x_shape) - 2
+    pads = attrs.get("pads", [0] * 2 * n)
+    group = attrs.get("group", 1)
+    packed = K.pack_conv_weights(w, b, group)
+    np.testing.assert_array_equal(packed.weights, w)
+    np.testing.assert_array_equal(packed.bias, b)
+    got = K.conv(x, packed, None, attrs.get("strides"), pads[:n], pads[n:], attrs.get("dilations"), group)
+    assert_close(got, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_packed_weights_follow_the_input_type():
+    r = rng(9)
+    w, b = r.standard_normal((3, 2, 2, 2)), r.standard_normal(3)
+    x = r.standard_normal((1, 2, 4, 4))
+    packed = K.pack_conv_weights(w, b)
+    expected = slow_conv_general(x, w, [1, 1], [(0, 0)] * 2, [1, 1], [1, 1], 1, 1, *[(0, 1, 2, 3)] * 3)
+    assert_close(K.conv(x, packed), expected + b.reshape(1, 3, 1, 1), rtol=1e-12, atol=1e-12)
+    # float32 input, float64 weights: computed in float64, as with the unpacked arrays
+    x32 = x.astype(np.float32)
+    expected = slow_conv_general(x32, w, [1, 1], [(0, 0)] * 2, [1, 1], [1, 1], 1, 1, *[(0, 1, 2, 3)] * 3)
+    assert_close(K.conv(x32, packed), expected + b.reshape(1, 3, 1, 1), rtol=1e-12, atol=1e-12)
+    # float64 input, float32 packed weights: computed in float64 from the unpacked arrays
+    packed32 = K.pack_conv_weights(w.astype(np.float32), b.astype(np.float32))
+    expected = slow_conv_general(x, w.astype(np.float32), [1, 1], [(0, 0)] * 2, [1, 1], [1, 1], 1, 1,
+                                 *[(0, 1, 2, 3)] * 3) + b.astype(np.float32).reshape(1, 3, 1, 1)
+    assert_close(K.conv(x, packed32), expected, rtol=1e-12, atol=1e-12)
+    # float16 weights are computed in float32: nothing to pack
+    assert K.pack_conv_weights(w.astype(np.float16), b.astype(np.float16)) is None
+
+
+def test_packed_weights_carry_their_bias():
+    w = np.ones((2, 1, 1, 1), np.float32)
+    with pytest.raises(ExecutionError, match="carry their bias"):
+        K.conv(np.ones((1, 1, 2, 2), np.float32), K.pack_conv_weights(w, np.ones(2, np.float32)),
+               np.ones(2, np.float32))
+    with pytest.raises(ExecutionError, match="do not fit"):
+        K.pack_conv_weights(np.ones((3, 1, 1, 1), np.float32), np.ones(3, np.float32), groups=2)
+
+
+@pytest.mark.parametrize("x_shape,o,pads", [
+    ((1, 64, 14, 14), 64, [1, 1, 1, 1]),
+    ((2, 64, 15, 17), 72, [1, 1, 1, 1]),  # odd output sizes, two images
+    ((1, 80, 16, 15), 64, [2, 0, 1, 1]),  # asymmetric pads
+    ((1, 64, 16, 16), 64, [0, 0, 0, 0]),
+])
+def test_winograd_path_matches_ort(monkeypatch, x_shape, o, pads):
+    # Packed 3x3 stride-1 weights with enough channels and positions take the Winograd F(2x2, 3x3) path.
+    calls = []
+    original = K._winograd_3x3
+    monkeypatch.setattr(K, "_winograd_3x3", lambda *a: calls.append(1) or original(*a))
+    r = rng(10)
+    c = x_shape[1]
+    x = r.standard_normal(x_shape).astype(np.float32)
+    w = (r.standard_normal((o, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32)
+    b = r.standard_normal(o).astype(np.float32)
+    (expected,) = run_ort("Conv", [x, w, b], {"pads": pads})
+    got = K.conv(x, K.pack_conv_weights(w, b), None, None, pads[:2], pads[2:])
+    assert calls, "the Winograd path was not taken"
+    assert_close(got, expected, rtol=1e-4, atol=1e-5)
+    # float64: a direct sum over kernel offsets in float64 is the oracle
+    x64, w64, b64 = x.astype(np.float64), w.astype(np.float64), b.astype(np.float64)
+    direct = direct_conv(x64, w64, (1, 1), (1, 1), (1, 1), 1) + b64.reshape(1, -1, 1, 1)
+    got64 = K.conv(x64, K.pack_conv_weights(w64, b64), None, None, [1, 1], [1, 1])
+    assert_close(got64, direct, rtol=1e-12, atol=1e-12)

@@ -9,7 +9,7 @@ import pytest
 from opconv.kernels import conv as K
 
 
-def _direct(x, w, strides, pads, dilations, groups):
+def direct_conv(x, w, strides, pads, dilations, groups):
     x, w = x.astype(np.float64), w.astype(np.float64)
     n_sp = x.ndim - 2
     x = np.pad(x, [(0, 0), (0, 0)] + [(p, p) for p in pads])
@@ -34,7 +34,8 @@ def _direct(x, w, strides, pads, dilations, groups):
     ((1, 3, 9, 10, 11), (4, 3, 2, 3, 2), (1, 1, 2), (0, 1, 1), (1, 1, 1), 1),
     ((1, 16, 40, 40), (32, 16, 3, 3), (1, 1), (1, 1), (1, 1), 1),
 ])
-def test_banded_im2col_matches_a_direct_sum(monkeypatch, x_shape, w_shape, strides, pads, dilations, groups):
+@pytest.mark.parametrize("packed", [False, True])  # packed: the bias rides in the product (a row of ones)
+def test_banded_im2col_matches_a_direct_sum(monkeypatch, x_shape, w_shape, strides, pads, dilations, groups, packed):
     monkeypatch.setattr(K, "_TILED_IM2COL_BYTES", 0)  # every convolution takes the banded path
     monkeypatch.setattr(K, "_TILE_BYTES", 4096)  # several bands, the last one partial
     monkeypatch.setattr(K, "_TILE_MIN_POSITIONS", 1)
@@ -42,7 +43,10 @@ def test_banded_im2col_matches_a_direct_sum(monkeypatch, x_shape, w_shape, strid
     x = rng.standard_normal(x_shape).astype(np.float32)
     w = rng.standard_normal(w_shape).astype(np.float32)
     b = rng.standard_normal(w_shape[0]).astype(np.float32)
-    y = K.conv(x, w, b, strides, pads, pads, dilations, groups)
-    expected = _direct(x, w, strides, pads, dilations, groups) + b.reshape((1, -1) + (1,) * (x.ndim - 2))
+    if packed:
+        y = K.conv(x, K.pack_conv_weights(w, b, groups), None, strides, pads, pads, dilations, groups)
+    else:
+        y = K.conv(x, w, b, strides, pads, pads, dilations, groups)
+    expected = direct_conv(x, w, strides, pads, dilations, groups) + b.reshape((1, -1) + (1,) * (x.ndim - 2))
     assert y.dtype == np.float32
     np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4)

@@ -34,15 +34,24 @@ batched matmul ``W (groups, og, cg*K) @ cols (N, groups, cg*K, positions)``
 (BLAS for floats) whose result already is the channels-first output, so
 nothing is transposed afterwards.  When one image's column matrix would be large
 (early layers of image models), it is built and multiplied one band of output rows at a time,
-each band small enough to stay in cache.  1x1 kernels skip im2col: the (strided)
+each band small enough to stay in cache.  1x1 kernels skip im2col: the
 input is the column matrix; depthwise convolutions (one input channel per
 group) are one vectorized multiply-add per kernel offset instead.  float32 stays float32 throughout; integer inputs
 accumulate exactly in int64 and wrap back to the input type.
+
+Weights a caller runs many times (a session's constant weights) can be packed
+once with their bias (:func:`pack_conv_weights`, passed to :func:`conv` in
+place of ``w``): the bias becomes one more column of the weight matrix and the
+columns get a row of ones, so the product adds it.  Packed 3x3 stride-1
+convolutions with enough channels and positions run as Winograd F(2x2, 3x3)
+(16 multiplications per 2x2 outputs instead of 36; see ``_winograd_3x3``).
 """
 
 from __future__ import annotations
 
+import functools
 import math
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -106,8 +115,8 @@ def conv(
 ) -> np.ndarray:
     """Channels-first grouped convolution (ONNX ``Conv``, OpenVINO ``(Group)Convolution``).
 
-    ``x``: ``(N, C, *S)``; ``w``: ``(O, C / groups, *K)``; ``bias``: ``(O,)``.
-    Returns ``(N, O, *out)``.
+    ``x``: ``(N, C, *S)``; ``w``: ``(O, C / groups, *K)``, or :class:`ConvWeights` packed with their
+    bias (then ``bias`` is None); ``bias``: ``(O,)``.  Returns ``(N, O, *out)``.
     """
     n = np.ndim(x) - 2
     return _conv_channels_first(
@@ -284,10 +293,62 @@ def conv_integer(
     return y.astype(np.int32)
 
 
+@dataclass(eq=False)
+class ConvWeights:
+    """Weights and bias of :func:`conv` arranged once for many calls (see :func:`pack_conv_weights`).
+
+    ``matrix`` is ``(groups, O / groups, C / groups * prod(K) + 1)``: the weights as the im2col product
+    multiplies them, and the bias as one more column.  That column meets a row of ones appended to the
+    columns, so the product itself adds the bias instead of one more pass over the output.
+    """
+
+    shape: tuple[int, ...]  # of the weights: (O, C / groups, *K)
+    groups: int
+    matrix: np.ndarray
+    _winograd: np.ndarray | None = field(default=None, init=False, repr=False)  # made when first needed
+
+    def winograd(self) -> np.ndarray:
+        """The ``(16, O, C + 1)`` weights of the Winograd F(2x2, 3x3) path, bias in the last column."""
+        if self._winograd is None:
+            self._winograd = _winograd_weights(self.weights, self.bias)
+        return self._winograd
+
+    @property
+    def weights(self) -> np.ndarray:
+        """The ``(O, C / groups, *K)`` weights (a view of ``matrix``)."""
+        return self.matrix[..., :-1].reshape(self.shape)
+
+    @property
+    def bias(self) -> np.ndarray:
+        """The ``(O,)`` bias (a view of ``matrix``)."""
+        return self.matrix[..., -1].reshape(-1)
+
+
+def pack_conv_weights(w: np.ndarray, bias: np.ndarray, groups: int = 1) -> ConvWeights | None:
+    """Weights and bias of a convolution run many times, arranged once; ``None`` for types that
+    :func:`conv` does not compute in their own precision (pass those as they are)."""
+    w, bias = np.asarray(w), np.asarray(bias)
+    if w.dtype not in (np.float32, np.float64) or bias.dtype != w.dtype or w.ndim < 3:
+        return None
+    o = w.shape[0]
+    if groups < 1 or o % groups or bias.shape != (o,):
+        raise ExecutionError(f"weights {list(w.shape)} and bias {list(bias.shape)} do not fit {groups} groups")
+    depth = math.prod(w.shape[1:])
+    matrix = np.empty((groups, o // groups, depth + 1), dtype=w.dtype)
+    matrix[..., :depth] = w.reshape(groups, o // groups, depth)
+    matrix[..., depth] = bias.reshape(groups, o // groups)
+    return ConvWeights(tuple(w.shape), groups, matrix)
+
+
 def _conv_channels_first(x, w, strides, pads_begin, pads_end, lhs_dilation, rhs_dilation,
                          feature_groups, batch_groups, bias=None):
-    """The one convolution all entry points reduce to (channels-first layouts)."""
-    x, w = np.asarray(x), np.asarray(w)
+    """The one convolution all entry points reduce to (channels-first layouts); ``w`` may be
+    :class:`ConvWeights` (then ``bias`` is in it)."""
+    x = np.asarray(x)
+    packed = w if isinstance(w, ConvWeights) else None
+    w = packed.weights if packed is not None else np.asarray(w)
+    if packed is not None and bias is not None:
+        raise ExecutionError("packed convolution weights carry their bias; pass no other")
     if x.ndim < 3 or w.ndim != x.ndim:
         raise ExecutionError(f"convolution needs input and kernel of equal rank >= 3, got {x.shape} and {w.shape}")
     out_dtype = np.result_type(x.dtype, w.dtype) if x.dtype != w.dtype else x.dtype
@@ -304,45 +365,71 @@ def _conv_channels_first(x, w, strides, pads_begin, pads_end, lhs_dilation, rhs_
             f"input has {c} channels; kernel expects {c_per_group} per group x {feature_groups} groups")
     if o % groups or n % batch_groups:
         raise ExecutionError(f"{o} output features / batch {n} do not split into {groups} groups")
+    if packed is not None and (packed.groups != groups or packed.matrix.dtype != acc):
+        packed, bias = None, packed.bias  # arranged for another product: use the plain arrays
 
     spatial = tuple(range(2, x.ndim))
     x = _pad(dilate(x.astype(acc, copy=False), spatial, lhs_dilation), pads_begin, pads_end)
     nb, cg, og = n // batch_groups, c // feature_groups, o // groups
-    w_mat = w.astype(acc, copy=False).reshape(groups, og, cg * math.prod(kernel))
+    depth = cg * math.prod(kernel)
+    if packed is not None:
+        w_mat, bias = packed.matrix, packed.bias
+    else:
+        w_mat = w.astype(acc, copy=False).reshape(groups, og, depth)
 
-    if cg == 1 and batch_groups == 1 and groups > 1:
-        y = _depthwise(x, w_mat, kernel, strides, rhs_dilation, nb, og)
-        out = y.shape[3:]
-        y = y.reshape((nb, o) + out)
-        if bias is not None:
-            y += np.asarray(bias).astype(acc, copy=False).reshape((1, o) + (1,) * n_sp)
-        return downcast(y, out_dtype)
     out = tuple(window_output_size(size, k, s, d)
                 for size, k, s, d in zip(x.shape[2:], kernel, strides, rhs_dilation))
-    if (batch_groups == 1 and any(k > 1 for k in kernel)
-            and cg * math.prod(kernel) * math.prod(out) * x.itemsize > _TILED_IM2COL_BYTES):
-        y = _conv_tiled(x, w_mat, kernel, strides, rhs_dilation, out)
+    positions = math.prod(out)
+    bias_in_product = False
+    if cg == 1 and batch_groups == 1 and groups > 1:
+        y = _depthwise(x, w_mat[..., :depth], kernel, strides, rhs_dilation, nb, og)
+    elif packed is not None and groups == 1 and _winograd_pays(kernel, strides, rhs_dilation, c, o, out):
+        bias_in_product = True
+        y = _winograd_3x3(x, packed.winograd(), out)
+    elif (batch_groups == 1 and any(k > 1 for k in kernel)
+            and depth * positions * x.itemsize > _TILED_IM2COL_BYTES):
+        bias_in_product = packed is not None
+        y = _conv_tiled(x, w_mat, kernel, strides, rhs_dilation, out, ones_row=bias_in_product)
+    elif all(k == 1 for k in kernel) and all(s == 1 for s in strides) and (packed is None or c >= o):
+        # A 1x1 kernel needs no im2col: the input already is the column matrix.  (When the output has
+        # more channels than the input, copying the input beside a row of ones costs less than a
+        # pass adding the bias to the output, so that case takes the im2col path below.)
+        cols = x.reshape((batch_groups, nb, feature_groups, depth, positions)).swapaxes(0, 1)
+        y = np.matmul(w_mat[..., :depth], cols.reshape(nb, groups, depth, positions))
     else:
-        if all(k == 1 for k in kernel):
-            # A 1x1 kernel needs no im2col: the (strided) input already is the column matrix.
-            x = x[(Ellipsis,) + tuple(slice(None, None, s) for s in strides)]
-            cols = x.reshape((batch_groups, nb, feature_groups, cg, -1))
-        else:
-            patches = window_view(x, spatial, kernel, strides, rhs_dilation)  # (N, C, *out, *K)
-            # im2col, one copy: columns are (channel, kernel offset), rows output positions, so that
-            # W (og, cg*K) @ cols (cg*K, positions) lands directly in the channels-first output layout.
-            cols = patches.reshape((batch_groups, nb, feature_groups, cg) + out + kernel)
-            order = (0, 1, 2, 3) + tuple(range(4 + n_sp, 4 + 2 * n_sp)) + tuple(range(4, 4 + n_sp))
-            cols = cols.transpose(order)
-        # (batch group, image, feature group, ...) -> (image, group, cg*K, positions); at most one
-        # of the two group counts exceeds 1, so the two group axes flatten into one.
-        cols = cols.reshape((batch_groups, nb, feature_groups, cg * math.prod(kernel), math.prod(out)))
-        cols = cols.swapaxes(0, 1).reshape(nb, groups, cg * math.prod(kernel), math.prod(out))
+        bias_in_product = packed is not None
+        cols = _im2col(x, kernel, strides, rhs_dilation, out, batch_groups, feature_groups, bias_in_product)
         y = np.matmul(w_mat, cols)  # (nb, groups, og, positions): output feature group * og + j
     y = y.reshape((nb, o) + out)
-    if bias is not None:
+    if bias is not None and not bias_in_product:
         y += np.asarray(bias).astype(acc, copy=False).reshape((1, o) + (1,) * n_sp)
     return downcast(y, out_dtype)
+
+
+def _im2col(x, kernel, strides, dilations, out, batch_groups, feature_groups, ones_row):
+    """The column matrix ``(N / batch_groups, groups, cg * prod(K) [+ 1], prod(out))`` of padded ``x``.
+
+    Rows are (channel, kernel offset), columns output positions, so that ``W (og, cg*K) @ cols`` lands
+    directly in the channels-first output layout; ``ones_row`` appends a row of ones (for a bias column).
+    """
+    n_sp = len(kernel)
+    (n, c), spatial = x.shape[:2], tuple(range(2, x.ndim))
+    nb, cg = n // batch_groups, c // feature_groups
+    depth = cg * math.prod(kernel)
+    if all(k == 1 for k in kernel):  # the (strided) input itself, viewed with unit kernel axes
+        source = x[(Ellipsis,) + tuple(slice(None, None, s) for s in strides)].reshape(x.shape[:2] + out + kernel)
+    else:
+        source = window_view(x, spatial, kernel, strides, dilations)  # (N, C, *out, *K)
+    # (batch group, image, feature group, channel, *out, *K) -> (image, batch group, feature group, channel, *K, *out)
+    source = source.reshape((batch_groups, nb, feature_groups, cg) + out + kernel)
+    order = (1, 0, 2, 3) + tuple(range(4 + n_sp, 4 + 2 * n_sp)) + tuple(range(4, 4 + n_sp))
+    cols = np.empty((nb, batch_groups * feature_groups, depth + ones_row, math.prod(out)), dtype=x.dtype)
+    # at most one of the two group counts exceeds 1, so the two group axes are one axis of `cols`
+    target = cols[:, :, :depth].reshape((nb, batch_groups, feature_groups, cg) + kernel + out)
+    np.copyto(target, source.transpose(order))
+    if ones_row:
+        cols[:, :, depth] = 1
+    return cols
 
 
 #: above this size, one image's im2col matrix is built and multiplied a band of output rows at a time
@@ -353,32 +440,108 @@ _TILE_BYTES = 2 << 20
 _TILE_MIN_POSITIONS = 512
 
 
-def _conv_tiled(x, w_mat, kernel, strides, dilations, out):
+def _conv_tiled(x, w_mat, kernel, strides, dilations, out, ones_row=False):
     """im2col convolution in bands of output rows (first spatial dim), for large column matrices.
 
-    ``x``: padded ``(N, C, *S)``; ``w_mat``: ``(G, og, cg * prod(K))``.  Returns ``(N, G, og, prod(out))``.
-    A whole im2col matrix of a large early layer is many times the cache: writing it and reading it
-    back for the product costs more than the product.  A band's columns are reused while still cached.
+    ``x``: padded ``(N, C, *S)``; ``w_mat``: ``(G, og, cg * prod(K) [+ 1 bias column when ones_row])``.
+    Returns ``(N, G, og, prod(out))``.  A whole im2col matrix of a large early layer is many times the
+    cache: writing it and reading it back for the product costs more than the product.  A band's
+    columns are reused while still cached.
     """
     n_sp = len(kernel)
     groups, og, depth = w_mat.shape
+    depth -= ones_row
     cg = depth // math.prod(kernel)
     patches = window_view(x, tuple(range(2, x.ndim)), kernel, strides, dilations)  # (N, C, *out, *K)
     row = math.prod(out[1:])  # positions per output row
     rows = max(1, _TILE_BYTES // (depth * row * x.itemsize), -(-_TILE_MIN_POSITIONS // row))
+    rows = min(rows, out[0])
     # patches (cg, r, *out[1:], *K) -> columns (cg, *K, r, *out[1:])
     order = (0,) + tuple(range(1 + n_sp, 1 + 2 * n_sp)) + tuple(range(1, 1 + n_sp))
     y = np.empty((x.shape[0], groups, og, math.prod(out)), dtype=x.dtype)
-    band = np.empty((cg,) + tuple(kernel) + (min(rows, out[0]),) + tuple(out[1:]), dtype=x.dtype)
+    band = np.empty((depth + ones_row, rows * row), dtype=x.dtype)
+    if ones_row:
+        band[depth] = 1
     for image in range(x.shape[0]):
         for g in range(groups):
             planes = patches[image, g * cg:(g + 1) * cg]
             for r0 in range(0, out[0], rows):
                 r1 = min(out[0], r0 + rows)
-                cols = band[(Ellipsis, slice(0, r1 - r0)) + (slice(None),) * (n_sp - 1)]
-                np.copyto(cols, planes[:, r0:r1].transpose(order))
-                np.matmul(w_mat[g], cols.reshape(depth, -1), out=y[image, g, :, r0 * row:r1 * row])
+                cols = band[:, :(r1 - r0) * row]
+                np.copyto(cols[:depth].reshape((cg,) + tuple(kernel) + (r1 - r0,) + tuple(out[1:])),
+                          planes[:, r0:r1].transpose(order))
+                np.matmul(w_mat[g], cols, out=y[image, g, :, r0 * row:r1 * row])
     return y
+
+
+# Winograd F(2x2, 3x3) (Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks", 2016): each 2x2
+# block of outputs comes from a 4x4 tile d of the input as  Y = A^T [(G g G^T) * (B^T d B)] A,  16 products
+# per output block and channel instead of 36.  The 16 element-wise products over channels become 16 matrix
+# products (O x C) @ (C x tiles); the transforms of the input tiles and of the products are small matrix
+# products too (their entries are 0, +-1 and +-1/2, so they add little rounding: the error stays that of
+# the direct sum, ~1e-6 relative in float32).
+_WINOGRAD_BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], dtype=np.float64)
+_WINOGRAD_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
+_WINOGRAD_AT = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], dtype=np.float64)
+#: the transformed-tile component whose output transform adds it to all four outputs: it carries the bias
+_WINOGRAD_BIAS_COMPONENT = 1 * 4 + 1
+#: where the saved multiplications outweigh the transforms (measured with one BLAS thread): enough channels
+#: for the 16 products to be BLAS-efficient, and enough output positions (tiles) for each of them
+_WINOGRAD_MIN_CHANNELS = 64
+_WINOGRAD_MIN_POSITIONS = 196
+
+
+def _winograd_pays(kernel, strides, dilations, c, o, out) -> bool:
+    return (tuple(kernel) == (3, 3) and tuple(strides) == (1, 1) and tuple(dilations) == (1, 1)
+            and min(c, o) >= _WINOGRAD_MIN_CHANNELS and math.prod(out) >= _WINOGRAD_MIN_POSITIONS)
+
+
+def _winograd_weights(w: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """``(16, O, C + 1)``: component ``(a, b)`` of ``G g G^T`` for every (output, input) channel pair,
+    computed in float64, and the bias in the last column of the component that reaches every output."""
+    o, c = w.shape[:2]
+    # G g G^T of every 3x3 kernel g at once: flattened, u = g (G (x) G)^T
+    u = w.astype(np.float64).reshape(o * c, 9) @ np.kron(_WINOGRAD_G, _WINOGRAD_G).T  # (O * C, a * 4 + b)
+    u = u.T.reshape(16, o, c)
+    packed = np.zeros((16, o, c + 1), dtype=w.dtype)
+    packed[:, :, :c] = u
+    packed[_WINOGRAD_BIAS_COMPONENT, :, c] = bias
+    return packed
+
+
+@functools.lru_cache(maxsize=None)
+def _winograd_transforms(dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """``B^T (x) B^T`` (16 x 16) and ``A^T (x) A^T`` (4 x 16): the tile transforms on flattened 4x4 tiles."""
+    transforms = (np.kron(_WINOGRAD_BT, _WINOGRAD_BT).astype(dtype), np.kron(_WINOGRAD_AT, _WINOGRAD_AT).astype(dtype))
+    for t in transforms:
+        t.flags.writeable = False  # shared by every call
+    return transforms
+
+
+def _winograd_3x3(x: np.ndarray, u: np.ndarray, out) -> np.ndarray:
+    """A 3x3, stride-1 convolution of the padded ``x (N, C, H, W)`` with :func:`_winograd_weights` ``u``.
+
+    Returns ``(N, O, *out)`` with the bias added.
+    """
+    n, c = x.shape[:2]
+    o = u.shape[1]
+    th, tw = -(-out[0] // 2), -(-out[1] // 2)  # 2x2 output blocks (tiles)
+    tiles = n * th * tw
+    # an odd output size: one more zero row / column of input
+    x = _pad(x, (0, 0), (2 * th + 2 - x.shape[2], 2 * tw + 2 - x.shape[3]))
+    d = np.empty((4, 4, c, n, th, tw), dtype=x.dtype)  # input tiles, element (i, j) of each tile in row i * 4 + j
+    np.copyto(d, window_view(x, (2, 3), (4, 4), (2, 2), (1, 1)).transpose(4, 5, 1, 0, 2, 3))
+    v = np.empty((16, c + 1, tiles), dtype=x.dtype)  # B^T d B, and a row of ones for the bias
+    v[:, c] = 1
+    input_transform, output_transform = _winograd_transforms(x.dtype)
+    np.matmul(input_transform, d.reshape(16, c * tiles), out=v.reshape(16, (c + 1) * tiles)[:, :c * tiles])
+    m = np.matmul(u, v)  # (16, O, tiles): the 16 products
+    blocks = np.matmul(output_transform, m.reshape(16, o * tiles)).reshape(2, 2, o, n, th, tw)
+    y = np.empty((n, o, 2 * th, 2 * tw), dtype=x.dtype)
+    for r in range(2):  # output row 2 * tile row + r, column 2 * tile column + s
+        for s in range(2):  # (four copies are ~4x faster than one whose innermost axis is s)
+            np.copyto(y[:, :, r::2, s::2], blocks[r, s].swapaxes(0, 1))
+    return y if (2 * th, 2 * tw) == tuple(out) else y[:, :, :out[0], :out[1]]
 
 
 def _depthwise(x, w_mat, kernel, strides, dilations, nb, og):

@@ -1,4 +1,5 @@
-"""Session-time fusion of the ONNX executor: inference BatchNormalization folded into the Conv before it.
+"""Session-time fusion of the ONNX executor: inference BatchNormalization folded into the Conv before it,
+and Relu applied by the step that computes its input.
 
 ``y = BN(Conv(x, W, B))`` with per-channel ``a = scale / sqrt(var + eps)`` is
 ``Conv(x, W * a, (B - mean) * a + bias)``: the normalization costs nothing at
@@ -12,7 +13,14 @@ nothing else reads them), so the session holds one copy.  Otherwise the
 parameters are read from each run's own values, and the folded weights are
 cached for as long as those arrays are the same objects, so a run that feeds
 an initializer the weights depend on (models before IR version 4 list every
-initializer as an input) gets weights folded from what it fed.
+initializer as an input) gets weights folded from what it fed.  Folded
+weights are packed with their bias (``kernels.conv.pack_conv_weights``), so
+that the convolution's matrix product adds the bias.
+
+A Relu that alone reads the output of a Conv (BatchNormalization folded in
+or not), Add or Sum is applied by that step to its fresh output, in place,
+while the output is still in cache: one step fewer and no second trip
+through memory.
 """
 
 from __future__ import annotations
@@ -23,35 +31,54 @@ import numpy as np
 
 from ...executor import BoundNode
 from ...ir import Graph, _free_inputs
+from ...kernels import conv as conv_kernels
+from ...kernels import elementwise
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+class _Uses:
+    """Which step computes each value of a plan, and how many nodes read it."""
+
+    def __init__(self, graph: Graph, plan):
+        self.readers: dict[int, int] = {}
+        for node in graph.nodes:
+            for v in _free_inputs(node):
+                self.readers[id(v)] = self.readers.get(id(v), 0) + 1
+        self.outputs = {id(v) for v in graph.outputs}
+        self.producer = {id(v): i for i, step in enumerate(plan.steps) for v in step.node.outputs if v is not None}
+
+    def producer_of_sole_use(self, value) -> int | None:
+        """The step computing ``value`` when one node alone reads it and it is no graph output, else None."""
+        if value is None or self.readers.get(id(value)) != 1 or id(value) in self.outputs:
+            return None
+        return self.producer.get(id(value))
+
+
+def _is_onnx(node, op: str) -> bool:
+    return node.op == op and node.domain in ("", "ai.onnx")
 
 
 def fuse_conv_batch_norm(graph: Graph, plan) -> int:
     """Rewrite ``plan`` (the interpreter's plan of ``graph``) so each Conv -> BatchNormalization pair runs as one
     convolution; returns how many pairs were fused."""
-    uses_by_id: dict[int, int] = {}
-    for node in graph.nodes:
-        for v in _free_inputs(node):
-            uses_by_id[id(v)] = uses_by_id.get(id(v), 0) + 1
-    outputs = {id(v) for v in graph.outputs}
+    uses = _Uses(graph, plan)
+    uses_by_id, producer_step = uses.readers, uses.producer
     initializers = {id(v): v for v in graph.initializers.values()}
-    producer_step = {id(v): i for i, step in enumerate(plan.steps) for v in step.node.outputs if v is not None}
     fused = 0
     for j, bn in enumerate(plan.steps):
         node = bn.node
-        if node.op != "BatchNormalization" or node.domain not in ("", "ai.onnx") or not _is_inference(bn):
+        if not _is_onnx(node, "BatchNormalization") or not _is_inference(bn):
             continue
-        x = node.inputs[0]
-        i = producer_step.get(id(x))
-        if i is None or uses_by_id.get(id(x)) != 1 or id(x) in outputs or len(node.inputs) != 5 or None in node.inputs:
+        i = uses.producer_of_sole_use(node.inputs[0])
+        if i is None or len(node.inputs) != 5 or None in node.inputs:
             continue
         conv = plan.steps[i]
-        if conv.node.op != "Conv" or conv.node.domain not in ("", "ai.onnx") or len(conv.node.outputs) != 1:
+        if not _is_onnx(conv.node, "Conv") or len(conv.node.outputs) != 1:
             continue
         if any(producer_step.get(id(v), -1) >= i for v in node.inputs[1:]):
             continue  # a parameter computed after the Conv (or recomputed when a run overrides it) is not there yet
-        fused_conv = _FusedConv(conv.fn, bn.attrs.get("epsilon", 1e-5))
+        fused_conv = _FusedConv(conv.fn, bn.attrs.get("epsilon", 1e-5), conv.attrs.get("group", 1))
         conv_inputs = list(plan.inputs[i]) + [None] * (3 - len(plan.inputs[i]))
         param_ids = conv_inputs[1:3] + plan.inputs[j][1:]
         constants = [None if vid is None else _constant(vid, initializers, plan) for vid in param_ids]
@@ -72,6 +99,47 @@ def fuse_conv_batch_norm(graph: Graph, plan) -> int:
         plan.steps[j] = BoundNode(node, _pass_through, {}, bn.label)
         fused += 1
     return fused
+
+
+#: ops whose step may apply a following Relu to its own fresh output
+_RELU_PRODUCERS = ("Conv", "Add", "Sum")
+
+
+def fuse_relu(graph: Graph, plan) -> int:
+    """Rewrite ``plan`` so that each Relu alone reading a Conv, Add or Sum output runs inside that step;
+    returns how many were fused.  A Conv whose BatchNormalization was folded in counts as the Conv."""
+    uses = _Uses(graph, plan)
+    fused = 0
+    for j, relu in enumerate(plan.steps):
+        if not _is_onnx(relu.node, "Relu"):
+            continue
+        i = uses.producer_of_sole_use(relu.node.inputs[0])
+        if i is not None and plan.steps[i].fn is _pass_through:  # a BatchNormalization folded into its Conv
+            i = uses.producer_of_sole_use(plan.steps[i].node.inputs[0])
+        if i is None or plan.foldable[i]:
+            continue  # a folded step runs once; its kept value must stay what the node computes
+        step = plan.steps[i]
+        if not any(_is_onnx(step.node, op) for op in _RELU_PRODUCERS) or len(step.node.outputs) != 1:
+            continue
+        plan.steps[i] = BoundNode(step.node, _ThenRelu(step.fn), step.attrs, step.label + " with " + relu.label)
+        plan.steps[j] = BoundNode(relu.node, _pass_through, {}, relu.label)
+        fused += 1
+    return fused
+
+
+class _ThenRelu:
+    """A kernel followed by the Relu that alone reads its output: Relu overwrites that output when it is fresh."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    def __call__(self, ctx, *inputs, **attrs):
+        y = self.kernel(ctx, *inputs, **attrs)
+        if isinstance(y, np.ndarray) and y.flags.writeable and not any(
+                isinstance(a, np.ndarray) and not ctx.owns(i) and np.may_share_memory(y, a)
+                for i, a in enumerate(inputs)):
+            return elementwise.relu(y, out=y)
+        return elementwise.relu(y)  # e.g. a one-input Sum hands back its input
 
 
 def _constant(vid: int, initializers: dict, plan) -> Any:
@@ -107,9 +175,10 @@ def _pass_through(ctx, x, *_params, **_attrs):
 class _FusedConv:
     """A Conv kernel applying the following BatchNormalization through its weights and bias."""
 
-    def __init__(self, conv, epsilon: float):
+    def __init__(self, conv, epsilon: float, groups: int):
         self.conv = conv
         self.epsilon = epsilon
+        self.groups = groups
         self._sources: tuple | None = ()  # None: folded once from constants (fold_now)
         self._folded: tuple[Any, Any] = (None, None)
         self._unfused: tuple = ()
@@ -161,4 +230,5 @@ class _FusedConv:
         if b is not None:
             shift = shift + np.asarray(b, np.float64) * a
         w_folded = (w.astype(np.float64) * a.reshape((channels,) + (1,) * (w.ndim - 1))).astype(w.dtype)
-        return w_folded, shift.astype(w.dtype)
+        packed = conv_kernels.pack_conv_weights(w_folded, shift.astype(w.dtype), self.groups)
+        return (w_folded, shift.astype(w.dtype)) if packed is None else (packed, None)

@@ -49,7 +49,7 @@ for _op, (_function, _versions) in _PLAIN.items():
 @onnx_op("Relu", since=[1, 6, 13, 14])
 def relu_1(ctx, x, *, consumed_inputs=None):
     if ctx.owns(0) and computes_natively(x.dtype):
-        return np.maximum(x, 0, out=x)  # the input dies here: reuse its buffer
+        return elementwise.relu(x, out=x)  # the input dies here: reuse its buffer
     return elementwise.relu(x)
 
 

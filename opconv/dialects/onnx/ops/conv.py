@@ -35,14 +35,16 @@ def conv_pads(x_shape, kernel, strides, dilations, pads, auto_pad: str) -> tuple
 
 
 def _kernel_shape(w, kernel_shape):
-    shape = tuple(int(k) for k in (kernel_shape if kernel_shape is not None else np.shape(w)[2:]))
-    if shape != tuple(np.shape(w)[2:]):
-        raise ExecutionError(f"kernel_shape {list(shape)} does not match the weight's {list(np.shape(w)[2:])}")
+    w_kernel = tuple((w.shape if isinstance(w, K.ConvWeights) else np.shape(w))[2:])
+    shape = tuple(int(k) for k in (kernel_shape if kernel_shape is not None else w_kernel))
+    if shape != w_kernel:
+        raise ExecutionError(f"kernel_shape {list(shape)} does not match the weight's {list(w_kernel)}")
     return shape
 
 
 @onnx_op("Conv", since=[1, 11, 22])
 def conv_1(ctx, x, w, b=None, *, auto_pad, dilations, group, kernel_shape, pads, strides):
+    """``w`` may also be weights the session packed with their bias (``K.ConvWeights``, see fusion.py)."""
     kernel = _kernel_shape(w, kernel_shape)
     begin, end = conv_pads(x.shape, kernel, strides, dilations, pads, auto_pad)
     return K.conv(x, w, b, strides, begin, end, dilations, group)
