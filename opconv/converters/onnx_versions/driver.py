@@ -311,7 +311,7 @@ class Context:
         return data
 
     def dtype(self, value: Value | None) -> str | None:
-        return getattr(self.converter.type_of(value), "dtype", None)
+        return self.converter.dtype_of(value)
 
     def shape(self, value: Value | None) -> tuple | None:
         shape = getattr(self.converter.type_of(value), "shape", None)
@@ -436,11 +436,12 @@ class VersionConverter:
         self.problems: list[Problem] = []
         self.function_graphs = {id(f.graph) for f in model.functions}
         self.changed: set[Graph] = set()  # graphs whose node list needs the final clean-up and sort
-        self.inferred: dict | None = {}  # value name -> inferred onnx.TypeProto (None: not run yet)
+        self.inferred: dict | None = {}  # value name -> inferred ValueInfoProto (None: not run yet)
         self.given_types = inferred  # shape inference already run by the caller (its result, as infer_types')
         self.may_infer = may_infer  # whether adapters may read inferred types (None: decide from the nodes)
         self._nested = False  # whether the model has subgraphs, whose types inference collects too
         self._reader = None
+        self._converted: dict[bytes, object] = {}  # serialized TypeProto -> its type
 
     def type_of(self, value: Value | None):
         """The value's type, completed from shape inference when the model did not record it."""
@@ -449,30 +450,58 @@ class VersionConverter:
         t = value.type
         if t is not None and not (isinstance(t, TensorType) and t.shape is None):
             return t
+        value.type = self.completed(value.name, t)
+        return value.type
+
+    def dtype_of(self, value: Value | None) -> str | None:
+        """The element type of :meth:`type_of` (what ``Context.dtype`` reads)."""
+        return getattr(self.type_of(value), "dtype", None)
+
+    def completed(self, name: str, declared, *, keep: bool = False):
+        """What :meth:`type_of` makes of a value ``name`` whose recorded type ``declared`` is incomplete.
+
+        The inferred type is taken (popped) for the one value of that name, unless ``keep``: a
+        look-up for a value not in the graph (yet).  (Sibling subgraphs may reuse a name.)
+        """
         if self.inferred is None:  # first need: run it now, on the source (which conversion leaves alone)
             self.inferred = infer_types(self.model, self.source_proto, nested=self._nested)
-        if value.name in self.inferred:
+        found = self.inferred.get(name) if keep else self.inferred.pop(name, None)
+        if found is None:
+            return declared
+        found = found.type
+        # Types are immutable: one conversion per distinct TypeProto (repeated layers repeat them).
+        key = found.SerializeToString()
+        t = self._converted.get(key, self)
+        if t is self:
             if self._reader is None:
                 from ...dialects.onnx.io import _Reader
                 self._reader = _Reader(None, None)
-            value.type = self._reader.value_type(self.inferred.pop(value.name)) or t
-        return value.type
+            t = self._converted[key] = self._reader.value_type(found)
+        return t or declared
 
     # -- driving --------------------------------------------------------------
     def run(self) -> None:
         if self.source != self.target:
-            may_infer = self.may_infer
-            if may_infer is None:
-                may_infer = not self.up or any(n.op in UPGRADE_NEEDS_TYPES for n in _all_nodes(self.model.graph))
-            if self.given_types is not None:
-                self.inferred = self.given_types
-            elif may_infer:
-                # From the caller's protobuf, inference waits until an adapter asks for a type.
-                self._nested = _has_subgraph(self.model.graph)
-                self.inferred = None if self.source_proto is not None else infer_types(self.model)
+            self.start()
             self.graph(self.model.graph, "")
             for f in self._functions():
                 self.graph(f.graph, f"function {f.name!r}: ")
+        self.conclude()
+
+    def start(self) -> None:
+        """Decide where types come from, before the first node moves."""
+        may_infer = self.may_infer
+        if may_infer is None:
+            may_infer = not self.up or any(n.op in UPGRADE_NEEDS_TYPES for n in _all_nodes(self.model.graph))
+        if self.given_types is not None:
+            self.inferred = self.given_types
+        elif may_infer:
+            # From the caller's protobuf, inference waits until an adapter asks for a type.
+            self._nested = _has_subgraph(self.model.graph)
+            self.inferred = None if self.source_proto is not None else infer_types(self.model)
+
+    def conclude(self) -> None:
+        """Tidy the changed graphs, then refuse with every problem found, or set the model's opset."""
         self.tidy()
         if self.problems:
             where = self.model.path
@@ -794,7 +823,7 @@ def node_dtype(ctx: Context, node: Node, schema: OpSchema, constraint: str) -> s
 
 
 def infer_types(model: Model | None, proto=None, nested: bool | None = None) -> dict:
-    """ONNX shape inference, run once on the model as given: {value name: TypeProto}.
+    """ONNX shape inference, run once on the model as given: {value name: its ValueInfoProto}.
 
     Types are converted when an adapter asks for one (:meth:`VersionConverter.type_of`), not
     for every value of a big graph.  ``nested``: whether subgraphs' types are wanted too (None:
@@ -817,7 +846,7 @@ def infer_types(model: Model | None, proto=None, nested: bool | None = None) -> 
 def _collect_types(graph, found: dict, nested: bool = True) -> None:
     for infos in (graph.value_info, graph.input, graph.output):
         for vi in infos[:]:  # a slice of a upb repeated field is read at C speed, the field itself is not
-            found.setdefault(vi.name, vi.type)
+            found.setdefault(vi.name, vi)  # (its .type is read for the few values adapters ask about)
     if not nested:  # no node holds a subgraph: skip reading every node's attributes
         return
     for n in graph.node:
