@@ -44,7 +44,8 @@ once with their bias (:func:`pack_conv_weights`, passed to :func:`conv` in
 place of ``w``): the bias becomes one more column of the weight matrix and the
 columns get a row of ones, so the product adds it.  Packed 3x3 stride-1
 convolutions with enough channels and positions run as Winograd F(2x2, 3x3)
-(16 multiplications per 2x2 outputs instead of 36; see ``_winograd_3x3``).
+(16 multiplications per 2x2 outputs instead of 36), or F(4x4, 3x3) on large
+images (36 per 4x4 outputs instead of 144; see ``_winograd_3x3``).
 """
 
 from __future__ import annotations
@@ -305,13 +306,13 @@ class ConvWeights:
     shape: tuple[int, ...]  # of the weights: (O, C / groups, *K)
     groups: int
     matrix: np.ndarray
-    _winograd: np.ndarray | None = field(default=None, init=False, repr=False)  # made when first needed
+    _winograd: dict[int, np.ndarray] = field(default_factory=dict, init=False, repr=False)  # made when needed
 
-    def winograd(self) -> np.ndarray:
-        """The ``(16, O, C + 1)`` weights of the Winograd F(2x2, 3x3) path, bias in the last column."""
-        if self._winograd is None:
-            self._winograd = _winograd_weights(self.weights, self.bias)
-        return self._winograd
+    def winograd(self, m: int) -> np.ndarray:
+        """The ``((m + 2)^2, O, C + 1)`` weights of the Winograd F(m x m, 3x3) path, bias in the last column."""
+        if m not in self._winograd:
+            self._winograd[m] = _winograd_weights(self.weights, self.bias, m)
+        return self._winograd[m]
 
     @property
     def weights(self) -> np.ndarray:
@@ -383,9 +384,9 @@ def _conv_channels_first(x, w, strides, pads_begin, pads_end, lhs_dilation, rhs_
     bias_in_product = False
     if cg == 1 and batch_groups == 1 and groups > 1:
         y = _depthwise(x, w_mat[..., :depth], kernel, strides, rhs_dilation, nb, og)
-    elif packed is not None and groups == 1 and _winograd_pays(kernel, strides, rhs_dilation, c, o, out):
+    elif packed is not None and groups == 1 and (tile := _winograd_tile(kernel, strides, rhs_dilation, c, o, out)):
         bias_in_product = True
-        y = _winograd_3x3(x, packed.winograd(), out)
+        y = _winograd_3x3(x, packed.winograd(tile), out)
     elif (batch_groups == 1 and any(k > 1 for k in kernel)
             and depth * positions * x.itemsize > _TILED_IM2COL_BYTES):
         bias_in_product = packed is not None
@@ -474,74 +475,107 @@ def _conv_tiled(x, w_mat, kernel, strides, dilations, out, ones_row=False):
     return y
 
 
-# Winograd F(2x2, 3x3) (Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks", 2016): each 2x2
-# block of outputs comes from a 4x4 tile d of the input as  Y = A^T [(G g G^T) * (B^T d B)] A,  16 products
-# per output block and channel instead of 36.  The 16 element-wise products over channels become 16 matrix
-# products (O x C) @ (C x tiles); the transforms of the input tiles and of the products are small matrix
-# products too (their entries are 0, +-1 and +-1/2, so they add little rounding: the error stays that of
-# the direct sum, ~1e-6 relative in float32).
-_WINOGRAD_BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], dtype=np.float64)
-_WINOGRAD_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
-_WINOGRAD_AT = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], dtype=np.float64)
-#: the transformed-tile component whose output transform adds it to all four outputs: it carries the bias
-_WINOGRAD_BIAS_COMPONENT = 1 * 4 + 1
+# Winograd F(m x m, 3x3) (Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks", 2016): each m x m
+# block of outputs comes from an (m + 2) x (m + 2) input tile d as  Y = A^T [(G g G^T) * (B^T d B)] A,  so
+# (m + 2)^2 products per block and channel pair instead of 9 m^2 (F2: 16 instead of 36; F4: 36 instead of 144).
+# The products over channels become (m + 2)^2 matrix products (O x C) @ (C x tiles); the tile transforms are
+# matrix products too, on flattened tiles with the Kronecker products of B^T and A^T.  F2's transforms hold
+# 0, +-1 and +-1/2 and add little rounding (float32 errors ~2e-7 of the output's scale, like the direct sum's);
+# F4's reach 5 and 8: ~5e-6 of the scale (tests/test_kernels_conv.py bounds both against a float64 direct sum).
+@dataclass(frozen=True)
+class _Winograd:
+    """One variant, F(m x m, 3x3): its transform matrices."""
+
+    m: int  # outputs per tile side
+    bt: np.ndarray  # B^T, (m + 2, m + 2)
+    g: np.ndarray  # G, (m + 2, 3)
+    at: np.ndarray  # A^T, (m, m + 2)
+
+    @property
+    def bias_component(self) -> int:
+        """The transformed-tile component that the output transform adds to every output (A^T's column of
+        ones, the interpolation point 1): it carries the bias."""
+        return 1 * (self.m + 2) + 1
+
+
+_WINOGRAD = {
+    2: _Winograd(2, bt=np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], dtype=np.float64),
+                 g=np.array([[1, 0, 0], [1 / 2, 1 / 2, 1 / 2], [1 / 2, -1 / 2, 1 / 2], [0, 0, 1]]),
+                 at=np.array([[1, 1, 1, 0], [0, 1, -1, -1]], dtype=np.float64)),
+    # interpolation points 0, 1, -1, 2, -2 and infinity
+    4: _Winograd(4, bt=np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
+                                 [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]], dtype=np.float64),
+                 g=np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
+                             [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]]),
+                 at=np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]],
+                             dtype=np.float64)),
+}
 #: where the saved multiplications outweigh the transforms (measured with one BLAS thread): enough channels
-#: for the 16 products to be BLAS-efficient, and enough output positions (tiles) for each of them
+#: for the products to be BLAS-efficient, and enough output positions (tiles) for each of them
 _WINOGRAD_MIN_CHANNELS = 64
 _WINOGRAD_MIN_POSITIONS = 196
+#: F4 from this many output positions on (on 14x14 outputs it was ~10% slower than F2: 16 tiles, a quarter of
+#: them padding, make small and slow products)
+_WINOGRAD_F4_MIN_POSITIONS = 784
 
 
-def _winograd_pays(kernel, strides, dilations, c, o, out) -> bool:
-    return (tuple(kernel) == (3, 3) and tuple(strides) == (1, 1) and tuple(dilations) == (1, 1)
-            and min(c, o) >= _WINOGRAD_MIN_CHANNELS and math.prod(out) >= _WINOGRAD_MIN_POSITIONS)
+def _winograd_tile(kernel, strides, dilations, c, o, out) -> int:
+    """The Winograd variant that pays for this convolution: outputs per tile side (2 or 4), or 0 for none."""
+    if not (tuple(kernel) == (3, 3) and tuple(strides) == (1, 1) and tuple(dilations) == (1, 1)
+            and min(c, o) >= _WINOGRAD_MIN_CHANNELS):
+        return 0
+    positions = math.prod(out)
+    return 4 if positions >= _WINOGRAD_F4_MIN_POSITIONS else 2 if positions >= _WINOGRAD_MIN_POSITIONS else 0
 
 
-def _winograd_weights(w: np.ndarray, bias: np.ndarray) -> np.ndarray:
-    """``(16, O, C + 1)``: component ``(a, b)`` of ``G g G^T`` for every (output, input) channel pair,
+def _winograd_weights(w: np.ndarray, bias: np.ndarray, m: int) -> np.ndarray:
+    """``((m + 2)^2, O, C + 1)``: component ``(a, b)`` of ``G g G^T`` for every (output, input) channel pair,
     computed in float64, and the bias in the last column of the component that reaches every output."""
+    f = _WINOGRAD[m]
     o, c = w.shape[:2]
     # G g G^T of every 3x3 kernel g at once: flattened, u = g (G (x) G)^T
-    u = w.astype(np.float64).reshape(o * c, 9) @ np.kron(_WINOGRAD_G, _WINOGRAD_G).T  # (O * C, a * 4 + b)
-    u = u.T.reshape(16, o, c)
-    packed = np.zeros((16, o, c + 1), dtype=w.dtype)
-    packed[:, :, :c] = u
-    packed[_WINOGRAD_BIAS_COMPONENT, :, c] = bias
+    u = w.astype(np.float64).reshape(o * c, 9) @ np.kron(f.g, f.g).T  # (O * C, a * (m + 2) + b)
+    packed = np.zeros((u.shape[1], o, c + 1), dtype=w.dtype)
+    packed[:, :, :c] = u.T.reshape(-1, o, c)
+    packed[f.bias_component, :, c] = bias
     return packed
 
 
 @functools.lru_cache(maxsize=None)
-def _winograd_transforms(dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-    """``B^T (x) B^T`` (16 x 16) and ``A^T (x) A^T`` (4 x 16): the tile transforms on flattened 4x4 tiles."""
-    transforms = (np.kron(_WINOGRAD_BT, _WINOGRAD_BT).astype(dtype), np.kron(_WINOGRAD_AT, _WINOGRAD_AT).astype(dtype))
+def _winograd_transforms(m: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """``B^T (x) B^T`` and ``A^T (x) A^T``: the tile transforms on flattened tiles."""
+    f = _WINOGRAD[m]
+    transforms = (np.kron(f.bt, f.bt).astype(dtype), np.kron(f.at, f.at).astype(dtype))
     for t in transforms:
         t.flags.writeable = False  # shared by every call
     return transforms
 
 
 def _winograd_3x3(x: np.ndarray, u: np.ndarray, out) -> np.ndarray:
-    """A 3x3, stride-1 convolution of the padded ``x (N, C, H, W)`` with :func:`_winograd_weights` ``u``.
-
-    Returns ``(N, O, *out)`` with the bias added.
-    """
+    """A 3x3, stride-1 convolution of the padded ``x (N, C, H, W)`` with :func:`_winograd_weights` ``u``
+    (whose first axis says the variant).  Returns ``(N, O, *out)`` with the bias added."""
     n, c = x.shape[:2]
     o = u.shape[1]
-    th, tw = -(-out[0] // 2), -(-out[1] // 2)  # 2x2 output blocks (tiles)
+    size = math.isqrt(u.shape[0])  # of an input tile
+    m = size - 2
+    th, tw = -(-out[0] // m), -(-out[1] // m)  # m x m output blocks (tiles)
     tiles = n * th * tw
-    # an odd output size: one more zero row / column of input
-    x = _pad(x, (0, 0), (2 * th + 2 - x.shape[2], 2 * tw + 2 - x.shape[3]))
-    d = np.empty((4, 4, c, n, th, tw), dtype=x.dtype)  # input tiles, element (i, j) of each tile in row i * 4 + j
-    np.copyto(d, window_view(x, (2, 3), (4, 4), (2, 2), (1, 1)).transpose(4, 5, 1, 0, 2, 3))
-    v = np.empty((16, c + 1, tiles), dtype=x.dtype)  # B^T d B, and a row of ones for the bias
+    # output sizes that are no multiple of m: more zero rows / columns of input
+    x = _pad(x, (0, 0), (m * th + 2 - x.shape[2], m * tw + 2 - x.shape[3]))
+    d = np.empty((size, size, c, n, th, tw), dtype=x.dtype)  # input tiles, element (i, j) in row i * size + j
+    np.copyto(d, window_view(x, (2, 3), (size, size), (m, m), (1, 1)).transpose(4, 5, 1, 0, 2, 3))
+    v = np.empty((size * size, c + 1, tiles), dtype=x.dtype)  # B^T d B, and a row of ones for the bias
     v[:, c] = 1
-    input_transform, output_transform = _winograd_transforms(x.dtype)
-    np.matmul(input_transform, d.reshape(16, c * tiles), out=v.reshape(16, (c + 1) * tiles)[:, :c * tiles])
-    m = np.matmul(u, v)  # (16, O, tiles): the 16 products
-    blocks = np.matmul(output_transform, m.reshape(16, o * tiles)).reshape(2, 2, o, n, th, tw)
-    y = np.empty((n, o, 2 * th, 2 * tw), dtype=x.dtype)
-    for r in range(2):  # output row 2 * tile row + r, column 2 * tile column + s
-        for s in range(2):  # (four copies are ~4x faster than one whose innermost axis is s)
-            np.copyto(y[:, :, r::2, s::2], blocks[r, s].swapaxes(0, 1))
-    return y if (2 * th, 2 * tw) == tuple(out) else y[:, :, :out[0], :out[1]]
+    input_transform, output_transform = _winograd_transforms(m, x.dtype)
+    np.matmul(input_transform, d.reshape(size * size, c * tiles),
+              out=v.reshape(size * size, (c + 1) * tiles)[:, :c * tiles])
+    products = np.matmul(u, v)  # (size^2, O, tiles)
+    blocks = np.matmul(output_transform, products.reshape(size * size, o * tiles)).reshape(m, m, o, n, th, tw)
+    y = np.empty((n, o, m * th, m * tw), dtype=x.dtype)
+    for r in range(m):  # output row m * tile row + r, column m * tile column + s
+        for s in range(m):  # (one copy per (r, s) is ~4x faster than one whose innermost axis is s)
+            np.copyto(y[:, :, r::m, s::m], blocks[r, s].swapaxes(0, 1))
+    return y if (m * th, m * tw) == tuple(out) else y[:, :, :out[0], :out[1]]
 
 
 def _depthwise(x, w_mat, kernel, strides, dilations, nb, og):
