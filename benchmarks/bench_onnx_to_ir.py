@@ -7,8 +7,9 @@ Two measurements (see benchmarks/README.md):
    ``opconv.convert(to="openvino")`` + ``opconv.save``) and by OpenVINO
    (``convert_model`` + ``save_model``), in alternating rounds; medians and the
    ratio opconv / OpenVINO.  ``--processes`` times each conversion as a fresh
-   Python process instead (interpreter start and imports included), as a user
-   running the command line sees it (children may write ``.pyc`` files, to a
+   Python process instead (interpreter start, imports and exit included), as a
+   user running the command line sees it: opconv's child runs the command
+   ``opconv onnx-to-ir MODEL -o OUT.xml`` (children may write ``.pyc`` files, to a
    private pycache, as an installed package has them, even under
    ``PYTHONDONTWRITEBYTECODE``; one untimed run per converter fills it).
 2. **Peak memory** converting a generated model with about 1 GiB of float32
@@ -63,43 +64,49 @@ def convert_openvino_f32(model: str, xml: str) -> None:
 
 CONVERTERS = {"opconv": convert_opconv, "openvino": convert_openvino, "openvino-f32": convert_openvino_f32}
 
-# What a child process runs: import, convert, then print its peak resident set size in KiB.  VmHWM belongs to
-# the child's own address space; ru_maxrss would also count the parent's size at fork time.
+# What a child process runs: one conversion (or only the imports, as the baseline of the memory measurement),
+# then its peak resident set size in KiB on the last line of stdout.  opconv's child runs the command line
+# (`opconv onnx-to-ir MODEL -o XML`, the command the target names), OpenVINO's calls convert_model +
+# save_model; neither imports this module, so a child does nothing but the conversion.  VmHWM belongs to the
+# child's own address space; ru_maxrss would also count the parent's size at fork time.
+_CHILD_CONVERT = {
+    "opconv": ("from opconv.cli import main\n"
+               "try:\n"
+               "    main(['onnx-to-ir', model, '-o', xml])\n"
+               "except SystemExit as e:\n"
+               "    if e.code:\n"
+               "        raise\n"),
+    "openvino": "import openvino as ov\nov.save_model(ov.convert_model(model), xml)\n",
+    "openvino-f32": "import openvino as ov\nov.save_model(ov.convert_model(model), xml, compress_to_fp16=False)\n",
+}
+#: the modules each converter converts with (what a child imports for the memory baseline)
+IMPORTS = {
+    "opconv": ("opconv.cli", "opconv.converters.onnx_to_openvino", "opconv.dialects.openvino.io"),
+    "openvino": ("openvino",),
+    "openvino-f32": ("openvino",),
+}
 _CHILD = """
 import os, sys
-sys.path[:0] = [{root!r}, {here!r}]
+sys.path.insert(0, {root!r})
 os.environ.setdefault("CI", "true")
-from bench_onnx_to_ir import CONVERTERS, _import_only, _peak_kib
-which, model, xml = {which!r}, {model!r}, {xml!r}
-if model:
-    CONVERTERS[which](model, xml)
-else:
-    _import_only(which)
-print(_peak_kib())
+model, xml = {model!r}, {xml!r}
+{body}
+peak = None
+if os.path.exists("/proc/self/status"):
+    with open("/proc/self/status") as f:
+        peak = next((int(line.split()[1]) for line in f if line.startswith("VmHWM:")), None)
+if peak is None:
+    import resource
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(peak)
 """
 
 
-def _peak_kib() -> int:
-    """This process's peak resident set size in KiB (VmHWM; getrusage where /proc is missing)."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-
-
 def _import_only(which: str) -> None:
-    """Import what ``which`` converts with (the baseline of the memory measurement)."""
+    """Import what ``which`` converts with (before in-process rounds)."""
     import importlib
 
-    modules = ("opconv", "opconv.converters.onnx_to_openvino", "opconv.dialects.openvino.io") \
-        if which == "opconv" else ("openvino",)
-    for name in modules:
+    for name in IMPORTS[which]:
         importlib.import_module(name)
 
 
@@ -108,8 +115,8 @@ _PYCACHE = os.path.join(tempfile.gettempdir(), "bench-onnx-to-ir-pycache")
 
 def run_child(which: str, model: str | None, xml: str | None) -> tuple[float, int]:
     """(seconds, peak RSS in bytes) of one conversion in a fresh Python process."""
-    code = _CHILD.format(root=ROOT, here=os.path.dirname(os.path.abspath(__file__)), which=which,
-                         model=model or "", xml=xml or "")
+    body = _CHILD_CONVERT[which] if model else f"import {', '.join(IMPORTS[which])}\n"
+    code = _CHILD.format(root=ROOT, model=model or "", xml=xml or "", body=body)
     env = dict(os.environ, PYTHONPYCACHEPREFIX=_PYCACHE)
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # compiled modules are reused, as in an installed package
     start = time.perf_counter()

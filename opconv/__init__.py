@@ -19,6 +19,8 @@ Every error a caller can cause is an :class:`opconv.OpconvError`.
 from __future__ import annotations
 
 import os
+import sys
+from types import ModuleType
 from typing import Any
 
 from .errors import (
@@ -27,9 +29,22 @@ from .errors import (
 )
 from .ir import Attr, Function, Graph, Model, Node, Tensor, Value
 
-# Loading the submodule opconv/verify.py sets the attribute `opconv.verify` to that module; importing it
-# here, before `def verify` below, lets the function take the name back for good.
-from . import verify as _verify_module  # noqa: E402  (cheap: numpy and the graph core are loaded already)
+
+class _Package(ModuleType):
+    """The ``opconv`` package, whose ``verify`` stays the function below.
+
+    Importing the submodule opconv/verify.py sets the package attribute ``verify`` to that module.
+    The submodule is loaded on the first verification only (a conversion never needs it), so the
+    package keeps its function when that happens.
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "verify" and isinstance(value, ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 __version__ = "0.1.0"
 
@@ -119,4 +134,6 @@ def verify(a: Any, b: Any, inputs: dict | None = None, rtol: float | None = None
     Returns an :class:`opconv.verify.VerifyReport`; raises ExecutionError naming model A or B when
     one cannot run.
     """
-    return _verify_module.verify(a, b, inputs, rtol, atol, **options)
+    from .verify import verify as compare_models
+
+    return compare_models(a, b, inputs, rtol, atol, **options)

@@ -136,3 +136,59 @@ def test_saved_file_mode_follows_umask(tmp_path, fixtures_dir):
     mask = os.umask(0)
     os.umask(mask)
     assert os.stat(tmp_path / "out.onnx").st_mode & 0o777 == 0o666 & ~mask
+
+
+def _fallocate_failing_with(code):
+    def fallocate(fd, start, length):
+        raise OSError(code, os.strerror(code))
+    return fallocate
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "openvino"])
+def test_full_disk_at_reservation_leaves_nothing_behind(tmp_path, monkeypatch, fmt):
+    """Blocks are reserved before big writes; a full disk then fails the save at once, atomically."""
+    import errno
+
+    from opconv.dialects.onnx import io as onnx_io
+
+    model = _big_weight_model()
+    if fmt == "openvino":
+        model = opconv.convert(model, to="openvino")
+    monkeypatch.setattr(onnx_io, "_fallocate", _fallocate_failing_with(errno.ENOSPC))
+    with pytest.raises(ModelWriteError, match="No space left"):
+        opconv.save(model, tmp_path / ("out.xml" if fmt == "openvino" else "out.onnx"))
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "openvino"])
+def test_filesystem_without_reservation_still_saves(tmp_path, monkeypatch, fmt):
+    import errno
+
+    from opconv.dialects.onnx import io as onnx_io
+
+    model = _big_weight_model()
+    feeds = {"x": np.random.default_rng(1).standard_normal((1, 1024)).astype(np.float32)}
+    expected = opconv.run(model, feeds)["y"]
+    monkeypatch.setattr(onnx_io, "_fallocate", _fallocate_failing_with(errno.EOPNOTSUPP))
+    if fmt == "openvino":
+        opconv.save(opconv.convert(model, to="openvino"), tmp_path / "out.xml")
+        import openvino as ov
+
+        compiled = ov.Core().compile_model(str(tmp_path / "out.xml"), "CPU")
+        actual = compiled(feeds)[0]
+        np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-4)
+    else:
+        opconv.save(model, tmp_path / "out.onnx", external_data=True)
+        source = opconv.dialects.onnx.io.to_proto(model)
+        np.testing.assert_array_equal(run_ort(onnx.load(str(tmp_path / "out.onnx")), feeds)[0],
+                                      run_ort(source, feeds)[0])
+
+
+def _big_weight_model():
+    """One MatMul with a 4 MiB weight (above the size from which blocks are reserved)."""
+    w = np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32)
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1024])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1024])],
+                              [onnx.numpy_helper.from_array(w, "w")])
+    return opconv.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))

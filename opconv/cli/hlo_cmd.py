@@ -7,7 +7,6 @@ options, and can verify the result numerically with opconv's executors.
 from __future__ import annotations
 
 import os
-import zipfile
 
 import click
 
@@ -79,6 +78,8 @@ def onnx_to_hlo(model, output, fmt, input_shapes, weights_as_arguments, verify_a
 
 def _save_with_weight_arguments(model, path: str, weights_file: str) -> None:
     """Write StableHLO whose large constants are arguments, and those constants in argument order (atomically)."""
+    import zipfile
+
     import numpy as np
 
     from ..dialects.hlo.stablehlo import export, weight_arguments

@@ -8,7 +8,6 @@ import sys
 import click
 
 from .. import load
-from ..validation import check_model
 from ..ir import Model, Value
 from . import cli
 
@@ -72,6 +71,8 @@ def check(model, as_json):
 
     Exit code 0 when valid, 1 when invalid, 2 when MODEL cannot be read.
     """
+    from ..validation import check_model  # here: other commands (a conversion) never need it
+
     problems = check_model(load(model))
     if as_json:
         click.echo(json.dumps({"valid": not problems, "problems": [p.to_json() for p in problems]}, indent=1))

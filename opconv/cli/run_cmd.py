@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
-import zipfile
 from typing import Any
 
 import click
@@ -48,6 +46,8 @@ def _parse_shapes(values: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
 
 def read_npz(path: str) -> dict[str, np.ndarray]:
     """The arrays of an .npz file by name; strings come back as object arrays (opconv's string type)."""
+    import zipfile  # here, not at the top: a conversion never needs it and a fresh process starts faster
+
     try:
         with open(path, "rb") as f:
             magic = f.read(6)
@@ -80,6 +80,8 @@ def write_npz(path: str, arrays: dict[str, Any]) -> None:
     cannot hold every output name (``file``, for one); sequences are stored element
     by element as ``name[i]``, and empty optionals are left out.
     """
+    import zipfile
+
     def write(f):
         with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as zf:
             for name, array in _flatten(arrays):
@@ -109,6 +111,8 @@ def _write_atomically(path: str, write, mode: str) -> None:
 
     A failure leaves neither a partial ``path`` nor the temporary file.
     """
+    import tempfile
+
     folder = _output_folder(path)
     try:
         fd, tmp = tempfile.mkstemp(prefix=".opconv-", suffix=".tmp", dir=folder)

@@ -73,8 +73,11 @@ def _fold_uniform_fills(graph: Graph) -> None:
     """ConstantOfShape of a constant shape -> an initializer that is a broadcast view of its one value.
 
     Exported models (the onnx package's light models, for one) rebuild whole weight tensors this way; the view
-    costs no memory, and writers stream it without ever materialising it."""
+    costs no memory, and writers stream it without ever materialising it.  Ops that only move elements of a
+    constant are folded here too (see :func:`_fold_element_mover`)."""
     for node in list(graph.nodes):
+        if node.op in _ELEMENT_MOVERS and node.domain in ("", "ai.onnx") and node.inputs:
+            _fold_element_mover(graph, node)
         if node.op != "ConstantOfShape" or node.domain not in ("", "ai.onnx") or not node.inputs:
             continue
         shape_value = node.inputs[0]
@@ -92,6 +95,30 @@ def _fold_uniform_fills(graph: Graph) -> None:
         _rewire(graph, node, out, graph.const(view, f"{out.name}/folded"))
 
 
+# ONNX ops whose output is their first input's elements in the same (C) order, only shaped anew
+_RESHAPERS = frozenset({"Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity"})
+# ONNX ops whose output holds only elements of their first input
+_ELEMENT_MOVERS = _RESHAPERS | {"Expand", "Transpose", "Tile"}
+
+
+def _fold_element_mover(graph: Graph, node: Node) -> None:
+    """A reshaping op of constants -> its data in the inferred static shape (a view); an element-moving op of
+    a broadcast view -> that view's value over the inferred shape.  No executor start-up, no copy."""
+    data, out = node.inputs[0], node.outputs[0]
+    shape = _static(out) if len(node.outputs) == 1 else None
+    if shape is None or data is None or data.const is None or out.dtype != data.const.dtype \
+            or not all(v is None or v.const is not None for v in node.inputs):
+        return
+    array = data.const.numpy()
+    if array.size and not any(array.strides):  # one value broadcast over the shape
+        folded = np.broadcast_to(array[(0,) * array.ndim], shape)
+    elif node.op in _RESHAPERS and array.size == int(np.prod(shape, dtype=np.int64)):
+        folded = array.reshape(shape)
+    else:
+        return
+    _rewire(graph, node, out, graph.const(folded, f"{out.name}/folded"))
+
+
 def _rewire(graph: Graph, node: Node, old: Value, new: Value) -> None:
     """Make readers of ``old`` read ``new``; a graph output keeps ``old`` (its name) and its producer."""
     old.replace_all_uses_with(new)
@@ -101,14 +128,14 @@ def _rewire(graph: Graph, node: Node, old: Value, new: Value) -> None:
 
 def _evaluate_constants(model: Model) -> dict[int, np.ndarray]:
     """id(value) -> data for every value the ONNX interpreter computes from constants alone."""
-    import dataclasses
-
-    from ..dialects.onnx.executor import Session
-
     graph = model.graph
     nodes = _constant_nodes(graph)
     if not nodes:
         return {}
+    import dataclasses
+
+    from ..dialects.onnx.executor import Session
+
     # The executor binds every node of the graph it is given: give it only the constant part (binding
     # all of a big graph costs more than the rest of a small conversion).
     part = Graph(graph.name, parent=graph.parent)

@@ -77,7 +77,6 @@ from __future__ import annotations
 
 import inspect
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -99,38 +98,49 @@ def same_domain(a: str | None, b: str | None) -> bool:
 # Patterns
 # ---------------------------------------------------------------------------
 
-@dataclass(frozen=True, eq=False)
+# The classes of this module are plain slotted classes, not dataclasses: defining a dataclass costs about a
+# millisecond of every fresh process that imports this module, and hundreds of patterns are built at import.
+
 class _Capture:
     """A pattern input: matches any value, bound under ``name`` (the same name must bind the same value)."""
 
-    name: str
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
 
 
-@dataclass(eq=False)
 class _PNode:
     """One node of a pattern."""
 
-    op: str | None  # None: any op
-    inputs: list  # of _Capture | _POut | None
-    domain: str | None
-    version: Any
-    attrs: dict[str, Any]
-    n_outputs: int
-    name: str | None
-    commute: bool
-    shared: bool
-    any_inputs: bool = False
+    __slots__ = ("op", "inputs", "domain", "version", "attrs", "n_outputs", "name", "commute", "shared",
+                 "any_inputs")
+
+    def __init__(self, op: str | None, inputs: list, domain: str | None, version: Any, attrs: dict[str, Any],
+                 n_outputs: int, name: str | None, commute: bool, shared: bool, any_inputs: bool = False):
+        self.op = op  # None: any op
+        self.inputs = inputs  # of _Capture | _POut | None
+        self.domain = domain
+        self.version = version
+        self.attrs = attrs
+        self.n_outputs = n_outputs
+        self.name = name
+        self.commute = commute
+        self.shared = shared
+        self.any_inputs = any_inputs
 
     def describe(self) -> str:
         return self.op or "<any op>"
 
 
-@dataclass(frozen=True, eq=False)
 class _POut:
     """Output ``index`` of pattern node ``node``."""
 
-    node: _PNode
-    index: int
+    __slots__ = ("node", "index")
+
+    def __init__(self, node: _PNode, index: int):
+        self.node = node
+        self.index = index
 
 
 class _PatternOps:
@@ -204,6 +214,8 @@ class Pattern:
 
     def _check_names(self) -> None:
         names = [n.name for n in self.nodes if n.name] + self.captures
+        if len(set(names)) == len(names):
+            return
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise GraphError(f"pattern {self.name}: names used twice: {', '.join(sorted(dup))}")
@@ -216,17 +228,20 @@ class Pattern:
         return f"Pattern({self.name}, root={self.root.describe()}, {len(self.nodes)} nodes)"
 
 
-@dataclass
 class Match:
     """A successful match: captured values by name, captured nodes by ``_name``, the root node."""
 
-    graph: Graph
-    root: Node
-    values: dict[str, Value | None]
-    nodes: dict[str, Node]
-    matched: list[Node]  # every matched node, producers before consumers (root last)
-    removable: list[Node]  # matched nodes to remove after the rewrite (not _shared), same order
-    n_outputs: int
+    __slots__ = ("graph", "root", "values", "nodes", "matched", "removable", "n_outputs")
+
+    def __init__(self, graph: Graph, root: Node, values: dict[str, Value | None], nodes: dict[str, Node],
+                 matched: list[Node], removable: list[Node], n_outputs: int):
+        self.graph = graph
+        self.root = root
+        self.values = values
+        self.nodes = nodes
+        self.matched = matched  # every matched node, producers before consumers (root last)
+        self.removable = removable  # matched nodes to remove after the rewrite (not _shared), same order
+        self.n_outputs = n_outputs
 
     def __getitem__(self, name: str) -> Value | None:
         return self.values[name]
@@ -278,12 +293,14 @@ def _trimmed(values: list) -> list:
     return values[:end]
 
 
-@dataclass(frozen=True)
 class _Binding:
     """Partial match state; copied on extension so that backtracking needs no undo."""
 
-    values: dict
-    nodes: dict  # id(_PNode) -> Node
+    __slots__ = ("values", "nodes")
+
+    def __init__(self, values: dict, nodes: dict):
+        self.values = values
+        self.nodes = nodes  # id(_PNode) -> Node
 
     def bind_value(self, name: str, value) -> "_Binding":
         return _Binding({**self.values, name: value}, self.nodes)
@@ -434,18 +451,17 @@ Replacement = Callable[["Builder", Match], "Value | Sequence[Value | None]"]
 Check = Callable[[Match], "str | None"]
 
 
-@dataclass
 class Rule:
     """``pattern`` (a :class:`Pattern` or a pattern function), ``replacement`` and an optional ``check``."""
 
-    name: str
-    pattern: Pattern | Callable[..., Any]
-    replacement: Replacement
-    check: Check | None = None
+    __slots__ = ("name", "pattern", "replacement", "check")
 
-    def __post_init__(self):
-        if not isinstance(self.pattern, Pattern):
-            self.pattern = Pattern(self.pattern)
+    def __init__(self, name: str, pattern: Pattern | Callable[..., Any], replacement: Replacement,
+                 check: Check | None = None):
+        self.name = name
+        self.pattern = pattern if isinstance(pattern, Pattern) else Pattern(pattern)
+        self.replacement = replacement
+        self.check = check
 
     def __repr__(self) -> str:
         return f"Rule({self.name!r}, {self.pattern!r})"
@@ -533,24 +549,31 @@ class Builder:
 # Reports
 # ---------------------------------------------------------------------------
 
-@dataclass
 class Unmatched:
     """A node that no rule rewrote: where it is and every rule's reason."""
 
-    node: Node = field(repr=False)
-    label: str
-    reasons: list[str]
+    __slots__ = ("node", "label", "reasons")
+
+    def __init__(self, node: Node, label: str, reasons: list[str]):
+        self.node = node
+        self.label = label
+        self.reasons = reasons
+
+    def __repr__(self) -> str:
+        return f"Unmatched(label={self.label!r}, reasons={self.reasons!r})"
 
     def __str__(self) -> str:
         return f"{self.label}: {'; '.join(self.reasons) or 'no reason recorded'}"
 
 
-@dataclass
 class RewriteReport:
     """What :func:`apply` did: rules fired (counts) and the nodes left alone, with reasons."""
 
-    fired: Counter = field(default_factory=Counter)
-    unmatched: list[Unmatched] = field(default_factory=list)
+    __slots__ = ("fired", "unmatched")
+
+    def __init__(self, fired: Counter | None = None, unmatched: list[Unmatched] | None = None):
+        self.fired = Counter() if fired is None else fired
+        self.unmatched = [] if unmatched is None else unmatched
 
     def reasons_for(self, node: Node) -> list[str]:
         for u in self.unmatched:

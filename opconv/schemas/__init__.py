@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import bisect
 import json
+import os
+import re
 from dataclasses import dataclass, field
 import functools
 from functools import lru_cache
-from importlib import resources
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, NamedTuple
 
 from ..errors import SchemaError
 
@@ -201,14 +202,17 @@ class DialectSchemas:
             self._versions.setdefault((op.domain, op.name), []).append(op.version)
         self._index(raw, set(self._versions))
 
-    def _index(self, raw: Iterable[tuple[dict, str]], keys: set) -> None:
+    def _index(self, raw: Iterable[tuple[dict | OpText, str]], keys: set) -> None:
         """Index ``raw`` entries (unparsed) and check that no op has a version twice among ``keys``' entries."""
         for entry, where in raw:
-            try:
-                key, version = (entry.get("domain", ""), entry["name"]), int(entry["version"])
-            except (KeyError, TypeError, ValueError, AttributeError) as e:
-                name = entry.get("name", "?") if isinstance(entry, dict) else "?"
-                raise SchemaError(f"malformed op entry {name!r}: {e!r}", where=where) from None
+            if isinstance(entry, OpText):
+                key, version = (entry.domain, entry.name), entry.version
+            else:
+                try:
+                    key, version = (entry.get("domain", ""), entry["name"]), int(entry["version"])
+                except (KeyError, TypeError, ValueError, AttributeError) as e:
+                    name = entry.get("name", "?") if isinstance(entry, dict) else "?"
+                    raise SchemaError(f"malformed op entry {name!r}: {e!r}", where=where) from None
             self._pending.setdefault(key, []).append((entry, where))
             self._versions.setdefault(key, []).append(version)
             keys.add(key)
@@ -233,7 +237,7 @@ class DialectSchemas:
         pending = self._pending.pop(key, None)
         if pending is not None:
             parsed = self._by_name.setdefault(key, [])
-            parsed.extend(parse_op(self.dialect, entry, where) for entry, where in pending)
+            parsed.extend(parse_op(self.dialect, _entry_data(entry, where), where) for entry, where in pending)
             parsed.sort(key=lambda s: s.version)
         return self._by_name.get(key)
 
@@ -264,19 +268,86 @@ class DialectSchemas:
         return versions[i - 1] if i else None
 
 
-def _load_file(dialect: str, filename: str) -> list[tuple[dict, str]]:
+def _load_file(dialect: str, filename: str) -> list[tuple[dict | OpText, str]]:
     """The op entries of one schema file, each with the file it came from (parsed later, see DialectSchemas)."""
     where = f"opconv/schemas/{filename}"
     try:
-        text = resources.files(__package__).joinpath(filename).read_text(encoding="utf-8")
+        # A plain path beside this module: importlib.resources would import pathlib, zipfile ... (~15 ms).
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), filename), "rb") as f:
+            text = f.read()  # UTF-8 bytes: splitting them is faster than splitting the decoded text
     except FileNotFoundError:
         raise SchemaError("schema file is missing from the installed package", where=where) from None
-    data = json.loads(text)
-    if data.get("format") != FORMAT or data.get("format_version") != FORMAT_VERSION:
+    try:
+        split = split_ops(text)
+        if split is None:  # not in dump()'s layout: parse it whole
+            data = json.loads(text)
+            split = data, data["ops"]
+        header, ops = split
+    except (ValueError, KeyError, TypeError) as e:  # UnicodeDecodeError is a ValueError
+        raise SchemaError(f"not valid JSON of an {FORMAT} file ({e})", where=where) from None
+    if header.get("format") != FORMAT or header.get("format_version") != FORMAT_VERSION:
         raise SchemaError(f"not an {FORMAT} v{FORMAT_VERSION} file", where=where)
-    if data.get("dialect") != dialect:
-        raise SchemaError(f"file declares dialect {data.get('dialect')!r}, expected {dialect!r}", where=where)
-    return [(raw, where) for raw in data["ops"]]
+    if header.get("dialect") != dialect:
+        raise SchemaError(f"file declares dialect {header.get('dialect')!r}, expected {dialect!r}", where=where)
+    return [(raw, where) for raw in ops]
+
+
+class OpText(NamedTuple):
+    """One op entry of a schema file, not parsed yet: the fields that index it, and its JSON text (UTF-8)."""
+
+    domain: str
+    name: str
+    version: int
+    text: bytes
+
+
+# How dump() lays a file out (json.dumps with indent=1): the ops list, the line between two of its entries, and
+# the first lines of an entry (name, domain and version, in that order).
+_OPS_START = b'\n "ops": [\n'
+_OPS_END = b"\n  }\n ]\n}"
+_OP_SEPARATOR = b"\n  },\n  {\n"
+_OP_KEYS = re.compile(rb'\n  \{\n   "name": ("(?:[^"\\\n]|\\.)*"),\n   "domain": ("(?:[^"\\\n]|\\.)*"),\n'
+                      rb'   "version": ([0-9]+),\n')
+
+
+def split_ops(text: bytes) -> tuple[dict, list[OpText]] | None:
+    """The header and the op entries of a schema file written by :func:`dump`, without parsing the entries.
+
+    Parsing a whole file costs more than a small conversion (``onnx.json`` is 1.2 MB, mostly
+    documentation: ~9 ms), and a process needs a few dozen of its entries.  In dump's layout every
+    entry starts with its name, domain and version lines, and entries are separated by a line that
+    no nested value can produce (JSON strings hold no raw newline; nested objects are indented
+    deeper), so a scan of the file's bytes finds them.  Returns None for any other layout (a file
+    edited by hand), which the caller then parses whole.
+    """
+    head, found, _ = text.partition(_OPS_START)
+    stripped = text.rstrip()
+    if not found or not stripped.endswith(_OPS_END):
+        return None
+    end = len(stripped) - len(b"\n ]\n}")  # where the last entry ends
+    keys = list(_OP_KEYS.finditer(text, len(head)))
+    # Every entry must have been found: the first right after the list starts, one after each separator.
+    if not keys or keys[0].start() != len(head) + len(_OPS_START) - 1 or text.count(_OP_SEPARATOR) != len(keys) - 1:
+        return None
+    ops = []
+    for key, next_start in zip(keys, [k.start() for k in keys[1:]] + [end]):
+        name, domain, version = key.group(1, 2, 3)
+        entry = text[key.start() + 1:next_start].rstrip(b",")  # the separator's "," ends the previous entry
+        ops.append(OpText(_json_string(domain), _json_string(name), int(version), entry))
+    return json.loads(head.rstrip(b",") + b"\n}"), ops
+
+
+def _json_string(literal: bytes) -> str:
+    return json.loads(literal) if b"\\" in literal else literal[1:-1].decode("utf-8")
+
+
+def _entry_data(entry: dict | OpText, where: str) -> dict:
+    if not isinstance(entry, OpText):
+        return entry
+    try:
+        return json.loads(entry.text)
+    except ValueError as e:
+        raise SchemaError(f"malformed op entry {entry.name!r}: {e}", where=where) from None
 
 
 @lru_cache(maxsize=None)

@@ -95,5 +95,29 @@ def rules_for_arities(name: str, op: str, replacement, arities, check=None, **pa
     return rules
 
 
+def variadic_rule(name: str, op: str, replacement, arities) -> Rule:
+    """The rule for a variadic ONNX op given any of ``arities`` inputs, none omitted before the last; the
+    replacement reads ``m.root.inputs``.
+
+    One pattern that takes any inputs, and a check of their number: :func:`rules_for_arities` would make a
+    pattern per input count (Concat has 64), which every process that loads the rules builds, and every
+    Concat node tries one after another.
+    """
+    allowed = frozenset(arities)
+
+    def takes_inputs(m: Match) -> str | None:
+        inputs = list(m.root.inputs)
+        while inputs and inputs[-1] is None:  # trailing omitted inputs do not count
+            inputs.pop()
+        if any(v is None for v in inputs):
+            return f"{m.root.label} omits an input before its last"
+        if len(inputs) not in allowed:
+            return f"{m.root.label} has {len(inputs)} inputs, which this rule does not take"
+        return None
+
+    return Rule(name, pattern(op, [], _any_inputs=True), replacement, check=takes_inputs)
+
+
 __all__ = ["OPSET", "ov", "const", "i64", "attr", "rank_of", "static_shape", "const_input", "dtype_of",
-           "captures", "pattern", "rules_for_arities", "constant_value", "Refuse", "Rule", "Match", "Builder"]
+           "captures", "pattern", "rules_for_arities", "variadic_rule", "constant_value", "Refuse", "Rule", "Match",
+           "Builder"]

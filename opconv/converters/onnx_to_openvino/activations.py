@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ._common import Refuse, Rule, attr, const, dtype_of, ov, pattern, rules_for_arities
+from ._common import Refuse, Rule, attr, const, dtype_of, ov, pattern, variadic_rule
 
 
 def _float_input(m, name: str = "x"):
@@ -240,7 +240,7 @@ def _rules():
     for onnx_op, ov_op in VARIADIC.items():
         # Two-input Max/Min are the element-wise rules' (ONNX opset >= 8 broadcasts them).
         arities = range(1, 17) if onnx_op in ("Sum", "Mean") else [1] + list(range(3, 17))
-        rules += rules_for_arities(f"{onnx_op}-chained", onnx_op, _variadic(ov_op), arities)
+        rules.append(variadic_rule(f"{onnx_op}-chained", onnx_op, _variadic(ov_op), arities))
     return rules
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from ...types import from_onnx_code
 from ._common import (Refuse, Rule, attr, captures, const, const_input, constant_value, dtype_of, i64, ov, pattern,
-                      rank_of, rules_for_arities, static_shape)
+                      rank_of, variadic_rule, static_shape)
 
 MAX_SPLIT_OUTPUTS = 16
 
@@ -381,7 +381,7 @@ RULES = [
     Rule("CenterCropPad-to-StridedSlice-Pad", pattern("CenterCropPad", ["x", "shape"]), _center_crop_pad),
     Rule("Split-to-VariadicSplit", _split_pattern(["x"]), _split),
     Rule("Split-sizes-to-VariadicSplit", _split_pattern(["x", "split"]), _split),
-    *rules_for_arities("Pad-to-Pad", "Pad", _pad, range(1, 5)),
+    variadic_rule("Pad-to-Pad", "Pad", _pad, range(1, 5)),
     Rule("Pad-axes-to-Pad", lambda op, x, pads, axes: op.Pad(x, pads, None, axes), _pad),
     Rule("Tile-to-Tile", pattern("Tile", ["x", "repeats"]), _tile),
     Rule("Shape-folded", pattern("Shape", ["x"]), _shape),

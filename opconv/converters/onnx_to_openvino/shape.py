@@ -6,7 +6,7 @@ import numpy as np
 
 from ...ir import Tensor
 from ...types import from_onnx_code
-from ._common import Refuse, Rule, attr, const_input, i64, ov, pattern, rank_of, rules_for_arities, static_shape
+from ._common import Refuse, Rule, attr, const_input, i64, ov, pattern, rank_of, variadic_rule, static_shape
 
 MAX_CONCAT_INPUTS = 64  # Concat is variadic; one pattern per input count up to this
 
@@ -131,7 +131,7 @@ RULES = [
     Rule("Reshape1-to-Reshape", pattern("Reshape", ["x"], _version=lambda v: v is not None and v < 5), _reshape),
     Rule("Flatten-to-Reshape", pattern("Flatten", ["x"]), _flatten),
     Rule("Transpose-to-Transpose", pattern("Transpose", ["x"]), _transpose),
-    *rules_for_arities("Concat-to-Concat", "Concat", _concat, range(1, MAX_CONCAT_INPUTS + 1)),
+    variadic_rule("Concat-to-Concat", "Concat", _concat, range(1, MAX_CONCAT_INPUTS + 1)),
     Rule("Squeeze-to-Squeeze", pattern("Squeeze", ["x"]), _squeeze),
     Rule("Squeeze-axes-to-Squeeze", pattern("Squeeze", ["x", "axes"]), _squeeze),
     Rule("Unsqueeze-to-Unsqueeze", pattern("Unsqueeze", ["x"]), _unsqueeze),

@@ -15,10 +15,9 @@ resolves (through links) outside it is refused.
 
 from __future__ import annotations
 
+import errno
 import os
-import tempfile
-from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 import numpy as np
 from google.protobuf.message import DecodeError
@@ -42,8 +41,7 @@ MAX_ELEMENTS = 2**40
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
-@dataclass(frozen=True)
-class ExternalData:
+class ExternalData(NamedTuple):  # not a dataclass: defining one costs ~1 ms of a fresh process
     """Where an external tensor's bytes are: ``path`` (absolute), ``offset``, ``length``."""
 
     path: str
@@ -460,8 +458,45 @@ def save(model: Model, path: str | os.PathLike, *, external_data: bool | None = 
             raise ModelWriteError(
                 f"the model is {size / 2**30:.1f} GiB, more than one protobuf can hold; "
                 "save it with external data", where=path)
-        with open(files.temp(path), "wb") as f:
-            f.write(proto.SerializeToString())
+        with files.open(path) as f:
+            data = proto.SerializeToString()
+            reserve(f, 0, len(data))
+            f.write(data)
+
+
+def _new_temp_file(folder: str) -> tuple[int, str]:
+    """A new empty file ``.opconv-<random>.tmp`` in ``folder``, made exclusively, with a saved model's usual mode.
+
+    Returns its descriptor (open for writing) and path.  (What ``tempfile.mkstemp`` does, without importing
+    tempfile, shutil and random: ~5 ms of a fresh process.)
+    """
+    while True:
+        tmp = os.path.join(folder, f".opconv-{os.urandom(8).hex()}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666), tmp
+        except FileExistsError:
+            continue
+
+
+def reserve(f, start: int, length: int) -> None:
+    """Allocate the blocks of ``f`` (open for writing) for ``length`` bytes from ``start``, before writing them.
+
+    Writing into blocks allocated up front was 2-3x faster here (ext4; a 244 MB file: 0.06 s instead of
+    0.19 s, median of 9) than leaving allocation to the kernel's writeback, and a full disk fails at once,
+    before anything is written.  Where the call does not exist or the filesystem refuses it, the bytes are
+    written as before.
+    """
+    if length < _RESERVE_MIN or _fallocate is None:
+        return
+    try:
+        _fallocate(f.fileno(), start, length)
+    except OSError as e:
+        if e.errno == errno.ENOSPC:
+            raise
+
+
+_fallocate = getattr(os, "posix_fallocate", None)
+_RESERVE_MIN = 1 << 20  # smaller writes gain nothing measurable
 
 
 class _AtomicFiles:
@@ -472,12 +507,23 @@ class _AtomicFiles:
         self.pending: dict[str, str] = {}
 
     def temp(self, final: str) -> str:
+        """The temporary path (an empty file) that becomes ``final`` on success."""
         if final not in self.pending:
-            fd, tmp = tempfile.mkstemp(prefix=".opconv-", suffix=".tmp", dir=self.folder)
+            fd, self.pending[final] = _new_temp_file(self.folder)
             os.close(fd)
-            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a saved model gets the usual mode
-            self.pending[final] = tmp
         return self.pending[final]
+
+    def open(self, final: str, mode: str = "wb", **options):
+        """``final``'s temporary file, new and open for writing (``mode`` "wb" or "w", ``options`` as for open).
+
+        Better than ``open(self.temp(final), "wb")``: ext4 writes a file that was truncated
+        (O_TRUNC, even when empty) out to disk when it is closed, which costs ~0.2 s of CPU
+        time per 500 MB; a file written from its creation is left to the page cache.
+        """
+        if final in self.pending:
+            raise ModelWriteError("two of the files being written have this name", where=final)
+        fd, self.pending[final] = _new_temp_file(self.folder)
+        return os.fdopen(fd, mode, **options)
 
     def discard(self, final: str) -> None:
         tmp = self.pending.pop(final, None)
@@ -508,19 +554,13 @@ class _AtomicFiles:
                 os.unlink(tmp)
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 class _DataSink:
     """Appends tensor bytes to one external data file."""
 
     ALIGN = 64  # keeps every tensor's start aligned for memory mapping
 
     def __init__(self, path: str, location: str, threshold: int):
-        self.file = open(path, "wb")
+        self.file = open(path, "r+b")  # the new, empty file _AtomicFiles made (no truncation: see its open)
         self.location = location
         self.threshold = threshold
         self.written = 0
@@ -537,6 +577,7 @@ class _DataSink:
             self.file.write(b"\0" * pad)
             self.written += pad
         offset = self.written
+        reserve(self.file, offset, tensor.nbytes)
         for chunk in _raw_chunks(tensor):
             self.file.write(chunk)
             self.written += len(chunk)

@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, NamedTuple
 
 import numpy as np
 from lxml import etree
@@ -34,7 +33,7 @@ from ...errors import GraphError, ModelReadError, ModelWriteError
 from ...ir import Attr, Graph, Model, Node, Tensor, Value
 from ...schemas import OpSchema, dialect_schemas
 from ...types import TensorType, element_type
-from ..onnx.io import _AtomicFiles
+from ..onnx.io import _AtomicFiles, reserve
 
 OPSET = "opset1"
 #: IR versions the reader accepts (v11 only when its layers are all opset1)
@@ -73,6 +72,7 @@ PORT_MAP_SLICING = ("axis", "start", "end", "stride", "part_size")
 
 _PARSER_OPTIONS = dict(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False)
 _WRITE_CHUNK = 1 << 24  # bytes per write when streaming a tensor into the .bin
+_FILL_CHUNK = 1 << 20  # bytes per write of a constant that repeats one value
 
 
 # ---------------------------------------------------------------------------
@@ -129,8 +129,9 @@ def _format_bool(value: Any) -> str:
     return "true" if value else "false"
 
 
-@dataclass(frozen=True)
-class _Codec:
+# Small records here are NamedTuples or plain classes: defining a dataclass costs about a millisecond of every
+# fresh process that imports this module.
+class _Codec(NamedTuple):
     parse: Callable[[str], Any]
     format: Callable[[Any], str]
 
@@ -179,16 +180,14 @@ def _parse_xml(data: bytes, where: str) -> etree._Element:
     return root
 
 
-@dataclass
-class _Port:
+class _Port(NamedTuple):
     id: int
     precision: str | None
     dims: list[str] | None  # None when the port's rank is unknown
-    names: list[str] = field(default_factory=list)
+    names: list[str]
 
 
-@dataclass
-class _Layer:
+class _Layer(NamedTuple):
     id: int
     name: str
     type: str
@@ -523,8 +522,7 @@ def _split_names(text: str) -> list[str]:
     return [n for n in names if n]
 
 
-@dataclass(frozen=True)
-class _BinSlice:
+class _BinSlice(NamedTuple):
     """Where a Const's bytes are: ``path`` of the .bin, ``offset``, ``length`` (checked at load)."""
 
     path: str
@@ -555,11 +553,19 @@ def _file_slice(tensor: Tensor) -> tuple[str, int, int] | None:
     return path, start, length
 
 
-def _chunks(array: np.ndarray, per_chunk: int):
-    """The array's bytes in C order (buffers), ``per_chunk`` elements at a time, never copying it whole."""
+def _chunks(array: np.ndarray, per_chunk: int, fills: dict[tuple, np.ndarray]):
+    """The array's bytes in C order (buffers), ``per_chunk`` elements at a time, never copying it whole.
+
+    ``fills`` keeps the chunk made for each value found broadcast, for the next array of that value.
+    """
     if array.size and not any(array.strides):
-        # One value broadcast over the shape (a folded ConstantOfShape): the same chunk again and again.
-        full = np.full(min(per_chunk, array.size), array[(0,) * array.ndim], array.dtype).view(np.uint8)
+        # One value broadcast over the shape (a folded ConstantOfShape): the same chunk again and again.  A
+        # small chunk, made once per value, stays in the CPU's cache while it is copied into the page cache.
+        value = array[(0,) * array.ndim]
+        key = (array.dtype.str, value.tobytes())
+        if key not in fills:
+            fills[key] = np.full(max(1, _FILL_CHUNK // array.itemsize), value, array.dtype).view(np.uint8)
+        full = fills[key][:array.nbytes]
         whole, rest = divmod(array.size, full.size // array.itemsize)
         for _ in range(whole):
             yield memoryview(full)
@@ -593,9 +599,9 @@ def save(model: Model, path: str | os.PathLike) -> None:
     bin_path = os.path.splitext(path)[0] + ".bin"
     folder = os.path.dirname(os.path.abspath(path))
     with _AtomicFiles(folder) as files:
-        with open(files.temp(bin_path), "wb") as weights:
+        with files.open(bin_path) as weights:
             net = _Writer(model, path, weights).net()
-        with open(files.temp(path), "wb") as f:
+        with files.open(path) as f:
             f.write(etree.tostring(net, xml_declaration=True, encoding="utf-8", pretty_print=True))
 
 
@@ -611,6 +617,9 @@ class _Writer:
         self.next_id = 0
         self.sources: dict[int, tuple[int, int]] = {}  # id(value) -> (layer id, port id)
         self.result_ids: list[int] = []  # layer ids of the Results, in graph output order
+        self.written: dict[tuple, tuple[int, int]] = {}  # what a Const holds -> (offset, size) in the .bin
+        self.fills: dict[tuple, np.ndarray] = {}  # (dtype, value) -> a chunk of that value repeated
+        self.ports: dict[tuple, etree._Element] = {}  # (id, precision, dims) -> a <port> to copy
 
     def error(self, message: str) -> ModelWriteError:
         return ModelWriteError(message, where=self.where)
@@ -652,6 +661,7 @@ class _Writer:
             raise self.error(f"{node.label}: its body graph has no port map (body.meta['port_map'])")
         inner = _Writer(self.model, self.where, self.weights)
         inner.offset = self.offset
+        inner.written, inner.fills = self.written, self.fills
         inner.write_graph(body)
         self.offset = inner.offset
         parameter_ids = [inner.sources[id(v)][0] for v in body.inputs]
@@ -693,9 +703,15 @@ class _Writer:
         precision = _PRECISION_NAMES.get(vtype.dtype)
         if precision is None:
             raise self.error(f"value {value.name!r} ({owner}) is {vtype.dtype}, which IR v10 cannot hold")
-        port = etree.SubElement(parent, "port", id=str(pid), precision=precision)
-        for d in vtype.shape:
-            etree.SubElement(port, "dim").text = str(d) if isinstance(d, int) else "-1"
+        # Ports repeat (the same id, type and dims on many layers): copying a finished one is cheaper than
+        # building it element by element.
+        key = (pid, precision, tuple(vtype.shape))
+        port = self.ports.get(key)
+        if port is None:
+            port = self.ports[key] = etree.Element("port", id=str(pid), precision=precision)
+            for d in vtype.shape:
+                etree.SubElement(port, "dim").text = str(d) if isinstance(d, int) else "-1"
+        parent.append(port.__copy__())
 
     def connect(self, value: Value, layer_id: int, port_id: int, owner: str) -> None:
         source = self.sources.get(id(value))
@@ -739,23 +755,36 @@ class _Writer:
         Bytes that sit unchanged in a file (an ONNX external-data slice, another
         IR's .bin) are copied file to file with plain reads, so a large model's
         weights never become resident in this process; other data is written
-        from its array in chunks, without a whole-tensor copy.
+        from its array in chunks, without a whole-tensor copy.  Constants known
+        to hold the same bytes without reading them (the same file slice, or one
+        value broadcast over the same number of elements) share one copy in the
+        .bin, as OpenVINO's own writer shares identical constants.
         """
         offset = self.offset
         source = _file_slice(tensor)
         if source is not None:
-            self.copy_file_slice(*source, name)
-            return offset, self.offset - offset
+            if source not in self.written:
+                reserve(self.weights, offset, source[2])
+                self.copy_file_slice(*source, name)
+                self.written[source] = (offset, self.offset - offset)
+            return self.written[source]
         array = np.asarray(tensor.numpy())
         np_dtype = element_type(tensor.dtype).numpy
         if array.dtype != np_dtype:
             raise self.error(f"constant {name!r} declares {tensor.dtype} but holds {array.dtype} data")
         array = array.astype(array.dtype.newbyteorder("<"), copy=False)
+        uniform = array.size and not any(array.strides)  # one value broadcast over the shape
+        key = ("uniform", array.dtype.str, array[(0,) * array.ndim].tobytes(), array.nbytes) if uniform else None
+        if key in self.written:
+            return self.written[key]
         per_chunk = max(1, _WRITE_CHUNK // max(1, np_dtype.itemsize))
-        for chunk in _chunks(array, per_chunk):
+        reserve(self.weights, offset, array.nbytes)
+        for chunk in _chunks(array, per_chunk, self.fills):
             self.weights.write(chunk)
             self.offset += len(chunk)
         tensor.release()  # a memory-mapped source is dropped again (it can be mapped anew)
+        if key is not None:
+            self.written[key] = (offset, self.offset - offset)
         return offset, self.offset - offset
 
     def copy_file_slice(self, path: str, start: int, length: int, name: str) -> None:
