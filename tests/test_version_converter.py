@@ -338,3 +338,13 @@ def test_upsample_becomes_resize_with_the_same_samples():
     down, out = convert_and_run(to_proto(up), 9, {"x": x})
     assert [op for op, _ in ops_at(down)] == ["Upsample"]
     np.testing.assert_array_equal(out["y"], x.repeat(2, axis=2).repeat(2, axis=3))
+
+
+def test_min_ir_version_follows_onnx_release_table():
+    from onnx.helper import VERSION_TABLE
+
+    from opconv.converters.onnx_versions import driver
+
+    for opset in range(1, driver.newest_opset() + 1):
+        expected = min((row[1] for row in VERSION_TABLE if row[2] >= opset), default=None)
+        assert driver.min_ir_version(opset) == expected, opset

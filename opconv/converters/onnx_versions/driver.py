@@ -857,9 +857,18 @@ def _collect_types(graph, found: dict, nested: bool = True) -> None:
                 _collect_types(g, found)
 
 
+#: (highest ai.onnx opset, the IR version that came with it), from onnx's release history; kept here because
+#: importing onnx.helper for its table costs ~40 ms of every ``opconv upgrade`` (tests compare the two)
+_IR_FOR_OPSET = ((8, 3), (9, 4), (10, 5), (11, 6), (14, 7), (18, 8), (20, 9), (22, 10), (23, 11), (24, 12),
+                 (27, 13), (28, 14))
+
+
 def min_ir_version(opset: int) -> int | None:
-    """The lowest IR version that knows ai.onnx ``opset`` (from onnx's own version table)."""
-    try:
+    """The lowest IR version that knows ai.onnx ``opset``."""
+    for highest, ir_version in _IR_FOR_OPSET:
+        if opset <= highest:
+            return ir_version
+    try:  # an opset newer than the table: onnx's own version table
         from onnx.helper import VERSION_TABLE
     except ImportError:
         return None
