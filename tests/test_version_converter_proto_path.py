@@ -64,17 +64,22 @@ def converted_in_place(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
     return result
 
 
-def test_node_cases_convert_to_the_same_nodes_both_ways():
-    """Every node case one opset down and to 21: the same nodes as the whole-model way, or both refuse."""
+def node_case_targets():
+    """(case name, model, targets) for every node case with an ai.onnx opset: one opset down, and 21."""
     from opconv.testdata import node_cases
 
-    taken = differ = 0
     for case in node_cases():
         model = case.load_model()
         source = next((i.version for i in model.opset_import if i.domain in ("", "ai.onnx")), None)
-        if source is None:
-            continue
-        for target in {max(source - 1, 1), 21} - {source}:
+        if source is not None:
+            yield case.name, model, {max(source - 1, 1), 21} - {source}
+
+
+def test_node_cases_convert_to_the_same_nodes_both_ways():
+    """Every node case one opset down and to 21: the same nodes as the whole-model way, or both refuse."""
+    taken = differ = 0
+    for name, model, targets in node_case_targets():
+        for target in targets:
             try:
                 expected = parts(whole_model_way(model, target))
             except opconv.OpconvError:
@@ -85,7 +90,7 @@ def test_node_cases_convert_to_the_same_nodes_both_ways():
             taken += 1
             if expected is None or parts(result) != expected:
                 differ += 1
-                assert differ < 5, f"{case.name} -> {target}"
+                assert differ < 5, f"{name} -> {target}"
     assert differ == 0
     assert taken > 2000  # measured 3,0xx: most cases take this path
 
@@ -518,16 +523,10 @@ def test_node_cases_twice_reuse_templates_like_the_whole_model():
     """Every node case with its graph doubled, one opset down and to 21: where the copy is written from
     the original's templates, the result equals the whole-model way's up to made names.  This runs
     every adapter through the memo."""
-    from opconv.testdata import node_cases
-
     reused = differ = 0
-    for case in node_cases():
-        model = case.load_model()
-        source = next((i.version for i in model.opset_import if i.domain in ("", "ai.onnx")), None)
-        if source is None:
-            continue
+    for name, model, targets in node_case_targets():
         doubled = twice(model)
-        for target in {max(source - 1, 1), 21} - {source}:
+        for target in targets:
             before = proto_path.MEMO["reused"]
             result = proto_path.convert(doubled, target)
             if result is None or proto_path.MEMO["reused"] == before:
@@ -539,6 +538,6 @@ def test_node_cases_twice_reuse_templates_like_the_whole_model():
                 expected = None
             if canonical(result, doubled) != expected:
                 differ += 1
-                assert differ < 5, f"{case.name} -> {target}"
+                assert differ < 5, f"{name} -> {target}"
     assert differ == 0
     assert reused > 400  # measured 524

@@ -180,6 +180,10 @@ class Template:
         self.value_info: list = []  # ValueInfoProto of values the conversion made
         self.gone: list[str] = []  # the node's outputs that no node produces any more
         self.node_renames: list[list] = []  # per NodeProto: (field, position, name index)
+        # name indexes of the initializers, value_info and gone outputs (planned for a reusable template only)
+        self.initializer_names: list[int] = []
+        self.value_info_names: list[int] = []
+        self.gone_slots: list[int] = []
         self.hints: list[tuple] = []  # per made name: (name index it extends or -1, the rest of its hint)
         self.facts: tuple = ()  # (operand slot, TYPE or DTYPE, what was read)
         self.output_types: list[tuple] = []  # (output slot, the type the conversion gave it)
@@ -324,21 +328,22 @@ class Template:
                 p.ClearField("doc_string")
 
     def write_initializers(self, add, names: list | None) -> None:
-        for k, t in enumerate(self.initializers):
-            p = add()
-            p.CopyFrom(t)
-            if names is not None:
-                p.name = names[self.initializer_names[k]]
+        _write_renamed(add, self.initializers, self.initializer_names, names)
 
     def write_value_info(self, add, names: list | None) -> None:
-        for k, vi in enumerate(self.value_info):
-            p = add()
-            p.CopyFrom(vi)
-            if names is not None:
-                p.name = names[self.value_info_names[k]]
+        _write_renamed(add, self.value_info, self.value_info_names, names)
 
     def gone_names(self, names: list | None) -> list[str]:
         return self.gone if names is None else [names[i] for i in self.gone_slots]
+
+
+def _write_renamed(add, protos: list, slots: list, names: list | None) -> None:
+    """Copy each of ``protos`` into ``add()``, named ``names[slot]`` (None: keep the recorded names)."""
+    for k, proto in enumerate(protos):
+        p = add()
+        p.CopyFrom(proto)
+        if names is not None:
+            p.name = names[slots[k]]
 
 
 _NAME, _INPUT, _OUTPUT = "name", "input", "output"  # the NodeProto fields a template renames
