@@ -174,3 +174,130 @@ def test_fused_conv(activation, params, with_z):
               "Z": rand(1, 6, 4, 4) if with_z else None}
     assert_matches_ort("FusedConv", inputs, activation=activation, activation_params=params, group=2,
                        strides=[2, 2], pads=[1, 1, 1, 1])
+
+
+# ---------------------------------------------------------------- attention
+
+BATCH, SEQ, HEADS, HEAD_SIZE = 2, 4, 2, 8
+HIDDEN = HEADS * HEAD_SIZE
+
+
+def mask_of(kind: str, total: int, seq: int = SEQ):
+    """ORT's mask layouts, int32: lengths (B), lengths and starts (2B), 0/1 (B, T), 0/1 (B, S, T)."""
+    if kind == "none":
+        return None
+    if kind == "1d":
+        return np.array([total, total - 2], np.int32)
+    if kind == "1d-start":
+        return np.array([total, total - 1, 0, 1], np.int32)
+    if kind == "2d":
+        mask = np.ones((BATCH, total), np.int32)
+        mask[1, -2:] = 0
+        return mask
+    mask = (RNG.uniform(size=(BATCH, seq, total)) > 0.3).astype(np.int32)
+    mask[:, :, 0] = 1
+    return mask
+
+
+@pytest.mark.parametrize("mask", ["none", "1d", "1d-start", "2d", "3d"])
+@pytest.mark.parametrize("unidirectional", [0, 1])
+def test_attention(mask, unidirectional):
+    inputs = {"input": rand(BATCH, SEQ, HIDDEN), "weights": rand(HIDDEN, 3 * HIDDEN), "bias": rand(3 * HIDDEN),
+              "mask_index": mask_of(mask, SEQ)}
+    assert_matches_ort("Attention", inputs, ("Y",), num_heads=HEADS, unidirectional=unidirectional)
+
+
+@pytest.mark.parametrize("mask", ["none", "2d", "1d"])
+@pytest.mark.parametrize("unidirectional", [0, 1])
+def test_attention_with_past(mask, unidirectional):
+    past_len = 3
+    inputs = {"input": rand(BATCH, SEQ, HIDDEN), "weights": rand(HIDDEN, 3 * HIDDEN), "bias": rand(3 * HIDDEN),
+              "mask_index": mask_of(mask, past_len + SEQ), "past": rand(2, BATCH, HEADS, past_len, HEAD_SIZE)}
+    assert_matches_ort("Attention", inputs, ("Y", "present"), num_heads=HEADS, unidirectional=unidirectional)
+
+
+@pytest.mark.parametrize("bias_shape", [(1, HEADS, SEQ, SEQ), (BATCH, 1, SEQ, SEQ)])
+def test_attention_with_attention_bias(bias_shape):
+    inputs = {"input": rand(BATCH, SEQ, HIDDEN), "weights": rand(HIDDEN, 3 * HIDDEN), "bias": rand(3 * HIDDEN),
+              "mask_index": mask_of("2d", SEQ), "past": None, "attention_bias": rand(*bias_shape)}
+    assert_matches_ort("Attention", inputs, ("Y", "present"), num_heads=HEADS)
+
+
+def test_attention_qkv_hidden_sizes_scale_and_filter_value():
+    sizes = [HIDDEN, HIDDEN, 2 * HIDDEN]
+    inputs = {"input": rand(BATCH, SEQ, 12), "weights": rand(12, sum(sizes)), "bias": rand(sum(sizes)),
+              "mask_index": mask_of("2d", SEQ)}
+    assert_matches_ort("Attention", inputs, ("Y",), num_heads=HEADS, qkv_hidden_sizes=sizes, scale=0.3,
+                       mask_filter_value=-50.0)
+
+
+def mha_inputs(layout: str, seq: int = SEQ, kv_seq: int = 5):
+    q = rand(BATCH, seq, HIDDEN)
+    if layout == "separate":
+        return {"query": q, "key": rand(BATCH, kv_seq, HIDDEN), "value": rand(BATCH, kv_seq, HIDDEN)}
+    return {"query": q, "key": rand(BATCH, HEADS, kv_seq, HEAD_SIZE), "value": rand(BATCH, HEADS, kv_seq, HEAD_SIZE)}
+
+
+@pytest.mark.parametrize("layout", ["separate", "split-kv"])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_multi_head_attention_layouts(layout, with_bias):
+    inputs = mha_inputs(layout)
+    inputs["bias"] = rand(3 * HIDDEN) if with_bias else None
+    assert_matches_ort("MultiHeadAttention", inputs, ("Y",), num_heads=HEADS)
+
+
+@pytest.mark.parametrize("packing", ["kv", "qkv"])
+def test_multi_head_attention_packed_layouts_match_onnxruntime_unpacked(packing):
+    # ORT's CPU kernel refuses packed K/V and Q/K/V (CUDA only): opconv's packed run is compared with ORT's run of
+    # the same data in separate tensors.
+    separate = mha_inputs("separate", kv_seq=SEQ)
+    separate["bias"] = rand(3 * HIDDEN)
+    expected = run_ort(single_node_model("MultiHeadAttention", separate, ["Y"], num_heads=HEADS),
+                       {k: v for k, v in separate.items() if v is not None})[0]
+
+    def heads(x):  # (B, S, N * H) -> (B, S, N, 1, H)
+        return x.reshape(BATCH, SEQ, HEADS, 1, HEAD_SIZE)
+
+    if packing == "kv":
+        packed = {"query": separate["query"],
+                  "key": np.concatenate([heads(separate["key"]), heads(separate["value"])], axis=3), "value": None}
+    else:
+        packed = {"query": np.concatenate([heads(separate[n]) for n in ("query", "key", "value")], axis=3),
+                  "key": None, "value": None}
+    packed["bias"] = separate["bias"]
+    model = single_node_model("MultiHeadAttention", packed, ["Y"], num_heads=HEADS)
+    actual = opconv.run(opconv.load(model), {k: v for k, v in packed.items() if v is not None})["Y"]
+    report = compare_arrays("Y", expected, actual)
+    assert report.ok, report.message
+
+
+@pytest.mark.parametrize("mask", ["none", "1d", "2d", "3d"])
+@pytest.mark.parametrize("unidirectional", [0, 1])
+def test_multi_head_attention_masks_and_cache(mask, unidirectional):
+    past_len, kv_seq = 3, SEQ
+    total = past_len + kv_seq
+    inputs = mha_inputs("separate", kv_seq=kv_seq)
+    inputs.update({"bias": rand(3 * HIDDEN), "key_padding_mask": mask_of(mask, total),
+                   "attention_bias": rand(BATCH, 1, SEQ, total),
+                   "past_key": rand(BATCH, HEADS, past_len, HEAD_SIZE),
+                   "past_value": rand(BATCH, HEADS, past_len, HEAD_SIZE)})
+    assert_matches_ort("MultiHeadAttention", inputs, ("Y", "present_key", "present_value"), num_heads=HEADS,
+                       unidirectional=unidirectional, scale=0.25)
+
+
+def rotary_caches(max_pos: int, rotary_dim: int):
+    angles = np.arange(max_pos)[:, None] * (10000.0 ** (-np.arange(0, rotary_dim, 2) / rotary_dim))
+    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("interleaved", [0, 1])
+@pytest.mark.parametrize("layout,positions", [("3d", "offset"), ("3d", "ids"), ("4d", "ids"), ("partial", "ids")])
+def test_rotary_embedding(dtype, interleaved, layout, positions):
+    rotary_dim = HEAD_SIZE // 2 if layout == "partial" else HEAD_SIZE
+    cos, sin = rotary_caches(16, rotary_dim)
+    x = rand(BATCH, HEADS, SEQ, HEAD_SIZE, dtype=dtype) if layout == "4d" else rand(BATCH, SEQ, HIDDEN, dtype=dtype)
+    ids = np.array([3], np.int64) if positions == "offset" else RNG.integers(0, 16, (BATCH, SEQ)).astype(np.int64)
+    attrs = {"num_heads": HEADS, "rotary_embedding_dim": rotary_dim} if layout == "partial" else {}
+    inputs = {"input": x, "position_ids": ids, "cos_cache": cos.astype(dtype), "sin_cache": sin.astype(dtype)}
+    assert_matches_ort("RotaryEmbedding", inputs, interleaved=interleaved, **attrs)

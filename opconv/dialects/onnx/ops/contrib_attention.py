@@ -1,0 +1,208 @@
+"""ONNX Runtime's attention operators (com.microsoft): Attention, MultiHeadAttention, RotaryEmbedding,
+GroupQueryAttention.
+
+The softmax attention itself is :func:`opconv.kernels.attention.scaled_dot_product_attention`
+(heads-first, the product scaled by ``scale``, default ``1 / sqrt(head_size)``).  ORT's conventions:
+
+* Masks (Attention's ``mask_index``, MultiHeadAttention's ``key_padding_mask``, int32) are
+  additive: a masked key gets ``mask_filter_value`` (default -10000), not -inf, so a row
+  whose keys are all masked still averages them.  1-D ``(B)``: keys at or after
+  ``mask[b]`` are masked (right padding); ``(2B)``: also keys before ``mask[B + b]``;
+  2-D ``(B, T)`` / 3-D ``(B, S, T)``: 0 masks a key.  ``unidirectional`` masks the keys
+  after each query's position (past length + index) with the float32 lowest value.
+  ``attention_bias`` ``(B or 1, N or 1, S, T)`` is added too.
+* KV cache: Attention's ``past`` is ``(2, B, N, P, H)`` and ``present`` the same with
+  ``P + S``; MultiHeadAttention's ``past_key``/``past_value`` are ``(B, N, P, H)``.
+* Layouts: packed ``(B, S, N * H)``; MultiHeadAttention also takes K/V already split
+  ``(B, N, L, H)`` (cross-attention; no bias is added then), packed K/V ``(B, L, N, 2, H)``
+  and packed Q/K/V ``(B, S, N, 3, H)``.  RotaryEmbedding takes ``(B, S, N * H)`` or
+  ``(B, N, S, H)``, ``position_ids`` ``(B, S)`` or one offset ``(1,)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ....errors import ExecutionError
+from ....kernels import attention as A
+from ....kernels._common import downcast, upcast
+from ..executor import onnx_op
+
+MS = "com.microsoft"
+_DEFAULT_MASK_FILTER = -10000.0
+_CAUSAL_FILL = float(np.finfo(np.float32).min)
+
+
+def ort_mask_bias(mask, batch: int, q_len: int, kv_len: int, past_len: int, filter_value: float | None,
+                  causal: bool) -> np.ndarray | None:
+    """ORT's additive mask ``(B, 1, S, T)`` from an int mask of any of its layouts, or None when nothing is masked."""
+    filter_value = _DEFAULT_MASK_FILTER if filter_value is None else filter_value
+    bias = None
+    if mask is not None:
+        mask = np.asarray(mask)
+        key = np.arange(kv_len)
+        if mask.ndim == 1 and mask.shape[0] in (batch, 2 * batch):
+            masked = key >= mask[:batch, None]
+            if mask.shape[0] == 2 * batch:
+                masked |= key < np.minimum(mask[batch:, None], kv_len)
+            masked = masked[:, None, :]
+        elif mask.ndim == 2 and mask.shape == (batch, kv_len):
+            masked = (mask <= 0)[:, None, :]
+        elif mask.ndim == 3 and mask.shape == (batch, q_len, kv_len):
+            masked = mask <= 0
+        else:
+            raise ExecutionError(f"a mask of shape {list(mask.shape)} is none of onnxruntime's CPU layouts "
+                                 f"(({batch}), ({2 * batch}), ({batch}, {kv_len}), ({batch}, {q_len}, {kv_len}))")
+        bias = np.where(np.broadcast_to(masked, (batch, q_len, kv_len)), np.float32(filter_value), np.float32(0))
+    if causal:
+        future = np.arange(kv_len) > past_len + np.arange(q_len)[:, None]
+        bias = np.zeros((batch, q_len, kv_len), np.float32) if bias is None else bias.copy()
+        bias[:, future] = _CAUSAL_FILL
+    return None if bias is None else bias[:, None]
+
+
+def _attend(q4, k4, v4, mask_bias, attention_bias, scale, qk_wanted: bool = False):
+    """Heads-first attention with ORT's additive biases; returns ``(Y (B, S, N * Hv), QK or None)``."""
+    bias = mask_bias
+    if attention_bias is not None:
+        extra = upcast(attention_bias).astype(np.float32)
+        bias = extra if bias is None else bias + extra
+    y, qk = A.scaled_dot_product_attention(q4, k4, v4, bias, scale=scale or None, scale_operands=False,
+                                           qk_stage="matmul" if qk_wanted else None)
+    return A.merge_heads(y), qk
+
+
+# ---------------------------------------------------------------- Attention
+
+
+@onnx_op("Attention", since=1, domain=MS)
+def attention(ctx, input, weights, bias=None, mask_index=None, past=None, attention_bias=None,
+              past_sequence_length=None, *, do_rotary, mask_filter_value, num_heads, past_present_share_buffer,
+              qkv_hidden_sizes, rotary_embedding_dim, scale, unidirectional):
+    if do_rotary:
+        raise ExecutionError("Attention with do_rotary=1 is implemented by onnxruntime only for CUDA; "
+                             "opconv has no kernel for it")
+    if past_present_share_buffer:
+        raise ExecutionError("Attention with past_present_share_buffer=1 is implemented by onnxruntime only "
+                             "for CUDA; opconv has no kernel for it")
+    x = np.asarray(input)
+    if x.ndim != 3:
+        raise ExecutionError(f"Attention's input must be 3-D (batch, sequence, hidden), got {list(x.shape)}")
+    sizes = list(qkv_hidden_sizes) if qkv_hidden_sizes else [np.shape(weights)[1] // 3] * 3
+    if sum(sizes) != np.shape(weights)[1]:
+        raise ExecutionError(f"qkv_hidden_sizes {sizes} do not add up to the weights' {np.shape(weights)[1]} columns")
+    projected = upcast(x) @ upcast(weights)
+    if bias is not None:
+        projected = projected + upcast(bias)
+    projected = downcast(projected, x.dtype)
+    q, k, v = np.split(projected, np.cumsum(sizes)[:2], axis=-1)
+    q4, k4, v4 = (A.split_heads(t, num_heads) for t in (q, k, v))
+    past_len = 0
+    if past is not None:
+        past = np.asarray(past)
+        past_len = past.shape[3]
+        k4, v4 = np.concatenate([past[0], k4], axis=2), np.concatenate([past[1], v4], axis=2)
+    batch, seq = x.shape[:2]
+    mask_bias = ort_mask_bias(mask_index, batch, seq, k4.shape[2], past_len, mask_filter_value,
+                              bool(unidirectional))
+    y, _ = _attend(q4, k4, v4, mask_bias, attention_bias, scale)
+    # present stacks K and V, so it exists only when their head sizes agree
+    return y, np.stack([k4, v4]) if k4.shape == v4.shape else None
+
+
+# ---------------------------------------------------------------- MultiHeadAttention
+
+
+def _mha_inputs(query, key, value, bias, num_heads):
+    """Q, K, V heads-first from MultiHeadAttention's layouts; whether K/V came split already (no bias for them)."""
+    query = np.asarray(query)
+    if query.ndim == 5:  # packed Q/K/V (B, S, N, 3, H)
+        if key is not None or value is not None:
+            raise ExecutionError("packed Q/K/V (5-D query) takes no key or value")
+        q, k, v = (query[:, :, :, i].transpose(0, 2, 1, 3) for i in range(3))
+        return _add_bias(q, k, v, bias)
+    q = A.split_heads(query, num_heads)
+    key = np.asarray(key)
+    if key.ndim == 5:  # packed K/V (B, L, N, 2, H)
+        k, v = (key[:, :, :, i].transpose(0, 2, 1, 3) for i in range(2))
+        return _add_bias(q, k, v, bias)
+    if key.ndim == 4:  # already (B, N, L, H): cross-attention with projected keys
+        q, _, _ = _add_bias(q, None, None, bias)
+        return q, key, np.asarray(value)
+    k, v = A.split_heads(key, num_heads), A.split_heads(np.asarray(value), num_heads)
+    return _add_bias(q, k, v, bias)
+
+
+def _add_bias(q, k, v, bias):
+    if bias is None:
+        return q, k, v
+    bias = np.asarray(bias)
+    heads, depth = q.shape[1], q.shape[3]
+    sizes = [heads * depth, heads * depth]
+    parts = np.split(bias, np.cumsum(sizes))
+    out = []
+    for t, b in zip((q, k, v), parts):
+        if t is None:
+            out.append(None)
+            continue
+        out.append((t + b.reshape(1, heads, 1, -1)).astype(t.dtype, copy=False))
+    return tuple(out)
+
+
+@onnx_op("MultiHeadAttention", since=1, domain=MS)
+def multi_head_attention(ctx, query, key=None, value=None, bias=None, key_padding_mask=None, attention_bias=None,
+                         past_key=None, past_value=None, past_sequence_length=None, cache_indirection=None, *,
+                         mask_filter_value, num_heads, scale, unidirectional):
+    if cache_indirection is not None or past_sequence_length is not None:
+        raise ExecutionError("MultiHeadAttention with a shared KV buffer (past_sequence_length, cache_indirection) "
+                             "is implemented by onnxruntime only for CUDA; opconv has no kernel for it")
+    q4, k4, v4 = _mha_inputs(query, key, value, bias, num_heads)
+    past_len = 0
+    if (past_key is None) != (past_value is None):
+        raise ExecutionError("past_key and past_value must be given together")
+    if past_key is not None and np.ndim(key) != 4:
+        past_len = np.shape(past_key)[2]
+        k4 = np.concatenate([np.asarray(past_key), k4], axis=2)
+        v4 = np.concatenate([np.asarray(past_value), v4], axis=2)
+    batch, seq = q4.shape[0], q4.shape[2]
+    mask_bias = ort_mask_bias(key_padding_mask, batch, seq, k4.shape[2], past_len, mask_filter_value,
+                              bool(unidirectional))
+    y, qk = _attend(q4, k4, v4, mask_bias, attention_bias, scale, qk_wanted=ctx.output_used(3))
+    return y, k4, v4, qk
+
+
+# ---------------------------------------------------------------- RotaryEmbedding
+
+
+def rotary_positions(position_ids, batch: int, seq: int) -> np.ndarray:
+    """``(B, S)`` positions: as given, or ``offset + 0..S-1`` from a single offset."""
+    positions = np.asarray(position_ids, np.int64)
+    if positions.size == 1:
+        return np.broadcast_to(positions.reshape(1, 1) + np.arange(seq), (batch, seq))
+    return np.broadcast_to(positions, (batch, seq))
+
+
+def rotate(x4, positions, cos_cache, sin_cache, interleaved: bool, rotary_dim: int | None):
+    """RoPE of heads-first ``x4`` ``(B, N, S, H)`` at ``positions`` ``(B, S)``, caches ``(max_pos, rotary_dim / 2)``."""
+    cos = np.asarray(cos_cache)[positions][:, None]  # (B, 1, S, rotary_dim / 2)
+    sin = np.asarray(sin_cache)[positions][:, None]
+    return A.rotary_embedding(x4, cos, sin, interleaved=interleaved, rotary_dim=rotary_dim or 2 * cos.shape[-1])
+
+
+@onnx_op("RotaryEmbedding", since=1, domain=MS)
+def rotary_embedding(ctx, input, position_ids, cos_cache, sin_cache, *, interleaved, is_packed_batching, num_heads,
+                     rotary_embedding_dim, scale):
+    if is_packed_batching:
+        raise ExecutionError("RotaryEmbedding with is_packed_batching=1 is implemented by onnxruntime only for "
+                             "CUDA; opconv has no kernel for it")
+    x = np.asarray(input)
+    if x.ndim == 4:
+        x4 = x
+    elif x.ndim == 3:
+        heads = num_heads or x.shape[2] // (2 * np.shape(cos_cache)[1])
+        x4 = A.split_heads(x, heads)
+    else:
+        raise ExecutionError(f"RotaryEmbedding's input must be 3-D or 4-D, got shape {list(x.shape)}")
+    positions = rotary_positions(position_ids, x4.shape[0], x4.shape[2])
+    y = rotate(x4, positions, cos_cache, sin_cache, bool(interleaved), rotary_embedding_dim)
+    return A.merge_heads(y) if x.ndim == 3 else y
