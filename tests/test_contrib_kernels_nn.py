@@ -301,3 +301,69 @@ def test_rotary_embedding(dtype, interleaved, layout, positions):
     attrs = {"num_heads": HEADS, "rotary_embedding_dim": rotary_dim} if layout == "partial" else {}
     inputs = {"input": x, "position_ids": ids, "cos_cache": cos.astype(dtype), "sin_cache": sin.astype(dtype)}
     assert_matches_ort("RotaryEmbedding", inputs, interleaved=interleaved, **attrs)
+
+
+KV_HEADS = 1  # grouped-query: GQA_HEADS query heads share each K/V head
+GQA_HEADS = 4
+GQA_HEAD_SIZE = 16  # ORT's CPU kernel rotates heads of a multiple of 16 only
+
+
+def gqa_inputs(stage: str, *, packed=False, dtype=np.float32, rotary=False):
+    """Inputs of a GroupQueryAttention step: a first prompt, a token generated after ragged pasts, or a chunk."""
+    # ORT's CPU kernel takes a chunk after a past for a batch of one only
+    seq, past_buffer, seqlens = {"prompt": (4, None, [3, 3]), "token": (1, 6, [4, 2]), "chunk": (2, 5, [6])}[stage]
+    batch, total = len(seqlens), max(seqlens) + 1
+    q_hidden, kv_hidden = GQA_HEADS * GQA_HEAD_SIZE, KV_HEADS * GQA_HEAD_SIZE
+    if packed:
+        inputs = {"query": rand(batch, seq, q_hidden + 2 * kv_hidden, dtype=dtype), "key": None, "value": None}
+    else:
+        inputs = {"query": rand(batch, seq, q_hidden, dtype=dtype), "key": rand(batch, seq, kv_hidden, dtype=dtype),
+                  "value": rand(batch, seq, kv_hidden, dtype=dtype)}
+    cache = None if past_buffer is None else (batch, KV_HEADS, past_buffer, GQA_HEAD_SIZE)
+    inputs.update({"past_key": None if cache is None else rand(*cache, dtype=dtype),
+                   "past_value": None if cache is None else rand(*cache, dtype=dtype),
+                   "seqlens_k": np.array(seqlens, np.int32), "total_sequence_length": np.array(total, np.int32)})
+    if rotary:
+        cos, sin = rotary_caches(16, GQA_HEAD_SIZE)
+        inputs.update({"cos_cache": cos.astype(dtype), "sin_cache": sin.astype(dtype)})
+    return inputs
+
+
+GQA_OUTPUTS = ("Y", "present_key", "present_value")
+
+
+@pytest.mark.parametrize("stage", ["prompt", "token", "chunk"])
+@pytest.mark.parametrize("packed", [False, True])
+def test_group_query_attention(stage, packed):
+    assert_matches_ort("GroupQueryAttention", gqa_inputs(stage, packed=packed), GQA_OUTPUTS, num_heads=GQA_HEADS,
+                       kv_num_heads=KV_HEADS)
+
+
+@pytest.mark.parametrize("stage", ["prompt", "token"])
+@pytest.mark.parametrize("interleaved", [0, 1])
+@pytest.mark.parametrize("packed", [False, True])
+def test_group_query_attention_rotary(stage, interleaved, packed):
+    assert_matches_ort("GroupQueryAttention", gqa_inputs(stage, rotary=True, packed=packed), GQA_OUTPUTS,
+                       num_heads=GQA_HEADS, kv_num_heads=KV_HEADS, do_rotary=1, rotary_interleaved=interleaved)
+
+
+@pytest.mark.parametrize("stage", ["prompt", "chunk"])
+@pytest.mark.parametrize("attrs", [{"local_window_size": 2}, {"softcap": 2.0}, {"smooth_softmax": 1},
+                                   {"scale": 0.2}])
+def test_group_query_attention_options(stage, attrs):
+    assert_matches_ort("GroupQueryAttention", gqa_inputs(stage), GQA_OUTPUTS, num_heads=GQA_HEADS,
+                       kv_num_heads=KV_HEADS, **attrs)
+
+
+def test_group_query_attention_bias_and_head_sink():
+    inputs = gqa_inputs("chunk")
+    seq, total = 2, int(inputs["total_sequence_length"])
+    inputs.update({"cos_cache": None, "sin_cache": None, "position_ids": None,
+                   "attention_bias": rand(1, 1, seq, total), "head_sink": rand(GQA_HEADS)})
+    assert_matches_ort("GroupQueryAttention", inputs, GQA_OUTPUTS, num_heads=GQA_HEADS, kv_num_heads=KV_HEADS)
+
+
+@pytest.mark.parametrize("stage", ["prompt", "token"])
+def test_group_query_attention_float16(stage):
+    assert_matches_ort("GroupQueryAttention", gqa_inputs(stage, dtype=np.float16, rotary=True), GQA_OUTPUTS,
+                       num_heads=GQA_HEADS, kv_num_heads=KV_HEADS, do_rotary=1)

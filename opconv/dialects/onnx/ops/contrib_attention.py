@@ -206,3 +206,84 @@ def rotary_embedding(ctx, input, position_ids, cos_cache, sin_cache, *, interlea
     positions = rotary_positions(position_ids, x4.shape[0], x4.shape[2])
     y = rotate(x4, positions, cos_cache, sin_cache, bool(interleaved), rotary_embedding_dim)
     return A.merge_heads(y) if x.ndim == 3 else y
+
+
+# ---------------------------------------------------------------- GroupQueryAttention
+#
+# The KV cache is heads-first (B, Nkv, buffer, H).  Batch entry b holds seqlens_k[b] + 1 valid keys after this
+# step; on the first prompt (S == total_sequence_length) the past is empty, otherwise the S new keys follow the
+# past ones, which number seqlens_k[b] + 1 - S.  present is zero-filled to max(past buffer, total length) and
+# holds the past keys then the new ones.  Queries attend causally from their own position (past length + index),
+# to the local_window_size keys ending there when it is positive.  A sink logit (smooth_softmax: 0; head_sink: one per
+# head) joins each softmax's denominator: it is computed here as one more key, of zeros, whose bias is the sink.
+
+def _gqa_split(query, key, value, num_heads, kv_num_heads):
+    query = np.asarray(query)
+    if key is None:  # packed Q/K/V along the hidden dim
+        head_size = query.shape[2] // (num_heads + 2 * kv_num_heads)
+        query, key, value = np.split(query, [num_heads * head_size, (num_heads + kv_num_heads) * head_size], axis=2)
+    return A.split_heads(query, num_heads), A.split_heads(np.asarray(key), kv_num_heads), \
+        A.split_heads(np.asarray(value), kv_num_heads)
+
+
+def _gqa_cache(past, new, past_lengths, buffer_len):
+    """present: past's first ``past_lengths[b]`` keys then the new ones, zero-filled to ``buffer_len``."""
+    batch, heads, seq, depth = new.shape
+    present = np.zeros((batch, heads, buffer_len, depth), new.dtype)
+    for b, length in enumerate(past_lengths):
+        if length:
+            present[b, :, :length] = np.asarray(past)[b, :, :length]
+        present[b, :, length:length + seq] = new[b]
+    return present
+
+
+@onnx_op("GroupQueryAttention", since=1, domain=MS)
+def group_query_attention(ctx, query, key=None, value=None, past_key=None, past_value=None, seqlens_k=None,
+                          total_sequence_length=None, cos_cache=None, sin_cache=None, position_ids=None,
+                          attention_bias=None, head_sink=None, k_scale=None, v_scale=None, q_norm_weight=None,
+                          k_norm_weight=None, query_seqlens=None, *, causal, do_rotary, k_norm_epsilon, k_quant_type,
+                          kv_cache_bit_width, kv_num_heads, local_window_size, num_heads, q_norm_epsilon,
+                          qk_norm_epsilon, qk_output, rotary_interleaved, scale, sliding_window_cache,
+                          smooth_softmax, softcap, v_quant_type):
+    for what, value_, default in (("a quantized KV cache", k_quant_type, "NONE"),
+                                  ("a quantized KV cache", v_quant_type, "NONE"),
+                                  ("the qk_output output", qk_output, 0),
+                                  ("a sliding-window cache", sliding_window_cache, 0)):
+        if value_ not in (None, default):
+            raise ExecutionError(f"GroupQueryAttention with {what} is not supported by opconv's kernel")
+    if q_norm_weight is not None or k_norm_weight is not None or query_seqlens is not None:
+        raise ExecutionError("GroupQueryAttention with q/k norm weights or query_seqlens is not supported by "
+                             "opconv's kernel")
+    if causal == 0:
+        raise ExecutionError("GroupQueryAttention with causal=0 is not supported by opconv's kernel")
+    q4, k4, v4 = _gqa_split(query, key, value, num_heads, kv_num_heads)
+    batch, _, seq, _ = q4.shape
+    total = int(np.asarray(total_sequence_length).reshape(-1)[0])
+    valid = np.asarray(seqlens_k, np.int64).reshape(-1) + 1
+    past_lengths = np.zeros(batch, np.int64) if seq == total else valid - seq
+    if do_rotary:
+        positions = (np.asarray(position_ids, np.int64) if position_ids is not None
+                     else past_lengths[:, None] + np.arange(seq))
+        positions = np.broadcast_to(positions, (batch, seq))
+        q4 = rotate(q4, positions, cos_cache, sin_cache, bool(rotary_interleaved), None)
+        k4 = rotate(k4, positions, cos_cache, sin_cache, bool(rotary_interleaved), None)
+    buffer_len = max(total, np.shape(past_key)[2] if past_key is not None else 0)
+    present_key = _gqa_cache(past_key, k4, past_lengths, buffer_len)
+    present_value = _gqa_cache(past_value, v4, past_lengths, buffer_len)
+    bias = A.attention_bias(seq, buffer_len, is_causal=True, offset=past_lengths, nonpad_kv_seqlen=valid,
+                            left_window=local_window_size - 1 if local_window_size and local_window_size > 0 else -1)
+    if attention_bias is not None:
+        bias = bias + upcast(attention_bias).astype(bias.dtype)
+    keys, values = present_key, present_value
+    sink = None if head_sink is None else upcast(head_sink).astype(bias.dtype)
+    if sink is None and smooth_softmax == 1:
+        sink = np.zeros(num_heads, bias.dtype)
+    if sink is not None:
+        # one more key and value of zeros; its score is the sink logit
+        keys = np.concatenate([keys, np.zeros_like(keys[:, :, :1])], axis=2)
+        values = np.concatenate([values, np.zeros_like(values[:, :, :1])], axis=2)
+        bias = np.broadcast_to(bias, (batch, num_heads, seq, buffer_len))
+        bias = np.concatenate([bias, np.broadcast_to(sink[None, :, None, None], (batch, num_heads, seq, 1))], axis=3)
+    y, _ = A.scaled_dot_product_attention(q4, keys, values, bias, scale=scale or None, softcap=softcap or 0.0,
+                                          scale_operands=False)
+    return A.merge_heads(y), present_key, present_value
