@@ -14,7 +14,8 @@ Two sources, both in the "onnx" dialect:
    domain and is skipped.  ORT also registers schemas of its own in the plain ai.onnx
    domain (LayerNormalization-1, SimplifiedLayerNormalization-1, ONNX's long-removed
    experimental ops such as Affine-1 or Crop-1): those ONNX does not define at that
-   version are taken too, so that models ORT runs are valid.
+   version are taken too, so that models ORT runs are valid.  An op ORT has no CPU kernel
+   for gets a note saying so, which the executor's "no kernel" refusal quotes.
 2. ``ai.onnx.training``: these ops are not in ORT's inference build, so they are read from
    ``shared/specs/onnx-contrib-operators.txt`` -- ORT's ContribOperators.md of early 2020,
    as text, with its headings lost.
@@ -564,7 +565,18 @@ def build_ops(text_path: Path = TEXT, names_path: Path = NAMES_FILE) -> list[OpS
             raise ValueError(f"{key}: in the text but not in ONNX Runtime {ORT_VERSION}; decide how to source it")
         else:
             ops[key] = convert_text_section(section, record["name"], successors.get(record["name"]))
+    cpu_kernels = {(k.domain, k.op_name) for k in ort_state.get_all_opkernel_def()
+                   if k.provider == "CPUExecutionProvider"}
+    for key, op in ops.items():
+        if op.domain in ORT_DOMAINS and (op.domain, op.name) not in cpu_kernels:
+            ops[key] = replace(op, notes=" ".join(filter(None, (op.notes, gpu_only_note()))))
     return list(ops.values())
+
+
+def gpu_only_note() -> str:
+    """The note of an op ORT's CPU execution provider has no kernel for (the executor's refusal quotes it)."""
+    return (f"ONNX Runtime {_ort_release()} implements it only for execution providers other than CPU "
+            f"(CUDA, ROCm, DirectML, WebGPU ...).")
 
 
 def _with_text_notes(op: OpSchema, section: TextSection) -> OpSchema:

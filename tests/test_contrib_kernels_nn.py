@@ -367,3 +367,187 @@ def test_group_query_attention_bias_and_head_sink():
 def test_group_query_attention_float16(stage):
     assert_matches_ort("GroupQueryAttention", gqa_inputs(stage, dtype=np.float16, rotary=True), GQA_OUTPUTS,
                        num_heads=GQA_HEADS, kv_num_heads=KV_HEADS, do_rotary=1)
+
+
+# ---------------------------------------------------------------- small tensor ops
+
+
+@pytest.mark.parametrize("axis", [0, -1, 2])
+def test_expand_dims(axis):
+    assert_matches_ort("ExpandDims", {"X": rand(2, 3), "axis": np.array(axis, np.int32)})
+
+
+@pytest.mark.parametrize("start,limit,delta,dtype", [(0, 10, 3, np.int32), (1.5, -2.0, -0.5, np.float32),
+                                                     (2, 9, None, np.int64)])
+def test_range(start, limit, delta, dtype):
+    inputs = {"start": np.array(start, dtype), "limit": np.array(limit, dtype),
+              "delta": None if delta is None else np.array(delta, dtype)}
+    assert_matches_ort("Range", inputs)
+
+
+@pytest.mark.parametrize("upper,k", [(1, None), (0, 1), (1, -1)])
+def test_trilu(upper, k):
+    inputs = {"X": rand(2, 4, 5), "k": None if k is None else np.array(k, np.int64)}
+    assert_matches_ort("Trilu", inputs, upper=upper)
+
+
+def test_unique():
+    x = np.array([2.0, 1.0, 1.0, 3.0, 4.0, 3.0, 2.0], np.float32)
+    assert_matches_ort("Unique", {"x": x}, ("y", "idx", "counts"))
+
+
+def test_inverse():
+    x = rand(3, 4, 4) + 4 * np.eye(4, dtype=np.float32)
+    assert_matches_ort("Inverse", {"X": x})
+
+
+@pytest.mark.parametrize("metric", ["sqeuclidean", "euclidean"])
+def test_cdist(metric):
+    assert_matches_ort("CDist", {"A": rand(5, 3), "B": rand(4, 3)}, metric=metric)
+
+
+def test_gather_nd():
+    indices = np.array([[[0, 1], [1, 0]], [[1, 1], [0, 0]]], np.int64)
+    assert_matches_ort("GatherND", {"data": rand(2, 2, 3), "indices": indices})
+
+
+@pytest.mark.parametrize("mode,pads_shape", [("constant", (8,)), ("reflect", (1, 8)), ("edge", (8,))])
+def test_pad(mode, pads_shape):
+    pads = np.array([0, 1, 2, 0, 0, 2, 1, 0], np.int64).reshape(pads_shape)
+    value = np.array([0.5], np.float32) if mode == "constant" else None
+    assert_matches_ort("Pad", {"data": rand(1, 3, 4, 5), "pads": pads, "value": value}, mode=mode)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+@pytest.mark.parametrize("padding_mode,align_corners", [("zeros", 0), ("border", 1), ("reflection", 0)])
+def test_grid_sample(mode, padding_mode, align_corners):
+    inputs = {"X": rand(1, 2, 5, 6), "Grid": rand(1, 3, 4, 2, low=-1.2, high=1.2)}
+    assert_matches_ort("GridSample", inputs, mode=mode, padding_mode=padding_mode, align_corners=align_corners)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("crop", [(3, 4), (1, 1)])
+def test_crop_and_resize(mode, crop):
+    rois = np.array([[0.1, 0.2, 0.8, 0.9], [0.0, 0.0, 1.0, 1.0], [-0.2, 0.3, 0.6, 1.3]], np.float32)
+    inputs = {"X": rand(2, 3, 6, 7), "rois": rois, "batch_indices": np.array([0, 1, 1], np.int32),
+              "crop_size": np.array(crop, np.int32)}
+    assert_matches_ort("CropAndResize", inputs, mode=mode, extrapolation_value=-1.0)
+
+
+@pytest.mark.parametrize("dim,size,step", [(-1, 3, 1), (1, 2, 2), (0, 2, 1)])
+def test_unfold_tensor(dim, size, step):
+    assert_matches_ort("UnfoldTensor", {"input": rand(3, 5, 6)}, dim=dim, size=size, step=step)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("with_scale", [False, True])
+def test_scaled_silu(dtype, with_scale):
+    inputs = {"X": rand(2, 3, 8, dtype=dtype, low=-4, high=4),
+              "scale": np.array(1.7, dtype) if with_scale else None}
+    assert_matches_ort("ScaledSiLU", inputs, alpha=0.5)
+
+
+# ---------------------------------------------------------------- ORT's ai.onnx-domain legacy ops
+
+
+@pytest.mark.parametrize("op,attrs", [("Affine", {"alpha": 2.0, "beta": -0.5}), ("ScaledTanh", {"alpha": 1.5, "beta": 0.7}),
+                                      ("ParametricSoftplus", {"alpha": 1.3, "beta": 0.8}),
+                                      ("Scale", {"scale": 3.0}), ("ThresholdedRelu", {"alpha": 0.2}),
+                                      ("MemcpyFromHost", {}), ("MemcpyToHost", {})])
+def test_legacy_elementwise(op, attrs):
+    assert_matches_ort(op, {"X": rand(2, 3, 4, 5, low=-3, high=3)}, domain="", opset=9, **attrs)
+
+
+def test_image_scaler():
+    assert_matches_ort("ImageScaler", {"input": rand(2, 3, 4, 5)}, domain="", opset=9, scale=2.0,
+                       bias=[0.1, -0.2, 0.3])
+
+
+@pytest.mark.parametrize("scale", [None, [2, 3]])
+def test_crop(scale):
+    assert_matches_ort("Crop", {"input": rand(1, 2, 6, 7)}, domain="", opset=9, border=[1, 2, 2, 1], scale=scale)
+
+
+@pytest.mark.parametrize("with_axes", [False, True])
+def test_dynamic_slice(with_axes):
+    inputs = {"data": rand(4, 5, 6), "starts": np.array([1, 0], np.int64), "ends": np.array([3, 4], np.int64),
+              "axes": np.array([2, 0], np.int64) if with_axes else None}
+    assert_matches_ort("DynamicSlice", inputs, domain="", opset=9)
+
+
+@pytest.mark.parametrize("across_channels,normalize_variance", [(0, 1), (1, 1), (0, 0)])
+def test_mean_variance_normalization_1(across_channels, normalize_variance):
+    assert_matches_ort("MeanVarianceNormalization", {"input": rand(2, 3, 4, 5)}, domain="", opset=8,
+                       across_channels=across_channels, normalize_variance=normalize_variance)
+
+
+# ---------------------------------------------------------------- recent-model blocks
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("layout", ["grouped", "flattened"])
+@pytest.mark.parametrize("scale_shape", [None, (3, 4), (4,), (12,)])
+def test_branchwise_rms_norm(dtype, layout, scale_shape):
+    x = rand(2, 5, 3, 4, dtype=dtype) if layout == "grouped" else rand(2, 5, 12, dtype=dtype)
+    inputs = {"X": x, "scale": None if scale_shape is None else rand(*scale_shape, dtype=dtype)}
+    attrs = {"num_branches": 3} if layout == "flattened" else {}
+    assert_matches_ort("BranchwiseRMSNorm", inputs, epsilon=1e-5, **attrs)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("activation", ["silu", "sigmoid"])
+def test_gated_rms_norm(dtype, activation):
+    inputs = {"X": rand(2, 3, 16, dtype=dtype), "scale": rand(8, dtype=dtype), "gate": rand(2, 3, 16, dtype=dtype)}
+    assert_matches_ort("GatedRMSNorm", inputs, activation=activation)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_gated_add(dtype):
+    inputs = {"X": rand(2, 3, 8, dtype=dtype), "Y": rand(2, 3, 8, dtype=dtype), "gate": rand(2, 3, 1, dtype=dtype)}
+    assert_matches_ort("GatedAdd", inputs, ("output",))
+
+
+@pytest.mark.parametrize("layout", ["grouped", "flattened"])
+@pytest.mark.parametrize("gates", ["C", "C1", "CH"])
+def test_hyper_connections(layout, gates):
+    c, h = 3, 4
+    streams = rand(2, 5, c, h) if layout == "grouped" else rand(2, 5, c * h)
+    attrs = {"num_branches": c} if layout == "flattened" else {}
+    gate_shape = {"C": (2, 5, c), "C1": (2, 5, c, 1), "CH": (2, 5, c, h)}[gates]
+    assert_matches_ort("HyperConnectionPreMix", {"streams": streams, "pre_mix": rand(*gate_shape)},
+                       reduction_scale=0.5, **attrs)
+    inputs = {"streams": streams, "block_output": rand(2, 5, h), "post_mix": rand(*gate_shape),
+              "stream_mix": rand(2, 5, c, c)}
+    assert_matches_ort("HyperConnectionPostMix", inputs, **attrs)
+    inputs["stream_mix"] = None
+    assert_matches_ort("HyperConnectionPostMix", inputs, **attrs)
+
+
+@pytest.mark.parametrize("rule", ["linear", "gated", "delta", "gated_delta"])
+def test_linear_attention(rule):
+    batch, steps, q_heads, kv_heads, dk, dv = 2, 3, 2, 1, 4, 5
+    gated, delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
+    key = rand(batch, steps, kv_heads, dk)
+    key /= np.linalg.norm(key, axis=-1, keepdims=True)
+    inputs = {"query": rand(batch, steps, q_heads * dk), "key": key.reshape(batch, steps, -1),
+              "value": rand(batch, steps, kv_heads * dv), "past_state": rand(batch, kv_heads, dk, dv),
+              "decay": rand(batch, steps, kv_heads * dk, low=-1, high=0) if gated else None,
+              "beta": rand(batch, steps, kv_heads, low=0, high=1) if delta else None}
+    assert_matches_ort("LinearAttention", inputs, ("Y", "present_state"), q_num_heads=q_heads,
+                       kv_num_heads=kv_heads, update_rule=rule)
+
+
+@pytest.mark.parametrize("channels_last", [0, 1])
+@pytest.mark.parametrize("activation", ["none", "silu"])
+def test_causal_conv_with_state(channels_last, activation):
+    batch, channels, length, kernel = 2, 3, 5, 4
+    x, state = rand(batch, channels, length), rand(batch, channels, kernel - 1)
+    if channels_last:
+        x, state = x.transpose(0, 2, 1).copy(), state.transpose(0, 2, 1).copy()
+    inputs = {"input": x, "weight": rand(channels, 1, kernel), "bias": rand(channels), "past_state": state}
+    assert_matches_ort("CausalConvWithState", inputs, ("Y", "present_state"), activation=activation,
+                       channels_last=channels_last)
+
+
+def test_sample_op():
+    assert_matches_ort("SampleOp", {"X": rand(2, 3)})

@@ -1,5 +1,5 @@
 """ONNX Runtime's attention operators (com.microsoft): Attention, MultiHeadAttention, RotaryEmbedding,
-GroupQueryAttention.
+GroupQueryAttention, LinearAttention, CausalConvWithState.
 
 The softmax attention itself is :func:`opconv.kernels.attention.scaled_dot_product_attention`
 (heads-first, the product scaled by ``scale``, default ``1 / sqrt(head_size)``).  ORT's conventions:
@@ -27,6 +27,7 @@ from ....errors import ExecutionError
 from ....kernels import attention as A
 from ....kernels._common import downcast, upcast
 from ..executor import onnx_op
+from .attention import causal_conv_with_state_27, linear_attention_27
 
 MS = "com.microsoft"
 _DEFAULT_MASK_FILTER = -10000.0
@@ -287,3 +288,40 @@ def group_query_attention(ctx, query, key=None, value=None, past_key=None, past_
     y, _ = A.scaled_dot_product_attention(q4, keys, values, bias, scale=scale or None, softcap=softcap or 0.0,
                                           scale_operands=False)
     return A.merge_heads(y), present_key, present_value
+
+
+# ---------------------------------------------------------------- LinearAttention, CausalConvWithState
+#
+# ONNX adopted both in opset 27; ORT's versions add attributes for windows of per-token states and CUDA layouts.
+# With those at their defaults they mean what ONNX's do, whose kernels they share.
+
+
+def _only_defaults(op: str, **values):
+    for name, (value, default) in values.items():
+        if value not in (None, default):
+            raise ExecutionError(f"{op} with {name}={value} is not supported by opconv's kernel")
+
+
+@onnx_op("LinearAttention", since=1, domain=MS)
+def linear_attention_1(ctx, query, key, value, past_state=None, decay=None, beta=None, *, chunk_size, kv_num_heads,
+                       q_num_heads, scale, state_window, update_rule):
+    _only_defaults("LinearAttention", state_window=(state_window, 0))
+    return linear_attention_27(ctx, query, key, value, past_state, decay, beta, chunk_size=chunk_size,
+                               kv_num_heads=kv_num_heads, q_num_heads=q_num_heads, scale=scale,
+                               update_rule=update_rule)
+
+
+@onnx_op("CausalConvWithState", since=1, domain=MS)
+def causal_conv_with_state_1(ctx, input, weight, bias=None, past_state=None, *, activation, channels_last, dilation,
+                             input_channel_offset, input_channels, ndim, state_channels_last, state_length,
+                             state_update_capacity, state_window):
+    _only_defaults("CausalConvWithState", dilation=(dilation, 1), ndim=(ndim, 1), state_window=(state_window, 0),
+                   state_update_capacity=(state_update_capacity, 0), state_length=(state_length, 0),
+                   input_channels=(input_channels, 0), input_channel_offset=(input_channel_offset, 0),
+                   state_channels_last=(state_channels_last, -1))
+    if channels_last:  # (B, L, C) activations and (B, state, C) states
+        x = np.swapaxes(input, 1, 2)
+        past = None if past_state is None else np.swapaxes(past_state, 1, 2)
+        y, state = causal_conv_with_state_27(ctx, x, weight, bias, past, activation=activation)
+        return np.swapaxes(y, 1, 2), np.swapaxes(state, 1, 2)
+    return causal_conv_with_state_27(ctx, input, weight, bias, past_state, activation=activation)

@@ -1,6 +1,6 @@
 """ONNX Runtime's normalization operators: SkipLayerNormalization, SkipSimplifiedLayerNormalization,
-EmbedLayerNormalization (com.microsoft), and its ai.onnx-domain LayerNormalization-1 and
-SimplifiedLayerNormalization-1.
+EmbedLayerNormalization, BranchwiseRMSNorm, GatedRMSNorm, GatedAdd (com.microsoft), and its ai.onnx-domain
+LayerNormalization-1 and SimplifiedLayerNormalization-1.
 
 Numerics in :mod:`opconv.kernels.norm`.  ORT's conventions:
 
@@ -18,7 +18,9 @@ from __future__ import annotations
 import numpy as np
 
 from ....errors import ExecutionError
+from ....kernels import elementwise as E
 from ....kernels import norm as N
+from ....kernels._common import downcast, upcast
 from ..executor import onnx_dtype, onnx_op
 
 MS = "com.microsoft"
@@ -85,3 +87,49 @@ def layer_normalization_1(ctx, x, scale, b=None, *, axis, epsilon, stash_type):
 @onnx_op("SimplifiedLayerNormalization", since=1)
 def simplified_layer_normalization_1(ctx, x, scale, *, axis, epsilon, stash_type):
     return N.rms_norm_with_stats(x, scale, axis, epsilon, onnx_dtype(stash_type))
+
+
+# ---------------------------------------------------------------- branch-wise and gated RMS norms
+
+
+def _rms(x, epsilon):
+    """``x / sqrt(mean(x ** 2) + eps)`` over the last axis, in float32 or wider."""
+    xs = upcast(x).astype(np.result_type(np.float32, upcast(x).dtype))
+    return xs / np.sqrt((xs * xs).mean(axis=-1, keepdims=True) + np.float32(epsilon))
+
+
+@onnx_op("BranchwiseRMSNorm", since=1, domain=MS)
+def branchwise_rms_norm(ctx, x, scale=None, *, epsilon, num_branches):
+    # Each of the C branches (..., C, H) is normalized on its own; a flattened (..., C * H) input names C.
+    x = np.asarray(x)
+    grouped = x.reshape(x.shape[:-1] + (num_branches, -1)) if num_branches else x
+    y = _rms(grouped, epsilon)
+    if scale is not None:
+        y = y * upcast(scale).reshape(grouped.shape[-2:] if np.size(scale) != grouped.shape[-1] else (-1,))
+    return downcast(y.reshape(x.shape), x.dtype)
+
+
+_GATES = {"silu": lambda z: z * E.sigmoid(z), "swish": lambda z: z * E.sigmoid(z), "sigmoid": E.sigmoid}
+
+
+@onnx_op("GatedRMSNorm", since=1, domain=MS)
+def gated_rms_norm(ctx, x, scale, gate, *, activation, epsilon):
+    # Normalized over each contiguous group of len(scale) elements of the last axis; all in float32.
+    x = np.asarray(x)
+    if activation not in _GATES:
+        raise ExecutionError(f"unknown GatedRMSNorm activation {activation!r}; expected one of {sorted(_GATES)}")
+    group = np.size(scale)
+    y = _rms(x.reshape(x.shape[:-1] + (-1, group)), epsilon) * upcast(scale).astype(np.float32)
+    gate = upcast(gate).astype(np.float32).reshape(y.shape)
+    return downcast(y * _GATES[activation](gate), x.dtype).reshape(x.shape)
+
+
+@onnx_op("GatedAdd", since=1, domain=MS)
+def gated_add(ctx, x, y, gate, gate_weight=None):
+    if gate_weight is not None:
+        raise ExecutionError("GatedAdd with gate_weight (projected mode) is implemented by onnxruntime only for "
+                             "CUDA; opconv has no kernel for it")
+    x = np.asarray(x)
+    # the product is rounded to the input type before the add, as separate Mul and Add nodes would
+    scaled = downcast(upcast(y) * upcast(gate), x.dtype)
+    return downcast(upcast(x) + upcast(scaled), x.dtype)

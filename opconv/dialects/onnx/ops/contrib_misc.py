@@ -1,0 +1,196 @@
+"""ONNX Runtime's small tensor operators (com.microsoft): ExpandDims, Range, Trilu, Unique, Inverse, CDist,
+GatherND, Pad, GridSample, CropAndResize, UnfoldTensor, ScaledSiLU.
+
+Most are older or narrower forms of ONNX operators and share their kernels:
+
+* GatherND has no ``batch_dims`` (ONNX's version 11); Pad takes ``pads`` as an input, 1-D or
+  ``(1, 2 * rank)`` (ONNX's version 11); Trilu is ONNX's Trilu-14; GridSample is PyTorch's grid_sample (4-D,
+  modes bilinear/nearest/bicubic), like ONNX's GridSample-16 except that bicubic border
+  padding clamps each tap, not the sampling location.
+* Unique is 1-D, unsorted (values in order of first occurrence); its outputs are the values,
+  each element's index into them, and their counts.
+* CDist is the pairwise distance between the rows of ``A`` ``(M, K)`` and ``B`` ``(N, K)``,
+  ``euclidean`` or squared (``sqeuclidean``).
+* CropAndResize crops boxes ``(y1, x1, y2, x2)`` (normalized: 0..1 spans the image) of image ``batch_indices[i]``
+  and resizes each to ``crop_size``; samples outside the image take ``extrapolation_value``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ....errors import ExecutionError
+from ....kernels import elementwise as E
+from ....kernels import sort
+from ....kernels import vision as V
+from ....kernels._common import downcast, upcast
+from ..executor import onnx_op
+from .indexing import gather_nd_11
+from .shape import pad_11, range_11, trilu_14
+
+MS = "com.microsoft"
+
+
+@onnx_op("ExpandDims", since=1, domain=MS)
+def expand_dims(ctx, x, axis):
+    x = np.asarray(x)
+    where = int(np.asarray(axis).reshape(-1)[0])
+    if not -x.ndim - 1 <= where <= x.ndim:
+        raise ExecutionError(f"axis {where} is out of range for a rank-{x.ndim} input")
+    return np.expand_dims(x, where)
+
+
+@onnx_op("Range", since=1, domain=MS)
+def range_1(ctx, start, limit, delta=None):
+    return range_11(ctx, start, limit, np.ones((), np.asarray(start).dtype) if delta is None else delta)
+
+
+@onnx_op("Trilu", since=1, domain=MS)
+def trilu_1(ctx, x, k=None, *, upper):
+    return trilu_14(ctx, x, k, upper=upper)
+
+
+@onnx_op("Unique", since=1, domain=MS)
+def unique_1(ctx, x):
+    values, _, inverse, counts = sort.unique(np.asarray(x).reshape(-1), None, False)
+    return values, inverse.astype(np.int64), counts.astype(np.int64)
+
+
+@onnx_op("Inverse", since=1, domain=MS)
+def inverse(ctx, x):
+    x = np.asarray(x)
+    return downcast(np.linalg.inv(upcast(x)), x.dtype)
+
+
+@onnx_op("CDist", since=1, domain=MS)
+def cdist(ctx, a, b, *, metric):
+    a, b = np.asarray(a), np.asarray(b)
+    if metric not in ("sqeuclidean", "euclidean"):
+        raise ExecutionError(f"unknown CDist metric {metric!r}; expected 'sqeuclidean' or 'euclidean'")
+    ac, bc = upcast(a), upcast(b)
+    squared = np.maximum(((ac[:, None, :] - bc[None, :, :]) ** 2).sum(axis=-1), 0)
+    return downcast(np.sqrt(squared) if metric == "euclidean" else squared, a.dtype)
+
+
+@onnx_op("GatherND", since=1, domain=MS)
+def gather_nd_1(ctx, data, indices):
+    return gather_nd_11(ctx, data, indices)
+
+
+@onnx_op("Pad", since=1, domain=MS)
+def pad_1(ctx, data, pads, value=None, *, mode):
+    return pad_11(ctx, data, np.asarray(pads).reshape(-1), value, mode=mode)
+
+
+_GRID_MODES = {"bilinear": "linear", "nearest": "nearest", "bicubic": "cubic"}
+
+
+@onnx_op("GridSample", since=1, domain=MS)
+def grid_sample_1(ctx, x, grid, *, align_corners, mode, padding_mode):
+    # PyTorch's grid_sample, which ONNX's GridSample-16 follows except for bicubic border padding.
+    if np.ndim(x) != 4 or mode not in _GRID_MODES:
+        raise ExecutionError(f"GridSample takes a 4-D input and a mode of {sorted(_GRID_MODES)}")
+    return V.grid_sample(x, grid, _GRID_MODES[mode], padding_mode, bool(align_corners), cubic_border_taps_only=True)
+
+
+@onnx_op("CropAndResize", since=1, domain=MS)
+def crop_and_resize(ctx, x, rois, batch_indices, crop_size, *, extrapolation_value, mode):
+    x = np.asarray(x)
+    if mode not in ("bilinear", "nearest"):
+        raise ExecutionError(f"unknown CropAndResize mode {mode!r}; expected 'bilinear' or 'nearest'")
+    crop_h, crop_w = (int(v) for v in np.asarray(crop_size).reshape(-1)[:2])
+    height, width = x.shape[2:]
+    xc = upcast(x)
+    out = np.empty((len(rois), x.shape[1], crop_h, crop_w), xc.dtype)
+    for i, ((y1, x1, y2, x2), image) in enumerate(zip(upcast(rois), np.asarray(batch_indices).reshape(-1))):
+        ys = _crop_positions(y1, y2, crop_h) * (height - 1)
+        xs = _crop_positions(x1, x2, crop_w) * (width - 1)
+        out[i] = _sample(xc[int(image)], ys, xs, mode, extrapolation_value, height, width)
+    return downcast(out, x.dtype)
+
+
+def _crop_positions(start, end, count: int) -> np.ndarray:
+    # count samples from start to end inclusive (normalized); one sample sits at the middle
+    if count == 1:
+        return np.array([(start + end) / 2])
+    return start + np.arange(count) * (end - start) / (count - 1)
+
+
+def _sample(image, ys, xs, mode, fill, height, width):
+    """``image`` ``(C, H, W)`` at the grid ``ys`` x ``xs`` (pixel coordinates); outside points are ``fill``."""
+    inside = ((ys >= 0) & (ys <= height - 1))[:, None] & ((xs >= 0) & (xs <= width - 1))[None, :]
+    if mode == "nearest":
+        yi = np.clip(E.round_half_away(ys).astype(np.int64), 0, height - 1)
+        xi = np.clip(E.round_half_away(xs).astype(np.int64), 0, width - 1)
+        values = image[:, yi][:, :, xi]
+    else:
+        y0 = np.clip(np.floor(ys).astype(np.int64), 0, height - 1)
+        x0 = np.clip(np.floor(xs).astype(np.int64), 0, width - 1)
+        y1, x1 = np.minimum(y0 + 1, height - 1), np.minimum(x0 + 1, width - 1)
+        dy, dx = (ys - y0)[:, None], (xs - x0)[None, :]
+        top = image[:, y0][:, :, x0] * (1 - dx) + image[:, y0][:, :, x1] * dx
+        bottom = image[:, y1][:, :, x0] * (1 - dx) + image[:, y1][:, :, x1] * dx
+        values = top * (1 - dy) + bottom * dy
+    return np.where(inside, values, image.dtype.type(fill))
+
+
+@onnx_op("UnfoldTensor", since=1, domain=MS)
+def unfold_tensor(ctx, x, *, dim, size, step):
+    x = np.asarray(x)
+    axis = dim % x.ndim
+    windows = np.lib.stride_tricks.sliding_window_view(x, size, axis=axis)  # window dim last
+    return np.ascontiguousarray(np.take(windows, np.arange(0, windows.shape[axis], step), axis=axis))
+
+
+@onnx_op("ScaledSiLU", since=1, domain=MS)
+def scaled_silu(ctx, x, scale=None, *, alpha):
+    # Rounded to the input type after each step, as the schema specifies.
+    x = np.asarray(x)
+    factor = alpha if scale is None else np.asarray(scale).reshape(-1)[0]
+    z = downcast(upcast(x) * upcast(np.asarray(factor)), x.dtype)
+    s = downcast(E.sigmoid(upcast(z)), x.dtype)
+    return downcast(upcast(z) * upcast(s), x.dtype)
+
+
+# ---------------------------------------------------------------- hyper-connections
+#
+# C residual streams, grouped (..., C, H) or flattened (..., C * H) when num_branches gives C.
+
+
+def _streams(x, num_branches):
+    x = np.asarray(x)
+    return x.reshape(x.shape[:-1] + (num_branches, -1)) if num_branches else x
+
+
+def _per_stream(gates, streams):
+    """Gates of shape (..., C), (..., C, 1), (..., C, H) or (..., C * H) as (..., C, 1 or H)."""
+    gates = upcast(gates)
+    channels, features = streams.shape[-2:]
+    if gates.shape[-1] == channels and gates.ndim == streams.ndim - 1:
+        return gates[..., None]
+    if gates.ndim == streams.ndim - 1:  # flattened (..., C * H)
+        return gates.reshape(gates.shape[:-1] + (channels, features))
+    return gates
+
+
+@onnx_op("HyperConnectionPreMix", since=1, domain=MS)
+def hyper_connection_pre_mix(ctx, streams, pre_mix, *, num_branches, reduction_scale):
+    x = _streams(streams, num_branches)
+    y = reduction_scale * (upcast(x) * _per_stream(pre_mix, x)).sum(axis=-2)
+    return downcast(y, x.dtype)
+
+
+@onnx_op("HyperConnectionPostMix", since=1, domain=MS)
+def hyper_connection_post_mix(ctx, streams, block_output, post_mix, stream_mix=None, *, num_branches):
+    shape = np.shape(streams)
+    x = _streams(streams, num_branches)
+    xc = upcast(x)
+    mixed = xc if stream_mix is None else np.einsum("...ck,...ch->...kh", upcast(stream_mix), xc)
+    y = mixed + _per_stream(post_mix, x) * upcast(block_output)[..., None, :]
+    return downcast(y, x.dtype).reshape(shape)
+
+
+@onnx_op("SampleOp", since=1, domain=MS)
+def sample_op(ctx, x):
+    # ORT's example of a contrib kernel: an echo.
+    return x
