@@ -551,3 +551,46 @@ def test_causal_conv_with_state(channels_last, activation):
 
 def test_sample_op():
     assert_matches_ort("SampleOp", {"X": rand(2, 3)})
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("attrs", [{"kernel_shape": [2, 2], "strides": [2, 2]},
+                                   {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "ceil_mode": 1, "strides": [2, 2]}])
+def test_nhwc_max_pool(dtype, attrs):
+    x = RNG.integers(np.iinfo(dtype).min, np.iinfo(dtype).max, (1, 7, 6, 3)).astype(dtype)
+    assert_matches_ort("NhwcMaxPool", {"x": x}, **attrs)
+
+
+@pytest.mark.parametrize("pads", [[0, 0, 0, 0], [1, 0, 1, 1]])
+def test_conv_transpose_with_dynamic_pads(pads):
+    inputs = {"X": rand(1, 2, 4, 4), "W": rand(2, 3, 3, 3), "Pads": np.array(pads, np.int64), "B": rand(3)}
+    assert_matches_ort("ConvTransposeWithDynamicPads", inputs, strides=[2, 2])
+
+
+@pytest.mark.parametrize("ngram_size", [1, 2, 3])
+def test_ngram_repeat_block(ngram_size):
+    ids = np.array([[1, 2, 3, 1, 2], [4, 4, 4, 5, 4]], np.int64)
+    assert_matches_ort("NGramRepeatBlock", {"input_ids": ids, "scores": rand(2, 8)}, ngram_size=ngram_size)
+
+
+@pytest.mark.parametrize("shape", [(5, 7), (6, 3), (1, 4)])
+def test_dynamic_time_warping(shape):
+    cost = RNG.integers(0, 4, shape).astype(np.float32)  # small integers: ties to break
+    assert_matches_ort("DynamicTimeWarping", {"input": cost})
+
+
+@pytest.mark.parametrize("values", [np.array([0, 1, -7, 123456789], np.int32), np.array([[3, -2**40]], np.int64),
+                                    np.array([0.5, -1.25, 3e7], np.float32), np.array([1.5, -2.0], np.float64),
+                                    np.array(["", "a", "hello", "ONNX Runtime"], object)])
+@pytest.mark.parametrize("positive,seed", [(1, 0), (0, 42)])
+def test_murmur_hash3(values, positive, seed):
+    out_type = onnx.TensorProto.UINT32 if positive else onnx.TensorProto.INT32
+    node = helper.make_node("MurmurHash3", ["X"], ["Y"], domain=MS, positive=positive, seed=seed)
+    x_type = onnx.TensorProto.STRING if values.dtype == object else helper.np_dtype_to_tensor_dtype(values.dtype)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("X", x_type, values.shape)],
+                              [helper.make_tensor_value_info("Y", out_type, values.shape)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
+    expected = run_ort(model, {"X": values})[0]
+    actual = opconv.run(opconv.load(model), {"X": values})["Y"]
+    report = compare_arrays("Y", expected, actual)
+    assert report.ok, report.message

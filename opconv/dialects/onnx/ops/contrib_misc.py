@@ -1,5 +1,6 @@
 """ONNX Runtime's small tensor operators (com.microsoft): ExpandDims, Range, Trilu, Unique, Inverse, CDist,
-GatherND, Pad, GridSample, CropAndResize, UnfoldTensor, ScaledSiLU.
+GatherND, Pad, GridSample, CropAndResize, UnfoldTensor, ScaledSiLU, NhwcMaxPool, ConvTransposeWithDynamicPads,
+HyperConnectionPreMix/PostMix, NGramRepeatBlock, DynamicTimeWarping, SampleOp.
 
 Most are older or narrower forms of ONNX operators and share their kernels:
 
@@ -25,7 +26,9 @@ from ....kernels import sort
 from ....kernels import vision as V
 from ....kernels._common import downcast, upcast
 from ..executor import onnx_op
+from .conv import conv_transpose_1
 from .indexing import gather_nd_11
+from .pool import max_pool
 from .shape import pad_11, range_11, trilu_14
 
 MS = "com.microsoft"
@@ -194,3 +197,111 @@ def hyper_connection_post_mix(ctx, streams, block_output, post_mix, stream_mix=N
 def sample_op(ctx, x):
     # ORT's example of a contrib kernel: an echo.
     return x
+
+
+# ---------------------------------------------------------------- layout variants of ONNX ops
+
+
+@onnx_op("NhwcMaxPool", since=1, domain=MS)
+def nhwc_max_pool(ctx, x, *, auto_pad, ceil_mode, dilations, kernel_shape, pads, strides):
+    # MaxPool on channels-last images: (N, *S, C) <-> (N, C, *S) around ONNX's kernel.
+    x = np.asarray(x)
+    channels_first = np.moveaxis(x, -1, 1)
+    y = max_pool(ctx, channels_first, auto_pad=auto_pad, kernel_shape=kernel_shape, pads=pads, strides=strides,
+                 ceil_mode=ceil_mode, dilations=dilations)
+    return np.ascontiguousarray(np.moveaxis(y, 1, -1))
+
+
+@onnx_op("ConvTransposeWithDynamicPads", since=1, domain=MS)
+def conv_transpose_with_dynamic_pads(ctx, x, w, pads=None, b=None, *, auto_pad, dilations, group, kernel_shape,
+                                     output_padding, strides):
+    return conv_transpose_1(ctx, x, w, b, auto_pad=auto_pad, dilations=dilations, group=group,
+                            kernel_shape=kernel_shape, output_padding=output_padding, output_shape=None,
+                            pads=None if pads is None else np.asarray(pads).reshape(-1).tolist(), strides=strides)
+
+
+# ---------------------------------------------------------------- generation helpers
+
+
+@onnx_op("NGramRepeatBlock", since=1, domain=MS)
+def ngram_repeat_block(ctx, input_ids, scores, *, ngram_size):
+    # A token that would repeat an n-gram already in the sequence gets a score of -inf.
+    ids, out = np.asarray(input_ids), np.array(scores, copy=True)
+    length = ids.shape[1]
+    if ngram_size < 1 or length + 1 < ngram_size:
+        return out
+    for b in range(ids.shape[0]):
+        prefix = ids[b, length - ngram_size + 1:]
+        for start in range(length - ngram_size + 1):
+            if np.array_equal(ids[b, start:start + ngram_size - 1], prefix):
+                out[b, ids[b, start + ngram_size - 1]] = -np.inf
+    return out
+
+
+@onnx_op("DynamicTimeWarping", since=1, domain=MS)
+def dynamic_time_warping(ctx, input):
+    """The cheapest monotonic path through a cost matrix, as (2, K) (row, column) pairs from (0, 0)."""
+    cost = upcast(input)
+    rows, cols = cost.shape[-2:]
+    total = np.full((rows + 1, cols + 1), np.inf)
+    total[0, 0] = 0
+    step = np.zeros((rows + 1, cols + 1), np.int8)  # 0: diagonal, 1: from above, 2: from the left
+    for j in range(1, cols + 1):
+        for i in range(1, rows + 1):
+            candidates = (total[i - 1, j - 1], total[i - 1, j], total[i, j - 1])
+            # the diagonal wins only when strictly cheapest, then the cell above; ties go left
+            if candidates[0] < candidates[1] and candidates[0] < candidates[2]:
+                choice = 0
+            elif candidates[1] < candidates[0] and candidates[1] < candidates[2]:
+                choice = 1
+            else:
+                choice = 2
+            total[i, j] = cost[..., i - 1, j - 1].reshape(-1)[0] + candidates[choice]
+            step[i, j] = choice
+    step[0, :], step[:, 0] = 2, 1
+    path, i, j = [], rows, cols
+    while i > 0 or j > 0:
+        path.append((i - 1, j - 1))
+        move = step[i, j]
+        i, j = (i - 1, j - 1) if move == 0 else (i - 1, j) if move == 1 else (i, j - 1)
+    return np.array(path[::-1], np.int32).T.copy()
+
+
+# ---------------------------------------------------------------- MurmurHash3
+
+_MASK32 = 0xFFFFFFFF
+
+
+def _rotl32(v: int, r: int) -> int:
+    return ((v << r) | (v >> (32 - r))) & _MASK32
+
+
+def _murmur3_mix(k: int) -> int:
+    return (_rotl32((k * 0xCC9E2D51) & _MASK32, 15) * 0x1B873593) & _MASK32
+
+
+def murmur3_x86_32(data: bytes, seed: int) -> int:
+    """MurmurHash3's 32-bit x86 variant of ``data``."""
+    h = seed & _MASK32
+    whole = len(data) - len(data) % 4
+    for i in range(0, whole, 4):
+        h ^= _murmur3_mix(int.from_bytes(data[i:i + 4], "little"))
+        h = (_rotl32(h, 13) * 5 + 0xE6546B64) & _MASK32
+    if len(data) > whole:
+        h ^= _murmur3_mix(int.from_bytes(data[whole:], "little"))
+    h ^= len(data)
+    for shift, factor in ((16, 0x85EBCA6B), (13, 0xC2B2AE35)):
+        h = ((h ^ (h >> shift)) * factor) & _MASK32
+    return h ^ (h >> 16)
+
+
+@onnx_op("MurmurHash3", since=1, domain=MS)
+def murmur_hash3(ctx, x, *, positive, seed):
+    # Numbers hash their little-endian bytes, strings their UTF-8 bytes.
+    x = np.asarray(x)
+    if x.dtype.kind in "OUS":
+        items = [v.encode("utf-8") if isinstance(v, str) else bytes(v) for v in x.reshape(-1)]
+    else:
+        items = [v.tobytes() for v in x.astype(x.dtype.newbyteorder("<")).reshape(-1)]
+    hashes = np.array([murmur3_x86_32(b, seed) for b in items], np.uint32).reshape(x.shape)
+    return hashes if positive else hashes.view(np.int32)
