@@ -23,8 +23,12 @@ def rand(*shape, dtype=np.float32, low=-1.0, high=1.0):
     return RNG.uniform(low, high, shape).astype(dtype)
 
 
-def single_node_model(op: str, inputs: dict, outputs, *, domain: str = MS, opset: int = 17, **attrs):
-    """A model of one ``domain::op`` node; ``inputs`` maps names to arrays (None: the optional input is absent)."""
+def single_node_model(op: str, inputs: dict, outputs, *, domain: str = MS, opset: int = 17, output_types=None,
+                      **attrs):
+    """A model of one ``domain::op`` node; ``inputs`` maps names to arrays (None: the optional input is absent).
+
+    Outputs are untyped (onnxruntime infers them) unless ``output_types`` maps a name to a TensorProto type.
+    """
     names = [name if value is not None else "" for name, value in inputs.items()]
     while names and not names[-1]:
         names.pop()
@@ -32,16 +36,18 @@ def single_node_model(op: str, inputs: dict, outputs, *, domain: str = MS, opset
                             **{k: v for k, v in attrs.items() if v is not None})
     graph_inputs = [helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(value.dtype), value.shape)
                     for name, value in inputs.items() if value is not None]
-    graph_outputs = [helper.make_empty_tensor_value_info(o) for o in outputs if o]
+    output_types = output_types or {}
+    graph_outputs = [helper.make_tensor_value_info(o, output_types[o], None) if o in output_types
+                     else helper.make_empty_tensor_value_info(o) for o in outputs if o]
     graph = helper.make_graph([node], op, graph_inputs, graph_outputs)
     imports = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, 1)] if domain else [])
     return helper.make_model(graph, opset_imports=imports)
 
 
 def assert_matches_ort(op: str, inputs: dict, outputs=("Y",), *, domain: str = MS, opset: int = 17,
-                       rtol=None, atol=None, **attrs):
+                       rtol=None, atol=None, output_types=None, **attrs):
     """Run the node in onnxruntime and in opconv; every output must agree."""
-    model = single_node_model(op, inputs, outputs, domain=domain, opset=opset, **attrs)
+    model = single_node_model(op, inputs, outputs, domain=domain, opset=opset, output_types=output_types, **attrs)
     feeds = {k: v for k, v in inputs.items() if v is not None}
     expected = run_ort(model, feeds)
     with np.errstate(all="ignore"):
@@ -594,3 +600,60 @@ def test_murmur_hash3(values, positive, seed):
     actual = opconv.run(opconv.load(model), {"X": values})["Y"]
     report = compare_arrays("Y", expected, actual)
     assert report.ok, report.message
+
+
+def dmmha_self_inputs(with_mask: bool, with_bias: bool):
+    max_len, past_len = 8, 5
+    mask = np.ones((BATCH, past_len + 1), np.int32)
+    mask[1, :2] = 0
+    return {"query": rand(BATCH, 1, HIDDEN), "key": rand(BATCH, 1, HIDDEN), "value": rand(BATCH, 1, HIDDEN),
+            "mask_index": mask if with_mask else None, "attention_bias": None,
+            "past_key": rand(BATCH, HEADS, max_len, HEAD_SIZE), "past_value": rand(BATCH, HEADS, max_len, HEAD_SIZE),
+            "past_sequence_length": np.array([past_len], np.int32), "beam_width": None, "cache_indirection": None,
+            "bias": rand(3 * HIDDEN) if with_bias else None}
+
+
+DMMHA_OUTPUTS = ("Y", "present_key", "present_value")
+
+
+@pytest.mark.parametrize("with_mask", [False, True])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_decoder_masked_multi_head_attention_self(with_mask, with_bias):
+    assert_matches_ort("DecoderMaskedMultiHeadAttention", dmmha_self_inputs(with_mask, with_bias), DMMHA_OUTPUTS,
+                       num_heads=HEADS, past_present_share_buffer=1)
+
+
+def test_decoder_masked_multi_head_attention_packed_matches_onnxruntime_unpacked():
+    # ORT's CPU kernel fails on packed Q/K/V: opconv's packed run is compared with ORT's unpacked one.
+    inputs = dmmha_self_inputs(True, True)
+    attrs = {"num_heads": HEADS, "past_present_share_buffer": 1}
+    feeds = {k: v for k, v in inputs.items() if v is not None}
+    expected = run_ort(single_node_model("DecoderMaskedMultiHeadAttention", inputs, DMMHA_OUTPUTS, **attrs), feeds)
+    packed = dict(inputs, query=np.concatenate([inputs[n] for n in ("query", "key", "value")], axis=2),
+                  key=None, value=None)
+    model = single_node_model("DecoderMaskedMultiHeadAttention", packed, DMMHA_OUTPUTS, **attrs)
+    actual = opconv.run(opconv.load(model), {k: v for k, v in packed.items() if v is not None})
+    for name, want in zip(DMMHA_OUTPUTS, expected):
+        report = compare_arrays(name, want, actual[name])
+        assert report.ok, f"{name}: {report.message}"
+
+
+@pytest.mark.parametrize("with_mask", [False, True])
+def test_decoder_masked_multi_head_attention_cross(with_mask):
+    kv_len = 6
+    mask = np.ones((BATCH, kv_len), np.int32)
+    mask[0, -2:] = 0
+    inputs = {"query": rand(BATCH, 1, HIDDEN), "key": rand(BATCH, HEADS, kv_len, HEAD_SIZE),
+              "value": rand(BATCH, HEADS, kv_len, HEAD_SIZE), "mask_index": mask if with_mask else None}
+    assert_matches_ort("DecoderMaskedMultiHeadAttention", inputs, ("Y",), num_heads=HEADS)
+
+
+def test_attention_scores_outputs():
+    # The scaled Q.K^T scores MultiHeadAttention and DecoderMaskedMultiHeadAttention can return.
+    inputs = mha_inputs("separate", kv_seq=SEQ)
+    inputs.update({"bias": None, "key_padding_mask": mask_of("2d", SEQ), "attention_bias": rand(1, HEADS, SEQ, SEQ)})
+    assert_matches_ort("MultiHeadAttention", inputs, ("Y", "", "", "qk"), num_heads=HEADS, scale=0.3,
+                       output_types={"qk": onnx.TensorProto.FLOAT})
+    assert_matches_ort("DecoderMaskedMultiHeadAttention", dmmha_self_inputs(True, True), DMMHA_OUTPUTS + ("qk",),
+                       num_heads=HEADS, past_present_share_buffer=1, output_qk=1,
+                       output_types={"qk": onnx.TensorProto.FLOAT})

@@ -63,13 +63,16 @@ def ort_mask_bias(mask, batch: int, q_len: int, kv_len: int, past_len: int, filt
 
 
 def _attend(q4, k4, v4, mask_bias, attention_bias, scale, qk_wanted: bool = False):
-    """Heads-first attention with ORT's additive biases; returns ``(Y (B, S, N * Hv), QK or None)``."""
+    """Heads-first attention with ORT's additive biases; returns ``(Y (B, S, N * Hv), scores or None)``.
+
+    The scores are those the softmax takes: scaled Q.K^T plus the mask and attention_bias.
+    """
     bias = mask_bias
     if attention_bias is not None:
         extra = upcast(attention_bias).astype(np.float32)
         bias = extra if bias is None else bias + extra
     y, qk = A.scaled_dot_product_attention(q4, k4, v4, bias, scale=scale or None, scale_operands=False,
-                                           qk_stage="matmul" if qk_wanted else None)
+                                           qk_stage="bias" if qk_wanted else None)
     return A.merge_heads(y), qk
 
 
@@ -325,3 +328,42 @@ def causal_conv_with_state_1(ctx, input, weight, bias=None, past_state=None, *, 
         y, state = causal_conv_with_state_27(ctx, x, weight, bias, past, activation=activation)
         return np.swapaxes(y, 1, 2), np.swapaxes(state, 1, 2)
     return causal_conv_with_state_27(ctx, input, weight, bias, past_state, activation=activation)
+
+
+# ---------------------------------------------------------------- DecoderMaskedMultiHeadAttention
+#
+# One decoding step (S = 1).  Self-attention writes the new key/value into the shared cache buffer at
+# past_sequence_length and attends over the first past_sequence_length + 1 entries; cross-attention takes K/V
+# already split into heads (B, N, L, H), without bias, and has no present outputs.
+
+
+@onnx_op("DecoderMaskedMultiHeadAttention", since=1, domain=MS)
+def decoder_masked_multi_head_attention(ctx, query, key=None, value=None, mask_index=None, attention_bias=None,
+                                        past_key=None, past_value=None, past_sequence_length=None, beam_width=None,
+                                        cache_indirection=None, bias=None, *, mask_filter_value, num_heads,
+                                        output_qk, past_present_share_buffer, scale):
+    if beam_width is not None and int(np.asarray(beam_width).reshape(-1)[0]) > 1:
+        raise ExecutionError("DecoderMaskedMultiHeadAttention inside a beam search (beam_width > 1, "
+                             "cache_indirection) is not supported by opconv's kernel")
+    query = np.asarray(query)
+    if query.shape[1] != 1:
+        raise ExecutionError(f"DecoderMaskedMultiHeadAttention decodes one token; the query has {query.shape[1]}")
+    batch = query.shape[0]
+    if past_key is None:  # cross-attention
+        q4, _, _ = _add_bias(A.split_heads(query, num_heads), None, None, bias)
+        k4, v4, present = np.asarray(key), np.asarray(value), (None, None)
+        past_len = 0
+    else:
+        if not past_present_share_buffer:
+            raise ExecutionError("DecoderMaskedMultiHeadAttention's self-attention needs past_present_share_buffer=1")
+        if key is None:  # packed Q/K/V (B, 1, 3 * D)
+            query, key, value = np.split(query, 3, axis=2)
+        q4, k_new, v_new = _add_bias(*(A.split_heads(np.asarray(t), num_heads) for t in (query, key, value)), bias)
+        past_len = int(np.asarray(past_sequence_length).reshape(-1)[0])
+        present = tuple(np.array(past, copy=True) for past in (past_key, past_value))
+        present[0][:, :, past_len] = k_new[:, :, 0]
+        present[1][:, :, past_len] = v_new[:, :, 0]
+        k4, v4 = present[0][:, :, :past_len + 1], present[1][:, :, :past_len + 1]
+    mask_bias = ort_mask_bias(mask_index, batch, 1, k4.shape[2], past_len, mask_filter_value, False)
+    y, qk = _attend(q4, k4, v4, mask_bias, attention_bias, scale, qk_wanted=bool(output_qk))
+    return y, present[0], present[1], qk
