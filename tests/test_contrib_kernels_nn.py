@@ -657,3 +657,56 @@ def test_attention_scores_outputs():
     assert_matches_ort("DecoderMaskedMultiHeadAttention", dmmha_self_inputs(True, True), DMMHA_OUTPUTS + ("qk",),
                        num_heads=HEADS, past_present_share_buffer=1, output_qk=1,
                        output_types={"qk": onnx.TensorProto.FLOAT})
+
+
+# ---------------------------------------------------------------- mixture of experts
+
+EXPERTS, MOE_HIDDEN, MOE_INTER = 4, 6, 10
+
+
+@pytest.mark.parametrize("k,normalize", [(1, 0), (2, 0), (2, 1)])
+@pytest.mark.parametrize("activation", ["relu", "gelu", "silu", "identity"])
+def test_moe(k, normalize, activation):
+    inputs = {"input": rand(2, 3, MOE_HIDDEN), "router_probs": rand(6, EXPERTS, low=-2, high=2),
+              "fc1_experts_weights": rand(EXPERTS, MOE_INTER, MOE_HIDDEN), "fc1_experts_bias": rand(EXPERTS, MOE_INTER),
+              "fc2_experts_weights": rand(EXPERTS, MOE_HIDDEN, MOE_INTER), "fc2_experts_bias": rand(EXPERTS, MOE_HIDDEN)}
+    assert_matches_ort("MoE", inputs, k=k, normalize_routing_weights=normalize, activation_type=activation)
+
+
+def moe_swiglu_inputs(limit_rows: int = 5):
+    # fc1 interleaves gate and linear rows (swiglu_fusion=1), the only layout ORT's CPU kernel takes
+    return {"input": rand(limit_rows, MOE_HIDDEN), "router_probs": rand(limit_rows, EXPERTS, low=-2, high=2),
+            "fc1_experts_weights": rand(EXPERTS, 2 * MOE_INTER, MOE_HIDDEN),
+            "fc1_experts_bias": rand(EXPERTS, 2 * MOE_INTER),
+            "fc2_experts_weights": rand(EXPERTS, MOE_HIDDEN, MOE_INTER), "fc2_experts_bias": None}
+
+
+SWIGLU = {"k": 2, "normalize_routing_weights": 1, "activation_type": "swiglu", "activation_alpha": 1.702,
+          "activation_beta": 1.0}
+
+
+@pytest.mark.parametrize("limit", [None, 0.5])
+def test_moe_swiglu(limit):
+    assert_matches_ort("MoE", moe_swiglu_inputs(), swiglu_fusion=1, swiglu_limit=limit, **SWIGLU)
+
+
+@pytest.mark.parametrize("fusion", [0, 2])
+def test_moe_swiglu_other_layouts_match_onnxruntime_interleaved(fusion):
+    # ORT's CPU kernel takes interleaved gate/linear rows only: opconv's run of the same weights laid out as
+    # halves (2) or as separate FC1/FC3 (0) is compared with ORT's interleaved run.
+    inputs = moe_swiglu_inputs()
+    expected = run_ort(single_node_model("MoE", inputs, ["Y"], swiglu_fusion=1, swiglu_limit=0.5, **SWIGLU),
+                       {k: v for k, v in inputs.items() if v is not None})[0]
+    gate_w, linear_w = inputs["fc1_experts_weights"][:, 0::2], inputs["fc1_experts_weights"][:, 1::2]
+    gate_b, linear_b = inputs["fc1_experts_bias"][:, 0::2], inputs["fc1_experts_bias"][:, 1::2]
+    relaid = dict(inputs)
+    if fusion == 2:
+        relaid.update(fc1_experts_weights=np.concatenate([gate_w, linear_w], axis=1),
+                      fc1_experts_bias=np.concatenate([gate_b, linear_b], axis=1))
+    else:
+        relaid.update(fc1_experts_weights=gate_w.copy(), fc1_experts_bias=gate_b.copy(),
+                      fc3_experts_weights=linear_w.copy(), fc3_experts_bias=linear_b.copy())
+    model = single_node_model("MoE", relaid, ["Y"], swiglu_fusion=fusion, swiglu_limit=0.5, **SWIGLU)
+    actual = opconv.run(opconv.load(model), {k: v for k, v in relaid.items() if v is not None})["Y"]
+    report = compare_arrays("Y", expected, actual)
+    assert report.ok, report.message

@@ -1,4 +1,4 @@
-"""ONNX Runtime's fused products (com.microsoft): FusedMatMul, TransposeMatMul, FusedGemm, FusedConv.
+"""ONNX Runtime's fused products (com.microsoft): FusedMatMul, TransposeMatMul, FusedGemm, FusedConv, MoE.
 
 * FusedMatMul is ``alpha * op(A) @ op(B)``: ``transA``/``transB`` swap the last two dims;
   ``transBatchA``/``transBatchB`` say the operand is stored ``(M, batch..., K)`` -- its first
@@ -13,7 +13,10 @@ from __future__ import annotations
 import numpy as np
 
 from ....errors import ExecutionError
+from ....kernels import attention as A
+from ....kernels import elementwise as E
 from ....kernels import linalg as L
+from ....kernels._common import downcast, upcast
 from ..executor import onnx_op
 from .contrib_activation import fused_activation
 from .conv import conv_1
@@ -63,3 +66,61 @@ def fused_conv(ctx, x, w, b=None, z=None, *, activation, activation_params, auto
     if z is not None:
         y = (y + np.asarray(z)).astype(y.dtype, copy=False)
     return fused_activation(activation, activation_params or ())(y)
+
+
+# ---------------------------------------------------------------- MoE
+#
+# Each token row is routed to the k experts of highest softmax(router_probs) (their weights renormalized to sum
+# to 1 with normalize_routing_weights); an expert is FC2(act(FC1 x)), weights stored (expert, out, in).  With
+# swiglu, act takes the gate g and the linear part l: from FC1 and FC3, or both from FC1, interleaved
+# (swiglu_fusion=1) or as halves (2); swiglu = G sigmoid(alpha G) (L + beta) with G = min(g, limit) and
+# L = clip(l, -limit, limit).  gelu is the tanh approximation, as onnxruntime's CPU kernel computes it.
+
+_MOE_ACTIVATIONS = {"relu": E.relu, "gelu": lambda x: E.gelu(x, approximate="tanh"), "silu": lambda x: x * E.sigmoid(x), "identity": lambda x: x}
+
+
+def _expert_layer(x, weights, bias, expert):
+    y = x @ weights[expert].T
+    return y if bias is None else y + bias[expert]
+
+
+@onnx_op("MoE", since=1, domain=MS)
+def moe(ctx, input, router_probs, fc1_experts_weights, fc1_experts_bias=None, fc2_experts_weights=None,
+        fc2_experts_bias=None, fc3_experts_weights=None, fc3_experts_bias=None, *, activation_alpha, activation_beta,
+        activation_type, k, normalize_routing_weights, swiglu_fusion, swiglu_limit, swiglu_limit_after_activation,
+        use_sparse_mixer):
+    if use_sparse_mixer or swiglu_limit_after_activation:
+        raise ExecutionError("MoE with use_sparse_mixer or swiglu_limit_after_activation is not supported by "
+                             "opconv's kernel")
+    if activation_type != "swiglu" and activation_type not in _MOE_ACTIVATIONS:
+        raise ExecutionError(f"unknown MoE activation {activation_type!r}")
+    x = np.asarray(input)
+    rows = upcast(x).reshape(-1, x.shape[-1])
+    w1, w2 = upcast(fc1_experts_weights), upcast(fc2_experts_weights)
+    b1, b2 = (None if b is None else upcast(b) for b in (fc1_experts_bias, fc2_experts_bias))
+    w3, b3 = (None if t is None else upcast(t) for t in (fc3_experts_weights, fc3_experts_bias))
+    probs = A.masked_softmax(upcast(router_probs).reshape(rows.shape[0], -1))
+    chosen = np.argsort(-probs, axis=-1, kind="stable")[:, :k]
+    gates = np.take_along_axis(probs, chosen, axis=-1)
+    if normalize_routing_weights:
+        gates = gates / gates.sum(axis=-1, keepdims=True)
+    out = np.zeros_like(rows)
+    for expert in np.unique(chosen):
+        token, slot = np.nonzero(chosen == expert)
+        hidden = _expert_layer(rows[token], w1, b1, expert)
+        if activation_type == "swiglu":
+            if swiglu_fusion == 1:
+                g, lin = hidden[:, 0::2], hidden[:, 1::2]
+            elif swiglu_fusion == 2:
+                g, lin = np.split(hidden, 2, axis=-1)
+            else:
+                g, lin = hidden, _expert_layer(rows[token], w3, b3, expert)
+            if swiglu_limit is not None:
+                g, lin = np.minimum(g, swiglu_limit), np.clip(lin, -swiglu_limit, swiglu_limit)
+            hidden = g * E.sigmoid(activation_alpha * g) * (lin + activation_beta)
+        else:
+            hidden = _MOE_ACTIVATIONS[activation_type](hidden)
+            if w3 is not None:  # a gated expert: act(FC1 x) * FC3 x
+                hidden = hidden * _expert_layer(rows[token], w3, b3, expert)
+        out[token] += gates[token, slot][:, None] * _expert_layer(hidden, w2, b2, expert)
+    return downcast(out.reshape(x.shape), x.dtype)
