@@ -710,3 +710,15 @@ def test_moe_swiglu_other_layouts_match_onnxruntime_interleaved(fusion):
     actual = opconv.run(opconv.load(model), {k: v for k, v in relaid.items() if v is not None})["Y"]
     report = compare_arrays("Y", expected, actual)
     assert report.ok, report.message
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("layout,sections", [(0, [1, 2, 1]), (1, [2, 1, 1]), (0, [4, 0, 0])])
+@pytest.mark.parametrize("interleaved,shape", [(0, "3d"), (1, "4d")])
+def test_m_rotary_embedding(dtype, layout, sections, interleaved, shape):
+    cos, sin = rotary_caches(16, HEAD_SIZE)
+    x = rand(BATCH, HEADS, SEQ, HEAD_SIZE, dtype=dtype) if shape == "4d" else rand(BATCH, SEQ, HIDDEN, dtype=dtype)
+    inputs = {"input": x, "position_ids": RNG.integers(0, 16, (3, BATCH, SEQ)).astype(np.int64),
+              "cos_cache": cos.astype(dtype), "sin_cache": sin.astype(dtype)}
+    assert_matches_ort("MRotaryEmbedding", inputs, interleaved=interleaved, mrope_layout=layout,
+                       mrope_section=sections, num_heads=HEADS)

@@ -367,3 +367,40 @@ def decoder_masked_multi_head_attention(ctx, query, key=None, value=None, mask_i
     mask_bias = ort_mask_bias(mask_index, batch, 1, k4.shape[2], past_len, mask_filter_value, False)
     y, qk = _attend(q4, k4, v4, mask_bias, attention_bias, scale, qk_wanted=bool(output_qk))
     return y, present[0], present[1], qk
+
+
+# ---------------------------------------------------------------- MRotaryEmbedding
+
+
+def _mrope_streams(sections, layout: int) -> np.ndarray:
+    """Which position stream (0: temporal, 1: height, 2: width) feeds each of the half_rotary_dim cache columns."""
+    sections = [int(s) for s in sections]
+    if layout == 0:
+        return np.repeat(np.arange(3), sections)
+    streams = np.zeros(sum(sections), np.int64)
+    for stream in (1, 2):
+        streams[stream:3 * sections[stream]:3] = stream
+    return streams
+
+
+@onnx_op("MRotaryEmbedding", since=1, domain=MS)
+def m_rotary_embedding(ctx, input, position_ids, cos_cache, sin_cache, *, interleaved, is_packed_batching,
+                       mrope_layout, mrope_section, num_heads, rotary_embedding_dim, scale):
+    if is_packed_batching:
+        raise ExecutionError("MRotaryEmbedding with is_packed_batching=1 is not supported by opconv's kernel")
+    if mrope_section is None or len(mrope_section) != 3:
+        raise ExecutionError("MRotaryEmbedding needs mrope_section: three section sizes")
+    x = np.asarray(input)
+    half = np.shape(cos_cache)[1]
+    if x.ndim == 3 and not num_heads:
+        raise ExecutionError("MRotaryEmbedding of a 3-D input needs num_heads")
+    x4 = x if x.ndim == 4 else A.split_heads(x, num_heads)
+    streams = _mrope_streams(mrope_section, mrope_layout or 0)
+    if streams.size != half:
+        raise ExecutionError(f"mrope_section {list(mrope_section)} covers {streams.size} cache columns, not {half}")
+    positions = np.moveaxis(np.asarray(position_ids, np.int64)[streams], 0, -1)  # (B, S, half)
+    columns = np.arange(half)
+    cos = np.asarray(cos_cache)[positions, columns][:, None]
+    sin = np.asarray(sin_cache)[positions, columns][:, None]
+    y = A.rotary_embedding(x4, cos, sin, interleaved=bool(interleaved), rotary_dim=rotary_embedding_dim or 2 * half)
+    return A.merge_heads(y) if x.ndim == 3 else y
