@@ -722,3 +722,71 @@ def test_m_rotary_embedding(dtype, layout, sections, interleaved, shape):
               "cos_cache": cos.astype(dtype), "sin_cache": sin.astype(dtype)}
     assert_matches_ort("MRotaryEmbedding", inputs, interleaved=interleaved, mrope_layout=layout,
                        mrope_section=sections, num_heads=HEADS)
+
+
+def csr_block_layouts(dense):
+    rows = np.array([np.concatenate([[0], np.cumsum(layout.sum(axis=1))]) for layout in dense], np.int32)
+    width = max(int(layout.sum()) for layout in dense)
+    cols = np.full((len(dense), width), -1, np.int32)
+    for i, layout in enumerate(dense):
+        nonzero = np.nonzero(layout)[1]
+        cols[i, :nonzero.size] = nonzero
+    return rows, cols
+
+
+@pytest.mark.parametrize("stage", ["prompt", "token"])
+@pytest.mark.parametrize("rotary,packed", [(0, False), (1, False), (0, True)])
+def test_sparse_attention(stage, rotary, packed):
+    block, blocks, heads, kv_heads, head_size = 16, 4, 4, 2, 16
+    max_len = block * blocks
+    dense = np.array([np.tril(np.ones((blocks, blocks), bool)),
+                      np.tril(np.ones((blocks, blocks), bool)) & ~np.eye(blocks, k=-1, dtype=bool)])
+    rows, cols = csr_block_layouts(dense)
+    # one length for the whole batch: ORT's CPU kernel reads past the keys of a shorter entry (garbage results)
+    seq, valid = (40, [40, 40]) if stage == "prompt" else (1, [50, 50])
+    q_hidden, kv_hidden = heads * head_size, kv_heads * head_size
+    if packed:
+        qkv = {"query": rand(BATCH, seq, q_hidden + 2 * kv_hidden), "key": None, "value": None}
+    else:
+        qkv = {"query": rand(BATCH, seq, q_hidden), "key": rand(BATCH, seq, kv_hidden),
+               "value": rand(BATCH, seq, kv_hidden)}
+    cos, sin = rotary_caches(max_len, head_size)
+    inputs = dict(qkv, past_key=rand(BATCH, kv_heads, max_len, head_size),
+                  past_value=rand(BATCH, kv_heads, max_len, head_size), block_row_indices=rows,
+                  block_col_indices=cols, total_sequence_length=np.array(max(valid), np.int32),
+                  key_total_sequence_lengths=np.array(valid, np.int32),
+                  cos_cache=cos if rotary else None, sin_cache=sin if rotary else None)
+    outputs = ("Y", "present_key", "present_value")
+    attrs = {"num_heads": heads, "kv_num_heads": kv_heads, "sparse_block_size": block, "do_rotary": rotary}
+    model = single_node_model("SparseAttention", inputs, outputs, **attrs)
+    feeds = {k: v for k, v in inputs.items() if v is not None}
+    expected = run_ort_sharing_buffers(model, feeds, {"past_key": "present_key", "past_value": "present_value"})
+    actual = opconv.run(opconv.load(model), feeds)
+    for name in outputs:
+        report = compare_arrays(name, expected[name], actual[name])
+        assert report.ok, f"{name}: {report.message}"
+
+
+def run_ort_sharing_buffers(model, feeds: dict, shared: dict) -> dict:
+    """Run in onnxruntime with each ``shared`` input's buffer bound as its output too (ORT's in-place KV cache)."""
+    import onnxruntime as ort
+
+    from tests.runtimes import ort_session
+
+    session = ort_session(model)
+    binding = session.io_binding()
+    buffers = {}
+    for name, value in feeds.items():
+        if name in shared:
+            buffers[shared[name]] = ort.OrtValue.ortvalue_from_numpy(np.array(value, copy=True))
+            binding.bind_ortvalue_input(name, buffers[shared[name]])
+        else:
+            binding.bind_cpu_input(name, value)
+    names = [o.name for o in model.graph.output]
+    for name in names:
+        if name in buffers:
+            binding.bind_ortvalue_output(name, buffers[name])
+        else:
+            binding.bind_output(name)
+    session.run_with_iobinding(binding)
+    return dict(zip(names, binding.copy_outputs_to_cpu()))

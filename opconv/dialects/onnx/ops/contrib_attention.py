@@ -404,3 +404,52 @@ def m_rotary_embedding(ctx, input, position_ids, cos_cache, sin_cache, *, interl
     sin = np.asarray(sin_cache)[positions, columns][:, None]
     y = A.rotary_embedding(x4, cos, sin, interleaved=bool(interleaved), rotary_dim=rotary_embedding_dim or 2 * half)
     return A.merge_heads(y) if x.ndim == 3 else y
+
+
+# ---------------------------------------------------------------- SparseAttention
+#
+# Phi-3-small's block-sparse causal attention over a shared KV buffer (B, Nkv, max_len, H).  Batch entry b has
+# key_total_sequence_lengths[b] valid keys after this step, the S new ones last.  Query head h uses block layout
+# h % num_layouts, given in CSR form (row pointers, column indices); a query at position p sees key j when j <= p
+# and block (p // block, j // block) is set.
+
+
+def _dense_block_layouts(row_pointers, column_indices) -> np.ndarray:
+    rows, cols = np.asarray(row_pointers, np.int64), np.asarray(column_indices, np.int64)
+    layouts, blocks = rows.shape[0], rows.shape[1] - 1
+    dense = np.zeros((layouts, blocks, blocks), bool)
+    for layout in range(layouts):
+        for row in range(blocks):
+            dense[layout, row, cols[layout, rows[layout, row]:rows[layout, row + 1]]] = True
+    return dense
+
+
+@onnx_op("SparseAttention", since=1, domain=MS)
+def sparse_attention(ctx, query, key=None, value=None, past_key=None, past_value=None, block_row_indices=None,
+                     block_col_indices=None, total_sequence_length=None, key_total_sequence_lengths=None,
+                     cos_cache=None, sin_cache=None, *, do_rotary, kv_num_heads, num_heads, rotary_interleaved, scale,
+                     sparse_block_size):
+    q4, k4, v4 = _gqa_split(query, key, value, num_heads, kv_num_heads)
+    batch, _, seq, _ = q4.shape
+    valid = np.asarray(key_total_sequence_lengths, np.int64).reshape(-1)
+    past_lengths = valid - seq
+    positions = past_lengths[:, None] + np.arange(seq)  # (B, S)
+    if do_rotary:
+        q4 = rotate(q4, positions, cos_cache, sin_cache, bool(rotary_interleaved), None)
+        k4 = rotate(k4, positions, cos_cache, sin_cache, bool(rotary_interleaved), None)
+    buffer_len = np.shape(past_key)[2]
+    present_key = _gqa_cache(past_key, k4, past_lengths, buffer_len)
+    present_value = _gqa_cache(past_value, v4, past_lengths, buffer_len)
+    # keep the buffer beyond the valid keys as the past had it (the buffer is shared in onnxruntime)
+    for b, end in enumerate(valid):
+        present_key[b, :, end:] = np.asarray(past_key)[b, :, end:]
+        present_value[b, :, end:] = np.asarray(past_value)[b, :, end:]
+    layouts = _dense_block_layouts(block_row_indices, block_col_indices)
+    head_layout = layouts[np.arange(num_heads) % layouts.shape[0]]  # (N, blocks, blocks)
+    key_block = np.arange(buffer_len) // sparse_block_size
+    allowed = head_layout[:, positions // sparse_block_size][..., key_block]  # (N, B, S, T)
+    bias = A.attention_bias(seq, buffer_len, is_causal=True, offset=past_lengths, nonpad_kv_seqlen=valid)
+    bias = np.where(np.moveaxis(allowed, 0, 1), bias, -np.inf)
+    y, _ = A.scaled_dot_product_attention(q4, present_key, present_value, bias, scale=scale or None,
+                                          scale_operands=False)
+    return A.merge_heads(y), present_key, present_value
