@@ -790,3 +790,30 @@ def run_ort_sharing_buffers(model, feeds: dict, shared: dict) -> dict:
             binding.bind_output(name)
     session.run_with_iobinding(binding)
     return dict(zip(names, binding.copy_outputs_to_cpu()))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("with_b", [False, True])
+def test_linear_attention_gate(dtype, with_b):
+    inputs = {"a": rand(2, 3, 4, dtype=dtype, low=-3, high=3), "dt_bias": rand(4), "decay_scale": rand(4, low=-2, high=0),
+              "b": rand(2, 3, 4, dtype=dtype) if with_b else None}
+    assert_matches_ort("LinearAttentionGate", inputs, ("decay", "beta") if with_b else ("decay",))
+
+
+@pytest.mark.parametrize("groups", [(1, 1, 2), (4, 2, 2), (4, 3, 3)])
+def test_moe_group_router(groups):
+    n_group, topk_group, group_topk = groups
+    inputs = {"logits": rand(5, 16, low=-3, high=3), "expert_bias": rand(16, low=-0.2, high=0.2)}
+    assert_matches_ort("MoEGroupRouter", inputs, ("router_probs",), n_group=n_group, topk_group=topk_group,
+                       group_topk=group_topk, top_k=4)
+
+
+def test_moe_group_router_full_scores():
+    inputs = {"logits": rand(5, 16, low=-3, high=3), "expert_bias": rand(16, low=-0.2, high=0.2)}
+    assert_matches_ort("MoEGroupRouter", inputs, ("", "selection_scores", "router_weights"), top_k=4)
+
+
+def test_word_conv_embedding():
+    words = np.array([[3, 5, 2, 7, 0, 0], [1, 4, 0, 0, 0, 0], [6, 6, 6, 6, 6, 6], [2, 0, 0, 0, 0, 0]], np.int32)
+    inputs = {"Sequence": words, "W": rand(5, 1, 2, 3), "B": rand(5), "C": rand(8, 3)}
+    assert_matches_ort("WordConvEmbedding", inputs, conv_window_size=2, embedding_size=5, char_embedding_size=3)

@@ -1,5 +1,6 @@
 """ONNX Runtime's attention operators (com.microsoft): Attention, MultiHeadAttention, RotaryEmbedding,
-GroupQueryAttention, LinearAttention, CausalConvWithState.
+GroupQueryAttention, DecoderMaskedMultiHeadAttention, SparseAttention, MRotaryEmbedding, LinearAttention,
+LinearAttentionGate, CausalConvWithState.
 
 The softmax attention itself is :func:`opconv.kernels.attention.scaled_dot_product_attention`
 (heads-first, the product scaled by ``scale``, default ``1 / sqrt(head_size)``).  ORT's conventions:
@@ -25,6 +26,7 @@ import numpy as np
 
 from ....errors import ExecutionError
 from ....kernels import attention as A
+from ....kernels import elementwise as E
 from ....kernels._common import downcast, upcast
 from ..executor import onnx_op
 from .attention import causal_conv_with_state_27, linear_attention_27
@@ -453,3 +455,13 @@ def sparse_attention(ctx, query, key=None, value=None, past_key=None, past_value
     y, _ = A.scaled_dot_product_attention(q4, present_key, present_value, bias, scale=scale or None,
                                           scale_operands=False)
     return A.merge_heads(y), present_key, present_value
+
+
+@onnx_op("LinearAttentionGate", since=1, domain=MS)
+def linear_attention_gate(ctx, a, dt_bias, decay_scale, b=None):
+    # decay = decay_scale * softplus(a + dt_bias), beta = sigmoid(b); intermediates in float32.
+    dtype = np.asarray(a).dtype
+    a32 = upcast(a).astype(np.float32)
+    decay = upcast(decay_scale).astype(np.float32) * E.softplus(a32 + upcast(dt_bias).astype(np.float32))
+    beta = None if b is None else downcast(E.sigmoid(upcast(b).astype(np.float32)), dtype)
+    return downcast(decay, dtype), beta

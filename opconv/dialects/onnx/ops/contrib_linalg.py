@@ -124,3 +124,35 @@ def moe(ctx, input, router_probs, fc1_experts_weights, fc1_experts_bias=None, fc
                 hidden = hidden * _expert_layer(rows[token], w3, b3, expert)
         out[token] += gates[token, slot][:, None] * _expert_layer(hidden, w2, b2, expert)
     return downcast(out.reshape(x.shape), x.dtype)
+
+
+@onnx_op("MoEGroupRouter", since=1, domain=MS)
+def moe_group_router(ctx, logits, expert_bias, projection_weight=None, *, group_topk, n_group, router_sentinel, top_k,
+                     topk_group):
+    """DeepSeek-V3's group-limited sigmoid router.
+
+    ``s = sigmoid(logits)`` and ``biased = s + expert_bias``.  Router_probs: the ``topk_group`` groups of
+    highest sum of their ``group_topk`` best biased scores are kept, the ``top_k`` best biased experts in them
+    get ``log(max(s, 1e-20))``, every other expert ``router_sentinel``.  Selection_scores and router_weights
+    are ``biased`` and ``s`` for every expert (the consumer selects).
+    """
+    x = upcast(logits).astype(np.float32)
+    if projection_weight is not None:
+        x = x @ upcast(projection_weight).astype(np.float32).T
+    x = x.reshape(-1, x.shape[-1])
+    scores = E.sigmoid(x)
+    biased = scores + upcast(expert_bias).astype(np.float32)
+    if not ctx.output_used(0):
+        return None, biased, scores
+    rows, experts = biased.shape
+    grouped = biased.reshape(rows, n_group, experts // n_group)
+    per_group = min(group_topk, grouped.shape[2])
+    group_score = -np.sort(-grouped, axis=-1)[..., :per_group].sum(axis=-1)
+    kept_groups = np.argsort(-group_score, axis=-1, kind="stable")[:, :topk_group]
+    in_kept = np.zeros((rows, n_group), bool)
+    np.put_along_axis(in_kept, kept_groups, True, axis=-1)
+    candidates = np.where(np.repeat(in_kept, experts // n_group, axis=-1), biased, -np.inf)
+    chosen = np.argsort(-candidates, axis=-1, kind="stable")[:, :top_k]
+    probs = np.full((rows, experts), np.float32(router_sentinel))
+    np.put_along_axis(probs, chosen, np.log(np.maximum(np.take_along_axis(scores, chosen, -1), 1e-20)), axis=-1)
+    return downcast(probs, np.asarray(logits).dtype), biased, scores

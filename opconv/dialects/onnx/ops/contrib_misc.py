@@ -305,3 +305,22 @@ def murmur_hash3(ctx, x, *, positive, seed):
         items = [v.tobytes() for v in x.astype(x.dtype.newbyteorder("<")).reshape(-1)]
     hashes = np.array([murmur3_x86_32(b, seed) for b in items], np.uint32).reshape(x.shape)
     return hashes if positive else hashes.view(np.int32)
+
+
+@onnx_op("WordConvEmbedding", since=1, domain=MS)
+def word_conv_embedding(ctx, sequence, w, b, c, *, char_embedding_size, conv_window_size, embedding_size):
+    """Each word (a row of char ids, 0-padded) -> max over its windows of tanh(conv(char embeddings) + B)."""
+    chars = np.asarray(sequence)
+    words = chars.reshape(-1, chars.shape[-1])
+    table, kernel, bias = upcast(c), upcast(w), upcast(b)
+    window = conv_window_size or kernel.shape[2]
+    kernel = kernel.reshape(kernel.shape[0], window, -1)  # (embedding, window, char_embedding)
+    out = np.zeros((words.shape[0], kernel.shape[0]), table.dtype)
+    for i, word in enumerate(words):
+        length = int(np.count_nonzero(word))
+        if not length:
+            continue
+        embedded = table[word[:max(length, window)]]
+        windows = np.lib.stride_tricks.sliding_window_view(embedded, window, axis=0)  # (n, char_emb, window)
+        out[i] = np.tanh(np.einsum("nci,eic->ne", windows, kernel) + bias).max(axis=0)
+    return downcast(out.reshape(chars.shape[:-1] + (kernel.shape[0],)), np.asarray(c).dtype)
