@@ -817,3 +817,41 @@ def test_word_conv_embedding():
     words = np.array([[3, 5, 2, 7, 0, 0], [1, 4, 0, 0, 0, 0], [6, 6, 6, 6, 6, 6], [2, 0, 0, 0, 0, 0]], np.int32)
     inputs = {"Sequence": words, "W": rand(5, 1, 2, 3), "B": rand(5), "C": rand(8, 3)}
     assert_matches_ort("WordConvEmbedding", inputs, conv_window_size=2, embedding_size=5, char_embedding_size=3)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("normed", [False, True])
+def test_engram_gate(dtype, normed):
+    hc, hidden = 3, 8
+    inputs = {"key": rand(2, 4, hc, hidden, dtype=dtype), "query": rand(2, 4, hc, hidden, dtype=dtype),
+              "value": rand(2, 4, hidden, dtype=dtype), "key_norm_scale": rand(hc, hidden, dtype=dtype),
+              "query_norm_scale": rand(hc, hidden, dtype=dtype),
+              "conv_norm_scale": rand(hc, hidden, dtype=dtype) if normed else None}
+    assert_matches_ort("EngramGate", inputs, ("output", "gated_value_normed") if normed else ("output",))
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])
+@pytest.mark.parametrize("with_past,with_offsets,with_eos", [(False, False, False), (True, True, False),
+                                                             (False, False, True)])
+def test_ngram_hash_mapping(dtype, with_past, with_offsets, with_eos):
+    max_n, heads = 3, 2
+    inputs = {"input_ids": RNG.integers(0, 50000, (2, 5)).astype(dtype),
+              "multipliers": np.array([1, 2654435761, 40503], np.int64).astype(dtype),
+              "vocab_sizes": np.array([101, 211, 307, 401], dtype),
+              "past_ids": RNG.integers(0, 50000, (2, max_n - 1)).astype(dtype) if with_past else None,
+              "head_offsets": np.array([0, 101, 312, 619], dtype) if with_offsets else None,
+              "eos_token_id": np.array(7, dtype) if with_eos else None}
+    assert_matches_ort("NGramHashMapping", inputs, ("hash_ids", "present_ids"), max_ngram_size=max_n,
+                       n_head_per_ngram=heads, pad_id=3)
+
+
+@pytest.mark.parametrize("with_past", [False, True])
+def test_varlen_ngram_hash_mapping(with_past):
+    max_n, heads = 3, 2
+    inputs = {"input_ids": RNG.integers(0, 50000, 9).astype(np.int64),
+              "multipliers": np.array([1, 2654435761, 40503], np.int64),
+              "vocab_sizes": np.array([101, 211, 307, 401], np.int64),
+              "cumulative_sequence_length": np.array([0, 4, 5, 9], np.int32),
+              "past_ids": RNG.integers(0, 50000, (3, max_n - 1)).astype(np.int64) if with_past else None}
+    assert_matches_ort("VarlenNGramHashMapping", inputs, ("hash_ids", "present_ids"), max_ngram_size=max_n,
+                       n_head_per_ngram=heads, pad_id=3)

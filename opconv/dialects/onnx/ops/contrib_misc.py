@@ -1,6 +1,7 @@
 """ONNX Runtime's small tensor operators (com.microsoft): ExpandDims, Range, Trilu, Unique, Inverse, CDist,
 GatherND, Pad, GridSample, CropAndResize, UnfoldTensor, ScaledSiLU, NhwcMaxPool, ConvTransposeWithDynamicPads,
-HyperConnectionPreMix/PostMix, NGramRepeatBlock, DynamicTimeWarping, SampleOp.
+HyperConnectionPreMix/PostMix, NGramRepeatBlock, DynamicTimeWarping, MurmurHash3, WordConvEmbedding,
+NGramHashMapping, VarlenNGramHashMapping, SampleOp.
 
 Most are older or narrower forms of ONNX operators and share their kernels:
 
@@ -324,3 +325,72 @@ def word_conv_embedding(ctx, sequence, w, b, c, *, char_embedding_size, conv_win
         windows = np.lib.stride_tricks.sliding_window_view(embedded, window, axis=0)  # (n, char_emb, window)
         out[i] = np.tanh(np.einsum("nci,eic->ne", windows, kernel) + bias).max(axis=0)
     return downcast(out.reshape(chars.shape[:-1] + (kernel.shape[0],)), np.asarray(c).dtype)
+
+
+# ---------------------------------------------------------------- Engram n-gram hashing
+
+
+def ngram_hashes(ids, history, multipliers, vocab_sizes, head_offsets, max_ngram_size: int, heads: int):
+    """Hash ids ``(S, (max_n - 1) * heads)`` of one sequence after its right-aligned ``history``.
+
+    For order n the token at t mixes ``ids[t - j] * multipliers[j]`` for j < n by xor (wrapping in the id
+    type), then each head takes the mix modulo its vocabulary size (a non-negative remainder).
+    """
+    dtype = ids.dtype
+    full = np.concatenate([history.astype(dtype), ids])
+    back = max_ngram_size - 1
+    seq = ids.shape[0]
+    columns = []
+    with np.errstate(over="ignore"):
+        mix = np.zeros(seq, dtype)
+        for j in range(max_ngram_size):
+            mix = mix ^ (full[back - j:back - j + seq] * dtype.type(multipliers[j]))
+            if j == 0:
+                continue
+            sizes = vocab_sizes[(j - 1) * heads:j * heads].astype(dtype)
+            hashed = np.mod(mix[:, None], sizes[None, :])
+            if head_offsets is not None:
+                hashed = hashed + head_offsets[(j - 1) * heads:j * heads].astype(dtype)
+            columns.append(hashed)
+    return np.concatenate(columns, axis=1).astype(dtype), full[full.shape[0] - back:]
+
+
+def _refuse_ngram_options(op: str, reset_on_eos, segment_ids):
+    if reset_on_eos or segment_ids is not None:
+        raise ExecutionError(f"{op} with reset_on_eos or segment_ids is not supported by opconv's kernel")
+
+
+def _ngram_history(past_ids, eos_token_id, pad_id, batch: int, back: int, dtype):
+    if past_ids is not None:
+        return np.asarray(past_ids).astype(dtype)
+    fill = pad_id if eos_token_id is None else np.asarray(eos_token_id).reshape(-1)[0]
+    return np.full((batch, back), fill, dtype)
+
+
+@onnx_op("NGramHashMapping", since=1, domain=MS)
+def ngram_hash_mapping(ctx, input_ids, multipliers, vocab_sizes, past_ids=None, head_offsets=None, eos_token_id=None,
+                       segment_ids=None, *, max_ngram_size, n_head_per_ngram, pad_id, reset_on_eos):
+    _refuse_ngram_options("NGramHashMapping", reset_on_eos, segment_ids)
+    ids = np.asarray(input_ids)
+    history = _ngram_history(past_ids, eos_token_id, pad_id, ids.shape[0], max_ngram_size - 1, ids.dtype)
+    rows = [ngram_hashes(ids[b], history[b], np.asarray(multipliers), np.asarray(vocab_sizes),
+                         None if head_offsets is None else np.asarray(head_offsets), max_ngram_size, n_head_per_ngram)
+            for b in range(ids.shape[0])]
+    return np.stack([r[0] for r in rows]), np.stack([r[1] for r in rows])
+
+
+@onnx_op("VarlenNGramHashMapping", since=1, domain=MS)
+def varlen_ngram_hash_mapping(ctx, input_ids, multipliers, vocab_sizes, cumulative_sequence_length, past_ids=None,
+                              head_offsets=None, eos_token_id=None, segment_ids=None, past_segment_ids=None,
+                              capture_count=None, *, max_ngram_size, n_head_per_ngram, pad_id, reset_on_eos,
+                              state_update_capacity):
+    # NGramHashMapping of each packed request [cu[i], cu[i + 1]) after its own history.
+    _refuse_ngram_options("VarlenNGramHashMapping", reset_on_eos, segment_ids)
+    if state_update_capacity:
+        raise ExecutionError("VarlenNGramHashMapping with state_update_capacity is not supported by opconv's kernel")
+    ids, bounds = np.asarray(input_ids), np.asarray(cumulative_sequence_length, np.int64)
+    history = _ngram_history(past_ids, eos_token_id, pad_id, bounds.size - 1, max_ngram_size - 1, ids.dtype)
+    rows = [ngram_hashes(ids[start:end], history[b], np.asarray(multipliers), np.asarray(vocab_sizes),
+                         None if head_offsets is None else np.asarray(head_offsets), max_ngram_size, n_head_per_ngram)
+            for b, (start, end) in enumerate(zip(bounds[:-1], bounds[1:]))]
+    return np.concatenate([r[0] for r in rows]), np.stack([r[1] for r in rows])

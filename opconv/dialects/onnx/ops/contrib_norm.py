@@ -1,5 +1,5 @@
 """ONNX Runtime's normalization operators: SkipLayerNormalization, SkipSimplifiedLayerNormalization,
-EmbedLayerNormalization, BranchwiseRMSNorm, GatedRMSNorm, GatedAdd (com.microsoft), and its ai.onnx-domain
+EmbedLayerNormalization, BranchwiseRMSNorm, GatedRMSNorm, GatedAdd, EngramGate (com.microsoft), and its ai.onnx-domain
 LayerNormalization-1 and SimplifiedLayerNormalization-1.
 
 Numerics in :mod:`opconv.kernels.norm`.  ORT's conventions:
@@ -133,3 +133,22 @@ def gated_add(ctx, x, y, gate, gate_weight=None):
     # the product is rounded to the input type before the add, as separate Mul and Add nodes would
     scaled = downcast(upcast(y) * upcast(gate), x.dtype)
     return downcast(upcast(x) + upcast(scaled), x.dtype)
+
+
+@onnx_op("EngramGate", since=1, domain=MS)
+def engram_gate(ctx, key, query, value, key_norm_scale, query_norm_scale, conv_norm_scale=None, *, epsilon):
+    """``gate * value`` per hyper-connection, ``gate = sigmoid(sign(d) sqrt(max(|d|, 1e-6)))`` with
+    ``d = sum(RMSNorm(key) * RMSNorm(query)) / sqrt(hidden)``; optionally RMS-normalized again."""
+    dtype = np.asarray(value).dtype
+    hidden = np.shape(key)[-1]
+    k = _rms(key, epsilon) * upcast(key_norm_scale).astype(np.float32)
+    q = _rms(query, epsilon) * upcast(query_norm_scale).astype(np.float32)
+    dot = (k * q).sum(axis=-1, keepdims=True) / np.float32(np.sqrt(hidden))
+    gate = E.sigmoid(np.sign(dot) * np.sqrt(np.maximum(np.abs(dot), np.float32(1e-6))))
+    gated = gate * upcast(value).astype(np.float32)[..., None, :]  # (B, S, hc, H)
+    normed = None
+    if ctx.output_used(1):
+        if conv_norm_scale is None:
+            raise ExecutionError("EngramGate's gated_value_normed output needs conv_norm_scale")
+        normed = downcast(_rms(gated, epsilon) * upcast(conv_norm_scale).astype(np.float32), dtype)
+    return downcast(gated, dtype), normed
