@@ -855,3 +855,41 @@ def test_varlen_ngram_hash_mapping(with_past):
               "past_ids": RNG.integers(0, 50000, (3, max_n - 1)).astype(np.int64) if with_past else None}
     assert_matches_ort("VarlenNGramHashMapping", inputs, ("hash_ids", "present_ids"), max_ngram_size=max_n,
                        n_head_per_ngram=heads, pad_id=3)
+
+
+@pytest.mark.parametrize("rule", ["gated_delta", "delta", "gated", "linear"])
+@pytest.mark.parametrize("variant", ["uniform", "cu_seqlens", "rank4", "packed"])
+def test_gated_delta_net(rule, variant):
+    batch, steps, hq, hv, dk, dv = 2, 3, 1, 2, 4, 5
+    tokens = batch * steps
+    gated, delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
+    q, k, v = rand(tokens, hq, dk), rand(tokens, hq, dk), rand(tokens, hv, dv)
+    k /= np.linalg.norm(k, axis=-1, keepdims=True)
+    inputs = {"query": q, "key": k, "value": v,
+              "cu_seqlens": np.array([0, 2, tokens], np.int32) if variant == "cu_seqlens" else None,
+              "decay": rand(tokens, hv, low=-1, high=0) if gated else None,
+              "beta": rand(tokens, hv, low=0, high=1) if delta else None,
+              "initial_state": rand(batch, hv, dv, dk)}
+    if variant == "rank4":
+        inputs.update({n: inputs[n].reshape((batch, steps) + inputs[n].shape[1:]) for n in ("query", "key", "value")})
+        for n in ("decay", "beta"):
+            if inputs[n] is not None:
+                inputs[n] = inputs[n].reshape(batch, steps, -1)
+    if variant == "packed":
+        inputs.update(query=np.concatenate([q.reshape(tokens, -1), k.reshape(tokens, -1), v.reshape(tokens, -1)],
+                                           axis=1), key=None, value=None)
+    assert_matches_ort("GatedDeltaNet", inputs, ("Y", "final_state"), update_rule=rule)
+
+
+@pytest.mark.parametrize("gate_activation", ["softplus", "sigmoid"])
+@pytest.mark.parametrize("qk_l2_norm,beta_activation", [(1, "sigmoid"), (0, "none")])
+def test_gated_delta_net_gates(gate_activation, qk_l2_norm, beta_activation):
+    tokens, hq, hv, dk, dv = 4, 2, 2, 4, 3
+    inputs = {"query": rand(tokens, hq, dk), "key": rand(tokens, hq, dk), "value": rand(tokens, hv, dv),
+              "cu_seqlens": np.array([0, tokens], np.int32), "decay": rand(tokens, hv),
+              "beta": rand(tokens, hv, low=-2, high=2 if beta_activation == "sigmoid" else 0.9),
+              "initial_state": None, "a_log": rand(hv), "dt_bias": rand(hv)}
+    if beta_activation == "none":
+        inputs["beta"] = rand(tokens, hv, low=0, high=1)
+    assert_matches_ort("GatedDeltaNet", inputs, ("Y", "final_state"), gate_activation=gate_activation,
+                       qk_l2_norm=qk_l2_norm, beta_activation=beta_activation, scale=0.4)

@@ -465,3 +465,85 @@ def linear_attention_gate(ctx, a, dt_bias, decay_scale, b=None):
     decay = upcast(decay_scale).astype(np.float32) * E.softplus(a32 + upcast(dt_bias).astype(np.float32))
     beta = None if b is None else downcast(E.sigmoid(upcast(b).astype(np.float32)), dtype)
     return downcast(decay, dtype), beta
+
+
+# ---------------------------------------------------------------- GatedDeltaNet
+#
+# LinearAttention's recurrence on token-major tensors (tokens, heads, dim), requests delimited by cu_seqlens (or
+# a uniform split into the initial_state's batch).  Each query/key head serves num_heads_v / num_heads_q value
+# heads; the state is V-major (B, Hv, Dv, Dk) float32.  The gate and update rate may come raw or through
+# -exp(a_log) * softplus(decay + dt_bias) ('softplus', 'qwen') or lower_bound * sigmoid(exp(a_log) *
+# (decay + dt_bias)) ('sigmoid', 'kda'), and sigmoid(beta).
+
+
+def _l2_normalize(x):
+    return x / np.sqrt((x * x).sum(axis=-1, keepdims=True) + np.float32(1e-6))
+
+
+def _delta_net_gate(decay, a_log, dt_bias, activation: str, lower_bound: float):
+    decay = upcast(decay).astype(np.float32)
+    if activation == "none":
+        return decay
+    shifted = decay if dt_bias is None else decay + upcast(dt_bias).astype(np.float32).reshape(
+        (-1,) + (1,) * (decay.ndim - 2) if np.ndim(dt_bias) == 1 else decay.shape[-2:])
+    rate = np.exp(upcast(a_log).astype(np.float32)).reshape((-1,) + (1,) * (decay.ndim - 2))
+    if activation in ("softplus", "qwen"):
+        return -rate * E.softplus(shifted)
+    if activation in ("sigmoid", "kda"):
+        return np.float32(lower_bound) * E.sigmoid(rate * shifted)
+    raise ExecutionError(f"unknown GatedDeltaNet gate_activation {activation!r}")
+
+
+@onnx_op("GatedDeltaNet", since=1, domain=MS)
+def gated_delta_net(ctx, query, key=None, value=None, cu_seqlens=None, decay=None, beta=None, initial_state=None,
+                    a_log=None, dt_bias=None, capture_count=None, state_update_active=None, *, beta_activation,
+                    chunk_size, gate_activation, gate_lower_bound, qk_l2_norm, scale, state_update_capacity,
+                    update_rule):
+    _only_defaults("GatedDeltaNet", state_update_capacity=(state_update_capacity, 0))
+    query = np.asarray(query)
+    dtype = query.dtype
+    # the token axes: (tokens,) or (batch, sequence)
+    lead = query.shape[:-1] if key is None else query.shape[:-2]
+    if key is None:  # packed Q/K/V (tokens, 2 * Hq * Dk + Hv * Dv); head counts from the state
+        if initial_state is None:
+            raise ExecutionError("GatedDeltaNet with packed QKV needs initial_state")
+        _, hv, dv, dk = np.shape(initial_state)
+        width = query.shape[-1]
+        hq = (width - hv * dv) // (2 * dk)
+        q, k, v = np.split(query, [hq * dk, 2 * hq * dk], axis=-1)
+        query, key, value = (t.reshape(t.shape[:-1] + (-1, d)) for t, d in ((q, dk), (k, dk), (v, dv)))
+    query, key, value = (upcast(np.asarray(t)).reshape((-1,) + np.shape(t)[-2:]) for t in (query, key, value))
+    tokens, hq, dk = query.shape
+    hv, dv = value.shape[1], value.shape[2]
+    if hv % hq:
+        raise ExecutionError(f"{hv} value heads cannot share {hq} query/key heads evenly")
+    query, key = (np.repeat(t, hv // hq, axis=1) for t in (query, key))
+    if qk_l2_norm:
+        query, key = _l2_normalize(query), _l2_normalize(key)
+    if cu_seqlens is not None:
+        bounds = np.asarray(cu_seqlens, np.int64)
+    else:
+        if initial_state is None:
+            raise ExecutionError("GatedDeltaNet without cu_seqlens needs initial_state (for the batch size)")
+        batch = np.shape(initial_state)[0]
+        bounds = np.arange(batch + 1) * (tokens // batch)
+    gate = None
+    if decay is not None:
+        gate = _delta_net_gate(np.reshape(decay, (tokens, hv, -1)), a_log, dt_bias, gate_activation,
+                               gate_lower_bound)
+    rate = None
+    if beta is not None:
+        rate = upcast(beta).astype(np.float32).reshape(tokens, hv)
+        rate = E.sigmoid(rate) if beta_activation == "sigmoid" else rate
+    out = np.empty((tokens, hv, dv), np.float32)
+    states = []
+    for b, (start, end) in enumerate(zip(bounds[:-1], bounds[1:])):
+        past = None if initial_state is None else np.swapaxes(upcast(initial_state)[b:b + 1], -1, -2)
+        y, state = A.linear_attention(query[None, start:end], key[None, start:end], value[None, start:end], past,
+                                      None if gate is None else gate[None, start:end],
+                                      None if rate is None else rate[None, start:end], rule=update_rule,
+                                      scale=scale)
+        out[start:end] = y[0]
+        states.append(np.swapaxes(state[0], -1, -2))
+    out_shape = lead + (hv, dv)
+    return downcast(out.reshape(out_shape), dtype), np.stack(states).astype(np.float32)
