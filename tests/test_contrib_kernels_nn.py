@@ -893,3 +893,13 @@ def test_gated_delta_net_gates(gate_activation, qk_l2_norm, beta_activation):
         inputs["beta"] = rand(tokens, hv, low=0, high=1)
     assert_matches_ort("GatedDeltaNet", inputs, ("Y", "final_state"), gate_activation=gate_activation,
                        qk_l2_norm=qk_l2_norm, beta_activation=beta_activation, scale=0.4)
+
+
+@pytest.mark.parametrize("activation", ["none", "silu"])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_varlen_causal_conv_with_state(activation, with_bias):
+    channels, kernel = 3, 4
+    inputs = {"input": rand(9, channels), "weight": rand(channels, 1, kernel),
+              "cumulative_sequence_length": np.array([0, 4, 5, 9], np.int32),
+              "bias": rand(channels) if with_bias else None, "initial_state": rand(3, channels, kernel - 1)}
+    assert_matches_ort("VarlenCausalConvWithState", inputs, ("Y", "final_state"), activation=activation)

@@ -547,3 +547,23 @@ def gated_delta_net(ctx, query, key=None, value=None, cu_seqlens=None, decay=Non
         states.append(np.swapaxes(state[0], -1, -2))
     out_shape = lead + (hv, dv)
     return downcast(out.reshape(out_shape), dtype), np.stack(states).astype(np.float32)
+
+
+@onnx_op("VarlenCausalConvWithState", since=1, domain=MS)
+def varlen_causal_conv_with_state(ctx, input, weight, cumulative_sequence_length, bias=None, initial_state=None,
+                                  capture_count=None, kernel_delta=None, previous_mask=None, *, activation,
+                                  delta_offset, dilation, group_size, state_update_capacity):
+    # CausalConvWithState of each packed request (tokens, C) after its own state.
+    _only_defaults("VarlenCausalConvWithState", dilation=(dilation, 1), state_update_capacity=(state_update_capacity, 0))
+    if kernel_delta is not None:
+        raise ExecutionError("VarlenCausalConvWithState's dynamic kernel deltas are implemented by onnxruntime only "
+                             "for CUDA; opconv has no kernel for them")
+    x = np.asarray(input)
+    bounds = np.asarray(cumulative_sequence_length, np.int64)
+    out, states = np.empty_like(x), []
+    for b, (start, end) in enumerate(zip(bounds[:-1], bounds[1:])):
+        past = None if initial_state is None else np.asarray(initial_state)[b:b + 1]
+        y, state = causal_conv_with_state_27(ctx, x[start:end].T[None], weight, bias, past, activation=activation)
+        out[start:end] = y[0].T
+        states.append(state[0])
+    return out, np.stack(states)
