@@ -903,3 +903,17 @@ def test_varlen_causal_conv_with_state(activation, with_bias):
               "cumulative_sequence_length": np.array([0, 4, 5, 9], np.int32),
               "bias": rand(channels) if with_bias else None, "initial_state": rand(3, channels, kernel - 1)}
     assert_matches_ort("VarlenCausalConvWithState", inputs, ("Y", "final_state"), activation=activation)
+
+
+@pytest.mark.parametrize("src,cur,prev,pred", [
+    ([5, 6, 7, 8, 9, 6, 7], [1, 5, 6], 2, [7, 8, 3, 0, 0, 0]),
+    ([5, 6, 7, 8, 9, 6, 7], [1, 5, 6, 7], 0, None),
+    ([1, 2, 3, 4, 5], [9, 2, 3], 3, [4, 5, 8]),
+    ([4, 4, 4, 4], [4], 1, [4, 4, 4, 4]),
+])
+def test_bifurcation_detector(src, cur, prev, pred):
+    inputs = {"src_tokens": np.array(src, np.int64), "cur_tokens": np.array(cur, np.int64),
+              "prev_suffix_match_idx": np.array(prev, np.int64),
+              "pred_tokens": None if pred is None else np.array(pred, np.int64)}
+    assert_matches_ort("BifurcationDetector", inputs, ("tokens", "suffix_match_idx"), min_ngram_size=1,
+                       max_ngram_size=3)

@@ -394,3 +394,45 @@ def varlen_ngram_hash_mapping(ctx, input_ids, multipliers, vocab_sizes, cumulati
                          None if head_offsets is None else np.asarray(head_offsets), max_ngram_size, n_head_per_ngram)
             for b, (start, end) in enumerate(zip(bounds[:-1], bounds[1:]))]
     return np.concatenate([r[0] for r in rows]), np.stack([r[1] for r in rows])
+
+
+def _find(haystack: np.ndarray, needle: np.ndarray, start: int = 0) -> int:
+    """Index of the first occurrence of ``needle`` in ``haystack`` at or after ``start``; -1 when absent."""
+    n = needle.size
+    for i in range(start, haystack.size - n + 1):
+        if np.array_equal(haystack[i:i + n], needle):
+            return i
+    return -1
+
+
+@onnx_op("BifurcationDetector", since=1, domain=MS)
+def bifurcation_detector(ctx, src_tokens, cur_tokens, prev_suffix_match_idx, pred_tokens=None, *, max_ngram_size,
+                         min_ngram_size):
+    """One step of aggressive decoding (1-D int64 token lists).
+
+    The predicted tokens are appended up to and including the first that departs from the source (read from
+    the previous match index on).  Then n-grams of growing size (min..max) ending the output are looked up in
+    the source: each one found exactly once sets the match index to just after it; one found several times
+    gives -1 and the search goes on; one not found (or ending the source) stops it.
+    """
+    src, tokens = np.asarray(src_tokens), np.asarray(cur_tokens)
+    if pred_tokens is not None:
+        pred, start = np.asarray(pred_tokens), int(np.asarray(prev_suffix_match_idx).reshape(-1)[0])
+        agree = 0
+        while agree < src.size - start and pred[agree] == src[start + agree]:
+            agree += 1
+        tokens = np.concatenate([tokens, pred[:agree + 1]])
+    match = -1
+    for size in range(min_ngram_size, max_ngram_size + 1):
+        if size > tokens.size:
+            break
+        suffix = tokens[tokens.size - size:]
+        first = _find(src, suffix)
+        if first < 0:
+            break
+        match = first + size
+        if match >= src.size:
+            break
+        if _find(src, suffix, match - size + 1) >= 0:
+            match = -1
+    return tokens.astype(np.int64), np.full(np.shape(prev_suffix_match_idx), match, np.int64)
