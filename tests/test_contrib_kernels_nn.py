@@ -917,3 +917,19 @@ def test_bifurcation_detector(src, cur, prev, pred):
               "pred_tokens": None if pred is None else np.array(pred, np.int64)}
     assert_matches_ort("BifurcationDetector", inputs, ("tokens", "suffix_match_idx"), min_ngram_size=1,
                        max_ngram_size=3)
+
+
+@pytest.mark.parametrize("attrs", [{"separators": [" "]}, {"separators": [" ", ","], "mincharnum": 2},
+                                   {"separators": [""]}, {"tokenexp": "[a-zA-Z]+", "mark": 1},
+                                   {"tokenexp": "."}, {"separators": ["o"], "mark": 1, "mincharnum": 1}])
+@pytest.mark.parametrize("shape", [(3,), (1, 3)])
+def test_tokenizer(attrs, shape):
+    texts = np.array(["Hello World", "I love,computer science !", "a"], dtype=object).reshape(shape)
+    attrs = {"mark": 0, "mincharnum": 1, "pad_value": "#", **attrs}
+    node = helper.make_node("Tokenizer", ["X"], ["Y"], domain=MS, **attrs)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("X", onnx.TensorProto.STRING, shape)],
+                              [helper.make_tensor_value_info("Y", onnx.TensorProto.STRING, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
+    expected = run_ort(model, {"X": texts})[0]
+    actual = opconv.run(opconv.load(model), {"X": texts})["Y"]
+    assert expected.shape == actual.shape and expected.tolist() == actual.tolist(), (expected, actual)
