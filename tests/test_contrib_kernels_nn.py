@@ -933,3 +933,72 @@ def test_tokenizer(attrs, shape):
     expected = run_ort(model, {"X": texts})[0]
     actual = opconv.run(opconv.load(model), {"X": texts})["Y"]
     assert expected.shape == actual.shape and expected.tolist() == actual.tolist(), (expected, actual)
+
+
+# ---------------------------------------------------------------- generation
+
+
+def tiny_gpt_decoder(vocab: int = 11, heads: int = 2, head_size: int = 4):
+    """A GPT-2-shaped decoder subgraph for the generation loops: logits from the token and position embeddings,
+    the average of the KV cache (so pasts matter) and the mask's length (so the mask matters)."""
+    from onnx import numpy_helper
+
+    hidden = heads * head_size
+    consts = {"E": rand(vocab, hidden, low=-2, high=2), "P": rand(16, hidden), "W": rand(hidden, vocab, low=-2, high=2),
+              "kv_shape": np.array([0, 0, heads, head_size], np.int64), "half": np.array(0.5, np.float32),
+              "flat": np.array([0, 1, hidden], np.int64), "tenth": np.array(0.1, np.float32)}
+    nodes = [
+        helper.make_node("Gather", ["E", "input_ids"], ["emb"]),
+        helper.make_node("Gather", ["P", "position_ids"], ["pos"]),
+        helper.make_node("Add", ["emb", "pos"], ["x"]),
+        helper.make_node("Reshape", ["x", "kv_shape"], ["x4"]),
+        helper.make_node("Transpose", ["x4"], ["k"], perm=[0, 2, 1, 3]),
+        helper.make_node("Mul", ["k", "half"], ["v"]),
+        helper.make_node("Unsqueeze", ["k", "zero_axis"], ["k5"]),
+        helper.make_node("Unsqueeze", ["v", "zero_axis"], ["v5"]),
+        helper.make_node("Concat", ["k5", "v5"], ["kv"], axis=0),
+        helper.make_node("Concat", ["past_0", "kv"], ["present_0"], axis=3),
+        helper.make_node("ReduceMean", ["present_0"], ["summary"], axes=[0, 3], keepdims=0),
+        helper.make_node("Reshape", ["summary", "flat"], ["context"]),
+        helper.make_node("Cast", ["attention_mask"], ["maskf"], to=onnx.TensorProto.FLOAT),
+        helper.make_node("ReduceSum", ["maskf", "one_axis"], ["length"], keepdims=1),
+        helper.make_node("Unsqueeze", ["length", "last_axis"], ["length3"]),
+        helper.make_node("Mul", ["length3", "tenth"], ["shift"]),
+        helper.make_node("Add", ["x", "context"], ["h0"]),
+        helper.make_node("Add", ["h0", "shift"], ["h"]),
+        helper.make_node("MatMul", ["h", "W"], ["logits"]),
+    ]
+    consts.update({"zero_axis": np.array([0], np.int64), "one_axis": np.array([1], np.int64),
+                   "last_axis": np.array([2], np.int64)})
+    int32, f32 = onnx.TensorProto.INT32, onnx.TensorProto.FLOAT
+    inputs = [helper.make_tensor_value_info("input_ids", int32, ["B", "S"]),
+              helper.make_tensor_value_info("position_ids", int32, ["B", "S"]),
+              helper.make_tensor_value_info("attention_mask", int32, ["B", "T"]),
+              helper.make_tensor_value_info("past_0", f32, [2, "B", heads, "P", head_size])]
+    outputs = [helper.make_tensor_value_info("logits", f32, ["B", "S", vocab]),
+               helper.make_tensor_value_info("present_0", f32, [2, "B", heads, "T", head_size])]
+    initializers = [numpy_helper.from_array(v, k) for k, v in consts.items()]
+    return helper.make_graph(nodes, "decoder", inputs, outputs, initializer=initializers)
+
+
+@pytest.mark.parametrize("options", [{}, {"min_length": 7, "repetition_penalty": 1.5}, {"no_repeat_ngram_size": 2},
+                                     {"vocab_mask": "every-third", "prefix_vocab_mask": "first-half"},
+                                     {"padded": True, "vocab_mask": "every-third", "eos_token_id": 3}])
+def test_greedy_search(options):
+    # onnxruntime leaves the tail of its output uninitialized when every sequence ends early, so the padded case
+    # bans its end token (3, masked by the vocabulary mask) and runs to max_length.
+    vocab = 11
+    ids = RNG.integers(2, vocab, (2, 3)).astype(np.int32)
+    if options.get("padded"):
+        ids[1, 0] = 0  # a left pad
+    inputs = {"input_ids": ids, "max_length": np.array([9], np.int32),
+              "min_length": np.array([options["min_length"]], np.int32) if "min_length" in options else None,
+              "repetition_penalty": np.array([options["repetition_penalty"]], np.float32)
+              if "repetition_penalty" in options else None,
+              "vocab_mask": (np.arange(vocab) % 3 != 0).astype(np.int32) if "vocab_mask" in options else None,
+              "prefix_vocab_mask": np.tile(np.arange(vocab) < vocab // 2, (2, 1)).astype(np.int32)
+              if "prefix_vocab_mask" in options else None}
+    attrs = {"decoder": tiny_gpt_decoder(vocab), "eos_token_id": options.get("eos_token_id", 1), "pad_token_id": 0,
+             "model_type": 0,
+             "no_repeat_ngram_size": options.get("no_repeat_ngram_size")}
+    assert_matches_ort("GreedySearch", inputs, ("sequences",), **attrs)
