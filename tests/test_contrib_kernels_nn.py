@@ -1002,3 +1002,18 @@ def test_greedy_search(options):
              "model_type": 0,
              "no_repeat_ngram_size": options.get("no_repeat_ngram_size")}
     assert_matches_ort("GreedySearch", inputs, ("sequences",), **attrs)
+
+
+@pytest.mark.parametrize("beams,returned,length_penalty,early_stopping", [(2, 1, 1.0, 0), (3, 2, 0.6, 0),
+                                                                           (3, 3, 1.2, 1)])
+@pytest.mark.parametrize("eos", [1, 3])
+def test_beam_search(beams, returned, length_penalty, early_stopping, eos):
+    vocab = 11
+    inputs = {"input_ids": RNG.integers(2, vocab, (2, 3)).astype(np.int32), "max_length": np.array([8], np.int32),
+              "min_length": np.array([5], np.int32), "num_beams": np.array([beams], np.int32),
+              "num_return_sequences": np.array([returned], np.int32),
+              "length_penalty": np.array([length_penalty], np.float32),
+              "repetition_penalty": np.array([1.1], np.float32)}
+    attrs = {"decoder": tiny_gpt_decoder(vocab), "eos_token_id": eos, "pad_token_id": 0, "model_type": 0,
+             "early_stopping": early_stopping}
+    assert_matches_ort("BeamSearch", inputs, ("sequences", "sequences_scores"), **attrs)

@@ -1,4 +1,4 @@
-"""ONNX Runtime's text generation loops (com.microsoft): GreedySearch for decoder-only models (GPT-2 style).
+"""ONNX Runtime's text generation loops (com.microsoft): GreedySearch and BeamSearch for decoder-only models (GPT-2 style).
 
 The ``decoder`` subgraph maps ``(input_ids, position_ids, attention_mask, past_0..past_{L-1})``
 (int32 ids, positions and mask; pasts ``(2, B, N, P, H)``) to ``(logits, present_0..)``.  The first
@@ -95,3 +95,118 @@ def greedy_search(ctx, input_ids, max_length, min_length=None, repetition_penalt
         mask = np.concatenate([mask, np.ones((batch, 1), np.int32)], axis=1)
     padding = np.full((batch, total - sequences.shape[1]), pad_token_id, np.int32)
     return np.concatenate([sequences, padding], axis=1)
+
+
+# ---------------------------------------------------------------- BeamSearch
+#
+# num_beams copies of each prompt run through the decoder together.  A step takes the log-softmax of the last
+# logits, applies the same processors as GreedySearch, adds each beam's running score (every beam but the first
+# starts at -1e9 so the first step does not pick duplicates) and ranks the 2 * num_beams best (beam, token)
+# continuations per prompt.  In rank order, an end token ranked within the first num_beams closes a hypothesis
+# (the beam's sequence without it, scored sum / length ** length_penalty); other tokens continue a beam until
+# num_beams are found.  A prompt is done with num_beams hypotheses once early_stopping is set, or when its best
+# open beam cannot beat the worst kept hypothesis.  At the end the open beams join the hypotheses, and the
+# num_return_sequences best are returned, padded to max_length.
+
+
+class _Hypotheses:
+    def __init__(self, beams: int, length_penalty: float, early_stopping: bool):
+        self.beams, self.length_penalty, self.early_stopping = beams, length_penalty, early_stopping
+        self.kept: list[tuple[float, np.ndarray]] = []
+
+    def add(self, tokens: np.ndarray, total: float) -> None:
+        score = total / (len(tokens) ** self.length_penalty)
+        if len(self.kept) < self.beams or score > self.worst():
+            self.kept.append((score, tokens))
+            if len(self.kept) > self.beams:
+                self.kept.remove(min(self.kept, key=lambda kept: kept[0]))
+
+    def worst(self) -> float:
+        return min(score for score, _ in self.kept) if self.kept else 1e9
+
+    def done(self, best_total: float, length: int) -> bool:
+        if len(self.kept) < self.beams:
+            return False
+        return self.early_stopping or self.worst() >= best_total / (length ** self.length_penalty)
+
+
+@onnx_op("BeamSearch", since=1, domain=MS)
+def beam_search(ctx, input_ids, max_length, min_length=None, num_beams=None, num_return_sequences=None,
+                length_penalty=None, repetition_penalty=None, vocab_mask=None, prefix_vocab_mask=None,
+                attention_mask=None, decoder_input_ids=None, logits_processor=None, *, decoder, decoder_start_token_id,
+                early_stopping, encoder, eos_token_id, init_decoder, model_type, no_repeat_ngram_size, pad_token_id,
+                vocab_size):
+    if model_type or encoder is not None:
+        raise ExecutionError("BeamSearch of encoder-decoder models (model_type=1, 2) is not supported by opconv's "
+                             "kernel; decoder-only (GPT-2 style) models are")
+    if ctx.output_used(2):
+        raise ExecutionError("BeamSearch's scores output is not supported by opconv's kernel")
+    prompts = np.asarray(input_ids).astype(np.int32)
+    batch, prompt_len = prompts.shape
+    beams, returned = int(_scalar(num_beams, 1)), int(_scalar(num_return_sequences, 1))
+    total = int(_scalar(max_length, prompt_len))
+    sequences = np.repeat(prompts, beams, axis=0)
+    present = sequences != pad_token_id
+    mask = (present.astype(np.int32) if attention_mask is None
+            else np.repeat(np.asarray(attention_mask).astype(np.int32), beams, axis=0))
+    positions = np.where(present, np.cumsum(present, axis=1) - 1, 0).astype(np.int32)
+    next_position = present.sum(axis=1).astype(np.int32)
+    limits = {"min_length": int(_scalar(min_length, 0)), "eos_token_id": eos_token_id,
+              "repetition_penalty": float(_scalar(repetition_penalty, 1.0)),
+              "no_repeat_ngram_size": no_repeat_ngram_size, "vocab_mask": vocab_mask,
+              "prefix_vocab_mask": None if prefix_vocab_mask is None else np.repeat(prefix_vocab_mask, beams, axis=0)}
+    hypotheses = [_Hypotheses(beams, float(_scalar(length_penalty, 1.0)), bool(early_stopping)) for _ in range(batch)]
+    done = np.zeros(batch, bool)
+    beam_scores = np.tile(np.array([0.0] + [-1e9] * (beams - 1), np.float32), batch)
+    feeds, pasts = sequences, _empty_pasts(decoder, batch * beams)
+    for step in range(total - prompt_len):
+        graph = init_decoder if step == 0 and init_decoder is not None else decoder
+        logits, *pasts = ctx.run_graph(graph, [feeds, positions, mask, *pasts])
+        last = np.asarray(logits, np.float32)[:, -1, :]
+        log_probs = last - last.max(axis=-1, keepdims=True)
+        log_probs = log_probs - np.log(np.exp(log_probs).sum(axis=-1, keepdims=True))
+        scores = _scores(log_probs, sequences, step, **limits) + beam_scores[:, None]
+        vocab = scores.shape[1]
+        flat = scores.reshape(batch, beams * vocab)
+        ranked = np.argsort(-flat, axis=1, kind="stable")[:, :2 * beams]
+        chosen_beam, chosen_token, chosen_score = [], [], []
+        for b in range(batch):
+            picks = []
+            if done[b]:
+                picks = [(b * beams, pad_token_id, 0.0)] * beams
+            else:
+                for rank, index in enumerate(ranked[b]):
+                    beam, token, score = b * beams + index // vocab, index % vocab, float(flat[b, index])
+                    if token == eos_token_id:
+                        if rank < beams:
+                            hypotheses[b].add(sequences[beam].copy(), score)
+                    else:
+                        picks.append((beam, token, score))
+                    if len(picks) == beams:
+                        break
+                done[b] = hypotheses[b].done(float(flat[b, ranked[b, 0]]), sequences.shape[1])
+            chosen_beam += [p[0] for p in picks]
+            chosen_token += [p[1] for p in picks]
+            chosen_score += [p[2] for p in picks]
+        order = np.array(chosen_beam)
+        beam_scores = np.array(chosen_score, np.float32)
+        sequences = np.concatenate([sequences[order], np.array(chosen_token, np.int32)[:, None]], axis=1)
+        if done.all():
+            break
+        pasts = [np.asarray(p)[:, order] for p in pasts]
+        feeds = sequences[:, -1:]
+        next_position = next_position[order]
+        positions = next_position[:, None].copy()
+        next_position += 1
+        mask = np.concatenate([mask[order], np.ones((len(order), 1), np.int32)], axis=1)
+    out = np.full((batch, returned, total), pad_token_id, np.int32)
+    out_scores = np.zeros((batch, returned), np.float32)
+    for b in range(batch):
+        if not done[b]:
+            for beam in range(b * beams, (b + 1) * beams):
+                hypotheses[b].add(sequences[beam].copy(), float(beam_scores[beam]))
+        best = sorted(hypotheses[b].kept, key=lambda kept: -kept[0])[:returned]
+        for r, (score, tokens) in enumerate(best):
+            out[b, r, :len(tokens)] = tokens
+            out_scores[b, r] = score
+    return out, out_scores, None
