@@ -165,7 +165,8 @@ def test_transpose_matmul():
 
 
 @pytest.mark.parametrize("activation,params", [
-    ("Relu", {}), ("LeakyRelu", {"activation_alpha": 0.2}), ("Elu", {"activation_alpha": 0.7}), ("Sigmoid", {}), ("Tanh", {}),
+    ("Relu", {}), ("LeakyRelu", {"activation_alpha": 0.2}), ("Elu", {"activation_alpha": 0.7}), ("Sigmoid", {}),
+    ("Tanh", {}),
     ("HardSigmoid", {"activation_alpha": 0.3, "activation_beta": 0.4})])
 def test_fused_gemm(activation, params):
     inputs = {"A": rand(4, 3), "B": rand(5, 3), "C": rand(5)}
@@ -456,7 +457,8 @@ def test_scaled_silu(dtype, with_scale):
 # ---------------------------------------------------------------- ORT's ai.onnx-domain legacy ops
 
 
-@pytest.mark.parametrize("op,attrs", [("Affine", {"alpha": 2.0, "beta": -0.5}), ("ScaledTanh", {"alpha": 1.5, "beta": 0.7}),
+@pytest.mark.parametrize("op,attrs", [("Affine", {"alpha": 2.0, "beta": -0.5}),
+                                      ("ScaledTanh", {"alpha": 1.5, "beta": 0.7}),
                                       ("ParametricSoftplus", {"alpha": 1.3, "beta": 0.8}),
                                       ("Scale", {"scale": 3.0}), ("ThresholdedRelu", {"alpha": 0.2}),
                                       ("MemcpyFromHost", {}), ("MemcpyToHost", {})])
@@ -669,7 +671,8 @@ EXPERTS, MOE_HIDDEN, MOE_INTER = 4, 6, 10
 def test_moe(k, normalize, activation):
     inputs = {"input": rand(2, 3, MOE_HIDDEN), "router_probs": rand(6, EXPERTS, low=-2, high=2),
               "fc1_experts_weights": rand(EXPERTS, MOE_INTER, MOE_HIDDEN), "fc1_experts_bias": rand(EXPERTS, MOE_INTER),
-              "fc2_experts_weights": rand(EXPERTS, MOE_HIDDEN, MOE_INTER), "fc2_experts_bias": rand(EXPERTS, MOE_HIDDEN)}
+              "fc2_experts_weights": rand(EXPERTS, MOE_HIDDEN, MOE_INTER),
+              "fc2_experts_bias": rand(EXPERTS, MOE_HIDDEN)}
     assert_matches_ort("MoE", inputs, k=k, normalize_routing_weights=normalize, activation_type=activation)
 
 
@@ -795,7 +798,8 @@ def run_ort_sharing_buffers(model, feeds: dict, shared: dict) -> dict:
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("with_b", [False, True])
 def test_linear_attention_gate(dtype, with_b):
-    inputs = {"a": rand(2, 3, 4, dtype=dtype, low=-3, high=3), "dt_bias": rand(4), "decay_scale": rand(4, low=-2, high=0),
+    inputs = {"a": rand(2, 3, 4, dtype=dtype, low=-3, high=3), "dt_bias": rand(4),
+              "decay_scale": rand(4, low=-2, high=0),
               "b": rand(2, 3, 4, dtype=dtype) if with_b else None}
     assert_matches_ort("LinearAttentionGate", inputs, ("decay", "beta") if with_b else ("decay",))
 

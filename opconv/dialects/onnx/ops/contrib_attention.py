@@ -554,7 +554,8 @@ def varlen_causal_conv_with_state(ctx, input, weight, cumulative_sequence_length
                                   capture_count=None, kernel_delta=None, previous_mask=None, *, activation,
                                   delta_offset, dilation, group_size, state_update_capacity):
     # CausalConvWithState of each packed request (tokens, C) after its own state.
-    _only_defaults("VarlenCausalConvWithState", dilation=(dilation, 1), state_update_capacity=(state_update_capacity, 0))
+    _only_defaults("VarlenCausalConvWithState", dilation=(dilation, 1),
+                   state_update_capacity=(state_update_capacity, 0))
     if kernel_delta is not None:
         raise ExecutionError("VarlenCausalConvWithState's dynamic kernel deltas are implemented by onnxruntime only "
                              "for CUDA; opconv has no kernel for them")

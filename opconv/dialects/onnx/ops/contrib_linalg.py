@@ -76,7 +76,8 @@ def fused_conv(ctx, x, w, b=None, z=None, *, activation, activation_params, auto
 # (swiglu_fusion=1) or as halves (2); swiglu = G sigmoid(alpha G) (L + beta) with G = min(g, limit) and
 # L = clip(l, -limit, limit).  gelu is the tanh approximation, as onnxruntime's CPU kernel computes it.
 
-_MOE_ACTIVATIONS = {"relu": E.relu, "gelu": lambda x: E.gelu(x, approximate="tanh"), "silu": lambda x: x * E.sigmoid(x), "identity": lambda x: x}
+_MOE_ACTIVATIONS = {"relu": E.relu, "gelu": lambda x: E.gelu(x, approximate="tanh"),
+                    "silu": lambda x: x * E.sigmoid(x), "identity": lambda x: x}
 
 
 def _expert_layer(x, weights, bias, expert):
