@@ -1021,3 +1021,9 @@ def test_beam_search(beams, returned, length_penalty, early_stopping, eos):
     attrs = {"decoder": tiny_gpt_decoder(vocab), "eos_token_id": eos, "pad_token_id": 0, "model_type": 0,
              "early_stopping": early_stopping}
     assert_matches_ort("BeamSearch", inputs, ("sequences", "sequences_scores"), **attrs)
+
+
+def test_attention_share_buffer_flag_without_past():
+    # The flag only matters with a past; onnxruntime's CPU kernel runs the node as plain attention.
+    inputs = {"input": rand(BATCH, SEQ, HIDDEN), "weights": rand(HIDDEN, 3 * HIDDEN), "bias": rand(3 * HIDDEN)}
+    assert_matches_ort("Attention", inputs, ("Y",), num_heads=HEADS, past_present_share_buffer=1)

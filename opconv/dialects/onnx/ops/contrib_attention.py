@@ -88,9 +88,9 @@ def attention(ctx, input, weights, bias=None, mask_index=None, past=None, attent
     if do_rotary:
         raise ExecutionError("Attention with do_rotary=1 is implemented by onnxruntime only for CUDA; "
                              "opconv has no kernel for it")
-    if past_present_share_buffer:
-        raise ExecutionError("Attention with past_present_share_buffer=1 is implemented by onnxruntime only "
-                             "for CUDA; opconv has no kernel for it")
+    if past_present_share_buffer and past is not None:
+        raise ExecutionError("Attention with a past shared with present (past_present_share_buffer=1) is "
+                             "implemented by onnxruntime only for CUDA; opconv has no kernel for it")
     x = np.asarray(input)
     if x.ndim != 3:
         raise ExecutionError(f"Attention's input must be 3-D (batch, sequence, hidden), got {list(x.shape)}")
@@ -120,7 +120,7 @@ def attention(ctx, input, weights, bias=None, mask_index=None, past=None, attent
 
 
 def _mha_inputs(query, key, value, bias, num_heads):
-    """Q, K, V heads-first from MultiHeadAttention's layouts; whether K/V came split already (no bias for them)."""
+    """Q, K, V heads-first from MultiHeadAttention's layouts (K/V that come split already get no bias)."""
     query = np.asarray(query)
     if query.ndim == 5:  # packed Q/K/V (B, S, N, 3, H)
         if key is not None or value is not None:
