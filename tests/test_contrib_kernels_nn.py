@@ -738,8 +738,9 @@ def csr_block_layouts(dense):
 
 
 @pytest.mark.parametrize("stage", ["prompt", "token"])
-@pytest.mark.parametrize("rotary,packed", [(0, False), (1, False), (0, True)])
-def test_sparse_attention(stage, rotary, packed):
+@pytest.mark.parametrize("rotary,packed,dtype", [(0, False, np.float32), (1, False, np.float32), (0, True, np.float32),
+                                                 (1, False, np.float16)])
+def test_sparse_attention(stage, rotary, packed, dtype):
     block, blocks, heads, kv_heads, head_size = 16, 4, 4, 2, 16
     max_len = block * blocks
     dense = np.array([np.tril(np.ones((blocks, blocks), bool)),
@@ -749,16 +750,16 @@ def test_sparse_attention(stage, rotary, packed):
     seq, valid = (40, [40, 40]) if stage == "prompt" else (1, [50, 50])
     q_hidden, kv_hidden = heads * head_size, kv_heads * head_size
     if packed:
-        qkv = {"query": rand(BATCH, seq, q_hidden + 2 * kv_hidden), "key": None, "value": None}
+        qkv = {"query": rand(BATCH, seq, q_hidden + 2 * kv_hidden, dtype=dtype), "key": None, "value": None}
     else:
-        qkv = {"query": rand(BATCH, seq, q_hidden), "key": rand(BATCH, seq, kv_hidden),
-               "value": rand(BATCH, seq, kv_hidden)}
+        qkv = {"query": rand(BATCH, seq, q_hidden, dtype=dtype), "key": rand(BATCH, seq, kv_hidden, dtype=dtype),
+               "value": rand(BATCH, seq, kv_hidden, dtype=dtype)}
     cos, sin = rotary_caches(max_len, head_size)
-    inputs = dict(qkv, past_key=rand(BATCH, kv_heads, max_len, head_size),
-                  past_value=rand(BATCH, kv_heads, max_len, head_size), block_row_indices=rows,
+    inputs = dict(qkv, past_key=rand(BATCH, kv_heads, max_len, head_size, dtype=dtype),
+                  past_value=rand(BATCH, kv_heads, max_len, head_size, dtype=dtype), block_row_indices=rows,
                   block_col_indices=cols, total_sequence_length=np.array(max(valid), np.int32),
                   key_total_sequence_lengths=np.array(valid, np.int32),
-                  cos_cache=cos if rotary else None, sin_cache=sin if rotary else None)
+                  cos_cache=cos.astype(dtype) if rotary else None, sin_cache=sin.astype(dtype) if rotary else None)
     outputs = ("Y", "present_key", "present_value")
     attrs = {"num_heads": heads, "kv_num_heads": kv_heads, "sparse_block_size": block, "do_rotary": rotary}
     model = single_node_model("SparseAttention", inputs, outputs, **attrs)
@@ -887,9 +888,11 @@ def test_gated_delta_net(rule, variant):
 
 @pytest.mark.parametrize("gate_activation", ["softplus", "sigmoid"])
 @pytest.mark.parametrize("qk_l2_norm,beta_activation", [(1, "sigmoid"), (0, "none")])
-def test_gated_delta_net_gates(gate_activation, qk_l2_norm, beta_activation):
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_gated_delta_net_gates(gate_activation, qk_l2_norm, beta_activation, dtype):
     tokens, hq, hv, dk, dv = 4, 2, 2, 4, 3
-    inputs = {"query": rand(tokens, hq, dk), "key": rand(tokens, hq, dk), "value": rand(tokens, hv, dv),
+    inputs = {"query": rand(tokens, hq, dk, dtype=dtype), "key": rand(tokens, hq, dk, dtype=dtype),
+              "value": rand(tokens, hv, dv, dtype=dtype),
               "cu_seqlens": np.array([0, tokens], np.int32), "decay": rand(tokens, hv),
               "beta": rand(tokens, hv, low=-2, high=2 if beta_activation == "sigmoid" else 0.9),
               "initial_state": None, "a_log": rand(hv), "dt_bias": rand(hv)}
