@@ -196,3 +196,24 @@ def test_corpus_irs_run_in_openvino_2023(openvino_2023_env, tmp_path):
     for name, why in sorted(failing.items()):
         print(f"  {name}: {why[:200]}")
     _judge(failing, passed, "corpus models")
+
+
+def test_a_model_2023_cannot_read_fails_alone(openvino_2023_env, tmp_path):
+    """One broken job in a batch gets its own error; the other jobs of the same subprocess still run."""
+    from onnx import TensorProto, helper
+
+    import opconv
+
+    x, y = (helper.make_tensor_value_info(name, TensorProto.FLOAT, [3, 4]) for name in ("x", "y"))
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    feeds = {"x": np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)}
+    xml = str(tmp_path / "relu.xml")
+    opconv.save(opconv.convert(opconv.load(model), to="openvino"), xml)
+    (tmp_path / "broken.xml").write_text("<net name='broken' version='10'><layers>")
+    jobs = [openvino_2023.Job("broken", str(tmp_path / "broken.xml"), feeds), openvino_2023.Job("relu", xml, feeds)]
+    batch = openvino_2023.run_models(openvino_2023_env, jobs)
+    assert batch.outcomes["broken"].error and batch.outcomes["broken"].outputs is None
+    assert batch.outcomes["relu"].error is None, batch.outcomes["relu"].error
+    np.testing.assert_array_equal(batch.outcomes["relu"].outputs[0], np.maximum(feeds["x"], 0))
+    assert batch.processes == 1
