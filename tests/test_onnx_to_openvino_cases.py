@@ -19,8 +19,10 @@ The refusal reasons are printed grouped (``pytest -s`` shows them).
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
+import shutil
 import tempfile
 import warnings
 from collections import Counter
@@ -55,8 +57,19 @@ SHAPE_OPERANDS = {
 
 
 @dataclass
+class VerifiedIR:
+    """A case whose IR both runtimes reproduced: kept for other runtimes to run (tests/test_openvino_2023.py)."""
+    case: object  # the node case (its expected outputs and tolerances)
+    xml: str  # the IR, alive until the test process exits
+    model: object  # the ONNX model it was converted from (shape operands frozen away)
+    feeds: dict  # the inputs it was run with
+    expected: list  # the case's expected outputs
+
+
+@dataclass
 class Sweep:
     correct: list[str] = field(default_factory=list)
+    verified: dict[str, VerifiedIR] = field(default_factory=dict)  # case -> its verified IR
     frozen: list[str] = field(default_factory=list)  # correct cases that needed a shape operand frozen
     refused: dict[str, list[str]] = field(default_factory=dict)  # case -> reasons
     wrong: dict[str, str] = field(default_factory=dict)  # case -> what differed / failed
@@ -190,6 +203,7 @@ def _sweep_case(case, core, xml: str, sweep: Sweep) -> None:
         sweep.plugin_departs[case.name] = problem
         return
     sweep.correct.append(case.name)
+    sweep.verified[case.name] = VerifiedIR(case, xml, model, feeds, expected)
     if model is not case.model:
         sweep.frozen.append(case.name)
 
@@ -198,11 +212,12 @@ def _sweep_case(case, core, xml: str, sweep: Sweep) -> None:
 def sweep() -> Sweep:
     core = ov.Core()
     result = Sweep()
-    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+    irs = tempfile.mkdtemp(prefix="opconv-node-irs-")
+    atexit.register(shutil.rmtree, irs, True)
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        xml = os.path.join(tmp, "case.xml")
         for case in node_cases():
-            _sweep_case(case, core, xml, result)
+            _sweep_case(case, core, os.path.join(irs, f"{case.name}.xml"), result)
     return result
 
 
