@@ -1,0 +1,257 @@
+"""onnxruntime's quantized com.microsoft operators in opconv's ONNX executor, each against onnxruntime (CPU).
+
+Every case is a one-node model built with onnx.helper (or made by onnxruntime's own quantizers) and run by both.
+Integer outputs must match onnxruntime exactly where onnxruntime's arithmetic is exact (integer accumulation,
+one float32 requantization); where onnxruntime computes in float (QLinear element-wise ops tabulated from
+float functions, softmax, average pooling) a quantized output may differ by one step when the float result
+lies within rounding error of a half-step, and float outputs agree to float32 tolerance (the accumulation
+orders of MLAS's kernels differ from numpy's).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import opconv
+
+from .runtimes import run_ort
+
+RNG = np.random.default_rng(14)
+
+
+def _model(op, inputs: dict, n_outputs: int = 1, *, domain="com.microsoft", initializers: dict | None = None,
+           **attrs):
+    """A one-node model: graph ``inputs`` then ``initializers``, each mapping names to arrays, in the node's
+    input order; a value of ``None`` leaves that optional input out."""
+    names = [k if v is not None else "" for k, v in [*inputs.items(), *(initializers or {}).items()]]
+    inputs = {k: np.asarray(v) for k, v in inputs.items() if v is not None}
+    initializers = {k: np.asarray(v) for k, v in (initializers or {}).items() if v is not None}
+    node = helper.make_node(op, names, [f"out{i}" for i in range(n_outputs)], domain=domain, **attrs)
+    graph_inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+                    for n, v in inputs.items()]
+    inits = [helper.make_tensor(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape, v.tobytes(), raw=True)
+             for n, v in initializers.items()]
+    graph = helper.make_graph([node], op.lower(), graph_inputs,
+                              [helper.make_empty_tensor_value_info(f"out{i}") for i in range(n_outputs)], inits)
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    proto.ir_version = 10
+    return proto
+
+
+def _compare(proto, feeds: dict, *, steps: int = 0, rtol: float = 0.0, atol: float = 0.0, max_off: float = 0.0):
+    """opconv's outputs against onnxruntime's: integers within ``steps`` (at most a ``max_off`` fraction of
+    them off at all), floats within ``rtol``/``atol``."""
+    feeds = {k: np.asarray(v) for k, v in feeds.items() if v is not None}
+    expected = run_ort(proto, feeds)
+    got = list(opconv.run(opconv.load(proto), feeds).values())
+    assert len(got) == len(expected)
+    for i, (e, g) in enumerate(zip(expected, got)):
+        g = np.asarray(g)
+        assert g.shape == e.shape and g.dtype == e.dtype, f"output {i}: {g.shape} {g.dtype} vs {e.shape} {e.dtype}"
+        if np.issubdtype(e.dtype, np.integer):
+            diff = np.abs(g.astype(np.int64) - e.astype(np.int64))
+            assert diff.max(initial=0) <= steps, f"output {i}: off by up to {diff.max()} steps"
+            assert np.mean(diff > 0) <= max_off, f"output {i}: {np.mean(diff > 0):.1%} of values off by one"
+        else:
+            np.testing.assert_allclose(g.astype(np.float64), e.astype(np.float64), rtol=rtol, atol=atol,
+                                       err_msg=f"output {i}")
+
+
+def _q(shape, dtype):
+    info = np.iinfo(dtype)
+    return RNG.integers(info.min, int(info.max) + 1, size=shape).astype(dtype)
+
+
+def _scalar(v, dtype=np.float32):
+    return np.asarray(v, dtype=dtype)
+
+
+# ---------------------------------------------------------------- QuantizeLinear / DequantizeLinear
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.uint16, np.int16])
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_quantize_dequantize_linear(dtype, per_channel):
+    x = (RNG.standard_normal((2, 3, 5)) * 40).astype(np.float32)
+    scale = np.array([0.5, 0.25, 0.125], np.float32) if per_channel else _scalar(0.3)
+    zero = (np.array([1, 2, 3]) if per_channel else np.array(3)).astype(dtype)
+    _compare(_model("QuantizeLinear", {"x": x, "s": scale, "z": zero}, axis=1), {"x": x, "s": scale, "z": zero})
+    q = _q((2, 3, 5), dtype)
+    _compare(_model("DequantizeLinear", {"x": q, "s": scale, "z": zero}), {"x": q, "s": scale, "z": zero})
+
+
+def test_quantize_linear_float16_scale_without_zero_point():
+    x = (RNG.standard_normal((4, 6)) * 10).astype(np.float16)
+    scale = np.asarray(0.0625, np.float16)
+    _compare(_model("QuantizeLinear", {"x": x, "s": scale}), {"x": x, "s": scale})
+
+
+# ---------------------------------------------------------------- QLinear element-wise
+
+
+@pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("shapes", [((3, 4), (3, 4)), ((2, 3, 4), (4,)), ((3, 1), (1, 5))])
+def test_qlinear_binary(op, dtype, shapes):
+    a, b = _q(shapes[0], dtype), _q(shapes[1], dtype)
+    zero = np.iinfo(dtype).min + 100
+    feeds = {"a": a, "as": _scalar(0.05), "az": np.asarray(zero, dtype), "b": b, "bs": _scalar(0.03),
+             "bz": np.asarray(zero + 20, dtype), "cs": _scalar(0.07 if op == "QLinearAdd" else 1.3),
+             "cz": np.asarray(zero + 5, dtype)}
+    _compare(_model(op, feeds), feeds, steps=1, max_off=0.02)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_qlinear_sigmoid_leaky_relu(dtype):
+    x = _q((3, 50), dtype)
+    zero = np.asarray(np.iinfo(dtype).min + 128, dtype)
+    feeds = {"x": x, "xs": _scalar(0.05), "xz": zero, "ys": _scalar(1 / 256), "yz": np.asarray(np.iinfo(dtype).min, dtype)}
+    _compare(_model("QLinearSigmoid", feeds), feeds, steps=1, max_off=0.02)
+    feeds.update(ys=_scalar(0.04), yz=zero)
+    _compare(_model("QLinearLeakyRelu", feeds, alpha=0.2), feeds, steps=1, max_off=0.02)
+
+
+def test_qlinear_where_and_concat():
+    x, y = _q((2, 5), np.uint8), _q((2, 5), np.uint8)
+    cond = RNG.integers(0, 2, (2, 5)).astype(bool)
+    feeds = {"c": cond, "x": x, "xs": _scalar(0.1), "xz": np.uint8(100), "y": y, "ys": _scalar(0.2),
+             "yz": np.uint8(120), "zs": _scalar(0.15), "zz": np.uint8(110)}
+    _compare(_model("QLinearWhere", feeds), feeds, steps=1, max_off=0.02)
+    feeds = {"ys": _scalar(0.15), "yz": np.uint8(110), "a": x, "as": _scalar(0.1), "az": np.uint8(100),
+             "b": _q((2, 3), np.uint8), "bs": _scalar(0.2), "bz": np.uint8(120)}
+    _compare(_model("QLinearConcat", feeds, axis=1), feeds, steps=1, max_off=0.02)
+
+
+@pytest.mark.parametrize("opset,axis", [(13, -1), (13, 1), (12, 1)])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_qlinear_softmax(opset, axis, dtype):
+    x = _q((2, 3, 7), dtype)
+    lo = np.iinfo(dtype).min
+    feeds = {"x": x, "xs": _scalar(0.08), "xz": np.asarray(lo + 128, dtype), "ys": _scalar(1 / 256),
+             "yz": np.asarray(lo, dtype)}
+    _compare(_model("QLinearSoftmax", feeds, axis=axis, opset=opset), feeds, steps=1, max_off=0.05)
+
+
+# ---------------------------------------------------------------- pooling and convolution
+
+
+@pytest.mark.parametrize("channels_last", [0, 1])
+@pytest.mark.parametrize("attrs", [dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+                                   dict(kernel_shape=[2, 3], strides=[2, 1], count_include_pad=1, pads=[0, 1, 0, 1]),
+                                   dict(kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)])
+def test_qlinear_average_pool(channels_last, attrs):
+    shape = (1, 6, 7, 3) if channels_last else (1, 3, 6, 7)
+    feeds = {"x": _q(shape, np.uint8), "xs": _scalar(0.1), "xz": np.uint8(128), "ys": _scalar(0.05),
+             "yz": np.uint8(120)}
+    _compare(_model("QLinearAveragePool", feeds, channels_last=channels_last, **attrs), feeds, steps=1,
+             max_off=0.02)
+
+
+@pytest.mark.parametrize("channels_last", [0, 1])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_qlinear_global_average_pool(channels_last, dtype):
+    shape = (2, 5, 6, 4) if channels_last else (2, 4, 5, 6)
+    lo = np.iinfo(dtype).min
+    feeds = {"x": _q(shape, dtype), "xs": _scalar(0.1), "xz": np.asarray(lo + 128, dtype), "ys": _scalar(0.03),
+             "yz": np.asarray(lo + 120, dtype)}
+    _compare(_model("QLinearGlobalAveragePool", feeds, channels_last=channels_last), feeds)
+
+
+@pytest.mark.parametrize("channels_last", [0, 1])
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_qlinear_conv(channels_last, per_channel):
+    x = _q((1, 6, 7, 4) if channels_last else (1, 4, 6, 7), np.uint8)
+    w = _q((6, 2, 3, 3), np.int8)
+    feeds = {"x": x, "xs": _scalar(0.02), "xz": np.uint8(128)}
+    weights = {"w": w, "ws": np.linspace(0.01, 0.02, 6, dtype=np.float32) if per_channel else _scalar(0.015),
+               "wz": np.zeros(6, np.int8) if per_channel else np.int8(0), "ys": _scalar(0.5), "yz": np.uint8(100),
+               "b": RNG.integers(-2000, 2000, 6).astype(np.int32)}
+    proto = _model("QLinearConv", feeds, initializers=weights, channels_last=channels_last, group=2,
+                   pads=[1, 0, 1, 2], strides=[1, 2])
+    _compare(proto, feeds)
+
+
+# ---------------------------------------------------------------- integer matrix products
+
+
+def test_matmul_integer16():
+    a, b = _q((2, 3, 40), np.int16) // 4, _q((40, 5), np.int16) // 4
+    _compare(_model("MatMulInteger16", {"a": a, "b": b}), {"a": a, "b": b})
+
+
+@pytest.mark.parametrize("a_dtype,b_dtype", [(np.uint8, np.int8), (np.uint8, np.uint8), (np.int8, np.int8)])
+@pytest.mark.parametrize("per_column", [False, True])
+@pytest.mark.parametrize("with_zero_points", [False, True])
+def test_matmul_integer_to_float(a_dtype, b_dtype, per_column, with_zero_points):
+    a, b = _q((2, 4, 33), a_dtype), _q((33, 6), b_dtype)
+    feeds = {"a": a, "b": b, "as": _scalar(0.02),
+             "bs": np.linspace(0.001, 0.01, 6, dtype=np.float32) if per_column else _scalar(0.004)}
+    if with_zero_points:
+        feeds["az"] = np.asarray(7, a_dtype)
+        feeds["bz"] = (np.arange(6) if per_column else np.asarray(3)).astype(b_dtype)
+        feeds["bias"] = RNG.standard_normal(6).astype(np.float32)
+    _compare(_model("MatMulIntegerToFloat", feeds), feeds, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("b_dtype", [np.int8, np.uint8])
+@pytest.mark.parametrize("per_column", [False, True])
+def test_dynamic_quantize_matmul(b_dtype, per_column):
+    a = RNG.standard_normal((3, 5, 24)).astype(np.float32)
+    b = _q((24, 7), b_dtype)
+    feeds = {"a": a, "b": b,
+             "bs": np.linspace(0.001, 0.01, 7, dtype=np.float32) if per_column else _scalar(0.004),
+             "bz": (np.arange(7) if per_column else np.asarray(2)).astype(b_dtype),
+             "bias": RNG.standard_normal(7).astype(np.float32)}
+    _compare(_model("DynamicQuantizeMatMul", feeds), feeds, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("trans", [(0, 0), (1, 0), (0, 1), (1, 1)])
+@pytest.mark.parametrize("output", ["float", "uint8", "int8"])
+@pytest.mark.parametrize("per_column", [False, True])
+def test_qgemm(trans, output, per_column):
+    a_dtype = np.int8 if output == "int8" else np.uint8
+    a = _q((5, 9) if trans[0] else (9, 5), a_dtype)
+    b = _q((4, 5) if trans[1] else (5, 4), np.int8)
+    feeds = {"a": a, "as": _scalar(0.05), "az": np.asarray(3, a_dtype), "b": b,
+             "bs": np.linspace(0.01, 0.04, 4, dtype=np.float32) if per_column else _scalar(0.02),
+             "bz": np.zeros(4, np.int8) if per_column else np.asarray(0, np.int8),
+             "c": RNG.integers(-500, 500, 4).astype(np.int32)}
+    if output != "float":
+        feeds.update(ys=_scalar(0.3), yz=np.asarray(10, a_dtype))
+    proto = _model("QGemm", feeds, alpha=0.75, transA=trans[0], transB=trans[1])
+    _compare(proto, feeds, rtol=1e-5, atol=1e-4)
+
+
+# ---------------------------------------------------------------- quantized weights
+
+
+def _nbits_inputs(k, n, bits, block_size, *, zero_points, scale_dtype=np.float32, g_idx=False, bias=False):
+    """MatMulNBits initializers: random packed codes (every byte pattern is a valid weight), block scales, and
+    zero points packed like B (``"packed"``), given as floats (``"float"``) or absent."""
+    blocks = -(-k // block_size)
+    init = {"b": RNG.integers(0, 256, (n, blocks, block_size * bits // 8)).astype(np.uint8),
+            "scales": (RNG.random(n * blocks) * 0.1 + 0.01).astype(scale_dtype)}
+    if zero_points == "packed":
+        init["zp"] = RNG.integers(0, 256, n * -(-blocks * bits // 8)).astype(np.uint8)
+    elif zero_points == "float":
+        init["zp"] = (RNG.random(n * blocks) * (1 << bits)).astype(scale_dtype)
+    init.setdefault("zp", None)
+    init["g_idx"] = RNG.permutation(np.arange(k) // block_size).astype(np.int32) if g_idx else None
+    init["bias"] = RNG.standard_normal(n).astype(scale_dtype) if bias else None
+    return init
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("k,block_size", [(64, 16), (100, 32), (130, 64), (256, 128)])
+@pytest.mark.parametrize("zero_points", [None, "packed"])
+def test_matmul_nbits(bits, k, block_size, zero_points):
+    n = 12
+    init = _nbits_inputs(k, n, bits, block_size, zero_points=zero_points, bias=True)
+    a = RNG.standard_normal((2, 3, k)).astype(np.float32)
+    proto = _model("MatMulNBits", {"a": a}, initializers=init, K=k, N=n, bits=bits,
+                   block_size=block_size)
+    _compare(proto, {"a": a}, rtol=1e-4, atol=1e-3)
+
