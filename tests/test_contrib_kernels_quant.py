@@ -1,18 +1,17 @@
 """onnxruntime's quantized com.microsoft operators in opconv's ONNX executor, each against onnxruntime (CPU).
 
 Every case is a one-node model built with onnx.helper (or made by onnxruntime's own quantizers) and run by both.
-Integer outputs must match onnxruntime exactly where onnxruntime's arithmetic is exact (integer accumulation,
-one float32 requantization); where onnxruntime computes in float (QLinear element-wise ops tabulated from
-float functions, softmax, average pooling) a quantized output may differ by one step when the float result
-lies within rounding error of a half-step, and float outputs agree to float32 tolerance (the accumulation
-orders of MLAS's kernels differ from numpy's).
+Integer outputs match onnxruntime exactly (the QLinear element-wise ops and softmax included, which
+onnxruntime tabulates from float functions), except QLinearAveragePool, whose float32 window sums onnxruntime
+accumulates in its own order (about 1% of outputs one step away).  Float outputs agree to float32 tolerance
+(the accumulation orders of MLAS's kernels differ from numpy's).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
+from onnx import helper, numpy_helper
 
 import opconv
 
@@ -31,8 +30,7 @@ def _model(op, inputs: dict, n_outputs: int = 1, *, domain="com.microsoft", init
     node = helper.make_node(op, names, [f"out{i}" for i in range(n_outputs)], domain=domain, **attrs)
     graph_inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
                     for n, v in inputs.items()]
-    inits = [helper.make_tensor(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape, v.tobytes(), raw=True)
-             for n, v in initializers.items()]
+    inits = [numpy_helper.from_array(v, n) for n, v in initializers.items()]
     graph = helper.make_graph([node], op.lower(), graph_inputs,
                               [helper.make_empty_tensor_value_info(f"out{i}") for i in range(n_outputs)], inits)
     proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
@@ -101,7 +99,7 @@ def test_qlinear_binary(op, dtype, shapes):
     feeds = {"a": a, "as": _scalar(0.05), "az": np.asarray(zero, dtype), "b": b, "bs": _scalar(0.03),
              "bz": np.asarray(zero + 20, dtype), "cs": _scalar(0.07 if op == "QLinearAdd" else 1.3),
              "cz": np.asarray(zero + 5, dtype)}
-    _compare(_model(op, feeds), feeds, steps=1, max_off=0.02)
+    _compare(_model(op, feeds), feeds)
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
@@ -109,9 +107,9 @@ def test_qlinear_sigmoid_leaky_relu(dtype):
     x = _q((3, 50), dtype)
     zero = np.asarray(np.iinfo(dtype).min + 128, dtype)
     feeds = {"x": x, "xs": _scalar(0.05), "xz": zero, "ys": _scalar(1 / 256), "yz": np.asarray(np.iinfo(dtype).min, dtype)}
-    _compare(_model("QLinearSigmoid", feeds), feeds, steps=1, max_off=0.02)
+    _compare(_model("QLinearSigmoid", feeds), feeds)
     feeds.update(ys=_scalar(0.04), yz=zero)
-    _compare(_model("QLinearLeakyRelu", feeds, alpha=0.2), feeds, steps=1, max_off=0.02)
+    _compare(_model("QLinearLeakyRelu", feeds, alpha=0.2), feeds)
 
 
 def test_qlinear_where_and_concat():
@@ -119,10 +117,10 @@ def test_qlinear_where_and_concat():
     cond = RNG.integers(0, 2, (2, 5)).astype(bool)
     feeds = {"c": cond, "x": x, "xs": _scalar(0.1), "xz": np.uint8(100), "y": y, "ys": _scalar(0.2),
              "yz": np.uint8(120), "zs": _scalar(0.15), "zz": np.uint8(110)}
-    _compare(_model("QLinearWhere", feeds), feeds, steps=1, max_off=0.02)
+    _compare(_model("QLinearWhere", feeds), feeds)
     feeds = {"ys": _scalar(0.15), "yz": np.uint8(110), "a": x, "as": _scalar(0.1), "az": np.uint8(100),
              "b": _q((2, 3), np.uint8), "bs": _scalar(0.2), "bz": np.uint8(120)}
-    _compare(_model("QLinearConcat", feeds, axis=1), feeds, steps=1, max_off=0.02)
+    _compare(_model("QLinearConcat", feeds, axis=1), feeds)
 
 
 @pytest.mark.parametrize("opset,axis", [(13, -1), (13, 1), (12, 1)])
@@ -132,7 +130,7 @@ def test_qlinear_softmax(opset, axis, dtype):
     lo = np.iinfo(dtype).min
     feeds = {"x": x, "xs": _scalar(0.08), "xz": np.asarray(lo + 128, dtype), "ys": _scalar(1 / 256),
              "yz": np.asarray(lo, dtype)}
-    _compare(_model("QLinearSoftmax", feeds, axis=axis, opset=opset), feeds, steps=1, max_off=0.05)
+    _compare(_model("QLinearSoftmax", feeds, axis=axis, opset=opset), feeds)
 
 
 # ---------------------------------------------------------------- pooling and convolution
@@ -146,8 +144,9 @@ def test_qlinear_average_pool(channels_last, attrs):
     shape = (1, 6, 7, 3) if channels_last else (1, 3, 6, 7)
     feeds = {"x": _q(shape, np.uint8), "xs": _scalar(0.1), "xz": np.uint8(128), "ys": _scalar(0.05),
              "yz": np.uint8(120)}
+    # onnxruntime averages in float32 in its own order: about 1% of the outputs land one step away
     _compare(_model("QLinearAveragePool", feeds, channels_last=channels_last, **attrs), feeds, steps=1,
-             max_off=0.02)
+             max_off=0.03)
 
 
 @pytest.mark.parametrize("channels_last", [0, 1])
@@ -255,3 +254,105 @@ def test_matmul_nbits(bits, k, block_size, zero_points):
                    block_size=block_size)
     _compare(proto, {"a": a}, rtol=1e-4, atol=1e-3)
 
+
+
+@pytest.mark.parametrize("bits,block_size,k,zero_points", [
+    (4, 32, 70, None), (4, 32, 70, "packed"), (4, 32, 70, "float"), (8, 16, 40, None), (8, 16, 40, "packed")])
+def test_matmul_nbits_float16(bits, block_size, k, zero_points):
+    """(onnxruntime's CPU kernel refuses float zero points with 8-bit weights.)"""
+    n = 6
+    init = _nbits_inputs(k, n, bits, block_size, zero_points=zero_points, scale_dtype=np.float16, bias=True)
+    a = RNG.standard_normal((3, k)).astype(np.float16)
+    proto = _model("MatMulNBits", {"a": a}, initializers=init, K=k, N=n, bits=bits, block_size=block_size)
+    _compare(proto, {"a": a}, rtol=2e-2, atol=5e-2)
+
+
+@pytest.mark.parametrize("zero_points", [None, "float"])
+def test_matmul_nbits_g_idx(zero_points):
+    """g_idx (deprecated by onnxruntime) names each index of K's block.  With uint8 zero points onnxruntime's
+    CPU kernel ignores them and uses the default 8; opconv applies them as the operator defines (untested)."""
+    k, n, block_size = 96, 5, 32
+    init = _nbits_inputs(k, n, 4, block_size, zero_points=zero_points, g_idx=True)
+    a = RNG.standard_normal((4, k)).astype(np.float32)
+    proto = _model("MatMulNBits", {"a": a}, initializers=init, K=k, N=n, bits=4, block_size=block_size)
+    _compare(proto, {"a": a}, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("accuracy_level", [0, 4])
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_matmul_nbits_from_onnxruntime_quantizer(accuracy_level, symmetric):
+    """A float weight quantized by onnxruntime's own 4-bit block quantizer (what MatMulNBitsQuantizer calls)."""
+    from onnxruntime.capi._pybind_state import quantize_matmul_4bits
+
+    k, n, block_size = 80, 16, 32
+    blocks = -(-k // block_size)
+    w = RNG.standard_normal((k, n)).astype(np.float32)
+    init = {"b": np.zeros((n, blocks, block_size // 2), np.uint8), "scales": np.zeros(n * blocks, np.float32),
+            "zp": np.zeros(n * -(-blocks // 2), np.uint8)}
+    quantize_matmul_4bits(init["b"], w, init["scales"], init["zp"], block_size, n, k, symmetric)
+    if symmetric:
+        init["zp"] = None
+    a = RNG.standard_normal((2, k)).astype(np.float32)
+    proto = _model("MatMulNBits", {"a": a}, initializers=init, K=k, N=n, bits=4, block_size=block_size,
+                   accuracy_level=accuracy_level)
+    # accuracy_level 4 lets onnxruntime quantize A to int8 too: its result is further from the float product.
+    _compare(proto, {"a": a}, rtol=1e-4, atol=1e-3 if accuracy_level == 0 else 0.3)
+    got = next(iter(opconv.run(opconv.load(proto), {"a": a}).values()))
+    np.testing.assert_allclose(got, a @ w, atol=2.5)  # and the quantized product is near the float one
+
+
+@pytest.mark.parametrize("quant_type", [0, 1])
+@pytest.mark.parametrize("k,n,block_size", [(64, 8, 64), (48, 5, 16)])
+def test_matmul_bnb4(quant_type, k, n, block_size):
+    init = {"b": RNG.integers(0, 256, (n * k + 1) // 2).astype(np.uint8),
+            "absmax": (RNG.random(-(-n * k // block_size)) + 0.5).astype(np.float32)}
+    a = RNG.standard_normal((3, k)).astype(np.float32)
+    proto = _model("MatMulBnb4", {"a": a}, initializers=init, K=k, N=n, block_size=block_size,
+                   quant_type=quant_type)
+    _compare(proto, {"a": a}, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("with_zero_points", [False, True])
+@pytest.mark.parametrize("scale_dtype", [np.float32, np.float16])
+def test_gather_block_quantized_uint8(bits, with_zero_points, scale_dtype):
+    vocab, dim, block_size = 10, 64, 16
+    per_byte = 8 // bits
+    blocks = dim // block_size
+    init = {"data": RNG.integers(0, 256, (vocab, dim // per_byte)).astype(np.uint8)}
+    ids = np.array([[0, 3, 9], [-1, 3, 5]], np.int64)
+    init_after = {"scales": (RNG.random((vocab, blocks)) * 0.1 + 0.01).astype(scale_dtype),
+                  "zp": RNG.integers(0, 256, (vocab, -(-blocks // per_byte))).astype(np.uint8)
+                  if with_zero_points else None}
+    proto = _model("GatherBlockQuantized", {"ids": ids}, initializers=init | init_after, bits=bits,
+                   block_size=block_size, gather_axis=0, quantize_axis=1)
+    _reorder_first_input(proto, "data")
+    _compare(proto, {"ids": ids}, rtol=1e-3, atol=0)
+
+
+def _reorder_first_input(proto, name):
+    """Move input ``name`` to the front of the node's inputs (a graph input is listed before initializers)."""
+    node = proto.graph.node[0]
+    names = list(node.input)
+    names.remove(name)
+    del node.input[:]
+    node.input.extend([name] + names)
+
+
+@pytest.mark.parametrize("dtype", ["int4", "uint4"])
+@pytest.mark.parametrize("gather_axis,quantize_axis", [(0, 1), (1, 0), (0, -1)])
+def test_gather_block_quantized_int4(dtype, gather_axis, quantize_axis):
+    import ml_dtypes
+
+    low = -8 if dtype == "int4" else 0
+    data = RNG.integers(low, low + 16, (32, 48)).astype(getattr(ml_dtypes, dtype))
+    block_size = 16
+    scale_shape = [32, 48]
+    scale_shape[quantize_axis] //= block_size
+    ids = np.array([2, -3, 0, 7], np.int32)
+    init = {"scales": (RNG.random(scale_shape) * 0.1 + 0.01).astype(np.float32),
+            "zp": RNG.integers(low, low + 16, scale_shape).astype(data.dtype)}
+    proto = _model("GatherBlockQuantized", {"ids": ids}, initializers={"data": data} | init, bits=4,
+                   block_size=block_size, gather_axis=gather_axis, quantize_axis=quantize_axis)
+    _reorder_first_input(proto, "data")
+    _compare(proto, {"ids": ids}, rtol=1e-6, atol=0)

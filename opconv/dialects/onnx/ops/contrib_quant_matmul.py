@@ -139,11 +139,9 @@ def gather_block_quantized_1(ctx, data, indices, scales, zero_points=None, *, bi
     last axis (lowest bits first, default zero point ``2**(bits-1)``); int4/uint4 data one value each."""
     data = np.asarray(data)
     scales = np.asarray(scales)
+    default_zero = 1 << (bits - 1) if data.dtype == np.uint8 else 0
     if data.dtype == np.uint8 and bits != 8:
         data = quant.unpack_bits(data, bits)
-        default_zero = 1 << (bits - 1)
-    else:
-        default_zero = 0
     quantize_axis = normalize_axis(quantize_axis, data.ndim)
     if zero_points is None:
         zeros = np.full(scales.shape, default_zero, np.int64)
