@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import ExecutionError
 from ._common import normalize_axis, upcast
-from . import elementwise
+from . import elementwise, reduce
 
 #: bitsandbytes' FP4 code table (1 sign, 2 exponent, 1 mantissa bits, scaled so the largest magnitude is 1).
 FP4_TABLE = np.array([0.0, 0.0052083333, 0.6666667, 1.0, 0.33333334, 0.5, 0.16666667, 0.25,
@@ -84,3 +84,23 @@ def in_float(fn, *quantized, out_scale, out_zero_point, out_dtype=None):
     dtype = out_dtype if out_dtype is not None else (
         np.asarray(out_zero_point).dtype if out_zero_point is not None else np.asarray(quantized[0][0]).dtype)
     return elementwise.quantize(upcast(fn(*real)).astype(np.float32), np.float32(out_scale), out_zero_point, dtype)
+
+
+def dynamic_quantize(x) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """uint8 quantization over the range of ``x`` widened to include 0: ``(y, scale, zero point)``
+    (ONNX DynamicQuantizeLinear, and how onnxruntime quantizes activations on the fly)."""
+    x = np.asarray(x, dtype=np.float32)
+    low = min(float(reduce.reduce(x, "min", keepdims=False)), 0.0)
+    high = max(float(reduce.reduce(x, "max", keepdims=False)), 0.0)
+    scale = np.asarray((np.float32(high) - np.float32(low)) / np.float32(255), dtype=np.float32)
+    if scale == 0:  # all zeros: ONNX's formula would divide by the scale; zeros quantize to 0 with zero point 0
+        return np.zeros(x.shape, np.uint8), scale, np.asarray(0, np.uint8)
+    zero_point = elementwise.quantize(np.float32(-low), scale, None, np.uint8)
+    return elementwise.quantize(x, scale, zero_point, np.uint8), scale, zero_point
+
+
+def fake_quantize_dynamic(x) -> np.ndarray:
+    """``x`` as float32 after a round trip through :func:`dynamic_quantize` (the rounding a dynamically
+    quantized product sees in its activation operand)."""
+    q, scale, zero_point = dynamic_quantize(x)
+    return elementwise.dequantize(q, scale, zero_point, np.float32)

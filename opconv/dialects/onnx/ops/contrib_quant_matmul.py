@@ -17,7 +17,6 @@ from ....errors import ExecutionError
 from ....kernels import elementwise, linalg, quant
 from ....kernels._common import downcast, normalize_axis, upcast
 from ..executor import onnx_op
-from .quantize import dynamic_quantize_linear_11
 
 MS = "com.microsoft"
 
@@ -55,7 +54,7 @@ def matmul_integer_to_float_1(ctx, a, b, a_scale, b_scale, a_zero_point=None, b_
 @onnx_op("DynamicQuantizeMatMul", since=1, domain=MS)
 def dynamic_quantize_matmul_1(ctx, a, b, b_scale, b_zero_point=None, bias=None):
     """A quantized to uint8 over its own range (ONNX DynamicQuantizeLinear), then MatMulIntegerToFloat."""
-    qa, a_scale, a_zero_point = dynamic_quantize_linear_11(ctx, a)
+    qa, a_scale, a_zero_point = quant.dynamic_quantize(a)
     return _scaled(_integer_product(qa, b, a_zero_point, b_zero_point), a_scale, b_scale, bias,
                    np.asarray(a).dtype)
 
