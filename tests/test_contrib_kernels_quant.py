@@ -443,3 +443,20 @@ def test_dynamic_quantize_lstm(direction, per_column, w_dtype, states):
     proto = _model("DynamicQuantizeLSTM", {"x": x}, n_outputs=3, initializers=init, direction=direction,
                    hidden_size=hidden)
     _compare(proto, {"x": x}, rtol=0, atol=2e-2 if states else 1e-6)
+
+
+@pytest.mark.parametrize("blk_quant_type", [0, 1])
+@pytest.mark.parametrize("k,n", [(64, 3), (70, 4)])
+def test_matmul_fpq4(blk_quant_type, k, n):
+    """MLAS's blob format, built here block by block: float32 scale, [zero point byte], 16 bytes of nibbles."""
+    blocks = -(-k // 32)
+    blob = bytearray()
+    for _ in range(n * blocks):
+        blob += np.float32(RNG.random() * 0.1 + 0.01).tobytes()
+        if blk_quant_type == 1:
+            blob.append(int(RNG.integers(0, 16)))
+        blob += RNG.integers(0, 256, 16).astype(np.uint8).tobytes()
+    init = {"b": np.frombuffer(bytes(blob), np.uint8).copy(), "shape": np.array([k, n], np.int64)}
+    a = RNG.standard_normal((3, k)).astype(np.float32)
+    proto = _model("MatMulFpQ4", {"a": a}, initializers=init, blk_quant_type=blk_quant_type)
+    _compare(proto, {"a": a}, rtol=1e-4, atol=1e-4)

@@ -150,3 +150,29 @@ def gather_block_quantized_1(ctx, data, indices, scales, zero_points=None, *, bi
         zeros = np.asarray(zero_points)
     values = quant.dequantize_blocks(data, scales, zeros, block_size, quantize_axis, scales.dtype)
     return np.take(values, np.asarray(indices).astype(np.int64), axis=normalize_axis(gather_axis, data.ndim))
+
+
+#: MatMulFpQ4's block formats (MLAS's): blk_quant_type -> has a zero-point byte; blocks of 32 values each
+_FPQ4_ZERO_POINT = {0: False, 1: True}
+_FPQ4_BLOCK = 32
+
+
+@onnx_op("MatMulFpQ4", since=1, domain=MS)
+def matmul_fpq4_1(ctx, a, b, b_shape, *, blk_quant_type):
+    """A weight ``[K, N]`` stored column by column in blocks of 32 values of K: a float32 scale, with type 1 a
+    uint8 zero point (type 0: 8), then 16 bytes whose low nibbles are the block's first 16 values and high
+    nibbles the next 16; a value is ``(nibble - zero_point) * scale``."""
+    if blk_quant_type not in _FPQ4_ZERO_POINT:
+        raise ExecutionError(f"MatMulFpQ4 blk_quant_type {blk_quant_type} is not supported (0: symmetric, "
+                             f"1: with zero points, blocks of 32)")
+    k, n = (int(d) for d in np.asarray(b_shape).reshape(-1))
+    blocks = -(-k // _FPQ4_BLOCK)
+    has_zero = _FPQ4_ZERO_POINT[blk_quant_type]
+    blob = np.asarray(b, np.uint8).reshape(n, blocks, -1)
+    scales = blob[..., :4].copy().view(np.float32)  # [n, blocks, 1]
+    zeros = blob[..., 4:5].astype(np.int64) if has_zero else np.full((n, blocks, 1), 8, np.int64)
+    packed = blob[..., 5 if has_zero else 4:]
+    codes = np.concatenate([packed & 0x0F, packed >> 4], axis=-1).astype(np.int64)  # [n, blocks, 32]
+    weight = ((codes - zeros) * scales).reshape(n, -1)[:, :k]
+    a = np.asarray(a)
+    return downcast(linalg.matmul(upcast(a).astype(np.float32), weight.T), a.dtype)
