@@ -10,6 +10,7 @@ the output range, negative values and scales spread over many binades.
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
@@ -124,6 +125,95 @@ def test_quantize_linear_blocked_per_tensor_and_default_type(tmp_path):
     _assert_same(expected, _onnxruntime(proto, feeds)[0], "onnxruntime", "values")
     for who, got in _run_converted(tmp_path, proto, feeds).items():
         _assert_same(expected, got[0], who, "values")
+
+
+def test_quantize_linear_long_significand_scales(tmp_path):
+    """Scales with full 24-bit significands over many binades (the split of the scale into 12-bit halves is
+    not trivial), x at and one or two float32 steps around fl((k + 1/2) * scale), near 0 and near the range's
+    ends; int16 so that quotients reach 2**15."""
+    rng = np.random.default_rng(21)
+    channels, per = 48, 200
+    scale = (rng.uniform(1, 2, channels) * np.exp2(rng.integers(-60, 60, channels))).astype(np.float32)
+    scale[:4] = np.float32([1 / 3, 1 / 255, 2 ** -20 * 1.9999999, 7.0])
+    k = np.concatenate([rng.integers(-32770, 32770, per - 40), rng.integers(-3, 3, 40)]) + 0.5
+    x = (k[:, None] * scale.astype(np.float64)).astype(np.float32)
+    steps = rng.integers(-2, 3, x.shape)
+    x = np.where(steps > 0, np.nextafter(x, np.float32(np.inf)), np.where(steps < 0, np.nextafter(
+        x, np.float32(-np.inf)), x))
+    x = np.where(np.abs(steps) == 2, np.nextafter(x, np.where(steps > 0, np.float32(np.inf), np.float32(-np.inf))),
+                 x).astype(np.float32)
+    x = x.reshape(per // 10, 10, channels).transpose(0, 2, 1).copy()
+    zero_point = rng.integers(-100, 100, channels).astype(np.int16)
+    feeds = {"x": x, "scale": scale, "zero_point": zero_point}
+    proto = _model("QuantizeLinear", feeds, {"y": (TensorProto.INT16, x.shape)}, axis=1)
+    column = (1, channels, 1)
+    expected = _formula(x, scale.reshape(column), zero_point.reshape(column), np.int16)
+    _assert_same(expected, _onnxruntime(proto, feeds)[0], "onnxruntime", "values")
+    for who, got in _run_converted(tmp_path, proto, feeds).items():
+        _assert_same(expected, got[0], who, "values", x, scale.reshape(column))
+
+
+def test_dynamic_quantize_linear_scales(tmp_path):
+    """Many DynamicQuantizeLinear nodes, each over [0, spread]: spreads whose quotient by 255 lies within a
+    float32 step of a midpoint between two floats (where a division by 255 to within one ulp goes wrong)."""
+    rng = np.random.default_rng(8)
+    count = 12
+    midpoints = (rng.uniform(1, 2, count) * np.exp2(rng.integers(-30, 30, count))).astype(np.float32)
+    midpoints = midpoints.astype(np.float64) + np.spacing(midpoints).astype(np.float64) / 2
+    spreads = (midpoints * 255).astype(np.float32)
+    spreads = np.where(rng.integers(0, 2, count) == 1, np.nextafter(spreads, np.float32(np.inf)), spreads)
+    feeds = {f"x{i}": np.array([0.0, spread, spread / 3], np.float32) for i, spread in enumerate(spreads)}
+    nodes = [helper.make_node("DynamicQuantizeLinear", [f"x{i}"], [f"y{i}", f"s{i}", f"z{i}"])
+             for i in range(count)]
+    info = helper.make_tensor_value_info
+    graph = helper.make_graph(nodes, "scales", [info(n, TensorProto.FLOAT, [3]) for n in feeds],
+                              [info(f"s{i}", TensorProto.FLOAT, []) for i in range(count)]
+                              + [info(f"y{i}", TensorProto.UINT8, [3]) for i in range(count)])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    proto.ir_version = 10
+    expected_scales = (spreads / np.float32(255)).astype(np.float32)
+    assert np.sum(expected_scales != (spreads * np.float32(1 / 255)).astype(np.float32)) >= 4
+    expected = [np.asarray(v) for v in expected_scales] + [
+        _formula(feeds[f"x{i}"], expected_scales[i], np.zeros((), np.uint8), np.uint8) for i in range(count)]
+    for who, got in [("onnxruntime", _onnxruntime(proto, feeds))] + list(_run_converted(tmp_path, proto,
+                                                                                          feeds).items()):
+        for i, (e, g) in enumerate(zip(expected, got)):
+            _assert_same(e, np.asarray(g), who, f"output {i}")
+
+
+def test_quantize_dynamic_model_stays_compact(tmp_path):
+    """A 4-layer MLP after onnxruntime's quantize_dynamic (DynamicQuantizeLinear + MatMulInteger per layer):
+    the IR stays within 40 layers per source node (it was about 300) and gives onnxruntime's outputs exactly."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    rng = np.random.default_rng(2)
+    width, nodes, initializers, x = 32, [], [], "x"
+    for i in range(4):
+        initializers += [helper.make_tensor(f"w{i}", TensorProto.FLOAT, (width, width),
+                                            (rng.standard_normal((width, width)) * 0.2).ravel().tolist()),
+                         helper.make_tensor(f"b{i}", TensorProto.FLOAT, (width,), rng.standard_normal(width).tolist())]
+        nodes += [helper.make_node("MatMul", [x, f"w{i}"], [f"m{i}"]), helper.make_node("Add", [f"m{i}", f"b{i}"],
+                                                                                         [f"a{i}"]),
+                  helper.make_node("Relu", [f"a{i}"], [f"r{i}"])]
+        x = f"r{i}"
+    info = helper.make_tensor_value_info
+    graph = helper.make_graph(nodes, "mlp", [info("x", TensorProto.FLOAT, [3, width])],
+                              [info(x, TensorProto.FLOAT, [3, width])], initializers)
+    source = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    source.ir_version = 8
+    float_path, quantized_path = tmp_path / "mlp.onnx", tmp_path / "mlp_q.onnx"
+    float_path.write_bytes(source.SerializeToString())
+    quantize_dynamic(str(float_path), str(quantized_path), weight_type=QuantType.QInt8)
+    proto = onnx.load(str(quantized_path))
+    assert sum(n.op_type == "DynamicQuantizeLinear" for n in proto.graph.node) == 4
+    feeds = {"x": rng.standard_normal((3, width)).astype(np.float32)}
+    expected = _onnxruntime(proto, feeds)[0]
+    converted, runs = convert_and_run_ir(tmp_path, proto, feeds)
+    layers = len(converted.graph.nodes)
+    assert layers <= 40 * len(proto.graph.node), f"{layers} layers for {len(proto.graph.node)} nodes"
+    for who, named in runs.items():
+        np.testing.assert_allclose(np.asarray(list(named.values())[0]), expected, rtol=1e-5, atol=1e-5,
+                                   err_msg=who)
 
 
 def test_dynamic_quantize_linear(tmp_path):

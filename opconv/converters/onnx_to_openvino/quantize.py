@@ -1,27 +1,25 @@
 """QuantizeLinear, DynamicQuantizeLinear, MatMulInteger and ConvInteger -> opset1 arithmetic, exact.
 
 QuantizeLinear is ``saturate(round_half_even(fl(x / scale)) + zero_point)``, ``fl`` the float32 quotient.  opset1
-has no Round, and OpenVINO's CPU plugin divides to within one ulp only (a quotient of -127.49999 became the tie
--127.5), so the rounding is decided without trusting a division or any rounded operation:
+has no Round, and OpenVINO's CPU plugin divides to within about one ulp only (a quotient of -127.49999 became
+the tie -127.5), so the division only proposes and exact float32 steps decide (:func:`round_quotient`, about 40 layers):
 
-* ``scale`` is normalised to ``sigma`` in [1, 2) by exact power-of-two steps (Select over comparisons), and
-  ``x`` is scaled by the same powers, so ``x / scale = xv / sigma`` with ``S = sigma * 2**23`` an integer.
-* ``n0 = floor(xv / sigma)`` from the approximate division, and ``t = n0 + 1/2``: the only tie that can decide
-  between ``n0`` and ``n0 + 1``.
-* ``N = X - T * S`` (``X = xv * 2**24``, ``T = 2t``) is computed exactly with 12- and 10-bit limbs: every
-  product, sum and floor below has an exactly representable result, so no rounding mode, fused multiply-add
-  or evaluation order can change it.
-* ``fl(x / scale) == t`` when ``|x / scale - t|`` is at most half an ulp of ``t`` (``t``, a half-integer below
-  2**22, has an even significand and wins ties), i.e. ``|N| * 2**24 <= S * 2**floor(log2 |T|)``; then the
-  even one of ``n0``, ``n0 + 1`` is taken; otherwise ``n0 + 1`` when ``N > 0``.
+* ``k = floor(x / scale)`` from the approximate quotient, and ``t = k + 1/2``: the only tie that can decide
+  between ``k`` and ``k + 1``.
+* ``r = x - t * scale`` exactly, from ``t * scale = p + e`` (``p`` rounded, ``e`` its exact error by Dekker's
+  product over Veltkamp's 12-bit halves) and ``x - p`` (exact by Sterbenz's lemma).
+* ``fl(x / scale) == t`` when ``|r| <= ulp(t) / 2 * scale`` (``t``, a half-integer below 2**22, has an even
+  significand and wins ties); above it when ``r`` is larger.  Then the even one of ``k``, ``k + 1`` is taken on
+  the tie, ``k + 1`` above it.
 
-Values are first clamped to ``|x / scale| <= R`` (``R`` a power of two past the output range, which only
-saturation sees), and ``|x / scale| < 1/2`` is set to 0; with ``|T| <= 2R + 1 <= 2**18 + 1`` every limb
-product stays below 2**24.  Assumptions: scales are nonzero normal numbers and inputs are not NaN (the CPU
-plugin flushes subnormals; NaN has no integer value).
+Every step is a float32 operation whose result is exact or correctly rounded by IEEE arithmetic, which the
+plugin follows (it neither contracts these multiplications and subtractions into fused multiply-adds nor
+reassociates them; the tests check ties and near-ties in OpenVINO).  Values are first clamped to ``|x / scale|
+<= R`` (``R`` a power of two past the output range, which only saturation sees).  Assumptions: scales are
+nonzero normal numbers and inputs are not NaN (the CPU plugin flushes subnormals; NaN has no integer value).
 
 DynamicQuantizeLinear's scale ``(max(x, 0) - min(x, 0)) / 255`` is made the correctly rounded float32 quotient
-(:func:`_divided`) before the same rounding.
+(:func:`_over_255`) before the same rounding.
 
 MatMulInteger / ConvInteger subtract the zero points in float32 and run MatMul / Convolution there, which is
 exact while every partial sum stays below 2**24; larger reductions are refused.  QLinearMatMul / QLinearConv
@@ -30,8 +28,8 @@ do the same, then rescale the exact sums as the reference does: ``rint(sum * m) 
 correctly rounded by exact signs against the midpoints around the approximate quotient, and the rounding by the
 exact sign of ``sum * m - t``, both over base-2**7 digits (:func:`_exact_sign`).
 
-The CPU plugin fuses long element-wise chains into JIT kernels and fails to compile ones this long, so the
-chains are cut by :func:`_fence`.
+The CPU plugin fuses long element-wise chains into JIT kernels and fails to compile ones as long as these limb
+computations, so they are cut by :func:`_fence`.
 """
 
 from __future__ import annotations
@@ -151,55 +149,79 @@ def _normalise(f: _F32, v):
     return v, down, up, power
 
 
+# Veltkamp's splitter for float32: fl(v * 4097) cancels to v's top 12 significant bits (the rest in 12 more).
+_SPLITTER = 4097.0
+# For a positive normal float32 v, v * 5 * 2**-26 lies strictly between half an ulp and one and a half ulps of v
+# on either side (the gap below a power of two is half the gap above), so fl(v + it) and fl(v - it) are v's
+# neighbours.
+_NEIGHBOUR = 5 * 2.0 ** -26
+
+
+def _split(f: _F32, v):
+    """``(high, low)``: ``v = high + low`` with 12 significant bits each (Veltkamp's split, exact)."""
+    c = f.mul(v, _SPLITTER)
+    high = f.sub(c, f.sub(c, v))
+    return high, f.sub(v, high)
+
+
+def _product_error(f: _F32, a, b, product, a_parts=None, b_parts=None):
+    """``a * b - product`` for ``product = fl(a * b)``, exactly (Dekker: every partial product is exact)."""
+    a_high, a_low = a_parts or _split(f, a)
+    b_high, b_low = b_parts or _split(f, b)
+    error = f.sub(f.mul(a_high, b_high), product)
+    error = f.add(f.add(error, f.mul(a_high, b_low)), f.mul(a_low, b_high))
+    return f.add(error, f.mul(a_low, b_low))
+
+
+def _gap_above(f: _F32, v):
+    """The distance from a positive normal float32 ``v`` to the next float32 (exact)."""
+    return f.sub(f.add(v, f.mul(v, _NEIGHBOUR)), v)
+
+
 def round_quotient(b, x, scale, bound: int):
     """``round_half_even(fl(x / scale))`` as exact float32 integers, saturated beyond ``+-bound`` (<= 2**17).
 
     ``x`` and ``scale`` are float32 and broadcast; the scale-side work is on ``scale``'s (small) shape.
+    ``k = floor(x / scale)`` from the approximate division brackets the result by ``k`` and ``k + 1``, and
+    ``t = k + 1/2`` is the only tie that can decide between them.  ``r = x - t * scale`` is exact: ``t * scale``
+    is ``p + e`` with ``p`` rounded and ``e`` its exact error (Dekker), ``x - p`` is exact (Sterbenz: ``x`` and
+    ``p`` are within a factor 2 whenever ``|t| > 1/2``; for ``t = +-1/2`` only its sign matters there) and so is
+    ``r``, a float32.  ``fl(x / scale)`` is ``t`` when ``|r| <= ulp(t) / 2 * scale`` (``t`` has an even
+    significand, so it wins the ties at the ends), above ``t`` when ``r`` is larger.
     """
     f = _F32(b)
     limit = 1 << max(int(bound) + 2, 2).bit_length()  # R: a power of two past the saturation bound
     if limit > 2 ** 17:
         raise Refuse(f"a quantization range of {bound} (exact rounding covers 2**17)")
     x = f.select(f.lt(scale, 0.0), ov(b, "Negative", x), x)  # x / scale == (-x) / |scale|
-    sigma, down, up, _ = _normalise(f, f.abs(scale))
-    xv = f.mul(f.mul(x, down), up)  # x / scale == xv / sigma
-    # |x / scale| < 1/2 rounds to 0; beyond R only saturation matters.  Both clamps are exact.
-    xv = _fence(b, f.select(f.lt(f.abs(xv), 0.5), 0.0, xv))
-    bound_v = f.mul(sigma, float(limit))
-    xv = f.min(f.max(xv, ov(b, "Negative", bound_v)), bound_v)
-    n0 = f.min(f.max(f.floor(f.div(xv, sigma)), float(-limit)), float(limit))
-    n0 = _fence(b, n0)
-    t2 = f.add(f.mul(n0, 2.0), 1.0)                                   # T = 2 * (n0 + 1/2), odd
-    s_int = f.mul(sigma, 2.0 ** 23)                                   # S in [2**23, 2**24)
-    s_hi, s_lo = f.split(s_int, 12)
-    x_hi, x_lo = f.split(f.mul(xv, 2.0 ** 24), 22)                    # X = xv * 2**24, an integer
-    t_hi, t_lo = f.split(t2, 10)
-    # T * S = t_hi*s_hi*2**22 + t_hi*s_lo*2**10 + t_lo*s_hi*2**12 + t_lo*s_lo, each product < 2**22;
-    # every term goes to base-2**22 digits (high, low) so that N = A * 2**22 + B with exact A and B.
-    h2, l2 = f.split(_fence(b, f.mul(t_hi, s_lo)), 12)
-    h3, l3 = f.split(_fence(b, f.mul(t_lo, s_hi)), 10)
-    high = _fence(b, f.sub(f.sub(f.sub(x_hi, f.mul(t_hi, s_hi)), h2), h3))
-    low = _fence(b, f.sub(f.sub(f.sub(x_lo, f.mul(l2, 2.0 ** 10)), f.mul(l3, 2.0 ** 12)), f.mul(t_lo, s_lo)))
-    carry, low = f.split(low, 22)
-    high = f.min(f.max(f.add(high, carry), -2.0), 2.0)  # beyond +-2 the sign is all that matters
-    residual = _fence(b, f.add(f.mul(high, 2.0 ** 22), low))  # N, or its sign when large
-    t_pow, _ = _pow2_floor(f, f.abs(t2), 5)
-    tie = f.le(f.mul(f.abs(residual), 2.0 ** 24), f.mul(s_int, t_pow))
-    above = ov(b, "LogicalAnd", f.gt(residual, 0.0), ov(b, "LogicalNot", tie))
-    half, _ = f.split(n0, 1)
-    odd = f.ne(n0, f.mul(half, 2.0))
-    bump = ov(b, "LogicalOr", above, ov(b, "LogicalAnd", tie, odd))
-    return f.add(n0, f.select(bump, 1.0, 0.0))
+    scale = f.abs(scale)
+    edge = f.mul(scale, float(limit))  # |x / scale| <= R: beyond, only saturation sees the value (exact clamp)
+    x = f.min(f.max(x, ov(b, "Negative", edge)), edge)
+    below = f.floor(f.div(x, scale))
+    tie = f.add(below, 0.5)
+    product = f.mul(tie, scale)
+    residual = f.sub(f.sub(x, product), _product_error(f, tie, scale, product))
+    half_gap = f.mul(f.mul(_gap_above(f, f.abs(tie)), 0.5), scale)
+    above = f.gt(residual, half_gap)
+    at_tie = ov(b, "LogicalAnd", ov(b, "LogicalNot", above), f.ge(residual, ov(b, "Negative", half_gap)))
+    half, _ = f.split(below, 1)
+    odd = f.ne(below, f.mul(half, 2.0))
+    bump = ov(b, "LogicalOr", above, ov(b, "LogicalAnd", at_tie, odd))
+    return f.add(below, f.select(bump, 1.0, 0.0))
 
 
-def _pow2_floor(f: _F32, v, steps: int):
-    """``(2**floor(log2 v), v / that)`` for ``1 <= v < 2**(2**steps)``, exactly."""
-    power = f.c(1.0)
-    for k in reversed([1 << i for i in range(steps)]):
-        big = f.ge(v, 2.0 ** k)
-        v = f.mul(v, f.select(big, 2.0 ** -k, 1.0))
-        power = f.select(big, f.mul(power, 2.0 ** k), power)
-    return power, v
+def _over_255(f: _F32, a):
+    """``fl(a / 255)`` for a positive normal float32 ``a``: the approximate quotient ``q`` moved to a
+    neighbour while the exact ``a - 255 q = (a - 256 q) + q`` (both steps exact by Sterbenz's lemma) is past
+    the midpoint; two steps cover a quotient two ulps off (a quotient is never a midpoint)."""
+    q = f.div(a, 255.0)
+    for _ in range(2):
+        residual = f.add(f.sub(a, f.mul(q, 256.0)), q)
+        step = f.mul(q, _NEIGHBOUR)
+        up, down = f.add(q, step), f.sub(q, step)
+        q = f.select(f.gt(residual, f.mul(f.sub(up, q), 127.5)), up,
+                     f.select(f.lt(residual, f.mul(f.sub(down, q), 127.5)), down, q))
+    return q
 
 
 def quantize(b, x, scale, zero_point, target: str):
@@ -256,7 +278,7 @@ def _dynamic_quantize_linear(b, m):
     low = f.min(ov(b, "ReduceMin", x, axes, keep_dims=False), 0.0) if rank else f.min(x, 0.0)
     spread = f.sub(high, low)
     spread = f.select(f.eq(spread, 0.0), 1.0, spread)  # all zeros: scale 1/255
-    scale = _divided(f, spread, f.c(255.0))
+    scale = _over_255(f, spread)
     zero_point = quantize(b, ov(b, "Negative", low), scale, None, "uint8")
     y = quantize(b, x, scale, zero_point, "uint8")
     return [y, scale, zero_point]
