@@ -220,13 +220,14 @@ def test_dynamic_quantize_linear(tmp_path):
     rng = np.random.default_rng(5)
     for x in [rng.normal(0, 3, (8, 25)).astype(np.float32),
               np.abs(rng.normal(0, 1e-3, (200,))).astype(np.float32),       # min 0: zero point 0
-              -np.abs(rng.normal(0, 1e4, (10, 20))).astype(np.float32)]:    # max 0: zero point 255
+              -np.abs(rng.normal(0, 1e4, (10, 20))).astype(np.float32),     # max 0: zero point 255
+              np.zeros((3, 4), np.float32)]:                                # no range: onnxruntime's scale 1
         feeds = {"x": x}
         proto = _model("DynamicQuantizeLinear", feeds, {"y": (TensorProto.UINT8, x.shape),
                                                         "y_scale": (TensorProto.FLOAT, ()),
                                                         "y_zero_point": (TensorProto.UINT8, ())}, opset=11)
         high, low = np.float32(max(x.max(), 0)), np.float32(min(x.min(), 0))
-        scale = np.float32((high - low) / np.float32(255))
+        scale = np.float32((high - low) / np.float32(255)) if high > low else np.float32(1)
         zero_point = np.clip(np.rint(np.float32(0) - (low / scale).astype(np.float32)), 0, 255)
         expected = [_formula(x, scale, zero_point, np.uint8), np.array(scale), np.array(zero_point, np.uint8)]
         for who, got in [("onnxruntime", _onnxruntime(proto, feeds))] + list(_run_converted(tmp_path, proto,

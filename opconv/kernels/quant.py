@@ -93,8 +93,8 @@ def dynamic_quantize(x) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     low = min(float(reduce.reduce(x, "min", keepdims=False)), 0.0)
     high = max(float(reduce.reduce(x, "max", keepdims=False)), 0.0)
     scale = np.asarray((np.float32(high) - np.float32(low)) / np.float32(255), dtype=np.float32)
-    if scale == 0:  # all zeros: ONNX's formula would divide by the scale; zeros quantize to 0 with zero point 0
-        return np.zeros(x.shape, np.uint8), scale, np.asarray(0, np.uint8)
+    if scale == 0:  # all zeros: ONNX's formula would divide by 0; onnxruntime reports scale 1 and zero point 0
+        return np.zeros(x.shape, np.uint8), np.asarray(1, np.float32), np.asarray(0, np.uint8)
     zero_point = elementwise.quantize(np.float32(-low), scale, None, np.uint8)
     return elementwise.quantize(x, scale, zero_point, np.uint8), scale, zero_point
 

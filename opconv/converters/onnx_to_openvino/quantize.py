@@ -277,8 +277,9 @@ def _dynamic_quantize_linear(b, m):
     high = f.max(ov(b, "ReduceMax", x, axes, keep_dims=False), 0.0) if rank else f.max(x, 0.0)
     low = f.min(ov(b, "ReduceMin", x, axes, keep_dims=False), 0.0) if rank else f.min(x, 0.0)
     spread = f.sub(high, low)
-    spread = f.select(f.eq(spread, 0.0), 1.0, spread)  # all zeros: scale 1/255
-    scale = _over_255(f, spread)
+    zero_range = f.eq(spread, 0.0)
+    # all zeros (ONNX's formula divides by 0): onnxruntime's scale 1, so zero point 0 and zeros
+    scale = f.select(zero_range, 1.0, _over_255(f, f.select(zero_range, 1.0, spread)))
     zero_point = quantize(b, ov(b, "Negative", low), scale, None, "uint8")
     y = quantize(b, x, scale, zero_point, "uint8")
     return [y, scale, zero_point]
