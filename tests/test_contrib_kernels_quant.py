@@ -460,3 +460,40 @@ def test_matmul_fpq4(blk_quant_type, k, n):
     a = RNG.standard_normal((3, k)).astype(np.float32)
     proto = _model("MatMulFpQ4", {"a": a}, initializers=init, blk_quant_type=blk_quant_type)
     _compare(proto, {"a": a}, rtol=1e-4, atol=1e-4)
+
+
+def _moe_kernel_registered() -> bool:
+    from opconv.dialects.onnx.executor import REGISTRY, _load_kernels
+
+    _load_kernels()
+    return REGISTRY.resolve("MoE", 1, "com.microsoft") is not None
+
+
+@pytest.mark.skipif(not _moe_kernel_registered(), reason="QMoE runs on the float MoE kernel (branch contrib-nn)")
+@pytest.mark.parametrize("bits,block_size,zero_points,activation", [
+    (4, 0, False, "relu"), (8, 0, True, "gelu"), (4, 16, True, "silu"), (2, 0, False, "identity"),
+    (4, 16, False, "swiglu")])
+def test_qmoe(bits, block_size, zero_points, activation):
+    experts, hidden, inter, tokens = 3, 32, 16, 5
+    pack = 8 // bits
+    fc1_out = 2 * inter if activation == "swiglu" else inter
+
+    def layer(out, inputs):
+        groups = (out, inputs // block_size) if block_size else (out,)
+        return {"w": RNG.integers(0, 256, (experts, out, inputs // pack)).astype(np.uint8),
+                "s": (RNG.random((experts,) + groups) * 0.05 + 0.01).astype(np.float32),
+                "z": RNG.integers(0, 256, (experts,) + groups[:-1] + (-(-groups[-1] // pack),)).astype(np.uint8)
+                if zero_points else None}
+
+    fc1, fc2 = layer(fc1_out, hidden), layer(hidden, inter)
+    feeds = {"x": RNG.standard_normal((tokens, hidden)).astype(np.float32),
+             "router": RNG.standard_normal((tokens, experts)).astype(np.float32)}
+    init = {"w1": fc1["w"], "s1": fc1["s"], "b1": RNG.standard_normal((experts, fc1_out)).astype(np.float32),
+            "w2": fc2["w"], "s2": fc2["s"], "b2": None, "w3": None, "s3": None, "b3": None,
+            "z1": fc1["z"], "z2": fc2["z"]}
+    attrs = dict(k=2, activation_type=activation, expert_weight_bits=bits, normalize_routing_weights=1)
+    if block_size:
+        attrs["block_size"] = block_size
+    if activation == "swiglu":
+        attrs.update(swiglu_fusion=1, activation_alpha=1.702, activation_beta=1.0, swiglu_limit=7.0)
+    _compare(_model("QMoE", feeds, initializers=init, **attrs), feeds, rtol=1e-4, atol=1e-4)

@@ -1,5 +1,5 @@
 """onnxruntime's quantized layers (domain ``com.microsoft``): QAttention, QEmbedLayerNormalization,
-DynamicQuantizeLSTM.
+DynamicQuantizeLSTM, QMoE.
 
 Each is its float layer on dequantized weights, with onnxruntime's conventions:
 
@@ -120,3 +120,58 @@ def dynamic_quantize_lstm_1(ctx, x, w, r, b=None, sequence_lens=None, initial_h=
                       b, sequence_lens, initial_h, initial_c, p, activation_alpha=activation_alpha,
                       activation_beta=activation_beta, activations=activations, clip=clip, direction=direction,
                       hidden_size=hidden_size, input_forget=input_forget, operand=quant.fake_quantize_dynamic)
+
+
+def _expert_weights(packed, scales, zero_points, bits: int, block_size) -> np.ndarray | None:
+    """QMoE's expert weights ``[experts, out, in * bits / 8]`` dequantized to float32 ``[experts, out, in]``:
+    values packed along the last axis (lowest bits first), a scale per output row (``[experts, out]``) or per
+    block of ``block_size`` inputs (``[experts, out, blocks]``), zero points packed the same way (default
+    ``2**(bits - 1)``)."""
+    if packed is None:
+        return None
+    q = quant.unpack_bits(np.asarray(packed), bits).astype(np.int64)
+    scales = np.asarray(scales, np.float32)
+    per_row = scales.ndim == 2
+    groups = 1 if per_row else scales.shape[-1]
+    if zero_points is None:
+        zeros = np.full(scales.shape, 1 << (bits - 1), np.int64)
+    else:
+        zeros = quant.unpack_bits(np.asarray(zero_points), bits)[..., :scales.shape[-1]].astype(np.int64)
+    if per_row:
+        return ((q - zeros[..., None]) * scales[..., None]).astype(np.float32)
+    return quant.dequantize_blocks(q, scales, zeros, int(block_size or q.shape[-1] // groups), axis=-1)
+
+
+@onnx_op("QMoE", since=1, domain=MS)
+def qmoe_1(ctx, x, router_probs, fc1_weights, fc1_scales=None, fc1_bias=None, fc2_weights=None, fc2_scales=None,
+           fc2_bias=None, fc3_weights=None, fc3_scales=None, fc3_bias=None, fc1_zero_points=None,
+           fc2_zero_points=None, fc3_zero_points=None, router_weights=None, *float_formats, accuracy_level,
+           activation_alpha, activation_beta, activation_type, block_size, expert_weight_bits,
+           fc1_expert_weight_bits, fc2_expert_weight_bits, fc3_expert_weight_bits, k, normalize_routing_weights,
+           quant_type, swiglu_fusion, swiglu_limit, swiglu_limit_after_activation, use_sparse_mixer,
+           weights_prepacked):
+    """Integer-quantized MoE: the experts' weights dequantized, then onnxruntime's MoE (its kernel in this
+    registry).  The float formats (quant_type fp4/nvfp4/fp8/wfp4afp8 and their global and activation scales),
+    separate router weights and prepacked layouts are refused."""
+    from ..executor import REGISTRY
+
+    if quant_type != "int" or any(v is not None for v in float_formats) or router_weights is not None:
+        raise ExecutionError(f"QMoE with quant_type {quant_type!r}, router_weights or global/activation scales is "
+                             f"not supported (integer weights only)")
+    if weights_prepacked == 1:
+        raise ExecutionError("QMoE with weights_prepacked=1 holds weights in an execution provider's layout")
+    moe = REGISTRY.resolve("MoE", 1, MS)
+    if moe is None:
+        raise ExecutionError("QMoE runs on the float MoE kernel, which is not registered")
+    layers = []
+    for packed, scales, zeros, bits in ((fc1_weights, fc1_scales, fc1_zero_points, fc1_expert_weight_bits),
+                                        (fc2_weights, fc2_scales, fc2_zero_points, fc2_expert_weight_bits),
+                                        (fc3_weights, fc3_scales, fc3_zero_points, fc3_expert_weight_bits)):
+        if packed is not None and scales is None:
+            raise ExecutionError("integer QMoE weights need their scales")
+        layers.append(_expert_weights(packed, scales, zeros, bits or expert_weight_bits, block_size))
+    return moe.fn(ctx, x, router_probs, layers[0], fc1_bias, layers[1], fc2_bias, layers[2], fc3_bias,
+                  activation_alpha=activation_alpha, activation_beta=activation_beta,
+                  activation_type=activation_type, k=k, normalize_routing_weights=normalize_routing_weights,
+                  swiglu_fusion=swiglu_fusion, swiglu_limit=swiglu_limit,
+                  swiglu_limit_after_activation=swiglu_limit_after_activation, use_sparse_mixer=use_sparse_mixer)
