@@ -303,3 +303,27 @@ def test_qlinear_matmul_and_conv_requantize_exactly(tmp_path, dtype, scale_type)
     expected = ReferenceEvaluator(proto).run(None, feeds)[0]
     for who, got in _run_converted(tmp_path, proto, feeds).items():
         _assert_same(expected, got[0], who, "values")
+
+
+def test_qlinear_matmul_requantization_ties(tmp_path):
+    """Per-column multipliers m = fl(b_scale / 3) that are exact quotients j * 2**-e (j odd) and sums covering
+    [-255, 255] (A has one nonzero per row), so that many sum * m are exact ties k + 1/2: a multiplier one step
+    off or a rounding that is not half-to-even shows."""
+    rng = np.random.default_rng(17)
+    columns, k = 128, 16  # k * 255 * 255 < 2**20, the exact requantization's bound
+    a = np.full((k, k), 100, np.uint8)
+    np.fill_diagonal(a, 101)  # row i sums (b[i] - b_zero_point) once
+    b = rng.integers(0, 256, (k, columns)).astype(np.uint8)
+    multiplier = rng.choice([1, 3, 5, 7], columns) * np.exp2(-rng.integers(1, 5, columns))
+    feeds = {"a": a, "a_scale": np.float32(1.0), "a_zero_point": np.uint8(100), "b": b,
+             "b_scale": (3 * multiplier).astype(np.float32),
+             "b_zero_point": rng.integers(0, 256, columns).astype(np.uint8), "y_scale": np.float32(3.0),
+             "y_zero_point": np.uint8(127)}
+    feeds = {k: np.asarray(v) for k, v in feeds.items()}
+    proto = _model("QLinearMatMul", feeds, {"y": (TensorProto.UINT8, (k, columns))})
+    expected = ReferenceEvaluator(proto).run(None, feeds)[0]
+    scaled = (b.astype(np.int64) - feeds["b_zero_point"].astype(np.int64)) * multiplier + 127
+    inside = (scaled > 0) & (scaled < 255)
+    assert np.sum(inside & (scaled % 1 == 0.5)) > 200 and np.any(np.floor(scaled + 0.5) != expected)
+    for who, got in _run_converted(tmp_path, proto, feeds).items():
+        _assert_same(expected, got[0], who, "values")

@@ -25,11 +25,10 @@ MatMulInteger / ConvInteger subtract the zero points in float32 and run MatMul /
 exact while every partial sum stays below 2**24; larger reductions are refused.  QLinearMatMul / QLinearConv
 do the same, then rescale the exact sums as the reference does: ``rint(sum * m) + y_zero_point`` with
 ``m = fl(fl(scale_a * scale_b) / y_scale)`` (float32 or float16) and an exact float64 product.  ``m`` is made
-correctly rounded by exact signs against the midpoints around the approximate quotient, and the rounding by the
-exact sign of ``sum * m - t``, both over base-2**7 digits (:func:`_exact_sign`).
-
-The CPU plugin fuses long element-wise chains into JIT kernels and fails to compile ones as long as these limb
-computations, so they are cut by :func:`_fence`.
+correctly rounded by the exact residual of the approximate quotient (:func:`_divided`), and the rounding decided
+by the exact sign of ``sum * m - t`` (:func:`_round_product`).  A float16 ``m`` is rounded by spelled-out steps
+over a power-of-two normalisation (:func:`_to_float16`), whose long element-wise chains the CPU plugin fails to
+compile as one JIT kernel, so they are cut by :func:`_fence`.
 """
 
 from __future__ import annotations
@@ -367,62 +366,23 @@ def _conv_integer(b, m):
 # ---------------------------------------------------------------------------
 # The reference multiplies the exact integer sums by the float32 (or float16) multiplier in float64, an exact
 # product, and rounds half to even.  Both the correctly rounded multiplier and the rounding are decided here
-# by exact signs of ``a - b * c`` over base-2**7 digits (every digit product and sum far below 2**24).
-
-_DIGIT = 7
-
-
-def _limbs(f: _F32, v, count: int):
-    """Base-2**7 limbs of the integer-valued ``v``, lowest first: the lower ones in [0, 128), the top one signed."""
-    limbs = []
-    for _ in range(count - 1):
-        v, low = f.split(v, _DIGIT)
-        limbs.append(low)
-    return limbs + [v]
-
-
-def _exact_sign(f: _F32, a, b_limbs, c_limbs, digits: int):
-    """The sign (-1, 0 or 1, as float32) of ``a - b * c``, exactly: ``a`` integer-valued, ``b``, ``c`` as limbs.
-
-    ``a`` may be huge (its top digit then decides alone); every other intermediate is an integer below 2**20.
-    """
-    a_digits = _limbs(f, a, digits)
-    products: dict[int, object] = {}
-    for i, b_limb in enumerate(b_limbs):
-        for j, c_limb in enumerate(c_limbs):
-            p = f.mul(b_limb, c_limb)
-            products[i + j] = f.add(products[i + j], p) if i + j in products else p
-    assert max(products) < digits
-    v = [f.sub(a_digits[k], products[k]) if k in products else a_digits[k] for k in range(digits)]
-    for k in range(digits - 1):  # carries upward: lower digits end in [0, 128)
-        carry, v[k] = f.split(v[k], _DIGIT)
-        v[k + 1] = f.add(v[k + 1], carry)
-    sign = f.c(0.0)
-    for digit in reversed(v):  # the highest nonzero digit decides
-        own = f.sub(f.select(f.gt(digit, 0.0), 1.0, 0.0), f.select(f.lt(digit, 0.0), 1.0, 0.0))
-        sign = _fence(f.b, f.select(f.eq(sign, 0.0), own, sign))
-    return sign
-
+# by exact residuals (Dekker's product error), as QuantizeLinear's rounding is.
 
 def _divided(f: _F32, p, d):
-    """``fl(p / d)`` for positive normal float32 ``p`` and ``d`` (small tensors): the approximate quotient or a
-    neighbour, chosen by the exact signs of ``p - mu * d`` at the two midpoints ``mu`` around it (a quotient of
-    two float32 is never a midpoint, so there are no ties)."""
-    c = f.div(p, d)
-    sigma_c, c_down, c_up, c_pow = _normalise(f, c)
-    sigma_d, d_down, d_up, _ = _normalise(f, d)
-    ulp_up = f.mul(c_pow, 2.0 ** -23)
-    at_power = f.eq(sigma_c, 1.0)
-    ulp_down = f.select(at_power, f.mul(ulp_up, 0.5), ulp_up)
-    # In units of c_pow * d_pow * 2**-48: p is A, d is Y = sigma_d * 2**23 and a midpoint is M * Y with
-    # M = 4 * sigma_c * 2**23 + 2 (above) or - 2 (below; - 1 at a power of two).
-    a = f.mul(f.mul(f.mul(f.mul(f.mul(p, 2.0 ** 48), c_down), c_up), d_down), d_up)
-    y = _limbs(f, f.mul(sigma_d, 2.0 ** 23), 4)
-    q = [f.mul(limb, 4.0) for limb in _limbs(f, f.mul(sigma_c, 2.0 ** 23), 4)]
-    above = _exact_sign(f, a, [f.add(q[0], 2.0)] + q[1:], y, 8)
-    below = _exact_sign(f, a, [f.sub(q[0], f.select(at_power, 1.0, 2.0))] + q[1:], y, 8)
-    c = f.select(f.gt(above, 0.0), f.add(c, ulp_up), c)
-    return f.select(f.lt(below, 0.0), f.sub(c, ulp_down), c)
+    """``fl(p / d)`` for positive normal float32 ``p`` and ``d``: the approximate quotient ``q`` moved to a
+    neighbour while the residual ``p - q * d`` (``p - fl(q * d)`` exact by Sterbenz's lemma, minus the product's
+    exact error) is past the midpoint; two steps cover a quotient two ulps off, and from one ulp off the residual
+    is a float32 exactly (a quotient is never a midpoint, so there are no ties)."""
+    q = f.div(p, d)
+    d_parts = _split(f, d)
+    for _ in range(2):
+        product = f.mul(q, d)
+        residual = f.sub(f.sub(p, product), _product_error(f, q, d, product, b_parts=d_parts))
+        step = f.mul(q, _NEIGHBOUR)
+        up, down = f.add(q, step), f.sub(q, step)
+        q = f.select(f.gt(residual, f.mul(f.mul(f.sub(up, q), 0.5), d)), up,
+                     f.select(f.lt(residual, f.mul(f.mul(f.sub(down, q), 0.5), d)), down, q))
+    return q
 
 
 def _to_float16(f: _F32, v):
@@ -445,20 +405,17 @@ def _to_float16(f: _F32, v):
 
 def _round_product(f: _F32, total, multiplier, offset, limit: int):
     """``rint(total * multiplier + offset)`` exactly, for integer ``|total| < 2**20``, a positive normal
-    multiplier below 2**23 and an integer ``offset`` (which decides the parity of ties); ``total * multiplier``
-    saturated beyond ``+-limit``."""
-    sigma, down, up, _ = _normalise(f, multiplier)
-    m_limbs = _limbs(f, f.mul(sigma, 2.0 ** 23), 4)
-    n0 = f.floor(f.min(f.max(f.mul(total, multiplier), float(-limit)), float(limit)))
-    t2 = f.add(f.mul(n0, 2.0), 1.0)
-    # total * multiplier against t = T / 2, in units of power * 2**-24: 2 * total * M against T * 2**23 / power.
-    a = f.mul(f.mul(f.mul(t2, 2.0 ** 23), down), up)
-    a = f.min(f.max(a, -2.0 ** 60), 2.0 ** 60)  # far from 2 * total * M (< 2**45): the sign is what counts
-    sign = _exact_sign(f, a, _limbs(f, f.mul(total, 2.0), 3), m_limbs, 8)
-    below = f.add(n0, offset)
+    multiplier and an integer ``offset`` (which decides the parity of ties); ``total * multiplier`` saturated
+    beyond ``+-limit``.  ``k = floor(fl(total * multiplier))`` and ``t = k + 1/2`` decide: the exact
+    ``total * multiplier - t`` is ``(p - t) + e`` (``p`` the rounded product, ``p - t`` exact by Sterbenz's lemma
+    or far from 0, ``e`` the product's exact error), and a float32 sum of two floats has the exact sum's sign."""
+    product = f.mul(total, multiplier)
+    below = f.floor(f.min(f.max(product, float(-limit)), float(limit)))
+    excess = f.add(f.sub(product, f.add(below, 0.5)), _product_error(f, total, multiplier, product))
+    below = f.add(below, offset)
     half, _ = f.split(below, 1)
     odd = f.ne(below, f.mul(half, 2.0))
-    bump = ov(f.b, "LogicalOr", f.lt(sign, 0.0), ov(f.b, "LogicalAnd", f.eq(sign, 0.0), odd))
+    bump = ov(f.b, "LogicalOr", f.gt(excess, 0.0), ov(f.b, "LogicalAnd", f.eq(excess, 0.0), odd))
     return f.add(below, f.select(bump, 1.0, 0.0))
 
 
