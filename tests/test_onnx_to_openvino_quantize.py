@@ -259,10 +259,33 @@ def test_matmul_integer_and_conv_integer(tmp_path, dtype):
         _assert_same(expected, got[0], who, "values")
 
 
-def test_integer_products_too_long_for_float32_are_refused():
-    a = np.zeros((2, 300), np.uint8)
-    feeds = {"a": a, "b": np.zeros((300, 2), np.uint8), "a_zero_point": np.zeros((), np.uint8)}
-    proto = _model("MatMulInteger", feeds, {"y": (TensorProto.INT32, (2, 2))}, opset=10)
+def test_long_integer_products_are_summed_exactly(tmp_path):
+    """Reductions whose float32 sums would pass 2**24 (1000 products of 255 * 128; 3x3 over 128 channels) are
+    computed by exact pieces added in int32: onnxruntime's results, bit for bit, at the extremes too."""
+    rng = np.random.default_rng(12)
+    a = np.full((3, 1000), 255, np.uint8)
+    a[1] = rng.integers(0, 256, 1000)
+    b = np.where(rng.random((1000, 4)) < 0.9, -128, 127).astype(np.int8)
+    feeds = {"a": a, "b": b, "a_zero_point": np.asarray(0, np.uint8), "b_zero_point": np.asarray(0, np.int8)}
+    proto = _model("MatMulInteger", feeds, {"y": (TensorProto.INT32, (3, 4))}, opset=10)
+    expected = _onnxruntime(proto, feeds)[0]
+    assert np.abs(expected).max() > 2 ** 24
+    for who, got in _run_converted(tmp_path, proto, feeds).items():
+        _assert_same(expected, got[0], who, "values")
+    x = np.full((1, 128, 6, 6), 255, np.uint8)
+    x[0, :, 3:] = rng.integers(0, 256, (128, 3, 6))
+    feeds = {"x": x, "w": np.full((2, 128, 3, 3), -128, np.int8), "x_zero_point": np.asarray(0, np.uint8)}
+    proto = _model("ConvInteger", feeds, {"y": (TensorProto.INT32, (1, 2, 4, 4))}, opset=10)
+    expected = _onnxruntime(proto, feeds)[0]
+    assert np.abs(expected).max() > 2 ** 24
+    for who, got in _run_converted(tmp_path, proto, feeds).items():
+        _assert_same(expected, got[0], who, "values")
+
+
+def test_integer_products_too_long_for_one_float32_step_are_refused():
+    feeds = {"x": np.zeros((1, 1, 20, 20), np.uint8), "w": np.zeros((1, 1, 17, 17), np.uint8),
+             "x_zero_point": np.zeros((), np.uint8)}
+    proto = _model("ConvInteger", feeds, {"y": (TensorProto.INT32, (1, 1, 4, 4))}, opset=10)
     with pytest.raises(ConversionError, match="2\\*\\*24"):
         opconv.convert(opconv.load(proto), to="openvino")
 

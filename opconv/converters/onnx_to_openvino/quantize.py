@@ -22,7 +22,8 @@ DynamicQuantizeLinear's scale ``(max(x, 0) - min(x, 0)) / 255`` is made the corr
 (:func:`_over_255`) before the same rounding.
 
 MatMulInteger / ConvInteger subtract the zero points in float32 and run MatMul / Convolution there, which is
-exact while every partial sum stays below 2**24; larger reductions are refused.  QLinearMatMul / QLinearConv
+exact while every partial sum stays below 2**24; a longer reduction is split into such pieces (K, or input
+channels), each converted to int32 and added there.  QLinearMatMul / QLinearConv
 do the same, then rescale the exact sums as the reference does: ``rint(sum * m) + y_zero_point`` with
 ``m = fl(fl(scale_a * scale_b) / y_scale)`` (float32 or float16) and an exact float64 product.  ``m`` is made
 correctly rounded by the exact residual of the approximate quotient (:func:`_divided`), and the rounding decided
@@ -32,6 +33,8 @@ compile as one JIT kernel, so they are cut by :func:`_fence`.
 """
 
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 
@@ -51,9 +54,14 @@ class _F32:
 
     def __init__(self, b):
         self.b = b
+        self._consts: dict = {}
 
     def c(self, value):
-        return const(self.b, value, np.float32, "q_const")
+        """A float32 constant, one per value and builder (each would otherwise be a layer of its own)."""
+        key = np.asarray(value, np.float32).tobytes() + bytes(str(np.shape(value)), "ascii")
+        if key not in self._consts:
+            self._consts[key] = const(self.b, value, np.float32, "q_const")
+        return self._consts[key]
 
     def _binary(self, op, x, y):
         y = self.c(y) if not hasattr(y, "producer") else y
@@ -110,6 +118,16 @@ class _F32:
         """``(high, low)`` with ``v = high * 2**bits + low`` and ``0 <= low < 2**bits`` (``v`` an integer)."""
         high = self.floor(self.mul(v, 2.0 ** -bits))
         return high, self.sub(v, self.mul(high, 2.0 ** bits))
+
+
+_ARITHMETIC: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _f32(b) -> _F32:
+    """The float32 arithmetic of builder ``b`` (one per rewrite, so that its constants are shared)."""
+    if b not in _ARITHMETIC:
+        _ARITHMETIC[b] = _F32(b)
+    return _ARITHMETIC[b]
 
 
 def _fence(b, v):
@@ -188,7 +206,7 @@ def round_quotient(b, x, scale, bound: int):
     ``r``, a float32.  ``fl(x / scale)`` is ``t`` when ``|r| <= ulp(t) / 2 * scale`` (``t`` has an even
     significand, so it wins the ties at the ends), above ``t`` when ``r`` is larger.
     """
-    f = _F32(b)
+    f = _f32(b)
     limit = 1 << max(int(bound) + 2, 2).bit_length()  # R: a power of two past the saturation bound
     if limit > 2 ** 17:
         raise Refuse(f"a quantization range of {bound} (exact rounding covers 2**17)")
@@ -226,7 +244,7 @@ def _over_255(f: _F32, a):
 def quantize(b, x, scale, zero_point, target: str):
     """``saturate(round_half_even(fl(x / scale)) + zero_point)`` of ``target`` type (all float32 until the end)."""
     info = np.iinfo(QUANTIZED_TYPES[target])
-    f = _F32(b)
+    f = _f32(b)
     n = round_quotient(b, x, scale, int(info.max) - int(info.min))
     if zero_point is not None:
         n = f.add(n, ov(b, "Convert", zero_point, destination_type="float32"))
@@ -270,7 +288,7 @@ def _dynamic_quantize_linear(b, m):
     x = m["x"]
     if x.dtype != "float32":
         raise Refuse(f"DynamicQuantizeLinear of {x.dtype}")
-    f = _F32(b)
+    f = _f32(b)
     rank = rank_of(x)
     axes = const(b, list(range(rank)), np.int64, "all_axes")
     high = f.max(ov(b, "ReduceMax", x, axes, keep_dims=False), 0.0) if rank else f.max(x, 0.0)
@@ -295,7 +313,7 @@ def _centred(b, value, zero_point, spread_to=None):
     """``value - zero_point`` in float32 (exact: 8-bit operands) and the largest magnitude it can reach."""
     if value.dtype not in _INTEGER_OPERANDS:
         raise Refuse(f"an operand of {value.dtype}")
-    f = _F32(b)
+    f = _f32(b)
     info = np.iinfo(QUANTIZED_TYPES[value.dtype])
     y = ov(b, "Convert", value, destination_type="float32")
     if zero_point is None:
@@ -308,10 +326,32 @@ def _centred(b, value, zero_point, spread_to=None):
     return f.sub(y, zp), int(info.max) - int(info.min)
 
 
-def _check_exact(reduction: int, a_range: int, b_range: int, what: str):
-    if reduction * a_range * b_range >= EXACT_SUM:
-        raise Refuse(f"{what} sums {reduction} products of up to {a_range} * {b_range}: float32 is exact only "
-                     f"below 2**24")
+def _chunks(length: int, per_step: int, a_range: int, b_range: int, what: str) -> list[int]:
+    """Lengths of the pieces of a reduction over ``length`` steps of ``per_step`` products each whose float32
+    sums stay exact (every partial sum below 2**24)."""
+    steps = (EXACT_SUM - 1) // (per_step * a_range * b_range)
+    if steps < 1:
+        raise Refuse(f"{what} sums {per_step} products of up to {a_range} * {b_range} in one step: float32 is "
+                     f"exact only below 2**24")
+    return [min(steps, length - start) for start in range(0, length, steps)]
+
+
+def _exact_sum(b, a, w, axes: tuple[int, int], lengths: list[int], product):
+    """``product(a, w)`` as int32, by pieces of the reduction (``lengths`` along ``a``'s and ``w``'s ``axes``)
+    each exact in float32, converted to int32 and added there (int32 addition is exact)."""
+    if len(lengths) == 1:
+        return ov(b, "Convert", product(a, w), destination_type="int32")
+
+    def pieces(v, axis):
+        parts = ov(b, "VariadicSplit", v, b.const(np.asarray(axis, np.int64), "axis"), i64(b, lengths, "lengths"),
+                   _outputs=len(lengths))
+        return parts if isinstance(parts, list) else [parts]
+
+    total = None
+    for a_part, w_part in zip(pieces(a, axes[0]), pieces(w, axes[1])):
+        part = ov(b, "Convert", product(a_part, w_part), destination_type="int32")
+        total = part if total is None else ov(b, "Add", total, part, auto_broadcast="numpy")
+    return total
 
 
 def _matmul_integer(b, m):
@@ -319,9 +359,10 @@ def _matmul_integer(b, m):
     a_shape = static_shape(a)
     f_a, range_a = _centred(b, a, m.values.get("a_zero_point"), _row_zero_point(b, m, a_shape))
     f_b, range_b = _centred(b, w, m.values.get("b_zero_point"))
-    _check_exact(a_shape[-1], range_a, range_b, "MatMulInteger")
-    y = ov(b, "MatMul", f_a, f_b, transpose_a=False, transpose_b=False)
-    return ov(b, "Convert", y, destination_type="int32")
+    lengths = _chunks(a_shape[-1], 1, range_a, range_b, "MatMulInteger")
+    w_rank = len(static_shape(w))
+    return _exact_sum(b, f_a, f_b, (len(a_shape) - 1, max(w_rank - 2, 0)), lengths,
+                      lambda x, y: ov(b, "MatMul", x, y, transpose_a=False, transpose_b=False))
 
 
 def _row_zero_point(b, m, a_shape):
@@ -354,11 +395,10 @@ def _conv_integer(b, m):
     f_x, range_x = _centred(b, x, m.values.get("x_zero_point"))
     w_zp = m.values.get("w_zero_point")
     f_w, range_w = _centred(b, w, w_zp, _channel_column(b, spatial + 1) if _is_vector(w_zp) else None)
-    _check_exact(int(np.prod(w_shape[1:])), range_x, range_w, "ConvInteger")
+    lengths = _chunks(w_shape[1], int(np.prod(w_shape[2:])), range_x, range_w, "ConvInteger")
     window = _window(node, spatial)
     window["dilations"] = list(attr(node, "dilations", [1] * spatial))
-    y = ov(b, "Convolution", f_x, f_w, **window)
-    return ov(b, "Convert", y, destination_type="int32")
+    return _exact_sum(b, f_x, f_w, (1, 1), lengths, lambda x, y: ov(b, "Convolution", x, y, **window))
 
 
 # ---------------------------------------------------------------------------
@@ -437,7 +477,7 @@ def _multiplier(f: _F32, scale_a, scale_b, y_scale):
 
 
 def _requantize(b, m, total, reduction: int, ranges, scales, out_zero_point, spread=None):
-    f = _F32(b)
+    f = _f32(b)
     if int(reduction) * ranges[0] * ranges[1] >= 2 ** 20:
         raise Refuse(f"{m.root.op} sums {reduction} products of up to {ranges[0]} * {ranges[1]}: the exact "
                      f"requantization covers sums below 2**20")
