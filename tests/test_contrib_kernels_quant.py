@@ -462,14 +462,6 @@ def test_matmul_fpq4(blk_quant_type, k, n):
     _compare(proto, {"a": a}, rtol=1e-4, atol=1e-4)
 
 
-def _moe_kernel_registered() -> bool:
-    from opconv.dialects.onnx.executor import REGISTRY, _load_kernels
-
-    _load_kernels()
-    return REGISTRY.resolve("MoE", 1, "com.microsoft") is not None
-
-
-@pytest.mark.skipif(not _moe_kernel_registered(), reason="QMoE runs on the float MoE kernel (branch contrib-nn)")
 @pytest.mark.parametrize("bits,block_size,zero_points,activation", [
     (4, 0, False, "relu"), (8, 0, True, "gelu"), (4, 16, True, "silu"), (2, 0, False, "identity"),
     (4, 16, False, "swiglu")])

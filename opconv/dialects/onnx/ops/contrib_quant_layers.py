@@ -23,6 +23,7 @@ from ....errors import ExecutionError
 from ....kernels import attention as A
 from ....kernels import elementwise, norm, quant
 from ..executor import onnx_op
+from .contrib_linalg import moe
 from .contrib_quant_matmul import _integer_product, _scaled
 from .rnn import _recurrent
 
@@ -150,19 +151,14 @@ def qmoe_1(ctx, x, router_probs, fc1_weights, fc1_scales=None, fc1_bias=None, fc
            fc1_expert_weight_bits, fc2_expert_weight_bits, fc3_expert_weight_bits, k, normalize_routing_weights,
            quant_type, swiglu_fusion, swiglu_limit, swiglu_limit_after_activation, use_sparse_mixer,
            weights_prepacked):
-    """Integer-quantized MoE: the experts' weights dequantized, then onnxruntime's MoE (its kernel in this
-    registry).  The float formats (quant_type fp4/nvfp4/fp8/wfp4afp8 and their global and activation scales),
+    """Integer-quantized MoE: the experts' weights dequantized, then onnxruntime's MoE (``contrib_linalg.moe``).
+    The float formats (quant_type fp4/nvfp4/fp8/wfp4afp8 and their global and activation scales),
     separate router weights and prepacked layouts are refused."""
-    from ..executor import REGISTRY
-
     if quant_type != "int" or any(v is not None for v in float_formats) or router_weights is not None:
         raise ExecutionError(f"QMoE with quant_type {quant_type!r}, router_weights or global/activation scales is "
                              f"not supported (integer weights only)")
     if weights_prepacked == 1:
         raise ExecutionError("QMoE with weights_prepacked=1 holds weights in an execution provider's layout")
-    moe = REGISTRY.resolve("MoE", 1, MS)
-    if moe is None:
-        raise ExecutionError("QMoE runs on the float MoE kernel, which is not registered")
     layers = []
     for packed, scales, zeros, bits in ((fc1_weights, fc1_scales, fc1_zero_points, fc1_expert_weight_bits),
                                         (fc2_weights, fc2_scales, fc2_zero_points, fc2_expert_weight_bits),
@@ -170,7 +166,7 @@ def qmoe_1(ctx, x, router_probs, fc1_weights, fc1_scales=None, fc1_bias=None, fc
         if packed is not None and scales is None:
             raise ExecutionError("integer QMoE weights need their scales")
         layers.append(_expert_weights(packed, scales, zeros, bits or expert_weight_bits, block_size))
-    return moe.fn(ctx, x, router_probs, layers[0], fc1_bias, layers[1], fc2_bias, layers[2], fc3_bias,
+    return moe(ctx, x, router_probs, layers[0], fc1_bias, layers[1], fc2_bias, layers[2], fc3_bias,
                   activation_alpha=activation_alpha, activation_beta=activation_beta,
                   activation_type=activation_type, k=k, normalize_routing_weights=normalize_routing_weights,
                   swiglu_fusion=swiglu_fusion, swiglu_limit=swiglu_limit,
