@@ -1,4 +1,4 @@
-"""MatMulInteger, DynamicQuantizeLinear and onnxruntime's MatMulNBits / MatMulIntegerToFloat /
+"""MatMulInteger, ConvInteger, DynamicQuantizeLinear and onnxruntime's MatMulNBits / MatMulIntegerToFloat /
 DynamicQuantizeMatMul converted to HLO: run by opconv's HLO executor and by IREE (its StableHLO export), each
 against onnxruntime.  Integer results and DynamicQuantizeLinear's outputs must be equal; float products agree to
 float32 tolerance (accumulation orders differ)."""
@@ -72,6 +72,12 @@ for a_dtype, b_dtype in [(np.uint8, np.int8), (np.int8, np.int8), (np.uint8, np.
     _init = {"b": _q((16, 5), b_dtype), "az": np.asarray(9, a_dtype), "bz": _q((5,), b_dtype)}
     _case(f"matmul_integer_{a_dtype.__name__}_{b_dtype.__name__}",
           _model([helper.make_node("MatMulInteger", ["a", "b", "az", "bz"], ["y"])], _feeds, ["y"], _init), _feeds)
+
+# ConvInteger: padding (with the zero point, as centred zeros), strides (onnxruntime takes per-tensor zero points)
+_feeds = {"x": _q((1, 3, 7, 7), np.uint8)}
+_init = {"w": _q((4, 3, 3, 3), np.int8), "xz": np.asarray(130, np.uint8), "wz": np.asarray(-3, np.int8)}
+_case("conv_integer", _model([helper.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["y"], pads=[1, 0, 1, 2],
+                                               strides=[2, 1])], _feeds, ["y"], _init, opset=10), _feeds)
 
 # quantize_dynamic's pattern: DynamicQuantizeLinear feeding MatMulInteger, rescaled in float
 _feeds = {"x": (RNG.standard_normal((4, 24)) * 3).astype(np.float32)}

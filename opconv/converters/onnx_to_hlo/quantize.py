@@ -4,7 +4,8 @@ MatMulIntegerToFloat and DynamicQuantizeMatMul (domain ``com.microsoft``).
 HLO computes in the operands' types exactly as written (IEEE division, round half to even), so the ONNX
 formulas map directly:
 
-* MatMulInteger: int32 operands minus their zero points (exact for 8-bit values), an int32 DotGeneral.
+* MatMulInteger / ConvInteger: int32 operands minus their zero points (exact for 8-bit values), an int32
+  DotGeneral / Conv.
 * DynamicQuantizeLinear: ``scale = (max(x, 0) - min(x, 0)) / 255``, ``zero_point = rne(-min / scale)`` and
   ``y = clamp(rne(x / scale) + zero_point, 0, 255)``; an all-zero ``x`` (where the formula divides by 0) gives
   onnxruntime's scale 1, zero point 0 and zeros.
@@ -17,10 +18,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import (Refuse, TensorType, attr, binary, broadcast_in_dim, concat, const, dtype_of, hlo,
+from ._common import (Refuse, TensorType, attr, out_type, binary, broadcast_in_dim, concat, const, dtype_of, hlo,
                       optional_input, op_rules, reduce, reshape, scalar, shape_of, slice_, transpose, unary,
                       convert, compare, select)
-from .nn import dot
+from .nn import conv_attrs, dot
 
 MS = "com.microsoft"
 _INTEGER_OPERANDS = ("int8", "uint8")
@@ -52,6 +53,23 @@ def _integer_product(b, a, w, a_zero_point, b_zero_point):
 
 def _matmul_integer(b, m):
     return _integer_product(b, *m.root.inputs[:2], optional_input(m, 2), optional_input(m, 3))
+
+
+def _conv_integer(b, m):
+    """ConvInteger as an int32 Conv of the centred operands (zero padding of a centred input is ONNX's padding
+    with the zero point); the weight's zero point may be one per output channel."""
+    node = m.root
+    x, w = node.inputs[:2]
+    x_zero, w_zero = optional_input(m, 2), optional_input(m, 3)
+    if w_zero is not None and len(shape_of(w_zero)) == 1 and shape_of(w_zero)[0] > 1:
+        if dtype_of(w) not in _INTEGER_OPERANDS:
+            raise Refuse(f"ConvInteger of {dtype_of(w)} weights is not mapped")
+        centred_w = binary(b, "Sub", convert(b, w, "int32"),
+                           broadcast_in_dim(b, convert(b, w_zero, "int32"), shape_of(w), [0]))
+    else:
+        centred_w = _centred(b, w, w_zero)
+    attrs = conv_attrs(node, shape_of(x), shape_of(w))
+    return hlo(b, "Conv", _centred(b, x, x_zero), centred_w, type=TensorType("int32", out_type(m).shape), **attrs)
 
 
 def _scalar_of(b, v):
@@ -171,6 +189,7 @@ def _matmul_nbits(b, m):
 
 def _rules():
     rules = op_rules("MatMulInteger-to-DotGeneral", "MatMulInteger", _matmul_integer, 4, 2)
+    rules += op_rules("ConvInteger-to-Conv", "ConvInteger", _conv_integer, 4, 2)
     rules += op_rules("DynamicQuantizeLinear-to-RoundNearestEven", "DynamicQuantizeLinear",
                       _dynamic_quantize_linear, 1, 1, _outputs=3)
     rules += op_rules("MatMulIntegerToFloat-to-DotGeneral", "MatMulIntegerToFloat", _matmul_integer_to_float, 7, 4,
