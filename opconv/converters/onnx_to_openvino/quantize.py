@@ -55,6 +55,13 @@ class _F32:
     def __init__(self, b):
         self.b = b
         self._consts: dict = {}
+        self._made: dict = {}
+
+    def once(self, key, make):
+        """``make()``, computed once per ``key`` (work on a value that several roundings share)."""
+        if key not in self._made:
+            self._made[key] = make()
+        return self._made[key]
 
     def c(self, value):
         """A float32 constant, one per value and builder (each would otherwise be a layer of its own)."""
@@ -195,7 +202,7 @@ def _gap_above(f: _F32, v):
     return f.sub(f.add(v, f.mul(v, _NEIGHBOUR)), v)
 
 
-def round_quotient(b, x, scale, bound: int):
+def round_quotient(b, x, scale, bound: int, positive: bool = False):
     """``round_half_even(fl(x / scale))`` as exact float32 integers, saturated beyond ``+-bound`` (<= 2**17).
 
     ``x`` and ``scale`` are float32 and broadcast; the scale-side work is on ``scale``'s (small) shape.
@@ -204,20 +211,27 @@ def round_quotient(b, x, scale, bound: int):
     is ``p + e`` with ``p`` rounded and ``e`` its exact error (Dekker), ``x - p`` is exact (Sterbenz: ``x`` and
     ``p`` are within a factor 2 whenever ``|t| > 1/2``; for ``t = +-1/2`` only its sign matters there) and so is
     ``r``, a float32.  ``fl(x / scale)`` is ``t`` when ``|r| <= ulp(t) / 2 * scale`` (``t`` has an even
-    significand, so it wins the ties at the ends), above ``t`` when ``r`` is larger.
+    significand, so it wins the ties at the ends), above ``t`` when ``r`` is larger.  ``positive`` says the scale
+    is known to be positive; the work on the scale alone is shared by the roundings of one rewrite.
     """
     f = _f32(b)
     limit = 1 << max(int(bound) + 2, 2).bit_length()  # R: a power of two past the saturation bound
     if limit > 2 ** 17:
         raise Refuse(f"a quantization range of {bound} (exact rounding covers 2**17)")
-    x = f.select(f.lt(scale, 0.0), ov(b, "Negative", x), x)  # x / scale == (-x) / |scale|
-    scale = f.abs(scale)
-    edge = f.mul(scale, float(limit))  # |x / scale| <= R: beyond, only saturation sees the value (exact clamp)
-    x = f.min(f.max(x, ov(b, "Negative", edge)), edge)
+    if not positive:
+        x = f.select(f.lt(scale, 0.0), ov(b, "Negative", x), x)  # x / scale == (-x) / |scale|
+
+    def scale_side():
+        magnitude = scale if positive else f.abs(scale)
+        edge = f.mul(magnitude, float(limit))  # |x / scale| <= R: beyond it only saturation sees x (exact clamp)
+        return magnitude, edge, ov(b, "Negative", edge), _split(f, magnitude)
+
+    scale, edge, neg_edge, scale_parts = f.once(("scale", id(scale), limit, positive), scale_side)
+    x = f.min(f.max(x, neg_edge), edge)
     below = f.floor(f.div(x, scale))
     tie = f.add(below, 0.5)
     product = f.mul(tie, scale)
-    residual = f.sub(f.sub(x, product), _product_error(f, tie, scale, product))
+    residual = f.sub(f.sub(x, product), _product_error(f, tie, scale, product, b_parts=scale_parts))
     half_gap = f.mul(f.mul(_gap_above(f, f.abs(tie)), 0.5), scale)
     above = f.gt(residual, half_gap)
     at_tie = ov(b, "LogicalAnd", ov(b, "LogicalNot", above), f.ge(residual, ov(b, "Negative", half_gap)))
@@ -241,11 +255,11 @@ def _over_255(f: _F32, a):
     return q
 
 
-def quantize(b, x, scale, zero_point, target: str):
+def quantize(b, x, scale, zero_point, target: str, positive: bool = False):
     """``saturate(round_half_even(fl(x / scale)) + zero_point)`` of ``target`` type (all float32 until the end)."""
     info = np.iinfo(QUANTIZED_TYPES[target])
     f = _f32(b)
-    n = round_quotient(b, x, scale, int(info.max) - int(info.min))
+    n = round_quotient(b, x, scale, int(info.max) - int(info.min), positive)
     if zero_point is not None:
         n = f.add(n, ov(b, "Convert", zero_point, destination_type="float32"))
     n = f.min(f.max(n, float(info.min)), float(info.max))
@@ -297,8 +311,8 @@ def _dynamic_quantize_linear(b, m):
     zero_range = f.eq(spread, 0.0)
     # all zeros (ONNX's formula divides by 0): onnxruntime's scale 1, so zero point 0 and zeros
     scale = f.select(zero_range, 1.0, _over_255(f, f.select(zero_range, 1.0, spread)))
-    zero_point = quantize(b, ov(b, "Negative", low), scale, None, "uint8")
-    y = quantize(b, x, scale, zero_point, "uint8")
+    zero_point = quantize(b, ov(b, "Negative", low), scale, None, "uint8", positive=True)
+    y = quantize(b, x, scale, zero_point, "uint8", positive=True)
     return [y, scale, zero_point]
 
 
