@@ -163,7 +163,7 @@ class _GRUStep:
 
 
 class _LSTMStep:
-    def __init__(self, r, b_r, peepholes, activations, clip, input_forget, order, peephole_order):
+    def __init__(self, r, b_r, peepholes, activations, clip, input_forget, order, peephole_order, operand=None):
         _check_order(order, "iofc")
         hidden = r.shape[1]
         self.order, self.hidden = order, hidden
@@ -173,12 +173,14 @@ class _LSTMStep:
         self.f, self.g, self.h = (activation(a) for a in activations[:3])
         self.clip = _clipper(clip)
         self.input_forget = input_forget
+        self.operand = operand
 
     def _pre(self, x, h, gate):
         return x[gate] + h @ self.r[gate].T + self.rb[gate]
 
     def __call__(self, xw, h, c):
         x = _gates(xw, self.order, self.hidden, axis=1)
+        h = h if self.operand is None else self.operand(h)
         i = self.f(self.clip(self._pre(x, h, "i") + self.p["i"] * c))
         if self.input_forget:
             forget = 1 - i
@@ -257,8 +259,10 @@ def _split_activations(activations, per_direction: int, directions: int) -> list
                          f"got {len(activations)}")
 
 
-def _sequence(kind, make_step, x, w, b_w, initial_states, sequence_lens, direction, activations, layout):
-    """Shared driver of :func:`rnn`, :func:`gru` and :func:`lstm`."""
+def _sequence(kind, make_step, x, w, b_w, initial_states, sequence_lens, direction, activations, layout,
+              operand=None):
+    """Shared driver of :func:`rnn`, :func:`gru` and :func:`lstm`; ``operand`` maps X to the left operand of
+    its projection."""
     try:
         reverses = _DIRECTIONS[direction.lower()]
     except KeyError:
@@ -277,7 +281,7 @@ def _sequence(kind, make_step, x, w, b_w, initial_states, sequence_lens, directi
     ys, finals = [], []
     for d, reverse in enumerate(reverses):
         states = tuple(np.zeros((batch, hidden), x.dtype) if s is None else upcast(s[d]) for s in initial_states)
-        xw = _project(x, w[d], None if b_w is None else upcast(b_w[d]))
+        xw = _project(x if operand is None else operand(x), w[d], None if b_w is None else upcast(b_w[d]))
         y, final = _run(make_step(d, per_direction[d]), xw, states, lengths, reverse)
         ys.append(y)
         finals.append(final)
@@ -314,11 +318,15 @@ def gru(x, w, r, b_w=None, b_r=None, initial_h=None, sequence_lens=None, directi
 def lstm(x, w, r, b_w=None, b_r=None, initial_h=None, initial_c=None, peepholes=None, sequence_lens=None,
          direction: str = "forward", activations: Sequence[ActivationSpec] | None = None,
          clip: float | None = None, input_forget: bool = False, gate_order: str = "iofc",
-         peephole_order: str = "iof", layout: int = 0):
-    """LSTM over a sequence; returns ``(Y, Y_h, Y_c)``."""
+         peephole_order: str = "iof", layout: int = 0, operand=None):
+    """LSTM over a sequence; returns ``(Y, Y_h, Y_c)``.
+
+    ``operand`` (default: none) transforms X and each step's H before they multiply W and R: a dynamically
+    quantized LSTM rounds them to 8 bits there.
+    """
     def make_step(d, acts):
         return _LSTMStep(upcast(r[d]), _per_direction(b_r, d), _per_direction(peepholes, d), acts, clip,
-                         input_forget, gate_order, peephole_order)
+                         input_forget, gate_order, peephole_order, operand)
 
     return _sequence("lstm", make_step, x, w, b_w, [initial_h, initial_c], sequence_lens, direction, activations,
-                     layout)
+                     layout, operand)
