@@ -114,6 +114,8 @@ def token_inputs(rng, with_mask=True, vocab=VOCAB):
     return inputs
 
 
+# Bounds of the symbols that index position embeddings (64 positions in every text config); others are unbounded.
+POSITIONS = {"seq": 64, "past": 63, "total": 64}
 TEXT_AXES = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
 
 
@@ -670,7 +672,7 @@ def _export(source: Source, exporter: str, path: str) -> tuple[dict, str]:
                               do_constant_folding=True)
         else:
             dims = {}  # one torch.export.Dim per symbol, shared by the inputs that name it
-            shapes = tuple({axis: dims.setdefault(sym, torch.export.Dim(sym, min=1, max=64 if sym != "batch" else 256))
+            shapes = tuple({axis: dims.setdefault(sym, torch.export.Dim(sym, min=1, max=POSITIONS.get(sym)))
                             for axis, sym in source.dynamic.get(n, {}).items()} for n in names)
             if any(p.kind is p.VAR_POSITIONAL for p in inspect.signature(module.forward).parameters.values()):
                 shapes = (shapes,)  # the specs of forward(*args) sit under its one parameter
@@ -681,13 +683,26 @@ def _export(source: Source, exporter: str, path: str) -> tuple[dict, str]:
                 notes = f"dynamic axes failed ({_first_line(error)}); exported with static shapes"
                 program = torch.onnx.export(module, args, dynamo=True, input_names=names, output_names=source.outputs)
             program.save(path)
-    # The dynamo exporter may keep weights beside the model; embed them.
+    # The dynamo exporter may keep weights beside the model; embed them.  It also records each node's Python stack
+    # (absolute paths and line numbers of this script): dropped, so the files depend on nothing but the model.
     model = onnx.load(path)
+    for node in _all_nodes(model.graph):
+        kept = [p for p in node.metadata_props if "stack_trace" not in p.key]
+        del node.metadata_props[:]
+        node.metadata_props.extend(kept)
     for f in os.listdir(os.path.dirname(path)):
         if f.startswith(os.path.basename(path)) and f != os.path.basename(path):
             os.remove(os.path.join(os.path.dirname(path), f))
     onnx.save(model, path)
     return {k: v.numpy() for k, v in inputs.items()}, notes
+
+
+def _all_nodes(graph: onnx.GraphProto):
+    for node in graph.node:
+        yield node
+        for attr in node.attribute:
+            for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+                yield from _all_nodes(sub)
 
 
 def _first_line(error: BaseException) -> str:

@@ -19,6 +19,8 @@ than an ``OpconvError``): always a failure, never listed.  ``python scripts/corp
 
 Each model converts once per direction per session (module caches); IREE compiles (2-4 s each) run two at a time
 in the background from the start of the module, while the other targets' cases run (onnx-to-hlo comes last).
+Measured on 2 cores: 409 cases in 2 min 48 s of CPU (IREE on every model); most of it is OpenVINO compiling the
+IR of the quantized models, whose QDQ / integer ops become thousands of opset1 layers today.
 """
 
 from __future__ import annotations
@@ -271,10 +273,7 @@ def check_onnx_to_ir(m: Model) -> None:
 def check_ir_to_onnx(m: Model) -> None:
     from opconv.dialects.onnx.io import to_proto
 
-    try:
-        _, xml = m.ir()
-    except Outcome as outcome:
-        raise Outcome(outcome.kind if outcome.kind == "refused" else "wrong", "onnx-to-ir: " + outcome.detail)
+    _, xml = m.ir()  # a refused onnx-to-ir refuses the round trip with the same reason
     back = _opconv("ir-to-onnx", opconv.convert, _opconv("loading the IR", opconv.load, xml), to="onnx")
     proto = _opconv("writing the protobuf", to_proto, back)
     m.compare("onnxruntime (ir-to-onnx)", _runtime("onnxruntime", _ort_run, proto, m))
