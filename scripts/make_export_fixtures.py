@@ -8,8 +8,9 @@ compare against a runtime opconv did not write without needing torch.  Weights a
 downloaded.
 
 Models:
-  tiny_bert.onnx      transformers' BertModel, 2 layers, hidden 32; inputs input_ids/attention_mask with dynamic
-                      axes batch/seq (Shape->Gather->Concat->Reshape chains, masks built from attention_mask)
+  tiny_bert.onnx      transformers' BertModel, 2 layers, hidden 32, opset 11; inputs input_ids/attention_mask with
+                      dynamic axes batch/seq (Shape->Gather->Concat->Reshape chains, masks built from attention_mask)
+  tiny_gpt2.onnx      transformers' GPT2Model, the same size, opset 11 (Range over the sequence length, causal masks)
   tiny_bert_ortfold   the same file after onnxruntime's basic optimisations (constant folding), for comparison
   positions.onnx      a torch module with torch.arange over the sequence length (Range with a shape-derived limit)
   multi_output.onnx   TopK, Split and LSTM outputs as graph outputs with names of their own
@@ -48,7 +49,30 @@ def tiny_bert():
     axes = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"},
             "last_hidden_state": {0: "batch", 1: "seq"}, "pooler_output": {0: "batch"}}
     return Wrapped().eval(), (ids, mask), ["input_ids", "attention_mask"], ["last_hidden_state", "pooler_output"], \
-        axes, 14
+        axes, 11
+
+
+def tiny_gpt2():
+    import torch
+    from transformers import GPT2Config, GPT2Model
+
+    config = GPT2Config(vocab_size=100, n_embd=32, n_layer=2, n_head=2, n_positions=64, attn_implementation="eager")
+    model = GPT2Model(config).eval()
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gpt2 = model
+
+        def forward(self, input_ids, attention_mask):
+            return self.gpt2(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+    ids = torch.randint(0, 100, (2, 12))
+    mask = torch.ones(2, 12, dtype=torch.int64)
+    mask[0, :3] = 0  # left padding
+    axes = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"},
+            "last_hidden_state": {0: "batch", 1: "seq"}}
+    return Wrapped().eval(), (ids, mask), ["input_ids", "attention_mask"], ["last_hidden_state"], axes, 11
 
 
 def positions():
@@ -94,7 +118,7 @@ def multi_output():
     return MultiOutput().eval(), (torch.randn(2, 7, 6),), ["x"], names, None, 14
 
 
-MODELS = {"tiny_bert": tiny_bert, "positions": positions, "multi_output": multi_output}
+MODELS = {"tiny_bert": tiny_bert, "tiny_gpt2": tiny_gpt2, "positions": positions, "multi_output": multi_output}
 
 
 def export(name: str) -> None:

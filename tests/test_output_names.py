@@ -25,6 +25,7 @@ FIXTURES = {
     "mlp_external.onnx": {"x": (2, 64)},
     "exports/tiny_bert.onnx": {"input_ids": (2, 12)},
     "exports/tiny_bert_ortfold.onnx": {"input_ids": (2, 12)},
+    "exports/tiny_gpt2.onnx": {"input_ids": (2, 12)},
     "exports/positions.onnx": {"x": (2, 5, 8)},
     "exports/multi_output.onnx": {},
 }

@@ -71,6 +71,16 @@ def test_tiny_bert_converts_to_hlo_from_dims_alone():
     _close(opconv.run(hlo, feeds), expected, "opconv HLO executor")
 
 
+def test_tiny_gpt2_converts_to_ir_and_hlo_from_one_binding(tmp_path):
+    """GPT-2 at opset 11: position ids from a Range over a Shape, causal masks sliced by computed lengths."""
+    path, feeds, expected = _case("tiny_gpt2")
+    model = opconv.load(path)
+    for who, got in _ir_results(tmp_path, model, feeds, dims={"batch": 2, "seq": 12}).items():
+        _close(got, expected, who)
+    hlo = opconv.convert(model, to="hlo", input_shapes={"attention_mask": (2, 12)})
+    _close(opconv.run(hlo, feeds), expected, "opconv HLO executor")
+
+
 def test_onnxruntime_folded_and_raw_export_give_the_same_ir_result(tmp_path):
     path, feeds, expected = _case("tiny_bert")
     (tmp_path / "raw").mkdir()
