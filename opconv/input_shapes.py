@@ -72,6 +72,11 @@ class InputShapes:
             raise OpconvError(f"a shape is given for unknown input(s) {', '.join(map(repr, unknown))}; the model "
                               f"takes {', '.join(map(repr, declared)) or 'no inputs'}")
         self.symbols = {str(s): check_dim(v, f"the value given for dim {s!r}") for s, v in (dims or {}).items()}
+        declared_symbols = {d for shape in declared.values() for d in shape or () if isinstance(d, str)}
+        stray = sorted(set(self.symbols) - declared_symbols)
+        if stray:
+            raise OpconvError(f"a size is given for dim(s) {', '.join(map(repr, stray))}, which no input declares; "
+                              f"the inputs' symbolic dims: {', '.join(sorted(declared_symbols)) or 'none'}")
         for name, shape in given.items():
             self._bind(name, declared[name], shape)
         self.shapes: dict[str, tuple[Dim, ...] | None] = {}

@@ -140,6 +140,8 @@ def test_conflicting_bindings_and_bad_dims_are_refused():
             opconv.convert(path, to="openvino", input_shapes={"input_ids": (bad, 12)})
     with pytest.raises(OpconvError, match="not a static dim"):
         opconv.convert(path, to="hlo", dims={"batch": -1})
+    with pytest.raises(ConversionError, match="'sequence', which no input declares; .*: batch, seq"):
+        opconv.convert(path, to="openvino", dims={"batch": 1, "sequence": 8})
 
 
 @pytest.mark.parametrize("command", ["onnx-to-ir", "onnx-to-hlo", "run"])
