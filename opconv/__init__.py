@@ -146,8 +146,8 @@ def verify(a: Any, b: Any, inputs: dict | None = None, rtol: float | None = None
     position when the names differ.  Without ``inputs``, seeded random inputs are generated
     (``seed``, default 0, also seeds random ops) with these shapes: ``input_shapes``
     ({name: shape}) fixes inputs and binds the symbols of their declared dims, ``dims``
-    ({symbol: size}) fixes symbols, an input of A with symbolic dims takes B's static shape,
-    and any dim still open is 1 (said in ``report.notes``).  ``rtol``/``atol`` override the
+    ({symbol: size}) fixes symbols, without either an input of A with symbolic dims takes
+    B's static shape, and any dim still open is 1 (said in ``report.notes``).  ``rtol``/``atol`` override the
     per-dtype tolerance table.  Returns an :class:`opconv.verify.VerifyReport`; raises
     ExecutionError naming model A or B when one cannot run.
     """

@@ -92,17 +92,17 @@ class InputShapes:
         if declared is None:
             return
         if len(declared) != len(given):
-            raise OpconvError(f"the shape given for input {name!r}, {format_shape(given)}, has rank {len(given)}; the model "
-                              f"declares rank {len(declared)} {format_shape(declared)}")
+            raise OpconvError(f"the shape given for input {name!r}, {format_shape(given)}, has rank {len(given)}; "
+                              f"the model declares rank {len(declared)} {format_shape(declared)}")
         for d, g in zip(declared, given):
             if isinstance(d, int) and d != g:
-                raise OpconvError(f"the shape given for input {name!r}, {format_shape(given)}, does not fit the shape the "
-                                  f"model declares, {format_shape(declared)}")
+                raise OpconvError(f"the shape given for input {name!r}, {format_shape(given)}, does not fit the "
+                                  f"shape the model declares, {format_shape(declared)}")
             if isinstance(d, str):
                 bound = self.symbols.setdefault(d, g)
                 if bound != g:
-                    raise OpconvError(f"the shape given for input {name!r}, {format_shape(given)}, makes {d}={g}, but {d} "
-                                      f"is already {bound} (from --dim or another input's shape)")
+                    raise OpconvError(f"the shape given for input {name!r}, {format_shape(given)}, makes {d}={g}, "
+                                      f"but {d} is already {bound} (from --dim or another input's shape)")
 
     def static(self, name: str) -> tuple[int, ...] | None:
         """The static shape of input ``name``, or None while a dim is open."""

@@ -158,9 +158,9 @@ def verify(a: Any, b: Any, inputs: Mapping[str, Any] | None = None, rtol: float 
     ``inputs`` maps A's input names to arrays; when omitted, seeded random
     inputs are generated.  Their shapes: ``input_shapes`` ({name: shape})
     fixes whole shapes and binds the symbols of those inputs' declared dims,
-    ``dims`` ({symbol: size}) fixes symbols; an input of A with symbolic dims
-    takes B's static shape where B declares one; any dim still open is 1
-    (said in ``report.notes``).  ``rtol``/``atol`` override the per-dtype
+    ``dims`` ({symbol: size}) fixes symbols; without either, an input of A
+    with symbolic dims takes B's static shape where B declares one; any dim
+    still open is 1 (said in ``report.notes``).  ``rtol``/``atol`` override the per-dtype
     tolerance table.  ``seed`` also seeds the random ops of both models.
     """
     import opconv
@@ -174,10 +174,9 @@ def verify(a: Any, b: Any, inputs: Mapping[str, Any] | None = None, rtol: float 
 
     generated = inputs is None
     if generated:
-        shapes = dict(input_shapes or {})
-        if not dims:
-            shapes = _static_shapes_of(ins_a, ins_b, in_pairs) | shapes
-        feeds_a = random_inputs(model_a, seed=seed, input_shapes=shapes, dims=dims, notes=notes)
+        if not input_shapes and not dims:
+            input_shapes = _static_shapes_of(ins_a, ins_b, in_pairs)
+        feeds_a = random_inputs(model_a, seed=seed, input_shapes=input_shapes, dims=dims, notes=notes)
     else:
         feeds_a = _user_feeds(inputs, in_pairs)
     feeds_b = {in_pairs.get(name, name): value for name, value in feeds_a.items()}

@@ -125,7 +125,8 @@ def _fold_element_mover(graph: Graph, node: Node) -> int:
 
 
 def _rewire(graph: Graph, node: Node, old: Value, new: Value) -> int:
-    """Make readers of ``old`` read ``new``; a graph output keeps ``old`` (its name) and its producer."""
+    """Make readers of ``old`` read ``new``; a graph output keeps ``old`` (its name) and its producer.
+    Returns 1, the count of values replaced, for the callers' tallies."""
     old.replace_all_uses_with(new)
     if all(old is not o for o in graph.outputs) and all(not v.uses for v in node.outputs if v is not None):
         graph.remove_node(node)

@@ -1,11 +1,11 @@
 """The start of every conversion out of ONNX: a private copy with static input shapes and inferred types.
 
-OpenVINO opset1 IR and HLO both need static shapes.  :func:`static_copy` is what
-both converters call.  :func:`copy_with_static_inputs` copies the source through a *weight-less* ONNX protobuf (initializers of
-:data:`WEIGHTLESS_BYTES` or more travel as typed graph inputs, which is all
-shape inference needs of them, and the copy gets the caller's lazy,
-memory-mapped tensors back, so no weight is read or copied), fixes the graph
-inputs' shapes (declared, or bound from the caller's shapes and symbol values by
+OpenVINO opset1 IR and HLO both need static shapes; both converters start with
+:func:`static_copy`.  :func:`copy_with_static_inputs` copies the source through a
+*weight-less* ONNX protobuf (initializers of :data:`WEIGHTLESS_BYTES` or more
+travel as typed graph inputs, which is all shape inference needs of them, and
+the copy gets the caller's lazy, memory-mapped tensors back, so no weight is
+read or copied), fixes the graph inputs' shapes (declared, or bound from the caller's shapes and symbol values by
 :class:`opconv.input_shapes.InputShapes`) and runs ONNX shape inference.  Constant
 folding (:mod:`.fold`) and :func:`with_inferred_types` then alternate until
 nothing changes, so that folded shapes make more of the graph static.
