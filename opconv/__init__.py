@@ -109,10 +109,24 @@ def run(model: Any, inputs: dict, *, seed: int = 0) -> dict:
     return prepare(model, seed=seed).run(inputs)
 
 
-def convert(model: Any, to: str, **options) -> Model:
-    """Convert to another dialect: ``to`` is 'onnx', 'openvino' or 'hlo'."""
+def convert(model: Any, to: str, *, input_shapes: dict | None = None, dims: dict | None = None,
+            **options) -> Model:
+    """Convert to another dialect: ``to`` is 'onnx', 'openvino' or 'hlo'.
+
+    From ONNX to 'openvino' or 'hlo', every input shape must be static: ``input_shapes``
+    ({name: shape}, e.g. ``{"input_ids": (2, 12)}``) fixes inputs declared with symbolic or
+    unknown dims and binds those dims' symbols for every other input (``attention_mask``
+    declared ``[batch,seq]`` too); ``dims`` ({symbol: size}, e.g. ``{"batch": 1, "seq": 128}``)
+    fixes symbols everywhere.  Shape computations then fold to constants until nothing changes.
+    An input left open is a ConversionError naming every such input.  Other ``options`` go to
+    the direction's converter (e.g. ``opset`` for 'onnx').
+    """
     from . import converters
 
+    if input_shapes is not None:
+        options["input_shapes"] = input_shapes
+    if dims is not None:
+        options["dims"] = dims
     return converters.convert(load(model), to, **options)
 
 
@@ -124,16 +138,19 @@ def convert_version(model: Any, opset: int, **options) -> Model:
 
 
 def verify(a: Any, b: Any, inputs: dict | None = None, rtol: float | None = None,
-           atol: float | None = None, **options):
+           atol: float | None = None, *, seed: int = 0, input_shapes: dict | None = None,
+           dims: dict | None = None):
     """Run both models on the same inputs and compare every output; returns a report with ``.ok``.
 
     ``a`` and ``b`` are paths or models of any dialect; inputs and outputs pair by name, or by
-    position when the names differ.  Without ``inputs``, seeded random inputs are generated.
-    Options: ``seed`` (default 0: random inputs and random ops), ``input_shapes`` ({name: shape}
-    for inputs with symbolic dims).  ``rtol``/``atol`` override the per-dtype tolerance table.
-    Returns an :class:`opconv.verify.VerifyReport`; raises ExecutionError naming model A or B when
-    one cannot run.
+    position when the names differ.  Without ``inputs``, seeded random inputs are generated
+    (``seed``, default 0, also seeds random ops) with these shapes: ``input_shapes``
+    ({name: shape}) fixes inputs and binds the symbols of their declared dims, ``dims``
+    ({symbol: size}) fixes symbols, without either an input of A with symbolic dims takes
+    B's static shape, and any dim still open is 1 (said in ``report.notes``).  ``rtol``/``atol`` override the
+    per-dtype tolerance table.  Returns an :class:`opconv.verify.VerifyReport`; raises
+    ExecutionError naming model A or B when one cannot run.
     """
     from .verify import verify as compare_models
 
-    return compare_models(a, b, inputs, rtol, atol, **options)
+    return compare_models(a, b, inputs, rtol, atol, seed=seed, input_shapes=input_shapes, dims=dims)

@@ -22,6 +22,7 @@ import numpy as np
 
 from .compare import OutputComparison, compare_arrays
 from .errors import ExecutionError, OpconvError
+from .input_shapes import InputShapes, format_shape
 from .ir import Model, Value
 from .types import OptionalType, SequenceType, TensorType, element_type
 
@@ -150,13 +151,16 @@ def _xml_safe(text: str) -> str:
 # ---------------------------------------------------------------------------
 
 def verify(a: Any, b: Any, inputs: Mapping[str, Any] | None = None, rtol: float | None = None,
-           atol: float | None = None, *, seed: int = 0,
-           input_shapes: Mapping[str, tuple] | None = None) -> VerifyReport:
+           atol: float | None = None, *, seed: int = 0, input_shapes: Mapping[str, tuple] | None = None,
+           dims: Mapping[str, int] | None = None) -> VerifyReport:
     """Run models ``a`` and ``b`` on the same inputs and compare every output of B with A's.
 
     ``inputs`` maps A's input names to arrays; when omitted, seeded random
-    inputs are generated (``input_shapes`` fixes the shapes of inputs with
-    symbolic or unknown dims).  ``rtol``/``atol`` override the per-dtype
+    inputs are generated.  Their shapes: ``input_shapes`` ({name: shape})
+    fixes whole shapes and binds the symbols of those inputs' declared dims,
+    ``dims`` ({symbol: size}) fixes symbols; without either, an input of A
+    with symbolic dims takes B's static shape where B declares one; any dim
+    still open is 1 (said in ``report.notes``).  ``rtol``/``atol`` override the per-dtype
     tolerance table.  ``seed`` also seeds the random ops of both models.
     """
     import opconv
@@ -170,7 +174,9 @@ def verify(a: Any, b: Any, inputs: Mapping[str, Any] | None = None, rtol: float 
 
     generated = inputs is None
     if generated:
-        feeds_a = random_inputs(model_a, seed=seed, input_shapes=input_shapes)
+        if not input_shapes and not dims:
+            input_shapes = _static_shapes_of(ins_a, ins_b, in_pairs)
+        feeds_a = random_inputs(model_a, seed=seed, input_shapes=input_shapes, dims=dims, notes=notes)
     else:
         feeds_a = _user_feeds(inputs, in_pairs)
     feeds_b = {in_pairs.get(name, name): value for name, value in feeds_a.items()}
@@ -189,6 +195,21 @@ def verify(a: Any, b: Any, inputs: Mapping[str, Any] | None = None, rtol: float 
         output_matching=output_matching, seed=seed, model_a=_describe(model_a, a), model_b=_describe(model_b, b),
         rtol=rtol, atol=atol, inputs={k: _summarize(v) for k, v in feeds_a.items()}, random_inputs=generated,
         notes=notes, seconds_a=seconds_a, seconds_b=seconds_b)
+
+
+def _static_shapes_of(ins_a: list[Value], ins_b: list[Value], in_pairs: dict[str, str]) -> dict[str, tuple]:
+    """A's inputs with symbolic dims -> the static shape B declares for its paired input (a dynamic ONNX
+    model verified against its static conversion runs at the conversion's shapes)."""
+    declared_b = {v.name: v.shape for v in ins_b if isinstance(v.type, TensorType)}
+    shapes = {}
+    for v in ins_a:
+        mine, theirs = v.shape if isinstance(v.type, TensorType) else None, declared_b.get(in_pairs.get(v.name))
+        if mine is None or theirs is None or all(isinstance(d, int) for d in mine) or len(mine) != len(theirs):
+            continue
+        if all(isinstance(d, int) and d >= 0 for d in theirs) and all(
+                not isinstance(m, int) or m == d for m, d in zip(mine, theirs)):
+            shapes[v.name] = tuple(theirs)
+    return shapes
 
 
 def required_inputs(model: Model) -> list[Value]:
@@ -250,31 +271,29 @@ def _summarize(value: Any) -> dict:
 # random inputs
 # ---------------------------------------------------------------------------
 
-def random_inputs(model: Any, seed: int = 0, input_shapes: Mapping[str, tuple] | None = None) -> dict[str, Any]:
+def random_inputs(model: Any, seed: int = 0, input_shapes: Mapping[str, tuple] | None = None,
+                  dims: Mapping[str, int] | None = None, notes: list[str] | None = None) -> dict[str, Any]:
     """Seeded random values for every required input of ``model``.
 
     Floats are standard normal, integers in [1, 5] (non-zero and positive, see
     ``_INT_RANGE``), bools fair coins, strings short words.  An integer input
     that feeds the indices of a gather/scatter-like op gets valid indices for
-    the data it indexes.  Symbolic dims get one value in 1..4 per symbol,
-    unknown dims one each; ``input_shapes`` fixes whole shapes (and binds the
-    symbols they cover for the other inputs).
+    the data it indexes.  Shapes: ``input_shapes`` fixes whole shapes (and binds
+    the symbols of those inputs' declared dims for the other inputs), ``dims``
+    fixes symbols (:class:`opconv.input_shapes.InputShapes`); every dim still
+    open is 1, which is appended to ``notes`` when a list is given.
     """
     import opconv
 
     model = opconv.load(model)
     rng = np.random.default_rng(seed)
     inputs = required_inputs(model)
-    input_shapes = dict(input_shapes or {})
-    unknown = sorted(set(input_shapes) - {v.name for v in inputs})
-    if unknown:
-        raise OpconvError(f"a shape is given for unknown input(s) {', '.join(map(repr, unknown))}; the model takes "
-                          f"{', '.join(repr(v.name) for v in inputs) or 'no inputs'}")
-    symbols: dict[str, int] = {}
-    shapes: dict[str, tuple] = {}
-    # Explicit shapes first, so that the symbols they bind hold for every other input.
-    for v in sorted(inputs, key=lambda v: v.name not in input_shapes):
-        shapes[v.name] = _choose_shape(v, input_shapes.get(v.name), symbols, rng)
+    bound = InputShapes({v.name: _tensor_type(v).shape for v in inputs}, input_shapes, dims)
+    shapes = bound.with_defaults(1)
+    opened = bound.unresolved()
+    if opened and notes is not None:
+        notes.append("dims nothing binds are 1 (--input-shape/--dim choose them): " + ", ".join(
+            f"{name} {format_shape(bound.shapes[name])} -> {format_shape(shapes[name])}" for name in opened))
     return {v.name: _random_value(v, _tensor_type(v), shapes[v.name], shapes, rng) for v in inputs}
 
 
@@ -287,34 +306,6 @@ def _tensor_type(v: Value) -> TensorType:
         raise OpconvError(f"cannot make a random value for input {v.name!r} of type {t or 'unknown'}; "
                           f"pass its value explicitly")
     return t
-
-
-def _choose_shape(v: Value, given: tuple | None, symbols: dict[str, int], rng: np.random.Generator) -> tuple:
-    declared = _tensor_type(v).shape
-    if given is not None:
-        given = tuple(int(d) for d in given)
-        if declared is not None:
-            if len(declared) != len(given):
-                raise OpconvError(f"input_shapes gives input {v.name!r} rank {len(given)}, the model declares "
-                                  f"rank {len(declared)} {_fmt_shape(declared)}")
-            for d, g in zip(declared, given):
-                if isinstance(d, int) and d != g:
-                    raise OpconvError(f"input_shapes gives input {v.name!r} shape {list(given)}, the model "
-                                      f"declares {_fmt_shape(declared)}")
-                if isinstance(d, str):
-                    symbols.setdefault(d, g)
-        return given
-    if declared is None:
-        raise OpconvError(f"input {v.name!r} has unknown rank; give its shape (input_shapes / --shape)")
-    shape = []
-    for d in declared:
-        if isinstance(d, int):
-            shape.append(d)
-        elif isinstance(d, str):
-            shape.append(symbols.setdefault(d, int(rng.integers(1, 5))))
-        else:
-            shape.append(int(rng.integers(1, 5)))
-    return tuple(shape)
 
 
 def _random_value(v: Value, t: TensorType, shape: tuple, shapes: dict, rng: np.random.Generator) -> Any:

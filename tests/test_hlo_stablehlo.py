@@ -969,9 +969,9 @@ def test_dynamic_shape_is_refused():
 def test_module_text_shape():
     case = next(c for c in CASES if c.id == "GeGlu")
     text = export(case.model)
-    assert text.startswith("module {") and "func.func @main(%arg0: tensor<2x3x8xf32>)" in text
+    assert text.startswith("module {") and "func.func @main(%arg0: tensor<2x3x8xf32> {jax.arg_info = \"x0\"})" in text
     assert '"chlo.erf"' in text and '"stablehlo.slice"' in text
-    assert "GeGlu" not in text.split("func.func", 1)[1]  # decomposed, no vendor op left
+    assert "GeGlu" not in text.split("func.func", 1)[1].split("{\n", 1)[1]  # decomposed, no vendor op left
 
 
 # -- weights as arguments -------------------------------------------------------------------------
@@ -996,9 +996,11 @@ def test_weights_as_arguments_follow_the_inputs_and_compute_the_same():
     x, weight, bias = (rng.standard_normal(s).astype(np.float32) for s in ((2, 64), (64, 32), (32,)))
     model = _dot_bias_model(weight, bias)
     inline = export(model)
-    assert "%w0" not in inline and "func.func @main(%arg0: tensor<2x64xf32>) ->" in inline  # the default
+    assert "%w0" not in inline  # the default
+    assert 'func.func @main(%arg0: tensor<2x64xf32> {jax.arg_info = "x"}) ->' in inline
     text = export(model, weights="arguments")
-    assert "func.func @main(%arg0: tensor<2x64xf32>, %w0: tensor<64x32xf32>) ->" in text
+    assert ('func.func @main(%arg0: tensor<2x64xf32> {jax.arg_info = "x"}, '
+            '%w0: tensor<64x32xf32> {jax.arg_info = "weight"}) ->') in text
     assert "tensor<64x32xf32>} : () -> tensor<64x32xf32>" not in text  # no literal of the weight
     assert "dense<" in text and "tensor<32xf32>" in text  # the 128-byte bias stays inline
     assert [name for name, _ in weight_arguments(model)] == ["weight"]

@@ -14,10 +14,11 @@ import time
 import click
 
 from . import cli
-from .run_cmd import MODEL, _parse_shapes
+from .run_cmd import MODEL, shape_options
 
-_INPUT_SHAPE_HELP = ("Static shape for an input with symbolic or unknown dims, as NAME=D0,D1,... "
-                     "(repeatable). OpenVINO opset1 IR needs every input shape static.")
+_INPUT_SHAPE_HELP = ("Static shape for an input with symbolic or unknown dims, as NAME=D0,D1,... (repeatable); "
+                     "binds the symbols of its declared dims (batch, seq) for every input. "
+                     "OpenVINO opset1 IR needs every input shape static.")
 
 
 def default_output(model_path: str, suffix: str = ".xml") -> str:
@@ -57,10 +58,10 @@ def _summary(model) -> str:
 @click.argument("model", type=MODEL)
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="The .xml to write (its .bin goes beside it). Default: MODEL with an .xml suffix.")
-@click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=DIMS", help=_INPUT_SHAPE_HELP)
+@shape_options(_INPUT_SHAPE_HELP)
 @click.option("--verify", "verify_after", is_flag=True,
               help="Run the ONNX model and the IR on the same random inputs and compare every output.")
-def onnx_to_ir(model, output, input_shapes, verify_after):
+def onnx_to_ir(model, output, input_shapes, dims, verify_after):
     """Convert an ONNX MODEL to OpenVINO IR v10 (opset1): OUT.xml plus OUT.bin.
 
     Every node must map to opset1; otherwise nothing is written and every
@@ -70,6 +71,8 @@ def onnx_to_ir(model, output, input_shapes, verify_after):
     Examples:
       opconv onnx-to-ir resnet.onnx --input-shape data=1,3,224,224
       opconv onnx-to-ir mlp.onnx -o out/mlp.xml --input-shape x=8,64 --verify
+      opconv onnx-to-ir bert.onnx --input-shape input_ids=1,128   # attention_mask [batch,seq] too
+      opconv onnx-to-ir bert.onnx --dim batch=1 --dim seq=128
 
     Exit code 0 when the IR was written (and, with --verify, matches), 1 when
     --verify finds a difference, 2 when the model cannot be read or converted.
@@ -77,14 +80,13 @@ def onnx_to_ir(model, output, input_shapes, verify_after):
     import opconv
     from ..converters.onnx_to_openvino import onnx_to_openvino
 
-    shapes = _parse_shapes(input_shapes)
     target = output or default_output(model)
     source, converted, progress = load_convert_save(
         model, "onnx", target, "converting to OpenVINO opset1",
-        lambda m: onnx_to_openvino(m, input_shapes=shapes))
+        lambda m: onnx_to_openvino(m, input_shapes=input_shapes, dims=dims))
     click.echo(f"wrote {target} and {os.path.splitext(target)[0]}.bin ({_summary(converted)})")
     if verify_after:
-        _verify(opconv, source, converted, shapes, progress)
+        _verify(opconv, source, converted, progress, input_shapes, dims)
 
 
 @cli.command("ir-to-onnx")
@@ -118,7 +120,7 @@ def ir_to_onnx(model, output, opset, verify_after):
         model, "openvino", target, "converting to ONNX", lambda m: openvino_to_onnx(m, opset=opset))
     click.echo(f"wrote {target} (ai.onnx opset {converted.opsets['']}; {_summary(converted)})")
     if verify_after:
-        _verify(opconv, source, converted, {}, progress)
+        _verify(opconv, source, converted, progress)
 
 
 def load_convert_save(model: str, dialect: str, target: str, what: str, convert, save=None):
@@ -141,11 +143,11 @@ def load_convert_save(model: str, dialect: str, target: str, what: str, convert,
     return source, converted, progress
 
 
-def _verify(opconv, source, converted, shapes, progress: Progress) -> None:
+def _verify(opconv, source, converted, progress: Progress, input_shapes=None, dims=None) -> None:
     """Compare the converted model with its source on seeded random inputs; exit 1 on any difference."""
     progress.stage("verifying")
     try:
-        report = opconv.verify(source, converted, input_shapes=shapes)
+        report = opconv.verify(source, converted, input_shapes=input_shapes, dims=dims)
     finally:
         progress.done()
     for o in report.outputs:

@@ -12,10 +12,11 @@ import click
 
 from . import cli
 from .convert_cmd import _summary, _verify, default_output, load_convert_save
-from .run_cmd import MODEL, _parse_shapes
+from .run_cmd import MODEL, shape_options
 
-_INPUT_SHAPE_HELP = ("Static shape for an input with symbolic or unknown dims, as NAME=D0,D1,... "
-                     "(repeatable). HLO values have static shapes.")
+_INPUT_SHAPE_HELP = ("Static shape for an input with symbolic or unknown dims, as NAME=D0,D1,... (repeatable); "
+                     "binds the symbols of its declared dims (batch, seq) for every input. "
+                     "HLO values have static shapes.")
 
 
 @cli.command("onnx-to-hlo")
@@ -25,14 +26,14 @@ _INPUT_SHAPE_HELP = ("Static shape for an input with symbolic or unknown dims, a
 @click.option("--format", "fmt", type=click.Choice(["text", "stablehlo"]), default=None,
               help="text: opconv's HLO module (+ OUT.weights for large constants); stablehlo: MLIR text with "
                    "stablehlo.* ops. Default: stablehlo for a .mlir output, else text.")
-@click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=DIMS", help=_INPUT_SHAPE_HELP)
+@shape_options(_INPUT_SHAPE_HELP)
 @click.option("--weights-as-arguments", is_flag=True,
               help="StableHLO only (implies --format stablehlo): pass constants of 1 KiB or more as arguments "
                    "of @main after the inputs instead of dense<...> literals, and write them, in argument order "
                    "and keyed by constant name, to the output path with an .npz suffix.")
 @click.option("--verify", "verify_after", is_flag=True,
               help="Run the ONNX model and the HLO module on the same random inputs and compare every output.")
-def onnx_to_hlo(model, output, fmt, input_shapes, weights_as_arguments, verify_after):
+def onnx_to_hlo(model, output, fmt, input_shapes, dims, weights_as_arguments, verify_after):
     """Convert an ONNX MODEL to the HLO dialect (text module or StableHLO).
 
     Every node must map to HLO operations; otherwise nothing is written and
@@ -45,6 +46,7 @@ def onnx_to_hlo(model, output, fmt, input_shapes, weights_as_arguments, verify_a
       opconv onnx-to-hlo resnet.onnx --input-shape data=1,3,224,224
       opconv onnx-to-hlo bert.onnx -o bert.mlir --format stablehlo --input-shape ids=1,128
       opconv onnx-to-hlo mlp.onnx --input-shape x=8,64 --verify
+      opconv onnx-to-hlo bert.onnx --dim batch=1 --dim seq=128
       opconv onnx-to-hlo vgg.onnx -o vgg.mlir --weights-as-arguments   # + vgg.npz
 
     Exit code 0 when the module was written (and, with --verify, matches), 1
@@ -55,7 +57,6 @@ def onnx_to_hlo(model, output, fmt, input_shapes, weights_as_arguments, verify_a
     from ..converters.onnx_to_hlo import onnx_to_hlo as convert
     from ..dialects.hlo.io import save
 
-    shapes = _parse_shapes(input_shapes)
     if fmt is None:
         fmt = "stablehlo" if weights_as_arguments or (output and output.lower().endswith(".mlir")) else "text"
     if weights_as_arguments and fmt != "stablehlo":
@@ -63,7 +64,7 @@ def onnx_to_hlo(model, output, fmt, input_shapes, weights_as_arguments, verify_a
     target = output or default_output(model, ".mlir" if fmt == "stablehlo" else ".hlo")
     weights_file = os.path.splitext(target)[0] + ".npz"
     source, converted, progress = load_convert_save(
-        model, "onnx", target, "converting to HLO", lambda m: convert(m, input_shapes=shapes),
+        model, "onnx", target, "converting to HLO", lambda m: convert(m, input_shapes=input_shapes, dims=dims),
         save=(lambda m, path: _save_with_weight_arguments(m, path, weights_file)) if weights_as_arguments
         else (lambda m, path: save(m, path, format=fmt)))
     stats = conversion_stats(converted)
@@ -73,7 +74,7 @@ def onnx_to_hlo(model, output, fmt, input_shapes, weights_as_arguments, verify_a
     click.echo("fusions: " + (", ".join(f"{op} {n}" for op, n in fused.items()) or "none")
                + "; multi-node patterns fused: " + (", ".join(f"{op} {n}" for op, n in patterns.items()) or "none"))
     if verify_after:
-        _verify(opconv, source, converted, shapes, progress)
+        _verify(opconv, source, converted, progress, input_shapes, dims)
 
 
 def _save_with_weight_arguments(model, path: str, weights_file: str) -> None:
@@ -126,7 +127,7 @@ def hlo_to_onnx(model, output, opset, verify_after):
         model, "hlo", target, "converting to ONNX", lambda m: convert(m, opset=opset))
     click.echo(f"wrote {target} (ai.onnx opset {converted.opsets['']}; {_summary(converted)})")
     if verify_after:
-        _verify(opconv, source, converted, {}, progress)
+        _verify(opconv, source, converted, progress)
 
 
 __all__ = ["onnx_to_hlo", "hlo_to_onnx"]

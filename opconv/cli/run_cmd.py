@@ -8,6 +8,7 @@ both ``run`` and ``verify`` draw seeded random inputs with the generator of
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -18,26 +19,42 @@ import numpy as np
 
 from .. import load
 from ..errors import ExecutionError, OpconvError
+from ..input_shapes import parse_dim_option, parse_shape_option
 from . import cli
 
 MODEL = click.Path(dir_okay=False)  # existence is checked by the loader, with opconv's own message
 
-_SHAPE_HELP = ("Shape of an input with symbolic or unknown dims for random inputs, as NAME=D0,D1,... "
-               "(repeatable; NAME= for a scalar).")
+_RANDOM_SHAPE_HELP = ("Shape of an input with symbolic or unknown dims for random inputs, as NAME=D0,D1,... "
+                      "(repeatable; NAME= for a scalar); binds the symbols of its declared dims for every input. "
+                      "Dims nothing binds are 1.")
+
+_DIM_HELP = "Size of a symbolic dim wherever inputs declare it, as SYMBOL=N (repeatable), e.g. --dim batch=1."
 
 
-def _parse_shapes(values: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
-    shapes = {}
-    for text in values:
-        name, eq, dims = text.rpartition("=")
-        try:
-            if not eq or not name:
-                raise ValueError
-            shapes[name] = tuple(int(d) for d in dims.split(",") if d.strip()) if dims.strip() else ()
-        except ValueError:
-            raise click.BadParameter(f"{text!r} is not NAME=D0,D1,... (e.g. x=1,3,224,224)",
-                                     param_hint="--shape") from None
-    return shapes
+def shape_options(input_shape_help: str):
+    """Decorator: the shape options every command that takes shapes shares.
+
+    ``--input-shape NAME=D0,D1,...`` (repeatable; the old ``--shape`` is a hidden alias) and ``--dim SYMBOL=N``
+    reach the command parsed, as ``input_shapes`` ({name: dims}) and ``dims`` ({symbol: size}); a malformed value
+    (``x=-1,16``, ``x=?,3``) is an :class:`OpconvError`, one line and exit 2.
+    """
+    def wrap(command):
+        @functools.wraps(command)
+        def parsed(*args, input_shapes, old_shapes, dims, **kwargs):
+            shapes = dict(parse_shape_option(text) for text in input_shapes + old_shapes)
+            return command(*args, input_shapes=shapes, dims=dict(parse_dim_option(text) for text in dims), **kwargs)
+
+        parsed = click.option("--dim", "dims", multiple=True, metavar="SYMBOL=N", help=_DIM_HELP)(parsed)
+        parsed = click.option("--shape", "old_shapes", multiple=True, hidden=True)(parsed)
+        return click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=DIMS",
+                            help=input_shape_help)(parsed)
+    return wrap
+
+
+def show_input_shapes(shapes: dict[str, Any]) -> None:
+    """Say on stderr which shapes the random inputs have (``{name: shape}``; None for a sequence or optional)."""
+    text = " ".join(f"{name}={','.join(map(str, shape))}" for name, shape in shapes.items() if shape is not None)
+    click.echo(f"input shapes: {text or 'none'}", err=True)
 
 
 # ---------------------------------------------------------------------------
@@ -221,8 +238,8 @@ def _error_figure(x: float) -> str:
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the outputs to this .npz file.")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of the random inputs and of the model's random ops.")
-@click.option("--shape", "shapes", multiple=True, metavar="NAME=DIMS", help=_SHAPE_HELP)
-def run(model, inputs_path, output, seed, shapes):
+@shape_options(_RANDOM_SHAPE_HELP)
+def run(model, inputs_path, output, seed, input_shapes, dims):
     """Run MODEL with opconv's reference executor and summarise its outputs.
 
     Prints each input and output with its type and a few statistics; -o
@@ -232,7 +249,8 @@ def run(model, inputs_path, output, seed, shapes):
     Examples:
       opconv run model.onnx                          # seeded random inputs
       opconv run model.onnx --inputs in.npz -o out.npz
-      opconv run model.onnx --shape x=1,3,224,224 --seed 7
+      opconv run model.onnx --input-shape x=1,3,224,224 --seed 7
+      opconv run bert.onnx --dim batch=2 --dim seq=12
 
     Make an inputs file with numpy: numpy.savez("in.npz", x=array).
     Exit code 0 when the model ran, 2 when it could not be read or run.
@@ -246,7 +264,13 @@ def run(model, inputs_path, output, seed, shapes):
     if inputs_path:
         feeds, origin = read_npz(inputs_path), inputs_path
     else:
-        feeds, origin = random_inputs(m, seed=seed, input_shapes=_parse_shapes(shapes)), f"random, seed {seed}"
+        notes: list[str] = []
+        feeds = random_inputs(m, seed=seed, input_shapes=input_shapes, dims=dims, notes=notes)
+        origin = f"random, seed {seed}"
+        show_input_shapes({name: None if isinstance(v, (list, tuple)) or v is None else np.shape(v)
+                           for name, v in feeds.items()})
+        for note in notes:
+            click.echo(f"note: {note}", err=True)
     try:
         with np.errstate(all="ignore"):
             outputs = opconv.run(m, feeds, seed=seed)
@@ -274,11 +298,11 @@ def run(model, inputs_path, output, seed, shapes):
 @click.option("--atol", type=float, help="Absolute tolerance for every float output (default: per element type).")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of the random inputs and of both models' random ops.")
-@click.option("--shape", "shapes", multiple=True, metavar="NAME=DIMS", help=_SHAPE_HELP)
+@shape_options(_RANDOM_SHAPE_HELP)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the full report as JSON.")
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False),
               help="Write a JUnit XML report (one testcase per output) for CI dashboards.")
-def verify(model_a, model_b, inputs_path, rtol, atol, seed, shapes, json_path, junit_path):
+def verify(model_a, model_b, inputs_path, rtol, atol, seed, input_shapes, dims, json_path, junit_path):
     """Run A and B on the same inputs and compare every output of B with A's.
 
     A and B may be of any dialect, e.g. an ONNX model and its conversion.
@@ -302,7 +326,9 @@ def verify(model_a, model_b, inputs_path, rtol, atol, seed, shapes, json_path, j
         if path:
             _output_folder(path)
     inputs = read_npz(inputs_path) if inputs_path else None
-    report = opconv.verify(model_a, model_b, inputs, rtol, atol, seed=seed, input_shapes=_parse_shapes(shapes))
+    report = opconv.verify(model_a, model_b, inputs, rtol, atol, seed=seed, input_shapes=input_shapes, dims=dims)
+    if report.random_inputs:
+        show_input_shapes({name: s.get("shape") for name, s in report.inputs.items()})
     click.echo(f"A: {report.model_a}")
     click.echo(f"B: {report.model_b}")
     fed = ", ".join(f"{name} {_describe_input(s)}" for name, s in report.inputs.items()) or "none"

@@ -41,12 +41,12 @@ def _slice_bound(value, default: int, rank: int) -> int:
 
 
 def fold_constants(model: Model) -> int:
-    """Fold ``model``'s constant subgraphs in place; returns how many values became initializers."""
+    """Fold ``model``'s constant subgraphs in place; returns how many values it replaced by initializers
+    (0: the graph did not change, so folding again would not either)."""
     graph = model.graph
-    _fold_shape_readers(graph)
-    _fold_uniform_fills(graph)
+    count = _fold_shape_readers(graph) + _fold_uniform_fills(graph)
     folded = _evaluate_constants(model)
-    return _replace_with_constants(graph, folded) if folded else 0
+    return count + (_replace_with_constants(graph, folded) if folded else 0)
 
 
 def _static(value: Value | None) -> tuple[int, ...] | None:
@@ -56,7 +56,8 @@ def _static(value: Value | None) -> tuple[int, ...] | None:
     return tuple(shape)
 
 
-def _fold_shape_readers(graph: Graph) -> None:
+def _fold_shape_readers(graph: Graph) -> int:
+    count = 0
     for node in list(graph.nodes):
         reader = _SHAPE_READERS.get(node.op)
         if reader is None or node.domain not in ("", "ai.onnx") or len(node.outputs) != 1 or not node.inputs:
@@ -65,19 +66,21 @@ def _fold_shape_readers(graph: Graph) -> None:
         if shape is None:
             continue
         out = node.outputs[0]
-        const = graph.const(reader(node, shape), f"{out.name}/folded")
-        _rewire(graph, node, out, const)
+        if out.uses:  # a graph output nobody else reads keeps its producer: nothing to do
+            count += _rewire(graph, node, out, graph.const(reader(node, shape), f"{out.name}/folded"))
+    return count
 
 
-def _fold_uniform_fills(graph: Graph) -> None:
+def _fold_uniform_fills(graph: Graph) -> int:
     """ConstantOfShape of a constant shape -> an initializer that is a broadcast view of its one value.
 
     Exported models (the onnx package's light models, for one) rebuild whole weight tensors this way; the view
     costs no memory, and writers stream it without ever materialising it.  Ops that only move elements of a
-    constant are folded here too (see :func:`_fold_element_mover`)."""
+    constant are folded here too (see :func:`_fold_element_mover`).  Returns how many values were replaced."""
+    count = 0
     for node in list(graph.nodes):
         if node.op in _ELEMENT_MOVERS and node.domain in ("", "ai.onnx") and node.inputs:
-            _fold_element_mover(graph, node)
+            count += _fold_element_mover(graph, node)
         if node.op != "ConstantOfShape" or node.domain not in ("", "ai.onnx") or not node.inputs:
             continue
         shape_value = node.inputs[0]
@@ -91,8 +94,10 @@ def _fold_uniform_fills(graph: Graph) -> None:
         if fill.size != 1:
             continue  # the executor reports it
         out = node.outputs[0]
-        view = np.broadcast_to(fill[:1].reshape(()), shape)
-        _rewire(graph, node, out, graph.const(view, f"{out.name}/folded"))
+        if out.uses:
+            view = np.broadcast_to(fill[:1].reshape(()), shape)
+            count += _rewire(graph, node, out, graph.const(view, f"{out.name}/folded"))
+    return count
 
 
 # ONNX ops whose output is their first input's elements in the same (C) order, only shaped anew
@@ -101,29 +106,31 @@ _RESHAPERS = frozenset({"Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity"
 _ELEMENT_MOVERS = _RESHAPERS | {"Expand", "Transpose", "Tile"}
 
 
-def _fold_element_mover(graph: Graph, node: Node) -> None:
+def _fold_element_mover(graph: Graph, node: Node) -> int:
     """A reshaping op of constants -> its data in the inferred static shape (a view); an element-moving op of
     a broadcast view -> that view's value over the inferred shape.  No executor start-up, no copy."""
     data, out = node.inputs[0], node.outputs[0]
     shape = _static(out) if len(node.outputs) == 1 else None
-    if shape is None or data is None or data.const is None or out.dtype != data.const.dtype \
+    if shape is None or data is None or data.const is None or out.dtype != data.const.dtype or not out.uses \
             or not all(v is None or v.const is not None for v in node.inputs):
-        return
+        return 0
     array = data.const.numpy()
     if array.size and not any(array.strides):  # one value broadcast over the shape
         folded = np.broadcast_to(array[(0,) * array.ndim], shape)
     elif node.op in _RESHAPERS and array.size == int(np.prod(shape, dtype=np.int64)):
         folded = array.reshape(shape)
     else:
-        return
-    _rewire(graph, node, out, graph.const(folded, f"{out.name}/folded"))
+        return 0
+    return _rewire(graph, node, out, graph.const(folded, f"{out.name}/folded"))
 
 
-def _rewire(graph: Graph, node: Node, old: Value, new: Value) -> None:
-    """Make readers of ``old`` read ``new``; a graph output keeps ``old`` (its name) and its producer."""
+def _rewire(graph: Graph, node: Node, old: Value, new: Value) -> int:
+    """Make readers of ``old`` read ``new``; a graph output keeps ``old`` (its name) and its producer.
+    Returns 1, the count of values replaced, for the callers' tallies."""
     old.replace_all_uses_with(new)
     if all(old is not o for o in graph.outputs) and all(not v.uses for v in node.outputs if v is not None):
         graph.remove_node(node)
+    return 1
 
 
 def _evaluate_constants(model: Model) -> dict[int, np.ndarray]:

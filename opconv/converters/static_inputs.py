@@ -1,20 +1,25 @@
 """The start of every conversion out of ONNX: a private copy with static input shapes and inferred types.
 
-OpenVINO opset1 IR and HLO both need static shapes.  :func:`copy_with_static_inputs`
-copies the source through a *weight-less* ONNX protobuf (initializers of
-:data:`WEIGHTLESS_BYTES` or more travel as typed graph inputs, which is all
-shape inference needs of them, and the copy gets the caller's lazy,
-memory-mapped tensors back, so no weight is read or copied), fixes the graph
-inputs' shapes (declared, or given by the user) and runs ONNX shape inference.
-After constant folding (:mod:`.fold`), :func:`with_inferred_types` reruns the
-inference so that folded shapes make more of the graph static.
+OpenVINO opset1 IR and HLO both need static shapes; both converters start with
+:func:`static_copy`.  :func:`copy_with_static_inputs` copies the source through a
+*weight-less* ONNX protobuf (initializers of :data:`WEIGHTLESS_BYTES` or more
+travel as typed graph inputs, which is all shape inference needs of them, and
+the copy gets the caller's lazy, memory-mapped tensors back, so no weight is
+read or copied), fixes the graph inputs' shapes (declared, or bound from the caller's shapes and symbol values by
+:class:`opconv.input_shapes.InputShapes`) and runs ONNX shape inference.  Constant
+folding (:mod:`.fold`) and :func:`with_inferred_types` then alternate until
+nothing changes, so that folded shapes make more of the graph static.
 """
 
 from __future__ import annotations
 
+from typing import Mapping, Sequence
+
 from ..dialects.onnx.proto import infer_shapes, messages as pb
-from ..errors import ConversionError
-from ..ir import Model, Tensor, Value
+from ..errors import ConversionError, OpconvError
+from ..input_shapes import InputShapes
+from ..ir import Model, Tensor
+from .fold import fold_constants
 
 #: initializers at least this large stay out of the protobuf copies given to ONNX shape inference (and out of
 #: a converter's type-inference runs); shape-carrying constants (Reshape targets, axes, pads) are far smaller
@@ -23,26 +28,69 @@ WEIGHTLESS_BYTES = 1 << 20
 
 # ---------------------------------------------------------------------------
 
-def copy_with_static_inputs(model: Model, shapes: dict[str, tuple[int, ...]], where: str | None,
-                            target: str = "OpenVINO opset1 IR") -> Model:
-    """A fresh model with static graph-input shapes and ONNX-inferred intermediate types (``target`` for messages)."""
-    unknown = sorted(set(shapes) - {v.name for v in model.graph.inputs})
-    if unknown:
-        raise ConversionError(f"--input-shape names {', '.join(unknown)}, which the model has no input called; "
-                              f"inputs: {', '.join(v.name for v in model.graph.inputs)}", where=where)
+def static_copy(model: Model, input_shapes: Mapping[str, Sequence[int]] | None, dims: Mapping[str, int] | None,
+                where: str | None, target: str) -> Model:
+    """A fresh copy of ``model`` with static input shapes, its constant shape computations folded and its
+    types inferred again until neither changes anything (``target`` names the conversion in messages).
+
+    Exported models compute shapes at run time in chains that only resolve step by step: a Range whose limit
+    is a Shape folds to a constant, which makes its consumers' shapes static, whose Shape nodes then fold,
+    and so on.  Each round folds what the last inference made static; the rounds stop when a fold changes
+    nothing or every value is static (bounded by :data:`MAX_ROUNDS`).
+    """
+    copy = copy_with_static_inputs(model, input_shapes, where, target, dims)
+    drop_input_defaults(copy.graph)
+    for _ in range(MAX_ROUNDS):
+        if not may_fold(copy.graph) or not fold_constants(copy) or not has_unresolved_types(copy.graph):
+            break
+        copy = with_inferred_types(copy)
+    return copy
+
+
+#: folding/inference rounds at most (each resolves one more link of a shape chain; real exports need 1-3)
+MAX_ROUNDS = 16
+
+
+def copy_with_static_inputs(model: Model, input_shapes: Mapping[str, Sequence[int]] | None, where: str | None,
+                            target: str = "OpenVINO opset1 IR", dims: Mapping[str, int] | None = None) -> Model:
+    """A fresh model with static graph-input shapes and ONNX-inferred intermediate types (``target`` for messages).
+
+    ``input_shapes`` gives whole shapes by input name, binding the symbols of those inputs' declared dims for
+    every other input; ``dims`` gives symbols' values.  Every input left open is named in one error.
+    """
+    declared = {v.name: v for v in model.graph.inputs if v.const is None}
+    try:
+        bound = InputShapes({name: v.shape for name, v in declared.items()}, input_shapes, dims)
+    except OpconvError as e:
+        raise ConversionError(e.message, where=where) from None
+    bound.require_static(target, where, ConversionError)
     proto, weights = _weightless_proto(model)
-    declared = {v.name: v for v in model.graph.inputs}
     for vi in proto.graph.input:
-        static = _static_shape(vi.name, declared[vi.name], shapes.get(vi.name), where, target)
-        if static is None:
+        if vi.name not in declared:
             continue  # an overridable initializer default: it stays a constant below
-        dims = vi.type.tensor_type.shape
-        dims.ClearField("dim")
-        for d in static:
-            dims.dim.add().dim_value = d
+        _set_dims(vi, bound.static(vi.name))
+    # Declared intermediate and output types keep their ranks and static dims; their symbols (an exporter's
+    # names for run-time sizes) become unknown dims, which inference fills from the static inputs.
+    for vi in list(proto.graph.value_info) + list(proto.graph.output):
+        _forget_symbols(vi)
     copy = _load_inferred(proto, weights)
     copy.path = model.path
     return copy
+
+
+def _set_dims(vi: pb.ValueInfoProto, static: tuple[int, ...]) -> None:
+    dims = vi.type.tensor_type.shape
+    dims.ClearField("dim")
+    for d in static:
+        dims.dim.add().dim_value = d
+
+
+def _forget_symbols(vi: pb.ValueInfoProto) -> None:
+    t = vi.type
+    if t.WhichOneof("value") == "tensor_type" and t.tensor_type.HasField("shape"):
+        for d in t.tensor_type.shape.dim:
+            if d.HasField("dim_param"):
+                d.ClearField("dim_param")
 
 
 def with_inferred_types(model: Model) -> Model:
@@ -120,30 +168,6 @@ def has_unresolved_types(graph) -> bool:
             if v.dtype is None or shape is None or not all(isinstance(d, int) for d in shape):
                 return True
     return False
-
-
-def _static_shape(name: str, value: Value, given: tuple | None, where: str | None,
-                  target: str) -> tuple[int, ...] | None:
-    """The static shape of graph input ``name``: declared, or given (and consistent with the declaration)."""
-    if value.const is not None:
-        return None
-    declared = value.shape
-    if given is not None:
-        if declared is not None and (len(declared) != len(given) or any(
-                isinstance(d, int) and d != g for d, g in zip(declared, given))):
-            raise ConversionError(f"input {name!r} is declared {format_shape(declared)}; the given shape "
-                                  f"{format_shape(given)} does not fit it", where=where)
-        return given
-    if declared is None or not all(isinstance(d, int) and d >= 0 for d in declared):
-        raise ConversionError(f"input {name!r} has shape {format_shape(declared)} with unresolved dims; {target} needs "
-                              f"static shapes: pass --input-shape {name}=D0,D1,... "
-                              f"(input_shapes={{{name!r}: (...)}} in Python)", where=where)
-    return tuple(declared)
-
-
-def format_shape(shape) -> str:
-    """``[1,?,224]``: a shape for messages."""
-    return "[?]" if shape is None else "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
 
 
 def drop_input_defaults(graph) -> None:

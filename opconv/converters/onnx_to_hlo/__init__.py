@@ -39,8 +39,7 @@ from ...errors import ConversionError, OpconvError
 from ...ir import Model, Value
 from ...types import TensorType, element_type, from_numpy
 from .. import register
-from ..fold import fold_constants
-from ..static_inputs import copy_with_static_inputs, drop_input_defaults, with_inferred_types
+from ..static_inputs import static_copy
 from ..rewrite import RuleSet, convert_graph
 from . import attention, control, elementwise, fusion, image, loss, nn, quantize, rnn, shape
 from ._common import hlo
@@ -55,19 +54,18 @@ FUSED_OPS = ("ConvBias", "DotGeneralBias", "LayerNorm", "Gelu", "BatchNormInfere
 
 
 @register("onnx", "hlo")
-def onnx_to_hlo(model: Model, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Model:
+def onnx_to_hlo(model: Model, input_shapes: Mapping[str, Sequence[int]] | None = None,
+                dims: Mapping[str, int] | None = None) -> Model:
     """Convert an ONNX model to the HLO dialect (a new :class:`Model`; ``model`` is untouched).
 
     ``input_shapes`` gives static shapes for graph inputs with symbolic or
-    unknown dims.  Raises :class:`ConversionError` naming the input when a
-    shape stays unresolved, or naming every node no rule converts.
+    unknown dims (``{"input_ids": (2, 12)}``); the symbols of such an input's
+    declared dims then hold for every input.  ``dims`` gives symbols' values
+    directly (``{"batch": 1}``).  Raises :class:`ConversionError` naming every
+    input whose shape stays unresolved, or naming every node no rule converts.
     """
     where = model.path
-    shapes = {name: tuple(int(d) for d in dims) for name, dims in (input_shapes or {}).items()}
-    copy = copy_with_static_inputs(model, shapes, where, target="HLO")
-    drop_input_defaults(copy.graph)
-    if fold_constants(copy):
-        copy = with_inferred_types(copy)
+    copy = static_copy(model, input_shapes, dims, where, "HLO")
     _complete_types(copy)
     graph = copy.graph
     source = list(graph.walk())  # kept alive, so that no new node can reuse a source node's id

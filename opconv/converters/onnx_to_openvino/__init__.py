@@ -45,13 +45,11 @@ from ...errors import ConversionError
 from ...ir import Model, Tensor, Value
 from ...types import TensorType, element_type, from_numpy
 from .. import register
-from ..rewrite import RuleSet, convert_graph
+from ..rewrite import Builder, RuleSet, convert_graph
 from ...dialects.openvino.io import ELEMENT_TYPES
 from . import (activations, attention, causal_conv, control_flow, cumulative, dequantize, einsum, elementwise,
                deform_conv, grids, losses, movement, nn, quantize, resize, rnn, rotary, scatter, shape)
-from ..fold import fold_constants
-from ..static_inputs import (WEIGHTLESS_BYTES, copy_with_static_inputs, drop_input_defaults, has_unresolved_types,
-                             may_fold, with_inferred_types)
+from ..static_inputs import WEIGHTLESS_BYTES, static_copy
 from ._common import OPSET, ov
 
 # Element types IR v10 can store (canonical names), from the IR reader/writer's table.
@@ -69,23 +67,23 @@ RULES = RuleSet(elementwise.RULES + nn.RULES + shape.RULES + rnn.RULES + movemen
 
 
 @register("onnx", "openvino")
-def onnx_to_openvino(model: Model, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Model:
+def onnx_to_openvino(model: Model, input_shapes: Mapping[str, Sequence[int]] | None = None,
+                     dims: Mapping[str, int] | None = None) -> Model:
     """Convert an ONNX model to an OpenVINO opset1 model (a new :class:`Model`; ``model`` is untouched).
 
     ``input_shapes`` gives static shapes for graph inputs whose declared shape
-    has symbolic or unknown dims.  Raises :class:`ConversionError` naming the
-    input when a shape stays unresolved, or naming every unsupported node.
+    has symbolic or unknown dims (``{"input_ids": (2, 12)}``); the symbols of
+    such an input's declared dims (``batch``, ``seq``) then hold for every
+    input.  ``dims`` gives symbols' values directly (``{"batch": 1}``).
+    Raises :class:`ConversionError` naming every input whose shape stays
+    unresolved, or naming every unsupported node.
     """
     where = model.path
-    shapes = {name: tuple(int(d) for d in dims) for name, dims in (input_shapes or {}).items()}
-    copy = copy_with_static_inputs(model, shapes, where)
+    copy = static_copy(model, input_shapes, dims, where, "OpenVINO opset1 IR")
     graph = copy.graph
-    drop_input_defaults(graph)
-    if may_fold(graph) and fold_constants(copy) and has_unresolved_types(graph):
-        copy = with_inferred_types(copy)  # folded shapes make more of the graph's types static
-        graph = copy.graph
     convert_graph(graph, RULES, OPSET, 1, identity=_identity, where=where)
     _name_layers_after_values(graph)
+    _give_outputs_layers_of_their_names(graph)
     _check_element_types(graph, where)
     out = Model(graph, DIALECT, {OPSET: 1}, producer="opconv", doc=model.doc,
                 metadata=dict(model.metadata), path=None)
@@ -109,6 +107,32 @@ def _name_layers_after_values(graph) -> None:
             taken.discard(node.name)
             node.name = wanted
             taken.add(wanted)
+
+
+def _give_outputs_layers_of_their_names(graph) -> None:
+    """Give each graph output that a differently named layer produces (one port of TopK, Split, LSTM ...) a
+    Convert to its own type named after it.
+
+    OpenVINO's IR v10 reader names every tensor after its layer (``layer.N`` on a multi-output layer) besides
+    the names its port lists, and ``get_any_name()`` answers the first name in sort order: only a
+    single-output layer of the output's own name makes OpenVINO users see the ONNX name.
+    """
+    layers = {node.name: node for node in graph.nodes}
+    for i, value in enumerate(graph.outputs):
+        producer = value.producer
+        if producer is None or (len(producer.outputs) == 1 and producer.name == value.name):
+            continue
+        name = value.name
+        if name in layers:  # a layer of another value took the name: it makes way
+            other = layers.pop(name)
+            other.name = graph.unique_name(f"{name}/layer")
+            layers[other.name] = other
+        value.name = graph.unique_name(f"{name}/port")
+        b = Builder(graph, None, domain=OPSET, version=1)
+        copy = ov(b, "Convert", value, destination_type=value.dtype, _name=name)
+        copy.name = copy.producer.name = name
+        graph.outputs[i] = copy
+        layers[name] = copy.producer
 
 
 def _check_element_types(graph, where: str | None) -> None:

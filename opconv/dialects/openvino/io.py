@@ -503,6 +503,11 @@ class _Reader:
         return node
 
 
+def _join_names(names: Iterable[str]) -> str:
+    """A port's ``names`` attribute: the tensor names, comma separated, a comma inside a name escaped."""
+    return ",".join(n.replace(",", "\\,") for n in names)
+
+
 def _split_names(text: str) -> list[str]:
     """Tensor names of a v11 port: comma separated, a literal comma escaped as ``\\,``."""
     names, current, i = [], [], 0
@@ -638,6 +643,7 @@ class _Writer:
             g.topological_sort()
         except GraphError as e:
             raise self.error(e.message) from None
+        self.outputs = {id(v) for v in g.outputs}
         for value in g.inputs:
             self.parameter(value)
         for value in self.used_constants(g):
@@ -695,7 +701,7 @@ class _Writer:
             etree.SubElement(el, "data", data)
         return lid, el
 
-    def port(self, parent: etree._Element, pid: int, value: Value, owner: str) -> None:
+    def port(self, parent: etree._Element, pid: int, value: Value, owner: str, named: bool = False) -> None:
         vtype = value.type
         if not isinstance(vtype, TensorType) or vtype.dtype is None or vtype.shape is None:
             raise self.error(f"value {value.name!r} ({owner}) has no known element type and rank; "
@@ -711,7 +717,10 @@ class _Writer:
             port = self.ports[key] = etree.Element("port", id=str(pid), precision=precision)
             for d in vtype.shape:
                 etree.SubElement(port, "dim").text = str(d) if isinstance(d, int) else "-1"
-        parent.append(port.__copy__())
+        port = port.__copy__()
+        if named:  # the tensor name OpenVINO gives the value (``names``, read from IR v10 on as well)
+            port.set("names", _join_names([value.name]))
+        parent.append(port)
 
     def connect(self, value: Value, layer_id: int, port_id: int, owner: str) -> None:
         source = self.sources.get(id(value))
@@ -726,7 +735,7 @@ class _Writer:
             raise self.error(f"graph input {value.name!r} needs a known element type and rank, got {vtype}")
         data = {"element_type": _ELEMENT_NAMES[vtype.dtype], "shape": _format_dims(vtype.shape)}
         lid, el = self.layer(value.name, "Parameter", data)
-        self.port(etree.SubElement(el, "output"), 0, value, "graph input")
+        self.port(etree.SubElement(el, "output"), 0, value, "graph input", named=True)
         self.sources[id(value)] = (lid, 0)
 
     def used_constants(self, g: Graph) -> list[Value]:
@@ -825,7 +834,7 @@ class _Writer:
         if node.outputs:
             ports = etree.SubElement(el, "output")
             for j, value in enumerate(node.outputs):
-                self.port(ports, len(inputs) + j, value, f"output {j} of {node.label}")
+                self.port(ports, len(inputs) + j, value, f"output {j} of {node.label}", id(value) in self.outputs)
                 self.sources[id(value)] = (lid, len(inputs) + j)
         el.extend(body_els)
         for i, value in enumerate(inputs):

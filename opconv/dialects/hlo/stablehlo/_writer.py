@@ -107,6 +107,15 @@ class Operand:
         return element_type(self.dtype).is_complex
 
 
+def mlir_string(text: str) -> str:
+    """``text`` as an MLIR string literal: quotes, backslashes and bytes outside printable ASCII escaped."""
+    out = []
+    for byte in text.encode("utf-8"):
+        ch = chr(byte)
+        out.append(f"\\{byte:02X}" if byte < 0x20 or byte > 0x7E or ch in '"\\' else ch)
+    return '"' + "".join(out) + '"'
+
+
 def ints(values: Sequence[int]) -> str:
     """A dense i64 array attribute: ``array<i64: 1, 2>``."""
     values = [int(v) for v in values]
@@ -514,12 +523,16 @@ def export_function(model: Model, name: str = "main", *, weights: str = "inline"
     writer.emit_graph(graph)
     results = [writer.use(v) for v in graph.outputs]
     names = ", ".join(v.name for v in graph.inputs)
-    signature = ", ".join(f"{a.name}: {a.type}" for a in args)
+    # Argument and result names travel as JAX writes them (jax.arg_info / jax.result_info attributes).
+    arg_names = [v.name for v in graph.inputs] + weight_names
+    signature = ", ".join(f"{a.name}: {a.type} {{jax.arg_info = {mlir_string(n)}}}" for a, n in zip(args, arg_names))
     result_types = ", ".join(r.type for r in results)
+    named_results = ", ".join(f"{r.type} {{jax.result_info = {mlir_string(v.name)}}}"
+                              for r, v in zip(results, graph.outputs))
     lines = [f"  // inputs: {names}" if names else "",
              f"  // weights (arguments after the inputs): {', '.join(weight_names)}" if weight_names else "",
              f"  // outputs: {', '.join(v.name for v in graph.outputs)}",
-             f"  func.func @{name}({signature}) -> ({result_types}) {{"]
+             f"  func.func @{name}({signature}) -> ({named_results}) {{"]
     lines = [ln for ln in lines if ln]
     lines += ["  " + ln for ln in writer.lines]
     lines.append(f"    \"func.return\"({', '.join(r.name for r in results)}) : ({result_types}) -> ()")
