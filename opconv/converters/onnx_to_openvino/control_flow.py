@@ -1,4 +1,11 @@
-"""ONNX ``Scan`` and ``Loop`` (static trip count) -> opset1 ``TensorIterator``.
+"""ONNX ``Scan`` and ``Loop`` (static trip count) -> opset1 ``TensorIterator``; ``If`` -> its branches inlined.
+
+opset1 has no conditional layer.  An ``If`` whose condition is a constant (after
+folding, i.e. once input shapes are fixed) becomes the taken branch's nodes; one
+whose condition is known only at run time becomes both branches and a ``Select``
+per output, when each output has one element type and static shape in both
+branches (see :func:`if_branches`).  The rest of this docstring is about the
+TensorIterator.
 
 The rewrite engine converts a node's body before the node, so the body these
 rules see is already opset1; they turn it into a TensorIterator body in place
@@ -401,6 +408,94 @@ def _check_condition_kept(body: Graph) -> None:
 
 
 # ---------------------------------------------------------------------------
+# If
+# ---------------------------------------------------------------------------
+
+def if_branches(b: Builder, m: Match):
+    """If -> the branch a constant condition takes, inlined; else both branches and a Select per output.
+
+    opset1 has no conditional layer.  Computing both branches is exact when they give outputs of the same
+    element type and shape (the untaken one's result is discarded) and have no side effects, which no opset1
+    layer has.  The branches are opset1 already (bodies convert before their node) and read enclosing values
+    directly: their nodes and constants move into the enclosing graph.
+    """
+    node = m.root
+    cond = node.inputs[0]
+    branches = {"then_branch": node.attr("then_branch"), "else_branch": node.attr("else_branch")}
+    for name, branch in branches.items():
+        if branch is None or branch.inputs:
+            raise Refuse(f"its {name} is missing or takes inputs")
+        if len(branch.outputs) != len(node.outputs):
+            raise Refuse(f"its {name} gives {len(branch.outputs)} outputs for the node's {len(node.outputs)}")
+        left = [n.label for n in branch.walk() if not (same_domain(n.domain, OPSET) and n.version == 1)]
+        if left:
+            raise Refuse(f"its {name} keeps {len(left)} node(s) outside opset1 ({', '.join(left[:3])})")
+    data = constant_value(cond)
+    if data is not None:
+        if np.asarray(data).size != 1:
+            raise Refuse(f"its condition ({cond.name!r}) has {np.asarray(data).size} elements, not one")
+        return _inline(b, branches["then_branch" if bool(np.asarray(data).reshape(())) else "else_branch"])
+    if dtype_of(cond) != np.bool_ or int(np.prod(static_shape(cond))) != 1:
+        raise Refuse(f"its condition ({cond.name!r}) is not one boolean")
+    _check_same_outputs(branches["then_branch"], branches["else_branch"])
+    taken, other = _inline(b, branches["then_branch"]), _inline(b, branches["else_branch"])
+    flag = ov(b, "Reshape", cond, b.const(np.zeros(0, np.int64), "scalar"), special_zero=False)
+    flag.type = TensorType("bool", ())
+    chosen = []
+    for yes, no in zip(taken, other):
+        out = ov(b, "Select", flag, yes, no, auto_broadcast="numpy")
+        out.type = yes.type
+        chosen.append(out)
+    return chosen
+
+
+def _check_same_outputs(then_branch: Graph, else_branch: Graph) -> None:
+    """Refuse unless each output of the two branches has one element type and one static shape."""
+    for k, (yes, no) in enumerate(zip(then_branch.outputs, else_branch.outputs)):
+        shapes, dtypes = [], []
+        for value in (yes, no):
+            if value.type is None or getattr(value, "shape", None) is None \
+                    or not all(isinstance(d, int) for d in value.shape):
+                raise Refuse(f"the shape of branch output {k} ({value.name!r}) is not static, so computing "
+                             "both branches and selecting cannot be shown exact")
+            shapes.append(tuple(value.shape))
+            dtypes.append(value.dtype)
+        if dtypes[0] != dtypes[1]:
+            raise Refuse(f"branch output {k} is {dtypes[0]} in then_branch ({yes.name!r}) and {dtypes[1]} in "
+                         f"else_branch ({no.name!r}): with a condition known only at run time, both branches "
+                         "must give one element type")
+        if shapes[0] != shapes[1]:
+            raise Refuse(f"branch output {k} has shape {list(shapes[0])} in then_branch ({yes.name!r}) and "
+                         f"{list(shapes[1])} in else_branch ({no.name!r}): with a condition known only at run "
+                         "time, both branches must give one shape")
+
+
+def _inline(b: Builder, branch: Graph) -> list[Value]:
+    """Move ``branch``'s constants and nodes before the If (renamed where a name is taken); its outputs."""
+    graph = b.graph
+    for name, value in list(branch.initializers.items()):
+        del branch.initializers[name]
+        value.name = graph.unique_name(name)
+        if value.const is not None:
+            value.const.name = value.name
+        graph.initializers[value.name] = value
+        b.consts.append(value)
+    prefix = f"{b.before.name}/" if b.before.name else ""
+    for node in list(branch.nodes):
+        for value in node.outputs:
+            if value is not None:
+                value.name = graph.unique_name(value.name)
+        node.name = graph.unique_name(prefix + node.name) if node.name else node.name
+        for sub in node.subgraphs():
+            sub.parent = graph
+        graph.add_node(node, before=b.before)
+        b.nodes.append(node)
+    branch.nodes = []
+    branch._names = None
+    return list(branch.outputs)
+
+
+# ---------------------------------------------------------------------------
 # Rules
 # ---------------------------------------------------------------------------
 
@@ -418,7 +513,8 @@ def _rule(op: str, replacement) -> Rule:
     def replace(b: Builder, m: Match):
         outputs = replacement(b, m)
         return outputs + [None] * (MAX_OUTPUTS - len(outputs))
-    return Rule(f"{op}-to-TensorIterator", pattern, replace, check=_at_most_max_outputs)
+    target = "inlined branches" if op == "If" else "TensorIterator"
+    return Rule(f"{op}-to-{target}", pattern, replace, check=_at_most_max_outputs)
 
 
-RULES = [_rule("Scan", scan), _rule("Loop", loop)]
+RULES = [_rule("Scan", scan), _rule("Loop", loop), _rule("If", if_branches)]
