@@ -1,4 +1,5 @@
-"""Control flow: ONNX If -> HLO If with the (already converted) branches as regions; Loop -> While.
+"""Control flow: ONNX If -> HLO If with the (already converted) branches as regions (the taken branch inlined
+when the condition is a constant); Loop -> While.
 
 The engine rewrites subgraphs before the node that owns them, so when the If
 rule runs its branches are HLO graphs already; they read enclosing values
@@ -12,20 +13,29 @@ import numpy as np
 
 from ...ir import Graph
 from ...types import TensorType
+from ..rewrite import branch_outputs_differ, constant_value
 from ._common import Refuse, Rule, captures, convert, hlo, out_type, reshape, rules_for_arities, shape_of, static_type
 
 
 def _if(b, m):
+    """A constant condition (after folding: once input shapes are fixed) inlines the taken branch, whose outputs
+    may then differ from the other's; a run-time one needs both branches to give the If's one type."""
     node = m.root
     cond = node.inputs[0]
-    if static_type(cond).dtype != "bool":
-        raise Refuse("the If condition is not boolean")
-    if int(np.prod(shape_of(cond))) != 1:
-        raise Refuse("the If condition has more than one element")
     then_branch, else_branch = node.attr("then_branch"), node.attr("else_branch")
     for branch in (then_branch, else_branch):
         if branch is None or branch.inputs:
             raise Refuse("a branch is missing or takes inputs")
+    data = constant_value(cond)
+    if data is not None and np.asarray(data).size == 1:
+        return b.inline(then_branch if bool(np.asarray(data).reshape(())) else else_branch)
+    if static_type(cond).dtype != "bool":
+        raise Refuse("the If condition is not boolean")
+    if int(np.prod(shape_of(cond))) != 1:
+        raise Refuse("the If condition has more than one element")
+    why = branch_outputs_differ(then_branch, else_branch)
+    if why:
+        raise Refuse(why)
     types = [out_type(m, i) for i in range(len(node.outputs))]
     pred = reshape(b, cond, ())
     outs = hlo(b, "If", pred, types=types, true_branch=then_branch, false_branch=else_branch)

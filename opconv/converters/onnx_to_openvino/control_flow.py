@@ -46,7 +46,7 @@ import numpy as np
 from ...errors import ExecutionError
 from ...ir import Graph, Model, Value, outer_references
 from ...types import TensorType, element_type, from_numpy
-from ..rewrite import Builder, Match, same_domain
+from ..rewrite import Builder, Match, branch_outputs_differ, same_domain
 from ._common import OPSET, Refuse, Rule, attr, constant_value, dtype_of, ov, static_shape
 
 #: the most outputs a Scan or Loop may have (the rule's pattern claims this many)
@@ -434,11 +434,13 @@ def if_branches(b: Builder, m: Match):
     if data is not None:
         if np.asarray(data).size != 1:
             raise Refuse(f"its condition ({cond.name!r}) has {np.asarray(data).size} elements, not one")
-        return _inline(b, branches["then_branch" if bool(np.asarray(data).reshape(())) else "else_branch"])
+        return b.inline(branches["then_branch" if bool(np.asarray(data).reshape(())) else "else_branch"])
     if dtype_of(cond) != np.bool_ or int(np.prod(static_shape(cond))) != 1:
         raise Refuse(f"its condition ({cond.name!r}) is not one boolean")
-    _check_same_outputs(branches["then_branch"], branches["else_branch"])
-    taken, other = _inline(b, branches["then_branch"]), _inline(b, branches["else_branch"])
+    why = branch_outputs_differ(branches["then_branch"], branches["else_branch"])
+    if why:
+        raise Refuse(why)
+    taken, other = b.inline(branches["then_branch"]), b.inline(branches["else_branch"])
     flag = ov(b, "Reshape", cond, b.const(np.zeros(0, np.int64), "scalar"), special_zero=False)
     flag.type = TensorType("bool", ())
     chosen = []
@@ -447,52 +449,6 @@ def if_branches(b: Builder, m: Match):
         out.type = yes.type
         chosen.append(out)
     return chosen
-
-
-def _check_same_outputs(then_branch: Graph, else_branch: Graph) -> None:
-    """Refuse unless each output of the two branches has one element type and one static shape."""
-    for k, (yes, no) in enumerate(zip(then_branch.outputs, else_branch.outputs)):
-        shapes, dtypes = [], []
-        for value in (yes, no):
-            if value.type is None or getattr(value, "shape", None) is None \
-                    or not all(isinstance(d, int) for d in value.shape):
-                raise Refuse(f"the shape of branch output {k} ({value.name!r}) is not static, so computing "
-                             "both branches and selecting cannot be shown exact")
-            shapes.append(tuple(value.shape))
-            dtypes.append(value.dtype)
-        if dtypes[0] != dtypes[1]:
-            raise Refuse(f"branch output {k} is {dtypes[0]} in then_branch ({yes.name!r}) and {dtypes[1]} in "
-                         f"else_branch ({no.name!r}): with a condition known only at run time, both branches "
-                         "must give one element type")
-        if shapes[0] != shapes[1]:
-            raise Refuse(f"branch output {k} has shape {list(shapes[0])} in then_branch ({yes.name!r}) and "
-                         f"{list(shapes[1])} in else_branch ({no.name!r}): with a condition known only at run "
-                         "time, both branches must give one shape")
-
-
-def _inline(b: Builder, branch: Graph) -> list[Value]:
-    """Move ``branch``'s constants and nodes before the If (renamed where a name is taken); its outputs."""
-    graph = b.graph
-    for name, value in list(branch.initializers.items()):
-        del branch.initializers[name]
-        value.name = graph.unique_name(name)
-        if value.const is not None:
-            value.const.name = value.name
-        graph.initializers[value.name] = value
-        b.consts.append(value)
-    prefix = f"{b.before.name}/" if b.before.name else ""
-    for node in list(branch.nodes):
-        for value in node.outputs:
-            if value is not None:
-                value.name = graph.unique_name(value.name)
-        node.name = graph.unique_name(prefix + node.name) if node.name else node.name
-        for sub in node.subgraphs():
-            sub.parent = graph
-        graph.add_node(node, before=b.before)
-        b.nodes.append(node)
-    branch.nodes = []
-    branch._names = None
-    return list(branch.outputs)
 
 
 # ---------------------------------------------------------------------------
