@@ -1,6 +1,7 @@
-"""ONNX If -> HLO: a constant condition (also once input shapes are fixed) inlines the taken branch; a run-time one
-keeps both branches as an HLO If, which needs both to give one type, else a refusal saying which output differs.
-Checked against onnxruntime in opconv's HLO executor and, exported as StableHLO, in IREE."""
+"""ONNX If and Loop -> HLO.  If: a constant condition (also once input shapes are fixed) inlines the taken branch;
+a run-time one keeps both branches as an HLO If, which needs both to give one type, else a refusal saying which
+output differs.  Loop: a While; scan outputs need a trip count known before the loop (constant, or folded once
+shapes are fixed).  Checked against onnxruntime in opconv's HLO executor and, exported as StableHLO, in IREE."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from opconv.compare import compare_arrays
 from opconv.converters.onnx_to_hlo import onnx_to_hlo
 from opconv.dialects.hlo.stablehlo import export_function
 from opconv.errors import ConversionError
-from tests.test_onnx_to_openvino_control_flow import _if_model
+from tests.test_onnx_to_openvino_control_flow import (_if_model, _loop_model, _loop_without_iteration_number_model,
+                                                      _rows_loop_model)
 
 iree_runtime = pytest.importorskip("tests.iree_runtime")
 
@@ -62,3 +64,27 @@ def test_if_whose_branches_differ_in_shape_is_refused_saying_where():
         onnx_to_hlo(opconv.load(_if_model(else_output=("ReduceSum", [1, 1]))))
     assert ("branch output 0 has shape [2, 3] in then_branch ('t') and [1, 1] in else_branch ('e')"
             in str(caught.value))
+
+
+@pytest.mark.parametrize("make", [_loop_model, _loop_without_iteration_number_model],
+                         ids=["carried-and-scan-output", "scan-output-only"])
+def test_loop_with_scan_outputs_and_a_constant_trip_count(make):
+    """Scan outputs are carried as (M, ...) buffers written row by row: the count must be known."""
+    proto, feeds = make()
+    hlo = _check(proto, [feeds])
+    assert [n.op for n in hlo.graph.nodes if n.op == "While"] == ["While"]
+
+
+def test_loop_with_scan_outputs_and_a_run_time_trip_count_is_refused():
+    proto, _ = _loop_model(trip_count_input=True)
+    with pytest.raises(ConversionError, match=r"scan outputs need a constant trip count \(their first dim\); "
+                                              r"'M' is computed at run time"):
+        onnx_to_hlo(opconv.load(proto))
+
+
+def test_loop_whose_trip_count_is_constant_once_shapes_are_fixed():
+    """(HLO bodies need static types where they are declared: the body here declares them, the trip count is
+    folded from the outer x's fixed shape.)"""
+    proto, feeds = _rows_loop_model(body_dims=[4, 3])
+    hlo = _check(proto, [feeds], input_shapes={"x": (4, 3)})
+    assert "While" in [n.op for n in hlo.graph.nodes]

@@ -235,21 +235,25 @@ def test_if_whose_branches_differ_in_shape_is_refused_saying_where():
             "[1, 1] in else_branch ('e')") in str(caught.value)
 
 
-def test_loop_whose_trip_count_is_constant_once_shapes_are_fixed(tmp_path):
-    """M = Shape(x)[0]: folded to a constant once x's symbolic rows are given."""
+def _rows_loop_model(body_dims=None):
+    """M = Shape(x)[0] iterations of y = y + i over x (rows symbolic), stacking y * y: M is folded to a constant
+    once x's rows are given.  The body declares ``body_dims`` for y (none by default)."""
     body = helper.make_graph(
         [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
          helper.make_node("Cast", ["i"], ["i_f"], to=F),
          helper.make_node("Add", ["y_in", "i_f"], ["y_out"]),
          helper.make_node("Mul", ["y_out", "y_out"], ["y_sq"])],
-        "loop_body", [_info("i", [], TensorProto.INT64), _info("cond_in", [], TensorProto.BOOL),
-                      _info("y_in", ["rows", 3])],
-        [_info("cond_out", [], TensorProto.BOOL), _info("y_out", ["rows", 3]), _info("y_sq", ["rows", 3])])
+        "loop_body", [_info("i", [], TensorProto.INT64), _info("cond_in", [], TensorProto.BOOL), _info("y_in", body_dims)],
+        [_info("cond_out", [], TensorProto.BOOL), _info("y_out", body_dims), _info("y_sq", body_dims)])
     nodes = [helper.make_node("Shape", ["x"], ["dims"]),
              helper.make_node("Gather", ["dims", "first"], ["M"], axis=0),
              helper.make_node("Loop", ["M", "", "x"], ["y", "ys"], body=body, name="rows_loop")]
     proto = _proto(nodes, [_info("x", ["rows", 3])], [_info("y", ["rows", 3]), _info("ys", None)],
                    [numpy_helper.from_array(np.int64(0), "first")], 13)
-    x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)
-    converted = _run_both(tmp_path, proto, [{"x": x}], input_shapes={"x": (4, 3)})
+    return proto, {"x": np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)}
+
+
+def test_loop_whose_trip_count_is_constant_once_shapes_are_fixed(tmp_path):
+    proto, feeds = _rows_loop_model()
+    converted = _run_both(tmp_path, proto, [feeds], input_shapes={"x": (4, 3)})
     assert [n.op for n in converted.graph.nodes] == ["TensorIterator"]
