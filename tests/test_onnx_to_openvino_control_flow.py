@@ -257,3 +257,24 @@ def test_loop_whose_trip_count_is_constant_once_shapes_are_fixed(tmp_path):
     proto, feeds = _rows_loop_model()
     converted = _run_both(tmp_path, proto, [feeds], input_shapes={"x": (4, 3)})
     assert [n.op for n in converted.graph.nodes] == ["TensorIterator"]
+
+
+def test_taken_branch_folds_into_what_follows(tmp_path):
+    """An If on the input's rows chooses a Reshape target: inlined before folding, the target is a constant, which
+    opset1 Reshape needs (the branches' targets differ, so with a run-time condition it would be refused)."""
+    def target(name, dims):
+        return helper.make_graph([helper.make_node("Constant", [], [name], value=numpy_helper.from_array(
+            np.array(dims, np.int64)))], name, [], [_info(name, [2], TensorProto.INT64)])
+
+    nodes = [helper.make_node("Shape", ["x"], ["dims"]),
+             helper.make_node("Gather", ["dims", "first"], ["rows_count"], axis=0),
+             helper.make_node("Greater", ["rows_count", "two"], ["c"]),
+             helper.make_node("If", ["c"], ["target"], then_branch=target("wide", [-1, 12]),
+                              else_branch=target("narrow", [-1, 2])),
+             helper.make_node("Reshape", ["x", "target"], ["y"])]
+    proto = _proto(nodes, [_info("x", ["rows", 6])], [_info("y", None)],
+                   [numpy_helper.from_array(np.int64(0), "first"), numpy_helper.from_array(np.int64(2), "two")], 16)
+    for rows in (2, 4):
+        x = np.arange(rows * 6, dtype=np.float32).reshape(rows, 6)
+        converted = _run_both(tmp_path, proto, [{"x": x}], input_shapes={"x": (rows, 6)})
+        assert [n.op for n in converted.graph.nodes] == ["Reshape"]

@@ -531,6 +531,7 @@ class Builder:
         self.version = version
         self.nodes: list[Node] = []
         self.consts: list[Value] = []
+        self.discarded: list[Graph] = []
 
     def op(self, op: str, *inputs: Value | None, _domain: str | None = None, _version: int | None = None,
            _outputs: int = 1, _name: str | None = None, **attrs) -> Value | list[Value]:
@@ -581,6 +582,11 @@ class Builder:
         branch.nodes = []
         branch._names = None
         return list(branch.outputs)
+
+    def discard(self, branch: Graph) -> None:
+        """Drop a subgraph the replacement does not use (an If's untaken branch), once the rewrite is certain:
+        what it holds is no longer part of the model, so nodes in it that no rule converted are no concern."""
+        self.discarded.append(branch)
 
     def undo(self) -> None:
         """Remove everything this builder made (the rewrite was refused)."""
@@ -725,6 +731,10 @@ class _Rewriter:
                 old.replace_all_uses_with(value)
         self._graph_outputs(m, new)
         _remove_dead(m.graph, m.removable)
+        for branch in b.discarded:
+            for node in list(branch.walk()):
+                node.detach()  # its inputs' uses no longer name it
+                node.graph = None  # what the report counts as still in the model
         return None
 
     def _fix_graph_outputs(self, b: Builder, m: Match, new: list[Value | None]) -> str | None:

@@ -40,6 +40,7 @@ from ...ir import Model, Value
 from ...types import TensorType, element_type, from_numpy
 from .. import register
 from ..fold import fold_constants
+from ..onnx_to_openvino.control_flow import inline_constant_ifs
 from ..static_inputs import copy_with_static_inputs, drop_input_defaults, with_inferred_types
 from ..rewrite import RuleSet, convert_graph
 from . import attention, control, elementwise, fusion, image, loss, nn, rnn, shape
@@ -67,6 +68,9 @@ def onnx_to_hlo(model: Model, input_shapes: Mapping[str, Sequence[int]] | None =
     copy = copy_with_static_inputs(model, shapes, where, target="HLO")
     drop_input_defaults(copy.graph)
     if fold_constants(copy):
+        copy = with_inferred_types(copy)
+    while inline_constant_ifs(copy.graph):  # what a taken branch computes may fold in turn
+        fold_constants(copy)
         copy = with_inferred_types(copy)
     _complete_types(copy)
     graph = copy.graph

@@ -29,7 +29,9 @@ def _if(b, m):
             raise Refuse("a branch is missing or takes inputs")
     data = constant_value(cond)
     if data is not None and np.asarray(data).size == 1:
-        return b.inline(then_branch if bool(np.asarray(data).reshape(())) else else_branch)
+        taken = bool(np.asarray(data).reshape(()))
+        b.discard(else_branch if taken else then_branch)
+        return b.inline(then_branch if taken else else_branch)
     if static_type(cond).dtype != "bool":
         raise Refuse("the If condition is not boolean")
     if int(np.prod(shape_of(cond))) != 1:

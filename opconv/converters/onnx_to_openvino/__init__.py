@@ -84,6 +84,10 @@ def onnx_to_openvino(model: Model, input_shapes: Mapping[str, Sequence[int]] | N
     if may_fold(graph) and fold_constants(copy) and has_unresolved_types(graph):
         copy = with_inferred_types(copy)  # folded shapes make more of the graph's types static
         graph = copy.graph
+    while control_flow.inline_constant_ifs(graph):  # what a taken branch computes may fold in turn
+        fold_constants(copy)
+        copy = with_inferred_types(copy)
+        graph = copy.graph
     convert_graph(graph, RULES, OPSET, 1, identity=_identity, where=where)
     _name_layers_after_values(graph)
     _check_element_types(graph, where)

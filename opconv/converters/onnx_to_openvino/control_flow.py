@@ -427,14 +427,16 @@ def if_branches(b: Builder, m: Match):
             raise Refuse(f"its {name} is missing or takes inputs")
         if len(branch.outputs) != len(node.outputs):
             raise Refuse(f"its {name} gives {len(branch.outputs)} outputs for the node's {len(node.outputs)}")
-        left = [n.label for n in branch.walk() if not (same_domain(n.domain, OPSET) and n.version == 1)]
-        if left:
-            raise Refuse(f"its {name} keeps {len(left)} node(s) outside opset1 ({', '.join(left[:3])})")
     data = constant_value(cond)
     if data is not None:
         if np.asarray(data).size != 1:
             raise Refuse(f"its condition ({cond.name!r}) has {np.asarray(data).size} elements, not one")
-        return b.inline(branches["then_branch" if bool(np.asarray(data).reshape(())) else "else_branch"])
+        taken = "then_branch" if bool(np.asarray(data).reshape(())) else "else_branch"
+        _require_opset1(taken, branches[taken])
+        b.discard(branches["else_branch" if taken == "then_branch" else "then_branch"])
+        return b.inline(branches[taken])
+    for name, branch in branches.items():
+        _require_opset1(name, branch)
     if dtype_of(cond) != np.bool_ or int(np.prod(static_shape(cond))) != 1:
         raise Refuse(f"its condition ({cond.name!r}) is not one boolean")
     why = branch_outputs_differ(branches["then_branch"], branches["else_branch"])
@@ -449,6 +451,54 @@ def if_branches(b: Builder, m: Match):
         out.type = yes.type
         chosen.append(out)
     return chosen
+
+
+def inline_constant_ifs(graph: Graph) -> int:
+    """Before the rules: replace each ONNX ``If`` of ``graph`` whose condition is a constant by its taken branch.
+
+    Done on the ONNX graph, so that what the branch computes from constants folds too (an If on a shape
+    often chooses the shape arithmetic that follows); the pipeline folds again while this finds any.
+    Returns how many were inlined."""
+    count = 0
+    for node in list(graph.nodes):
+        if node.op != "If" or not same_domain(node.domain, "") or node.graph is not graph:
+            continue
+        data = constant_value(node.inputs[0])
+        if data is None or np.asarray(data).size != 1:
+            continue
+        taken = bool(np.asarray(data).reshape(()))
+        branch, other = node.attr("then_branch"), node.attr("else_branch")
+        branch, other = (branch, other) if taken else (other, branch)
+        if branch is None or branch.inputs or len(branch.outputs) != len(node.outputs) \
+                or any(v in graph.outputs for v in branch.outputs):
+            continue
+        b = Builder(graph, node, domain="", version=None)
+        values = b.inline(branch)
+        for old, new in zip(node.outputs, values):
+            if old is None:
+                continue
+            if new.producer is not None and new.producer.graph is graph and old in graph.outputs \
+                    and not any(new is o for o in graph.outputs):
+                new.name, new.type = old.name, old.type or new.type  # the moved node now makes the output
+                graph.outputs[graph.outputs.index(old)] = new
+            elif old in graph.outputs:
+                copy = graph.op("Identity", new, name=graph.unique_name(f"{old.name}/taken"), before=node)
+                copy.type = old.type
+                copy.name = old.name
+                graph.outputs[graph.outputs.index(old)] = copy
+            old.replace_all_uses_with(new)
+        for gone in list(other.walk()) if other is not None else ():
+            gone.detach()  # the untaken branch: its reads of enclosing values go with it
+            gone.graph = None
+        graph.remove_node(node)
+        count += 1
+    return count
+
+
+def _require_opset1(name: str, branch: Graph) -> None:
+    left = [n.label for n in branch.walk() if not (same_domain(n.domain, OPSET) and n.version == 1)]
+    if left:
+        raise Refuse(f"its {name} keeps {len(left)} node(s) outside opset1 ({', '.join(left[:3])})")
 
 
 # ---------------------------------------------------------------------------
