@@ -2,6 +2,8 @@
 
     python scripts/make_export_fixtures.py      # needs torch 2.13 and transformers (CI has neither)
 
+The dynamo exports beside them come from scripts/make_dynamo_fixtures.py.
+
 Each ``NAME.onnx`` is a legacy (TorchScript) export with dynamic axes, as users write them; ``NAME.npz`` holds
 the inputs the tests feed (``in.<input>``) and onnxruntime's outputs on them (``out.<output>``), so the tests
 compare against a runtime opconv did not write without needing torch.  Weights are seeded random, nothing is

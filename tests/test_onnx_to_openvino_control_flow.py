@@ -1,5 +1,7 @@
-"""ONNX Scan and Loop (static trip count) -> opset1 TensorIterator: the IR computes what onnxruntime computes, in
-OpenVINO's CPU plugin and in opconv's IR executor; a Loop whose trip count is computed at run time is refused."""
+"""ONNX Scan and Loop (static trip count) -> opset1 TensorIterator, and If -> its branches inlined (the taken one
+when the condition is a constant, else both and a Select): the IR computes what onnxruntime computes, in OpenVINO's
+CPU plugin and in opconv's IR executor; a Loop whose trip count is computed at run time, and an If whose branches
+give different shapes on a run-time condition, are refused saying why."""
 
 from __future__ import annotations
 
@@ -152,3 +154,127 @@ def test_loop_whose_condition_may_become_false_is_refused():
     refusal = r"'accumulate' \(Loop\).*condition output \('cond_out'\) may become false"
     with pytest.raises(ConversionError, match=refusal):
         opconv.convert(opconv.load(proto), to="openvino")
+
+
+def _run_both(tmp_path, proto, feeds_list, input_shapes=None):
+    """Convert once, then check each feed in OpenVINO (f32) and opconv's IR executor against onnxruntime."""
+    converted = opconv.convert(opconv.load(proto), to="openvino", input_shapes=input_shapes)
+    xml = str(tmp_path / "converted.xml")
+    opconv.save(converted, xml)
+    core = ov.Core()
+    compiled = core.compile_model(core.read_model(xml), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    for feeds in feeds_list:
+        expected = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
+        _close(expected, list(opconv.run(opconv.load(xml), feeds).values()), "opconv IR executor")
+        results = compiled(feeds)
+        _close(expected, [results[compiled.output(i)] for i in range(len(compiled.outputs))], "OpenVINO CPU")
+    return converted
+
+
+def _if_model(condition="computed", else_output=("Sub", [2, 3]), symbolic=False):
+    """y, z = If(sum(x) > 0 | a constant | rows(x) > 2): then relu(x * w), x; else x - 1.5 (or another
+    shape), x * w.  Each branch has its own constant and reads enclosing values (x, w)."""
+    dims = ["rows", 3] if symbolic else [2, 3]
+    then_branch = helper.make_graph(
+        [helper.make_node("Mul", ["x", "w"], ["t_scaled"]), helper.make_node("Relu", ["t_scaled"], ["t"]),
+         helper.make_node("Identity", ["x"], ["t_x"])],
+        "then", [], [_info("t", dims), _info("t_x", dims)])
+    op, shape = else_output
+    else_nodes = [helper.make_node("Sub", ["x", "k"], ["e"]) if op == "Sub" else
+                  helper.make_node("ReduceSum", ["x"], ["e"], keepdims=1),
+                  helper.make_node("Mul", ["x", "w"], ["e_scaled"])]
+    else_branch = helper.make_graph(else_nodes, "else", [], [_info("e", shape), _info("e_scaled", dims)],
+                                    [numpy_helper.from_array(np.float32(1.5), "k")])
+    inits = [numpy_helper.from_array(np.full((2, 3) if not symbolic else (1, 3), 2.0, np.float32), "w")]
+    if condition == "computed":
+        nodes = [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+                 helper.make_node("Greater", ["s", "zero"], ["c"])]
+        inits.append(numpy_helper.from_array(np.float32(0), "zero"))
+    elif condition == "rows":  # a constant once the input's shape is fixed
+        nodes = [helper.make_node("Shape", ["x"], ["dims"]),
+                 helper.make_node("Gather", ["dims", "first"], ["rows_count"], axis=0),
+                 helper.make_node("Greater", ["rows_count", "two"], ["c"])]
+        inits += [numpy_helper.from_array(np.int64(0), "first"), numpy_helper.from_array(np.int64(2), "two")]
+    else:
+        nodes = []
+        inits.append(numpy_helper.from_array(np.array(condition), "c"))
+    nodes.append(helper.make_node("If", ["c"], ["y", "z"], name="choose", then_branch=then_branch,
+                                  else_branch=else_branch))
+    return _proto(nodes, [_info("x", dims)], [_info("y", None), _info("z", None)], inits, 16)
+
+
+def test_if_on_a_run_time_condition_selects_between_both_branches(tmp_path):
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) - 1
+    converted = _run_both(tmp_path, _if_model(), [{"x": x}, {"x": -x - 1}])
+    ops = [n.op for n in converted.graph.nodes]
+    assert "If" not in ops and ops.count("Select") == 2 and "ReLU" in ops and "Subtract" in ops
+
+
+@pytest.mark.parametrize("condition", [True, False])
+def test_if_on_a_constant_condition_keeps_only_the_taken_branch(tmp_path, condition):
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) - 3
+    converted = _run_both(tmp_path, _if_model(condition, else_output=("ReduceSum", [1, 1])), [{"x": x}])
+    ops = [n.op for n in converted.graph.nodes]
+    assert "Select" not in ops and ("ReLU" in ops) == condition and ("ReduceSum" in ops) != condition
+
+
+@pytest.mark.parametrize("rows", [2, 4])
+def test_if_whose_condition_is_constant_once_shapes_are_fixed(tmp_path, rows):
+    x = np.linspace(-1, 1, rows * 3, dtype=np.float32).reshape(rows, 3)
+    proto = _if_model("rows", else_output=("ReduceSum", [1, 1]), symbolic=True)
+    converted = _run_both(tmp_path, proto, [{"x": x}], input_shapes={"x": (rows, 3)})
+    ops = [n.op for n in converted.graph.nodes]
+    assert "Select" not in ops and ("ReLU" in ops) == (rows > 2)
+
+
+def test_if_whose_branches_differ_in_shape_is_refused_saying_where():
+    with pytest.raises(ConversionError) as caught:
+        opconv.convert(opconv.load(_if_model(else_output=("ReduceSum", [1, 1]))), to="openvino")
+    assert ("node 'choose' (If): If-to-inlined branches: branch output 0 has shape [2, 3] in then_branch ('t') and "
+            "[1, 1] in else_branch ('e')") in str(caught.value)
+
+
+def _rows_loop_model(body_dims=None):
+    """M = Shape(x)[0] iterations of y = y + i over x (rows symbolic), stacking y * y: M is folded to a constant
+    once x's rows are given.  The body declares ``body_dims`` for y (none by default)."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Cast", ["i"], ["i_f"], to=F),
+         helper.make_node("Add", ["y_in", "i_f"], ["y_out"]),
+         helper.make_node("Mul", ["y_out", "y_out"], ["y_sq"])],
+        "loop_body", [_info("i", [], TensorProto.INT64), _info("cond_in", [], TensorProto.BOOL), _info("y_in", body_dims)],
+        [_info("cond_out", [], TensorProto.BOOL), _info("y_out", body_dims), _info("y_sq", body_dims)])
+    nodes = [helper.make_node("Shape", ["x"], ["dims"]),
+             helper.make_node("Gather", ["dims", "first"], ["M"], axis=0),
+             helper.make_node("Loop", ["M", "", "x"], ["y", "ys"], body=body, name="rows_loop")]
+    proto = _proto(nodes, [_info("x", ["rows", 3])], [_info("y", ["rows", 3]), _info("ys", None)],
+                   [numpy_helper.from_array(np.int64(0), "first")], 13)
+    return proto, {"x": np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)}
+
+
+def test_loop_whose_trip_count_is_constant_once_shapes_are_fixed(tmp_path):
+    proto, feeds = _rows_loop_model()
+    converted = _run_both(tmp_path, proto, [feeds], input_shapes={"x": (4, 3)})
+    assert [n.op for n in converted.graph.nodes] == ["TensorIterator"]
+
+
+def test_taken_branch_folds_into_what_follows(tmp_path):
+    """An If on the input's rows chooses a Reshape target: inlined before folding, the target is a constant, which
+    opset1 Reshape needs (the branches' targets differ, so with a run-time condition it would be refused)."""
+    def target(name, dims):
+        return helper.make_graph([helper.make_node("Constant", [], [name], value=numpy_helper.from_array(
+            np.array(dims, np.int64)))], name, [], [_info(name, [2], TensorProto.INT64)])
+
+    nodes = [helper.make_node("Shape", ["x"], ["dims"]),
+             helper.make_node("Gather", ["dims", "first"], ["rows_count"], axis=0),
+             helper.make_node("Greater", ["rows_count", "two"], ["c"]),
+             helper.make_node("If", ["c"], ["target"], then_branch=target("wide", [-1, 12]),
+                              else_branch=target("narrow", [-1, 2])),
+             helper.make_node("Reshape", ["x", "target"], ["y"])]
+    proto = _proto(nodes, [_info("x", ["rows", 6])], [_info("y", None)],
+                   [numpy_helper.from_array(np.int64(0), "first"), numpy_helper.from_array(np.int64(2), "two")], 16)
+    for rows in (2, 4):
+        x = np.arange(rows * 6, dtype=np.float32).reshape(rows, 6)
+        converted = _run_both(tmp_path, proto, [{"x": x}], input_shapes={"x": (rows, 6)})
+        assert [n.op for n in converted.graph.nodes] == ["Reshape"]

@@ -285,8 +285,11 @@ def test_refusal_names_every_node_and_writes_nothing(tmp_path):
     with pytest.raises(opconv.ConversionError) as info:
         opconv.convert_version(m, 4)
     text = str(info.value)
-    assert "'dynamic_reshape'" in text and "computed at run time" in text and "needs opset >= 5" in text
-    assert "'bitwise'" in text and "BitwiseNot" in text and "18" in text
+    assert "Reshape-5 -> 4: input 'shape' ('shape') is computed at run time" in text
+    assert "needs opset >= 5) (node: dynamic_reshape)" in text
+    assert "BitwiseNot-18 -> 4: " in text and "(node: bitwise)" in text
+    assert [(p.node, p.op, p.domain) for p in info.value.problems] == \
+        [("dynamic_reshape", "Reshape", ""), ("gelu/Erf", "Erf", ""), ("bitwise", "BitwiseNot", "")]
     path = tmp_path / "m.onnx"
     onnx.save(m, path)
     result = CliRunner().invoke(cli, ["downgrade", "--opset", "4", str(path), "-o", str(tmp_path / "out.onnx")])

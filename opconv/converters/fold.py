@@ -180,6 +180,8 @@ def _replace_with_constants(graph: Graph, folded: dict[int, object]) -> int:
             if v is None or id(v) not in folded or v.producer is None:
                 continue
             data = folded[id(v)]
+            if isinstance(data, np.generic):
+                data = np.asarray(data)  # a 0-d result (Gather of one index) some kernels give as a numpy scalar
             if not isinstance(data, np.ndarray) or data.dtype.kind in "OUSV":
                 continue  # sequences, strings: IR has no constant for them
             if id(v) not in made:

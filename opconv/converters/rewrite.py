@@ -83,7 +83,7 @@ import numpy as np
 
 from ..errors import ConversionError, GraphError
 from ..ir import Attr, Graph, Node, Value, infer_attr
-from ..types import element_type
+from ..types import TensorType, element_type
 
 # Domains that name the same operator set (ONNX spells its default domain both ways).
 _DOMAIN_ALIASES = {"ai.onnx": ""}
@@ -451,6 +451,26 @@ Replacement = Callable[["Builder", Match], "Value | Sequence[Value | None]"]
 Check = Callable[[Match], "str | None"]
 
 
+def branch_outputs_differ(then_branch: Graph, else_branch: Graph) -> str | None:
+    """Why the two branches of an ``If`` cannot be merged by computing both and selecting: the first output whose
+    element type or static shape differs between them (or is unknown); None when they agree."""
+    for k, (yes, no) in enumerate(zip(then_branch.outputs, else_branch.outputs)):
+        for value in (yes, no):
+            if value.type is not None and not isinstance(value.type, TensorType):
+                return f"branch output {k} ({value.name!r}) is a {value.type}, not a tensor"
+            shape = value.shape if value.type is not None else None
+            if shape is None or not all(isinstance(d, int) for d in shape):
+                return (f"the shape of branch output {k} ({value.name!r}) is not static, so computing both "
+                        "branches and selecting cannot be shown exact")
+        where = f"in then_branch ({yes.name!r}) and {{}} in else_branch ({no.name!r}): with a condition known " \
+                f"only at run time, both branches must give one"
+        if yes.dtype != no.dtype:
+            return f"branch output {k} is {yes.dtype} " + where.format(no.dtype) + " element type"
+        if tuple(yes.shape) != tuple(no.shape):
+            return f"branch output {k} has shape {list(yes.shape)} " + where.format(list(no.shape)) + " shape"
+    return None
+
+
 class Rule:
     """``pattern`` (a :class:`Pattern` or a pattern function), ``replacement`` and an optional ``check``."""
 
@@ -511,6 +531,7 @@ class Builder:
         self.version = version
         self.nodes: list[Node] = []
         self.consts: list[Value] = []
+        self.discarded: list[Graph] = []
 
     def op(self, op: str, *inputs: Value | None, _domain: str | None = None, _version: int | None = None,
            _outputs: int = 1, _name: str | None = None, **attrs) -> Value | list[Value]:
@@ -533,6 +554,39 @@ class Builder:
         if op.startswith("_"):
             raise AttributeError(op)
         return lambda *inputs, **options: self.op(op, *inputs, **options)
+
+    def inline(self, branch: Graph) -> list[Value]:
+        """Move a converted subgraph's constants and nodes before the root (renamed where a name is taken).
+
+        For an ``If`` branch, whose nodes read enclosing values directly; returns what its outputs are now.
+        The subgraph is left empty.
+        """
+        graph = self.graph
+        for name, value in list(branch.initializers.items()):
+            del branch.initializers[name]
+            value.name = graph.unique_name(name)
+            if value.const is not None:
+                value.const.name = value.name
+            graph.initializers[value.name] = value
+            self.consts.append(value)
+        prefix = f"{self.before.name}/" if self.before.name else ""
+        for node in list(branch.nodes):
+            for value in node.outputs:
+                if value is not None:
+                    value.name = graph.unique_name(value.name)
+            node.name = graph.unique_name(prefix + node.name) if node.name else node.name
+            for sub in node.subgraphs():
+                sub.parent = graph
+            graph.add_node(node, before=self.before)
+            self.nodes.append(node)
+        branch.nodes = []
+        branch._names = None
+        return list(branch.outputs)
+
+    def discard(self, branch: Graph) -> None:
+        """Drop a subgraph the replacement does not use (an If's untaken branch), once the rewrite is certain:
+        what it holds is no longer part of the model, so nodes in it that no rule converted are no concern."""
+        self.discarded.append(branch)
 
     def undo(self) -> None:
         """Remove everything this builder made (the rewrite was refused)."""
@@ -677,6 +731,10 @@ class _Rewriter:
                 old.replace_all_uses_with(value)
         self._graph_outputs(m, new)
         _remove_dead(m.graph, m.removable)
+        for branch in b.discarded:
+            for node in list(branch.walk()):
+                node.detach()  # its inputs' uses no longer name it
+                node.graph = None  # what the report counts as still in the model
         return None
 
     def _fix_graph_outputs(self, b: Builder, m: Match, new: list[Value | None]) -> str | None:

@@ -20,6 +20,7 @@ from ..errors import ConversionError, OpconvError
 from ..input_shapes import InputShapes
 from ..ir import Model, Tensor
 from .fold import fold_constants
+from .inline_ifs import inline_constant_ifs
 
 #: initializers at least this large stay out of the protobuf copies given to ONNX shape inference (and out of
 #: a converter's type-inference runs); shape-carrying constants (Reshape targets, axes, pads) are far smaller
@@ -35,13 +36,17 @@ def static_copy(model: Model, input_shapes: Mapping[str, Sequence[int]] | None, 
 
     Exported models compute shapes at run time in chains that only resolve step by step: a Range whose limit
     is a Shape folds to a constant, which makes its consumers' shapes static, whose Shape nodes then fold,
-    and so on.  Each round folds what the last inference made static; the rounds stop when a fold changes
-    nothing or every value is static (bounded by :data:`MAX_ROUNDS`).
+    and so on.  Each round inlines the Ifs whose condition became a constant and folds what the last inference
+    made static; the rounds stop when neither changes anything or every value is static (bounded by
+    :data:`MAX_ROUNDS`).
     """
     copy = copy_with_static_inputs(model, input_shapes, where, target, dims)
     drop_input_defaults(copy.graph)
     for _ in range(MAX_ROUNDS):
-        if not may_fold(copy.graph) or not fold_constants(copy) or not has_unresolved_types(copy.graph):
+        # An If on a now-constant condition gives way to its taken branch, whose nodes may fold in turn.
+        inlined = inline_constant_ifs(copy.graph)
+        folded = may_fold(copy.graph) and fold_constants(copy)
+        if not inlined and not (folded and has_unresolved_types(copy.graph)):
             break
         copy = with_inferred_types(copy)
     return copy

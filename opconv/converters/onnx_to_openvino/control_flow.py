@@ -1,4 +1,11 @@
-"""ONNX ``Scan`` and ``Loop`` (static trip count) -> opset1 ``TensorIterator``.
+"""ONNX ``Scan`` and ``Loop`` (static trip count) -> opset1 ``TensorIterator``; ``If`` -> its branches inlined.
+
+opset1 has no conditional layer.  An ``If`` whose condition is a constant (after
+folding, i.e. once input shapes are fixed) becomes the taken branch's nodes; one
+whose condition is known only at run time becomes both branches and a ``Select``
+per output, when each output has one element type and static shape in both
+branches (see :func:`if_branches`).  The rest of this docstring is about the
+TensorIterator.
 
 The rewrite engine converts a node's body before the node, so the body these
 rules see is already opset1; they turn it into a TensorIterator body in place
@@ -39,7 +46,7 @@ import numpy as np
 from ...errors import ExecutionError
 from ...ir import Graph, Model, Value, outer_references
 from ...types import TensorType, element_type, from_numpy
-from ..rewrite import Builder, Match, same_domain
+from ..rewrite import Builder, Match, branch_outputs_differ, same_domain
 from ._common import OPSET, Refuse, Rule, attr, constant_value, dtype_of, ov, static_shape
 
 #: the most outputs a Scan or Loop may have (the rule's pattern claims this many)
@@ -401,6 +408,58 @@ def _check_condition_kept(body: Graph) -> None:
 
 
 # ---------------------------------------------------------------------------
+# If
+# ---------------------------------------------------------------------------
+
+def if_branches(b: Builder, m: Match):
+    """If -> the branch a constant condition takes, inlined; else both branches and a Select per output.
+
+    opset1 has no conditional layer.  Computing both branches is exact when they give outputs of the same
+    element type and shape (the untaken one's result is discarded) and have no side effects, which no opset1
+    layer has.  The branches are opset1 already (bodies convert before their node) and read enclosing values
+    directly: their nodes and constants move into the enclosing graph.
+    """
+    node = m.root
+    cond = node.inputs[0]
+    branches = {"then_branch": node.attr("then_branch"), "else_branch": node.attr("else_branch")}
+    for name, branch in branches.items():
+        if branch is None or branch.inputs:
+            raise Refuse(f"its {name} is missing or takes inputs")
+        if len(branch.outputs) != len(node.outputs):
+            raise Refuse(f"its {name} gives {len(branch.outputs)} outputs for the node's {len(node.outputs)}")
+    data = constant_value(cond)
+    if data is not None:
+        if np.asarray(data).size != 1:
+            raise Refuse(f"its condition ({cond.name!r}) has {np.asarray(data).size} elements, not one")
+        taken = "then_branch" if bool(np.asarray(data).reshape(())) else "else_branch"
+        _require_opset1(taken, branches[taken])
+        b.discard(branches["else_branch" if taken == "then_branch" else "then_branch"])
+        return b.inline(branches[taken])
+    for name, branch in branches.items():
+        _require_opset1(name, branch)
+    if dtype_of(cond) != np.bool_ or int(np.prod(static_shape(cond))) != 1:
+        raise Refuse(f"its condition ({cond.name!r}) is not one boolean")
+    why = branch_outputs_differ(branches["then_branch"], branches["else_branch"])
+    if why:
+        raise Refuse(why)
+    taken, other = b.inline(branches["then_branch"]), b.inline(branches["else_branch"])
+    flag = ov(b, "Reshape", cond, b.const(np.zeros(0, np.int64), "scalar"), special_zero=False)
+    flag.type = TensorType("bool", ())
+    chosen = []
+    for yes, no in zip(taken, other):
+        out = ov(b, "Select", flag, yes, no, auto_broadcast="numpy")
+        out.type = yes.type
+        chosen.append(out)
+    return chosen
+
+
+def _require_opset1(name: str, branch: Graph) -> None:
+    left = [n.label for n in branch.walk() if not (same_domain(n.domain, OPSET) and n.version == 1)]
+    if left:
+        raise Refuse(f"its {name} keeps {len(left)} node(s) outside opset1 ({', '.join(left[:3])})")
+
+
+# ---------------------------------------------------------------------------
 # Rules
 # ---------------------------------------------------------------------------
 
@@ -418,7 +477,8 @@ def _rule(op: str, replacement) -> Rule:
     def replace(b: Builder, m: Match):
         outputs = replacement(b, m)
         return outputs + [None] * (MAX_OUTPUTS - len(outputs))
-    return Rule(f"{op}-to-TensorIterator", pattern, replace, check=_at_most_max_outputs)
+    target = "inlined branches" if op == "If" else "TensorIterator"
+    return Rule(f"{op}-to-{target}", pattern, replace, check=_at_most_max_outputs)
 
 
-RULES = [_rule("Scan", scan), _rule("Loop", loop)]
+RULES = [_rule("Scan", scan), _rule("Loop", loop), _rule("If", if_branches)]

@@ -284,9 +284,34 @@ class Problem:
     op: str
     reason: str
     needs: str
+    node: str = ""  # the node's name, else its first output's (with the subgraph path, if any)
+    domain: str = ""
+    version: int | None = None  # the operator's version when it was refused
 
     def __str__(self) -> str:
         return f"{self.label}: {self.reason} ({self.op} as used here needs opset {self.needs})"
+
+
+#: how many node names a grouped refusal lists before "..."
+_NAMES_SHOWN = 5
+
+
+def grouped_problems(problems: Sequence[Problem], target: int) -> str:
+    """One line per distinct refusal: ``Op-v -> target: reason (needs) (N nodes: a, b, ...)``.
+
+    A real model repeats its layers, so one reason often holds for hundreds of nodes.
+    """
+    groups: dict[tuple, list[Problem]] = {}
+    for p in problems:
+        groups.setdefault((p.op, p.version, p.reason, p.needs), []).append(p)
+    lines = []
+    for (op, version, reason, needs), members in groups.items():
+        names = [m.node or m.label for m in members]
+        shown = ", ".join(names[:_NAMES_SHOWN]) + (", ..." if len(names) > _NAMES_SHOWN else "")
+        head = f"{op}-{version} -> {target}" if version is not None else op
+        count = f"{len(members)} nodes" if len(members) > 1 else "node"
+        lines.append(f"{head}: {reason} (needs opset {needs}) ({count}: {shown})")
+    return " | ".join(lines)
 
 
 class Context:
@@ -309,6 +334,11 @@ class Context:
         if data is None:
             raise Refuse(f"{what} ({value.name!r}) is computed at run time; an attribute needs a constant")
         return data
+
+    @staticmethod
+    def constant(value: Value | None) -> np.ndarray | None:
+        """The constant data of ``value``, or None when it is computed at run time (no refusal)."""
+        return constant_value(value)
 
     def dtype(self, value: Value | None) -> str | None:
         return self.converter.dtype_of(value)
@@ -507,7 +537,7 @@ class VersionConverter:
             where = self.model.path
             raise ConversionError(
                 f"{len(self.problems)} node(s) cannot be converted from opset {self.source} to "
-                f"{self.target}: " + " | ".join(str(p) for p in self.problems), self.problems, where=where)
+                f"{self.target}: " + grouped_problems(self.problems, self.target), self.problems, where=where)
         self.finish()
 
     def tidy(self) -> None:
@@ -532,10 +562,16 @@ class VersionConverter:
             n = pending.pop()
             try:
                 pending.extend(self.advance(graph, n))
-            except Refuse as e:
-                self.problems.append(Problem(where + n.label, n.op, str(e), self.valid_range(n)))
-            except OpconvError as e:
-                self.problems.append(Problem(where + n.label, n.op, e.message, self.valid_range(n)))
+            except (Refuse, OpconvError) as e:
+                self.problems.append(self.problem(n, where, e.message if isinstance(e, OpconvError) else str(e)))
+
+    def problem(self, node: Node, where: str, reason: str) -> Problem:
+        first = next((v.name for v in node.outputs if v is not None), "?")
+        name = where + (node.name or f"<{node.op} -> {first}>")
+        opset = node.version if node.version is not None else self.source
+        version = max((s.version for s in schemas(node.op) if s.version <= opset), default=None)
+        return Problem(where + node.label, node.op, reason, self.valid_range(node), name, node.domain or "",
+                       version)
 
     def valid_range(self, node: Node) -> str:
         """The opsets the node, as it stands when refused, is valid in, on the side of the move."""

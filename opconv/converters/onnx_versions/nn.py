@@ -297,6 +297,17 @@ def roialign_only_output_half_pixel(ctx, node):
                      f"'output_half_pixel')")
 
 
+def pool_without_dilations(ctx, node):
+    """Dilations came to MaxPool at 10 and AveragePool at 19; dilations of 1 are the older meaning."""
+    dilations = ctx.pop_attr(node, "dilations")
+    if dilations is not None and any(int(d) != 1 for d in dilations):
+        raise Refuse(f"dilations {list(dilations)} need {node.op}-{10 if node.op == 'MaxPool' else 19} or later")
+
+
+downgrade("MaxPool", 10)(pool_without_dilations)
+downgrade("AveragePool", 19)(pool_without_dilations)
+
+
 @downgrade(("MaxPool", "AveragePool"), 22)
 def pool_ceil_mode_before_22(ctx, node):
     if int(node.attr("ceil_mode", 0)):

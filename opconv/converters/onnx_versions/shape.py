@@ -52,6 +52,73 @@ def reshape_shape_to_attribute(ctx, node):
     keep_inputs(ctx, node, 1)
 
 
+@downgrade("Reshape", 14)
+def reshape_without_allowzero(ctx, node):
+    """Before 14 a 0 in the shape always copies the input's dim; with allowzero=1 it is a real 0.
+
+    Dropping allowzero is exact when no 0 can reach the shape: a constant shape without one, or an
+    input with no zero dim (a 0 in the shape would then make Reshape-14 fail, not differ)."""
+    if not int(ctx.pop_attr(node, "allowzero", 0)):
+        return
+    target = ctx.constant(node.inputs[1])
+    if target is not None and not np.any(np.asarray(target) == 0):
+        return
+    dims = ctx.shape(node.inputs[0])
+    if dims is not None and all(isinstance(d, int) and d > 0 for d in dims):
+        return
+    # Each output dim a positive number, or the input's dim at the same place (the same symbol): a 0
+    # there is the input's own 0, which Reshape-13 copies
+    out = ctx.shape(node.outputs[0])
+    if out is not None and all(isinstance(d, int) and d > 0 or d is not None and dims is not None and i < len(dims)
+                               and d == dims[i] for i, d in enumerate(out)):
+        return
+    what = "holds 0" if target is not None else "is computed at run time"
+    raise Refuse(f"allowzero=1 makes a 0 in the shape a zero dim, and the shape {what} while neither the "
+                 f"input's dims are known to be non-zero nor the output's to be the input's; Reshape before 14 "
+                 f"copies the input's dim instead")
+
+
+# -- Shape ------------------------------------------------------------------------
+
+@downgrade("Shape", 15)
+def shape_start_end_as_slice(ctx, node):
+    """Shape-15's start/end keep a range of the dims: the whole shape, then Slice on axis 0."""
+    start = int(ctx.pop_attr(node, "start", 0))
+    end = ctx.pop_attr(node, "end")
+    if start == 0 and end is None:
+        return
+    whole = ctx.op("Shape", node.inputs[0])
+    last = np.iinfo(np.int64).max if end is None else int(end)  # Slice clamps like Shape-15 does
+    kept = ctx.op("Slice", whole, ctx.const(np.array([start], np.int64), "start"),
+                  ctx.const(np.array([last], np.int64), "end"), ctx.const(np.array([0], np.int64), "axes"))
+    ctx.replace(node, [kept])
+
+
+# -- ConstantOfShape, Expand: constants before they existed --------------------------------
+
+@downgrade("ConstantOfShape", 9)
+def constant_of_shape_as_expand(ctx, node):
+    """A constant shape filled with ``value``: Expand of the one value at opset 8, the constant itself below."""
+    dims = ctx.static(node.inputs[0], "input 'input' (the shape)")
+    value = node.attr("value")
+    fill = value.numpy().reshape(-1)[:1].reshape(()) if value is not None else np.zeros((), np.float32)
+    if ctx.converter.target < 8:
+        shape = tuple(int(d) for d in np.asarray(dims).reshape(-1))
+        ctx.replace(node, [ctx.const(np.full(shape, fill, fill.dtype), "filled")])
+    else:  # the shape stays the node's own operand (an overridable input in old models)
+        ctx.replace(node, [ctx.op("Expand", ctx.const(fill, "value"), node.inputs[0])])
+
+
+@downgrade("Expand", 8)
+def expand_of_constants(ctx, node):
+    """Below 8 there is no Expand: a constant input broadcast to a constant shape is a constant."""
+    data = ctx.static(node.inputs[0], "input 'input' (Expand has no form before opset 8)")
+    dims = np.asarray(ctx.static(node.inputs[1], "input 'shape' (Expand has no form before opset 8)"), np.int64)
+    data = np.asarray(data)
+    shape = np.broadcast_shapes(data.shape, tuple(int(d) for d in dims.reshape(-1)))
+    ctx.replace(node, [ctx.const(np.broadcast_to(data, shape).copy(), "expanded")])
+
+
 # -- Slice ----------------------------------------------------------------------
 
 @upgrade("Slice", 10)
@@ -399,6 +466,26 @@ def scatter_elements_to_scatter(ctx, node):
     ctx.replace(node, [ctx.op("Scatter", *node.inputs, axis=axis)])
 
 
+def _scatter_reduction(ctx, node, allowed: tuple[str, ...], version: int) -> None:
+    reduction = node.attr("reduction", "none")
+    reduction = reduction.decode() if isinstance(reduction, bytes) else reduction
+    if reduction not in allowed:
+        raise Refuse(f"reduction={reduction!r} needs {node.op}-{version} or later (before it, "
+                     f"{' / '.join(repr(r) for r in allowed)} only)")
+    if version == 16:
+        ctx.pop_attr(node, "reduction")  # "none", the only meaning before 16
+
+
+@downgrade(("ScatterElements", "ScatterND"), 18)
+def scatter_without_min_max(ctx, node):
+    _scatter_reduction(ctx, node, ("none", "add", "mul"), 18)
+
+
+@downgrade(("ScatterElements", "ScatterND"), 16)
+def scatter_without_reduction(ctx, node):
+    _scatter_reduction(ctx, node, ("none",), 16)
+
+
 _FNUZ = (pb.TensorProto.FLOAT8E4M3FNUZ, pb.TensorProto.FLOAT8E5M2FNUZ)
 
 
@@ -416,20 +503,43 @@ def cast_fnuz_saturation(ctx, node):
 
 
 @downgrade("Trilu", 14)
-def trilu_as_constant_mask(ctx, node):
-    """Keep the upper (or lower) triangle from diagonal k: Where with a constant mask of the last two dims."""
+def trilu_as_mask(ctx, node):
+    """Keep the upper (or lower) triangle from diagonal k: Where with a mask of the last two dims.
+
+    The mask is a constant when those dims are known, else built at run time from two Ranges
+    (column - row compared with k), which needs Range (opset 11)."""
     x = node.inputs[0]
     shape = ctx.shape(x)
     dtype = ctx.dtype(x)
-    if shape is None or len(shape) < 2 or not all(isinstance(d, int) for d in shape[-2:]) or dtype is None:
-        raise Refuse("the element type and the last two dimensions must be known to build the mask")
-    k = node.inputs[1] if len(node.inputs) > 1 else None
-    diagonal = 0 if k is None else int(np.asarray(ctx.static(k, "input 'k'")).reshape(()))
-    rows, cols = shape[-2:]
-    ones = np.ones((rows, cols), dtype=bool)
-    mask = np.triu(ones, diagonal) if int(node.attr("upper", 1)) else np.tril(ones, diagonal)
+    if dtype is None or shape is None or len(shape) < 2:
+        raise Refuse("the element type and rank of the input must be known to build the mask")
     from ...types import element_type
-    zero = ctx.const(np.zeros((), element_type(dtype).numpy), "zero")
-    y = ctx.op("Where", ctx.const(mask, "mask"), x, zero)
+    k = node.inputs[1] if len(node.inputs) > 1 else None
+    upper = bool(int(node.attr("upper", 1)))
+    rows, cols = shape[-2:]
+    if isinstance(rows, int) and isinstance(cols, int) and (k is None or ctx.constant(k) is not None):
+        diagonal = 0 if k is None else int(np.asarray(ctx.constant(k)).reshape(()))
+        ones = np.ones((rows, cols), dtype=bool)
+        mask = ctx.const(np.triu(ones, diagonal) if upper else np.tril(ones, diagonal), "mask")
+    else:
+        mask = _triangle_mask(ctx, x, k, upper)
+    if dtype == "bool":  # the same as Where(mask, x, false), which onnxruntime lacks for bool before 16
+        y = ctx.op("And", mask, x)
+    else:
+        y = ctx.op("Where", mask, x, ctx.const(np.zeros((), element_type(dtype).numpy), "zero"))
     y.type = x.type
     ctx.replace(node, [y])
+
+
+def _triangle_mask(ctx, x, k, upper: bool):
+    """(rows, cols) bool, true where column - row >= k (upper) or <= k (lower), sized at run time."""
+    def scalar(v):
+        return ctx.const(np.array(v, np.int64), "scalar")
+
+    dims = ctx.op("Shape", x)
+    row_ids = ctx.op("Range", scalar(0), ctx.op("Gather", dims, scalar(-2)), scalar(1))
+    col_ids = ctx.op("Range", scalar(0), ctx.op("Gather", dims, scalar(-1)), scalar(1))
+    column = ctx.op("Reshape", row_ids, ctx.const(np.array([-1, 1], np.int64), "column"))
+    offset = ctx.op("Sub", col_ids, column)  # column - row, (rows, cols)
+    k = scalar(0) if k is None else ctx.op("Reshape", k, ctx.const(np.zeros(0, np.int64), "scalar_shape"))
+    return ctx.op("Not", ctx.op("Less" if upper else "Greater", offset, k))
