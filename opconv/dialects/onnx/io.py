@@ -23,6 +23,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from .. import read_model_file
+from ...atomic import OutputFiles
 from ...errors import ModelReadError, ModelWriteError
 from ...ir import Attr, Function, Graph, Model, Node, SparseTensor, Tensor, Value, quiet_collector
 from ...types import (
@@ -438,15 +439,13 @@ def save(model: Model, path: str | os.PathLike, *, external_data: bool | None = 
     """
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise ModelWriteError("the output folder does not exist", where=path)
     if external_data is None:
         external_data = bool(model.meta.get("external_data")) or model.weight_bytes() > PROTOBUF_LIMIT // 2
     location = location or (os.path.basename(path) + ".data")
     if external_data and (os.path.isabs(location) or os.path.normpath(location).startswith("..")):
         raise ModelWriteError(f"external data location {location!r} must be a file name inside the model's folder",
                               where=path)
-    with _AtomicFiles(folder) as files:
+    with OutputFiles(path) as files:
         sink = _DataSink(files.temp(os.path.join(folder, location)), location, threshold) if external_data else None
         proto = to_proto(model, data_sink=sink)
         if sink is not None:
@@ -462,20 +461,6 @@ def save(model: Model, path: str | os.PathLike, *, external_data: bool | None = 
             data = proto.SerializeToString()
             reserve(f, 0, len(data))
             f.write(data)
-
-
-def _new_temp_file(folder: str) -> tuple[int, str]:
-    """A new empty file ``.opconv-<random>.tmp`` in ``folder``, made exclusively, with a saved model's usual mode.
-
-    Returns its descriptor (open for writing) and path.  (What ``tempfile.mkstemp`` does, without importing
-    tempfile, shutil and random: ~5 ms of a fresh process.)
-    """
-    while True:
-        tmp = os.path.join(folder, f".opconv-{os.urandom(8).hex()}.tmp")
-        try:
-            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666), tmp
-        except FileExistsError:
-            continue
 
 
 def reserve(f, start: int, length: int) -> None:
@@ -499,68 +484,13 @@ _fallocate = getattr(os, "posix_fallocate", None)
 _RESERVE_MIN = 1 << 20  # smaller writes gain nothing measurable
 
 
-class _AtomicFiles:
-    """Write files under temporary names in the target folder; rename all on success, delete all on failure."""
-
-    def __init__(self, folder: str):
-        self.folder = folder
-        self.pending: dict[str, str] = {}
-
-    def temp(self, final: str) -> str:
-        """The temporary path (an empty file) that becomes ``final`` on success."""
-        if final not in self.pending:
-            fd, self.pending[final] = _new_temp_file(self.folder)
-            os.close(fd)
-        return self.pending[final]
-
-    def open(self, final: str, mode: str = "wb", **options):
-        """``final``'s temporary file, new and open for writing (``mode`` "wb" or "w", ``options`` as for open).
-
-        Better than ``open(self.temp(final), "wb")``: ext4 writes a file that was truncated
-        (O_TRUNC, even when empty) out to disk when it is closed, which costs ~0.2 s of CPU
-        time per 500 MB; a file written from its creation is left to the page cache.
-        """
-        if final in self.pending:
-            raise ModelWriteError("two of the files being written have this name", where=final)
-        fd, self.pending[final] = _new_temp_file(self.folder)
-        return os.fdopen(fd, mode, **options)
-
-    def discard(self, final: str) -> None:
-        tmp = self.pending.pop(final, None)
-        if tmp:
-            os.unlink(tmp)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            try:
-                for final, tmp in list(self.pending.items()):
-                    os.replace(tmp, final)
-                    del self.pending[final]
-                return False
-            except OSError as e:
-                self._cleanup()
-                raise ModelWriteError(f"cannot write: {e.strerror}", where=final) from None
-        self._cleanup()
-        if isinstance(exc, OSError):
-            raise ModelWriteError(f"cannot write: {exc.strerror}", where=self.folder) from None
-        return False
-
-    def _cleanup(self) -> None:
-        for tmp in self.pending.values():
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-
-
 class _DataSink:
     """Appends tensor bytes to one external data file."""
 
     ALIGN = 64  # keeps every tensor's start aligned for memory mapping
 
     def __init__(self, path: str, location: str, threshold: int):
-        self.file = open(path, "r+b")  # the new, empty file _AtomicFiles made (no truncation: see its open)
+        self.file = open(path, "r+b")  # the new, empty file _AtomicFiles made (no truncation: see OutputFiles.open)
         self.location = location
         self.threshold = threshold
         self.written = 0

@@ -33,7 +33,8 @@ from ...errors import GraphError, ModelReadError, ModelWriteError
 from ...ir import Attr, Graph, Model, Node, Tensor, Value
 from ...schemas import OpSchema, dialect_schemas
 from ...types import TensorType, element_type
-from ..onnx.io import _AtomicFiles, reserve
+from ...atomic import OutputFiles
+from ..onnx.io import reserve
 
 OPSET = "opset1"
 #: IR versions the reader accepts (v11 only when its layers are all opset1)
@@ -597,8 +598,7 @@ def save(model: Model, path: str | os.PathLike) -> None:
         raise ModelWriteError(f"a {model.dialect} model cannot be saved as OpenVINO IR; convert it first",
                               where=path)
     bin_path = os.path.splitext(path)[0] + ".bin"
-    folder = os.path.dirname(os.path.abspath(path))
-    with _AtomicFiles(folder) as files:
+    with OutputFiles(path) as files:
         with files.open(bin_path) as weights:
             net = _Writer(model, path, weights).net()
         with files.open(path) as f:
