@@ -181,7 +181,7 @@ def _error_figure(x: float) -> str:
 @click.option("--inputs", "inputs_path", type=click.Path(dir_okay=False),
               help="An .npz file of inputs by name (default: seeded random inputs).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the outputs to this .npz file.")
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the random inputs and of the model's random ops.")
 @click.option("--shape", "shapes", multiple=True, metavar="NAME=DIMS", help=_SHAPE_HELP)
 def run(model, inputs_path, output, seed, shapes):
@@ -235,7 +235,7 @@ def run(model, inputs_path, output, seed, shapes):
               help="An .npz file of inputs by A's input names (default: seeded random inputs).")
 @click.option("--rtol", type=float, help="Relative tolerance for every float output (default: per element type).")
 @click.option("--atol", type=float, help="Absolute tolerance for every float output (default: per element type).")
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the random inputs and of both models' random ops.")
 @click.option("--shape", "shapes", multiple=True, metavar="NAME=DIMS", help=_SHAPE_HELP)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the full report as JSON.")

@@ -81,7 +81,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from ..errors import ConversionError, GraphError
+from ..errors import BudgetError, ConversionError, GraphError
 from ..ir import Attr, Graph, Node, Value, infer_attr
 from ..types import element_type
 
@@ -657,6 +657,10 @@ class _Rewriter:
         except Refuse as e:
             b.undo()
             return str(e)
+        except MemoryError:
+            b.undo()
+            raise BudgetError(f"out of memory while {rule.name} built the replacement; a smaller "
+                              "--max-tensor-bytes refuses such tensors earlier", where=m.root.label) from None
         except Exception:
             b.undo()  # a buggy rule must not leave half a replacement in the graph
             raise

@@ -40,6 +40,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from .. import budget
 from ..errors import ExecutionError
 from ._common import accumulator_dtype, normalize_axis, per_dim, window_output_size
 
@@ -351,6 +352,7 @@ def tile(x: np.ndarray, repeats: Sequence[int]) -> np.ndarray:
     repeats = [int(r) for r in np.asarray(repeats).reshape(-1)]
     if len(repeats) != x.ndim or any(r < 0 for r in repeats):
         raise ExecutionError(f"tile needs {x.ndim} non-negative repeats, got {repeats}")
+    budget.check([d * r for d, r in zip(x.shape, repeats)], x.dtype.itemsize, "Tile's output")
     return np.tile(x, repeats)
 
 
@@ -370,6 +372,7 @@ def pad(x: np.ndarray, pads_begin: Sequence[int], pads_end: Sequence[int], mode:
     begin, end = [int(p) for p in pads_begin], [int(p) for p in pads_end]
     if len(begin) != x.ndim or len(end) != x.ndim:
         raise ExecutionError(f"pad needs {x.ndim} begin and end amounts, got {len(begin)} and {len(end)}")
+    budget.check([max(d + b + e, 0) for d, b, e in zip(x.shape, begin, end)], x.dtype.itemsize, "Pad's output")
     if any(max(-lo, 0) + max(-hi, 0) > n for n, lo, hi in zip(x.shape, begin, end)):
         raise ExecutionError(f"pad: negative pads {begin} / {end} crop more than the shape {list(x.shape)}")
     x = x[tuple(slice(max(-lo, 0), n - max(-hi, 0)) for n, lo, hi in zip(x.shape, begin, end))]

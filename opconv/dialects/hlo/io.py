@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import read_model_file
+from ... import budget
 from ...atomic import OutputFiles
 from ...errors import ModelReadError, ModelWriteError, NotImplementedFeature
 from ...ir import Model, Tensor
@@ -168,6 +169,7 @@ class _SidecarWriter:
         # A sidecar constant is memory-mapped, so the chunks below read it piece by piece; the mapping
         # also keeps its bytes readable when this save replaces the very file it came from.
         np_dtype = element_type(tensor.dtype).numpy
+        budget.check(tensor.shape, np_dtype.itemsize, f"{label} in the weights file", where=self.where)
         array = np.asarray(tensor.numpy())
         if array.dtype != np_dtype:
             raise ModelWriteError(f"{label}: declared {tensor.dtype} but holds {array.dtype} data", where=self.where)

@@ -23,6 +23,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from .. import read_model_file
+from ... import budget
 from ...atomic import OutputFiles
 from ...errors import ModelReadError, ModelWriteError
 from ...ir import Attr, Function, Graph, Model, Node, SparseTensor, Tensor, Value, quiet_collector
@@ -101,6 +102,11 @@ class _Reader:
     def error(self, message: str) -> ModelReadError:
         return ModelReadError(message, where=self.where)
 
+    def not_utf8(self, what: str, *texts) -> ModelReadError:
+        """Protobuf hands text that is not UTF-8 over as bytes, which every later step would trip on."""
+        text = next(t for t in texts if type(t) is not str)
+        return self.error(f"{what} is not UTF-8 text: {bytes(text[:40])!r}")
+
     def model(self, p: pb.ModelProto) -> Model:
         opsets = {}
         for imp in p.opset_import:
@@ -128,6 +134,8 @@ class _Reader:
     def graph(self, p: pb.GraphProto, opsets: dict, parent: Graph | None, scope: "_Scope | None") -> Graph:
         g = Graph(p.name, parent=parent)
         g.doc = p.doc_string
+        if type(g.name) is not str or type(g.doc) is not str:
+            raise self.not_utf8("the graph's name or doc string", g.name, g.doc)
         local = _Scope(scope)
         for t in p.initializer:
             v = g.add_initializer(t.name, self.tensor(t))
@@ -137,6 +145,8 @@ class _Reader:
             local.define(Value(st.values.name, SparseTensorType(
                 from_onnx_code(st.values.data_type).name, tuple(st.dims))))
         for vi in p.input:
+            if type(vi.name) is not str:
+                raise self.not_utf8("an input name", vi.name)
             if vi.name in g.initializers:  # an input with a default value (IR < 4 style)
                 v = g.initializers[vi.name]
                 v.type = self.value_type(vi.type) or v.type
@@ -152,6 +162,8 @@ class _Reader:
             outs = []
             for name in np_.output:
                 if name:
+                    if type(name) is not str:
+                        raise self.not_utf8("an output name", name)
                     v = Value(name)
                     define(name, v)
                     outs.append(v)
@@ -167,6 +179,10 @@ class _Reader:
             inputs = [(defined(name) or resolve(name)) if name else None for name in np_.input]
             node = Node(np_.op_type, inputs, outs, domain=domain, name=np_.name, doc=np_.doc_string,
                         version=version)
+            if not (type(node.op) is str and type(domain) is str and type(node.name) is str
+                    and type(node.doc) is str):
+                raise self.not_utf8("the op type, domain, name or doc string of a node", node.op, domain,
+                                    node.name, node.doc)
             g.add_node(node)
             if np_.attribute:
                 attrs = node.attrs
@@ -220,6 +236,8 @@ class _Reader:
     # -- attributes ---------------------------------------------------------
     def attr(self, p: pb.AttributeProto, opsets: dict, graph: Graph, scope: "_Scope") -> Attr:
         kind = _ATTR_KIND.get(p.type)
+        if type(p.name) is not str:
+            raise self.not_utf8("an attribute name", p.name)
         if kind is None:
             raise self.error(f"attribute {p.name!r} has unknown type {p.type}")
         if p.ref_attr_name:
@@ -271,6 +289,8 @@ class _Reader:
         return None
 
     def tensor(self, t: pb.TensorProto) -> Tensor:
+        if type(t.name) is not str:
+            raise self.not_utf8("a tensor name", t.name)
         if t.data_type == 0:
             raise self.error(f"tensor {t.name!r} has no data type")
         dtype = from_onnx_code(t.data_type).name
@@ -286,8 +306,26 @@ class _Reader:
             return self.external_tensor(t, dtype, shape)
         if t.segment.begin or t.segment.end:
             raise self.error(f"tensor {t.name!r} is segmented; segmented tensors are not supported")
-        return Tensor(dtype, shape, name=t.name, loader=lambda: to_array(t), origin=t,
-                      nbytes=len(t.raw_data) if t.raw_data else None)
+        raw_length = len(t.raw_data) if t.HasField("raw_data") else None  # one copy of the bytes, not two
+        self.check_data_length(t, dtype, shape, count, raw_length)
+        return Tensor(dtype, shape, name=t.name, loader=lambda: to_array(t), origin=t, nbytes=raw_length or None)
+
+    def check_data_length(self, t: pb.TensorProto, dtype: str, shape: tuple, count: int,
+                          raw_length: int | None) -> None:
+        """The data a tensor holds must be what its dims and type say, before anything decodes it."""
+        et = element_type(dtype)
+        if raw_length is not None:
+            if dtype == "string":
+                raise self.error(f"tensor {t.name!r}: string tensors cannot hold raw_data")
+            held, expected, unit = raw_length, (count * et.bits + 7) // 8, "bytes"
+        else:
+            field = _TYPED_FIELDS.get(dtype)
+            if field is None:  # packed sub-byte and bit-pattern types: onnx's decoder checks them
+                return
+            held, expected, unit = len(getattr(t, field)), count * (2 if et.is_complex else 1), field
+        if held != expected:
+            raise self.error(f"tensor {t.name!r} of {dtype}{list(shape)} holds {held} {unit}, "
+                             f"{expected} expected")
 
     def external_tensor(self, t: pb.TensorProto, dtype: str, shape: tuple) -> Tensor:
         info = {e.key: e.value for e in t.external_data}
@@ -353,6 +391,8 @@ class _Scope:
             if name in s.names:
                 return s.names[name]
             s = s.parent
+        if type(name) is not str:
+            raise ValueError(f"the name {bytes(name[:40])!r} is not UTF-8 text")
         v = Value(name)  # used but never defined: kept so `check` can report it
         self.names[name] = v
         self.undefined.append(v)
@@ -363,6 +403,15 @@ def _version(opsets: dict, domain: str) -> int | None:
     if domain in _DEFAULT_DOMAINS:
         return opsets.get("", opsets.get("ai.onnx"))
     return opsets.get(domain)
+
+
+#: the typed field that holds each element type's data when raw_data is absent (complex: two values each)
+_TYPED_FIELDS = {
+    "float32": "float_data", "complex64": "float_data", "float64": "double_data", "complex128": "double_data",
+    "int64": "int64_data", "int32": "int32_data", "int16": "int32_data", "int8": "int32_data",
+    "uint16": "int32_data", "uint8": "int32_data", "bool": "int32_data", "float16": "int32_data",
+    "bfloat16": "int32_data", "uint32": "uint64_data", "uint64": "uint64_data", "string": "string_data",
+}
 
 
 def _text(b: bytes) -> str | bytes:
@@ -519,6 +568,7 @@ class _DataSink:
 
 def _raw_chunks(tensor: Tensor, chunk: int = 1 << 24) -> Iterator[bytes]:
     """The tensor's little-endian raw bytes, in chunks, without loading external data whole."""
+    budget.check_bytes(tensor.nbytes, f"tensor {tensor.name!r}")
     origin = tensor.origin
     if isinstance(origin, ExternalData):
         with open(origin.path, "rb") as f:

@@ -106,7 +106,13 @@ messages = _messages()
 
 
 def infer_shapes(model, *, strict_mode: bool = False, data_prop: bool = False):
-    """``onnx.shape_inference.infer_shapes`` of a ModelProto, as a new ModelProto."""
+    """``onnx.shape_inference.infer_shapes`` of a ModelProto, as a new ModelProto.
+
+    Models with an op whose inference is known to hang on some attribute values (:data:`HANG_PRONE`) are
+    inferred in a forked child under a time limit (``OPCONV_SHAPE_INFERENCE_SECONDS``, default 10), so
+    that a hang becomes a ModelReadError instead of taking the process with it.  The others are inferred
+    here: a fork costs a few ms, which the common path does not pay.
+    """
     serialized = model.SerializeToString()
     try:
         cpp = _load_submodule(_CPP, "onnx_cpp2py_export")
@@ -115,9 +121,98 @@ def infer_shapes(model, *, strict_mode: bool = False, data_prop: bool = False):
         import onnx.shape_inference
 
         return onnx.shape_inference.infer_shapes(model, strict_mode=strict_mode, data_prop=data_prop)
+    hang_prone = _hang_prone_ops(model)
+    if hang_prone and hasattr(os, "fork"):
+        data = _in_child(lambda: infer(serialized, False, strict_mode, data_prop), hang_prone)
+    else:
+        data = infer(serialized, False, strict_mode, data_prop)
     result = messages.ModelProto()
-    result.ParseFromString(infer(serialized, False, strict_mode, data_prop))
+    result.ParseFromString(data)
     return result
+
+
+#: ops whose C++ shape inference in onnx has been seen never to return (Einsum with equation ".>" and
+#: two inputs: onnx 1.23)
+HANG_PRONE = frozenset({"Einsum"})
+
+
+def _hang_prone_ops(model) -> list[str]:
+    found = set()
+
+    def walk(graph):
+        for node in graph.node:
+            if node.op_type in HANG_PRONE and node.domain in ("", "ai.onnx"):
+                found.add(node.op_type)
+            for attr in node.attribute:
+                if attr.HasField("g"):
+                    walk(attr.g)
+                for g in attr.graphs:
+                    walk(g)
+
+    walk(model.graph)
+    for function in model.functions:
+        walk(function)
+    return sorted(found)
+
+
+def _in_child(compute, ops: list[str]) -> bytes:
+    """``compute()`` (bytes) in a forked child, given up after the time limit; its errors re-raised here."""
+    import pickle
+    import select
+    import signal
+
+    from ...errors import ModelReadError
+
+    limit = float(os.environ.get("OPCONV_SHAPE_INFERENCE_SECONDS", "10"))
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child: report and leave without running any cleanup
+        code = 0
+        try:
+            os.close(read_end)
+            try:
+                message = pickle.dumps((True, compute()))
+            except Exception as e:  # noqa: BLE001 - the parent raises it
+                message = pickle.dumps((False, (type(e).__module__, type(e).__name__, str(e))))
+            with os.fdopen(write_end, "wb") as out:
+                out.write(message)
+        except BaseException:  # noqa: BLE001
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    chunks = []
+    try:
+        import time
+
+        deadline = time.monotonic() + limit
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([read_end], [], [], left)[0]:
+                os.kill(child, signal.SIGKILL)
+                raise ModelReadError(
+                    f"onnx's shape inference did not finish in {limit:g} s ({', '.join(ops)} in the model); "
+                    "set OPCONV_SHAPE_INFERENCE_SECONDS to allow longer")
+            chunk = os.read(read_end, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(read_end)
+        os.waitpid(child, 0)
+    if not chunks:
+        raise ModelReadError(f"onnx's shape inference failed ({', '.join(ops)} in the model)")
+    ok, value = pickle.loads(b"".join(chunks))
+    if ok:
+        return value
+    module, name, text = value
+    error_type = getattr(sys.modules.get(module), name, None)
+    if isinstance(error_type, type) and issubclass(error_type, Exception):
+        try:
+            raise error_type(text)
+        except TypeError:
+            pass
+    raise RuntimeError(text)
 
 
 #: element types whose typed field holds plain values (not bit patterns): the field, by element type name

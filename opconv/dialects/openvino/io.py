@@ -33,6 +33,7 @@ from ...errors import GraphError, ModelReadError, ModelWriteError
 from ...ir import Attr, Graph, Model, Node, Tensor, Value
 from ...schemas import OpSchema, dialect_schemas
 from ...types import TensorType, element_type
+from ... import budget
 from ...atomic import OutputFiles
 from ..onnx.io import reserve
 
@@ -600,9 +601,42 @@ def save(model: Model, path: str | os.PathLike) -> None:
     bin_path = os.path.splitext(path)[0] + ".bin"
     with OutputFiles(path) as files:
         with files.open(bin_path) as weights:
-            net = _Writer(model, path, weights).net()
+            try:
+                net = _Writer(model, path, weights).net()
+            except ValueError as e:  # lxml refuses NUL, control characters and bytes that are not UTF-8
+                if "XML compatible" not in str(e):
+                    raise
+                raise ModelWriteError(f"{_not_xml_text(model)} holds characters XML cannot hold "
+                                      "(NUL, control characters or bytes that are not UTF-8)", where=path) from None
         with files.open(path) as f:
             f.write(etree.tostring(net, xml_declaration=True, encoding="utf-8", pretty_print=True))
+
+
+def _not_xml_text(model: Model) -> str:
+    """What in ``model`` lxml refused: the first name or string attribute that is not XML text."""
+    import re
+
+    bad = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+    def refused(text) -> bool:
+        return isinstance(text, bytes) or (isinstance(text, str) and bad.search(text) is not None)
+
+    if refused(model.graph.name):
+        return f"the graph name {model.graph.name!r}"
+    for node in model.graph.walk():
+        if refused(node.name) or refused(node.op):
+            return f"node {node.name or node.op!r}'s name"
+        for a in node.attrs.values():
+            values = a.value if isinstance(a.value, list) else [a.value]
+            if any(refused(v) for v in values):
+                return f"attribute {a.name!r} of node {node.label}"
+        for v in node.outputs:
+            if v is not None and refused(v.name):
+                return f"value name {v.name!r}"
+    for v in model.graph.inputs:
+        if refused(v.name):
+            return f"input name {v.name!r}"
+    return "a name or string attribute"
 
 
 class _Writer:
@@ -761,6 +795,7 @@ class _Writer:
         .bin, as OpenVINO's own writer shares identical constants.
         """
         offset = self.offset
+        budget.check_bytes(tensor.nbytes, f"constant {name!r} in the .bin", where=self.where)
         source = _file_slice(tensor)
         if source is not None:
             if source not in self.written:
