@@ -125,7 +125,7 @@ class _SidecarReader:
 
     def tensor(self, dtype: str, shape: tuple[int, ...], offset: int, length: int) -> Tensor:
         np_dtype = element_type(dtype).numpy
-        expected = int(np.prod(shape, dtype=np.int64)) * np_dtype.itemsize
+        expected = budget.elements(shape) * np_dtype.itemsize  # Python ints: no overflow
         if length != expected:
             raise ValueError(f"{length} bytes stored, {expected} expected for {dtype}{list(shape)}")
         if offset + length > self.size:

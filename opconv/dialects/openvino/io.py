@@ -469,7 +469,7 @@ class _Reader:
         offset, size = attrs["offset"].value, attrs["size"].value
         if any(d is None for d in shape):
             raise self.error(f"{layer.label}: Const has a dynamic shape {layer.data['shape']!r}")
-        expected = int(np.prod(shape, dtype=np.int64)) * element_type(dtype).numpy.itemsize
+        expected = budget.elements(shape) * element_type(dtype).numpy.itemsize  # Python ints: no overflow
         if size != expected:
             raise self.error(f"{layer.label}: Const size {size} does not match {expected} bytes of "
                              f"{_ELEMENT_NAMES[dtype]}{list(shape)}")
