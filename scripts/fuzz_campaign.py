@@ -133,8 +133,29 @@ def _site(tb) -> str:
     return f"{os.path.relpath(where.filename, ROOT)}:{where.name}" if where else "?"
 
 
+def _import_everything() -> None:
+    """What the commands import lazily, imported once in the parent: each forked child then starts ready."""
+    import importlib
+
+    import opconv.cli  # noqa: F401
+    from opconv import dialects
+
+    for name in ("opconv.verify", "opconv.compare", "opconv.validation", "opconv.converters.onnx_to_openvino",
+                 "opconv.converters.onnx_to_hlo", "opconv.converters.hlo_to_onnx",
+                 "opconv.converters.openvino_to_onnx", "opconv.converters.onnx_versions",
+                 "opconv.dialects.onnx.executor", "opconv.dialects.openvino.executor",
+                 "opconv.dialects.hlo.executor"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+    for name in ("onnx", "openvino", "hlo"):
+        dialects.get(name)
+
+
 def campaign(formats, per_format: int, seed: int, timeout: float, memory: int, out_dir: str,
              node_cases: int = 300, per_input: int = 2) -> dict:
+    _import_everything()
     rng = random.Random(seed)
     seeds = fm.seed_inputs(node_cases, seed)
     os.makedirs(out_dir, exist_ok=True)

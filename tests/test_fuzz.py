@@ -153,3 +153,25 @@ def test_an_ir_const_whose_byte_count_overflows_int64_is_refused(tmp_path):
     (tmp_path / "m.xml").write_text(hostile)
     with pytest.raises(OpconvError, match="Const size 0 does not match 73786976294838206464 bytes"):
         opconv.load(tmp_path / "m.xml")
+
+
+def test_a_rule_check_that_refuses_gives_a_reason_instead_of_leaking_refuse():
+    """issue 17: onnx-to-hlo's checks call helpers that raise Refuse (the rules' internal exception), which
+    escaped the rewrite engine as an internal error."""
+    from onnx import TensorProto, helper
+
+    from opconv.converters.rewrite import Refuse, Rule, apply
+
+    def pattern(op, x):
+        return op.Relu(x)
+
+    def check(m):
+        raise Refuse("the input's shape is unknown")
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = opconv.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    report = apply(model.graph, [Rule("relu-rule", pattern, lambda b, m: m["x"], check=check)])
+    assert not report.fired
+    assert report.reasons_for(model.graph.nodes[0]) == ["relu-rule: the input's shape is unknown"]

@@ -639,7 +639,10 @@ class _Rewriter:
             if match is None:
                 reasons.append(f"{rule.name}: pattern does not match ({matcher.why})")
                 continue
-            why = rule.check(match) if rule.check is not None else None
+            try:
+                why = rule.check(match) if rule.check is not None else None
+            except Refuse as e:  # a check may use the helpers the replacements use
+                why = str(e)
             if why is None:
                 why = self.rewrite(rule, match)
             if why is None:
