@@ -106,7 +106,10 @@ def mutate_onnx(data: bytes, rng: random.Random) -> bytes:
     m = pb.ModelProto()
     m.ParseFromString(data)
     for _ in range(rng.choice((1, 1, 2, 3))):
-        rng.choice(_ONNX_MUTATIONS)(m, rng)
+        try:
+            rng.choice(_ONNX_MUTATIONS)(m, rng)
+        except (ValueError, TypeError, IndexError):  # a value protobuf itself refuses to hold: try another
+            continue
     out = m.SerializeToString()
     if rng.random() < 0.1:  # text that is not UTF-8 where protobuf wants a string
         names = [n.name for n in m.graph.node if len(n.name) >= 2] or [m.graph.name] if m.graph.name else []
@@ -177,7 +180,7 @@ def _mut_attribute(m, rng):
     elif a.type == 7:
         a.ints[:] = [rng.choice(_NUMBERS) for _ in range(rng.randint(0, 6))]
     else:
-        a.type = rng.choice((1, 2, 3, 7, 99))
+        a.type = rng.choice((0, 1, 2, 3, 7, 14))
 
 
 def _mut_node_io(m, rng):

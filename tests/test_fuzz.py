@@ -175,3 +175,32 @@ def test_a_rule_check_that_refuses_gives_a_reason_instead_of_leaking_refuse():
     report = apply(model.graph, [Rule("relu-rule", pattern, lambda b, m: m["x"], check=check)])
     assert not report.fired
     assert report.reasons_for(model.graph.nodes[0]) == ["relu-rule: the input's shape is unknown"]
+
+
+def _regressions() -> list[dict]:
+    import json
+
+    with open(os.path.join(ROOT, "tests", "fuzz_regressions", "cases.json"), encoding="utf-8") as f:
+        return json.load(f)["cases"]
+
+
+@pytest.mark.parametrize("case", _regressions(), ids=lambda c: c["file"])
+def test_what_a_campaign_found_now_ends_cleanly(case, tmp_path):
+    """Each file under tests/fuzz_regressions once crashed the command beside it (see ``found``)."""
+    import shutil
+
+    source = os.path.join(ROOT, "tests", "fuzz_regressions", case["file"])
+    model = str(tmp_path / ("m" + os.path.splitext(case["file"])[1]))
+    shutil.copy(source, model)
+    for side in (".bin", ".weights"):
+        if os.path.exists(source[:-4] + side) or os.path.exists(source + side):
+            shutil.copy(source[:-4] + side if side == ".bin" else source + side,
+                        model[:-4] + side if side == ".bin" else model + side)
+    args = [a.format(model=model, out=str(tmp_path / "out")) for a in case["args"]]
+    signal.alarm(20)
+    try:
+        result = CliRunner().invoke(cli, args)
+    finally:
+        signal.alarm(0)
+    assert result.exit_code in (0, 1, 2), (case["found"], result.output, result.exception)
+    assert "internal error" not in result.output, (case["found"], result.output)

@@ -28,6 +28,9 @@ class _Group(click.Group):
         except KeyboardInterrupt:
             click.echo("opconv: interrupted", err=True)
             sys.exit(130)
+        except BrokenPipeError:  # the reader of our output left (`opconv check m.onnx | head`): so do we
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(1)
         except MemoryError:  # what no budget foresaw: still one line, and not called a bug
             if os.environ.get("OPCONV_DEBUG"):
                 raise

@@ -29,7 +29,7 @@ from ...errors import ConversionError, OpconvError
 from ...ir import Attr, Graph, Model, Node, Tensor, Value, infer_attr
 from ...schemas import OpSchema, dialect_schemas
 from ...types import TensorType, element_type, from_numpy, type_signature
-from ..rewrite import Refuse, constant_value
+from ..rewrite import MALFORMED, Refuse, constant_value
 from .registry import DOWNGRADES, SEMANTIC_CHANGES, UPGRADE_NEEDS_TYPES, UPGRADES
 
 _ONNX_DOMAINS = ("", "ai.onnx")
@@ -536,6 +536,9 @@ class VersionConverter:
                 self.problems.append(Problem(where + n.label, n.op, str(e), self.valid_range(n)))
             except OpconvError as e:
                 self.problems.append(Problem(where + n.label, n.op, e.message, self.valid_range(n)))
+            except MALFORMED as e:  # an adapter meeting a node its schema would not allow
+                self.problems.append(Problem(where + n.label, n.op, f"cannot take this node ({type(e).__name__}: "
+                                             f"{e})", self.valid_range(n)))
 
     def valid_range(self, node: Node) -> str:
         """The opsets the node, as it stands when refused, is valid in, on the side of the move."""

@@ -124,6 +124,10 @@ class _Reader:
             meta["configuration"] = [c.SerializeToString() for c in p.configuration]
         if any(isinstance(v.const.origin, ExternalData) for v in graph.initializers.values()):
             meta["external_data"] = True
+        texts = [p.producer_name, p.producer_version, p.doc_string, p.domain,
+                 *(t for m in p.metadata_props for t in (m.key, m.value))]
+        if any(type(t) is not str for t in texts):
+            raise self.not_utf8("the model's producer, doc string, domain or metadata", *texts)
         return Model(
             graph=graph, dialect="onnx", opsets=opsets, functions=functions,
             producer=p.producer_name, producer_version=p.producer_version, doc=p.doc_string,
@@ -212,6 +216,8 @@ class _Reader:
         return g
 
     def value_info_extras(self, v: Value, vi: pb.ValueInfoProto, output: bool = False) -> None:
+        if type(vi.doc_string) is not str:
+            raise self.not_utf8(f"the doc string of {v.name!r}", vi.doc_string)
         if vi.doc_string:
             v.meta["output_doc" if output else "doc"] = vi.doc_string
         if vi.metadata_props:
