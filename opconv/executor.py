@@ -253,7 +253,7 @@ class Interpreter:
                     raise
                 raise type(e)(e.message, where=step.label) if type(e) in (ExecutionError, BudgetError) else e
             except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError, OverflowError, AttributeError,
-                    FloatingPointError, np.linalg.LinAlgError, MemoryError) as e:
+                    StopIteration, FloatingPointError, np.linalg.LinAlgError, MemoryError) as e:
                 raise ExecutionError(f"{type(e).__name__}: {e}", where=step.label) from e
             outputs = _as_outputs(result, step.node)
             if len(outputs) < sum(1 for v in step.node.outputs if v is not None):

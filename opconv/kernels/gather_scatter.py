@@ -226,6 +226,10 @@ def xla_gather(
     # Offset dims go to the output positions `offset_dims`; batch dims fill the rest, in order.
     offset_dims = sorted(offset_dims)
     out_rank = nb + len(kept)
+    if len(offset_dims) != len(kept) or len(set(offset_dims)) != len(offset_dims) \
+            or any(not 0 <= d < out_rank for d in offset_dims):
+        raise ExecutionError(f"gather: offset_dims {offset_dims} are not {len(kept)} distinct dims of the "
+                             f"rank-{out_rank} result")
     batch_axes = iter(range(nb))
     perm = [nb + offset_dims.index(p) if p in offset_dims else next(batch_axes) for p in range(out_rank)]
     return np.transpose(gathered, perm)

@@ -108,9 +108,9 @@ messages = _messages()
 def infer_shapes(model, *, strict_mode: bool = False, data_prop: bool = False):
     """``onnx.shape_inference.infer_shapes`` of a ModelProto, as a new ModelProto.
 
-    Models with an op whose inference is known to hang on some attribute values (:data:`HANG_PRONE`) are
+    Models with an op whose inference is known to hang or crash on some inputs (:data:`HANG_PRONE`) are
     inferred in a forked child under a time limit (``OPCONV_SHAPE_INFERENCE_SECONDS``, default 10), so
-    that a hang becomes a ModelReadError instead of taking the process with it.  The others are inferred
+    that a hang or a crash becomes a ModelReadError instead of taking the process with it.  The others are inferred
     here: a fork costs a few ms, which the common path does not pay.
     """
     serialized = model.SerializeToString()
@@ -134,8 +134,8 @@ def infer_shapes(model, *, strict_mode: bool = False, data_prop: bool = False):
 
 
 #: ops whose C++ shape inference in onnx has been seen never to return (Einsum with equation ".>" and
-#: two inputs: onnx 1.23)
-HANG_PRONE = frozenset({"Einsum"})
+#: two inputs: onnx 1.23) or to crash the process (RegexFullMatch: a segmentation fault, onnx 1.23)
+HANG_PRONE = frozenset({"Einsum", "RegexFullMatch"})
 _WITH_SUBGRAPHS = frozenset({"If", "Loop", "Scan", "SequenceMap"})  # whose bodies onnx infers
 
 
@@ -205,9 +205,10 @@ def _in_child(compute, ops: list[str]) -> bytes:
             chunks.append(chunk)
     finally:
         os.close(read_end)
-        os.waitpid(child, 0)
+        _, status = os.waitpid(child, 0)
     if not chunks:
-        raise ModelReadError(f"onnx's shape inference failed ({', '.join(ops)} in the model)")
+        how = f"died of signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else "failed"
+        raise ModelReadError(f"onnx's shape inference {how} ({', '.join(ops)} in the model)")
     ok, value = pickle.loads(b"".join(chunks))
     if ok:
         return value
