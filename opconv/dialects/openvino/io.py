@@ -325,12 +325,12 @@ class _Reader:
                 wiring.append((node, layer))
         for node, layer in wiring:
             for port in sorted(layer.inputs, key=lambda p: p.id):
-                node.append_input(values[self.source(layer, port, edges)])
+                node.append_input(self.input_value(values, layer, port, edges))
         g.meta["result_names"] = []
         for layer in results:
             if len(layer.inputs) != 1:
                 raise self.error(f"{layer.label}: a Result has exactly one input port, found {len(layer.inputs)}")
-            value = values[self.source(layer, layer.inputs[0], edges)]
+            value = self.input_value(values, layer, layer.inputs[0], edges)
             value.meta.setdefault("result_name", layer.name)
             g.meta["result_names"].append(layer.name)
             g.outputs.append(value)
@@ -382,6 +382,15 @@ class _Reader:
             back_edges.append({"from": body_outputs[frm], "to": body_inputs[to]})
         body.meta["port_map"] = {**entries, "back_edges": back_edges}
         return body
+
+    def input_value(self, values: dict, layer: _Layer, port: _Port, edges: dict) -> Value:
+        """The value an edge brings to ``port`` of ``layer``; its source must be a port that produces one."""
+        source = self.source(layer, port, edges)
+        value = values.get(source)
+        if value is None:
+            raise self.error(f"{layer.label}: input port {port.id} is fed by port {source[1]} of layer "
+                             f"{source[0]}, which produces no value (a Result, or a port it does not have)")
+        return value
 
     def source(self, layer: _Layer, port: _Port, edges: dict) -> tuple[int, int]:
         try:
