@@ -129,14 +129,16 @@ class OutputFiles:
     def _new_temp(self, final: str) -> int:
         while True:
             tmp = self._temp_name(final)
+            _pending.add(tmp)  # before the file exists: a signal in between finds nothing to remove, not a leak
             try:
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
             except FileExistsError:
+                _pending.discard(tmp)
                 continue
             except OSError as e:
+                _pending.discard(tmp)
                 raise ModelWriteError(f"cannot write: {e.strerror or e}", where=final) from None
             self.pending[final] = tmp
-            _pending.add(tmp)
             return fd
 
     def _stream(self, final: str, mode: str, **options):
@@ -187,9 +189,9 @@ class OutputFiles:
                 for final in self.pending:
                     if final != self.main and os.path.lexists(final):
                         aside = self._temp_name(final)
-                        os.rename(final, aside)
-                        old.append(aside)
                         _pending.add(aside)
+                        old.append(aside)
+                        os.rename(final, aside)
             for final, tmp in list(self.pending.items()):
                 os.replace(tmp, final)
                 del self.pending[final]
