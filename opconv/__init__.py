@@ -93,6 +93,8 @@ def prepare(model: Any, *, seed: int = 0):
     """
     from . import dialects
 
+    if not (hasattr(seed, "__index__") and seed.__index__() >= 0):
+        raise OpconvError(f"the seed must be a non-negative integer, got {seed!r}")
     model = load(model)
     d = dialects.get(model.dialect)
     if d.prepare is None:

@@ -48,6 +48,10 @@ class ValidationError(OpconvError):
         super().__init__(first + more, where=where)
 
 
+class BudgetError(OpconvError):
+    """Something would be larger than a size budget (:mod:`opconv.budget`); the message says which."""
+
+
 class ExecutionError(OpconvError):
     """A reference executor could not run a model (bad inputs, unsupported op)."""
 

@@ -28,7 +28,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-from .errors import ExecutionError, OpconvError
+from . import budget
+from .errors import BudgetError, ExecutionError, OpconvError
 from .ir import Graph, Node, Value, _free_inputs
 
 Kernel = Callable[..., Any]
@@ -221,11 +222,24 @@ class Interpreter:
             foldable_now = [f and not (o & overridden) for f, o in zip(plan.foldable, plan.overrides)]
         if not first_run:
             local.update(plan.folded)
-        for step, input_ids, drop, donors, foldable in zip(plan.steps, plan.inputs, plan.drops, plan.donors,
-                                                           foldable_now):
+        unfolded: set[int] = set()  # values of foldable steps over the folding budget: computed when run
+        limit = budget.max_bytes()
+        for index, (step, input_ids, drop, donors, foldable) in enumerate(
+                zip(plan.steps, plan.inputs, plan.drops, plan.donors, foldable_now)):
             if (foldable and not first_run) or (fold_only and not foldable):
                 continue
+            if foldable and first_run and unfolded and not unfolded.isdisjoint(input_ids):
+                foldable_now, foldable = _not_folded(foldable_now, plan.foldable, index, step, unfolded), False
+                if fold_only:
+                    continue
             args = [None if vid is None else _lookup(env, vid, step, graph) for vid in input_ids]
+            if foldable and first_run and budget.too_large_to_fold(args):
+                foldable_now, foldable = _not_folded(foldable_now, plan.foldable, index, step, unfolded), False
+                if fold_only:
+                    continue
+            for a in args:  # logical sizes: a broadcast view of 10**12 elements takes no memory, but time
+                if type(a) is np.ndarray and a.nbytes > limit:
+                    budget.check(a.shape, a.itemsize, "an input", where=step.label)
             owned = ()
             if donors and not foldable:
                 for i in donors:  # dying values leave the environment now, so only `args` holds them
@@ -237,9 +251,9 @@ class Interpreter:
             except OpconvError as e:
                 if e.where:
                     raise
-                raise type(e)(e.message, where=step.label) if type(e) is ExecutionError else e
-            except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError, OverflowError,
-                    FloatingPointError, np.linalg.LinAlgError, MemoryError) as e:
+                raise type(e)(e.message, where=step.label) if type(e) in (ExecutionError, BudgetError) else e
+            except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError, OverflowError, AttributeError,
+                    StopIteration, FloatingPointError, np.linalg.LinAlgError, MemoryError) as e:
                 raise ExecutionError(f"{type(e).__name__}: {e}", where=step.label) from e
             outputs = _as_outputs(result, step.node)
             if len(outputs) < sum(1 for v in step.node.outputs if v is not None):
@@ -263,6 +277,16 @@ class Interpreter:
         if fold_only:
             return []
         return [_lookup(env, id(v), None, graph) for v in graph.outputs]
+
+
+def _not_folded(foldable_now: list[bool], foldable: list[bool], index: int, step: BoundNode,
+                unfolded: set[int]) -> list[bool]:
+    """Leave step ``index`` (over the folding budget, or reading such a step's values) for run time."""
+    if foldable_now is foldable:
+        foldable_now = list(foldable)
+    foldable_now[index] = False
+    unfolded.update(id(v) for v in step.node.outputs if v is not None)
+    return foldable_now
 
 
 def _foldable(graph: Graph, steps: list[BoundNode]) -> tuple[list[bool], list[frozenset[int]]]:

@@ -20,6 +20,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from . import budget
 from .compare import OutputComparison, compare_arrays
 from .errors import ExecutionError, OpconvError
 from .input_shapes import InputShapes, format_shape
@@ -285,6 +286,8 @@ def random_inputs(model: Any, seed: int = 0, input_shapes: Mapping[str, tuple] |
     """
     import opconv
 
+    if not (hasattr(seed, "__index__") and seed.__index__() >= 0):
+        raise OpconvError(f"the seed must be a non-negative integer, got {seed!r}")
     model = opconv.load(model)
     rng = np.random.default_rng(seed)
     inputs = required_inputs(model)
@@ -319,6 +322,8 @@ def _random_value(v: Value, t: TensorType, shape: tuple, shapes: dict, rng: np.r
 
 def _random_tensor(v: Value, dtype: str, shape: tuple, shapes: dict, rng: np.random.Generator) -> np.ndarray:
     et = element_type(dtype)
+    # drawn as float64 (two for complex) before the cast
+    budget.check(shape, 16 if et.is_complex else 8, f"the random value of input {v.name!r}")
     if dtype == "string":
         return rng.choice(_WORDS, size=shape)
     if dtype == "bool":

@@ -28,6 +28,15 @@ class _Group(click.Group):
         except KeyboardInterrupt:
             click.echo("opconv: interrupted", err=True)
             sys.exit(130)
+        except BrokenPipeError:  # the reader of our output left (`opconv check m.onnx | head`): so do we
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(1)
+        except MemoryError:  # what no budget foresaw: still one line, and not called a bug
+            if os.environ.get("OPCONV_DEBUG"):
+                raise
+            click.echo("opconv: error: out of memory; a smaller --max-tensor-bytes refuses such tensors earlier",
+                       err=True)
+            sys.exit(2)
         except Exception as e:  # a bug in opconv: say so in one line
             if os.environ.get("OPCONV_DEBUG"):
                 raise
@@ -38,7 +47,10 @@ class _Group(click.Group):
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="opconv")
-def cli():
+@click.option("--max-tensor-bytes", metavar="SIZE",
+              help="Largest tensor, random input or weights file opconv makes (e.g. 16G; default 4G, or "
+                   "OPCONV_MAX_TENSOR_BYTES).")
+def cli(max_tensor_bytes):
     """Convert neural-network models between ONNX, OpenVINO IR (opset1) and HLO,
     and prove each conversion numerically.
 
@@ -53,6 +65,9 @@ def cli():
     Exit codes: 0 success, 1 a check or verification failed, 2 an input could
     not be read or a request could not be carried out, 3 internal error.
     """
+    from ..budget import set_max_bytes
+
+    set_max_bytes(max_tensor_bytes)
 
 
 def main(argv=None) -> None:

@@ -13,6 +13,7 @@ import time
 
 import click
 
+from ..atomic import is_stdout
 from . import cli
 from .run_cmd import MODEL, shape_options
 
@@ -118,7 +119,8 @@ def ir_to_onnx(model, output, opset, verify_after):
     target = output or default_output(model, ".onnx")
     source, converted, progress = load_convert_save(
         model, "openvino", target, "converting to ONNX", lambda m: openvino_to_onnx(m, opset=opset))
-    click.echo(f"wrote {target} (ai.onnx opset {converted.opsets['']}; {_summary(converted)})")
+    click.echo(f"wrote {target} (ai.onnx opset {converted.opsets['']}; {_summary(converted)})",
+               err=is_stdout(target))
     if verify_after:
         _verify(opconv, source, converted, progress)
 

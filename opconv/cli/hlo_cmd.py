@@ -10,6 +10,7 @@ import os
 
 import click
 
+from ..atomic import is_stdout
 from . import cli
 from .convert_cmd import _summary, _verify, default_output, load_convert_save
 from .run_cmd import MODEL, shape_options
@@ -69,10 +70,11 @@ def onnx_to_hlo(model, output, fmt, input_shapes, dims, weights_as_arguments, ve
         else (lambda m, path: save(m, path, format=fmt)))
     stats = conversion_stats(converted)
     click.echo(f"wrote {target}" + (f" and {weights_file}" if weights_as_arguments else "")
-               + f" ({_summary(converted)})")
+               + f" ({_summary(converted)})", err=is_stdout(target))
     fused, patterns = stats.get("fused_ops", {}), stats.get("patterns", {})
     click.echo("fusions: " + (", ".join(f"{op} {n}" for op, n in fused.items()) or "none")
-               + "; multi-node patterns fused: " + (", ".join(f"{op} {n}" for op, n in patterns.items()) or "none"))
+               + "; multi-node patterns fused: " + (", ".join(f"{op} {n}" for op, n in patterns.items()) or "none"),
+               err=is_stdout(target))
     if verify_after:
         _verify(opconv, source, converted, progress, input_shapes, dims)
 
@@ -83,18 +85,18 @@ def _save_with_weight_arguments(model, path: str, weights_file: str) -> None:
 
     import numpy as np
 
+    from ..atomic import OutputFiles
     from ..dialects.hlo.stablehlo import export, weight_arguments
-    from ..dialects.onnx.io import _AtomicFiles
 
     text = export(model, weights="arguments")
-    with _AtomicFiles(os.path.dirname(os.path.abspath(path))) as files:
-        with open(files.temp(path), "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
+    with OutputFiles(path) as files:
         # What np.savez writes, without its reserved keyword names ("file", "allow_pickle").
-        with zipfile.ZipFile(files.temp(weights_file), "w") as archive:
+        with files.open(weights_file) as f, zipfile.ZipFile(f, "w") as archive:
             for name, array in weight_arguments(model):
                 with archive.open(name + ".npy", "w", force_zip64=True) as member:
                     np.lib.format.write_array(member, array, allow_pickle=False)
+        with files.open(path, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
 
 
 @cli.command("hlo-to-onnx")
@@ -125,7 +127,7 @@ def hlo_to_onnx(model, output, opset, verify_after):
     target = output or default_output(model, ".onnx")
     source, converted, progress = load_convert_save(
         model, "hlo", target, "converting to ONNX", lambda m: convert(m, opset=opset))
-    click.echo(f"wrote {target} (ai.onnx opset {converted.opsets['']}; {_summary(converted)})")
+    click.echo(f"wrote {target} (ai.onnx opset {converted.opsets['']}; {_summary(converted)})", err=is_stdout(target))
     if verify_after:
         _verify(opconv, source, converted, progress)
 

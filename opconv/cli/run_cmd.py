@@ -18,6 +18,7 @@ import click
 import numpy as np
 
 from .. import load
+from ..atomic import check_output, is_stdout, write_file, write_text
 from ..errors import ExecutionError, OpconvError
 from ..input_shapes import parse_dim_option, parse_shape_option
 from . import cli
@@ -107,7 +108,7 @@ def write_npz(path: str, arrays: dict[str, Any]) -> None:
                 with zf.open(name + ".npy", "w", force_zip64=True) as member:
                     np.lib.format.write_array(member, array, allow_pickle=False)
 
-    _write_atomically(path, write, "wb")
+    write_file(path, write, "wb")
 
 
 def _flatten(arrays: dict[str, Any]):
@@ -119,49 +120,10 @@ def _flatten(arrays: dict[str, Any]):
             yield name, np.asarray(value)
 
 
-def _write_text(path: str, text: str) -> None:
-    _write_atomically(path, lambda f: f.write(text), "w")
-
-
-def _write_atomically(path: str, write, mode: str) -> None:
-    """Call ``write(file)`` on a temporary file beside ``path``, then rename it into place.
-
-    A failure leaves neither a partial ``path`` nor the temporary file.
-    """
-    import tempfile
-
-    folder = _output_folder(path)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".opconv-", suffix=".tmp", dir=folder)
-    except OSError as e:
-        raise OpconvError(f"cannot write: {e.strerror or e}", where=path) from None
-    try:
-        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
-            write(f)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual mode
-        os.replace(tmp, path)
-    except BaseException as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(e, OSError):
-            raise OpconvError(f"cannot write: {e.strerror or e}", where=path) from None
-        raise
-
-
-def _output_folder(path: str) -> str:
-    """The folder ``path`` will be written in; checked before a long run rather than after it."""
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise OpconvError("the output folder does not exist", where=path)
-    return folder
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+def _echo(*outputs: str | None):
+    """click.echo, or its stderr form when a file goes to standard output (which the file then owns)."""
+    err = any(is_stdout(path) for path in outputs if path)
+    return lambda message: click.echo(message, err=err)
 
 
 # ---------------------------------------------------------------------------
@@ -236,7 +198,7 @@ def _error_figure(x: float) -> str:
 @click.option("--inputs", "inputs_path", type=click.Path(dir_okay=False),
               help="An .npz file of inputs by name (default: seeded random inputs).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the outputs to this .npz file.")
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the random inputs and of the model's random ops.")
 @shape_options(_RANDOM_SHAPE_HELP)
 def run(model, inputs_path, output, seed, input_shapes, dims):
@@ -258,8 +220,9 @@ def run(model, inputs_path, output, seed, input_shapes, dims):
     import opconv
     from ..verify import random_inputs
 
+    say = _echo(output)
     if output:
-        _output_folder(output)
+        check_output(output)
     m = load(model)
     if inputs_path:
         feeds, origin = read_npz(inputs_path), inputs_path
@@ -278,15 +241,15 @@ def run(model, inputs_path, output, seed, input_shapes, dims):
         if e.where == m.path:
             raise
         raise ExecutionError(str(e), where=model) from None  # name the file, not only the node
-    click.echo(f"{model}: {len(outputs)} output(s), inputs {origin}")
+    say(f"{model}: {len(outputs)} output(s), inputs {origin}")
     rows = [["", "name", "type", "stats"]]
     rows += [["input", name, describe(v), ""] for name, v in feeds.items()]
     rows += [["output", name, describe(v), stats(v)] for name, v in outputs.items()]
     for line in _table(rows):
-        click.echo("  " + line)
+        say("  " + line)
     if output:
         write_npz(output, outputs)
-        click.echo(f"wrote {output}")
+        say(f"wrote {output}")
 
 
 @cli.command()
@@ -296,7 +259,7 @@ def run(model, inputs_path, output, seed, input_shapes, dims):
               help="An .npz file of inputs by A's input names (default: seeded random inputs).")
 @click.option("--rtol", type=float, help="Relative tolerance for every float output (default: per element type).")
 @click.option("--atol", type=float, help="Absolute tolerance for every float output (default: per element type).")
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the random inputs and of both models' random ops.")
 @shape_options(_RANDOM_SHAPE_HELP)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the full report as JSON.")
@@ -322,19 +285,20 @@ def verify(model_a, model_b, inputs_path, rtol, atol, seed, input_shapes, dims, 
     """
     import opconv
 
+    say = _echo(json_path, junit_path)
     for path in (json_path, junit_path):
         if path:
-            _output_folder(path)
+            check_output(path)
     inputs = read_npz(inputs_path) if inputs_path else None
     report = opconv.verify(model_a, model_b, inputs, rtol, atol, seed=seed, input_shapes=input_shapes, dims=dims)
     if report.random_inputs:
         show_input_shapes({name: s.get("shape") for name, s in report.inputs.items()})
-    click.echo(f"A: {report.model_a}")
-    click.echo(f"B: {report.model_b}")
+    say(f"A: {report.model_a}")
+    say(f"B: {report.model_b}")
     fed = ", ".join(f"{name} {_describe_input(s)}" for name, s in report.inputs.items()) or "none"
-    click.echo(f"inputs ({f'random, seed {seed}' if report.random_inputs else inputs_path}): {fed}")
+    say(f"inputs ({f'random, seed {seed}' if report.random_inputs else inputs_path}): {fed}")
     for note in report.notes:
-        click.echo(f"note: {note}")
+        say(f"note: {note}")
     rows = [["output", "shape/dtype", "max abs err", "max rel err", "mismatches", "first mismatch (A vs B)"]]
     for o in report.outputs:
         comparable = o.expected_shape == o.actual_shape and o.expected_dtype == o.actual_dtype
@@ -342,12 +306,12 @@ def verify(model_a, model_b, inputs_path, rtol, atol, seed, input_shapes, dims, 
         rows.append([o.name, _type_cell(o), *errors, f"{o.mismatches}/{o.total}" if comparable else "-",
                      _first_mismatch_cell(o)])
     for line in _table(rows):
-        click.echo(line)
+        say(line)
     if json_path:
-        _write_text(json_path, json.dumps(report.to_json(), indent=1) + "\n")
+        write_text(json_path, json.dumps(report.to_json(), indent=1) + "\n")
     if junit_path:
-        _write_text(junit_path, report.to_junit())
-    click.echo(report.summary())
+        write_text(junit_path, report.to_junit())
+    say(report.summary())
     sys.exit(0 if report.ok else 1)
 
 
@@ -398,8 +362,9 @@ def conformance(kind, substring, report_path):
     from .. import testdata
     from ..conformance import run_case
 
+    say = _echo(report_path)
     if report_path:
-        _output_folder(report_path)
+        check_output(report_path)
     kinds = CONFORMANCE_KINDS if kind == "all" else (kind,)
     cases = list(testdata.node_cases()) if "node" in kinds else []
     cases += testdata.model_cases([k for k in kinds if k != "node"])
@@ -410,12 +375,12 @@ def conformance(kind, substring, report_path):
         result = run_case(case)
         results.append(result)
         if not result.passed:
-            click.echo(f"FAIL {case.kind}/{case.name}: {result.message}")
+            say(f"FAIL {case.kind}/{case.name}: {result.message}")
     passed = sum(r.passed for r in results)
     failed = len(results) - passed
     if report_path:
         report = {"kind": kind, "filter": substring, "passed": passed, "failed": failed,
                   "cases": [r.to_json() for r in results]}
-        _write_text(report_path, json.dumps(report, indent=1) + "\n")
-    click.echo(f"{passed} passed, {failed} failed")
+        write_text(report_path, json.dumps(report, indent=1) + "\n")
+    say(f"{passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)

@@ -6,6 +6,7 @@ import os
 
 import click
 
+from ..atomic import is_stdout
 from ..errors import ConversionError
 from . import cli
 from .convert_cmd import Progress, _verify
@@ -32,7 +33,8 @@ def _convert(model: str, opset: int, output: str | None, verify_after: bool, dir
     converted = opconv.convert_version(source, opset)
     target = output or default_output(model, opset)
     opconv.save(converted, target)
-    click.echo(f"wrote {target} (opset {current} -> {opset}, {len(list(converted.graph.walk()))} nodes)")
+    click.echo(f"wrote {target} (opset {current} -> {opset}, {len(list(converted.graph.walk()))} nodes)",
+               err=is_stdout(target))
     if verify_after:
         _verify(opconv, source, converted, {}, Progress())
 

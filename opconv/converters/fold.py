@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import budget
 from ..errors import OpconvError
 from ..ir import Graph, Model, Node, Value
 
@@ -93,6 +94,8 @@ def _fold_uniform_fills(graph: Graph) -> int:
         fill = np.zeros(1, np.float32) if fill is None else np.asarray(fill.numpy()).reshape(-1)
         if fill.size != 1:
             continue  # the executor reports it
+        if budget.elements(shape) * fill.itemsize > budget.max_bytes():
+            continue  # left to the rules, which refuse it with the budget's message
         out = node.outputs[0]
         if out.uses:
             view = np.broadcast_to(fill[:1].reshape(()), shape)
@@ -116,6 +119,8 @@ def _fold_element_mover(graph: Graph, node: Node) -> int:
         return 0
     array = data.const.numpy()
     if array.size and not any(array.strides):  # one value broadcast over the shape
+        if budget.elements(shape) * array.itemsize > budget.max_bytes():
+            return  # left to the rules, which refuse it with the budget's message
         folded = np.broadcast_to(array[(0,) * array.ndim], shape)
     elif node.op in _RESHAPERS and array.size == int(np.prod(shape, dtype=np.int64)):
         folded = array.reshape(shape)

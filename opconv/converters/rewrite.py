@@ -81,7 +81,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from ..errors import ConversionError, GraphError
+from ..errors import BudgetError, ConversionError, GraphError
 from ..ir import Attr, Graph, Node, Value, infer_attr
 from ..types import TensorType, element_type
 
@@ -420,6 +420,10 @@ class _Matcher:
 # Rules and rule sets
 # ---------------------------------------------------------------------------
 
+#: what a rule raises when it meets a node its op's schema would not allow (see RuleSet.rewrite)
+MALFORMED = (IndexError, KeyError, TypeError, ValueError, ZeroDivisionError, OverflowError, AttributeError)
+
+
 class Refuse(Exception):
     """Raised by a replacement that finds, while building, that it cannot map the match; carries the reason."""
 
@@ -693,7 +697,12 @@ class _Rewriter:
             if match is None:
                 reasons.append(f"{rule.name}: pattern does not match ({matcher.why})")
                 continue
-            why = rule.check(match) if rule.check is not None else None
+            try:
+                why = rule.check(match) if rule.check is not None else None
+            except Refuse as e:  # a check may use the helpers the replacements use
+                why = str(e)
+            except MALFORMED as e:
+                why = f"cannot take this node ({type(e).__name__}: {e})"
             if why is None:
                 why = self.rewrite(rule, match)
             if why is None:
@@ -711,6 +720,15 @@ class _Rewriter:
         except Refuse as e:
             b.undo()
             return str(e)
+        except MemoryError:
+            b.undo()
+            raise BudgetError(f"out of memory while {rule.name} built the replacement; a smaller "
+                              "--max-tensor-bytes refuses such tensors earlier", where=m.root.label) from None
+        except MALFORMED as e:
+            # A rule that indexes an attribute, rank or operand list the node does not have: a malformed
+            # model (a valid one would pass the schema checks), refused like any node the rule cannot take.
+            b.undo()
+            return f"cannot take this node ({type(e).__name__}: {e})"
         except Exception:
             b.undo()  # a buggy rule must not leave half a replacement in the graph
             raise

@@ -87,11 +87,18 @@ def load_model(path: str | os.PathLike, dialect: str | None = None, **options) -
 def save_model(model: Model, path: str | os.PathLike, **options) -> None:
     d = get(model.dialect)
     path = os.fspath(path)
-    if not path.lower().endswith(d.suffixes):
+    if not path.lower().endswith(d.suffixes) and not _is_stream(path):
         raise ModelWriteError(
             f"a {model.dialect} model is saved as {' or '.join(d.suffixes)}; convert it first to save it "
             f"in another format", where=path)
     d.save(model, path, **options)
+
+
+def _is_stream(path: str) -> bool:
+    """``-``, /dev/stdout or a device: written as the model's own format, whatever the name says."""
+    from ..atomic import check_output
+
+    return check_output(path) == "stream"
 
 
 _loaded = False

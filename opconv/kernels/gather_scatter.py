@@ -40,6 +40,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from .. import budget
 from ..errors import ExecutionError
 from ._common import accumulator_dtype, normalize_axis, per_dim, window_output_size
 
@@ -225,6 +226,10 @@ def xla_gather(
     # Offset dims go to the output positions `offset_dims`; batch dims fill the rest, in order.
     offset_dims = sorted(offset_dims)
     out_rank = nb + len(kept)
+    if len(offset_dims) != len(kept) or len(set(offset_dims)) != len(offset_dims) \
+            or any(not 0 <= d < out_rank for d in offset_dims):
+        raise ExecutionError(f"gather: offset_dims {offset_dims} are not {len(kept)} distinct dims of the "
+                             f"rank-{out_rank} result")
     batch_axes = iter(range(nb))
     perm = [nb + offset_dims.index(p) if p in offset_dims else next(batch_axes) for p in range(out_rank)]
     return np.transpose(gathered, perm)
@@ -351,6 +356,7 @@ def tile(x: np.ndarray, repeats: Sequence[int]) -> np.ndarray:
     repeats = [int(r) for r in np.asarray(repeats).reshape(-1)]
     if len(repeats) != x.ndim or any(r < 0 for r in repeats):
         raise ExecutionError(f"tile needs {x.ndim} non-negative repeats, got {repeats}")
+    budget.check([d * r for d, r in zip(x.shape, repeats)], x.dtype.itemsize, "Tile's output")
     return np.tile(x, repeats)
 
 
@@ -370,6 +376,7 @@ def pad(x: np.ndarray, pads_begin: Sequence[int], pads_end: Sequence[int], mode:
     begin, end = [int(p) for p in pads_begin], [int(p) for p in pads_end]
     if len(begin) != x.ndim or len(end) != x.ndim:
         raise ExecutionError(f"pad needs {x.ndim} begin and end amounts, got {len(begin)} and {len(end)}")
+    budget.check([max(d + b + e, 0) for d, b, e in zip(x.shape, begin, end)], x.dtype.itemsize, "Pad's output")
     if any(max(-lo, 0) + max(-hi, 0) > n for n, lo, hi in zip(x.shape, begin, end)):
         raise ExecutionError(f"pad: negative pads {begin} / {end} crop more than the shape {list(x.shape)}")
     x = x[tuple(slice(max(-lo, 0), n - max(-hi, 0)) for n, lo, hi in zip(x.shape, begin, end))]

@@ -49,6 +49,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from .. import budget
 from ..errors import ExecutionError
 from ._common import compute_dtype, is_int_dtype
 
@@ -247,6 +248,7 @@ def resize(
     output_shape = [int(d) for d in output_shape]
     if len(output_shape) != x.ndim:
         raise ExecutionError(f"output shape {output_shape} does not match input rank {x.ndim}")
+    budget.check(output_shape, x.dtype.itemsize, "Resize's output")
     nearest_modes = [nearest_mode] * x.ndim if isinstance(nearest_mode, str) else list(nearest_mode)
     if scales is None:
         scales = [np.float32(o) / np.float32(i) if i else 1.0 for o, i in zip(output_shape, x.shape)]

@@ -20,6 +20,12 @@ def dot_general(c: Ctx, lhs, rhs):
     lb, rb = [int(d) for d in c.a["lhs_batching_dimensions"] or []], [int(d) for d in c.a["rhs_batching_dimensions"] or []]
     lc, rc = [int(d) for d in c.a["lhs_contracting_dimensions"]], [int(d) for d in c.a["rhs_contracting_dimensions"]]
     lr, rr = len(shape_of(lhs)), len(shape_of(rhs))
+    for dims, rank, side in ((lb + lc, lr, "lhs"), (rb + rc, rr, "rhs")):
+        if any(not 0 <= d < rank for d in dims) or len(set(dims)) != len(dims):
+            raise Refuse(f"{side} batching/contracting dimensions {dims} are not distinct dims of a rank-{rank} "
+                         "operand")
+    if len(lb) != len(rb) or len(lc) != len(rc):
+        raise Refuse("lhs and rhs name different numbers of batching or contracting dimensions")
     if not lc and lb == list(range(lr)) and rb == list(range(rr)) and lr == rr:
         return c.onnx("Mul", lhs, rhs)  # every dim batched, none contracted: the element-wise product
     if not lb and lc == [lr - 1] and rc == [0] and rr == 2:

@@ -35,6 +35,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ...dialects.hlo.build import DIALECT, OPSETS
+from ... import budget
 from ...errors import ConversionError, OpconvError
 from ...ir import Model, Value
 from ...types import TensorType, element_type, from_numpy
@@ -112,6 +113,8 @@ def _complete_types(model: Model) -> None:
     for v in graph.inputs:
         if v.const is None and _static(v):
             dt = element_type(v.dtype).numpy
+            if dt is not None:
+                budget.check(v.shape, dt.itemsize, f"the trial input {v.name!r}")
             feeds[v.name] = np.ones(v.shape, dt) if dt is not None else None
     if any(f is None for f in feeds.values()):
         return

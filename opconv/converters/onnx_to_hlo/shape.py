@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ... import budget
 from ...ir import Tensor
 from ...types import TensorType
 from ._common import (Refuse, attr, binary, broadcast, broadcast_in_dim, compare, concat, const_input, const_ints,
@@ -313,6 +314,7 @@ def _range(b, m):
     start, limit, delta = (np.asarray(const_input(m, f"x{i}", n)).reshape(()) for i, n in
                            enumerate(("start", "limit", "delta")))
     t = out_type(m)
+    budget.check_range(start, limit, delta, np.dtype(_np_dtype(t.dtype)).itemsize, where=m.root.label)
     data = np.arange(start, limit, delta).astype(_np_dtype(t.dtype))
     return hlo(b, "Constant", type=TensorType(t.dtype, data.shape), value=Tensor.from_array(data))
 

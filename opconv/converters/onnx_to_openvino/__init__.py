@@ -41,6 +41,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from ... import budget
 from ...errors import ConversionError
 from ...ir import Model, Tensor, Value
 from ...types import TensorType, element_type, from_numpy
@@ -171,6 +172,8 @@ def infer_port_types(model: Model) -> None:
 
     graph = model.graph
     produced = [v for n in graph.nodes for v in n.outputs if v is not None]
+    for v in graph.inputs:
+        budget.check(v.shape, element_type(v.dtype).numpy.itemsize, f"the trial input {v.name!r}")
     feeds = {v.name: np.ones(v.shape, element_type(v.dtype).numpy) for v in graph.inputs}
     saved = list(graph.outputs)
     graph.outputs = saved + [v for v in produced if all(v is not o for o in saved)]

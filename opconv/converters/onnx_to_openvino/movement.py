@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ... import budget
 from ...types import from_onnx_code
 from ._common import (Refuse, Rule, attr, captures, const, const_input, constant_value, dtype_of, i64, ov, pattern,
                       rank_of, variadic_rule, static_shape)
@@ -275,6 +276,7 @@ def _constant_of_shape(b, m):
         raise Refuse("an empty result (opset1 has no empty tensors)")
     value = m.root.attr("value")
     fill = np.zeros(1, np.float32) if value is None else np.asarray(value.numpy()).reshape(-1)
+    budget.check(shape, fill.dtype.itemsize, "ConstantOfShape's output", where=m.root.label)
     return b.const(np.full(shape, fill[0], fill.dtype), m.root.outputs[0].name)
 
 
@@ -344,6 +346,7 @@ def _reverse_sequence(b, m):
 
 def _range(b, m):
     start, limit, delta = (const_input(m, n, n).reshape(()) for n in ("start", "limit", "delta"))
+    budget.check_range(start, limit, delta, np.asarray(start).dtype.itemsize, where=m.root.label)
     data = np.arange(start, limit, delta, dtype=np.asarray(start).dtype)
     if data.size == 0:
         raise Refuse("an empty range (opset1 has no empty tensors)")

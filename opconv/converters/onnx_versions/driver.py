@@ -29,7 +29,7 @@ from ...errors import ConversionError, OpconvError
 from ...ir import Attr, Graph, Model, Node, Tensor, Value, infer_attr
 from ...schemas import OpSchema, dialect_schemas
 from ...types import TensorType, element_type, from_numpy, type_signature
-from ..rewrite import Refuse, constant_value
+from ..rewrite import MALFORMED, Refuse, constant_value
 from .registry import DOWNGRADES, SEMANTIC_CHANGES, UPGRADE_NEEDS_TYPES, UPGRADES
 
 _ONNX_DOMAINS = ("", "ai.onnx")
@@ -564,6 +564,8 @@ class VersionConverter:
                 pending.extend(self.advance(graph, n))
             except (Refuse, OpconvError) as e:
                 self.problems.append(self.problem(n, where, e.message if isinstance(e, OpconvError) else str(e)))
+            except MALFORMED as e:  # an adapter meeting a node its schema would not allow
+                self.problems.append(self.problem(n, where, f"cannot take this node ({type(e).__name__}: {e})"))
 
     def problem(self, node: Node, where: str, reason: str) -> Problem:
         first = next((v.name for v in node.outputs if v is not None), "?")

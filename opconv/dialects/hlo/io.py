@@ -22,10 +22,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import read_model_file
+from ... import budget
+from ...atomic import OutputFiles
 from ...errors import ModelReadError, ModelWriteError, NotImplementedFeature
 from ...ir import Model, Tensor
 from ...types import element_type
-from ..onnx.io import _AtomicFiles
 from .text import INLINE_LIMIT, parse_module, print_module
 
 FORMATS = ("text", "stablehlo")
@@ -63,16 +64,13 @@ def save(model: Model, path: str | os.PathLike, *, format: str | None = None,
         raise ModelWriteError(f"unknown HLO format {format!r}; expected one of {', '.join(FORMATS)}", where=path)
     if model.dialect != "hlo":
         raise ModelWriteError(f"a {model.dialect} model cannot be saved as HLO; convert it first", where=path)
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise ModelWriteError("the output folder does not exist", where=path)
-    with _AtomicFiles(folder) as files:
+    with OutputFiles(path) as files:
         if format == "stablehlo":
             text = _stablehlo_text(model, path)
         else:
             location = os.path.basename(path) + WEIGHTS_SUFFIX
-            sidecar = os.path.join(folder, location)
-            sink = _SidecarWriter(files.temp(sidecar), location, path)
+            sidecar = os.path.join(os.path.dirname(os.path.abspath(path)), location)
+            sink = _SidecarWriter(lambda: files.open(sidecar), location, path)
             try:
                 try:
                     text = print_module(model, weights=sink, inline_limit=inline_limit)
@@ -80,9 +78,7 @@ def save(model: Model, path: str | os.PathLike, *, format: str | None = None,
                     raise ModelWriteError(e.message, where=e.where or path) from None
             finally:
                 sink.close()
-            if sink.written == 0:
-                files.discard(sidecar)
-        with open(files.temp(path), "w", encoding="utf-8", newline="\n") as f:
+        with files.open(path, "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
 
 
@@ -129,7 +125,7 @@ class _SidecarReader:
 
     def tensor(self, dtype: str, shape: tuple[int, ...], offset: int, length: int) -> Tensor:
         np_dtype = element_type(dtype).numpy
-        expected = int(np.prod(shape, dtype=np.int64)) * np_dtype.itemsize
+        expected = budget.elements(shape) * np_dtype.itemsize  # Python ints: no overflow
         if length != expected:
             raise ValueError(f"{length} bytes stored, {expected} expected for {dtype}{list(shape)}")
         if offset + length > self.size:
@@ -149,8 +145,8 @@ def _map(where: WeightsSlice, np_dtype: np.dtype, shape: tuple[int, ...]) -> np.
 class _SidecarWriter:
     """Appends constants to the sidecar (opened on first use); the printer's :class:`~.text.WeightsSink`."""
 
-    def __init__(self, temp_path: str, location: str, where: str):
-        self.temp_path = temp_path
+    def __init__(self, open_file, location: str, where: str):
+        self.open_file = open_file  # the sidecar's file is made on the first constant it takes
         self.location = location
         self.where = where
         self.file = None
@@ -158,7 +154,7 @@ class _SidecarWriter:
 
     def add(self, tensor: Tensor, label: str) -> tuple[int, int]:
         if self.file is None:
-            self.file = open(self.temp_path, "wb")
+            self.file = self.open_file()
         pad = (-self.written) % _ALIGN
         if pad:
             self.file.write(b"\0" * pad)
@@ -173,6 +169,7 @@ class _SidecarWriter:
         # A sidecar constant is memory-mapped, so the chunks below read it piece by piece; the mapping
         # also keeps its bytes readable when this save replaces the very file it came from.
         np_dtype = element_type(tensor.dtype).numpy
+        budget.check(tensor.shape, np_dtype.itemsize, f"{label} in the weights file", where=self.where)
         array = np.asarray(tensor.numpy())
         if array.dtype != np_dtype:
             raise ModelWriteError(f"{label}: declared {tensor.dtype} but holds {array.dtype} data", where=self.where)

@@ -42,6 +42,7 @@ from typing import Any, Iterator, NamedTuple, Protocol
 import ml_dtypes
 import numpy as np
 
+from ... import budget
 from ...errors import GraphError, ModelReadError, ModelWriteError
 from ...ir import Attr, Graph, Model, Node, Tensor, Value
 from ...schemas import OpSchema, dialect_schemas
@@ -421,7 +422,7 @@ class _Printer:
         if not isinstance(t, Tensor):
             raise ModelWriteError(f"{label}: a constant must be a Tensor, got {type(t).__name__}")
         head = self.type(TensorType(t.dtype, t.shape), label)
-        count = int(np.prod(t.shape, dtype=np.int64))
+        count = budget.elements(t.shape)
         if self.weights is not None and count > self.inline_limit and t.dtype != "string":
             offset, length = self.weights.add(t, label)
             self.used_weights = True
@@ -879,7 +880,7 @@ class _Parser:
         if not isinstance(t, TensorType) or t.dtype is None or not t.is_static:
             raise self.error(f"a constant needs an element type and a static shape, got {format_type(t)}", tok)
         shape = tuple(t.shape)
-        count = int(np.prod(shape, dtype=np.int64))
+        count = budget.elements(shape)
         if self.at("weights"):
             return self.weights_tensor(t.dtype, shape)
         open_tok = self.punct("{")

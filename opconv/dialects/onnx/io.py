@@ -23,6 +23,8 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from .. import read_model_file
+from ... import budget
+from ...atomic import OutputFiles
 from ...errors import ModelReadError, ModelWriteError
 from ...ir import Attr, Function, Graph, Model, Node, SparseTensor, Tensor, Value, quiet_collector
 from ...types import (
@@ -100,6 +102,11 @@ class _Reader:
     def error(self, message: str) -> ModelReadError:
         return ModelReadError(message, where=self.where)
 
+    def not_utf8(self, what: str, *texts) -> ModelReadError:
+        """Protobuf hands text that is not UTF-8 over as bytes, which every later step would trip on."""
+        text = next(t for t in texts if type(t) is not str)
+        return self.error(f"{what} is not UTF-8 text: {bytes(text[:40])!r}")
+
     def model(self, p: pb.ModelProto) -> Model:
         opsets = {}
         for imp in p.opset_import:
@@ -117,6 +124,10 @@ class _Reader:
             meta["configuration"] = [c.SerializeToString() for c in p.configuration]
         if any(isinstance(v.const.origin, ExternalData) for v in graph.initializers.values()):
             meta["external_data"] = True
+        texts = [p.producer_name, p.producer_version, p.doc_string, p.domain,
+                 *(t for m in p.metadata_props for t in (m.key, m.value))]
+        if any(type(t) is not str for t in texts):
+            raise self.not_utf8("the model's producer, doc string, domain or metadata", *texts)
         return Model(
             graph=graph, dialect="onnx", opsets=opsets, functions=functions,
             producer=p.producer_name, producer_version=p.producer_version, doc=p.doc_string,
@@ -127,6 +138,8 @@ class _Reader:
     def graph(self, p: pb.GraphProto, opsets: dict, parent: Graph | None, scope: "_Scope | None") -> Graph:
         g = Graph(p.name, parent=parent)
         g.doc = p.doc_string
+        if type(g.name) is not str or type(g.doc) is not str:
+            raise self.not_utf8("the graph's name or doc string", g.name, g.doc)
         local = _Scope(scope)
         for t in p.initializer:
             v = g.add_initializer(t.name, self.tensor(t))
@@ -136,6 +149,8 @@ class _Reader:
             local.define(Value(st.values.name, SparseTensorType(
                 from_onnx_code(st.values.data_type).name, tuple(st.dims))))
         for vi in p.input:
+            if type(vi.name) is not str:
+                raise self.not_utf8("an input name", vi.name)
             if vi.name in g.initializers:  # an input with a default value (IR < 4 style)
                 v = g.initializers[vi.name]
                 v.type = self.value_type(vi.type) or v.type
@@ -151,6 +166,8 @@ class _Reader:
             outs = []
             for name in np_.output:
                 if name:
+                    if type(name) is not str:
+                        raise self.not_utf8("an output name", name)
                     v = Value(name)
                     define(name, v)
                     outs.append(v)
@@ -166,6 +183,10 @@ class _Reader:
             inputs = [(defined(name) or resolve(name)) if name else None for name in np_.input]
             node = Node(np_.op_type, inputs, outs, domain=domain, name=np_.name, doc=np_.doc_string,
                         version=version)
+            if not (type(node.op) is str and type(domain) is str and type(node.name) is str
+                    and type(node.doc) is str):
+                raise self.not_utf8("the op type, domain, name or doc string of a node", node.op, domain,
+                                    node.name, node.doc)
             g.add_node(node)
             if np_.attribute:
                 attrs = node.attrs
@@ -195,6 +216,8 @@ class _Reader:
         return g
 
     def value_info_extras(self, v: Value, vi: pb.ValueInfoProto, output: bool = False) -> None:
+        if type(vi.doc_string) is not str:
+            raise self.not_utf8(f"the doc string of {v.name!r}", vi.doc_string)
         if vi.doc_string:
             v.meta["output_doc" if output else "doc"] = vi.doc_string
         if vi.metadata_props:
@@ -219,6 +242,8 @@ class _Reader:
     # -- attributes ---------------------------------------------------------
     def attr(self, p: pb.AttributeProto, opsets: dict, graph: Graph, scope: "_Scope") -> Attr:
         kind = _ATTR_KIND.get(p.type)
+        if type(p.name) is not str:
+            raise self.not_utf8("an attribute name", p.name)
         if kind is None:
             raise self.error(f"attribute {p.name!r} has unknown type {p.type}")
         if p.ref_attr_name:
@@ -270,6 +295,8 @@ class _Reader:
         return None
 
     def tensor(self, t: pb.TensorProto) -> Tensor:
+        if type(t.name) is not str:
+            raise self.not_utf8("a tensor name", t.name)
         if t.data_type == 0:
             raise self.error(f"tensor {t.name!r} has no data type")
         dtype = from_onnx_code(t.data_type).name
@@ -285,8 +312,26 @@ class _Reader:
             return self.external_tensor(t, dtype, shape)
         if t.segment.begin or t.segment.end:
             raise self.error(f"tensor {t.name!r} is segmented; segmented tensors are not supported")
-        return Tensor(dtype, shape, name=t.name, loader=lambda: to_array(t), origin=t,
-                      nbytes=len(t.raw_data) if t.raw_data else None)
+        raw_length = len(t.raw_data) if t.HasField("raw_data") else None  # one copy of the bytes, not two
+        self.check_data_length(t, dtype, shape, count, raw_length)
+        return Tensor(dtype, shape, name=t.name, loader=lambda: to_array(t), origin=t, nbytes=raw_length or None)
+
+    def check_data_length(self, t: pb.TensorProto, dtype: str, shape: tuple, count: int,
+                          raw_length: int | None) -> None:
+        """The data a tensor holds must be what its dims and type say, before anything decodes it."""
+        et = element_type(dtype)
+        if raw_length is not None:
+            if dtype == "string":
+                raise self.error(f"tensor {t.name!r}: string tensors cannot hold raw_data")
+            held, expected, unit = raw_length, (count * et.bits + 7) // 8, "bytes"
+        else:
+            field = _TYPED_FIELDS.get(dtype)
+            if field is None:  # packed sub-byte and bit-pattern types: onnx's decoder checks them
+                return
+            held, expected, unit = len(getattr(t, field)), count * (2 if et.is_complex else 1), field
+        if held != expected:
+            raise self.error(f"tensor {t.name!r} of {dtype}{list(shape)} holds {held} {unit}, "
+                             f"{expected} expected")
 
     def external_tensor(self, t: pb.TensorProto, dtype: str, shape: tuple) -> Tensor:
         info = {e.key: e.value for e in t.external_data}
@@ -352,6 +397,8 @@ class _Scope:
             if name in s.names:
                 return s.names[name]
             s = s.parent
+        if type(name) is not str:
+            raise ValueError(f"the name {bytes(name[:40])!r} is not UTF-8 text")
         v = Value(name)  # used but never defined: kept so `check` can report it
         self.names[name] = v
         self.undefined.append(v)
@@ -362,6 +409,15 @@ def _version(opsets: dict, domain: str) -> int | None:
     if domain in _DEFAULT_DOMAINS:
         return opsets.get("", opsets.get("ai.onnx"))
     return opsets.get(domain)
+
+
+#: the typed field that holds each element type's data when raw_data is absent (complex: two values each)
+_TYPED_FIELDS = {
+    "float32": "float_data", "complex64": "float_data", "float64": "double_data", "complex128": "double_data",
+    "int64": "int64_data", "int32": "int32_data", "int16": "int32_data", "int8": "int32_data",
+    "uint16": "int32_data", "uint8": "int32_data", "bool": "int32_data", "float16": "int32_data",
+    "bfloat16": "int32_data", "uint32": "uint64_data", "uint64": "uint64_data", "string": "string_data",
+}
 
 
 def _text(b: bytes) -> str | bytes:
@@ -438,15 +494,13 @@ def save(model: Model, path: str | os.PathLike, *, external_data: bool | None = 
     """
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise ModelWriteError("the output folder does not exist", where=path)
     if external_data is None:
         external_data = bool(model.meta.get("external_data")) or model.weight_bytes() > PROTOBUF_LIMIT // 2
     location = location or (os.path.basename(path) + ".data")
     if external_data and (os.path.isabs(location) or os.path.normpath(location).startswith("..")):
         raise ModelWriteError(f"external data location {location!r} must be a file name inside the model's folder",
                               where=path)
-    with _AtomicFiles(folder) as files:
+    with OutputFiles(path) as files:
         sink = _DataSink(files.temp(os.path.join(folder, location)), location, threshold) if external_data else None
         proto = to_proto(model, data_sink=sink)
         if sink is not None:
@@ -462,20 +516,6 @@ def save(model: Model, path: str | os.PathLike, *, external_data: bool | None = 
             data = proto.SerializeToString()
             reserve(f, 0, len(data))
             f.write(data)
-
-
-def _new_temp_file(folder: str) -> tuple[int, str]:
-    """A new empty file ``.opconv-<random>.tmp`` in ``folder``, made exclusively, with a saved model's usual mode.
-
-    Returns its descriptor (open for writing) and path.  (What ``tempfile.mkstemp`` does, without importing
-    tempfile, shutil and random: ~5 ms of a fresh process.)
-    """
-    while True:
-        tmp = os.path.join(folder, f".opconv-{os.urandom(8).hex()}.tmp")
-        try:
-            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666), tmp
-        except FileExistsError:
-            continue
 
 
 def reserve(f, start: int, length: int) -> None:
@@ -499,68 +539,13 @@ _fallocate = getattr(os, "posix_fallocate", None)
 _RESERVE_MIN = 1 << 20  # smaller writes gain nothing measurable
 
 
-class _AtomicFiles:
-    """Write files under temporary names in the target folder; rename all on success, delete all on failure."""
-
-    def __init__(self, folder: str):
-        self.folder = folder
-        self.pending: dict[str, str] = {}
-
-    def temp(self, final: str) -> str:
-        """The temporary path (an empty file) that becomes ``final`` on success."""
-        if final not in self.pending:
-            fd, self.pending[final] = _new_temp_file(self.folder)
-            os.close(fd)
-        return self.pending[final]
-
-    def open(self, final: str, mode: str = "wb", **options):
-        """``final``'s temporary file, new and open for writing (``mode`` "wb" or "w", ``options`` as for open).
-
-        Better than ``open(self.temp(final), "wb")``: ext4 writes a file that was truncated
-        (O_TRUNC, even when empty) out to disk when it is closed, which costs ~0.2 s of CPU
-        time per 500 MB; a file written from its creation is left to the page cache.
-        """
-        if final in self.pending:
-            raise ModelWriteError("two of the files being written have this name", where=final)
-        fd, self.pending[final] = _new_temp_file(self.folder)
-        return os.fdopen(fd, mode, **options)
-
-    def discard(self, final: str) -> None:
-        tmp = self.pending.pop(final, None)
-        if tmp:
-            os.unlink(tmp)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            try:
-                for final, tmp in list(self.pending.items()):
-                    os.replace(tmp, final)
-                    del self.pending[final]
-                return False
-            except OSError as e:
-                self._cleanup()
-                raise ModelWriteError(f"cannot write: {e.strerror}", where=final) from None
-        self._cleanup()
-        if isinstance(exc, OSError):
-            raise ModelWriteError(f"cannot write: {exc.strerror}", where=self.folder) from None
-        return False
-
-    def _cleanup(self) -> None:
-        for tmp in self.pending.values():
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-
-
 class _DataSink:
     """Appends tensor bytes to one external data file."""
 
     ALIGN = 64  # keeps every tensor's start aligned for memory mapping
 
     def __init__(self, path: str, location: str, threshold: int):
-        self.file = open(path, "r+b")  # the new, empty file _AtomicFiles made (no truncation: see its open)
+        self.file = open(path, "r+b")  # the new, empty file _AtomicFiles made (no truncation: see OutputFiles.open)
         self.location = location
         self.threshold = threshold
         self.written = 0
@@ -589,6 +574,7 @@ class _DataSink:
 
 def _raw_chunks(tensor: Tensor, chunk: int = 1 << 24) -> Iterator[bytes]:
     """The tensor's little-endian raw bytes, in chunks, without loading external data whole."""
+    budget.check_bytes(tensor.nbytes, f"tensor {tensor.name!r}")
     origin = tensor.origin
     if isinstance(origin, ExternalData):
         with open(origin.path, "rb") as f:

@@ -106,7 +106,14 @@ messages = _messages()
 
 
 def infer_shapes(model, *, strict_mode: bool = False, data_prop: bool = False):
-    """``onnx.shape_inference.infer_shapes`` of a ModelProto, as a new ModelProto."""
+    """``onnx.shape_inference.infer_shapes`` of a ModelProto, as a new ModelProto.
+
+    Models with an op whose inference is known to hang or crash on some inputs (:data:`HANG_PRONE`) are
+    inferred in a forked child under a time limit (``OPCONV_SHAPE_INFERENCE_SECONDS``, default 5 s plus 1 s per
+    1,000 nodes) and a memory limit, so
+    that a hang or a crash becomes a ModelReadError instead of taking the process with it.  The others are inferred
+    here: a fork costs a few ms, which the common path does not pay.
+    """
     serialized = model.SerializeToString()
     try:
         cpp = _load_submodule(_CPP, "onnx_cpp2py_export")
@@ -115,9 +122,127 @@ def infer_shapes(model, *, strict_mode: bool = False, data_prop: bool = False):
         import onnx.shape_inference
 
         return onnx.shape_inference.infer_shapes(model, strict_mode=strict_mode, data_prop=data_prop)
+    # The op names are in the bytes of any model holding such a node: a byte search spares the common path
+    # a walk over every node (~8 us each).
+    unsafe = HANG_PRONE | (DATA_PROP_HANG_PRONE if data_prop else frozenset())
+    hang_prone = _hang_prone_ops(model, unsafe) if any(op.encode() in serialized for op in unsafe) else []
+    if hang_prone and hasattr(os, "fork"):
+        data = _in_child(lambda: infer(serialized, False, strict_mode, data_prop), hang_prone,
+                         default_limit=5 + len(model.graph.node) / 1000, model_bytes=len(serialized))
+    else:
+        data = infer(serialized, False, strict_mode, data_prop)
     result = messages.ModelProto()
-    result.ParseFromString(infer(serialized, False, strict_mode, data_prop))
+    result.ParseFromString(data)
     return result
+
+
+#: ops whose C++ shape inference in onnx has been seen never to return (Einsum with equation ".>" and
+#: two inputs: onnx 1.23) or to crash the process (RegexFullMatch: a segmentation fault, onnx 1.23)
+HANG_PRONE = frozenset({"Einsum", "RegexFullMatch"})
+#: ops whose values data propagation computes whole, however long: a Range over a declared dim of 10**12
+#: runs for ever (a fork costs such models ~20 ms; exported transformers have Range, CNNs do not)
+DATA_PROP_HANG_PRONE = frozenset({"Range"})
+_WITH_SUBGRAPHS = frozenset({"If", "Loop", "Scan", "SequenceMap"})  # whose bodies onnx infers
+
+
+def _hang_prone_ops(model, unsafe: frozenset) -> list[str]:
+    found = set()
+
+    def walk(graph):
+        for node in graph.node:
+            op = node.op_type
+            if op in unsafe and node.domain in ("", "ai.onnx"):
+                found.add(op)
+            if op not in _WITH_SUBGRAPHS:
+                continue
+            for attr in node.attribute:
+                if attr.HasField("g"):
+                    walk(attr.g)
+                for g in attr.graphs:
+                    walk(g)
+
+    walk(model.graph)
+    for function in model.functions:
+        walk(function)
+    return sorted(found)
+
+
+def _limit_memory(model_bytes: int) -> None:
+    """Let the child grow by 1 GiB plus a few copies of the model (without its weights, as inferred here): data
+    propagation of a huge Range fails in a second instead of filling memory."""
+    try:
+        import resource
+
+        with open("/proc/self/statm") as f:
+            used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        limit = used + (1 << 30) + 8 * model_bytes
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    except (ImportError, OSError, ValueError):  # not Linux: the time limit alone
+        pass
+
+
+def _in_child(compute, ops: list[str], default_limit: float, model_bytes: int) -> bytes:
+    """``compute()`` (bytes) in a forked child, given up after the time limit; its errors re-raised here."""
+    import pickle
+    import select
+    import signal
+
+    from ...errors import ModelReadError
+
+    limit = float(os.environ.get("OPCONV_SHAPE_INFERENCE_SECONDS") or default_limit)
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child: report and leave without running any cleanup
+        code = 0
+        try:
+            os.close(read_end)
+            _limit_memory(model_bytes)
+            try:
+                message = pickle.dumps((True, compute()))
+            except Exception as e:  # noqa: BLE001 - the parent raises it
+                message = pickle.dumps((False, (type(e).__module__, type(e).__name__, str(e))))
+            with os.fdopen(write_end, "wb") as out:
+                out.write(message)
+        except BaseException:  # noqa: BLE001
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    chunks = []
+    try:
+        import time
+
+        deadline = time.monotonic() + limit
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([read_end], [], [], left)[0]:
+                os.kill(child, signal.SIGKILL)
+                raise ModelReadError(
+                    f"onnx's shape inference did not finish in {limit:g} s ({', '.join(ops)} in the model); "
+                    "set OPCONV_SHAPE_INFERENCE_SECONDS to allow longer")
+            chunk = os.read(read_end, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(read_end)
+        _, status = os.waitpid(child, 0)
+    if not chunks:
+        how = f"died of signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else "failed"
+        raise ModelReadError(f"onnx's shape inference {how} ({', '.join(ops)} in the model)")
+    ok, value = pickle.loads(b"".join(chunks))
+    if ok:
+        return value
+    module, name, text = value
+    if name == "MemoryError":
+        raise ModelReadError(f"onnx's shape inference ran out of memory ({', '.join(ops)} in the model)")
+    error_type = getattr(sys.modules.get(module), name, None)
+    if isinstance(error_type, type) and issubclass(error_type, Exception):
+        try:
+            raise error_type(text)
+        except TypeError:
+            pass
+    raise RuntimeError(text)
 
 
 #: element types whose typed field holds plain values (not bit patterns): the field, by element type name

@@ -33,7 +33,9 @@ from ...errors import GraphError, ModelReadError, ModelWriteError
 from ...ir import Attr, Graph, Model, Node, Tensor, Value
 from ...schemas import OpSchema, dialect_schemas
 from ...types import TensorType, element_type
-from ..onnx.io import _AtomicFiles, reserve
+from ... import budget
+from ...atomic import OutputFiles
+from ..onnx.io import reserve
 
 OPSET = "opset1"
 #: IR versions the reader accepts (v11 only when its layers are all opset1)
@@ -323,12 +325,12 @@ class _Reader:
                 wiring.append((node, layer))
         for node, layer in wiring:
             for port in sorted(layer.inputs, key=lambda p: p.id):
-                node.append_input(values[self.source(layer, port, edges)])
+                node.append_input(self.input_value(values, layer, port, edges))
         g.meta["result_names"] = []
         for layer in results:
             if len(layer.inputs) != 1:
                 raise self.error(f"{layer.label}: a Result has exactly one input port, found {len(layer.inputs)}")
-            value = values[self.source(layer, layer.inputs[0], edges)]
+            value = self.input_value(values, layer, layer.inputs[0], edges)
             value.meta.setdefault("result_name", layer.name)
             g.meta["result_names"].append(layer.name)
             g.outputs.append(value)
@@ -380,6 +382,15 @@ class _Reader:
             back_edges.append({"from": body_outputs[frm], "to": body_inputs[to]})
         body.meta["port_map"] = {**entries, "back_edges": back_edges}
         return body
+
+    def input_value(self, values: dict, layer: _Layer, port: _Port, edges: dict) -> Value:
+        """The value an edge brings to ``port`` of ``layer``; its source must be a port that produces one."""
+        source = self.source(layer, port, edges)
+        value = values.get(source)
+        if value is None:
+            raise self.error(f"{layer.label}: input port {port.id} is fed by port {source[1]} of layer "
+                             f"{source[0]}, which produces no value (a Result, or a port it does not have)")
+        return value
 
     def source(self, layer: _Layer, port: _Port, edges: dict) -> tuple[int, int]:
         try:
@@ -467,7 +478,7 @@ class _Reader:
         offset, size = attrs["offset"].value, attrs["size"].value
         if any(d is None for d in shape):
             raise self.error(f"{layer.label}: Const has a dynamic shape {layer.data['shape']!r}")
-        expected = int(np.prod(shape, dtype=np.int64)) * element_type(dtype).numpy.itemsize
+        expected = budget.elements(shape) * element_type(dtype).numpy.itemsize  # Python ints: no overflow
         if size != expected:
             raise self.error(f"{layer.label}: Const size {size} does not match {expected} bytes of "
                              f"{_ELEMENT_NAMES[dtype]}{list(shape)}")
@@ -602,12 +613,44 @@ def save(model: Model, path: str | os.PathLike) -> None:
         raise ModelWriteError(f"a {model.dialect} model cannot be saved as OpenVINO IR; convert it first",
                               where=path)
     bin_path = os.path.splitext(path)[0] + ".bin"
-    folder = os.path.dirname(os.path.abspath(path))
-    with _AtomicFiles(folder) as files:
+    with OutputFiles(path) as files:
         with files.open(bin_path) as weights:
-            net = _Writer(model, path, weights).net()
+            try:
+                net = _Writer(model, path, weights).net()
+            except ValueError as e:  # lxml refuses NUL, control characters and bytes that are not UTF-8
+                if "XML compatible" not in str(e):
+                    raise
+                raise ModelWriteError(f"{_not_xml_text(model)} holds characters XML cannot hold "
+                                      "(NUL, control characters or bytes that are not UTF-8)", where=path) from None
         with files.open(path) as f:
             f.write(etree.tostring(net, xml_declaration=True, encoding="utf-8", pretty_print=True))
+
+
+def _not_xml_text(model: Model) -> str:
+    """What in ``model`` lxml refused: the first name or string attribute that is not XML text."""
+    import re
+
+    bad = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+    def refused(text) -> bool:
+        return isinstance(text, bytes) or (isinstance(text, str) and bad.search(text) is not None)
+
+    if refused(model.graph.name):
+        return f"the graph name {model.graph.name!r}"
+    for node in model.graph.walk():
+        if refused(node.name) or refused(node.op):
+            return f"node {node.name or node.op!r}'s name"
+        for a in node.attrs.values():
+            values = a.value if isinstance(a.value, list) else [a.value]
+            if any(refused(v) for v in values):
+                return f"attribute {a.name!r} of node {node.label}"
+        for v in node.outputs:
+            if v is not None and refused(v.name):
+                return f"value name {v.name!r}"
+    for v in model.graph.inputs:
+        if refused(v.name):
+            return f"input name {v.name!r}"
+    return "a name or string attribute"
 
 
 class _Writer:
@@ -770,6 +813,7 @@ class _Writer:
         .bin, as OpenVINO's own writer shares identical constants.
         """
         offset = self.offset
+        budget.check_bytes(tensor.nbytes, f"constant {name!r} in the .bin", where=self.where)
         source = _file_slice(tensor)
         if source is not None:
             if source not in self.written:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .... import budget
 from ....errors import ExecutionError
 from ..executor import onnx_op
 
@@ -60,4 +61,5 @@ def constant_of_shape_9(ctx, input, *, value):
     shape = [int(d) for d in np.asarray(input).reshape(-1)]
     if any(d < 0 for d in shape):
         raise ExecutionError(f"ConstantOfShape: negative dim in shape {shape}")
+    budget.check(shape, fill.dtype.itemsize, "ConstantOfShape's output")
     return np.full(shape, fill.reshape(()), dtype=fill.dtype)

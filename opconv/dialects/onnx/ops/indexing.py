@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .... import budget
 from ....errors import ExecutionError
 from ....kernels import _common, gather_scatter, sort
 from ..executor import onnx_op
@@ -133,6 +134,7 @@ def _one_hot(indices, depth, values, axis) -> np.ndarray:
     if values.size != 2:
         raise ExecutionError(f"OneHot: values must be [off_value, on_value], got {values.size} elements")
     # Non-integer indices and depth are truncated to int64, as the spec says.
+    budget.check((*np.shape(indices), _scalar_int(depth, "OneHot depth")), values.dtype.itemsize, "OneHot's output")
     out = gather_scatter.one_hot(np.asarray(indices).astype(np.int64), _scalar_int(depth, "OneHot depth"),
                                  values[0], values[1], axis)
     return out.astype(values.dtype, copy=False)

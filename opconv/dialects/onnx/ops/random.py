@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .... import budget
 from ....errors import ExecutionError
 from ....kernels._common import is_float_dtype
 from ..executor import onnx_dtype, onnx_op
@@ -34,6 +35,7 @@ def _shape(shape) -> tuple[int, ...]:
     shape = tuple(int(d) for d in shape)
     if any(d < 0 for d in shape):
         raise ExecutionError(f"shape {list(shape)} has negative dimensions")
+    budget.check(shape, 8, "a random tensor")  # drawn as float64
     return shape
 
 

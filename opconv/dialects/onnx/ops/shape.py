@@ -14,6 +14,7 @@ import math
 import ml_dtypes
 import numpy as np
 
+from .... import budget
 from ....errors import ExecutionError
 from ....kernels import _common, gather_scatter, linalg
 from ..executor import onnx_dtype, onnx_op
@@ -212,6 +213,7 @@ def expand_8(ctx, input, shape):
         out_shape = np.broadcast_shapes(x.shape, tuple(_ints(shape)))
     except ValueError:
         raise ExecutionError(f"expand: shape {_ints(shape)} does not broadcast with {list(x.shape)}") from None
+    budget.check(out_shape, x.dtype.itemsize, "Expand's output")
     return np.array(np.broadcast_to(x, out_shape))
 
 
@@ -367,6 +369,7 @@ def _range(start, limit, delta, compute_dtype) -> np.ndarray:
         count = max(-(-span // step), 0)  # exact integer ceil division
     else:
         count = max(int(np.ceil((float(limit) - float(start)) / float(delta))), 0)
+    budget.check_count(count, np.dtype(compute_dtype).itemsize, "Range's output")
     values = start + np.arange(count, dtype=compute_dtype) * delta
     return values.astype(out_dtype)
 

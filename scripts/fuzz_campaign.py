@@ -1,0 +1,221 @@
+"""A fuzzing campaign: mutated ONNX, IR and HLO files and CLI nonsense, each tried in a child process.
+
+Every input must end in a clean result: success, or one line ``opconv: error: ...`` with exit code 1 or 2.
+A traceback, an internal error (exit 3), a signal, a hang over ``--timeout`` seconds or a memory
+limit hit (``--memory`` MiB more than the forked child started with, set with resource.setrlimit) is a crash; crashes are grouped by signature
+(exception type + innermost opconv frame, or the kind of failure) and one reproducer per signature is
+kept under ``--out``.
+
+    python scripts/fuzz_campaign.py --per-format 2000 --out /tmp/fuzz     # the release campaign
+    python scripts/fuzz_campaign.py --per-format 50 --format onnx         # a quick look
+
+The mutations (shared with ``tests/test_fuzz.py``) are in :mod:`fuzz_mutations` beside this script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import select
+import signal
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, ROOT)
+
+import fuzz_mutations as fm  # noqa: E402
+
+def commands(kind: str, path: str, work: str, rng: random.Random, per_input: int) -> list[list[str]]:
+    """``per_input`` of the CLI commands that read an input of ``kind``, drawn at random."""
+    out = os.path.join(work, "out")
+    if kind == "onnx":
+        every = [["check", path], ["run", path], ["onnx-to-ir", path, "-o", out + ".xml"],
+                 ["onnx-to-hlo", path, "-o", out + ".hlo"], ["upgrade", path, "--opset", "21", "-o", out + ".onnx"],
+                 ["downgrade", path, "--opset", "13", "-o", out + ".onnx"]]
+    elif kind == "ir":
+        every = [["check", path], ["run", path], ["ir-to-onnx", path, "-o", out + ".onnx"]]
+    elif kind == "hlo":
+        every = [["check", path], ["run", path], ["hlo-to-onnx", path, "-o", out + ".onnx"]]
+    else:
+        return [fm.cli_nonsense(rng, path, out)]
+    return rng.sample(every, min(per_input, len(every)))
+
+
+def run_one(args: list[str], timeout: float, memory: int, cwd: str) -> tuple[str, str]:
+    """(outcome, detail) of one CLI command in a forked child: "ok", "error", or a crash kind.
+
+    The parent imported opconv once; a fork costs milliseconds where a fresh interpreter costs a second.
+    The child's address space may grow by ``memory`` MiB (resource.setrlimit), and it is killed after
+    ``timeout`` seconds.
+    """
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(read_end)
+        _child(args, memory, cwd, write_end)
+    os.close(write_end)
+    deadline = time.monotonic() + timeout
+    chunks = []
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([read_end], [], [], left)[0]:
+            os.kill(child, signal.SIGKILL)
+            os.close(read_end)
+            os.waitpid(child, 0)
+            return "hang", f"over {timeout:g} s"
+        chunk = os.read(read_end, 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(read_end)
+    _, status = os.waitpid(child, 0)
+    if os.WIFSIGNALED(status):
+        return "signal", f"signal {os.WTERMSIG(status)}"
+    try:
+        outcome, detail = json.loads(b"".join(chunks).decode())
+    except ValueError:
+        return "crash", f"no report (exit {os.WEXITSTATUS(status)})"
+    return outcome, detail
+
+
+def _child(args: list[str], memory: int, cwd: str, report_fd: int) -> None:
+    import resource
+    import traceback
+
+    outcome, detail = "crash", "?"
+    try:
+        os.chdir(cwd)
+        os.environ["OPCONV_DEBUG"] = "1"  # internal errors propagate with their traceback
+        with open("/proc/self/statm") as f:
+            used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        limit = used + (memory << 20)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        import click
+
+        from opconv.cli import cli
+        from opconv.errors import OpconvError
+
+        try:
+            cli.main(args=args, prog_name="opconv", standalone_mode=False)
+            outcome, detail = "ok", ""
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+            outcome, detail = ("ok", "") if code == 0 else ("error", "") if code in (1, 2) else \
+                ("crash", f"exit {code}")
+        except (OpconvError, click.ClickException, click.exceptions.Exit, click.Abort):
+            outcome, detail = "error", ""
+        except MemoryError:
+            outcome, detail = "memory", _site(traceback.extract_tb(sys.exc_info()[2]))
+        except BaseException as e:  # noqa: BLE001 - what the campaign looks for
+            outcome = "crash"
+            detail = f"{type(e).__name__} at {_site(traceback.extract_tb(e.__traceback__))}: {str(e)[:200]}"
+    finally:
+        try:
+            os.write(report_fd, json.dumps([outcome, detail]).encode())
+        finally:
+            os._exit(0)
+
+
+def _site(tb) -> str:
+    """The innermost opconv frame of a traceback: ``opconv/x.py:function``."""
+    frames = [f for f in tb if "/opconv/" in f.filename.replace(os.sep, "/") and "/scripts/" not in f.filename]
+    where = frames[-1] if frames else (tb[-1] if tb else None)
+    return f"{os.path.relpath(where.filename, ROOT)}:{where.name}" if where else "?"
+
+
+def _import_everything() -> None:
+    """What the commands import lazily, imported once in the parent: each forked child then starts ready."""
+    import importlib
+
+    import opconv.cli  # noqa: F401
+    from opconv import dialects
+
+    for name in ("opconv.verify", "opconv.compare", "opconv.validation", "opconv.converters.onnx_to_openvino",
+                 "opconv.converters.onnx_to_hlo", "opconv.converters.hlo_to_onnx",
+                 "opconv.converters.openvino_to_onnx", "opconv.converters.onnx_versions",
+                 "opconv.dialects.onnx.executor", "opconv.dialects.openvino.executor",
+                 "opconv.dialects.hlo.executor"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+    for name in ("onnx", "openvino", "hlo"):
+        dialects.get(name)
+
+
+def campaign(formats, per_format: int, seed: int, timeout: float, memory: int, out_dir: str,
+             node_cases: int = 300, per_input: int = 2) -> dict:
+    _import_everything()
+    rng = random.Random(seed)
+    seeds = fm.seed_inputs(node_cases, seed)
+    os.makedirs(out_dir, exist_ok=True)
+    report = {"per_format": per_format, "seed": seed, "timeout_s": timeout, "memory_mib": memory,
+              "commands_per_input": per_input, "seeds": {"onnx": len(seeds.onnx), "ir": len(seeds.ir),
+                                                         "hlo": len(seeds.hlo)}, "formats": {}}
+    for kind in formats:
+        outcomes: Counter = Counter()
+        signatures: dict[str, dict] = defaultdict(lambda: {"count": 0})
+        started = time.time()
+        for i in range(per_format):
+            with tempfile.TemporaryDirectory() as work:
+                path = fm.write_mutant(kind, seeds, rng, work)
+                for args in commands(kind, path, work, rng, per_input):
+                    outcome, detail = run_one(args, timeout, memory, work)
+                    outcomes[outcome] += 1
+                    if outcome not in ("ok", "error"):
+                        key = f"{outcome}: {detail.split(': ')[0] if outcome == 'crash' else detail}"
+                        sig = signatures[key]
+                        sig["count"] += 1
+                        if sig["count"] == 1:
+                            sig["example"] = {"args": args, "detail": detail,
+                                              "saved": fm.keep(path, os.path.join(out_dir, kind), len(signatures))}
+            if (i + 1) % 100 == 0:
+                report["formats"][kind] = {"inputs": i + 1, "outcomes": dict(outcomes),
+                                           "signatures": dict(signatures), "seconds": round(time.time() - started)}
+                _write(report, out_dir)
+                print(f"{kind}: {i + 1}/{per_format} inputs, {dict(outcomes)}, {len(signatures)} signatures",
+                      flush=True)
+        report["formats"][kind] = {"inputs": per_format, "outcomes": dict(outcomes),
+                                   "signatures": dict(signatures), "seconds": round(time.time() - started)}
+        _write(report, out_dir)
+    return report
+
+
+def _write(report: dict, out_dir: str) -> None:
+    with open(os.path.join(out_dir, "report.json"), "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--per-format", type=int, default=200)
+    parser.add_argument("--format", action="append", choices=fm.FORMATS)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--timeout", type=float, default=10.0)
+    parser.add_argument("--memory", type=int, default=2048, help="address-space limit per input, MiB")
+    parser.add_argument("--commands", type=int, default=2, help="commands tried per input (of 3-6)")
+    parser.add_argument("--node-cases", type=int, default=300, help="ONNX node-case models among the seeds")
+    parser.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "opconv-fuzz"))
+    args = parser.parse_args()
+    report = campaign(args.format or fm.FORMATS, args.per_format, args.seed, args.timeout, args.memory, args.out,
+                      args.node_cases, args.commands)
+    _write(report, args.out)
+    for kind, r in report["formats"].items():
+        print(f"{kind}: {r['inputs']} inputs, {sum(r['outcomes'].values())} commands {r['outcomes']}, "
+              f"{len(r['signatures'])} crash signatures, {r['seconds']} s")
+        for key, sig in sorted(r["signatures"].items(), key=lambda kv: -kv[1]["count"]):
+            print(f"  {sig['count']:5d}  {key}  (e.g. {sig['example']['saved']})")
+
+
+if __name__ == "__main__":
+    main()
