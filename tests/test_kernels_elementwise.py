@@ -287,3 +287,18 @@ def test_bfloat16_computes_in_float32():
     assert got.dtype == x.dtype
     assert_close(got.astype(np.float32), (1 / (1 + np.exp(-x.astype(np.float32)))).astype(ml_dtypes.bfloat16)
                  .astype(np.float32))
+
+
+@pytest.mark.parametrize("exponent", [2.0, 3.0, 4.0, -1.0, -2.0, 2.5])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_power_by_small_integers_matches_ort(exponent, dtype):
+    """Small integer exponents take products (float64) instead of numpy's slow float32 pow."""
+    with np.errstate(over="ignore"):  # 1e30 is inf in float16, on purpose
+        x = np.concatenate([_samples(np.float32), [0.0, -0.0, np.inf, -np.inf, np.nan, 1e30, -3e-20]]).astype(dtype)
+    y = np.array(exponent, dtype)
+    (expected,) = run_ort("Pow", [x, y])
+    with np.errstate(all="ignore"):
+        got = K.power(x, y)
+    assert got.dtype == x.dtype
+    # Correctly rounded powers: the same float32 numbers up to one ulp (onnxruntime's own products or pow).
+    np.testing.assert_array_max_ulp(got, expected, maxulp=1)
