@@ -110,6 +110,8 @@ class _Plan:
     overridable: frozenset[int]  # id() of the graph inputs that are also initializers
     folded: dict[int, Any] | None = None  # outputs of the foldable steps, computed on the first run and kept
     volatile: frozenset[int] = frozenset()  # folded values that a feed of an overridable initializer would change
+    outputs: list[tuple] = field(default_factory=list)  # id() of each step's outputs (None: output not used)
+    declared: list[int] = field(default_factory=list)  # how many outputs each step's node declares
 
 
 class ExecContext:
@@ -181,8 +183,10 @@ class Interpreter:
             ids = [id(v) if v is not None else None for v in step.node.inputs]
             donors.append(tuple(i for i, vid in enumerate(ids)
                                 if vid in computed and vid in drop and ids.count(vid) == 1))
+        outputs = [tuple(None if v is None else id(v) for v in s.node.outputs) for s in steps]
         plan = _Plan(steps, [[id(v) if v is not None else None for v in s.node.inputs] for s in steps], drops,
-                     donors, foldable, overrides, overridable)
+                     donors, foldable, overrides, overridable, outputs=outputs,
+                     declared=[sum(v is not None for v in ids) for ids in outputs])
         self._plans[id(graph)] = plan
         return plan
 
@@ -221,11 +225,14 @@ class Interpreter:
             foldable_now = [f and not (o & overridden) for f, o in zip(plan.foldable, plan.overrides)]
         if not first_run:
             local.update(plan.folded)
-        for step, input_ids, drop, donors, foldable in zip(plan.steps, plan.inputs, plan.drops, plan.donors,
-                                                           foldable_now):
+        for step, input_ids, output_ids, declared, drop, donors, foldable in zip(
+                plan.steps, plan.inputs, plan.outputs, plan.declared, plan.drops, plan.donors, foldable_now):
             if (foldable and not first_run) or (fold_only and not foldable):
                 continue
-            args = [None if vid is None else _lookup(env, vid, step, graph) for vid in input_ids]
+            try:
+                args = [None if vid is None else env[vid] for vid in input_ids]
+            except KeyError:
+                args = [None if vid is None else _lookup(env, vid, step, graph) for vid in input_ids]
             owned = ()
             if donors and not foldable:
                 for i in donors:  # dying values leave the environment now, so only `args` holds them
@@ -241,15 +248,18 @@ class Interpreter:
             except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError, OverflowError,
                     FloatingPointError, np.linalg.LinAlgError, MemoryError) as e:
                 raise ExecutionError(f"{type(e).__name__}: {e}", where=step.label) from e
-            outputs = _as_outputs(result, step.node)
-            if len(outputs) < sum(1 for v in step.node.outputs if v is not None):
-                raise ExecutionError(f"kernel returned {len(outputs)} outputs, the node declares "
-                                     f"{len(step.node.outputs)}", where=step.label)
-            for v, data in zip(step.node.outputs, outputs):
-                if v is not None:
-                    local[id(v)] = data
+            if type(result) is np.ndarray and len(output_ids) == 1:  # the common case, in short
+                outputs = (result,)
+            else:
+                outputs = _as_outputs(result, step.node)
+                if len(outputs) < declared:
+                    raise ExecutionError(f"kernel returned {len(outputs)} outputs, the node declares "
+                                         f"{len(step.node.outputs)}", where=step.label)
+            for vid, data in zip(output_ids, outputs):
+                if vid is not None:
+                    local[vid] = data
                     if foldable:
-                        folding[id(v)] = data
+                        folding[vid] = data
             for vid in drop:
                 local.pop(vid, None)
             # Drop this frame's references too, or the next kernel could not own what it consumes.

@@ -89,9 +89,14 @@ def gemm(
     b = b.T if trans_b else b
     y = np.matmul(a.astype(acc, copy=False), b.astype(acc, copy=False))
     if alpha != 1:
-        y = y * np.asarray(alpha).astype(acc)
+        y *= np.asarray(alpha).astype(acc)
     if c is not None and beta != 0:
-        y = y + np.asarray(beta).astype(acc) * np.asarray(c).astype(acc)
+        c = np.asarray(c).astype(acc, copy=False)
+        scaled = c if beta == 1 else np.asarray(beta).astype(acc) * c
+        if np.broadcast_shapes(y.shape, scaled.shape) == y.shape:
+            y += scaled  # y is this call's own buffer
+        else:
+            y = y + scaled
     return downcast(y, out)
 
 

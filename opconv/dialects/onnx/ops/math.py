@@ -102,8 +102,9 @@ def _into_dying_input(ufunc, ctx, a, b):
     if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype
             and computes_natively(a.dtype)):
         return None
+    shape = a.shape if a.shape == b.shape else np.broadcast_shapes(a.shape, b.shape)
     for i, x in enumerate((a, b)):
-        if ctx.owns(i) and x.shape == np.broadcast_shapes(a.shape, b.shape):
+        if ctx.owns(i) and x.shape == shape:
             return ufunc(a, b, out=x)
     return None
 
