@@ -21,9 +21,10 @@ from __future__ import annotations
 import bisect
 import keyword
 import sys
+import time
 import zlib
 from collections import ChainMap
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
@@ -359,6 +360,36 @@ def _all_values(graph: Graph):
         yield from (v for v in n.inputs if v is not None)
 
 
+@dataclass
+class RunProfile:
+    """One run's wall time, the part of it spent inside kernels, and how many steps ran."""
+
+    seconds: float
+    kernel_seconds: float
+    steps: int
+
+    @property
+    def overhead_per_step(self) -> float:
+        """Seconds per step spent outside kernels: the interpreter's own cost."""
+        return (self.seconds - self.kernel_seconds) / self.steps if self.steps else 0.0
+
+
+class _KernelTimer:
+    def __init__(self):
+        self.seconds = 0.0
+        self.calls = 0
+
+    def wrap(self, fn: Kernel) -> Kernel:
+        def timed(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - start
+                self.calls += 1
+        return timed
+
+
 class Session:
     """A model prepared to run many times: kernels bound and constant subgraphs folded once,
     as a runtime's session does.  It reads the model as it is when made; make a new one after
@@ -380,6 +411,20 @@ class Session:
         feeds = check_feeds(self.model.graph, feeds, where=self.model.path)
         outputs = self._interpreter.run_graph(self.model.graph, feeds)
         return {v.name: data for v, data in zip(self.model.graph.outputs, outputs)}
+
+    def profile(self, feeds: Mapping[str, Any]) -> RunProfile:
+        """Run once on ``feeds``, timing every step's kernel (a subgraph counts in its parent's kernel)."""
+        plan = self._interpreter.plan(self.model.graph)
+        timer = _KernelTimer()
+        original = plan.steps
+        plan.steps = [replace(step, fn=timer.wrap(step.fn)) for step in original]
+        try:
+            start = time.perf_counter()
+            self.run(feeds)
+            seconds = time.perf_counter() - start
+        finally:
+            plan.steps = original
+        return RunProfile(seconds, timer.seconds, timer.calls)
 
 
 @dataclass

@@ -161,13 +161,23 @@ def bitshift(x, y, direction: str):
     return np.where(out_of_range, fill, shifted).astype(x.dtype)
 
 
-def clip(x, low=None, high=None):
-    """Clamp into ``[low, high]``; ``None`` leaves that side open.
+def clip(x, low=None, high=None, out=None):
+    """Clamp into ``[low, high]``; ``None`` leaves that side open; written into ``out`` when given.
 
     ``max(x, low)`` is applied before ``min(., high)``, so ``low > high``
     gives ``high`` everywhere, as ONNX ``Clip`` specifies.
     """
     x = np.asarray(x)
+    if (low is not None and high is not None and np.size(low) == 1 and np.size(high) == 1
+            and computes_natively(x.dtype)):
+        # numpy's clip with scalar bounds is max-then-min (NaN kept) and ~5x faster than the two
+        # broadcasting ufuncs (ReLU6 of every MobileNet activation).
+        with np.errstate(over="ignore"):
+            low, high = np.asarray(low).astype(x.dtype).reshape(()), np.asarray(high).astype(x.dtype).reshape(())
+        return np.clip(x, low, high, out=out)
+    if out is not None:
+        out[...] = clip(x, low, high)
+        return out
     y = x
     with np.errstate(over="ignore"):  # a bound beyond the type's range (FLT_MAX for float16) becomes +-inf
         if low is not None:
