@@ -186,6 +186,13 @@ class _LSTMStep:
         c_at = order.index("c")
         self.sigmoid_block = (slice(hidden, None) if c_at == 0 else slice(0, 3 * hidden)) if (
             c_at in (0, 3) and peepholes is None and not input_forget) else None
+        if self.sigmoid_block is not None:  # where i, f and o lie within that block
+            start = self.sigmoid_block.start or 0
+            self.block_slices = tuple(slice(self.slices[g].start - start, self.slices[g].stop - start)
+                                      for g in "ifo")
+        # The default activations unclipped (nearly every exported LSTM): computed in place on the gates.
+        self.plain = self.sigmoid_block is not None and clip is None and [
+            _plain_name(a) for a in activations[:3]] == ["sigmoid", "tanh", "tanh"]
 
     def __call__(self, xw, h, c):
         pre = xw + h @ self.r_t
@@ -205,12 +212,30 @@ class _LSTMStep:
 
 
     def _without_peepholes(self, pre, c):
-        gated = self.f(self.clip(pre[:, self.sigmoid_block]))
-        start = self.sigmoid_block.start or 0
-        i, forget, o = (gated[:, self.slices[g].start - start:self.slices[g].stop - start] for g in "ifo")
+        if self.plain:
+            gated = pre[:, self.sigmoid_block]  # exp(-x) = inf for x < -88 gives the limit, 0 (see _run)
+            np.reciprocal(np.add(np.exp(np.negative(gated, out=gated), out=gated), 1, out=gated), out=gated)
+            candidate = np.tanh(pre[:, self.slices["c"]], out=pre[:, self.slices["c"]])
+        else:
+            gated = self.f(self.clip(pre[:, self.sigmoid_block]))
+            candidate = self.g(self.clip(pre[:, self.slices["c"]]))
+        i, forget, o = (gated[:, s] for s in self.block_slices)
         c_new = forget * c
-        c_new += i * self.g(self.clip(pre[:, self.slices["c"]]))
+        c_new += i * candidate
+        if self.plain:
+            h_new = np.tanh(c_new)
+            h_new *= o
+            return h_new, c_new
         return o * self.h(c_new), c_new
+
+
+def _plain_name(spec) -> str | None:
+    """The activation's name when it takes its default parameters (a bare name), else None."""
+    if isinstance(spec, str):
+        return spec.lower()
+    if isinstance(spec, tuple) and spec and isinstance(spec[0], str) and all(v is None for v in spec[1:]):
+        return spec[0].lower()
+    return None
 
 
 def _takes_part(p) -> bool:
@@ -268,15 +293,16 @@ def _run(step, xw, states, lengths, reverse):
     steps = xw.shape[0]
     y = np.zeros((steps,) + states[0].shape, dtype=states[0].dtype)
     every_step = bool(np.all(lengths >= steps))  # no sequence ends early: no masking
-    for t in (reversed(range(steps)) if reverse else range(steps)):
-        new = step(xw[t], *states)
-        if every_step:
-            states = new
-            y[t] = new[0]
-            continue
-        active = (t < lengths)[:, None]
-        states = tuple(np.where(active, n, s) for n, s in zip(new, states))
-        y[t] = np.where(active, new[0], 0)
+    with np.errstate(over="ignore"):  # a sigmoid taken as 1 / (1 + exp(-x)) overflows to its limit
+        for t in (reversed(range(steps)) if reverse else range(steps)):
+            new = step(xw[t], *states)
+            if every_step:
+                states = new
+                y[t] = new[0]
+                continue
+            active = (t < lengths)[:, None]
+            states = tuple(np.where(active, n, s) for n, s in zip(new, states))
+            y[t] = np.where(active, new[0], 0)
     return y, states
 
 
