@@ -499,6 +499,8 @@ def cast(x, to, saturate: bool = True, round_mode: str = "up") -> np.ndarray:
         return _to_strings(x)
     if _is_string(x.dtype):
         return _from_strings(x, to)
+    if x.dtype == to:  # e.g. LLaMA's normalizations "cast" float32 to float32: nothing to copy
+        return x
     if to == _E8M0 and x.dtype != _E8M0:
         return _to_e8m0(x, saturate, round_mode)
     if to in _SATURATING_FLOAT8 and saturate:

@@ -33,8 +33,13 @@ def _result_dtype(*arrays) -> np.dtype:
     return dtypes.pop() if len(dtypes) == 1 else np.result_type(*arrays)
 
 
+_BLAS_FLOATS = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
+
+
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Broadcasting matrix product with numpy/ONNX 1-D promotion rules."""
+    if type(a) is np.ndarray and type(b) is np.ndarray and a.dtype == b.dtype and a.dtype in _BLAS_FLOATS:
+        return np.matmul(a, b)  # the common case, without the dtype bookkeeping below
     a, b = np.asarray(a), np.asarray(b)
     out = _result_dtype(a, b)
     acc = accumulator_dtype(out)
