@@ -606,29 +606,35 @@ def _depthwise_rows(x, w, kernel, strides, out):
     ``w`` ``(G, kh * kw)``; returns ``(N, G, *out)``, the same sums in the same order as :func:`_depthwise`.
 
     numpy runs its inner loop along the last axis, which is short here (7 to 112 columns), so each
-    offset's products are taken over whole flattened images instead: with the input split into its
-    ``stride x stride`` phases (each read with stride 1) and rows flattened, the window at every
-    kernel offset is one contiguous slice, one pass of ``out_h * width`` values per channel.  The
-    columns past the output width that this computes are cut off at the end.
+    offset's products are taken over whole flattened images instead: with rows flattened (and, for
+    strides above 1, the input split into its ``stride x stride`` phases, each read with stride 1), the
+    window at every kernel offset is one contiguous slice, one pass of ``out_h * width`` values per
+    channel.  The columns past the output width that this computes are cut off at the end.
     """
     n, g, h, wd = x.shape
     sh, sw = strides
-    hq, wq = -(-h // sh), -(-wd // sw)
-    phases = np.zeros((sh, sw, n, g, hq + 1, wq), dtype=x.dtype)  # + 1 row: the last slices run past
-    for a in range(sh):
-        for b in range(sw):
-            part = x[:, :, a::sh, b::sw]
-            phases[a, b, :, :, :part.shape[2], :part.shape[3]] = part
-    flat = phases.reshape(sh, sw, n, g, (hq + 1) * wq)
-    length = out[0] * wq
-    y = np.empty((n, g, length), dtype=x.dtype)
-    term = np.empty_like(y)
+    if sh == sw == 1:
+        hq, wq = h, wd
+        flat = np.ascontiguousarray(x).reshape(1, 1, n, g, h * wd)  # no copy: x is the padded input
+    else:
+        hq, wq = -(-h // sh), -(-wd // sw)
+        phases = np.zeros((sh, sw, n, g, hq, wq), dtype=x.dtype)
+        for a in range(sh):
+            for b in range(sw):
+                part = x[:, :, a::sh, b::sw]
+                phases[a, b, :, :, :part.shape[2], :part.shape[3]] = part
+        flat = phases.reshape(sh, sw, n, g, hq * wq)
+    # Up to the last output of the last row: every window then ends within the (phase) image.
+    length = (out[0] - 1) * wq + out[1]
+    y = np.empty((n, g, out[0] * wq), dtype=x.dtype)
+    sums = y[:, :, :length]
+    term = np.empty_like(sums)
     for k, (i, j) in enumerate(np.ndindex(*kernel)):
         start = (i // sh) * wq + j // sw
         window = flat[i % sh, j % sw, :, :, start:start + length]
-        np.multiply(window, w[:, k:k + 1], out=term if k else y)
+        np.multiply(window, w[:, k:k + 1], out=term if k else sums)
         if k:
-            y += term
+            sums += term
     return y.reshape(n, g, out[0], wq)[:, :, :, :out[1]]
 
 

@@ -242,10 +242,11 @@ def _horner(coefficients, variable):
 
 def _erf_fast(x):
     """erf of a float64 array holding float32-or-narrower values, to ~1e-10 relative."""
+    square = x * x
     with np.errstate(over="ignore", invalid="ignore"):  # the small-|x| polynomial of large |x| is discarded
-        result = _horner(_ERF_SMALL, x * x)
+        result = _horner(_ERF_SMALL, square)
         result *= x
-    magnitude = np.abs(x).reshape(-1)
+    magnitude = np.abs(x, out=square).reshape(-1)  # the square's buffer, done with
     tail = np.flatnonzero(magnitude >= _ERF_SMALL_LIMIT)  # NaN stays on the polynomial, which keeps it NaN
     if tail.size:
         a = magnitude[tail]
