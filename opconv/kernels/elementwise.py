@@ -103,6 +103,23 @@ def mod(a, b, fmod: bool = False):
         return downcast(function(upcast(a), upcast(b)), a.dtype)
 
 
+_FLOAT64_BLOCK = 1 << 16  # values per block: float64 temporaries of 512 KiB, in cache, whatever the input
+
+
+def _in_float64_blocks(function, x):
+    """``function`` (an element-wise map of float64 arrays) of narrower floats ``x``, block by block, in x's dtype.
+
+    Blocks bound the float64 temporaries (a run's peak memory stays what a float32 kernel needs)
+    and keep them in cache.
+    """
+    flat = np.ascontiguousarray(x).reshape(-1)
+    out = np.empty(flat.shape, x.dtype)
+    for start in range(0, flat.size, _FLOAT64_BLOCK):
+        block = flat[start:start + _FLOAT64_BLOCK]
+        out[start:start + _FLOAT64_BLOCK] = function(block.astype(np.float64))
+    return out.reshape(x.shape)
+
+
 _SMALL_INTEGER_POWERS = {
     2: lambda x: x * x,
     3: lambda x: x * x * x,
@@ -128,7 +145,7 @@ def power(x, y):
             # of float32 numbers are within 2**-48 of the power, so the rounded result is the correctly
             # rounded power but for rare double-rounding ties.
             with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-                return downcast(_SMALL_INTEGER_POWERS[n](x.astype(np.float64)), x.dtype)
+                return _in_float64_blocks(_SMALL_INTEGER_POWERS[n], x)
     if is_float_dtype(x.dtype):
         xc = upcast(x)
         return downcast(np.power(xc, upcast(y).astype(xc.dtype, copy=False)), x.dtype)
@@ -266,7 +283,7 @@ def erf(x):
     x = np.asarray(x)
     if is_float_dtype(x.dtype) and x.dtype != np.float64:
         with np.errstate(invalid="ignore"):  # ml_dtypes flags NaN cast to bfloat16 and friends
-            return _erf_fast(np.ascontiguousarray(x, dtype=np.float64)).astype(x.dtype)
+            return _in_float64_blocks(_erf_fast, x)
     xd = x.astype(np.float64)
     magnitude = np.abs(xd)
     small = magnitude < _SERIES_LIMIT
