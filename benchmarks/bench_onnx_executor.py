@@ -97,7 +97,7 @@ def setup_opconv(path: str, feeds: dict) -> Callable[[], list]:
     def run() -> list:
         out = session.run(feeds)
         return [out[n] for n in names]
-    run.profile = lambda: session.profile(feeds)  # type: ignore[attr-defined]
+    run.profile = lambda: session.profile(feeds) if hasattr(session, "profile") else None  # type: ignore[attr-defined]
     return run
 
 
@@ -244,9 +244,10 @@ def bench_model(case, args, runtimes: list[str], memory: PeakMemory, suite: str 
 
     if "opconv" in runs and not result["runtimes"]["opconv"]["error"]:
         profiles = [runs["opconv"].profile() for _ in range(args.rounds)]  # type: ignore[attr-defined]
-        result["runtimes"]["opconv"]["steps"] = profiles[0].steps
-        result["runtimes"]["opconv"]["overhead_us_per_step"] = statistics.median(
-            p.overhead_per_step for p in profiles) * 1e6
+        if None not in profiles:  # (an opconv before Session.profile has none)
+            result["runtimes"]["opconv"]["steps"] = profiles[0].steps
+            result["runtimes"]["opconv"]["overhead_us_per_step"] = statistics.median(
+                p.overhead_per_step for p in profiles) * 1e6
     for name, entry in result["runtimes"].items():
         if entry["rounds_ms"]:
             entry["median_ms"] = statistics.median(entry["rounds_ms"])
@@ -447,7 +448,8 @@ def main(argv=None) -> int:
     t = targets(results)
     print_targets(t)
     if args.json_path:
-        report = {"config": {"suites": args.suites, "rounds": args.rounds, "reference_rounds": min(args.rounds, args.reference_rounds),
+        report = {"config": {"suites": args.suites, "rounds": args.rounds,
+                             "reference_rounds": min(args.rounds, args.reference_rounds),
                              "warmup": args.warmup, "seed": args.seed, "runtimes": runtimes,
                              "numpy_threads": threads or "numpy default", "memory_method": memory.method},
                   "models": results, "targets": t}

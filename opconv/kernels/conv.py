@@ -586,56 +586,15 @@ def _depthwise(x, w_mat, kernel, strides, dilations, nb, og):
     """
     out = tuple(window_output_size(size, k, s, d)
                 for size, k, s, d in zip(x.shape[2:], kernel, strides, dilations))
-    if og == 1 and len(out) == 2 and all(d == 1 for d in dilations) and all(out):
-        return _depthwise_rows(x, w_mat[:, 0, :], kernel, strides, out)[:, :, None]
     spatial_ones = (1,) * len(out)
     y = np.zeros((nb, x.shape[1], og) + out, dtype=x.dtype)
     if any(o == 0 for o in out):
         return y
-    term = np.empty_like(y)  # one buffer for every offset's products
     for i, offset in enumerate(np.ndindex(*kernel)):
         part = x[(slice(None), slice(None)) + tuple(
             slice(k * d, k * d + (o - 1) * s + 1, s) for k, d, o, s in zip(offset, dilations, out, strides))]
-        np.multiply(part[:, :, None], w_mat[:, :, i].reshape(w_mat.shape[:2] + spatial_ones), out=term)
-        y += term
+        y += part[:, :, None] * w_mat[:, :, i].reshape(w_mat.shape[:2] + spatial_ones)
     return y
-
-
-def _depthwise_rows(x, w, kernel, strides, out):
-    """2-D depthwise convolution, one weight per channel and kernel offset: ``x`` padded ``(N, G, H, W)``,
-    ``w`` ``(G, kh * kw)``; returns ``(N, G, *out)``, the same sums in the same order as :func:`_depthwise`.
-
-    numpy runs its inner loop along the last axis, which is short here (7 to 112 columns), so each
-    offset's products are taken over whole flattened images instead: with rows flattened (and, for
-    strides above 1, the input split into its ``stride x stride`` phases, each read with stride 1), the
-    window at every kernel offset is one contiguous slice, one pass of ``out_h * width`` values per
-    channel.  The columns past the output width that this computes are cut off at the end.
-    """
-    n, g, h, wd = x.shape
-    sh, sw = strides
-    if sh == sw == 1:
-        hq, wq = h, wd
-        flat = np.ascontiguousarray(x).reshape(1, 1, n, g, h * wd)  # no copy: x is the padded input
-    else:
-        hq, wq = -(-h // sh), -(-wd // sw)
-        phases = np.zeros((sh, sw, n, g, hq, wq), dtype=x.dtype)
-        for a in range(sh):
-            for b in range(sw):
-                part = x[:, :, a::sh, b::sw]
-                phases[a, b, :, :, :part.shape[2], :part.shape[3]] = part
-        flat = phases.reshape(sh, sw, n, g, hq * wq)
-    # Up to the last output of the last row: every window then ends within the (phase) image.
-    length = (out[0] - 1) * wq + out[1]
-    y = np.empty((n, g, out[0] * wq), dtype=x.dtype)
-    sums = y[:, :, :length]
-    term = np.empty_like(sums)
-    for k, (i, j) in enumerate(np.ndindex(*kernel)):
-        start = (i // sh) * wq + j // sw
-        window = flat[i % sh, j % sw, :, :, start:start + length]
-        np.multiply(window, w[:, k:k + 1], out=term if k else sums)
-        if k:
-            sums += term
-    return y.reshape(n, g, out[0], wq)[:, :, :, :out[1]]
 
 
 def _pad(x: np.ndarray, pads_begin, pads_end) -> np.ndarray:
