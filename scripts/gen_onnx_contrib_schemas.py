@@ -11,7 +11,11 @@ Two sources, both in the "onnx" dialect:
 1. ``com.microsoft`` and ``com.microsoft.nchwc``: every schema the installed ONNX Runtime
    reports (``onnxruntime_pybind11_state.get_all_operator_schema()``), converted with the
    rules of ``gen_onnx_schemas.py``.  ``com.ms.internal.nhwc`` is ORT's private layout
-   domain and is skipped.
+   domain and is skipped.  ORT also registers schemas of its own in the plain ai.onnx
+   domain (LayerNormalization-1, SimplifiedLayerNormalization-1, ONNX's long-removed
+   experimental ops such as Affine-1 or Crop-1): those ONNX does not define at that
+   version are taken too, so that models ORT runs are valid.  An op ORT has no CPU kernel
+   for gets a note saying so, which the executor's "no kernel" refusal quotes.
 2. ``ai.onnx.training``: these ops are not in ORT's inference build, so they are read from
    ``shared/specs/onnx-contrib-operators.txt`` -- ORT's ContribOperators.md of early 2020,
    as text, with its headings lost.
@@ -72,6 +76,12 @@ MIN_MATCH_SCORE = 0.4
 
 def ort_schemas(domains=ORT_DOMAINS) -> list:
     return [s for s in ort_state.get_all_operator_schema() if s.domain in domains]
+
+
+def ort_onnx_domain_schemas() -> list:
+    """ORT's own ai.onnx-domain schemas: those whose (name, version) ONNX does not define."""
+    defined = {(s.name, s.since_version) for s in base.onnx_schemas(("",))}
+    return [s for s in ort_schemas(("", "ai.onnx")) if (s.name, s.since_version) not in defined]
 
 
 def convert_ort_schema(schema) -> OpSchema:
@@ -541,7 +551,8 @@ def _constraint_deviations(section: TextSection, op: OpSchema) -> list[str]:
 
 def build_ops(text_path: Path = TEXT, names_path: Path = NAMES_FILE) -> list[OpSchema]:
     """Every op of onnx_contrib.json."""
-    ops = {(s.domain, s.name, s.since_version): convert_ort_schema(s) for s in ort_schemas()}
+    ops = {(s.domain, s.name, s.since_version): convert_ort_schema(s)
+           for s in ort_schemas() + ort_onnx_domain_schemas()}
     successors = {s.name: s for s in sorted(base.onnx_schemas((TRAINING_SUCCESSOR,)),
                                             key=lambda s: s.since_version)}
     sections = parse_text(text_path.read_text(encoding="utf-8"))
@@ -554,7 +565,18 @@ def build_ops(text_path: Path = TEXT, names_path: Path = NAMES_FILE) -> list[OpS
             raise ValueError(f"{key}: in the text but not in ONNX Runtime {ORT_VERSION}; decide how to source it")
         else:
             ops[key] = convert_text_section(section, record["name"], successors.get(record["name"]))
+    cpu_kernels = {(k.domain, k.op_name) for k in ort_state.get_all_opkernel_def()
+                   if k.provider == "CPUExecutionProvider"}
+    for key, op in ops.items():
+        if op.domain in ORT_DOMAINS and (op.domain, op.name) not in cpu_kernels:
+            ops[key] = replace(op, notes=" ".join(filter(None, (op.notes, gpu_only_note()))))
     return list(ops.values())
+
+
+def gpu_only_note() -> str:
+    """The note of an op ORT's CPU execution provider has no kernel for (the executor's refusal quotes it)."""
+    return (f"ONNX Runtime {_ort_release()} implements it only for execution providers other than CPU "
+            f"(CUDA, ROCm, DirectML, WebGPU ...).")
 
 
 def _with_text_notes(op: OpSchema, section: TextSection) -> OpSchema:
@@ -572,7 +594,8 @@ def _ort_release() -> str:
 
 def generate(text_path: Path = TEXT, names_path: Path = NAMES_FILE) -> str:
     """The text of onnx_contrib.json, exactly as it is committed."""
-    source = (f"ONNX Runtime {ORT_VERSION} get_all_operator_schema() for {', '.join(ORT_DOMAINS)}; "
+    source = (f"ONNX Runtime {ORT_VERSION} get_all_operator_schema() for {', '.join(ORT_DOMAINS)} "
+              f"and its own ai.onnx-domain schemas (those ONNX does not define); "
               f"{TEXT_LABEL} (ContribOperators.md, early 2020) for ai.onnx.training")
     return dump(base.DIALECT, build_ops(text_path, names_path), source=source, generated_by=GENERATED_BY)
 

@@ -174,7 +174,7 @@ def test_filesystem_without_reservation_still_saves(tmp_path, monkeypatch, fmt):
         opconv.save(opconv.convert(model, to="openvino"), tmp_path / "out.xml")
         import openvino as ov
 
-        compiled = ov.Core().compile_model(str(tmp_path / "out.xml"), "CPU")
+        compiled = ov.Core().compile_model(str(tmp_path / "out.xml"), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
         actual = compiled(feeds)[0]
         np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-4)
     else:

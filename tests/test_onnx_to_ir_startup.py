@@ -23,6 +23,7 @@ from opconv.schemas import DIALECT_FILES, split_ops
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCHEMA_FOLDER = os.path.join(ROOT, "opconv", "schemas")
+F32 = {"INFERENCE_PRECISION_HINT": "f32"}  # a bf16-capable CPU otherwise computes in bf16
 
 # A child process: converts with the command line, reports what it imported, and, from an atexit handler
 # registered before the command's own (so it runs after it), whether the collector was frozen for the exit.
@@ -77,7 +78,7 @@ def test_command_line_conversion_imports_only_what_it_needs_and_exits_without_co
 
     x = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)
     expected = ort.InferenceSession(os.path.join(fixtures_dir, "cnn.onnx")).run(None, {"image": x})[0]
-    got = ov.Core().compile_model(str(xml), "CPU")(x)[0]
+    got = ov.Core().compile_model(str(xml), "CPU", F32)(x)[0]
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
 
 
@@ -148,7 +149,7 @@ def test_equal_constants_share_their_bytes_in_the_bin(tmp_path):
     assert os.path.getsize(tmp_path / "fills.bin") == 2 * 64 * 64 * 4
     x = np.random.default_rng(1).standard_normal((2, 64)).astype(np.float32)
     expected = x @ np.full((64, 64), 0.25, np.float32) * 2 + x @ np.full((64, 64), -0.5, np.float32)
-    got = ov.Core().compile_model(str(tmp_path / "fills.xml"), "CPU")(x)[0]
+    got = ov.Core().compile_model(str(tmp_path / "fills.xml"), "CPU", F32)(x)[0]
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
     ours = opconv.run(opconv.load(tmp_path / "fills.xml"), {"x": x})
     np.testing.assert_allclose(next(iter(ours.values())), expected, rtol=1e-5, atol=1e-5)

@@ -19,6 +19,7 @@ from opconv.compare import compare_arrays
 from opconv.converters.onnx_to_openvino import onnx_to_openvino
 from opconv.dialects.openvino.io import OPSET1_OPS_WRITTEN_AS_OPSET2
 from opconv.errors import ConversionError
+from tests.runtimes import openvino_frontend_outputs
 
 FIXTURES = [("cnn.onnx", "image", (2, 3, 32, 32)), ("mlp_external.onnx", "x", (3, 64))]
 
@@ -235,17 +236,29 @@ def test_every_light_model_converts_and_runs_in_openvino(tmp_path):
         # No input is shipped: the constant weights make the expected output the same for any input.
         feeds = random_feeds(case.load_model(), seed=1)
         reference, got = _onnxruntime(case.path, feeds), _openvino(xml, feeds)
-        for name, value in zip([o.name for o in case.load_model().graph.output], case.datasets[0][1]):
-            cmp = compare_arrays(name, value, got[name])
-            if not cmp.ok:
-                problems.append(f"{case.name} vs expected: {cmp.message}")
-        for name, value in reference.items():
-            cmp = compare_arrays(name, value, got[name])
-            if not cmp.ok:
-                problems.append(f"{case.name} vs onnxruntime: {cmp.message}")
+        names = [o.name for o in case.load_model().graph.output]
+        runs = {"OpenVINO CPU": got, "opconv IR executor": opconv.run(opconv.load(xml), feeds)}
+        for oracle, values in (("expected", case.datasets[0][1]), ("onnxruntime", [reference[n] for n in names])):
+            for name, value in zip(names, values):
+                for who, outputs in runs.items():
+                    cmp = compare_arrays(name, value, outputs[name])
+                    if cmp.ok:
+                        continue
+                    # The plugin may depart from ONNX on this CPU whoever wrote the IR: then OpenVINO's own
+                    # frontend on the source gives what it gave for opconv's IR.
+                    if who == "OpenVINO CPU" and _plugin_gives_the_same(case.path, feeds, names, got):
+                        print(f"{case.name}: OpenVINO's CPU plugin departs from {oracle} with its own frontend "
+                              f"too ({cmp.message})")
+                    else:
+                        problems.append(f"{case.name}, {who} vs {oracle}: {cmp.message}")
         os.remove(xml)
         os.remove(xml.with_suffix(".bin"))
     assert not problems, "\n".join(problems)
+
+
+def _plugin_gives_the_same(source, feeds, names, got) -> bool:
+    frontend = openvino_frontend_outputs(source, feeds)
+    return all(compare_arrays(n, f, got[n]).ok for n, f in zip(names, frontend))
 
 
 @pytest.mark.parametrize("scale", [1.0, 0.75])

@@ -10,6 +10,7 @@ the output range, negative values and scales spread over many binades.
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
@@ -126,17 +127,107 @@ def test_quantize_linear_blocked_per_tensor_and_default_type(tmp_path):
         _assert_same(expected, got[0], who, "values")
 
 
+def test_quantize_linear_long_significand_scales(tmp_path):
+    """Scales with full 24-bit significands over many binades (the split of the scale into 12-bit halves is
+    not trivial), x at and one or two float32 steps around fl((k + 1/2) * scale), near 0 and near the range's
+    ends; int16 so that quotients reach 2**15."""
+    rng = np.random.default_rng(21)
+    channels, per = 48, 200
+    scale = (rng.uniform(1, 2, channels) * np.exp2(rng.integers(-60, 60, channels))).astype(np.float32)
+    scale[:4] = np.float32([1 / 3, 1 / 255, 2 ** -20 * 1.9999999, 7.0])
+    k = np.concatenate([rng.integers(-32770, 32770, per - 40), rng.integers(-3, 3, 40)]) + 0.5
+    x = (k[:, None] * scale.astype(np.float64)).astype(np.float32)
+    steps = rng.integers(-2, 3, x.shape)
+    x = np.where(steps > 0, np.nextafter(x, np.float32(np.inf)), np.where(steps < 0, np.nextafter(
+        x, np.float32(-np.inf)), x))
+    x = np.where(np.abs(steps) == 2, np.nextafter(x, np.where(steps > 0, np.float32(np.inf), np.float32(-np.inf))),
+                 x).astype(np.float32)
+    x = x.reshape(per // 10, 10, channels).transpose(0, 2, 1).copy()
+    zero_point = rng.integers(-100, 100, channels).astype(np.int16)
+    feeds = {"x": x, "scale": scale, "zero_point": zero_point}
+    proto = _model("QuantizeLinear", feeds, {"y": (TensorProto.INT16, x.shape)}, axis=1)
+    column = (1, channels, 1)
+    expected = _formula(x, scale.reshape(column), zero_point.reshape(column), np.int16)
+    _assert_same(expected, _onnxruntime(proto, feeds)[0], "onnxruntime", "values")
+    for who, got in _run_converted(tmp_path, proto, feeds).items():
+        _assert_same(expected, got[0], who, "values", x, scale.reshape(column))
+
+
+def test_dynamic_quantize_linear_scales(tmp_path):
+    """Many DynamicQuantizeLinear nodes, each over [0, spread]: spreads whose quotient by 255 lies within a
+    float32 step of a midpoint between two floats (where a division by 255 to within one ulp goes wrong)."""
+    rng = np.random.default_rng(8)
+    count = 12
+    midpoints = (rng.uniform(1, 2, count) * np.exp2(rng.integers(-30, 30, count))).astype(np.float32)
+    midpoints = midpoints.astype(np.float64) + np.spacing(midpoints).astype(np.float64) / 2
+    spreads = (midpoints * 255).astype(np.float32)
+    spreads = np.where(rng.integers(0, 2, count) == 1, np.nextafter(spreads, np.float32(np.inf)), spreads)
+    feeds = {f"x{i}": np.array([0.0, spread, spread / 3], np.float32) for i, spread in enumerate(spreads)}
+    nodes = [helper.make_node("DynamicQuantizeLinear", [f"x{i}"], [f"y{i}", f"s{i}", f"z{i}"])
+             for i in range(count)]
+    info = helper.make_tensor_value_info
+    graph = helper.make_graph(nodes, "scales", [info(n, TensorProto.FLOAT, [3]) for n in feeds],
+                              [info(f"s{i}", TensorProto.FLOAT, []) for i in range(count)]
+                              + [info(f"y{i}", TensorProto.UINT8, [3]) for i in range(count)])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    proto.ir_version = 10
+    expected_scales = (spreads / np.float32(255)).astype(np.float32)
+    assert np.sum(expected_scales != (spreads * np.float32(1 / 255)).astype(np.float32)) >= 4
+    expected = [np.asarray(v) for v in expected_scales] + [
+        _formula(feeds[f"x{i}"], expected_scales[i], np.zeros((), np.uint8), np.uint8) for i in range(count)]
+    for who, got in [("onnxruntime", _onnxruntime(proto, feeds))] + list(_run_converted(tmp_path, proto,
+                                                                                          feeds).items()):
+        for i, (e, g) in enumerate(zip(expected, got)):
+            _assert_same(e, np.asarray(g), who, f"output {i}")
+
+
+def test_quantize_dynamic_model_stays_compact(tmp_path):
+    """A 4-layer MLP after onnxruntime's quantize_dynamic (DynamicQuantizeLinear + MatMulInteger per layer):
+    the IR stays within 40 layers per source node (it was about 300) and gives onnxruntime's outputs exactly."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    rng = np.random.default_rng(2)
+    width, nodes, initializers, x = 32, [], [], "x"
+    for i in range(4):
+        initializers += [helper.make_tensor(f"w{i}", TensorProto.FLOAT, (width, width),
+                                            (rng.standard_normal((width, width)) * 0.2).ravel().tolist()),
+                         helper.make_tensor(f"b{i}", TensorProto.FLOAT, (width,), rng.standard_normal(width).tolist())]
+        nodes += [helper.make_node("MatMul", [x, f"w{i}"], [f"m{i}"]), helper.make_node("Add", [f"m{i}", f"b{i}"],
+                                                                                         [f"a{i}"]),
+                  helper.make_node("Relu", [f"a{i}"], [f"r{i}"])]
+        x = f"r{i}"
+    info = helper.make_tensor_value_info
+    graph = helper.make_graph(nodes, "mlp", [info("x", TensorProto.FLOAT, [3, width])],
+                              [info(x, TensorProto.FLOAT, [3, width])], initializers)
+    source = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    source.ir_version = 8
+    float_path, quantized_path = tmp_path / "mlp.onnx", tmp_path / "mlp_q.onnx"
+    float_path.write_bytes(source.SerializeToString())
+    quantize_dynamic(str(float_path), str(quantized_path), weight_type=QuantType.QInt8)
+    proto = onnx.load(str(quantized_path))
+    assert sum(n.op_type == "DynamicQuantizeLinear" for n in proto.graph.node) == 4
+    feeds = {"x": rng.standard_normal((3, width)).astype(np.float32)}
+    expected = _onnxruntime(proto, feeds)[0]
+    converted, runs = convert_and_run_ir(tmp_path, proto, feeds)
+    layers = len(converted.graph.nodes)
+    assert layers <= 40 * len(proto.graph.node), f"{layers} layers for {len(proto.graph.node)} nodes"
+    for who, named in runs.items():
+        np.testing.assert_allclose(np.asarray(list(named.values())[0]), expected, rtol=1e-5, atol=1e-5,
+                                   err_msg=who)
+
+
 def test_dynamic_quantize_linear(tmp_path):
     rng = np.random.default_rng(5)
     for x in [rng.normal(0, 3, (8, 25)).astype(np.float32),
               np.abs(rng.normal(0, 1e-3, (200,))).astype(np.float32),       # min 0: zero point 0
-              -np.abs(rng.normal(0, 1e4, (10, 20))).astype(np.float32)]:    # max 0: zero point 255
+              -np.abs(rng.normal(0, 1e4, (10, 20))).astype(np.float32),     # max 0: zero point 255
+              np.zeros((3, 4), np.float32)]:                                # no range: onnxruntime's scale 1
         feeds = {"x": x}
         proto = _model("DynamicQuantizeLinear", feeds, {"y": (TensorProto.UINT8, x.shape),
                                                         "y_scale": (TensorProto.FLOAT, ()),
                                                         "y_zero_point": (TensorProto.UINT8, ())}, opset=11)
         high, low = np.float32(max(x.max(), 0)), np.float32(min(x.min(), 0))
-        scale = np.float32((high - low) / np.float32(255))
+        scale = np.float32((high - low) / np.float32(255)) if high > low else np.float32(1)
         zero_point = np.clip(np.rint(np.float32(0) - (low / scale).astype(np.float32)), 0, 255)
         expected = [_formula(x, scale, zero_point, np.uint8), np.array(scale), np.array(zero_point, np.uint8)]
         for who, got in [("onnxruntime", _onnxruntime(proto, feeds))] + list(_run_converted(tmp_path, proto,
@@ -168,10 +259,33 @@ def test_matmul_integer_and_conv_integer(tmp_path, dtype):
         _assert_same(expected, got[0], who, "values")
 
 
-def test_integer_products_too_long_for_float32_are_refused():
-    a = np.zeros((2, 300), np.uint8)
-    feeds = {"a": a, "b": np.zeros((300, 2), np.uint8), "a_zero_point": np.zeros((), np.uint8)}
-    proto = _model("MatMulInteger", feeds, {"y": (TensorProto.INT32, (2, 2))}, opset=10)
+def test_long_integer_products_are_summed_exactly(tmp_path):
+    """Reductions whose float32 sums would pass 2**24 (1000 products of 255 * 128; 3x3 over 128 channels) are
+    computed by exact pieces added in int32: onnxruntime's results, bit for bit, at the extremes too."""
+    rng = np.random.default_rng(12)
+    a = np.full((3, 1000), 255, np.uint8)
+    a[1] = rng.integers(0, 256, 1000)
+    b = np.where(rng.random((1000, 4)) < 0.9, -128, 127).astype(np.int8)
+    feeds = {"a": a, "b": b, "a_zero_point": np.asarray(0, np.uint8), "b_zero_point": np.asarray(0, np.int8)}
+    proto = _model("MatMulInteger", feeds, {"y": (TensorProto.INT32, (3, 4))}, opset=10)
+    expected = _onnxruntime(proto, feeds)[0]
+    assert np.abs(expected).max() > 2 ** 24
+    for who, got in _run_converted(tmp_path, proto, feeds).items():
+        _assert_same(expected, got[0], who, "values")
+    x = np.full((1, 128, 6, 6), 255, np.uint8)
+    x[0, :, 3:] = rng.integers(0, 256, (128, 3, 6))
+    feeds = {"x": x, "w": np.full((2, 128, 3, 3), -128, np.int8), "x_zero_point": np.asarray(0, np.uint8)}
+    proto = _model("ConvInteger", feeds, {"y": (TensorProto.INT32, (1, 2, 4, 4))}, opset=10)
+    expected = _onnxruntime(proto, feeds)[0]
+    assert np.abs(expected).max() > 2 ** 24
+    for who, got in _run_converted(tmp_path, proto, feeds).items():
+        _assert_same(expected, got[0], who, "values")
+
+
+def test_integer_products_too_long_for_one_float32_step_are_refused():
+    feeds = {"x": np.zeros((1, 1, 20, 20), np.uint8), "w": np.zeros((1, 1, 17, 17), np.uint8),
+             "x_zero_point": np.zeros((), np.uint8)}
+    proto = _model("ConvInteger", feeds, {"y": (TensorProto.INT32, (1, 1, 4, 4))}, opset=10)
     with pytest.raises(ConversionError, match="2\\*\\*24"):
         opconv.convert(opconv.load(proto), to="openvino")
 
@@ -210,5 +324,29 @@ def test_qlinear_matmul_and_conv_requantize_exactly(tmp_path, dtype, scale_type)
              "w_zero_point": draw(4), "y_scale": np.asarray(2.0 ** -1, scale_type), "y_zero_point": draw()}
     proto = _model("QLinearConv", feeds, {"y": (INFO[dtype], (1, 4, 5, 5))})
     expected = ReferenceEvaluator(proto).run(None, feeds)[0]
+    for who, got in _run_converted(tmp_path, proto, feeds).items():
+        _assert_same(expected, got[0], who, "values")
+
+
+def test_qlinear_matmul_requantization_ties(tmp_path):
+    """Per-column multipliers m = fl(b_scale / 3) that are exact quotients j * 2**-e (j odd) and sums covering
+    [-255, 255] (A has one nonzero per row), so that many sum * m are exact ties k + 1/2: a multiplier one step
+    off or a rounding that is not half-to-even shows."""
+    rng = np.random.default_rng(17)
+    columns, k = 128, 16  # k * 255 * 255 < 2**20, the exact requantization's bound
+    a = np.full((k, k), 100, np.uint8)
+    np.fill_diagonal(a, 101)  # row i sums (b[i] - b_zero_point) once
+    b = rng.integers(0, 256, (k, columns)).astype(np.uint8)
+    multiplier = rng.choice([1, 3, 5, 7], columns) * np.exp2(-rng.integers(1, 5, columns))
+    feeds = {"a": a, "a_scale": np.float32(1.0), "a_zero_point": np.uint8(100), "b": b,
+             "b_scale": (3 * multiplier).astype(np.float32),
+             "b_zero_point": rng.integers(0, 256, columns).astype(np.uint8), "y_scale": np.float32(3.0),
+             "y_zero_point": np.uint8(127)}
+    feeds = {k: np.asarray(v) for k, v in feeds.items()}
+    proto = _model("QLinearMatMul", feeds, {"y": (TensorProto.UINT8, (k, columns))})
+    expected = ReferenceEvaluator(proto).run(None, feeds)[0]
+    scaled = (b.astype(np.int64) - feeds["b_zero_point"].astype(np.int64)) * multiplier + 127
+    inside = (scaled > 0) & (scaled < 255)
+    assert np.sum(inside & (scaled % 1 == 0.5)) > 200 and np.any(np.floor(scaled + 0.5) != expected)
     for who, got in _run_converted(tmp_path, proto, feeds).items():
         _assert_same(expected, got[0], who, "values")

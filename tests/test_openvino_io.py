@@ -75,7 +75,7 @@ def _save_ov(model, folder, name="model"):
 
 def _infer(path, feeds):
     core = ov.Core()
-    compiled = core.compile_model(core.read_model(path), "CPU")
+    compiled = core.compile_model(core.read_model(path), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
     results = compiled(feeds)
     return [np.asarray(results[compiled.output(i)]) for i in range(len(compiled.outputs))]
 

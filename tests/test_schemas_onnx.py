@@ -77,12 +77,27 @@ def test_onnx_contrib_json_matches_a_fresh_generation():
 
 # --------------------------------------------------------------------------- completeness
 
+def ort_onnx_domain_keys(domain: str) -> set[tuple[str, int]]:
+    """ONNX Runtime's own ai.onnx-domain schemas (LayerNormalization-1 ...), from onnx_contrib.json."""
+    ops = json.loads((SCHEMAS / "onnx_contrib.json").read_text(encoding="utf-8"))["ops"]
+    return {(op["name"], op["version"]) for op in ops if op["domain"] == domain}
+
+
 @pytest.mark.parametrize("domain", ["", "ai.onnx.ml", "ai.onnx.preview", "ai.onnx.preview.training"])
 def test_every_onnx_op_version_is_loaded_once(domain):
     loaded = loaded_keys(domain)
+    ort_own = ort_onnx_domain_keys(domain)
+    assert not ort_own & onnx_keys(domain), "ONNX Runtime's additions must not redefine ONNX's versions"
     assert len(loaded) == len(set(loaded))
-    assert set(loaded) == onnx_keys(domain)
-    assert len(loaded) == len(onnx_keys(domain))
+    assert set(loaded) == onnx_keys(domain) | ort_own
+    assert len(loaded) == len(onnx_keys(domain)) + len(ort_own)
+
+
+def test_onnx_runtime_own_onnx_domain_schemas_are_loaded():
+    # A model ORT runs with its ai.onnx-domain LayerNormalization-1 is valid for opconv too.
+    assert {("LayerNormalization", 1), ("SimplifiedLayerNormalization", 1)} <= ort_onnx_domain_keys("")
+    assert dialect_schemas("onnx").find("LayerNormalization", 16, "").version == 1
+    assert dialect_schemas("onnx").find("LayerNormalization", 17, "").version == 17
 
 
 def test_contrib_domains_are_loaded():

@@ -123,12 +123,18 @@ def layer_norm(x, scale, bias=None, axis: int = -1, epsilon: float = 1e-5, stash
 
 def rms_norm(x, scale, axis: int = -1, epsilon: float = 1e-5, stash_dtype=np.float32) -> np.ndarray:
     """``x / sqrt(mean(x ** 2) + eps) * scale`` over dims ``axis..rank-1``, computed in ``stash_dtype``."""
+    return rms_norm_with_stats(x, scale, axis, epsilon, stash_dtype)[0]
+
+
+def rms_norm_with_stats(x, scale, axis: int = -1, epsilon: float = 1e-5, stash_dtype=np.float32):
+    """:func:`rms_norm` and the ``1 / sqrt(mean(x ** 2) + eps)`` it used (normalized dims kept as 1s)."""
     x = np.asarray(x)
     axis = normalize_axis(axis, x.ndim)
     xs = upcast(x).astype(stash_dtype)
     mean_square = (xs * xs).mean(axis=tuple(range(axis, x.ndim)), keepdims=True)
-    y = xs / np.sqrt(mean_square + np.asarray(epsilon, dtype=xs.dtype))
-    return downcast(downcast(y, x.dtype) * upcast(scale), x.dtype)
+    inv_rms = 1 / np.sqrt(mean_square + np.asarray(epsilon, dtype=xs.dtype))
+    y = downcast(downcast(xs * inv_rms, x.dtype) * upcast(scale), x.dtype)
+    return y, downcast(inv_rms, np.dtype(stash_dtype))
 
 
 def group_norm(x, scale, bias, num_groups: int, epsilon: float = 1e-5) -> np.ndarray:

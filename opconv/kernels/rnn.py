@@ -167,7 +167,7 @@ class _GRUStep:
 
 
 class _LSTMStep:
-    def __init__(self, r, b_r, peepholes, activations, clip, input_forget, order, peephole_order):
+    def __init__(self, r, b_r, peepholes, activations, clip, input_forget, order, peephole_order, operand=None):
         _check_order(order, "iofc")
         hidden = r.shape[1]
         self.hidden = hidden
@@ -193,8 +193,10 @@ class _LSTMStep:
         # The default activations unclipped (nearly every exported LSTM): computed in place on the gates.
         self.plain = self.sigmoid_block is not None and clip is None and [
             _plain_name(a) for a in activations[:3]] == ["sigmoid", "tanh", "tanh"]
+        self.operand = operand  # maps H before it multiplies R (a dynamically quantized LSTM rounds it)
 
     def __call__(self, xw, h, c):
+        h = h if self.operand is None else self.operand(h)
         pre = xw + h @ self.r_t
         pre += self.rb
         if self.sigmoid_block is not None:
@@ -209,7 +211,6 @@ class _LSTMStep:
         c_new = forget * c + i * candidate
         o = self.f(self.clip(x["o"] + self.p["o"] * c_new if _takes_part(self.p["o"]) else x["o"]))
         return o * self.h(c_new), c_new
-
 
     def _without_peepholes(self, pre, c):
         if self.plain:
@@ -316,8 +317,10 @@ def _split_activations(activations, per_direction: int, directions: int) -> list
                          f"got {len(activations)}")
 
 
-def _sequence(kind, make_step, x, w, b_w, initial_states, sequence_lens, direction, activations, layout):
-    """Shared driver of :func:`rnn`, :func:`gru` and :func:`lstm`."""
+def _sequence(kind, make_step, x, w, b_w, initial_states, sequence_lens, direction, activations, layout,
+              operand=None):
+    """Shared driver of :func:`rnn`, :func:`gru` and :func:`lstm`; ``operand`` maps X to the left operand of
+    its projection."""
     try:
         reverses = _DIRECTIONS[direction.lower()]
     except KeyError:
@@ -336,7 +339,7 @@ def _sequence(kind, make_step, x, w, b_w, initial_states, sequence_lens, directi
     ys, finals = [], []
     for d, reverse in enumerate(reverses):
         states = tuple(np.zeros((batch, hidden), x.dtype) if s is None else upcast(s[d]) for s in initial_states)
-        xw = _project(x, w[d], None if b_w is None else upcast(b_w[d]))
+        xw = _project(x if operand is None else operand(x), w[d], None if b_w is None else upcast(b_w[d]))
         y, final = _run(make_step(d, per_direction[d]), xw, states, lengths, reverse)
         ys.append(y)
         finals.append(final)
@@ -373,11 +376,15 @@ def gru(x, w, r, b_w=None, b_r=None, initial_h=None, sequence_lens=None, directi
 def lstm(x, w, r, b_w=None, b_r=None, initial_h=None, initial_c=None, peepholes=None, sequence_lens=None,
          direction: str = "forward", activations: Sequence[ActivationSpec] | None = None,
          clip: float | None = None, input_forget: bool = False, gate_order: str = "iofc",
-         peephole_order: str = "iof", layout: int = 0):
-    """LSTM over a sequence; returns ``(Y, Y_h, Y_c)``."""
+         peephole_order: str = "iof", layout: int = 0, operand=None):
+    """LSTM over a sequence; returns ``(Y, Y_h, Y_c)``.
+
+    ``operand`` (default: none) transforms X and each step's H before they multiply W and R: a dynamically
+    quantized LSTM rounds them to 8 bits there.
+    """
     def make_step(d, acts):
         return _LSTMStep(upcast(r[d]), _per_direction(b_r, d), _per_direction(peepholes, d), acts, clip,
-                         input_forget, gate_order, peephole_order)
+                         input_forget, gate_order, peephole_order, operand)
 
     return _sequence("lstm", make_step, x, w, b_w, [initial_h, initial_c], sequence_lens, direction, activations,
-                     layout)
+                     layout, operand)

@@ -113,8 +113,12 @@ def _reflect(v: np.ndarray, low: float, high: float) -> np.ndarray:
 
 
 def grid_sample(x: np.ndarray, grid: np.ndarray, mode: str = "linear", padding_mode: str = "zeros",
-                align_corners: bool = False) -> np.ndarray:
-    """Sample ``x`` ``(N, C, *S)`` at ``grid`` ``(N, *out, n)`` (see the module docstring)."""
+                align_corners: bool = False, cubic_border_taps_only: bool = False) -> np.ndarray:
+    """Sample ``x`` ``(N, C, *S)`` at ``grid`` ``(N, *out, n)`` (see the module docstring).
+
+    ``cubic_border_taps_only``: with cubic interpolation and border padding, clamp only the 16
+    taps, not the sampling location first (PyTorch's bicubic, which onnxruntime follows).
+    """
     x, grid = np.asarray(x), np.asarray(grid)
     if mode not in GRID_SAMPLE_MODES:
         raise ExecutionError(f"unknown grid sample mode {mode!r}; expected one of {GRID_SAMPLE_MODES}")
@@ -134,7 +138,7 @@ def grid_sample(x: np.ndarray, grid: np.ndarray, mode: str = "linear", padding_m
         if mode == "nearest":
             p = np.rint(p)
         outside = (p < low) | (p > high)
-        if padding_mode == "border":
+        if padding_mode == "border" and not (cubic_border_taps_only and mode == "cubic"):
             p = np.where(outside, np.clip(p, 0, size - 1), p)
         elif padding_mode == "reflection":
             p = np.where(outside, _reflect(p, low, high), p)

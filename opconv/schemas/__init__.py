@@ -265,6 +265,9 @@ class DialectSchemas:
         if version is None:
             return versions[-1]
         i = bisect.bisect_right(self._versions[(domain, name)], version)
+        if not i and self._read_later():
+            # A later file may define older versions (ONNX Runtime's LayerNormalization-1 under ONNX's -17).
+            return self.find(name, version, domain)
         return versions[i - 1] if i else None
 
 

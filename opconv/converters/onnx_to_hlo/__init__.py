@@ -16,7 +16,7 @@ pipeline's, reused from :mod:`..onnx_to_openvino`):
 5. **Rewrite** with the fusion rules (:mod:`.fusion`, first, so that they
    claim their nodes) and the per-family rules (:mod:`.elementwise`,
    :mod:`.nn`, :mod:`.shape`, :mod:`.image`, :mod:`.loss`, :mod:`.attention`,
-   :mod:`.rnn`, :mod:`.control`).  Each rule types every value
+   :mod:`.rnn`, :mod:`.control`, :mod:`.quantize`).  Each rule types every value
    it creates.  Every node left unconverted is listed in one
    :class:`~opconv.errors.ConversionError`.
 
@@ -42,12 +42,12 @@ from .. import register
 from ..fold import fold_constants
 from ..static_inputs import copy_with_static_inputs, drop_input_defaults, with_inferred_types
 from ..rewrite import RuleSet, convert_graph
-from . import attention, control, elementwise, fusion, image, loss, nn, rnn, shape
+from . import attention, control, elementwise, fusion, image, loss, nn, quantize, rnn, shape
 from ._common import hlo
 
 # Every rule of the direction; fusions first (within one anchor op, list order is the priority).
 RULES = RuleSet(fusion.RULES + elementwise.RULES + nn.RULES + shape.RULES + image.RULES + loss.RULES
-                + attention.RULES + rnn.RULES + control.RULES)
+                + attention.RULES + rnn.RULES + control.RULES + quantize.RULES)
 
 # The dialect's fused (vendor) ops, counted in the result's statistics.
 FUSED_OPS = ("ConvBias", "DotGeneralBias", "LayerNorm", "Gelu", "BatchNormInference", "GroupNorm", "InstanceNorm",

@@ -8,16 +8,18 @@ may be any integer, in range or not, without indexing out of bounds.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ._common import Refuse, Rule, attr, captures, const, dtype_of, i64, ov, static_shape
 from .nn import _log_softmax_along
 
 
-def _class_hits(b, target, rank: int, classes: int):
+def _class_hits(b, target, target_dtype: np.dtype, rank: int, classes: int):
     """``[N, C, d...]`` booleans: where ``target`` names class c (``Equal(target, [0, 1, ..., C-1])``)."""
     index = ov(b, "Unsqueeze", target, i64(b, [1], "class_axis"))
-    labels = np.arange(classes).reshape([1, classes] + [1] * (rank - 2)).astype(dtype_of(target))
+    labels = np.arange(classes).reshape([1, classes] + [1] * (rank - 2)).astype(target_dtype)
     return ov(b, "Equal", index, b.const(labels, "classes"), auto_broadcast="numpy")
 
 
@@ -29,21 +31,21 @@ def _picked(b, hits, values, dtype: np.dtype):
     return ov(b, "ReduceSum", chosen, i64(b, [1], "class_axis"), keep_dims=False)
 
 
-def _nll(b, log_prob, target, weight, node, source):
-    """The loss of ``log_prob`` ``[N, C, d...]`` against ``target`` ``[N, d...]`` as the node reduces it.
-
-    ``source`` is the node's first input, whose static shape and type ``log_prob`` has."""
-    shape = static_shape(source)
-    rank = len(shape)
-    if rank < 2:
-        raise Refuse(f"input of rank {rank}: the class axis is missing")
-    classes = shape[1]
-    dtype = dtype_of(source)
+def _reduction(node) -> str:
     reduction = attr(node, "reduction", "mean")
-    reduction = reduction.decode() if isinstance(reduction, bytes) else reduction
+    return reduction.decode() if isinstance(reduction, bytes) else reduction
+
+
+def _nll(b, log_prob, target, weight, node, shape: tuple[int, ...], dtype: np.dtype):
+    """The loss of ``log_prob`` ``[N, C, d...]`` (of static ``shape`` and type ``dtype``) against ``target``
+    ``[N, d...]`` as the node reduces it."""
+    rank = len(shape)
+    classes = shape[1]
+    reduction = _reduction(node)
     ignore = attr(node, "ignore_index")
 
-    hits = _class_hits(b, target, rank, classes)
+    target_dtype = dtype_of(node.inputs[1])  # the node's own target: ``target`` may be a reshape of it
+    hits = _class_hits(b, target, target_dtype, rank, classes)
     picked = _picked(b, hits, log_prob, dtype)
     if weight is not None:
         per_class = ov(b, "Reshape", weight, i64(b, [1, classes] + [1] * (rank - 2), "class_shape"),
@@ -56,7 +58,7 @@ def _nll(b, log_prob, target, weight, node, source):
     loss = ov(b, "Negative", loss)
     zero = const(b, 0, dtype, "zero")
     if ignore is not None:
-        keep = ov(b, "NotEqual", target, const(b, int(ignore), dtype_of(target), "ignore_index"),
+        keep = ov(b, "NotEqual", target, const(b, int(ignore), target_dtype, "ignore_index"),
                   auto_broadcast="numpy")
         loss = ov(b, "Select", keep, loss, zero, auto_broadcast="numpy")
         one = const(b, 1, dtype, "one")
@@ -77,16 +79,49 @@ def _nll(b, log_prob, target, weight, node, source):
     return ov(b, "Divide", total, ov(b, "ReduceSum", scale, every_axis, keep_dims=False), auto_broadcast="numpy")
 
 
+def _one_spatial_axis(b, x, target, shape: tuple[int, ...]):
+    """``x`` as ``[N, C, D]`` and ``target`` as ``[N, D]`` (D the product of the spatial dims) and that shape.
+
+    The loss is computed per position, so the reshapes are exact; older CPU plugins (OpenVINO 2023.0) cannot
+    compile these steps on the 7-D tensors of ``N, C, d1 ... d5``."""
+    if len(shape) < 2:
+        raise Refuse(f"input of rank {len(shape)}: the class axis is missing")
+    if len(shape) <= 3:
+        return x, target, shape
+    flat = (shape[0], shape[1], math.prod(shape[2:]))
+    x = ov(b, "Reshape", x, i64(b, flat, "flat_shape"), special_zero=False)
+    target = ov(b, "Reshape", target, i64(b, [flat[0], flat[2]], "flat_target_shape"), special_zero=False)
+    return x, target, flat
+
+
+def _reshaped(b, value, shape: tuple[int, ...], full: list[int]):
+    """``value`` given the shape ``full`` again when :func:`_one_spatial_axis` flattened it to ``shape``."""
+    if list(shape) == list(full):
+        return value
+    return ov(b, "Reshape", value, i64(b, full, "shape"), special_zero=False)
+
+
+def _losses(b, m, log_prob, target, flat, shape):
+    """The node's loss, given its per-position shape back when it keeps one (reduction "none")."""
+    loss = _nll(b, log_prob, target, m.values.get("weight"), m.root, flat, dtype_of(m["x"]))
+    if _reduction(m.root) != "none":
+        return loss
+    return _reshaped(b, loss, flat[:1] + flat[2:], [shape[0], *shape[2:]])
+
+
 def _nll_loss(b, m):
-    return _nll(b, m["x"], m["target"], m.values.get("weight"), m.root, m["x"])
+    shape = static_shape(m["x"])
+    x, target, flat = _one_spatial_axis(b, m["x"], m["target"], shape)
+    return _losses(b, m, x, target, flat, shape)
 
 
 def _softmax_cross_entropy(b, m):
-    node = m.root
-    log_prob = _log_softmax_along(b, m["x"], 1)
-    loss = _nll(b, log_prob, m["target"], m.values.get("weight"), node, m["x"])
-    wanted = node.outputs + [None]
-    return [loss, log_prob if wanted[1] is not None else None]
+    shape = static_shape(m["x"])
+    x, target, flat = _one_spatial_axis(b, m["x"], m["target"], shape)
+    log_prob = _log_softmax_along(b, x, 1)
+    loss = _losses(b, m, log_prob, target, flat, shape)
+    wanted = m.root.outputs + [None]
+    return [loss, _reshaped(b, log_prob, flat, list(shape)) if wanted[1] is not None else None]
 
 
 def _sce_pattern(names):

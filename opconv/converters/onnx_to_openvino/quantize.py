@@ -1,40 +1,40 @@
 """QuantizeLinear, DynamicQuantizeLinear, MatMulInteger and ConvInteger -> opset1 arithmetic, exact.
 
 QuantizeLinear is ``saturate(round_half_even(fl(x / scale)) + zero_point)``, ``fl`` the float32 quotient.  opset1
-has no Round, and OpenVINO's CPU plugin divides to within one ulp only (a quotient of -127.49999 became the tie
--127.5), so the rounding is decided without trusting a division or any rounded operation:
+has no Round, and OpenVINO's CPU plugin divides to within about one ulp only (a quotient of -127.49999 became
+the tie -127.5), so the division only proposes and exact float32 steps decide (:func:`round_quotient`, about 40 layers):
 
-* ``scale`` is normalised to ``sigma`` in [1, 2) by exact power-of-two steps (Select over comparisons), and
-  ``x`` is scaled by the same powers, so ``x / scale = xv / sigma`` with ``S = sigma * 2**23`` an integer.
-* ``n0 = floor(xv / sigma)`` from the approximate division, and ``t = n0 + 1/2``: the only tie that can decide
-  between ``n0`` and ``n0 + 1``.
-* ``N = X - T * S`` (``X = xv * 2**24``, ``T = 2t``) is computed exactly with 12- and 10-bit limbs: every
-  product, sum and floor below has an exactly representable result, so no rounding mode, fused multiply-add
-  or evaluation order can change it.
-* ``fl(x / scale) == t`` when ``|x / scale - t|`` is at most half an ulp of ``t`` (``t``, a half-integer below
-  2**22, has an even significand and wins ties), i.e. ``|N| * 2**24 <= S * 2**floor(log2 |T|)``; then the
-  even one of ``n0``, ``n0 + 1`` is taken; otherwise ``n0 + 1`` when ``N > 0``.
+* ``k = floor(x / scale)`` from the approximate quotient, and ``t = k + 1/2``: the only tie that can decide
+  between ``k`` and ``k + 1``.
+* ``r = x - t * scale`` exactly, from ``t * scale = p + e`` (``p`` rounded, ``e`` its exact error by Dekker's
+  product over Veltkamp's 12-bit halves) and ``x - p`` (exact by Sterbenz's lemma).
+* ``fl(x / scale) == t`` when ``|r| <= ulp(t) / 2 * scale`` (``t``, a half-integer below 2**22, has an even
+  significand and wins ties); above it when ``r`` is larger.  Then the even one of ``k``, ``k + 1`` is taken on
+  the tie, ``k + 1`` above it.
 
-Values are first clamped to ``|x / scale| <= R`` (``R`` a power of two past the output range, which only
-saturation sees), and ``|x / scale| < 1/2`` is set to 0; with ``|T| <= 2R + 1 <= 2**18 + 1`` every limb
-product stays below 2**24.  Assumptions: scales are nonzero normal numbers and inputs are not NaN (the CPU
-plugin flushes subnormals; NaN has no integer value).
+Every step is a float32 operation whose result is exact or correctly rounded by IEEE arithmetic, which the
+plugin follows (it neither contracts these multiplications and subtractions into fused multiply-adds nor
+reassociates them; the tests check ties and near-ties in OpenVINO).  Values are first clamped to ``|x / scale|
+<= R`` (``R`` a power of two past the output range, which only saturation sees).  Assumptions: scales are
+nonzero normal numbers and inputs are not NaN (the CPU plugin flushes subnormals; NaN has no integer value).
 
 DynamicQuantizeLinear's scale ``(max(x, 0) - min(x, 0)) / 255`` is made the correctly rounded float32 quotient
-(:func:`_divided`) before the same rounding.
+(:func:`_over_255`) before the same rounding.
 
 MatMulInteger / ConvInteger subtract the zero points in float32 and run MatMul / Convolution there, which is
-exact while every partial sum stays below 2**24; larger reductions are refused.  QLinearMatMul / QLinearConv
+exact while every partial sum stays below 2**24; a longer reduction is split into such pieces (K, or input
+channels), each converted to int32 and added there.  QLinearMatMul / QLinearConv
 do the same, then rescale the exact sums as the reference does: ``rint(sum * m) + y_zero_point`` with
 ``m = fl(fl(scale_a * scale_b) / y_scale)`` (float32 or float16) and an exact float64 product.  ``m`` is made
-correctly rounded by exact signs against the midpoints around the approximate quotient, and the rounding by the
-exact sign of ``sum * m - t``, both over base-2**7 digits (:func:`_exact_sign`).
-
-The CPU plugin fuses long element-wise chains into JIT kernels and fails to compile ones this long, so the
-chains are cut by :func:`_fence`.
+correctly rounded by the exact residual of the approximate quotient (:func:`_divided`), and the rounding decided
+by the exact sign of ``sum * m - t`` (:func:`_round_product`).  A float16 ``m`` is rounded by spelled-out steps
+over a power-of-two normalisation (:func:`_to_float16`), whose long element-wise chains the CPU plugin fails to
+compile as one JIT kernel, so they are cut by :func:`_fence`.
 """
 
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 
@@ -54,9 +54,21 @@ class _F32:
 
     def __init__(self, b):
         self.b = b
+        self._consts: dict = {}
+        self._made: dict = {}
+
+    def once(self, key, make):
+        """``make()``, computed once per ``key`` (work on a value that several roundings share)."""
+        if key not in self._made:
+            self._made[key] = make()
+        return self._made[key]
 
     def c(self, value):
-        return const(self.b, value, np.float32, "q_const")
+        """A float32 constant, one per value and builder (each would otherwise be a layer of its own)."""
+        key = np.asarray(value, np.float32).tobytes() + bytes(str(np.shape(value)), "ascii")
+        if key not in self._consts:
+            self._consts[key] = const(self.b, value, np.float32, "q_const")
+        return self._consts[key]
 
     def _binary(self, op, x, y):
         y = self.c(y) if not hasattr(y, "producer") else y
@@ -115,6 +127,16 @@ class _F32:
         return high, self.sub(v, self.mul(high, 2.0 ** bits))
 
 
+_ARITHMETIC: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _f32(b) -> _F32:
+    """The float32 arithmetic of builder ``b`` (one per rewrite, so that its constants are shared)."""
+    if b not in _ARITHMETIC:
+        _ARITHMETIC[b] = _F32(b)
+    return _ARITHMETIC[b]
+
+
 def _fence(b, v):
     """``v`` unchanged, through Unsqueeze + Concat + StridedSlice: a cut in the CPU plugin's fused subgraphs.
 
@@ -151,62 +173,93 @@ def _normalise(f: _F32, v):
     return v, down, up, power
 
 
-def round_quotient(b, x, scale, bound: int):
+# Veltkamp's splitter for float32: fl(v * 4097) cancels to v's top 12 significant bits (the rest in 12 more).
+_SPLITTER = 4097.0
+# For a positive normal float32 v, v * 5 * 2**-26 lies strictly between half an ulp and one and a half ulps of v
+# on either side (the gap below a power of two is half the gap above), so fl(v + it) and fl(v - it) are v's
+# neighbours.
+_NEIGHBOUR = 5 * 2.0 ** -26
+
+
+def _split(f: _F32, v):
+    """``(high, low)``: ``v = high + low`` with 12 significant bits each (Veltkamp's split, exact)."""
+    c = f.mul(v, _SPLITTER)
+    high = f.sub(c, f.sub(c, v))
+    return high, f.sub(v, high)
+
+
+def _product_error(f: _F32, a, b, product, a_parts=None, b_parts=None):
+    """``a * b - product`` for ``product = fl(a * b)``, exactly (Dekker: every partial product is exact)."""
+    a_high, a_low = a_parts or _split(f, a)
+    b_high, b_low = b_parts or _split(f, b)
+    error = f.sub(f.mul(a_high, b_high), product)
+    error = f.add(f.add(error, f.mul(a_high, b_low)), f.mul(a_low, b_high))
+    return f.add(error, f.mul(a_low, b_low))
+
+
+def _gap_above(f: _F32, v):
+    """The distance from a positive normal float32 ``v`` to the next float32 (exact)."""
+    return f.sub(f.add(v, f.mul(v, _NEIGHBOUR)), v)
+
+
+def round_quotient(b, x, scale, bound: int, positive: bool = False):
     """``round_half_even(fl(x / scale))`` as exact float32 integers, saturated beyond ``+-bound`` (<= 2**17).
 
     ``x`` and ``scale`` are float32 and broadcast; the scale-side work is on ``scale``'s (small) shape.
+    ``k = floor(x / scale)`` from the approximate division brackets the result by ``k`` and ``k + 1``, and
+    ``t = k + 1/2`` is the only tie that can decide between them.  ``r = x - t * scale`` is exact: ``t * scale``
+    is ``p + e`` with ``p`` rounded and ``e`` its exact error (Dekker), ``x - p`` is exact (Sterbenz: ``x`` and
+    ``p`` are within a factor 2 whenever ``|t| > 1/2``; for ``t = +-1/2`` only its sign matters there) and so is
+    ``r``, a float32.  ``fl(x / scale)`` is ``t`` when ``|r| <= ulp(t) / 2 * scale`` (``t`` has an even
+    significand, so it wins the ties at the ends), above ``t`` when ``r`` is larger.  ``positive`` says the scale
+    is known to be positive; the work on the scale alone is shared by the roundings of one rewrite.
     """
-    f = _F32(b)
+    f = _f32(b)
     limit = 1 << max(int(bound) + 2, 2).bit_length()  # R: a power of two past the saturation bound
     if limit > 2 ** 17:
         raise Refuse(f"a quantization range of {bound} (exact rounding covers 2**17)")
-    x = f.select(f.lt(scale, 0.0), ov(b, "Negative", x), x)  # x / scale == (-x) / |scale|
-    sigma, down, up, _ = _normalise(f, f.abs(scale))
-    xv = f.mul(f.mul(x, down), up)  # x / scale == xv / sigma
-    # |x / scale| < 1/2 rounds to 0; beyond R only saturation matters.  Both clamps are exact.
-    xv = _fence(b, f.select(f.lt(f.abs(xv), 0.5), 0.0, xv))
-    bound_v = f.mul(sigma, float(limit))
-    xv = f.min(f.max(xv, ov(b, "Negative", bound_v)), bound_v)
-    n0 = f.min(f.max(f.floor(f.div(xv, sigma)), float(-limit)), float(limit))
-    n0 = _fence(b, n0)
-    t2 = f.add(f.mul(n0, 2.0), 1.0)                                   # T = 2 * (n0 + 1/2), odd
-    s_int = f.mul(sigma, 2.0 ** 23)                                   # S in [2**23, 2**24)
-    s_hi, s_lo = f.split(s_int, 12)
-    x_hi, x_lo = f.split(f.mul(xv, 2.0 ** 24), 22)                    # X = xv * 2**24, an integer
-    t_hi, t_lo = f.split(t2, 10)
-    # T * S = t_hi*s_hi*2**22 + t_hi*s_lo*2**10 + t_lo*s_hi*2**12 + t_lo*s_lo, each product < 2**22;
-    # every term goes to base-2**22 digits (high, low) so that N = A * 2**22 + B with exact A and B.
-    h2, l2 = f.split(_fence(b, f.mul(t_hi, s_lo)), 12)
-    h3, l3 = f.split(_fence(b, f.mul(t_lo, s_hi)), 10)
-    high = _fence(b, f.sub(f.sub(f.sub(x_hi, f.mul(t_hi, s_hi)), h2), h3))
-    low = _fence(b, f.sub(f.sub(f.sub(x_lo, f.mul(l2, 2.0 ** 10)), f.mul(l3, 2.0 ** 12)), f.mul(t_lo, s_lo)))
-    carry, low = f.split(low, 22)
-    high = f.min(f.max(f.add(high, carry), -2.0), 2.0)  # beyond +-2 the sign is all that matters
-    residual = _fence(b, f.add(f.mul(high, 2.0 ** 22), low))  # N, or its sign when large
-    t_pow, _ = _pow2_floor(f, f.abs(t2), 5)
-    tie = f.le(f.mul(f.abs(residual), 2.0 ** 24), f.mul(s_int, t_pow))
-    above = ov(b, "LogicalAnd", f.gt(residual, 0.0), ov(b, "LogicalNot", tie))
-    half, _ = f.split(n0, 1)
-    odd = f.ne(n0, f.mul(half, 2.0))
-    bump = ov(b, "LogicalOr", above, ov(b, "LogicalAnd", tie, odd))
-    return f.add(n0, f.select(bump, 1.0, 0.0))
+    if not positive:
+        x = f.select(f.lt(scale, 0.0), ov(b, "Negative", x), x)  # x / scale == (-x) / |scale|
+
+    def scale_side():
+        magnitude = scale if positive else f.abs(scale)
+        edge = f.mul(magnitude, float(limit))  # |x / scale| <= R: beyond it only saturation sees x (exact clamp)
+        return magnitude, edge, ov(b, "Negative", edge), _split(f, magnitude)
+
+    scale, edge, neg_edge, scale_parts = f.once(("scale", id(scale), limit, positive), scale_side)
+    x = f.min(f.max(x, neg_edge), edge)
+    below = f.floor(f.div(x, scale))
+    tie = f.add(below, 0.5)
+    product = f.mul(tie, scale)
+    residual = f.sub(f.sub(x, product), _product_error(f, tie, scale, product, b_parts=scale_parts))
+    half_gap = f.mul(f.mul(_gap_above(f, f.abs(tie)), 0.5), scale)
+    above = f.gt(residual, half_gap)
+    at_tie = ov(b, "LogicalAnd", ov(b, "LogicalNot", above), f.ge(residual, ov(b, "Negative", half_gap)))
+    half, _ = f.split(below, 1)
+    odd = f.ne(below, f.mul(half, 2.0))
+    bump = ov(b, "LogicalOr", above, ov(b, "LogicalAnd", at_tie, odd))
+    return f.add(below, f.select(bump, 1.0, 0.0))
 
 
-def _pow2_floor(f: _F32, v, steps: int):
-    """``(2**floor(log2 v), v / that)`` for ``1 <= v < 2**(2**steps)``, exactly."""
-    power = f.c(1.0)
-    for k in reversed([1 << i for i in range(steps)]):
-        big = f.ge(v, 2.0 ** k)
-        v = f.mul(v, f.select(big, 2.0 ** -k, 1.0))
-        power = f.select(big, f.mul(power, 2.0 ** k), power)
-    return power, v
+def _over_255(f: _F32, a):
+    """``fl(a / 255)`` for a positive normal float32 ``a``: the approximate quotient ``q`` moved to a
+    neighbour while the exact ``a - 255 q = (a - 256 q) + q`` (both steps exact by Sterbenz's lemma) is past
+    the midpoint; two steps cover a quotient two ulps off (a quotient is never a midpoint)."""
+    q = f.div(a, 255.0)
+    for _ in range(2):
+        residual = f.add(f.sub(a, f.mul(q, 256.0)), q)
+        step = f.mul(q, _NEIGHBOUR)
+        up, down = f.add(q, step), f.sub(q, step)
+        q = f.select(f.gt(residual, f.mul(f.sub(up, q), 127.5)), up,
+                     f.select(f.lt(residual, f.mul(f.sub(down, q), 127.5)), down, q))
+    return q
 
 
-def quantize(b, x, scale, zero_point, target: str):
+def quantize(b, x, scale, zero_point, target: str, positive: bool = False):
     """``saturate(round_half_even(fl(x / scale)) + zero_point)`` of ``target`` type (all float32 until the end)."""
     info = np.iinfo(QUANTIZED_TYPES[target])
-    f = _F32(b)
-    n = round_quotient(b, x, scale, int(info.max) - int(info.min))
+    f = _f32(b)
+    n = round_quotient(b, x, scale, int(info.max) - int(info.min), positive)
     if zero_point is not None:
         n = f.add(n, ov(b, "Convert", zero_point, destination_type="float32"))
     n = f.min(f.max(n, float(info.min)), float(info.max))
@@ -249,16 +302,17 @@ def _dynamic_quantize_linear(b, m):
     x = m["x"]
     if x.dtype != "float32":
         raise Refuse(f"DynamicQuantizeLinear of {x.dtype}")
-    f = _F32(b)
+    f = _f32(b)
     rank = rank_of(x)
     axes = const(b, list(range(rank)), np.int64, "all_axes")
     high = f.max(ov(b, "ReduceMax", x, axes, keep_dims=False), 0.0) if rank else f.max(x, 0.0)
     low = f.min(ov(b, "ReduceMin", x, axes, keep_dims=False), 0.0) if rank else f.min(x, 0.0)
     spread = f.sub(high, low)
-    spread = f.select(f.eq(spread, 0.0), 1.0, spread)  # all zeros: scale 1/255
-    scale = _divided(f, spread, f.c(255.0))
-    zero_point = quantize(b, ov(b, "Negative", low), scale, None, "uint8")
-    y = quantize(b, x, scale, zero_point, "uint8")
+    zero_range = f.eq(spread, 0.0)
+    # all zeros (ONNX's formula divides by 0): onnxruntime's scale 1, so zero point 0 and zeros
+    scale = f.select(zero_range, 1.0, _over_255(f, f.select(zero_range, 1.0, spread)))
+    zero_point = quantize(b, ov(b, "Negative", low), scale, None, "uint8", positive=True)
+    y = quantize(b, x, scale, zero_point, "uint8", positive=True)
     return [y, scale, zero_point]
 
 
@@ -273,7 +327,7 @@ def _centred(b, value, zero_point, spread_to=None):
     """``value - zero_point`` in float32 (exact: 8-bit operands) and the largest magnitude it can reach."""
     if value.dtype not in _INTEGER_OPERANDS:
         raise Refuse(f"an operand of {value.dtype}")
-    f = _F32(b)
+    f = _f32(b)
     info = np.iinfo(QUANTIZED_TYPES[value.dtype])
     y = ov(b, "Convert", value, destination_type="float32")
     if zero_point is None:
@@ -286,10 +340,32 @@ def _centred(b, value, zero_point, spread_to=None):
     return f.sub(y, zp), int(info.max) - int(info.min)
 
 
-def _check_exact(reduction: int, a_range: int, b_range: int, what: str):
-    if reduction * a_range * b_range >= EXACT_SUM:
-        raise Refuse(f"{what} sums {reduction} products of up to {a_range} * {b_range}: float32 is exact only "
-                     f"below 2**24")
+def _chunks(length: int, per_step: int, a_range: int, b_range: int, what: str) -> list[int]:
+    """Lengths of the pieces of a reduction over ``length`` steps of ``per_step`` products each whose float32
+    sums stay exact (every partial sum below 2**24)."""
+    steps = (EXACT_SUM - 1) // (per_step * a_range * b_range)
+    if steps < 1:
+        raise Refuse(f"{what} sums {per_step} products of up to {a_range} * {b_range} in one step: float32 is "
+                     f"exact only below 2**24")
+    return [min(steps, length - start) for start in range(0, length, steps)]
+
+
+def _exact_sum(b, a, w, axes: tuple[int, int], lengths: list[int], product):
+    """``product(a, w)`` as int32, by pieces of the reduction (``lengths`` along ``a``'s and ``w``'s ``axes``)
+    each exact in float32, converted to int32 and added there (int32 addition is exact)."""
+    if len(lengths) == 1:
+        return ov(b, "Convert", product(a, w), destination_type="int32")
+
+    def pieces(v, axis):
+        parts = ov(b, "VariadicSplit", v, b.const(np.asarray(axis, np.int64), "axis"), i64(b, lengths, "lengths"),
+                   _outputs=len(lengths))
+        return parts if isinstance(parts, list) else [parts]
+
+    total = None
+    for a_part, w_part in zip(pieces(a, axes[0]), pieces(w, axes[1])):
+        part = ov(b, "Convert", product(a_part, w_part), destination_type="int32")
+        total = part if total is None else ov(b, "Add", total, part, auto_broadcast="numpy")
+    return total
 
 
 def _matmul_integer(b, m):
@@ -297,9 +373,10 @@ def _matmul_integer(b, m):
     a_shape = static_shape(a)
     f_a, range_a = _centred(b, a, m.values.get("a_zero_point"), _row_zero_point(b, m, a_shape))
     f_b, range_b = _centred(b, w, m.values.get("b_zero_point"))
-    _check_exact(a_shape[-1], range_a, range_b, "MatMulInteger")
-    y = ov(b, "MatMul", f_a, f_b, transpose_a=False, transpose_b=False)
-    return ov(b, "Convert", y, destination_type="int32")
+    lengths = _chunks(a_shape[-1], 1, range_a, range_b, "MatMulInteger")
+    w_rank = len(static_shape(w))
+    return _exact_sum(b, f_a, f_b, (len(a_shape) - 1, max(w_rank - 2, 0)), lengths,
+                      lambda x, y: ov(b, "MatMul", x, y, transpose_a=False, transpose_b=False))
 
 
 def _row_zero_point(b, m, a_shape):
@@ -332,11 +409,10 @@ def _conv_integer(b, m):
     f_x, range_x = _centred(b, x, m.values.get("x_zero_point"))
     w_zp = m.values.get("w_zero_point")
     f_w, range_w = _centred(b, w, w_zp, _channel_column(b, spatial + 1) if _is_vector(w_zp) else None)
-    _check_exact(int(np.prod(w_shape[1:])), range_x, range_w, "ConvInteger")
+    lengths = _chunks(w_shape[1], int(np.prod(w_shape[2:])), range_x, range_w, "ConvInteger")
     window = _window(node, spatial)
     window["dilations"] = list(attr(node, "dilations", [1] * spatial))
-    y = ov(b, "Convolution", f_x, f_w, **window)
-    return ov(b, "Convert", y, destination_type="int32")
+    return _exact_sum(b, f_x, f_w, (1, 1), lengths, lambda x, y: ov(b, "Convolution", x, y, **window))
 
 
 # ---------------------------------------------------------------------------
@@ -344,62 +420,23 @@ def _conv_integer(b, m):
 # ---------------------------------------------------------------------------
 # The reference multiplies the exact integer sums by the float32 (or float16) multiplier in float64, an exact
 # product, and rounds half to even.  Both the correctly rounded multiplier and the rounding are decided here
-# by exact signs of ``a - b * c`` over base-2**7 digits (every digit product and sum far below 2**24).
-
-_DIGIT = 7
-
-
-def _limbs(f: _F32, v, count: int):
-    """Base-2**7 limbs of the integer-valued ``v``, lowest first: the lower ones in [0, 128), the top one signed."""
-    limbs = []
-    for _ in range(count - 1):
-        v, low = f.split(v, _DIGIT)
-        limbs.append(low)
-    return limbs + [v]
-
-
-def _exact_sign(f: _F32, a, b_limbs, c_limbs, digits: int):
-    """The sign (-1, 0 or 1, as float32) of ``a - b * c``, exactly: ``a`` integer-valued, ``b``, ``c`` as limbs.
-
-    ``a`` may be huge (its top digit then decides alone); every other intermediate is an integer below 2**20.
-    """
-    a_digits = _limbs(f, a, digits)
-    products: dict[int, object] = {}
-    for i, b_limb in enumerate(b_limbs):
-        for j, c_limb in enumerate(c_limbs):
-            p = f.mul(b_limb, c_limb)
-            products[i + j] = f.add(products[i + j], p) if i + j in products else p
-    assert max(products) < digits
-    v = [f.sub(a_digits[k], products[k]) if k in products else a_digits[k] for k in range(digits)]
-    for k in range(digits - 1):  # carries upward: lower digits end in [0, 128)
-        carry, v[k] = f.split(v[k], _DIGIT)
-        v[k + 1] = f.add(v[k + 1], carry)
-    sign = f.c(0.0)
-    for digit in reversed(v):  # the highest nonzero digit decides
-        own = f.sub(f.select(f.gt(digit, 0.0), 1.0, 0.0), f.select(f.lt(digit, 0.0), 1.0, 0.0))
-        sign = _fence(f.b, f.select(f.eq(sign, 0.0), own, sign))
-    return sign
-
+# by exact residuals (Dekker's product error), as QuantizeLinear's rounding is.
 
 def _divided(f: _F32, p, d):
-    """``fl(p / d)`` for positive normal float32 ``p`` and ``d`` (small tensors): the approximate quotient or a
-    neighbour, chosen by the exact signs of ``p - mu * d`` at the two midpoints ``mu`` around it (a quotient of
-    two float32 is never a midpoint, so there are no ties)."""
-    c = f.div(p, d)
-    sigma_c, c_down, c_up, c_pow = _normalise(f, c)
-    sigma_d, d_down, d_up, _ = _normalise(f, d)
-    ulp_up = f.mul(c_pow, 2.0 ** -23)
-    at_power = f.eq(sigma_c, 1.0)
-    ulp_down = f.select(at_power, f.mul(ulp_up, 0.5), ulp_up)
-    # In units of c_pow * d_pow * 2**-48: p is A, d is Y = sigma_d * 2**23 and a midpoint is M * Y with
-    # M = 4 * sigma_c * 2**23 + 2 (above) or - 2 (below; - 1 at a power of two).
-    a = f.mul(f.mul(f.mul(f.mul(f.mul(p, 2.0 ** 48), c_down), c_up), d_down), d_up)
-    y = _limbs(f, f.mul(sigma_d, 2.0 ** 23), 4)
-    q = [f.mul(limb, 4.0) for limb in _limbs(f, f.mul(sigma_c, 2.0 ** 23), 4)]
-    above = _exact_sign(f, a, [f.add(q[0], 2.0)] + q[1:], y, 8)
-    below = _exact_sign(f, a, [f.sub(q[0], f.select(at_power, 1.0, 2.0))] + q[1:], y, 8)
-    c = f.select(f.gt(above, 0.0), f.add(c, ulp_up), c)
-    return f.select(f.lt(below, 0.0), f.sub(c, ulp_down), c)
+    """``fl(p / d)`` for positive normal float32 ``p`` and ``d``: the approximate quotient ``q`` moved to a
+    neighbour while the residual ``p - q * d`` (``p - fl(q * d)`` exact by Sterbenz's lemma, minus the product's
+    exact error) is past the midpoint; two steps cover a quotient two ulps off, and from one ulp off the residual
+    is a float32 exactly (a quotient is never a midpoint, so there are no ties)."""
+    q = f.div(p, d)
+    d_parts = _split(f, d)
+    for _ in range(2):
+        product = f.mul(q, d)
+        residual = f.sub(f.sub(p, product), _product_error(f, q, d, product, b_parts=d_parts))
+        step = f.mul(q, _NEIGHBOUR)
+        up, down = f.add(q, step), f.sub(q, step)
+        q = f.select(f.gt(residual, f.mul(f.mul(f.sub(up, q), 0.5), d)), up,
+                     f.select(f.lt(residual, f.mul(f.mul(f.sub(down, q), 0.5), d)), down, q))
+    return q
 
 
 def _to_float16(f: _F32, v):
@@ -422,20 +459,17 @@ def _to_float16(f: _F32, v):
 
 def _round_product(f: _F32, total, multiplier, offset, limit: int):
     """``rint(total * multiplier + offset)`` exactly, for integer ``|total| < 2**20``, a positive normal
-    multiplier below 2**23 and an integer ``offset`` (which decides the parity of ties); ``total * multiplier``
-    saturated beyond ``+-limit``."""
-    sigma, down, up, _ = _normalise(f, multiplier)
-    m_limbs = _limbs(f, f.mul(sigma, 2.0 ** 23), 4)
-    n0 = f.floor(f.min(f.max(f.mul(total, multiplier), float(-limit)), float(limit)))
-    t2 = f.add(f.mul(n0, 2.0), 1.0)
-    # total * multiplier against t = T / 2, in units of power * 2**-24: 2 * total * M against T * 2**23 / power.
-    a = f.mul(f.mul(f.mul(t2, 2.0 ** 23), down), up)
-    a = f.min(f.max(a, -2.0 ** 60), 2.0 ** 60)  # far from 2 * total * M (< 2**45): the sign is what counts
-    sign = _exact_sign(f, a, _limbs(f, f.mul(total, 2.0), 3), m_limbs, 8)
-    below = f.add(n0, offset)
+    multiplier and an integer ``offset`` (which decides the parity of ties); ``total * multiplier`` saturated
+    beyond ``+-limit``.  ``k = floor(fl(total * multiplier))`` and ``t = k + 1/2`` decide: the exact
+    ``total * multiplier - t`` is ``(p - t) + e`` (``p`` the rounded product, ``p - t`` exact by Sterbenz's lemma
+    or far from 0, ``e`` the product's exact error), and a float32 sum of two floats has the exact sum's sign."""
+    product = f.mul(total, multiplier)
+    below = f.floor(f.min(f.max(product, float(-limit)), float(limit)))
+    excess = f.add(f.sub(product, f.add(below, 0.5)), _product_error(f, total, multiplier, product))
+    below = f.add(below, offset)
     half, _ = f.split(below, 1)
     odd = f.ne(below, f.mul(half, 2.0))
-    bump = ov(f.b, "LogicalOr", f.lt(sign, 0.0), ov(f.b, "LogicalAnd", f.eq(sign, 0.0), odd))
+    bump = ov(f.b, "LogicalOr", f.gt(excess, 0.0), ov(f.b, "LogicalAnd", f.eq(excess, 0.0), odd))
     return f.add(below, f.select(bump, 1.0, 0.0))
 
 
@@ -457,7 +491,7 @@ def _multiplier(f: _F32, scale_a, scale_b, y_scale):
 
 
 def _requantize(b, m, total, reduction: int, ranges, scales, out_zero_point, spread=None):
-    f = _F32(b)
+    f = _f32(b)
     if int(reduction) * ranges[0] * ranges[1] >= 2 ** 20:
         raise Refuse(f"{m.root.op} sums {reduction} products of up to {ranges[0]} * {ranges[1]}: the exact "
                      f"requantization covers sums below 2**20")

@@ -16,7 +16,7 @@ Two lowerings, the first that applies wins:
   has no coordinate-transformation attribute; the runtime picks one per mode
   (see ``opconv/dialects/openvino/ops/resize.py``): ``align_corners`` when
   set, else ``asymmetric`` -- except ``linear``, which is ``half_pixel``
-  unless it resizes axes 2 and 3 of a 4-D input (a 3-D view of such an input
+  unless it resizes axes 2 and 3 of a 4-D input (a 5-D view of such an input
   gets half_pixel); ``nearest`` rounds down when a dim grows and up when it
   shrinks; ``cubic`` uses a = -0.75.  Rather than matching attributes, each
   candidate's maps are computed with the same kernel and compared with ONNX's.
@@ -144,9 +144,11 @@ def _decode(node, shape: tuple[int, ...]) -> _Resize:
         bool(attr(node, "antialias", 0)), float(attr(node, "extrapolation_value", 0.0)))
 
 
-# Rank -> the first axis the CPU plugin's Interpolate resizes right.  It refuses to load, or miscomputes cubic,
-# when batch / channel axes are resized along with others (checked on random shapes).
-_SPATIAL_FROM = {3: 1, 4: 2, 5: 2}
+# Rank -> the first axis the CPU plugin's Interpolate resizes right: the spatial axes after batch and channel.
+# The current plugin miscomputes cubic when batch / channel axes are resized along with others (checked on random
+# shapes); older ones (OpenVINO 2023.0) refuse to compile any Interpolate over them, even of a 3-D input ("only
+# supports resize on spatial dimensions").
+_SPATIAL_FROM = {3: 2, 4: 2, 5: 2}
 
 
 def _interpolate_semantics(spec: _Resize, align_corners: bool, rank: int, axes: list[int]) -> _Resize:
@@ -176,8 +178,8 @@ def _interpolate(b, x, spec: _Resize, maps: dict[int, np.ndarray], probe_dtype):
         return None
     sizes = [spec.out_shape[a] for a in axes]
     views = [(None, rank, axes)]
-    if spec.mode == "linear" and rank == 4 and axes == [2, 3]:  # the runtime uses half_pixel on a 3-D view
-        views.append(([spec.in_shape[0] * spec.in_shape[1], *spec.in_shape[2:]], 3, [1, 2]))
+    if spec.mode == "linear" and rank == 4 and axes == [2, 3]:  # the runtime uses half_pixel on a 5-D view
+        views.append(([*spec.in_shape[:2], 1, *spec.in_shape[2:]], 5, [3, 4]))
     for view, view_rank, view_axes in views:
         for aligned in (False, True):
             model = _interpolate_semantics(spec, aligned, view_rank, view_axes)

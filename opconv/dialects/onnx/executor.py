@@ -86,8 +86,10 @@ class _Binder:
             # the new version means the same; refusing is safer than running old semantics.
             raise ExecutionError(f"no kernel for {node.op} version {schema.version} (only from version "
                                  f"{reg.since})", where=label)
+        # The schema's notes say why, when its source knows (e.g. onnxruntime runs the op on GPUs only).
+        why = f"; {schema.notes}" if schema is not None and schema.notes else ""
         raise ExecutionError(f"opconv's ONNX executor has no kernel for {domain + '::' if domain else ''}"
-                             f"{node.op} (version {node.version})", where=label)
+                             f"{node.op} (version {node.version}){why}", where=label)
 
     def resolve_ref(self, a: Attr, label: str) -> Attr:
         if a.ref is None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ....errors import ExecutionError
-from ....kernels import elementwise, linalg, reduce
+from ....kernels import elementwise, linalg, quant
 from ....kernels._common import normalize_axis
 from ..executor import onnx_dtype, onnx_op
 
@@ -137,15 +137,7 @@ def dequantize_linear_23(ctx, x, x_scale, x_zero_point=None, *, axis, block_size
 
 @onnx_op("DynamicQuantizeLinear", since=11)
 def dynamic_quantize_linear_11(ctx, x):
-    """uint8 quantization over the range of ``x`` widened to include 0: returns (y, scale, zero point)."""
-    x = np.asarray(x, dtype=np.float32)
-    low = min(float(reduce.reduce(x, "min", keepdims=False)), 0.0)
-    high = max(float(reduce.reduce(x, "max", keepdims=False)), 0.0)
-    scale = np.asarray((np.float32(high) - np.float32(low)) / np.float32(255), dtype=np.float32)
-    if scale == 0:  # all zeros: ONNX's formula would divide by the scale; zeros quantize to 0 with zero point 0
-        return np.zeros(x.shape, np.uint8), scale, np.asarray(0, np.uint8)
-    zero_point = elementwise.quantize(np.float32(-low), scale, None, np.uint8)
-    return elementwise.quantize(x, scale, zero_point, np.uint8), scale, zero_point
+    return quant.dynamic_quantize(x)
 
 
 # ---------------------------------------------------------------- integer matrix products

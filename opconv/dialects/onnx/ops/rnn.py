@@ -49,8 +49,9 @@ def _activation_list(kind: str, activations, alphas, betas, num_directions: int)
 
 def _recurrent(ctx, kind: str, x, w, r, b, sequence_lens, initial_h, initial_c=None, p=None, *,
                activation_alpha, activation_beta, activations, clip, direction, hidden_size, layout=0,
-               input_forget=0, linear_before_reset=0):
-    """The part all versions of the three ops share: unpack ONNX's inputs and run the kernel."""
+               input_forget=0, linear_before_reset=0, operand=None):
+    """The part all versions of the three ops share: unpack ONNX's inputs and run the kernel (``operand``: see
+    :func:`opconv.kernels.rnn.lstm`)."""
     direction = _direction(direction)
     if direction not in _NUM_DIRECTIONS:
         raise ExecutionError(f"direction must be forward, reverse or bidirectional, got {direction!r}")
@@ -74,7 +75,8 @@ def _recurrent(ctx, kind: str, x, w, r, b, sequence_lens, initial_h, initial_c=N
         return K.rnn(x, w, r, b_w, b_r, initial_h, **common)
     if kind == "gru":
         return K.gru(x, w, r, b_w, b_r, initial_h, linear_before_reset=bool(linear_before_reset), **common)
-    return K.lstm(x, w, r, b_w, b_r, initial_h, initial_c, p, input_forget=bool(input_forget), **common)
+    return K.lstm(x, w, r, b_w, b_r, initial_h, initial_c, p, input_forget=bool(input_forget), operand=operand,
+                  **common)
 
 
 # ---------------------------------------------------------------- RNN

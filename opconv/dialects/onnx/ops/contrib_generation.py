@@ -1,0 +1,213 @@
+"""ONNX Runtime's text generation loops (com.microsoft): GreedySearch and BeamSearch for decoder-only (GPT-2
+style) models.
+
+The ``decoder`` subgraph maps ``(input_ids, position_ids, attention_mask, past_0..past_{L-1})``
+(int32 ids, positions and mask; pasts ``(2, B, N, P, H)``) to ``(logits, present_0..)``.  The first
+call takes the prompt with empty pasts; each later call the last chosen token, its position, the
+mask grown by one and the previous presents.  A prompt's pad tokens are masked out and take
+position 0; the other tokens count positions from 0.
+
+Each step scores the last position's logits: ``repetition_penalty`` divides the positive (and
+multiplies the negative) scores of tokens already in the sequence, ``no_repeat_ngram_size`` bans
+tokens that would repeat an n-gram, ``vocab_mask`` (and on the first step ``prefix_vocab_mask``)
+bans the tokens it zeroes, and the end-of-sequence token is banned below ``min_length``.  The
+best-scoring token (the first on ties) is appended; the end-of-sequence token itself and everything
+after it are written as ``pad_token_id``.  Generation stops when every sequence has ended or at
+``max_length``; the result is always ``(B, max_length)``, padded.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ....errors import ExecutionError
+from ..executor import onnx_op
+from .contrib_misc import ngram_repeat_block
+
+MS = "com.microsoft"
+
+
+def _scalar(x, default):
+    return default if x is None else np.asarray(x).reshape(-1)[0].item()
+
+
+def _empty_pasts(decoder, batch: int) -> list[np.ndarray]:
+    pasts = []
+    for value in decoder.inputs[3:]:
+        shape = value.shape
+        if shape is None or len(shape) != 5 or not all(isinstance(d, int) for d in (shape[2], shape[4])):
+            raise ExecutionError(f"the decoder's past input {value.name!r} needs a static (2, B, N, P, H) shape "
+                                 f"with N and H known")
+        pasts.append(np.zeros((2, batch, shape[2], 0, shape[4]), np.float32))
+    return pasts
+
+
+def _scores(logits, sequences, step: int, *, min_length, eos_token_id, repetition_penalty, no_repeat_ngram_size,
+            vocab_mask, prefix_vocab_mask):
+    scores = np.array(logits, np.float32, copy=True)
+    if repetition_penalty != 1.0:
+        for b, row in enumerate(sequences):
+            seen = np.unique(row)
+            scores[b, seen] = np.where(scores[b, seen] > 0, scores[b, seen] / repetition_penalty,
+                                       scores[b, seen] * repetition_penalty)
+    if no_repeat_ngram_size:
+        scores = ngram_repeat_block(None, sequences.astype(np.int64), scores, ngram_size=no_repeat_ngram_size)
+    if vocab_mask is not None:
+        scores[:, np.asarray(vocab_mask).reshape(-1) == 0] = -np.inf
+    if prefix_vocab_mask is not None and step == 0:
+        scores[np.asarray(prefix_vocab_mask) == 0] = -np.inf
+    if sequences.shape[1] < min_length:
+        scores[:, eos_token_id] = -np.inf
+    return scores
+
+
+@onnx_op("GreedySearch", since=1, domain=MS)
+def greedy_search(ctx, input_ids, max_length, min_length=None, repetition_penalty=None, vocab_mask=None,
+                  prefix_vocab_mask=None, attention_mask=None, *, decoder, decoder_start_token_id, encoder,
+                  eos_token_id, init_decoder, model_type, no_repeat_ngram_size, pad_token_id, vocab_size):
+    if model_type or encoder is not None:
+        raise ExecutionError("GreedySearch of encoder-decoder models (model_type=1) is not supported by opconv's "
+                             "kernel; decoder-only (GPT-2 style) models are")
+    sequences = np.asarray(input_ids).astype(np.int32)
+    batch, prompt = sequences.shape
+    present = sequences != pad_token_id
+    mask = present.astype(np.int32) if attention_mask is None else np.asarray(attention_mask).astype(np.int32)
+    positions = np.where(present, np.cumsum(present, axis=1) - 1, 0).astype(np.int32)
+    next_position = present.sum(axis=1).astype(np.int32)
+    limits = {"min_length": int(_scalar(min_length, 0)), "eos_token_id": eos_token_id,
+              "repetition_penalty": float(_scalar(repetition_penalty, 1.0)),
+              "no_repeat_ngram_size": no_repeat_ngram_size, "vocab_mask": vocab_mask,
+              "prefix_vocab_mask": prefix_vocab_mask}
+    feeds, pasts = sequences, _empty_pasts(decoder, batch)
+    finished = np.zeros(batch, bool)
+    total = int(_scalar(max_length, prompt))
+    for step in range(total - prompt):
+        graph = init_decoder if step == 0 and init_decoder is not None else decoder
+        logits, *pasts = ctx.run_graph(graph, [feeds, positions, mask, *pasts])
+        scores = _scores(np.asarray(logits)[:, -1, :], sequences, step, **limits)
+        chosen = np.argmax(scores, axis=-1).astype(np.int32)
+        finished |= chosen == eos_token_id
+        chosen[finished] = pad_token_id  # the end token itself is not written
+        sequences = np.concatenate([sequences, chosen[:, None]], axis=1)
+        if finished.all():
+            break
+        feeds, positions = chosen[:, None], next_position[:, None].copy()
+        next_position += 1
+        mask = np.concatenate([mask, np.ones((batch, 1), np.int32)], axis=1)
+    padding = np.full((batch, total - sequences.shape[1]), pad_token_id, np.int32)
+    return np.concatenate([sequences, padding], axis=1)
+
+
+# ---------------------------------------------------------------- BeamSearch
+#
+# num_beams copies of each prompt run through the decoder together.  A step takes the log-softmax of the last
+# logits, applies the same processors as GreedySearch, adds each beam's running score (every beam but the first
+# starts at -1e9 so the first step does not pick duplicates) and ranks the 2 * num_beams best (beam, token)
+# continuations per prompt.  In rank order, an end token ranked within the first num_beams closes a hypothesis
+# (the beam's sequence without it, scored sum / length ** length_penalty); other tokens continue a beam until
+# num_beams are found.  A prompt is done with num_beams hypotheses once early_stopping is set, or when its best
+# open beam cannot beat the worst kept hypothesis.  At the end the open beams join the hypotheses, and the
+# num_return_sequences best are returned, padded to max_length.
+
+
+class _Hypotheses:
+    def __init__(self, beams: int, length_penalty: float, early_stopping: bool):
+        self.beams, self.length_penalty, self.early_stopping = beams, length_penalty, early_stopping
+        self.kept: list[tuple[float, np.ndarray]] = []
+
+    def add(self, tokens: np.ndarray, total: float) -> None:
+        score = total / (len(tokens) ** self.length_penalty)
+        if len(self.kept) < self.beams or score > self.worst():
+            self.kept.append((score, tokens))
+            if len(self.kept) > self.beams:
+                self.kept.remove(min(self.kept, key=lambda kept: kept[0]))
+
+    def worst(self) -> float:
+        return min(score for score, _ in self.kept) if self.kept else 1e9
+
+    def done(self, best_total: float, length: int) -> bool:
+        if len(self.kept) < self.beams:
+            return False
+        return self.early_stopping or self.worst() >= best_total / (length ** self.length_penalty)
+
+
+@onnx_op("BeamSearch", since=1, domain=MS)
+def beam_search(ctx, input_ids, max_length, min_length=None, num_beams=None, num_return_sequences=None,
+                length_penalty=None, repetition_penalty=None, vocab_mask=None, prefix_vocab_mask=None,
+                attention_mask=None, decoder_input_ids=None, logits_processor=None, *, decoder, decoder_start_token_id,
+                early_stopping, encoder, eos_token_id, init_decoder, model_type, no_repeat_ngram_size, pad_token_id,
+                vocab_size):
+    if model_type or encoder is not None:
+        raise ExecutionError("BeamSearch of encoder-decoder models (model_type=1, 2) is not supported by opconv's "
+                             "kernel; decoder-only (GPT-2 style) models are")
+    if ctx.output_used(2):
+        raise ExecutionError("BeamSearch's scores output is not supported by opconv's kernel")
+    prompts = np.asarray(input_ids).astype(np.int32)
+    batch, prompt_len = prompts.shape
+    beams, returned = int(_scalar(num_beams, 1)), int(_scalar(num_return_sequences, 1))
+    total = int(_scalar(max_length, prompt_len))
+    sequences = np.repeat(prompts, beams, axis=0)
+    present = sequences != pad_token_id
+    mask = (present.astype(np.int32) if attention_mask is None
+            else np.repeat(np.asarray(attention_mask).astype(np.int32), beams, axis=0))
+    positions = np.where(present, np.cumsum(present, axis=1) - 1, 0).astype(np.int32)
+    next_position = present.sum(axis=1).astype(np.int32)
+    limits = {"min_length": int(_scalar(min_length, 0)), "eos_token_id": eos_token_id,
+              "repetition_penalty": float(_scalar(repetition_penalty, 1.0)),
+              "no_repeat_ngram_size": no_repeat_ngram_size, "vocab_mask": vocab_mask,
+              "prefix_vocab_mask": None if prefix_vocab_mask is None else np.repeat(prefix_vocab_mask, beams, axis=0)}
+    hypotheses = [_Hypotheses(beams, float(_scalar(length_penalty, 1.0)), bool(early_stopping)) for _ in range(batch)]
+    done = np.zeros(batch, bool)
+    beam_scores = np.tile(np.array([0.0] + [-1e9] * (beams - 1), np.float32), batch)
+    feeds, pasts = sequences, _empty_pasts(decoder, batch * beams)
+    for step in range(total - prompt_len):
+        graph = init_decoder if step == 0 and init_decoder is not None else decoder
+        logits, *pasts = ctx.run_graph(graph, [feeds, positions, mask, *pasts])
+        last = np.asarray(logits, np.float32)[:, -1, :]
+        log_probs = last - last.max(axis=-1, keepdims=True)
+        log_probs = log_probs - np.log(np.exp(log_probs).sum(axis=-1, keepdims=True))
+        scores = _scores(log_probs, sequences, step, **limits) + beam_scores[:, None]
+        vocab = scores.shape[1]
+        flat = scores.reshape(batch, beams * vocab)
+        ranked = np.argsort(-flat, axis=1, kind="stable")[:, :2 * beams]
+        chosen_beam, chosen_token, chosen_score = [], [], []
+        for b in range(batch):
+            picks = []
+            if done[b]:
+                picks = [(b * beams, pad_token_id, 0.0)] * beams
+            else:
+                for rank, index in enumerate(ranked[b]):
+                    beam, token, score = b * beams + index // vocab, index % vocab, float(flat[b, index])
+                    if token == eos_token_id:
+                        if rank < beams:
+                            hypotheses[b].add(sequences[beam].copy(), score)
+                    else:
+                        picks.append((beam, token, score))
+                    if len(picks) == beams:
+                        break
+                done[b] = hypotheses[b].done(float(flat[b, ranked[b, 0]]), sequences.shape[1])
+            chosen_beam += [p[0] for p in picks]
+            chosen_token += [p[1] for p in picks]
+            chosen_score += [p[2] for p in picks]
+        order = np.array(chosen_beam)
+        beam_scores = np.array(chosen_score, np.float32)
+        sequences = np.concatenate([sequences[order], np.array(chosen_token, np.int32)[:, None]], axis=1)
+        if done.all():
+            break
+        pasts = [np.asarray(p)[:, order] for p in pasts]
+        feeds = sequences[:, -1:]
+        next_position = next_position[order]
+        positions = next_position[:, None].copy()
+        next_position += 1
+        mask = np.concatenate([mask[order], np.ones((len(order), 1), np.int32)], axis=1)
+    out = np.full((batch, returned, total), pad_token_id, np.int32)
+    out_scores = np.zeros((batch, returned), np.float32)
+    for b in range(batch):
+        if not done[b]:
+            for beam in range(b * beams, (b + 1) * beams):
+                hypotheses[b].add(sequences[beam].copy(), float(beam_scores[beam]))
+        best = sorted(hypotheses[b].kept, key=lambda kept: -kept[0])[:returned]
+        for r, (score, tokens) in enumerate(best):
+            out[b, r, :len(tokens)] = tokens
+            out_scores[b, r] = score
+    return out, out_scores, None
