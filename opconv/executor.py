@@ -21,9 +21,10 @@ from __future__ import annotations
 import bisect
 import keyword
 import sys
+import time
 import zlib
 from collections import ChainMap
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
@@ -111,6 +112,8 @@ class _Plan:
     overridable: frozenset[int]  # id() of the graph inputs that are also initializers
     folded: dict[int, Any] | None = None  # outputs of the foldable steps, computed on the first run and kept
     volatile: frozenset[int] = frozenset()  # folded values that a feed of an overridable initializer would change
+    outputs: list[tuple] = field(default_factory=list)  # id() of each step's outputs (None: output not used)
+    declared: list[int] = field(default_factory=list)  # how many outputs each step's node declares
 
 
 class ExecContext:
@@ -182,8 +185,10 @@ class Interpreter:
             ids = [id(v) if v is not None else None for v in step.node.inputs]
             donors.append(tuple(i for i, vid in enumerate(ids)
                                 if vid in computed and vid in drop and ids.count(vid) == 1))
+        outputs = [tuple(None if v is None else id(v) for v in s.node.outputs) for s in steps]
         plan = _Plan(steps, [[id(v) if v is not None else None for v in s.node.inputs] for s in steps], drops,
-                     donors, foldable, overrides, overridable)
+                     donors, foldable, overrides, overridable, outputs=outputs,
+                     declared=[sum(v is not None for v in ids) for ids in outputs])
         self._plans[id(graph)] = plan
         return plan
 
@@ -224,15 +229,18 @@ class Interpreter:
             local.update(plan.folded)
         unfolded: set[int] = set()  # values of foldable steps over the folding budget: computed when run
         limit = budget.max_bytes()
-        for index, (step, input_ids, drop, donors, foldable) in enumerate(
-                zip(plan.steps, plan.inputs, plan.drops, plan.donors, foldable_now)):
+        for index, (step, input_ids, output_ids, declared, drop, donors, foldable) in enumerate(zip(
+                plan.steps, plan.inputs, plan.outputs, plan.declared, plan.drops, plan.donors, foldable_now)):
             if (foldable and not first_run) or (fold_only and not foldable):
                 continue
             if foldable and first_run and unfolded and not unfolded.isdisjoint(input_ids):
                 foldable_now, foldable = _not_folded(foldable_now, plan.foldable, index, step, unfolded), False
                 if fold_only:
                     continue
-            args = [None if vid is None else _lookup(env, vid, step, graph) for vid in input_ids]
+            try:
+                args = [None if vid is None else env[vid] for vid in input_ids]
+            except KeyError:
+                args = [None if vid is None else _lookup(env, vid, step, graph) for vid in input_ids]
             if foldable and first_run and budget.too_large_to_fold(args):
                 foldable_now, foldable = _not_folded(foldable_now, plan.foldable, index, step, unfolded), False
                 if fold_only:
@@ -255,15 +263,18 @@ class Interpreter:
             except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError, OverflowError, AttributeError,
                     StopIteration, FloatingPointError, np.linalg.LinAlgError, MemoryError) as e:
                 raise ExecutionError(f"{type(e).__name__}: {e}", where=step.label) from e
-            outputs = _as_outputs(result, step.node)
-            if len(outputs) < sum(1 for v in step.node.outputs if v is not None):
-                raise ExecutionError(f"kernel returned {len(outputs)} outputs, the node declares "
-                                     f"{len(step.node.outputs)}", where=step.label)
-            for v, data in zip(step.node.outputs, outputs):
-                if v is not None:
-                    local[id(v)] = data
+            if type(result) is np.ndarray and len(output_ids) == 1:  # the common case, in short
+                outputs = (result,)
+            else:
+                outputs = _as_outputs(result, step.node)
+                if len(outputs) < declared:
+                    raise ExecutionError(f"kernel returned {len(outputs)} outputs, the node declares "
+                                         f"{len(step.node.outputs)}", where=step.label)
+            for vid, data in zip(output_ids, outputs):
+                if vid is not None:
+                    local[vid] = data
                     if foldable:
-                        folding[id(v)] = data
+                        folding[vid] = data
             for vid in drop:
                 local.pop(vid, None)
             # Drop this frame's references too, or the next kernel could not own what it consumes.
@@ -373,6 +384,36 @@ def _all_values(graph: Graph):
         yield from (v for v in n.inputs if v is not None)
 
 
+@dataclass
+class RunProfile:
+    """One run's wall time, the part of it spent inside kernels, and how many steps ran."""
+
+    seconds: float
+    kernel_seconds: float
+    steps: int
+
+    @property
+    def overhead_per_step(self) -> float:
+        """Seconds per step spent outside kernels: the interpreter's own cost."""
+        return (self.seconds - self.kernel_seconds) / self.steps if self.steps else 0.0
+
+
+class _KernelTimer:
+    def __init__(self):
+        self.seconds = 0.0
+        self.calls = 0
+
+    def wrap(self, fn: Kernel) -> Kernel:
+        def timed(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - start
+                self.calls += 1
+        return timed
+
+
 class Session:
     """A model prepared to run many times: kernels bound and constant subgraphs folded once,
     as a runtime's session does.  It reads the model as it is when made; make a new one after
@@ -394,6 +435,20 @@ class Session:
         feeds = check_feeds(self.model.graph, feeds, where=self.model.path)
         outputs = self._interpreter.run_graph(self.model.graph, feeds)
         return {v.name: data for v, data in zip(self.model.graph.outputs, outputs)}
+
+    def profile(self, feeds: Mapping[str, Any]) -> RunProfile:
+        """Run once on ``feeds``, timing every step's kernel (a subgraph counts in its parent's kernel)."""
+        plan = self._interpreter.plan(self.model.graph)
+        timer = _KernelTimer()
+        original = plan.steps
+        plan.steps = [replace(step, fn=timer.wrap(step.fn)) for step in original]
+        try:
+            start = time.perf_counter()
+            self.run(feeds)
+            seconds = time.perf_counter() - start
+        finally:
+            plan.steps = original
+        return RunProfile(seconds, timer.seconds, timer.calls)
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """The ONNX executor's session-time fusions (opconv/dialects/onnx/fusion.py): Conv -> inference
-BatchNormalization runs as one convolution (its folded weights packed with their bias), and a Relu alone
-reading a Conv, Add or Sum output runs inside that step.
+BatchNormalization runs as one convolution (its folded weights packed with their bias), and a Relu (or a
+Clip with constant bounds) alone reading a Conv, Add or Sum output runs inside that step.
 
 Checked against onnxruntime on random weights: plain pairs, grouped and biased convolutions, pairs that must
 not fuse (the Conv output used elsewhere or returned, training-mode statistics), models whose initializers
@@ -156,16 +156,24 @@ RELU_GRAPHS = {
     "batch_norm_output_two_readers": ([_CONV, _BN, helper.make_node("Relu", ["y"], ["r"]),
                                        helper.make_node("Neg", ["y"], ["n"])], [_X], ["r", "n"], 0),
     "mul": ([helper.make_node("Mul", ["x", "x"], ["m"]), helper.make_node("Relu", ["m"], ["r"])], [_X], ["r"], 0),
+    # Clip with constant bounds (ReLU6) fuses as Relu does; a bound a run feeds does not
+    "conv_clip": ([_CONV, helper.make_node("Clip", ["c", "zero", "six"], ["r"])], [_X], ["r"], 1),
+    "add_clip_low_only": ([helper.make_node("Neg", ["x"], ["m"]), helper.make_node("Add", ["m", "x2"], ["s"]),
+                           helper.make_node("Clip", ["s", "zero"], ["r"])], [_X, ("x2", [2, 4, 9, 9])], ["r"], 1),
+    "conv_clip_fed_bound": ([_CONV, helper.make_node("Clip", ["c", "zero", "high"], ["r"])], [_X, ("high", [])],
+                            ["r"], 0),
 }
+_BOUNDS = [numpy_helper.from_array(np.array(0, np.float32), "zero"),
+           numpy_helper.from_array(np.array(6, np.float32), "six")]
 
 
 @pytest.mark.parametrize("name", sorted(RELU_GRAPHS))
 def test_relu_fuses_where_it_alone_reads_a_fresh_output_and_matches_onnxruntime(name):
     nodes, inputs, outputs, expected_fused = RELU_GRAPHS[name]
-    proto = _graph(nodes, inputs, outputs, _params(8, 4, 1, True))
+    proto = _graph(nodes, inputs, outputs, _params(8, 4, 1, True) + _BOUNDS)
     # initializers nothing reads are harmless to both runtimes
     assert _fused_pairs(proto, fusion.fuse_relu) == expected_fused
-    feeds = {n: RNG.standard_normal(shape).astype(np.float32) for n, shape in inputs}
+    feeds = {n: np.asarray(RNG.standard_normal(shape) * 3, np.float32) for n, shape in inputs}
     kept = {n: a.copy() for n, a in feeds.items()}
     session = opconv.prepare(opconv.load(proto))
     theirs = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)

@@ -23,6 +23,10 @@ CONV_CASES = [
     ((1, 4, 6, 7), (4, 1, 3, 3), {"group": 4, "pads": [1, 1, 1, 1], "strides": [2, 2]}),
     ((2, 2, 5, 6, 4), (3, 2, 2, 3, 2), {"pads": [1, 0, 1, 0, 1, 1], "strides": [1, 2, 1]}),
     ((1, 6, 4, 5, 6), (3, 2, 2, 2, 3), {"group": 3, "dilations": [2, 1, 2]}),
+    # depthwise (one channel per group), taken over flattened rows of the stride phases
+    ((2, 5, 11, 9), (5, 1, 3, 3), {"group": 5, "pads": [1, 1, 1, 1]}),
+    ((1, 6, 12, 13), (6, 1, 5, 3), {"group": 6, "pads": [2, 0, 1, 1], "strides": [3, 2]}),
+    ((1, 3, 8, 8), (3, 1, 2, 2), {"group": 3, "strides": [2, 1]}),
 ]
 
 

@@ -138,6 +138,59 @@ def test_erf_is_float64_exact():
     assert np.isnan(K.erf(np.array([np.nan])))[0]
 
 
+_math_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+def _ulp_errors(got, x, dtype):
+    """|got - erf(x)| in units of ``dtype``'s last place at the true value, erf(x) from math.erf in float64."""
+    info = ml_dtypes.finfo(dtype)
+    reference = _math_erf(x.astype(np.float64)).astype(np.float64)
+    _, exponent = np.frexp(reference)  # |reference| in [2**(exponent-1), 2**exponent)
+    ulp = np.ldexp(1.0, np.maximum(exponent - 1, int(info.minexp)) - int(info.nmant))
+    return np.abs(got.astype(np.float64) - reference) / ulp
+
+
+def _float32_sweep():
+    """Every float32 exponent (denormals included), 200 mantissas each, both signs; a dense 0..5 grid."""
+    r = rng(11)
+    mantissas = np.concatenate([[0, 1, 2, (1 << 23) - 1], r.integers(0, 1 << 23, 196)]).astype(np.uint32)
+    exponents = np.arange(0, 255, dtype=np.uint32)  # 0: denormals; 255 (inf/NaN) apart
+    bits = (exponents[:, None] << 23 | mantissas[None, :]).reshape(-1)
+    positive = bits.view(np.float32)
+    dense = np.linspace(0, 5, 100001, dtype=np.float32)
+    return np.concatenate([positive, -positive, dense, -dense])
+
+
+def test_float32_erf_within_one_ulp_over_the_whole_range():
+    x = _float32_sweep()
+    got = K.erf(x)
+    assert got.dtype == np.float32
+    errors = _ulp_errors(got, x, np.float32)
+    assert errors.max() <= 1.0, x[np.argmax(errors)]
+    # Nearly always correctly rounded (<= 0.5 ulp) as well.
+    assert np.mean(errors <= 0.5) > 0.999
+
+
+def test_float32_erf_special_values_and_tails():
+    x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 3.9, 3.92, 3.93, 4.0, 10.0, 1e30, -1e30, 3.4e38,
+                  1e-45, -1e-45, 1.17e-38], np.float32)
+    got = K.erf(x)
+    expected = _math_erf(x.astype(np.float64)).astype(np.float64).astype(np.float32)
+    np.testing.assert_array_equal(got, expected)  # NaN == NaN for assert_array_equal
+    assert np.signbit(got[1]) and not np.signbit(got[0])  # erf(-0) = -0
+    assert got[2] == 1 and got[3] == -1
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+def test_narrow_float_erf_is_within_one_ulp_for_every_value(dtype):
+    x = np.arange(1 << 16, dtype=np.uint16).view(dtype)
+    got = K.erf(x)
+    assert got.dtype == np.dtype(dtype)
+    finite = np.isfinite(x.astype(np.float32))
+    assert _ulp_errors(got[finite], x[finite], dtype).max() <= 1.0
+    assert np.isnan(got[np.isnan(x.astype(np.float32))].astype(np.float32)).all()
+
+
 # ---------------------------------------------------------------- cast
 
 FLOAT8 = [
@@ -234,3 +287,18 @@ def test_bfloat16_computes_in_float32():
     assert got.dtype == x.dtype
     assert_close(got.astype(np.float32), (1 / (1 + np.exp(-x.astype(np.float32)))).astype(ml_dtypes.bfloat16)
                  .astype(np.float32))
+
+
+@pytest.mark.parametrize("exponent", [2.0, 3.0, 4.0, -1.0, -2.0, 2.5])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_power_by_small_integers_matches_ort(exponent, dtype):
+    """Small integer exponents take products (float64) instead of numpy's slow float32 pow."""
+    with np.errstate(over="ignore"):  # 1e30 is inf in float16, on purpose
+        x = np.concatenate([_samples(np.float32), [0.0, -0.0, np.inf, -np.inf, np.nan, 1e30, -3e-20]]).astype(dtype)
+    y = np.array(exponent, dtype)
+    (expected,) = run_ort("Pow", [x, y])
+    with np.errstate(all="ignore"):
+        got = K.power(x, y)
+    assert got.dtype == x.dtype
+    # Correctly rounded powers: the same float32 numbers up to one ulp (onnxruntime's own products or pow).
+    np.testing.assert_array_max_ulp(got, expected, maxulp=1)

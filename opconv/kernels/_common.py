@@ -62,18 +62,30 @@ def compute_dtype(dtype) -> np.dtype:
 
 def computes_natively(dtype) -> bool:
     """Whether kernels compute numbers of ``dtype`` in ``dtype`` itself (so a result may overwrite an input)."""
+    if dtype in _NATIVE:
+        return dtype != np.bool_
     dtype = np.dtype(dtype)
     return dtype.kind in "fiu" and compute_dtype(dtype) == dtype
 
 
+# The dtypes computed as they are, e.g. float32: upcast/downcast hand such arrays back untouched without
+# asking numpy (a few microseconds per kernel call, which small models make thousands of).
+_NATIVE = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int8, np.int16, np.int32, np.int64,
+                                          np.uint8, np.uint16, np.uint32, np.uint64, np.bool_))
+
+
 def upcast(x) -> np.ndarray:
     """``x`` as an array in its compute dtype (a view when nothing changes)."""
+    if type(x) is np.ndarray and x.dtype in _NATIVE:
+        return x
     x = np.asarray(x)
     return x.astype(compute_dtype(x.dtype), copy=False)
 
 
 def downcast(y, dtype) -> np.ndarray:
     """Cast a computed result back to the caller's ``dtype``."""
+    if type(y) is np.ndarray and y.dtype == dtype:
+        return y
     return np.asarray(y).astype(dtype, copy=False)
 
 

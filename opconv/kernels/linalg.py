@@ -33,8 +33,13 @@ def _result_dtype(*arrays) -> np.dtype:
     return dtypes.pop() if len(dtypes) == 1 else np.result_type(*arrays)
 
 
+_BLAS_FLOATS = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
+
+
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Broadcasting matrix product with numpy/ONNX 1-D promotion rules."""
+    if type(a) is np.ndarray and type(b) is np.ndarray and a.dtype == b.dtype and a.dtype in _BLAS_FLOATS:
+        return np.matmul(a, b)  # the common case, without the dtype bookkeeping below
     a, b = np.asarray(a), np.asarray(b)
     out = _result_dtype(a, b)
     acc = accumulator_dtype(out)
@@ -89,9 +94,14 @@ def gemm(
     b = b.T if trans_b else b
     y = np.matmul(a.astype(acc, copy=False), b.astype(acc, copy=False))
     if alpha != 1:
-        y = y * np.asarray(alpha).astype(acc)
+        y *= np.asarray(alpha).astype(acc)
     if c is not None and beta != 0:
-        y = y + np.asarray(beta).astype(acc) * np.asarray(c).astype(acc)
+        c = np.asarray(c).astype(acc, copy=False)
+        scaled = c if beta == 1 else np.asarray(beta).astype(acc) * c
+        if np.broadcast_shapes(y.shape, scaled.shape) == y.shape:
+            y += scaled  # y is this call's own buffer
+        else:
+            y = y + scaled
     return downcast(y, out)
 
 

@@ -32,6 +32,8 @@ OpenVINO ``MVN``'s ``eps_mode`` does).
 
 from __future__ import annotations
 
+import math
+
 from typing import Sequence
 
 import numpy as np
@@ -102,12 +104,20 @@ def layer_norm(x, scale, bias=None, axis: int = -1, epsilon: float = 1e-5, stash
     axis = normalize_axis(axis, x.ndim)
     axes = tuple(range(axis, x.ndim))
     stash = np.dtype(stash_dtype)
-    xs = x.astype(np.result_type(stash, upcast(x).dtype))
-    mean = xs.mean(axis=axes, keepdims=True)
-    inv_std = 1 / np.sqrt(((xs - mean) ** 2).mean(axis=axes, keepdims=True) + epsilon)
-    y = (xs - mean) * inv_std * upcast(scale)
+    xs = x.astype(np.result_type(stash, upcast(x).dtype), copy=False)
+    # The same operations as mean() and (xs - mean) ** 2, without their per-call overhead or extra buffers.
+    count = math.prod(x.shape[axis:])
+    mean = np.add.reduce(xs, axis=axes, keepdims=True)
+    mean /= count
+    y = xs - mean
+    variance = np.add.reduce(np.square(y), axis=axes, keepdims=True)
+    variance /= count
+    variance += epsilon
+    inv_std = np.reciprocal(np.sqrt(variance, out=variance), out=variance)
+    y *= inv_std
+    y *= upcast(scale)
     if bias is not None:
-        y = y + upcast(bias)
+        y += upcast(bias)
     return downcast(y, x.dtype), downcast(mean, stash), downcast(inv_std, stash)
 
 

@@ -115,8 +115,12 @@ def _gates(stacked: np.ndarray | None, order: str, hidden: int, axis: int = 0) -
     return dict(zip(order, np.split(stacked, len(order), axis=axis)))
 
 
+def _no_clip(v):
+    return v
+
+
 def _clipper(clip: float | None):
-    return (lambda v: v) if clip is None else (lambda v: np.clip(v, -clip, clip))
+    return _no_clip if clip is None else (lambda v: np.clip(v, -clip, clip))
 
 
 def _check_order(order: str, letters: str) -> None:
@@ -166,30 +170,78 @@ class _LSTMStep:
     def __init__(self, r, b_r, peepholes, activations, clip, input_forget, order, peephole_order, operand=None):
         _check_order(order, "iofc")
         hidden = r.shape[1]
-        self.order, self.hidden = order, hidden
-        self.r, self.rb = _gates(r, order, hidden), _gates(b_r, order, hidden)
+        self.hidden = hidden
+        for stacked in (r, b_r):
+            _gates(stacked, order, hidden)  # checks the sizes
+        # One product for the four gates: h @ R^T is (B, 4H), stacked as the projected input is.
+        self.r_t = np.ascontiguousarray(r.T)
+        self.rb = 0.0 if b_r is None else b_r
+        self.slices = {g: slice(k * hidden, (k + 1) * hidden) for k, g in enumerate(order)}
         _check_order(peephole_order, "iof")
         self.p = _gates(peepholes, peephole_order, hidden)
         self.f, self.g, self.h = (activation(a) for a in activations[:3])
         self.clip = _clipper(clip)
         self.input_forget = input_forget
-        self.operand = operand
-
-    def _pre(self, x, h, gate):
-        return x[gate] + h @ self.r[gate].T + self.rb[gate]
+        # Without peepholes the three f-gates i, o, f (adjacent in ONNX's order) take f in one call.
+        c_at = order.index("c")
+        self.sigmoid_block = (slice(hidden, None) if c_at == 0 else slice(0, 3 * hidden)) if (
+            c_at in (0, 3) and peepholes is None and not input_forget) else None
+        if self.sigmoid_block is not None:  # where i, f and o lie within that block
+            start = self.sigmoid_block.start or 0
+            self.block_slices = tuple(slice(self.slices[g].start - start, self.slices[g].stop - start)
+                                      for g in "ifo")
+        # The default activations unclipped (nearly every exported LSTM): computed in place on the gates.
+        self.plain = self.sigmoid_block is not None and clip is None and [
+            _plain_name(a) for a in activations[:3]] == ["sigmoid", "tanh", "tanh"]
+        self.operand = operand  # maps H before it multiplies R (a dynamically quantized LSTM rounds it)
 
     def __call__(self, xw, h, c):
-        x = _gates(xw, self.order, self.hidden, axis=1)
         h = h if self.operand is None else self.operand(h)
-        i = self.f(self.clip(self._pre(x, h, "i") + self.p["i"] * c))
+        pre = xw + h @ self.r_t
+        pre += self.rb
+        if self.sigmoid_block is not None:
+            return self._without_peepholes(pre, c)
+        x = {g: pre[:, s] for g, s in self.slices.items()}
+        i = self.f(self.clip(x["i"] + self.p["i"] * c if _takes_part(self.p["i"]) else x["i"]))
         if self.input_forget:
             forget = 1 - i
         else:
-            forget = self.f(self.clip(self._pre(x, h, "f") + self.p["f"] * c))
-        candidate = self.g(self.clip(self._pre(x, h, "c")))
+            forget = self.f(self.clip(x["f"] + self.p["f"] * c if _takes_part(self.p["f"]) else x["f"]))
+        candidate = self.g(self.clip(x["c"]))
         c_new = forget * c + i * candidate
-        o = self.f(self.clip(self._pre(x, h, "o") + self.p["o"] * c_new))
+        o = self.f(self.clip(x["o"] + self.p["o"] * c_new if _takes_part(self.p["o"]) else x["o"]))
         return o * self.h(c_new), c_new
+
+    def _without_peepholes(self, pre, c):
+        if self.plain:
+            gated = pre[:, self.sigmoid_block]  # exp(-x) = inf for x < -88 gives the limit, 0 (see _run)
+            np.reciprocal(np.add(np.exp(np.negative(gated, out=gated), out=gated), 1, out=gated), out=gated)
+            candidate = np.tanh(pre[:, self.slices["c"]], out=pre[:, self.slices["c"]])
+        else:
+            gated = self.f(self.clip(pre[:, self.sigmoid_block]))
+            candidate = self.g(self.clip(pre[:, self.slices["c"]]))
+        i, forget, o = (gated[:, s] for s in self.block_slices)
+        c_new = forget * c
+        c_new += i * candidate
+        if self.plain:
+            h_new = np.tanh(c_new)
+            h_new *= o
+            return h_new, c_new
+        return o * self.h(c_new), c_new
+
+
+def _plain_name(spec) -> str | None:
+    """The activation's name when it takes its default parameters (a bare name), else None."""
+    if isinstance(spec, str):
+        return spec.lower()
+    if isinstance(spec, tuple) and spec and isinstance(spec[0], str) and all(v is None for v in spec[1:]):
+        return spec[0].lower()
+    return None
+
+
+def _takes_part(p) -> bool:
+    """Whether a peephole weight takes part (an absent one is the number 0)."""
+    return not (isinstance(p, float) and p == 0.0)
 
 
 # ---------------------------------------------------------------- cells
@@ -241,11 +293,17 @@ def _run(step, xw, states, lengths, reverse):
     """Run ``step`` over time; returns ``(Y (T, B, H), final states)``."""
     steps = xw.shape[0]
     y = np.zeros((steps,) + states[0].shape, dtype=states[0].dtype)
-    for t in (reversed(range(steps)) if reverse else range(steps)):
-        active = (t < lengths)[:, None]
-        new = step(xw[t], *states)
-        states = tuple(np.where(active, n, s) for n, s in zip(new, states))
-        y[t] = np.where(active, new[0], 0)
+    every_step = bool(np.all(lengths >= steps))  # no sequence ends early: no masking
+    with np.errstate(over="ignore"):  # a sigmoid taken as 1 / (1 + exp(-x)) overflows to its limit
+        for t in (reversed(range(steps)) if reverse else range(steps)):
+            new = step(xw[t], *states)
+            if every_step:
+                states = new
+                y[t] = new[0]
+                continue
+            active = (t < lengths)[:, None]
+            states = tuple(np.where(active, n, s) for n, s in zip(new, states))
+            y[t] = np.where(active, new[0], 0)
     return y, states
 
 

@@ -17,14 +17,15 @@ initializer as an input) gets weights folded from what it fed.  Folded
 weights are packed with their bias (``kernels.conv.pack_conv_weights``), so
 that the convolution's matrix product adds the bias.
 
-A Relu that alone reads the output of a Conv (BatchNormalization folded in
-or not), Add or Sum is applied by that step to its fresh output, in place,
-while the output is still in cache: one step fewer and no second trip
-through memory.
+A Relu, or a Clip with constant bounds (MobileNet's ReLU6), that alone reads
+the output of a Conv (BatchNormalization folded in or not), Add or Sum is
+applied by that step to its fresh output, in place, while the output is still
+in cache: one step fewer and no second trip through memory.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -106,12 +107,15 @@ _RELU_PRODUCERS = ("Conv", "Add", "Sum")
 
 
 def fuse_relu(graph: Graph, plan) -> int:
-    """Rewrite ``plan`` so that each Relu alone reading a Conv, Add or Sum output runs inside that step;
-    returns how many were fused.  A Conv whose BatchNormalization was folded in counts as the Conv."""
+    """Rewrite ``plan`` so that each Relu (or Clip with constant bounds) alone reading a Conv, Add or Sum
+    output runs inside that step; returns how many were fused.  A Conv whose BatchNormalization was folded
+    in counts as the Conv."""
     uses = _Uses(graph, plan)
+    initializers = {id(v): v for v in graph.initializers.values()}
     fused = 0
     for j, relu in enumerate(plan.steps):
-        if not _is_onnx(relu.node, "Relu"):
+        activation = _in_place_activation(relu, plan.inputs[j], initializers, plan)
+        if activation is None:
             continue
         i = uses.producer_of_sole_use(relu.node.inputs[0])
         if i is not None and plan.steps[i].fn is _pass_through:  # a BatchNormalization folded into its Conv
@@ -121,25 +125,48 @@ def fuse_relu(graph: Graph, plan) -> int:
         step = plan.steps[i]
         if not any(_is_onnx(step.node, op) for op in _RELU_PRODUCERS) or len(step.node.outputs) != 1:
             continue
-        plan.steps[i] = BoundNode(step.node, _ThenRelu(step.fn), step.attrs, step.label + " with " + relu.label)
+        plan.steps[i] = BoundNode(step.node, _ThenActivation(step.fn, activation), step.attrs,
+                                  step.label + " with " + relu.label)
         plan.steps[j] = BoundNode(relu.node, _pass_through, {}, relu.label)
+        plan.inputs[j] = plan.inputs[j][:1]  # a Clip's bounds are in the activation now
+        plan.donors[j] = tuple(d for d in plan.donors[j] if d == 0)
         fused += 1
     return fused
 
 
-class _ThenRelu:
-    """A kernel followed by the Relu that alone reads its output: Relu overwrites that output when it is fresh."""
+def _in_place_activation(step: BoundNode, input_ids: list, initializers: dict, plan):
+    """``activation(y, out)`` for a Relu step, or a Clip step whose bounds no run can change; else None."""
+    node = step.node
+    if _is_onnx(node, "Relu"):
+        return elementwise.relu
+    if not _is_onnx(node, "Clip") or (node.version or 0) < 11:
+        return None  # Clip-1/6 bounds are attributes of a float type; rare enough to leave unfused
+    bounds = [None if vid is None else _constant(vid, initializers, plan) for vid in input_ids[1:3]]
+    if any(b is None and vid is not None for b, vid in zip(bounds, input_ids[1:3])):
+        return None
+    bounds += [None] * (2 - len(bounds))
+    return functools.partial(_clip_into, low=bounds[0], high=bounds[1])
 
-    def __init__(self, kernel):
+
+def _clip_into(y, out=None, *, low, high):
+    return elementwise.clip(y, low, high, out=out)
+
+
+class _ThenActivation:
+    """A kernel followed by the activation that alone reads its output, which overwrites that output when it
+    is fresh."""
+
+    def __init__(self, kernel, activation):
         self.kernel = kernel
+        self.activation = activation
 
     def __call__(self, ctx, *inputs, **attrs):
         y = self.kernel(ctx, *inputs, **attrs)
         if isinstance(y, np.ndarray) and y.flags.writeable and not any(
                 isinstance(a, np.ndarray) and not ctx.owns(i) and np.may_share_memory(y, a)
                 for i, a in enumerate(inputs)):
-            return elementwise.relu(y, out=y)
-        return elementwise.relu(y)  # e.g. a one-input Sum hands back its input
+            return self.activation(y, out=y)
+        return self.activation(y)  # e.g. a one-input Sum hands back its input
 
 
 def _constant(vid: int, initializers: dict, plan) -> Any:

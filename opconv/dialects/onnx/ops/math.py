@@ -102,10 +102,16 @@ def _into_dying_input(ufunc, ctx, a, b):
     if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype
             and computes_natively(a.dtype)):
         return None
-    for i, x in enumerate((a, b)):
-        if ctx.owns(i) and x.shape == np.broadcast_shapes(a.shape, b.shape):
+    for i, (x, other) in enumerate(((a, b), (b, a))):
+        if ctx.owns(i) and _broadcasts_into(other.shape, x.shape):
             return ufunc(a, b, out=x)
     return None
+
+
+def _broadcasts_into(shape: tuple, target: tuple) -> bool:
+    """Whether ``shape`` broadcasts to ``target`` unchanged (cheaper than np.broadcast_shapes)."""
+    return shape == target or (len(shape) <= len(target) and all(
+        s == 1 or s == t for s, t in zip(reversed(shape), reversed(target))))
 
 
 

@@ -30,13 +30,13 @@ def _ints(t) -> list[int]:
 
 def _reshape(x: np.ndarray, shape, allowzero: bool) -> np.ndarray:
     x = np.asarray(x)
-    target = _ints(shape)
-    if not allowzero:
+    target = np.asarray(shape).reshape(-1).tolist()  # Python ints (shapes are int64 tensors)
+    if not allowzero and 0 in target:
         # 0 copies the input's dim at the same position (allowzero=1 makes it a real 0).
         if any(d == 0 and i >= x.ndim for i, d in enumerate(target)):
             raise ExecutionError(f"reshape: shape {target} copies a dim (0) beyond the input rank {x.ndim}")
         target = [x.shape[i] if d == 0 else d for i, d in enumerate(target)]
-    if target.count(-1) > 1 or any(d < -1 for d in target):
+    if target.count(-1) > 1 or min(target, default=0) < -1:
         raise ExecutionError(f"reshape: invalid target shape {target}")
     if -1 in target:
         known = math.prod(d for d in target if d != -1)
