@@ -1,0 +1,232 @@
+"""``opconv decompose``: each contrib operator's decomposition against onnxruntime running the original node.
+
+Every case builds a one-node model, runs it in onnxruntime, decomposes it at one or two ai.onnx opsets (the
+standard-op form and the primitive form below it), and requires the decomposed model to hold only standard
+operators and to give onnxruntime's outputs both in onnxruntime and in opconv's executor."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+import opconv
+from opconv.compare import compare_arrays
+from opconv.converters.decompose import decompose
+from opconv.dialects.onnx import io as onnx_io
+
+pytest.importorskip("onnxruntime")
+from tests.runtimes import run_ort  # noqa: E402
+from tests.test_contrib_kernels_nn import single_node_model  # noqa: E402
+
+MS = "com.microsoft"
+RNG = np.random.default_rng(19)
+
+
+def rand(*shape, dtype=np.float32, low=-1.0, high=1.0):
+    return RNG.uniform(low, high, shape).astype(dtype)
+
+
+def assert_decomposes(op: str, inputs: dict, outputs=("Y",), *, domain: str = MS, opsets=(13, 20), rtol=None,
+                      atol=None, output_types=None, **attrs):
+    feeds = {k: v for k, v in inputs.items() if v is not None}
+    names = [o for o in outputs if o]
+    for opset in opsets:
+        model = single_node_model(op, inputs, outputs, domain=domain, opset=opset, output_types=output_types,
+                                  **attrs)
+        expected = run_ort(model, feeds)
+        decomposed = decompose(model)
+        ops = {(n.domain or "", n.op) for n in decomposed.graph.walk()}
+        assert all(d in ("", "ai.onnx") for d, _ in ops), ops
+        proto = onnx_io.to_proto(decomposed)
+        onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=True)  # standard and well typed
+        problems = []
+        for runner, got in (("onnxruntime", dict(zip(names, run_ort(proto, feeds)))),
+                            ("opconv", opconv.run(decomposed, feeds))):
+            for name, want in zip(names, expected):
+                report = compare_arrays(name, want, got[name], rtol, atol)
+                if not report.ok:
+                    problems.append(f"opset {opset} {runner} {name}: {report.message}")
+        assert not problems, "\n".join(problems)
+
+
+B, S, H = 2, 5, 16
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_skip_layer_normalization(dtype):
+    assert_decomposes("SkipLayerNormalization", {
+        "x": rand(B, S, H, dtype=dtype), "skip": rand(B, S, H, dtype=dtype), "gamma": rand(H, dtype=dtype),
+        "beta": rand(H, dtype=dtype), "bias": rand(H, dtype=dtype)}, ("Y", "mean", "inv_std", "sum"),
+        epsilon=1e-5)
+
+
+def test_skip_layer_normalization_without_beta_bias():
+    assert_decomposes("SkipLayerNormalization", {"x": rand(B, S, H), "skip": rand(S, H), "gamma": rand(H)},
+                      epsilon=1e-12)
+
+
+def test_skip_simplified_layer_normalization():
+    assert_decomposes("SkipSimplifiedLayerNormalization", {
+        "x": rand(B, S, H), "skip": rand(B, S, H), "gamma": rand(H), "bias": rand(H)}, ("Y", "", "inv", "sum"),
+        epsilon=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_ai_onnx_layer_normalization_1(dtype):
+    # onnxruntime's own ai.onnx LayerNormalization below opset 17; at 17 it is ONNX's and stays as it is
+    assert_decomposes("LayerNormalization", {"x": rand(B, S, H, dtype=dtype), "scale": rand(H, dtype=dtype),
+                                             "b": rand(H, dtype=dtype)}, domain="", opsets=(13, 16), epsilon=1e-5)
+
+
+def test_ai_onnx_simplified_layer_normalization_1():
+    assert_decomposes("SimplifiedLayerNormalization", {"x": rand(B, S, H), "scale": rand(H)}, ("Y", "inv"),
+                      domain="", opsets=(13, 17), axis=-1, epsilon=1e-5)
+
+
+@pytest.mark.parametrize("with_mask,with_positions", [(True, False), (False, True), (True, True)])
+def test_embed_layer_normalization(with_mask, with_positions):
+    vocab, positions = 30, 12
+    inputs = {
+        "ids": RNG.integers(0, vocab, (B, S)).astype(np.int32),
+        "segments": RNG.integers(0, 2, (B, S)).astype(np.int32),
+        "word": rand(vocab, H), "pos": rand(positions, H), "seg": rand(2, H), "gamma": rand(H), "beta": rand(H),
+        "mask": np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], np.int32) if with_mask else None,
+        "position_ids": RNG.integers(0, positions, (B, S)).astype(np.int32) if with_positions else None,
+    }
+    assert_decomposes("EmbedLayerNormalization", inputs, ("Y", "mask_index", "sum"), epsilon=1e-12)
+
+
+@pytest.mark.parametrize("op,with_bias", [("Gelu", False), ("BiasGelu", True), ("FastGelu", True),
+                                          ("FastGelu", False)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_gelus(op, with_bias, dtype):
+    inputs = {"x": rand(B, S, H, dtype=dtype, low=-4, high=4)}
+    if with_bias:
+        inputs["bias"] = rand(H, dtype=dtype)
+    assert_decomposes(op, inputs)
+
+
+def test_quick_gelu():
+    assert_decomposes("QuickGelu", {"x": rand(B, S, H, low=-4, high=4)}, alpha=1.5)
+
+
+@pytest.mark.parametrize("op", ["FusedMatMul", "TransposeMatMul"])
+@pytest.mark.parametrize("trans_a,trans_b", [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_fused_matmul(op, trans_a, trans_b):
+    a = rand(2, 3, 4) if not trans_a else rand(2, 4, 3)
+    b = rand(4, 6) if not trans_b else rand(6, 4)
+    assert_decomposes(op, {"a": a, "b": b}, alpha=0.5, transA=trans_a, transB=trans_b)
+
+
+@pytest.mark.parametrize("activation,extra", [("Relu", {}), ("LeakyRelu", {"activation_alpha": 0.2}),
+                                              ("Tanh", {}), ("Sigmoid", {})])
+def test_fused_gemm(activation, extra):
+    assert_decomposes("FusedGemm", {"a": rand(4, 3), "b": rand(5, 3), "c": rand(5)}, transB=1, alpha=0.7,
+                      beta=1.3, activation=activation, **extra)
+
+
+@pytest.mark.parametrize("activation,params", [("Relu", None), ("Clip", [-0.2, 0.3]), ("LeakyRelu", [0.1])])
+@pytest.mark.parametrize("with_z", [False, True])
+def test_fused_conv(activation, params, with_z):
+    inputs = {"x": rand(1, 3, 6, 6), "w": rand(4, 3, 3, 3), "b": rand(4)}
+    if with_z:
+        inputs["z"] = rand(1, 4, 6, 6)
+    assert_decomposes("FusedConv", inputs, activation=activation, activation_params=params, pads=[1, 1, 1, 1],
+                      kernel_shape=[3, 3])
+
+
+NUM_HEADS, HEAD = 2, 4
+
+
+def _attention_inputs(mask=None, past=0, dtype=np.float32):
+    hidden = NUM_HEADS * HEAD
+    inputs = {"x": rand(B, S, hidden, dtype=dtype), "w": rand(hidden, 3 * hidden, dtype=dtype),
+              "bias": rand(3 * hidden, dtype=dtype), "mask": mask}
+    if past:
+        inputs["past"] = rand(2, B, NUM_HEADS, past, HEAD, dtype=dtype)
+    return inputs
+
+
+@pytest.mark.parametrize("mask_kind", [None, "2d", "1d", "3d"])
+@pytest.mark.parametrize("unidirectional", [0, 1])
+def test_attention(mask_kind, unidirectional):
+    masks = {None: None, "2d": np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], np.int32),
+             "1d": np.array([3, 5], np.int32), "3d": RNG.integers(0, 2, (B, S, S)).astype(np.int32)}
+    mask = masks[mask_kind]
+    if mask is not None and mask_kind == "3d":
+        mask[:, :, 0] = 1  # no fully hidden row
+    assert_decomposes("Attention", _attention_inputs(mask), num_heads=NUM_HEADS, unidirectional=unidirectional)
+
+
+def test_attention_with_past_and_present():
+    inputs = _attention_inputs(np.ones((B, S + 3), np.int32), past=3)
+    assert_decomposes("Attention", inputs, ("Y", "present"), num_heads=NUM_HEADS, unidirectional=1)
+
+
+def test_attention_float16():
+    assert_decomposes("Attention", _attention_inputs(dtype=np.float16), num_heads=NUM_HEADS, unidirectional=1)
+
+
+def test_attention_bias_and_scale():
+    inputs = _attention_inputs()
+    inputs["past"] = None
+    inputs["attention_bias"] = rand(1, NUM_HEADS, S, S)
+    assert_decomposes("Attention", inputs, num_heads=NUM_HEADS, scale=0.3)
+
+
+@pytest.mark.parametrize("with_bias,mask_kind", [(False, None), (True, "2d"), (True, "bias")])
+def test_multi_head_attention(with_bias, mask_kind):
+    hidden, kv_len = NUM_HEADS * HEAD, 7
+    inputs = {"q": rand(B, S, hidden), "k": rand(B, kv_len, hidden), "v": rand(B, kv_len, hidden),
+              "bias": rand(3 * hidden) if with_bias else None,
+              "key_padding_mask": np.array([[1] * 5 + [0, 0], [1] * 7], np.int32) if mask_kind == "2d" else None,
+              "attention_bias": rand(B, NUM_HEADS, S, kv_len) if mask_kind == "bias" else None}
+    assert_decomposes("MultiHeadAttention", inputs, num_heads=NUM_HEADS)
+
+
+def test_multi_head_attention_past_present():
+    hidden, past = NUM_HEADS * HEAD, 3
+    inputs = {"q": rand(B, S, hidden), "k": rand(B, S, hidden), "v": rand(B, S, hidden), "bias": None,
+              "key_padding_mask": None, "attention_bias": None,
+              "past_key": rand(B, NUM_HEADS, past, HEAD), "past_value": rand(B, NUM_HEADS, past, HEAD)}
+    assert_decomposes("MultiHeadAttention", inputs, ("Y", "present_key", "present_value"), num_heads=NUM_HEADS,
+                      unidirectional=1)
+
+
+@pytest.mark.parametrize("interleaved", [0, 1])
+@pytest.mark.parametrize("layout,positions", [("bsd", "full"), ("bnsh", "full"), ("bsd", "start")])
+@pytest.mark.parametrize("rotary_dim", [0, 4])
+def test_rotary_embedding(interleaved, layout, positions, rotary_dim):
+    heads, head, max_pos = 2, 8, 16
+    half = (rotary_dim or head) // 2
+    x = rand(B, S, heads * head) if layout == "bsd" else rand(B, heads, S, head)
+    pos = (RNG.integers(0, max_pos, (B, S)) if positions == "full" else np.array([3])).astype(np.int64)
+    angles = RNG.uniform(0, 6, (max_pos, half)).astype(np.float32)
+    # onnxruntime wants num_heads with a rotary_embedding_dim even for 4-D inputs
+    attrs = {"interleaved": interleaved, "num_heads": heads if layout == "bsd" or rotary_dim else None,
+             "rotary_embedding_dim": rotary_dim or None}
+    assert_decomposes("RotaryEmbedding", {"x": x, "pos": pos, "cos": np.cos(angles), "sin": np.sin(angles)},
+                      **attrs)
+
+
+def test_dynamic_quantize_matmul():
+    inputs = {"a": rand(3, 8), "b": RNG.integers(-128, 127, (8, 5)).astype(np.int8),
+              "b_scale": np.array([0.02], np.float32), "b_zero": np.array([0], np.int8), "bias": rand(5)}
+    assert_decomposes("DynamicQuantizeMatMul", inputs)
+
+
+def test_matmul_integer_to_float():
+    inputs = {"a": RNG.integers(0, 255, (3, 8)).astype(np.uint8),
+              "b": RNG.integers(0, 255, (8, 5)).astype(np.uint8),
+              "a_scale": np.array(0.03, np.float32), "b_scale": rand(5, low=0.01, high=0.05),
+              "a_zero": np.array(128, np.uint8), "b_zero": RNG.integers(100, 150, (5,)).astype(np.uint8),
+              "bias": rand(5)}
+    assert_decomposes("MatMulIntegerToFloat", inputs)
+
+
+def test_refusals_name_every_node_and_reason():
+    model = single_node_model("GroupQueryAttention", {"q": rand(1, 2, 8)}, ("Y",), num_heads=2, kv_num_heads=1)
+    with pytest.raises(opconv.ConversionError, match="1 node\\(s\\): GroupQueryAttention: .*GroupQueryAttention"):
+        decompose(model)
