@@ -6,12 +6,16 @@ operators and to give onnxruntime's outputs both in onnxruntime and in opconv's 
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import onnx
 import pytest
+from click.testing import CliRunner
 from onnx import TensorProto, helper
 
 import opconv
+from opconv.cli import cli
 from opconv.compare import compare_arrays
 from opconv.converters.decompose import decompose
 from opconv.dialects.onnx import io as onnx_io
@@ -230,3 +234,88 @@ def test_refusals_name_every_node_and_reason():
     model = single_node_model("GroupQueryAttention", {"q": rand(1, 2, 8)}, ("Y",), num_heads=2, kv_num_heads=1)
     with pytest.raises(opconv.ConversionError, match="1 node\\(s\\): GroupQueryAttention: .*GroupQueryAttention"):
         decompose(model)
+
+
+# ------------------------------------------------------------------ models made by onnxruntime's optimizer
+
+ORT_TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "ort_tools")
+OPTIMIZED = ["bert_opt1", "bert_opt2", "gpt2_opt1", "gpt2_opt2"]  # made by fixtures/ort_tools/make.py
+
+
+def _fixture(name: str):
+    data = np.load(os.path.join(ORT_TOOLS, f"{name}.npz"))
+    feeds = {k.split(":", 1)[1]: data[k] for k in data.files if k.startswith("input:")}
+    expected = {k.split(":", 1)[1]: data[k] for k in data.files if k.startswith("output:")}
+    return os.path.join(ORT_TOOLS, f"{name}.onnx"), feeds, expected
+
+
+def _assert_all_match(expected: dict, got: dict, what: str, rtol=None, atol=None):
+    problems = [f"{what} {name}: {report.message}" for name, want in expected.items()
+                if not (report := compare_arrays(name, want, got[name], rtol, atol)).ok]
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("name", OPTIMIZED)
+def test_optimized_model_decomposes_and_runs_in_onnxruntime_and_opconv(name, tmp_path):
+    path, feeds, expected = _fixture(name)
+    assert run_ort(onnx.load(path), feeds)  # the committed outputs are onnxruntime's of this very model
+    out = tmp_path / "standard.onnx"
+    result = CliRunner().invoke(cli, ["decompose", path, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    proto = onnx.load(str(out))
+    assert {n.domain for n in proto.graph.node} <= {""}
+    assert "com.microsoft" not in {o.domain for o in proto.opset_import}
+    _assert_all_match(expected, dict(zip([o.name for o in proto.graph.output], run_ort(proto, feeds))),
+                      "onnxruntime")
+    _assert_all_match(expected, opconv.run(opconv.load(str(out)), feeds), "opconv")
+
+
+@pytest.mark.parametrize("name", OPTIMIZED)
+def test_optimized_model_converts_to_ir_verified_in_openvino(name, tmp_path):
+    import openvino as ov
+
+    path, feeds, expected = _fixture(name)
+    shapes = {k: v.shape for k, v in feeds.items()}
+    xml = str(tmp_path / "model.xml")
+    opconv.save(opconv.convert(opconv.load(path), to="openvino", input_shapes=shapes), xml)
+    core = ov.Core()
+    compiled = core.compile_model(core.read_model(xml), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    got = dict(zip(expected, compiled(feeds).values()))
+    _assert_all_match(expected, got, "OpenVINO CPU")
+
+
+@pytest.mark.parametrize("name", OPTIMIZED)
+def test_optimized_model_converts_to_hlo_verified_in_the_hlo_executor(name):
+    path, feeds, expected = _fixture(name)
+    hlo = opconv.convert(opconv.load(path), to="hlo", input_shapes={k: v.shape for k, v in feeds.items()})
+    got = opconv.run(hlo, feeds)
+    _assert_all_match(expected, dict(zip(expected, got.values())), "HLO executor")
+
+
+def test_refused_nodes_are_listed_by_reason_and_nothing_is_written(tmp_path):
+    gqa = helper.make_node("GroupQueryAttention", ["q"], ["y1"], domain=MS, name="gqa", num_heads=2,
+                           kv_num_heads=1)
+    gelu = helper.make_node("FusedMatMul", ["y1", "w"], ["y2"], domain=MS, name="fmm", transBatchA=1)
+    graph = helper.make_graph([gqa, gelu], "g", [helper.make_tensor_value_info("q", TensorProto.FLOAT, [1, 2, 8]),
+                                                 helper.make_tensor_value_info("w", TensorProto.FLOAT, [8, 8])],
+                              [helper.make_tensor_value_info("y2", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    result = CliRunner().invoke(cli, ["decompose", str(path)])
+    assert result.exit_code == 2
+    assert "1 node(s): GroupQueryAttention: " in result.output and "gqa" in result.output
+    assert "1 node(s): FusedMatMul: transBatchA/transBatchB are not decomposed: fmm" in result.output
+    assert not (tmp_path / "m.decomposed.onnx").exists()
+
+
+def test_version_converter_keeps_contrib_nodes_unless_asked(tmp_path):
+    path, feeds, expected = _fixture("bert_opt1")
+    kept = opconv.convert_version(path, 17)
+    assert any(n.domain == MS for n in kept.graph.walk())
+    standard_17 = opconv.convert_version(path, 17, decompose=True)
+    assert not any(n.domain == MS for n in standard_17.graph.walk())
+    proto = onnx_io.to_proto(standard_17)
+    imports = {imp.domain: imp.version for imp in proto.opset_import}
+    assert imports[""] == 17 and MS not in imports
+    _assert_all_match(expected, dict(zip([o.name for o in proto.graph.output], run_ort(proto, feeds))), "opset 17")

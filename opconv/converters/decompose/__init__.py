@@ -148,6 +148,8 @@ def _bind_outputs(e: Emitter, node, results: list) -> None:
         if original is None or not original.name:
             continue
         original.producer = None
+        if original.type is None:
+            original.type = new.type  # what the decomposition knows of it (later decompositions read it)
         producer = new.producer
         if id(new) not in renamed and producer is not None and id(producer) in own:
             producer.outputs[new.index] = original

@@ -32,7 +32,13 @@ def _positions(e: Emitter, x, axis: int):
     return e("Range", e.const(np.int64(0)), e.dim(x, axis), e.const(np.int64(1)))
 
 
-def _padding_mask(e: Emitter, mask, keys):
+def _one_per_batch(e: Emitter, mask, queries) -> bool:
+    """Whether a 1-D mask is (B,) rather than (2B,): its length is the batch's (both known, or the same symbol)."""
+    length, batch = e.leading_dim(mask), e.leading_dim(queries)
+    return length is not None and length == batch
+
+
+def _padding_mask(e: Emitter, mask, keys, queries):
     """The positions a key-padding mask hides, broadcastable to (B, N, S, T); None without a mask."""
     rank = e.rank(mask)
     if rank == 2:  # (B, T) of 0/1
@@ -41,9 +47,9 @@ def _padding_mask(e: Emitter, mask, keys):
     if rank == 3:  # (B, S, T)
         return e.unsqueeze(e("Equal", e.cast(mask, "int64"), e.const(np.int64(0))), [1])
     if rank == 1:
-        shape = e.static_shape(mask)
-        if shape is None:
-            raise Refusal("a 1-D mask_index of unknown length (end positions, or end and start positions?)")
+        if not _one_per_batch(e, mask, queries):
+            raise Refusal("a 1-D mask_index not known to be of the batch's length (end positions; "
+                          "end and start positions are not decomposed)")
         # (B,): keys at or after each batch's end position are hidden ((2B,) with start positions is refused)
         ends = e.unsqueeze(e.cast(mask, "int64"), [1])
         hidden = e("Not", e("Less", _positions(e, keys, 2), ends))
@@ -59,8 +65,9 @@ def _causal_mask(e: Emitter, queries, keys):
 
 
 def attend(e: Emitter, q, k, v, *, num_heads: int, scale: float, mask_filter: float, causal: bool,
-           padding=None, bias=None, past_k=None, past_v=None, head_size: int | None = None):
-    """Multi-head attention of 3-D q/k/v (B, S, N*H); returns (output (B, S, N*Hv), keys, values (B, N, T, H))."""
+           padding=None, bias=None, past_k=None, past_v=None, head_size: int | None = None, batch_source=None):
+    """Multi-head attention of 3-D q/k/v (B, S, N*H) (``batch_source``: a typed value whose first dim is B);
+    returns (output (B, S, N*Hv), keys, values (B, N, T, H))."""
     dtype = e.dtype(q)
     qh, kh, vh = _heads(e, q, num_heads), _heads(e, k, num_heads), _heads(e, v, num_heads)
     if past_k is not None:
@@ -71,7 +78,7 @@ def attend(e: Emitter, q, k, v, *, num_heads: int, scale: float, mask_filter: fl
             raise Refusal("the head size (for the default scale) is unknown")
         scale = 1.0 / math.sqrt(head_size)
     scores = e("Mul", e("MatMul", qh, e("Transpose", kh, perm=[0, 1, 3, 2])), e.scalar(scale, dtype))
-    hidden = _padding_mask(e, padding, kh) if padding is not None else None
+    hidden = _padding_mask(e, padding, kh, batch_source or q) if padding is not None else None
     if causal:
         triangle = _causal_mask(e, qh, kh)
         hidden = triangle if hidden is None else e("Or", hidden, triangle)
@@ -113,7 +120,7 @@ def attention(e: Emitter):
     out, kh, vh = attend(e, q, k, v, num_heads=num_heads, scale=float(e.attr("scale", 0.0) or 0.0),
                          mask_filter=float(e.attr("mask_filter_value", -10000.0)),
                          causal=bool(e.attr("unidirectional", 0)), padding=e.input(3), bias=e.input(5),
-                         past_k=past_k, past_v=past_v, head_size=_head_size(sizes[0], num_heads))
+                         past_k=past_k, past_v=past_v, head_size=_head_size(sizes[0], num_heads), batch_source=x)
     present = None
     if e.output_used(1):
         present = e("Concat", e.unsqueeze(kh, [0]), e.unsqueeze(vh, [0]), axis=0)
@@ -143,7 +150,7 @@ def multi_head_attention(e: Emitter):
                          mask_filter=float(e.attr("mask_filter_value", -10000.0)),
                          causal=bool(e.attr("unidirectional", 0)), padding=e.input(4), bias=e.input(5),
                          past_k=e.input(6), past_v=e.input(7),
-                         head_size=_head_size(width[-1] if width else None, num_heads))
+                         head_size=_head_size(width[-1] if width else None, num_heads), batch_source=e.input(0))
     return [out, kh if e.output_used(1) else None, vh if e.output_used(2) else None]
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...types import TensorType
+
 from .registry import Emitter, Refusal, decomposes, standard
 
 _WIDE = "float32"  # onnxruntime's statistics type, and the type narrower inputs are normalized in
@@ -112,10 +114,14 @@ def embed_layer_normalization(e: Emitter):
     if segment_ids is not None and segments is not None:
         total = e("Add", total, e("Gather", segments, segment_ids, axis=0))
     y, _, _ = layer_norm(e, total, gamma, beta, -1, e.attr("epsilon", 1e-12))
-    if mask is not None:
+    if mask is not None:  # each sequence's end position: what Attention reads from a 1-D mask_index
         mask_index = e.cast(e.reduce("ReduceSum", e.cast(mask, "int64"), [1], keepdims=0), "int32")
     elif e.output_used(1):
         mask_index = e("ConstantOfShape", e.slice(e("Shape", ids), [0], [1], [0]), value=np.zeros(1, np.int32))
     else:
         mask_index = None
+    batch = e.leading_dim(ids)
+    if mask_index is not None:  # typed, so that the Attention after it knows a (batch,) vector of end positions
+        mask_index.type = TensorType("int32", (batch,))
+    y.type = TensorType(e.dtype(words), (batch, None, None))
     return [y, mask_index, total]

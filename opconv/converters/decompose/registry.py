@@ -48,6 +48,22 @@ def lookup(domain: str, op: str, version: int) -> Decomposition | None:
     return versions[max(usable)] if usable else None
 
 
+#: ops whose output has their first input's dim 0 (as the first dims of a transformer's layers keep the batch)
+_LEADING_DIM_KEEPERS = {"Add", "Sub", "Mul", "Div", "MatMul", "Cast", "Identity", "Relu", "Gelu", "Erf", "Tanh",
+                        "Sigmoid", "Softmax", "LayerNormalization", "Sqrt", "Reciprocal", "Where", "Concat", "Split"}
+
+
+def _keeps_leading_dim(node: Node) -> bool:
+    if node.op in _LEADING_DIM_KEEPERS and not node.domain:
+        return node.op not in ("Concat", "Split") or node.attr("axis", 0) != 0
+    if node.op == "Transpose":
+        return list(node.attr("perm") or [0])[0] == 0
+    if node.op == "Reshape" and len(node.inputs) > 1 and node.inputs[1] is not None and node.inputs[1].const:
+        target = node.inputs[1].const.numpy()
+        return target.size > 0 and int(target.reshape(-1)[0]) == 0
+    return False
+
+
 _NP_NAMES = {"float": "float32", "double": "float64", "half": "float16"}
 
 
@@ -101,6 +117,18 @@ class Emitter:
             value = next((v for v in node.inputs if v is not None), None)
             seen += 1
         raise Refusal("the element type of an input is unknown (run ONNX shape inference on the model first)")
+
+    def leading_dim(self, value: Value):
+        """Dim 0 of ``value`` (an int or a symbol), from its type or from producers that keep dim 0; None if unknown."""
+        for _ in range(256):
+            shape = value.const.shape if value.const is not None else value.shape
+            if shape:
+                return shape[0]
+            node = value.producer
+            if node is None or not node.inputs or node.inputs[0] is None or not _keeps_leading_dim(node):
+                return None
+            value = node.inputs[0]
+        return None
 
     def rank(self, value: Value) -> int | None:
         if value.const is not None:

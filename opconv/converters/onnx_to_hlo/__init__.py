@@ -39,6 +39,7 @@ from ...errors import ConversionError, OpconvError
 from ...ir import Model, Value
 from ...types import TensorType, element_type, from_numpy
 from .. import register
+from ..decompose import decompose_contrib
 from ..fold import fold_constants
 from ..static_inputs import copy_with_static_inputs, drop_input_defaults, with_inferred_types
 from ..rewrite import RuleSet, convert_graph
@@ -62,6 +63,7 @@ def onnx_to_hlo(model: Model, input_shapes: Mapping[str, Sequence[int]] | None =
     unknown dims.  Raises :class:`ConversionError` naming the input when a
     shape stays unresolved, or naming every node no rule converts.
     """
+    model = decompose_contrib(model)  # contrib operators -> standard ones (the rules map standard ops only)
     where = model.path
     shapes = {name: tuple(int(d) for d in dims) for name, dims in (input_shapes or {}).items()}
     copy = copy_with_static_inputs(model, shapes, where, target="HLO")

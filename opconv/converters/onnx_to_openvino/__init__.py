@@ -49,6 +49,7 @@ from ..rewrite import RuleSet, convert_graph
 from ...dialects.openvino.io import ELEMENT_TYPES
 from . import (activations, attention, causal_conv, control_flow, cumulative, dequantize, einsum, elementwise,
                deform_conv, grids, losses, movement, nn, quantize, resize, rnn, rotary, scatter, shape)
+from ..decompose import decompose_contrib
 from ..fold import fold_constants
 from ..static_inputs import (WEIGHTLESS_BYTES, copy_with_static_inputs, drop_input_defaults, has_unresolved_types,
                              may_fold, with_inferred_types)
@@ -76,6 +77,7 @@ def onnx_to_openvino(model: Model, input_shapes: Mapping[str, Sequence[int]] | N
     has symbolic or unknown dims.  Raises :class:`ConversionError` naming the
     input when a shape stays unresolved, or naming every unsupported node.
     """
+    model = decompose_contrib(model)  # contrib operators -> standard ones (the rules map standard ops only)
     where = model.path
     shapes = {name: tuple(int(d) for d in dims) for name, dims in (input_shapes or {}).items()}
     copy = copy_with_static_inputs(model, shapes, where)
