@@ -231,8 +231,9 @@ def test_matmul_integer_to_float():
 
 
 def test_refusals_name_every_node_and_reason():
-    model = single_node_model("GroupQueryAttention", {"q": rand(1, 2, 8)}, ("Y",), num_heads=2, kv_num_heads=1)
-    with pytest.raises(opconv.ConversionError, match="1 node\\(s\\): GroupQueryAttention: .*GroupQueryAttention"):
+    model = single_node_model("GroupQueryAttention", {"q": rand(1, 2, 8)}, ("Y",), num_heads=2, kv_num_heads=1,
+                              smooth_softmax=1)
+    with pytest.raises(opconv.ConversionError, match="1 node\\(s\\): GroupQueryAttention: smooth_softmax=1 .*"):
         decompose(model)
 
 
@@ -294,7 +295,7 @@ def test_optimized_model_converts_to_hlo_verified_in_the_hlo_executor(name):
 
 def test_refused_nodes_are_listed_by_reason_and_nothing_is_written(tmp_path):
     gqa = helper.make_node("GroupQueryAttention", ["q"], ["y1"], domain=MS, name="gqa", num_heads=2,
-                           kv_num_heads=1)
+                           kv_num_heads=1, smooth_softmax=1)
     gelu = helper.make_node("FusedMatMul", ["y1", "w"], ["y2"], domain=MS, name="fmm", transBatchA=1)
     graph = helper.make_graph([gqa, gelu], "g", [helper.make_tensor_value_info("q", TensorProto.FLOAT, [1, 2, 8]),
                                                  helper.make_tensor_value_info("w", TensorProto.FLOAT, [8, 8])],
@@ -319,3 +320,36 @@ def test_version_converter_keeps_contrib_nodes_unless_asked(tmp_path):
     imports = {imp.domain: imp.version for imp in proto.opset_import}
     assert imports[""] == 17 and MS not in imports
     _assert_all_match(expected, dict(zip([o.name for o in proto.graph.output], run_ort(proto, feeds))), "opset 17")
+
+
+def _gqa_inputs(seq, past, valid, *, packed=False, rotary=False, kv_heads=1, heads=4, head=8, dtype=np.float32):
+    inputs = {"query": rand(B, seq, (heads + 2 * kv_heads) * head if packed else heads * head, dtype=dtype),
+              "key": None if packed else rand(B, seq, kv_heads * head, dtype=dtype),
+              "value": None if packed else rand(B, seq, kv_heads * head, dtype=dtype),
+              "past_key": rand(B, kv_heads, past, head, dtype=dtype) if past else None,
+              "past_value": rand(B, kv_heads, past, head, dtype=dtype) if past else None,
+              "seqlens_k": np.asarray(valid, np.int32) - 1,
+              "total_sequence_length": np.array([max(valid)], np.int32)}
+    if rotary:
+        angles = RNG.uniform(0, 6, (32, head // 2))
+        inputs["cos_cache"] = np.cos(angles).astype(dtype)
+        inputs["sin_cache"] = np.sin(angles).astype(dtype)
+    return inputs
+
+
+@pytest.mark.parametrize("case", ["prompt", "prompt_padded", "packed", "decode", "decode_ragged", "rotary",
+                                  "window", "float16"])
+def test_group_query_attention(case):
+    kv_heads = 2 if case in ("prompt", "decode") else 1
+    if case.startswith("prompt") or case in ("packed", "window", "float16"):
+        valid = [S, 3] if case == "prompt_padded" else [S, S]
+        inputs = _gqa_inputs(S, 0, valid, packed=case == "packed", kv_heads=kv_heads,
+                             dtype=np.float16 if case == "float16" else np.float32)
+    elif case == "rotary":
+        inputs = _gqa_inputs(S, 0, [S, S], rotary=True, head=16)  # onnxruntime rotates heads of 16k features
+    else:  # one new token after a cache of 6 (ragged: the second sequence had 4 real tokens)
+        inputs = _gqa_inputs(1, 6, [7, 5] if case == "decode_ragged" else [7, 7], kv_heads=kv_heads)
+    attrs = {"num_heads": 4, "kv_num_heads": kv_heads, "do_rotary": 1 if case == "rotary" else None,
+             "local_window_size": 3 if case == "window" else None}
+    outputs = ("Y", "present_key", "present_value") if inputs["past_key"] is not None else ("Y",)
+    assert_decomposes("GroupQueryAttention", inputs, outputs, opsets=(13, 20), **attrs)

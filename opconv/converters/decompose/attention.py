@@ -154,6 +154,104 @@ def multi_head_attention(e: Emitter):
     return [out, kh if e.output_used(1) else None, vh if e.output_used(2) else None]
 
 
+
+_GQA_UNSUPPORTED = (("smooth_softmax", 1, "smooth_softmax=1"), ("qk_output", 1, "the qk_output output"),
+                    ("sliding_window_cache", 1, "a sliding-window cache"), ("causal", 0, "causal=0"))
+
+
 @decomposes("GroupQueryAttention")
 def group_query_attention(e: Emitter):
-    raise Refusal("GroupQueryAttention is not decomposed yet (its KV cache, rotary and local-window forms)")
+    """onnxruntime's grouped-query attention over a KV cache written at each sequence's past length.
+
+    The past length of sequence b is ``seqlens_k[b] + 1 - S`` (0 when S is the total length); its new keys and
+    values are scattered there into the past buffer (grown to the total length), key j is hidden from query i
+    when ``j > past[b] + i`` (causal), ``j >= seqlens_k[b] + 1`` (padding) or, with a local window of w, when
+    ``j <= past[b] + i - w``; each KV head serves num_heads / kv_num_heads query heads.
+    """
+    for name, bad, what in _GQA_UNSUPPORTED:
+        if e.attr(name) == bad:
+            raise Refusal(f"{what} is not decomposed")
+    if any(e.input(i) is not None for i in range(11, 17)):
+        raise Refusal("head_sink, quantized caches, q/k norms and query_seqlens are not decomposed")
+    if e.attr("k_quant_type", "NONE") not in ("NONE", b"NONE") or e.attr("v_quant_type", "NONE") not in ("NONE", b"NONE"):
+        raise Refusal("a quantized KV cache is not decomposed")
+    e.require_opset(13, "GroupQueryAttention's cache update (ScatterElements, Split by input)")
+    num_heads, kv_heads = int(e.attr("num_heads")), int(e.attr("kv_num_heads"))
+    q, k, v = e.input(0), e.input(1), e.input(2)
+    width = e.static_shape(q)
+    if width is None and (e.rank(q) != 3 or not (q.shape and isinstance(q.shape[-1], int))):
+        raise Refusal("the query's width (to find the head size) is unknown")
+    last = q.shape[-1] if width is None else width[-1]
+    head = last // (num_heads + 2 * kv_heads) if k is None else last // num_heads
+    if k is None:  # packed QKV
+        q, k, v = e.split(q, [num_heads * head, kv_heads * head, kv_heads * head], axis=2)
+    dtype = e.dtype(e.input(0))
+    qh, kh, vh = _heads(e, q, num_heads), _heads(e, k, kv_heads), _heads(e, v, kv_heads)
+    one = e.const(np.int64(1))
+    seq = e.dim(qh, 2)
+    valid = e("Add", e.cast(e.input(5), "int64"), one)  # (B,) each sequence's total length
+    total = e("Reshape", e.cast(e.input(6), "int64"), e.ints([]))
+    past_lengths = e("Where", e("Equal", seq, total), e.const(np.zeros(1, np.int64)), e("Sub", valid, seq))  # (B,)
+    if e.attr("do_rotary", 0):
+        positions = e.input(9)
+        if positions is None:
+            positions = e("Add", e.unsqueeze(past_lengths, [1]), e.unsqueeze(_positions(e, qh, 2), [0]))
+        cos_cache, sin_cache = e.input(7), e.input(8)
+        cache_shape = e.static_shape(cos_cache)
+        if cache_shape is None:
+            raise Refusal("the rotary cache's shape is unknown")
+        from .rotary import rotate
+        interleaved = bool(e.attr("rotary_interleaved", 0))
+        qh = rotate(e, qh, 1, positions, cos_cache, sin_cache, 2 * cache_shape[1], interleaved)
+        kh = rotate(e, kh, 1, positions, cos_cache, sin_cache, 2 * cache_shape[1], interleaved)
+    keys, values = _gqa_cache(e, e.input(3), kh, past_lengths, total), _gqa_cache(e, e.input(4), vh, past_lengths,
+                                                                                   total)
+    group = num_heads // kv_heads
+    scale = float(e.attr("scale", 0.0) or 0.0) or 1.0 / math.sqrt(head)
+    scores = e("Mul", e("MatMul", qh, e("Transpose", _repeat_heads(e, keys, group), perm=[0, 1, 3, 2])),
+               e.scalar(scale, dtype))
+    softcap = float(e.attr("softcap", 0.0) or 0.0)
+    if softcap:
+        scores = e("Mul", e("Tanh", e("Div", scores, e.scalar(softcap, dtype))), e.scalar(softcap, dtype))
+    columns = _positions(e, keys, 2)  # (L,)
+    query_positions = e("Add", e.unsqueeze(past_lengths, [1, 2]), e.unsqueeze(_positions(e, qh, 2), [0, 2]))  # (B,S,1)
+    hidden = e("Or", e("Greater", columns, query_positions),
+               e("Not", e("Less", columns, e.unsqueeze(valid, [1, 2]))))
+    window = int(e.attr("local_window_size", -1))
+    if window > 0:
+        hidden = e("Or", hidden, e("Not", e("Greater", columns, e("Sub", query_positions, e.const(np.int64(window))))))
+    lowest = float(np.finfo(np.dtype(dtype)).min)
+    scores = e("Add", scores, e("Where", e.unsqueeze(hidden, [1]), e.scalar(lowest, dtype), e.scalar(0.0, dtype)))
+    if e.input(10) is not None:
+        scores = e("Add", scores, e.input(10))
+    probs = e("Softmax", scores, axis=-1)
+    out = _merge_heads(e, e("MatMul", probs, _repeat_heads(e, values, group)))
+    return [out, keys, values]
+
+
+def _gqa_cache(e: Emitter, past, new, past_lengths, total):
+    """The present cache: the first ``past_lengths[b]`` rows of ``past`` (grown to the total length, zeros after)
+    with ``new`` (B, Nkv, S, H) written after them; ``new`` itself without a past."""
+    if past is None:
+        return new
+    length = e.dim(past, 2)
+    grow = e("Max", e("Sub", total, length), e.const(np.int64(0)))
+    zero = e.const(np.zeros(1, np.int64))
+    pads = e("Concat", zero, zero, zero, zero, zero, zero, e.unsqueeze(grow, [0]), zero, axis=0)
+    buffer = e("Pad", past, pads)
+    # onnxruntime copies only each sequence's own past; the rest of the buffer is zeros
+    kept = e("Less", e.unsqueeze(_positions(e, buffer, 2), [1]), e.unsqueeze(past_lengths, [1, 2, 3]))  # (B,1,L,1)
+    buffer = e("Where", kept, buffer, e.scalar(0.0, e.dtype(new)))
+    rows = e("Add", e.unsqueeze(past_lengths, [1, 2, 3]), e.unsqueeze(_positions(e, new, 2), [0, 1, 3]))
+    indices = e("Expand", rows, e("Shape", new))
+    return e("ScatterElements", buffer, indices, new, axis=2)
+
+
+def _repeat_heads(e: Emitter, x, group: int):
+    """(B, Nkv, L, H) -> (B, Nkv * group, L, H), each KV head repeated for its group of query heads."""
+    if group == 1:
+        return x
+    widened = e("Expand", e.unsqueeze(x, [2]), e.ints([1, 1, group, 1, 1]))
+    shape = e("Shape", x)
+    target = e("Concat", e.slice(shape, [0], [1], [0]), e.ints([-1]), e.slice(shape, [2], [4], [0]), axis=0)
+    return e("Reshape", widened, target)

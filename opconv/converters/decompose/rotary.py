@@ -45,9 +45,19 @@ def rotary_embedding(e: Emitter):
         positions = e.unsqueeze(e("Range", start, e("Add", start, length), e.const(np.int64(1))), [0])
     else:
         positions = position_ids
+    result = rotate(e, work, head_axis, positions, cos_cache, sin_cache, rotary_dim, bool(e.attr("interleaved", 0)))
+    if rank == 3:
+        result = e("Reshape", result, e.ints([0, 0, -1]))
+    return [result]
+
+
+def rotate(e: Emitter, work, head_axis: int, positions, cos_cache, sin_cache, rotary_dim: int, interleaved: bool):
+    """Rotate the first ``rotary_dim`` features of the 4-D ``work`` (heads on ``head_axis``, features last) by the
+    angles of ``positions`` (B, S) in the caches."""
+    half = rotary_dim // 2
     cos = e.unsqueeze(e("Gather", cos_cache, positions, axis=0), [head_axis])  # (B, S, 1, d/2) or (B, 1, S, d/2)
     sin = e.unsqueeze(e("Gather", sin_cache, positions, axis=0), [head_axis])
-    if e.attr("interleaved", 0):
+    if interleaved:
         first = e.slice(work, [0], [rotary_dim], [3], [2])
         second = e.slice(work, [1], [rotary_dim], [3], [2])
     else:
@@ -55,14 +65,11 @@ def rotary_embedding(e: Emitter):
         second = e.slice(work, [half], [rotary_dim], [3])
     out_first = e("Sub", e("Mul", first, cos), e("Mul", second, sin))
     out_second = e("Add", e("Mul", second, cos), e("Mul", first, sin))
-    if e.attr("interleaved", 0):
+    if interleaved:
         pairs = e("Concat", e.unsqueeze(out_first, [4]), e.unsqueeze(out_second, [4]), axis=4)
         rotated = e("Reshape", pairs, e.ints([0, 0, 0, -1]))
     else:
         rotated = e("Concat", out_first, out_second, axis=3)
     passed = e.slice(work, [rotary_dim], [np.iinfo(np.int64).max], [3])
     result = e("Concat", rotated, passed, axis=3)
-    if rank == 3:
-        result = e("Reshape", result, e.ints([0, 0, -1]))
-    return [result]
-
+    return result
