@@ -353,3 +353,30 @@ def test_group_query_attention(case):
              "local_window_size": 3 if case == "window" else None}
     outputs = ("Y", "present_key", "present_value") if inputs["past_key"] is not None else ("Y",)
     assert_decomposes("GroupQueryAttention", inputs, outputs, opsets=(13, 20), **attrs)
+
+
+@pytest.mark.parametrize("bits,with_zero_points,k", [(4, False, 32), (4, True, 40), (8, True, 32), (2, False, 32)])
+def test_matmul_n_bits(bits, with_zero_points, k):
+    n, block = 6, 16
+    blocks = -(-k // block)
+    packed = RNG.integers(0, 256, (n, blocks, block * bits // 8)).astype(np.uint8)
+    scales = rand(n * blocks, low=0.01, high=0.1)
+    zero_bytes = -(-blocks * bits // 8)
+    inputs = {"a": rand(3, k), "b": packed, "scales": scales,
+              "zero_points": RNG.integers(0, 256, (n, zero_bytes)).astype(np.uint8) if with_zero_points else None,
+              "g_idx": None, "bias": rand(n)}
+    model = single_node_model("MatMulNBits", inputs, ("Y",), K=k, N=n, bits=bits, block_size=block)
+    constants = {"b", "scales", "zero_points"}  # the weights the quantizer writes as initializers
+    model.graph.initializer.extend(onnx.numpy_helper.from_array(inputs[name], name) for name in constants
+                                   if inputs[name] is not None)
+    kept = [i for i in model.graph.input if i.name not in constants]
+    del model.graph.input[:]
+    model.graph.input.extend(kept)
+    feeds = {"a": inputs["a"], "bias": inputs["bias"]}
+    expected = run_ort(model, feeds)
+    decomposed = onnx_io.to_proto(decompose(model))
+    assert {n.op_type for n in decomposed.graph.node} <= {"MatMul", "Add"}
+    for runner, got in (("onnxruntime", run_ort(decomposed, feeds)[0]),
+                        ("opconv", opconv.run(opconv.load(decomposed), feeds)["Y"])):
+        report = compare_arrays("Y", expected[0], got, None, None)
+        assert report.ok, f"{runner}: {report.message}"
