@@ -1,0 +1,78 @@
+"""com.microsoft's QLinear operators and its own QuantizeLinear / DequantizeLinear.
+
+A QLinear op is ``QuantizeLinear(op(DequantizeLinear(x, scale, zero point) ...), y_scale, y_zero_point)`` with
+the standard op in the middle; onnxruntime's kernels compute the same float values and round half to even,
+so the result is the same integers (checked against onnxruntime in tests/test_decompose.py).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from .registry import Emitter, Refusal, decomposes
+
+
+def _dq(e: Emitter, x, scale, zero_point):
+    return e("DequantizeLinear", x, scale, *([zero_point] if zero_point is not None else []))
+
+
+def _q(e: Emitter, y, scale, zero_point):
+    return e("QuantizeLinear", y, scale, *([zero_point] if zero_point is not None else []))
+
+
+def _no_channels_last(e: Emitter):
+    if e.attr("channels_last", 0):
+        raise Refusal("channels_last=1 is not decomposed")
+
+
+@decomposes("QuantizeLinear")
+@decomposes("DequantizeLinear")
+def quantize_linear(e: Emitter):
+    x, scale, zero_point = e.input(0), e.input(1), e.input(2)
+    if e.node.op == "DequantizeLinear":
+        quantized = e.dtype(x)
+    else:
+        quantized = "uint8" if zero_point is None else e.dtype(zero_point)
+    if quantized not in ("uint8", "int8"):
+        e.require_opset(21, f"{quantized} quantization")
+    axis = e.attr("axis")
+    if axis is not None and e.rank(scale) not in (0, None) and e.opset < 13:
+        raise Refusal("per-axis quantization needs ai.onnx opset 13")
+    return [e(e.node.op, *[v for v in (x, scale, zero_point) if v is not None],
+              axis=None if axis is None or e.opset < 13 else int(axis))]
+
+
+# QLinear op -> the float op between its dequantized inputs and quantized output
+_BINARY: dict[str, str] = {"QLinearAdd": "Add", "QLinearMul": "Mul"}
+
+
+@decomposes("QLinearAdd")
+@decomposes("QLinearMul")
+def qlinear_binary(e: Emitter):
+    a = _dq(e, e.input(0), e.input(1), e.input(2))
+    b = _dq(e, e.input(3), e.input(4), e.input(5))
+    return [_q(e, e(_BINARY[e.node.op], a, b), e.input(6), e.input(7))]
+
+
+_UNARY: dict[str, Callable] = {
+    "QLinearSigmoid": lambda e, x: e("Sigmoid", x),
+    "QLinearLeakyRelu": lambda e, x: e("LeakyRelu", x, alpha=float(e.attr("alpha", 0.01))),
+    "QLinearGlobalAveragePool": lambda e, x: (_no_channels_last(e), e("GlobalAveragePool", x))[1],
+}
+
+
+@decomposes("QLinearSigmoid")
+@decomposes("QLinearLeakyRelu")
+@decomposes("QLinearGlobalAveragePool")
+def qlinear_unary(e: Emitter):
+    x = _dq(e, e.input(0), e.input(1), e.input(2))
+    return [_q(e, _UNARY[e.node.op](e, x), e.input(3), e.input(4))]
+
+
+@decomposes("QLinearConcat")
+def qlinear_concat(e: Emitter):
+    triples = [e.input(i) for i in range(2, len(e.node.inputs))]
+    if len(triples) % 3:
+        raise Refusal("inputs must come in (tensor, scale, zero point) triples")
+    parts = [_dq(e, *triples[i:i + 3]) for i in range(0, len(triples), 3)]
+    return [_q(e, e("Concat", *parts, axis=int(e.attr("axis"))), e.input(0), e.input(1))]
