@@ -245,7 +245,9 @@ def test_refusals_name_every_node_and_reason():
 # ------------------------------------------------------------------ models made by onnxruntime's optimizer
 
 ORT_TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "ort_tools")
-OPTIMIZED = ["bert_opt1", "bert_opt2", "gpt2_opt1", "gpt2_opt2"]  # made by fixtures/ort_tools/make.py
+OPTIMIZED = ["bert_opt1", "bert_opt2", "bert_opt2_fp16", "gpt2_opt1", "gpt2_opt2", "gpt2_opt2_fp16"]  # fixtures/ort_tools/make.py
+#: the float16 variants compute in float16 (float32 inputs and outputs): compared at float16's tolerance
+TOLERANCE = {name: (1e-2, 1e-2) for name in OPTIMIZED if name.endswith("_fp16")}
 
 
 def _fixture(name: str):
@@ -255,7 +257,8 @@ def _fixture(name: str):
     return os.path.join(ORT_TOOLS, f"{name}.onnx"), feeds, expected
 
 
-def _assert_all_match(expected: dict, got: dict, what: str, rtol=None, atol=None):
+def _assert_all_match(expected: dict, got: dict, what: str, fixture: str):
+    rtol, atol = TOLERANCE.get(fixture, (None, None))
     problems = [f"{what} {name}: {report.message}" for name, want in expected.items()
                 if not (report := compare_arrays(name, want, got[name], rtol, atol)).ok]
     assert not problems, "\n".join(problems)
@@ -272,11 +275,12 @@ def test_optimized_model_decomposes_and_runs_in_onnxruntime_and_opconv(name, tmp
     assert {n.domain for n in proto.graph.node} <= {""}
     assert "com.microsoft" not in {o.domain for o in proto.opset_import}
     _assert_all_match(expected, dict(zip([o.name for o in proto.graph.output], run_ort(proto, feeds))),
-                      "onnxruntime")
-    _assert_all_match(expected, opconv.run(opconv.load(str(out)), feeds), "opconv")
+                      "onnxruntime", name)
+    _assert_all_match(expected, opconv.run(opconv.load(str(out)), feeds), "opconv", name)
 
 
-@pytest.mark.parametrize("name", OPTIMIZED)
+# gpt2_opt2_fp16's own float16 LayerNormalization-17 nodes (stash_type=1) have no opset1 form onnx-to-ir accepts
+@pytest.mark.parametrize("name", [name for name in OPTIMIZED if name != "gpt2_opt2_fp16"])
 def test_optimized_model_converts_to_ir_verified_in_openvino(name, tmp_path):
     import openvino as ov
 
@@ -287,7 +291,7 @@ def test_optimized_model_converts_to_ir_verified_in_openvino(name, tmp_path):
     core = ov.Core()
     compiled = core.compile_model(core.read_model(xml), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
     got = dict(zip(expected, compiled(feeds).values()))
-    _assert_all_match(expected, got, "OpenVINO CPU")
+    _assert_all_match(expected, got, "OpenVINO CPU", name)
 
 
 @pytest.mark.parametrize("name", OPTIMIZED)
@@ -295,7 +299,7 @@ def test_optimized_model_converts_to_hlo_verified_in_the_hlo_executor(name):
     path, feeds, expected = _fixture(name)
     hlo = opconv.convert(opconv.load(path), to="hlo", input_shapes={k: v.shape for k, v in feeds.items()})
     got = opconv.run(hlo, feeds)
-    _assert_all_match(expected, dict(zip(expected, got.values())), "HLO executor")
+    _assert_all_match(expected, dict(zip(expected, got.values())), "HLO executor", name)
 
 
 def test_refused_nodes_are_listed_by_reason_and_nothing_is_written(tmp_path):
@@ -324,7 +328,8 @@ def test_version_converter_keeps_contrib_nodes_unless_asked(tmp_path):
     proto = onnx_io.to_proto(standard_17)
     imports = {imp.domain: imp.version for imp in proto.opset_import}
     assert imports[""] == 17 and MS not in imports
-    _assert_all_match(expected, dict(zip([o.name for o in proto.graph.output], run_ort(proto, feeds))), "opset 17")
+    _assert_all_match(expected, dict(zip([o.name for o in proto.graph.output], run_ort(proto, feeds))), "opset 17",
+                      "bert_opt1")
 
 
 def _gqa_inputs(seq, past, valid, *, packed=False, rotary=False, kv_heads=1, heads=4, head=8, dtype=np.float32):

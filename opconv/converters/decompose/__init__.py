@@ -148,7 +148,7 @@ def _bind_outputs(e: Emitter, node, results: list) -> None:
         if original is None or not original.name:
             continue
         original.producer = None
-        if original.type is None:
+        if original.type is None or (original.shape is None and new.shape is not None):
             original.type = new.type  # what the decomposition knows of it (later decompositions read it)
         producer = new.producer
         if id(new) not in renamed and producer is not None and id(producer) in own:
