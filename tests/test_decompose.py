@@ -33,12 +33,13 @@ def rand(*shape, dtype=np.float32, low=-1.0, high=1.0):
 
 
 def assert_decomposes(op: str, inputs: dict, outputs=("Y",), *, domain: str = MS, opsets=(13, 20), rtol=None,
-                      atol=None, output_types=None, opconv_atol=None, **attrs):
+                      atol=None, output_types=None, opconv_atol=None, node_attrs=None, **attrs):
     feeds = {k: v for k, v in inputs.items() if v is not None}
     names = [o for o in outputs if o]
     for opset in opsets:
         model = single_node_model(op, inputs, outputs, domain=domain, opset=opset, output_types=output_types,
                                   **attrs)
+        model.graph.node[0].attribute.extend(helper.make_attribute(k, v) for k, v in (node_attrs or {}).items())
         expected = run_ort(model, feeds)
         decomposed = decompose(model)
         ops = {(n.domain or "", n.op) for n in decomposed.graph.walk()}
@@ -441,3 +442,26 @@ def test_ms_quantize_dequantize_linear(op):
         inputs = {"x": _quantized((B, S, H)), "s": rand(H, low=0.01, high=0.05),
                   "z": RNG.integers(0, 256, (H,)).astype(np.uint8)}
     assert_decomposes(op, inputs, axis=2)
+
+
+@pytest.mark.parametrize("op,attrs", [("QLinearAveragePool", {"kernel_shape": [2, 2], "strides": [2, 2]}),
+                                      ("QLinearSoftmax", {"axis": -1})])
+def test_qlinear_pool_and_softmax(op, attrs):
+    x_s, x_z = _qparams(0.05, 128)
+    y_s, y_z = _qparams(1 / 256 if op == "QLinearSoftmax" else 0.05, 0 if op == "QLinearSoftmax" else 120)
+    assert_decomposes(op, {"x": _quantized((2, 3, 4, 6)), "x_s": x_s, "x_z": x_z, "y_s": y_s, "y_z": y_z},
+                      opconv_atol=1, node_attrs={"opset": 13} if op == "QLinearSoftmax" else None, **attrs)
+
+
+@pytest.mark.parametrize("quantized_output", [True, False])
+@pytest.mark.parametrize("per_column", [False, True])
+def test_qgemm(quantized_output, per_column):
+    n = 5
+    a_s, a_z = _qparams(0.05, 120)
+    b_s = rand(n, low=0.01, high=0.04) if per_column else np.array(0.02, np.float32)
+    b_z = np.full(n, 3, np.int8) if per_column else np.array(3, np.int8)
+    inputs = {"a": _quantized((4, 8)), "a_s": a_s, "a_z": a_z, "b": _quantized((n, 8), np.int8), "b_s": b_s,
+              "b_z": b_z, "c": RNG.integers(-500, 500, (n,)).astype(np.int32)}
+    if quantized_output:
+        inputs["y_s"], inputs["y_z"] = _qparams(0.2, 128)
+    assert_decomposes("QGemm", inputs, transB=1, alpha=1.0, opconv_atol=1)

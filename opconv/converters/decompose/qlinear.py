@@ -58,9 +58,32 @@ _UNARY: dict[str, Callable] = {
     "QLinearSigmoid": lambda e, x: e("Sigmoid", x),
     "QLinearLeakyRelu": lambda e, x: e("LeakyRelu", x, alpha=float(e.attr("alpha", 0.01))),
     "QLinearGlobalAveragePool": lambda e, x: (_no_channels_last(e), e("GlobalAveragePool", x))[1],
+    "QLinearAveragePool": lambda e, x: (_no_channels_last(e), e("AveragePool", x, **_pool_attrs(e)))[1],
+    "QLinearSoftmax": lambda e, x: _softmax(e, x),
 }
 
+_POOL_ATTRS = ("auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides")
 
+
+def _pool_attrs(e: Emitter) -> dict:
+    attrs = {k: e.node.attrs[k].value for k in _POOL_ATTRS if k in e.node.attrs}
+    if isinstance(attrs.get("auto_pad"), bytes):
+        attrs["auto_pad"] = attrs["auto_pad"].decode()
+    if attrs.get("ceil_mode") and e.opset < 10:
+        raise Refusal("ceil_mode needs ai.onnx opset 10")
+    return attrs
+
+
+def _softmax(e: Emitter, x):
+    axis = int(e.attr("axis", -1))
+    rank = e.rank(e.input(0))
+    if axis not in (-1, (rank or 0) - 1) and e.opset < 13:
+        raise Refusal("a softmax over an axis other than the last needs ai.onnx opset 13")
+    return e("Softmax", x, axis=axis)
+
+
+@decomposes("QLinearAveragePool")
+@decomposes("QLinearSoftmax")
 @decomposes("QLinearSigmoid")
 @decomposes("QLinearLeakyRelu")
 @decomposes("QLinearGlobalAveragePool")
@@ -76,3 +99,21 @@ def qlinear_concat(e: Emitter):
         raise Refusal("inputs must come in (tensor, scale, zero point) triples")
     parts = [_dq(e, *triples[i:i + 3]) for i in range(0, len(triples), 3)]
     return [_q(e, e("Concat", *parts, axis=int(e.attr("axis"))), e.input(0), e.input(1))]
+
+
+@decomposes("QGemm")
+def qgemm(e: Emitter):
+    """alpha * A @ B + C over the dequantized operands (C is int32 at scale a_scale * b_scale), quantized to
+    y_scale / y_zero_point, or float when the node has no y_scale."""
+    a = _dq(e, e.input(0), e.input(1), e.input(2))
+    b_zero = e.input(5)
+    b_axis = {} if e.rank(e.input(4)) in (0, None) else {"axis": 0 if e.attr("transB", 0) else 1}
+    if b_axis:
+        e.require_opset(13, "per-column B scales")
+    b = e("DequantizeLinear", e.input(3), e.input(4), *([b_zero] if b_zero is not None else []), **b_axis)
+    inputs = [a, b]
+    if e.input(6) is not None:
+        inputs.append(e("Mul", e.cast(e.input(6), "float32"), e("Mul", e.input(1), e.input(4))))
+    y = e("Gemm", *inputs, alpha=float(e.attr("alpha", 1.0)), beta=1.0, transA=int(e.attr("transA", 0)),
+          transB=int(e.attr("transB", 0)))
+    return [y if e.input(7) is None else _q(e, y, e.input(7), e.input(8))]
