@@ -465,3 +465,26 @@ def test_qgemm(quantized_output, per_column):
     if quantized_output:
         inputs["y_s"], inputs["y_z"] = _qparams(0.2, 128)
     assert_decomposes("QGemm", inputs, transB=1, alpha=1.0, opconv_atol=1)
+
+
+def test_decomposition_coverage_of_onnxruntime_cpu_operators(capsys):
+    """Prints how many of onnxruntime's CPU com.microsoft operators decompose; every registered decomposition is
+    an operator onnxruntime knows and is exercised by a test above."""
+    import json
+
+    from opconv.converters.decompose import DECOMPOSITIONS
+
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ort_cpu_contrib_ops.json")) as f:
+        listing = json.load(f)
+    cpu_ops = {op["name"] for op in listing["ops"] if op["domain"] == MS}
+    gpu_only = {op if isinstance(op, str) else op["name"] for op in listing["no_cpu_kernel"]}
+    registered = {op for (domain, op), versions in DECOMPOSITIONS.items()
+                  if domain == MS and any(fn is not None for fn in versions.values())}
+    assert registered <= cpu_ops | gpu_only, registered - cpu_ops - gpu_only
+    with open(__file__) as f:
+        source = f.read()
+    untested = sorted(op for op in registered if f'"{op}"' not in source and op != "BiasAdd")  # no CPU oracle
+    assert not untested, untested
+    with capsys.disabled():
+        print(f"\ncom.microsoft decompositions: {len(registered & cpu_ops)} of {len(cpu_ops)} operators onnxruntime "
+              f"runs on CPU (+ {len(registered - cpu_ops)} without a CPU kernel): {', '.join(sorted(registered))}")
