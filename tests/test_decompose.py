@@ -488,3 +488,41 @@ def test_decomposition_coverage_of_onnxruntime_cpu_operators(capsys):
     with capsys.disabled():
         print(f"\ncom.microsoft decompositions: {len(registered & cpu_ops)} of {len(cpu_ops)} operators onnxruntime "
               f"runs on CPU (+ {len(registered - cpu_ops)} without a CPU kernel): {', '.join(sorted(registered))}")
+
+
+def test_small_ms_operators():
+    assert_decomposes("Range", {"start": np.array(2, np.int64), "limit": np.array(11, np.int64),
+                                "delta": np.array(3, np.int64)})
+    assert_decomposes("Range", {"start": np.array(0.5, np.float32), "limit": np.array(4, np.float32)})
+    assert_decomposes("Trilu", {"x": rand(3, 4, 5), "k": np.array(1, np.int64)}, opsets=(14, 20), upper=0)
+    assert_decomposes("GatherND", {"x": rand(3, 4, 5), "i": RNG.integers(0, 3, (2, 2)).astype(np.int64)})
+    assert_decomposes("MatMulInteger16", {"a": RNG.integers(-3000, 3000, (3, 4)).astype(np.int16),
+                                          "b": RNG.integers(-3000, 3000, (4, 2)).astype(np.int16)})
+
+
+def test_expand_dims():
+    model = single_node_model("ExpandDims", {"x": rand(3, 4)}, ("Y",))
+    model.graph.node[0].input.append("axis")
+    model.graph.initializer.append(onnx.numpy_helper.from_array(np.array(-1, np.int32), "axis"))
+    feeds = {"x": rand(3, 4)}
+    expected = run_ort(model, feeds)[0]
+    got = run_ort(onnx_io.to_proto(decompose(model)), feeds)[0]
+    assert got.shape == expected.shape == (3, 4, 1) and np.array_equal(got, expected)
+
+
+@pytest.mark.parametrize("op,attrs", [("Affine", {"alpha": 1.5, "beta": -0.5}), ("ScaledTanh", {"alpha": 2.0, "beta": 0.7}),
+                                      ("ParametricSoftplus", {"alpha": 1.3, "beta": 0.6}), ("Scale", {"scale": 3.0}),
+                                      ("ImageScaler", {"scale": 0.5, "bias": [0.1, -0.2, 0.3]})])
+def test_ai_onnx_experimental_operators(op, attrs):
+    # onnxruntime runs them up to opset 9, as ONNX had them
+    assert_decomposes(op, {"x": rand(2, 3, 4, 5, low=-3, high=3)}, domain="", opsets=(7, 9), **attrs)
+
+
+def test_thresholded_relu_1_and_dynamic_slice():
+    assert_decomposes("ThresholdedRelu", {"x": rand(3, 4, low=-3, high=3)}, domain="", opsets=(7, 9), alpha=0.5)
+    model = single_node_model("DynamicSlice", {"x": rand(5, 6)}, ("Y",), domain="", opset=9)
+    model.graph.node[0].input.extend(["starts", "ends", "axes"])
+    model.graph.initializer.extend(onnx.numpy_helper.from_array(np.array(v, np.int64), name) for name, v in
+                                   (("starts", [1, 0]), ("ends", [4, 5]), ("axes", [0, 1])))
+    feeds = {"x": rand(5, 6)}
+    assert np.array_equal(run_ort(onnx_io.to_proto(decompose(model)), feeds)[0], run_ort(model, feeds)[0])

@@ -15,7 +15,7 @@ from typing import Iterable
 
 from ...errors import ConversionError
 from ...ir import Graph, Model, Node
-from . import activation, attention, linalg, norm, qlinear, quantized, rotary  # noqa: F401 - they register
+from . import activation, attention, linalg, misc, norm, qlinear, quantized, rotary  # noqa: F401 - they register
 from .registry import DECOMPOSITIONS, MS, Emitter, Refusal, lookup
 
 __all__ = ["decompose", "decompose_contrib", "has_contrib", "DECOMPOSITIONS"]
