@@ -526,3 +526,17 @@ def test_thresholded_relu_1_and_dynamic_slice():
                                    (("starts", [1, 0]), ("ends", [4, 5]), ("axes", [0, 1])))
     feeds = {"x": rand(5, 6)}
     assert np.array_equal(run_ort(onnx_io.to_proto(decompose(model)), feeds)[0], run_ort(model, feeds)[0])
+
+
+def test_qlinear_conv_and_where():
+    x_s, x_z = _qparams(0.05, 120)
+    y_s, y_z = _qparams(0.3, 128)
+    assert_decomposes("QLinearConv", {
+        "x": _quantized((1, 3, 6, 6)), "x_s": x_s, "x_z": x_z, "w": _quantized((4, 3, 3, 3), np.int8),
+        "w_s": rand(4, low=0.01, high=0.03), "w_z": np.zeros(4, np.int8), "y_s": y_s, "y_z": y_z,
+        "bias": RNG.integers(-300, 300, (4,)).astype(np.int32)}, pads=[1, 1, 1, 1], kernel_shape=[3, 3],
+        opconv_atol=1)
+    assert_decomposes("QLinearWhere", {
+        "c": RNG.integers(0, 2, (B, S)).astype(bool), "x": _quantized((B, S)), "x_s": x_s, "x_z": x_z,
+        "y": _quantized((B, S)), "y_s": np.array(0.02, np.float32), "y_z": np.array(7, np.uint8),
+        "z_s": np.array(0.04, np.float32), "z_z": np.array(100, np.uint8)}, opconv_atol=1)

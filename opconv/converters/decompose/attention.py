@@ -173,7 +173,7 @@ def group_query_attention(e: Emitter):
             raise Refusal(f"{what} is not decomposed")
     if any(e.input(i) is not None for i in range(11, 17)):
         raise Refusal("head_sink, quantized caches, q/k norms and query_seqlens are not decomposed")
-    if e.attr("k_quant_type", "NONE") not in ("NONE", b"NONE") or e.attr("v_quant_type", "NONE") not in ("NONE", b"NONE"):
+    if e.attr("k_quant_type", "NONE") != "NONE" or e.attr("v_quant_type", "NONE") != "NONE":
         raise Refusal("a quantized KV cache is not decomposed")
     e.require_opset(13, "GroupQueryAttention's cache update (ScatterElements, Split by input)")
     num_heads, kv_heads = int(e.attr("num_heads")), int(e.attr("kv_num_heads"))

@@ -74,24 +74,19 @@ def fused_gemm(e: Emitter):
     gemm = e("Gemm", *[v for v in inputs if v is not None], alpha=float(e.attr("alpha", 1.0)),
              beta=float(e.attr("beta", 1.0)), transA=int(e.attr("transA", 0)), transB=int(e.attr("transB", 0)))
     name = e.attr("activation", "")
-    name = name.decode() if isinstance(name, bytes) else name
     params = [e.attr(f"activation_{k}") for k in ("alpha", "beta", "gamma")]
     params = [p for p in params if p is not None]
     return [activate(e, gemm, name, params)]
 
 
-_CONV_ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
+#: the attributes a fused or quantized Conv passes on to ai.onnx Conv / QLinearConv
+CONV_ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
 
 
 @decomposes("FusedConv")
 def fused_conv(e: Emitter):
     inputs = [v for v in (e.input(0), e.input(1), e.input(2)) if v is not None]
-    attrs = {k: e.node.attrs[k].value for k in _CONV_ATTRS if k in e.node.attrs}
-    if isinstance(attrs.get("auto_pad"), bytes):
-        attrs["auto_pad"] = attrs["auto_pad"].decode()
-    y = e("Conv", *inputs, **attrs)
+    y = e("Conv", *inputs, **e.copy_attrs(CONV_ATTRS))
     if e.input(3) is not None:  # Z, added before the activation
         y = e("Add", y, e.input(3))
-    name = e.attr("activation", "")
-    name = name.decode() if isinstance(name, bytes) else name
-    return [activate(e, y, name, np.asarray(e.attr("activation_params", []) or [], float).tolist())]
+    return [activate(e, y, e.attr("activation", ""), np.asarray(e.attr("activation_params", []) or [], float).tolist())]

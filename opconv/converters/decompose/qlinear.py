@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from .linalg import CONV_ATTRS
 from .registry import Emitter, Refusal, decomposes
 
 
@@ -66,9 +67,7 @@ _POOL_ATTRS = ("auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pa
 
 
 def _pool_attrs(e: Emitter) -> dict:
-    attrs = {k: e.node.attrs[k].value for k in _POOL_ATTRS if k in e.node.attrs}
-    if isinstance(attrs.get("auto_pad"), bytes):
-        attrs["auto_pad"] = attrs["auto_pad"].decode()
+    attrs = e.copy_attrs(_POOL_ATTRS)
     if attrs.get("ceil_mode") and e.opset < 10:
         raise Refusal("ceil_mode needs ai.onnx opset 10")
     return attrs
@@ -117,3 +116,20 @@ def qgemm(e: Emitter):
     y = e("Gemm", *inputs, alpha=float(e.attr("alpha", 1.0)), beta=1.0, transA=int(e.attr("transA", 0)),
           transB=int(e.attr("transB", 0)))
     return [y if e.input(7) is None else _q(e, y, e.input(7), e.input(8))]
+
+
+@decomposes("QLinearConv")
+def qlinear_conv(e: Emitter):
+    """ai.onnx QLinearConv (opset 10), which has the same inputs in NCHW."""
+    _no_channels_last(e)
+    e.require_opset(10, "QLinearConv")
+    return [e("QLinearConv", *[e.input(i) for i in range(8)], *([e.input(8)] if e.input(8) is not None else []),
+              **e.copy_attrs(CONV_ATTRS))]
+
+
+@decomposes("QLinearWhere")
+def qlinear_where(e: Emitter):
+    e.require_opset(9, "Where")
+    x = _dq(e, e.input(1), e.input(2), e.input(3))
+    y = _dq(e, e.input(4), e.input(5), e.input(6))
+    return [_q(e, e("Where", e.input(0), x, y), e.input(7), e.input(8))]
