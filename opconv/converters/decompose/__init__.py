@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Iterable
 
-from ...errors import ConversionError
+from ...errors import ConversionError, SchemaError
 from ...ir import Graph, Model, Node
+from ...schemas import lookup as schema_lookup
 from . import activation, attention, linalg, misc, norm, qlinear, quantized, rotary  # noqa: F401 - they register
 from .registry import DECOMPOSITIONS, MS, Emitter, Refusal, lookup
 
@@ -24,11 +25,18 @@ __all__ = ["decompose", "decompose_contrib", "has_contrib", "DECOMPOSITIONS"]
 DEFAULT_DOMAINS = (MS,)
 
 
+#: what ``_decomposition_of`` answers for a node the pass leaves as it is
+_STANDARD = object()
+
+
+def _domain(node) -> str:
+    return "" if node.domain == "ai.onnx" else node.domain
+
+
 def _is_candidate(node, wanted: set[str]) -> bool:
-    domain = "" if node.domain == "ai.onnx" else node.domain
-    if domain in wanted:
-        return True
-    return domain == "" and (domain, node.op) in DECOMPOSITIONS
+    """A node of a wanted domain, or an ai.onnx node whose op onnxruntime also defines in that domain."""
+    domain = _domain(node)
+    return domain in wanted or (domain == "" and (domain, node.op) in DECOMPOSITIONS)
 
 
 def has_contrib(model: Model, domains: Iterable[str] = DEFAULT_DOMAINS) -> bool:
@@ -41,16 +49,13 @@ def has_contrib(model: Model, domains: Iterable[str] = DEFAULT_DOMAINS) -> bool:
     return False
 
 
-_STANDARD = object()
-
-
 def _decomposition_of(node, opsets: dict):
-    domain = "" if node.domain == "ai.onnx" else node.domain
-    version = node.version or opsets.get(domain or "", opsets.get("ai.onnx", 1) if not domain else 1)
-    versions = DECOMPOSITIONS.get((domain, node.op))
-    if domain == "" and versions is not None and lookup(domain, node.op, version) is None:
-        return _STANDARD  # a standard operator at this opset (or before onnxruntime's version existed)
-    return lookup(domain, node.op, version)
+    """The decomposition in force for ``node``; ``_STANDARD`` for an ai.onnx op ONNX itself defines at that
+    version; None for a contrib op without one."""
+    domain = _domain(node)
+    version = node.version or (opsets.get("", opsets.get("ai.onnx", 1)) if domain == "" else opsets.get(domain, 1))
+    found = lookup(domain, node.op, version)
+    return _STANDARD if found is None and domain == "" else found
 
 
 def decompose(model, domains: Iterable[str] = DEFAULT_DOMAINS) -> Model:
@@ -71,9 +76,7 @@ def decompose(model, domains: Iterable[str] = DEFAULT_DOMAINS) -> Model:
     wanted = set(domains)
     refused: dict[str, list[str]] = defaultdict(list)
     opset = copy.opsets.get("", copy.opsets.get("ai.onnx", 1))
-    from ...schemas import lookup as schema_lookup
-
-    _decompose_graph(copy.graph, copy.opsets, opset, wanted, refused, schema_lookup)
+    _decompose_graph(copy.graph, copy.opsets, opset, wanted, refused)
     if refused:
         lines = [f"{len(names)} node(s): {reason}: {', '.join(names[:8])}{' ...' if len(names) > 8 else ''}"
                  for reason, names in refused.items()]
@@ -81,7 +84,7 @@ def decompose(model, domains: Iterable[str] = DEFAULT_DOMAINS) -> Model:
         raise ConversionError(f"{total} node(s) cannot be decomposed into standard operators:\n  "
                               + "\n  ".join(lines), [f"{r}: {', '.join(n)}" for r, n in refused.items()],
                               where=source.path)
-    remaining = {("" if n.domain == "ai.onnx" else n.domain) for n in copy.graph.walk()}
+    remaining = {_domain(n) for n in copy.graph.walk()}
     for domain in wanted:
         if domain not in remaining:
             copy.opsets.pop(domain, None)
@@ -93,12 +96,14 @@ def decompose_contrib(model: Model) -> Model:
     return decompose(model) if has_contrib(model) else model
 
 
-def _decompose_graph(graph: Graph, opsets: dict, opset: int, wanted: set[str], refused, schema_lookup) -> None:
+def _decompose_graph(graph: Graph, opsets: dict, opset: int, wanted: set[str], refused: dict) -> None:
+    """Rewrite ``graph`` (and its subgraphs) in place; the replacement nodes take the place of the node they
+    replace, so the node order stays topological.  Refused nodes stay, and are recorded under their reason."""
     original = graph.nodes
     graph.nodes = []
     for node in original:
         for sub in node.subgraphs():
-            _decompose_graph(sub, opsets, opset, wanted, refused, schema_lookup)
+            _decompose_graph(sub, opsets, opset, wanted, refused)
         if not _is_candidate(node, wanted):
             graph.nodes.append(node)
             continue
@@ -111,11 +116,10 @@ def _decompose_graph(graph: Graph, opsets: dict, opset: int, wanted: set[str], r
             refused[f"no decomposition of {node.domain or 'ai.onnx'}::{node.op}"].append(label)
             graph.nodes.append(node)
             continue
-        domain = "" if node.domain == "ai.onnx" else node.domain
         try:
-            schema = schema_lookup("onnx", node.op, node.version or 1, domain)
+            schema = schema_lookup("onnx", node.op, node.version or 1, _domain(node))
             defaults = {a.name: a.default for a in schema.attributes if a.default is not None}
-        except Exception:  # noqa: BLE001 - a schema-less node only loses the defaults
+        except SchemaError:  # a schema-less node only loses the defaults
             defaults = {}
         emitter = Emitter(graph, node, opset, defaults)
         try:
@@ -132,15 +136,18 @@ def _decompose_graph(graph: Graph, opsets: dict, opset: int, wanted: set[str], r
         graph.nodes.extend(emitter.nodes)
         for node_added in emitter.nodes:
             node_added.graph = graph
-    graph.topological_sort()
 
 
 def _bind_outputs(e: Emitter, node, results: list) -> None:
     """Make the emitted values carry the contrib node's output names (so consumers and graph outputs keep them)."""
     results = list(results) + [None] * (len(node.outputs) - len(results))
+    graph_outputs = {id(v) for v in e.graph.outputs}
     for i, original in enumerate(node.outputs):
-        if original is not None and original.name and results[i] is None:
+        if original is None or not original.name or results[i] is not None:
+            continue
+        if original.uses or id(original) in graph_outputs:
             raise Refusal(f"output {i} ({original.name!r}) has no decomposition")
+        node.outputs[i] = None  # declared but read by nothing: dropped
     own = {id(n) for n in e.nodes}
     node.detach()
     renamed: dict[int, object] = {}  # id(emitted value) -> the original value that took its place

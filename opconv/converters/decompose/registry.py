@@ -98,8 +98,11 @@ class Emitter:
         return {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
 
     def output_used(self, i: int) -> bool:
+        """Whether output ``i`` is read by a node or is a graph output (an unread output need not be computed)."""
         outs = self.node.outputs
-        return i < len(outs) and outs[i] is not None and outs[i].name != ""
+        if i >= len(outs) or outs[i] is None or not outs[i].name:
+            return False
+        return bool(outs[i].uses) or any(v is outs[i] for v in self.graph.outputs)
 
     def require_opset(self, version: int, what: str) -> None:
         if self.opset < version:
