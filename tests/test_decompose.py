@@ -540,3 +540,23 @@ def test_qlinear_conv_and_where():
         "c": RNG.integers(0, 2, (B, S)).astype(bool), "x": _quantized((B, S)), "x_s": x_s, "x_z": x_z,
         "y": _quantized((B, S)), "y_s": np.array(0.02, np.float32), "y_z": np.array(7, np.uint8),
         "z_s": np.array(0.04, np.float32), "z_z": np.array(100, np.uint8)}, opconv_atol=1)
+
+
+def test_hook_leaves_standard_models_alone_and_reaches_subgraphs():
+    from opconv.converters.decompose import decompose_contrib
+
+    plain = opconv.load(single_node_model("Relu", {"x": rand(2, 3)}, ("Y",), domain="", opset=17))
+    assert decompose_contrib(plain) is plain
+    gelu = helper.make_node("FastGelu", ["x"], ["inner"], domain=MS)
+    branch = helper.make_graph([gelu], "then", [], [helper.make_tensor_value_info("inner", TensorProto.FLOAT, None)])
+    other = helper.make_graph([helper.make_node("Identity", ["x"], ["same"])], "else", [],
+                              [helper.make_tensor_value_info("same", TensorProto.FLOAT, None)])
+    node = helper.make_node("If", ["c"], ["Y"], then_branch=branch, else_branch=other)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                                            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
+    feeds = {"c": np.array(True), "x": rand(2, 3, low=-3, high=3)}
+    decomposed = onnx_io.to_proto(decompose_contrib(opconv.load(model)))
+    assert all(n.domain == "" for n in decomposed.graph.node[0].attribute[0].g.node)
+    _assert_all_match({"Y": run_ort(model, feeds)[0]}, {"Y": run_ort(decomposed, feeds)[0]}, "If branch", "")
