@@ -366,8 +366,7 @@ def test_group_query_attention(case):
     assert_decomposes("GroupQueryAttention", inputs, outputs, opsets=(13, 20), **attrs)
 
 
-@pytest.mark.parametrize("bits,with_zero_points,k", [(4, False, 32), (4, True, 40), (8, True, 32), (2, False, 32)])
-def test_matmul_n_bits(bits, with_zero_points, k):
+def _matmul_n_bits_model(bits, with_zero_points, k):
     n, block = 6, 16
     blocks = -(-k // block)
     packed = RNG.integers(0, 256, (n, blocks, block * bits // 8)).astype(np.uint8)
@@ -383,7 +382,12 @@ def test_matmul_n_bits(bits, with_zero_points, k):
     kept = [i for i in model.graph.input if i.name not in constants]
     del model.graph.input[:]
     model.graph.input.extend(kept)
-    feeds = {"a": inputs["a"], "bias": inputs["bias"]}
+    return model, {"a": inputs["a"], "bias": inputs["bias"]}
+
+
+@pytest.mark.parametrize("bits,with_zero_points,k", [(4, False, 32), (4, True, 40), (8, True, 32), (2, False, 32)])
+def test_matmul_n_bits(bits, with_zero_points, k):
+    model, feeds = _matmul_n_bits_model(bits, with_zero_points, k)
     expected = run_ort(model, feeds)
     decomposed = onnx_io.to_proto(decompose(model))
     assert {n.op_type for n in decomposed.graph.node} <= {"MatMul", "Add"}
@@ -560,3 +564,16 @@ def test_hook_leaves_standard_models_alone_and_reaches_subgraphs():
     decomposed = onnx_io.to_proto(decompose_contrib(opconv.load(model)))
     assert all(n.domain == "" for n in decomposed.graph.node[0].attribute[0].g.node)
     _assert_all_match({"Y": run_ort(model, feeds)[0]}, {"Y": run_ort(decomposed, feeds)[0]}, "If branch", "")
+
+
+def test_matmul_n_bits_converts_to_ir_and_hlo(tmp_path):
+    import openvino as ov
+
+    model, feeds = _matmul_n_bits_model(4, True, 40)
+    expected = {"Y": run_ort(model, feeds)[0]}
+    xml = str(tmp_path / "m.xml")
+    opconv.save(opconv.convert(opconv.load(model), to="openvino"), xml)
+    compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    _assert_all_match(expected, {"Y": next(iter(compiled(feeds).values()))}, "OpenVINO CPU", "")
+    hlo = opconv.convert(opconv.load(model), to="hlo")
+    _assert_all_match(expected, {"Y": next(iter(opconv.run(hlo, feeds).values()))}, "HLO executor", "")
