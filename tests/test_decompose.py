@@ -273,6 +273,7 @@ def test_optimized_model_decomposes_and_runs_in_onnxruntime_and_opconv(name, tmp
     result = CliRunner().invoke(cli, ["decompose", path, "-o", str(out)])
     assert result.exit_code == 0, result.output
     proto = onnx.load(str(out))
+    onnx.checker.check_model(proto, full_check=True)
     assert {n.domain for n in proto.graph.node} <= {""}
     assert "com.microsoft" not in {o.domain for o in proto.opset_import}
     _assert_all_match(expected, dict(zip([o.name for o in proto.graph.output], run_ort(proto, feeds))),
