@@ -98,7 +98,7 @@ def decompose_contrib(model: Model) -> Model:
 
 def _decompose_graph(graph: Graph, opsets: dict, opset: int, wanted: set[str], refused: dict) -> None:
     """Rewrite ``graph`` (and its subgraphs) in place; the replacement nodes take the place of the node they
-    replace, so the node order stays topological.  Refused nodes stay, and are recorded under their reason."""
+    replace.  Refused nodes stay, and are recorded under their reason."""
     original = graph.nodes
     graph.nodes = []
     for node in original:
@@ -136,6 +136,7 @@ def _decompose_graph(graph: Graph, opsets: dict, opset: int, wanted: set[str], r
         graph.nodes.extend(emitter.nodes)
         for node_added in emitter.nodes:
             node_added.graph = graph
+    graph.topological_sort()  # onnxruntime's float16 converter leaves graphs unsorted, which ONNX forbids
 
 
 def _bind_outputs(e: Emitter, node, results: list) -> None:
