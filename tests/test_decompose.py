@@ -580,3 +580,11 @@ def test_matmul_n_bits_converts_to_ir_and_hlo(tmp_path):
     _assert_all_match(expected, {"Y": next(iter(compiled(feeds).values()))}, "OpenVINO CPU", "")
     hlo = opconv.convert(opconv.load(model), to="hlo")
     _assert_all_match(expected, {"Y": next(iter(opconv.run(hlo, feeds).values()))}, "HLO executor", "")
+
+
+def test_too_old_an_opset_is_refused_with_the_opset_needed():
+    model = single_node_model("Attention", _attention_inputs(), ("Y",), opset=10, num_heads=NUM_HEADS,
+                              unidirectional=1)
+    with pytest.raises(opconv.ConversionError, match="a computed mask \\(Range\\) needs ai.onnx opset 11 "
+                                                     "\\(the model is at 10\\)"):
+        decompose(model)
