@@ -1,10 +1,10 @@
-"""The attention family of com.microsoft: Attention, MultiHeadAttention (GroupQueryAttention is refused).
+"""The attention family of com.microsoft: Attention, QAttention, MultiHeadAttention, GroupQueryAttention.
 
-Both become one scaled dot-product attention built from MatMul/Softmax: the heads are split by Reshape
+All become one scaled dot-product attention built from MatMul/Softmax: the heads are split by Reshape
 ``[0, 0, N, -1]`` + Transpose, past keys/values are concatenated before the new ones, and every masked
 position (padding from ``mask_index`` / ``key_padding_mask``, the causal triangle of ``unidirectional``) gets
 ``mask_filter_value`` (-10000 by default) added to its score, as onnxruntime's CPU kernels do; an
-``attention_bias`` is added as well.
+``attention_bias`` is added as well (GroupQueryAttention's cache and masks: see its decomposition).
 """
 
 from __future__ import annotations
@@ -94,37 +94,65 @@ def _head_size(total: int | None, num_heads: int) -> int | None:
     return None if total is None else total // num_heads
 
 
-@decomposes("Attention")
-def attention(e: Emitter):
-    if e.attr("do_rotary", 0):
-        raise Refusal("do_rotary=1 is not decomposed")
-    if e.input(6) is not None:
-        raise Refusal("past_sequence_length (a shared past/present buffer) is not decomposed")
-    num_heads = int(e.attr("num_heads"))
-    x, weights, bias = e.input(0), e.input(1), e.input(2)
-    shape = e.static_shape(weights)
+def _qkv_sizes(e: Emitter, weights) -> list[int]:
     sizes = list(e.attr("qkv_hidden_sizes", []) or [])
-    if not sizes:
-        if shape is None:
-            raise Refusal("the weights' shape (to split Q, K and V) is unknown")
-        sizes = [shape[1] // 3] * 3
-    qkv = e("MatMul", x, weights)
-    if bias is not None:
-        qkv = e("Add", qkv, bias)
+    if sizes:
+        return sizes
+    shape = e.static_shape(weights)
+    if shape is None:
+        raise Refusal("the weights' shape (to split Q, K and V) is unknown")
+    return [shape[1] // 3] * 3
+
+
+def _attention_from_qkv(e: Emitter, qkv, x, sizes: list[int], *, mask, past, attention_bias=None):
+    """The rest of Attention / QAttention once the packed projection ``qkv`` (B, S, Hq+Hk+Hv) is computed."""
+    num_heads = int(e.attr("num_heads"))
     q, k, v = e.split(qkv, sizes, axis=2)
-    past = e.input(4)
     past_k = past_v = None
     if past is not None:
         past_k = e("Gather", past, e.const(np.int64(0)), axis=0)
         past_v = e("Gather", past, e.const(np.int64(1)), axis=0)
     out, kh, vh = attend(e, q, k, v, num_heads=num_heads, scale=float(e.attr("scale", 0.0) or 0.0),
                          mask_filter=float(e.attr("mask_filter_value", -10000.0)),
-                         causal=bool(e.attr("unidirectional", 0)), padding=e.input(3), bias=e.input(5),
-                         past_k=past_k, past_v=past_v, head_size=_head_size(sizes[0], num_heads), batch_source=x)
+                         causal=bool(e.attr("unidirectional", 0)), padding=mask,
+                         bias=attention_bias, past_k=past_k, past_v=past_v,
+                         head_size=_head_size(sizes[0], num_heads), batch_source=x)
     present = None
     if e.output_used(1):
         present = e("Concat", e.unsqueeze(kh, [0]), e.unsqueeze(vh, [0]), axis=0)
     return [out, present]
+
+
+def _no_rotary_or_shared_buffer(e: Emitter) -> None:
+    if e.attr("do_rotary", 0):
+        raise Refusal("do_rotary=1 is not decomposed")
+    if e.attr("past_present_share_buffer", 0) and e.input(8 if e.node.op == "QAttention" else 4) is not None:
+        raise Refusal("a past shared with the present buffer is not decomposed")
+
+
+@decomposes("Attention")
+def attention(e: Emitter):
+    _no_rotary_or_shared_buffer(e)
+    if e.input(6) is not None:
+        raise Refusal("past_sequence_length (a shared past/present buffer) is not decomposed")
+    x, weights, bias = e.input(0), e.input(1), e.input(2)
+    qkv = e("MatMul", x, weights)
+    if bias is not None:
+        qkv = e("Add", qkv, bias)
+    return _attention_from_qkv(e, qkv, x, _qkv_sizes(e, weights), mask=e.input(3), past=e.input(4),
+                               attention_bias=e.input(5))
+
+
+@decomposes("QAttention")
+def q_attention(e: Emitter):
+    """Attention whose projection is an integer product: MatMulInteger, then ``* input_scale * weight_scale + bias``."""
+    _no_rotary_or_shared_buffer(e)
+    e.require_opset(10, "MatMulInteger")
+    x, weights, bias, x_scale, w_scale = (e.input(i) for i in range(5))
+    x_zero, w_zero = e.input(6), e.input(7)
+    accumulated = e("MatMulInteger", x, weights, x_zero, *([w_zero] if w_zero is not None else []))
+    qkv = e("Add", e("Mul", e.cast(accumulated, e.dtype(bias)), e("Mul", x_scale, w_scale)), bias)
+    return _attention_from_qkv(e, qkv, x, _qkv_sizes(e, weights), mask=e.input(5), past=e.input(8))
 
 
 @decomposes("MultiHeadAttention")

@@ -103,8 +103,22 @@ def skip_simplified_layer_normalization(e: Emitter):
 
 @decomposes("EmbedLayerNormalization")
 def embed_layer_normalization(e: Emitter):
-    ids, segment_ids, words, positions = (e.input(i) for i in range(4))
-    segments, gamma, beta, mask, position_ids = (e.input(i) for i in range(4, 9))
+    return embed(e, *(e.input(i) for i in range(9)))
+
+
+@decomposes("QEmbedLayerNormalization")
+def q_embed_layer_normalization(e: Emitter):
+    """EmbedLayerNormalization over its tables and norm weights dequantized (DequantizeLinear of each)."""
+    ids, segment_ids = e.input(0), e.input(1)
+    tables = [None if e.input(i) is None else e("DequantizeLinear", e.input(i), e.input(i + 6), e.input(i + 11))
+              for i in (2, 3, 4, 5, 6)]
+    words, positions, segments, gamma, beta = tables
+    y, mask_index, _ = embed(e, ids, segment_ids, words, positions, segments, gamma, beta, e.input(7), None)
+    return [y, mask_index]
+
+
+def embed(e: Emitter, ids, segment_ids, words, positions, segments, gamma, beta, mask, position_ids):
+    """(normalized sum of the embeddings, mask_index, the sum) of EmbedLayerNormalization."""
     total = e("Gather", words, ids, axis=0)
     if position_ids is None:  # positions 0..S-1: the first S rows, broadcast over the batch
         seq = e.unsqueeze(e.dim(ids, 1), [0])

@@ -50,7 +50,8 @@ def lookup(domain: str, op: str, version: int) -> Decomposition | None:
 
 #: ops whose output has their first input's dim 0 (as the first dims of a transformer's layers keep the batch)
 _LEADING_DIM_KEEPERS = {"Add", "Sub", "Mul", "Div", "MatMul", "Cast", "Identity", "Relu", "Gelu", "Erf", "Tanh",
-                        "Sigmoid", "Softmax", "LayerNormalization", "Sqrt", "Reciprocal", "Where", "Concat", "Split"}
+                        "Sigmoid", "Softmax", "LayerNormalization", "Sqrt", "Reciprocal", "Where", "Concat", "Split",
+                        "DynamicQuantizeLinear", "QuantizeLinear", "DequantizeLinear", "MatMulInteger"}
 
 
 def _keeps_leading_dim(node: Node) -> bool:
@@ -63,6 +64,10 @@ def _keeps_leading_dim(node: Node) -> bool:
         return target.size > 0 and int(target.reshape(-1)[0]) == 0
     return False
 
+
+#: ops whose result has the element type of another input than their first
+_TYPED_BY_INPUT = {"DequantizeLinear": 1, "QuantizeLinear": 2, "Where": 1}
+_INT64_RESULTS = {"Shape", "Size", "NonZero", "ArgMax", "ArgMin"}
 
 _NP_NAMES = {"float": "float32", "double": "float64", "half": "float16"}
 
@@ -122,7 +127,12 @@ class Emitter:
             if node.op == "Cast" and node.attrs.get("to") is not None:
                 from ...types import from_onnx_code
                 return from_onnx_code(int(node.attr("to"))).name
-            value = next((v for v in node.inputs if v is not None), None)
+            if node.op in _INT64_RESULTS:
+                return "int64"
+            typed_by = _TYPED_BY_INPUT.get(node.op, 0)
+            if typed_by >= len(node.inputs) or node.inputs[typed_by] is None:
+                return "uint8"  # QuantizeLinear without a zero point
+            value = node.inputs[typed_by]
             seen += 1
         raise Refusal("the element type of an input is unknown (run ONNX shape inference on the model first)")
 
@@ -134,6 +144,8 @@ class Emitter:
                 return shape[0]
             node = value.producer
             if node is None or not node.inputs or node.inputs[0] is None or not _keeps_leading_dim(node):
+                return None
+            if value.index != 0 and node.op != "Split":  # e.g. a quantizer's scale, a norm's statistics
                 return None
             value = node.inputs[0]
         return None
