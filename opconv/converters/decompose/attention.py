@@ -164,23 +164,19 @@ def multi_head_attention(e: Emitter):
     if any(e.input(i) is not None for i in range(8, 11)):
         raise Refusal("past_sequence_length / cache_indirection inputs are not decomposed")
     num_heads = int(e.attr("num_heads"))
-    width = e.static_shape(q)
+    width, key_width = e.last_dim(q), e.last_dim(k)
     if bias is not None:
-        bias_shape = e.static_shape(bias)
-        if bias_shape is None:
-            raise Refusal("the bias's length (to split it into Q, K and V) is unknown")
-        qk = (bias_shape[0] - (width[-1] if width else 0)) if width else None
-        if qk is None:
-            raise Refusal("the query's width (to split the bias) is unknown")
-        bq, bk, bv = e.split(bias, [width[-1], width[-1], bias_shape[0] - 2 * width[-1]], axis=0)
+        total = e.last_dim(bias)
+        if None in (total, width, key_width):
+            raise Refusal("the widths of the query, key and bias (to split the bias) are unknown")
+        bq, bk, bv = e.split(bias, [width, key_width, total - width - key_width], axis=0)
         q, k, v = e("Add", q, bq), e("Add", k, bk), e("Add", v, bv)
     out, kh, vh = attend(e, q, k, v, num_heads=num_heads, scale=float(e.attr("scale", 0.0) or 0.0),
                          mask_filter=float(e.attr("mask_filter_value", -10000.0)),
                          causal=bool(e.attr("unidirectional", 0)), padding=e.input(4), bias=e.input(5),
                          past_k=e.input(6), past_v=e.input(7),
-                         head_size=_head_size(width[-1] if width else None, num_heads), batch_source=e.input(0))
+                         head_size=_head_size(width, num_heads), batch_source=e.input(0))
     return [out, kh if e.output_used(1) else None, vh if e.output_used(2) else None]
-
 
 
 _GQA_UNSUPPORTED = (("smooth_softmax", 1, "smooth_softmax=1"), ("qk_output", 1, "the qk_output output"),
@@ -206,10 +202,9 @@ def group_query_attention(e: Emitter):
     e.require_opset(13, "GroupQueryAttention's cache update (ScatterElements, Split by input)")
     num_heads, kv_heads = int(e.attr("num_heads")), int(e.attr("kv_num_heads"))
     q, k, v = e.input(0), e.input(1), e.input(2)
-    width = e.static_shape(q)
-    if width is None and (e.rank(q) != 3 or not (q.shape and isinstance(q.shape[-1], int))):
+    last = e.last_dim(q)
+    if last is None:
         raise Refusal("the query's width (to find the head size) is unknown")
-    last = q.shape[-1] if width is None else width[-1]
     head = last // (num_heads + 2 * kv_heads) if k is None else last // num_heads
     if k is None:  # packed QKV
         q, k, v = e.split(q, [num_heads * head, kv_heads * head, kv_heads * head], axis=2)

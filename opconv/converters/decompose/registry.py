@@ -156,6 +156,12 @@ class Emitter:
         shape = value.shape
         return None if shape is None else len(shape)
 
+    def last_dim(self, value: Value) -> int | None:
+        """The size of the last axis of ``value`` when it is a known number."""
+        shape = value.const.shape if value.const is not None else value.shape
+        last = shape[-1] if shape else None
+        return int(last) if isinstance(last, (int, np.integer)) else None
+
     def static_shape(self, value: Value) -> tuple | None:
         shape = value.const.shape if value.const is not None else value.shape
         if shape is None or not all(isinstance(d, (int, np.integer)) for d in shape):

@@ -25,14 +25,13 @@ def rotary_embedding(e: Emitter):
     if cache_shape is None or rank not in (3, 4):
         raise Refusal("the input's rank or the cos cache's shape is unknown")
     rotary_dim = int(e.attr("rotary_embedding_dim", 0) or 0) or 2 * cache_shape[1]
-    half = rotary_dim // 2
     num_heads = int(e.attr("num_heads", 0) or 0)
     if rank == 3:  # (B, S, N*H) -> (B, S, N, H); the heads axis sits at 2
         if not num_heads:
-            width = e.static_shape(x)
-            if width is None or rotary_dim != 2 * cache_shape[1] or e.attr("rotary_embedding_dim", 0):
-                raise Refusal("a 3-D input needs num_heads (or a head size equal to the rotary dim)")
-            num_heads = width[-1] // rotary_dim
+            width = e.last_dim(x)
+            if width is None or e.attr("rotary_embedding_dim", 0):
+                raise Refusal("a 3-D input needs num_heads (or a known width and a head size equal to the rotary dim)")
+            num_heads = width // rotary_dim
         work = e("Reshape", x, e.ints([0, 0, num_heads, -1]))
         head_axis = 2
     else:
