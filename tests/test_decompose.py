@@ -611,3 +611,26 @@ def test_q_embed_layer_normalization():
     inputs.update({f"{name}_scale": np.array(0.01 + 0.01 * i, np.float32) for i, name in enumerate(tables)})
     inputs.update({f"{name}_zero": np.array(100 + i, np.uint8) for i, name in enumerate(tables)})
     assert_decomposes("QEmbedLayerNormalization", inputs, ("Y", "mask_index"), epsilon=1e-12)
+
+
+@pytest.mark.parametrize("packing", ["kv", "qkv"])
+def test_multi_head_attention_packed(packing):
+    # onnxruntime's CPU kernel refuses packed inputs: the oracle is its kernel on the same tensors unpacked
+    hidden, kv_len = NUM_HEADS * HEAD, 7 if packing == "kv" else S
+    q, k, v = rand(B, S, hidden), rand(B, kv_len, hidden), rand(B, kv_len, hidden)
+    bias = rand(3 * hidden)
+    heads = lambda x: x.reshape(x.shape[0], x.shape[1], NUM_HEADS, 1, HEAD)  # noqa: E731
+    unpacked = single_node_model("MultiHeadAttention", {"q": q, "k": k, "v": v, "bias": bias}, ("Y",),
+                                 num_heads=NUM_HEADS)
+    expected = run_ort(unpacked, {"q": q, "k": k, "v": v, "bias": bias})[0]
+    if packing == "kv":
+        inputs = {"q": q, "kv": np.concatenate([heads(k), heads(v)], axis=3), "v": None, "bias": bias}
+    else:
+        inputs = {"qkv": np.concatenate([heads(q), heads(k), heads(v)], axis=3), "k": None, "v": None, "bias": bias}
+    model = single_node_model("MultiHeadAttention", inputs, ("Y",), num_heads=NUM_HEADS)
+    feeds = {name: value for name, value in inputs.items() if value is not None}
+    decomposed = decompose(model)
+    for runner, got in (("onnxruntime", run_ort(onnx_io.to_proto(decomposed), feeds)[0]),
+                        ("opconv", opconv.run(decomposed, feeds)["Y"])):
+        report = compare_arrays("Y", expected, got, None, None)
+        assert report.ok, f"{runner}: {report.message}"

@@ -155,16 +155,34 @@ def q_attention(e: Emitter):
     return _attention_from_qkv(e, qkv, x, _qkv_sizes(e, weights), mask=e.input(5), past=e.input(8))
 
 
+def _flatten_heads(e: Emitter, part):
+    """One of the packed tensors, (B, S, N, 1, H) -> (B, S, N*H)."""
+    return e("Reshape", part, e.ints([0, 0, -1]))
+
+
+def _packed_width(e: Emitter, packed) -> int | None:
+    """N*H of a packed (B, S, N, k, H) tensor, when its dims are known."""
+    shape = packed.shape if packed is not None else None
+    if not shape or len(shape) != 5 or not all(isinstance(d, int) for d in (shape[2], shape[4])):
+        return None
+    return shape[2] * shape[4]
+
+
 @decomposes("MultiHeadAttention")
 def multi_head_attention(e: Emitter):
     q, k, v, bias = (e.input(i) for i in range(4))
-    if k is None or v is None or e.rank(q) != 3 or e.rank(k) != 3 or e.rank(v) != 3:
-        raise Refusal("packed QKV/KV or pre-split key/value heads are not decomposed "
-                      "(query, key and value must be 3-D and of known rank)")
+    packed_width = _packed_width(e, e.input(1) if e.input(2) is None and e.input(1) is not None else q)
+    if k is None and v is None and e.rank(q) == 5:  # packed QKV (B, S, N, 3, H)
+        q, k, v = (_flatten_heads(e, part) for part in e.split(q, [1, 1, 1], axis=3))
+    elif k is not None and v is None and e.rank(q) == 3 and e.rank(k) == 5:  # packed KV (B, L, N, 2, H)
+        k, v = (_flatten_heads(e, part) for part in e.split(k, [1, 1], axis=3))
+    elif k is None or v is None or e.rank(q) != 3 or e.rank(k) != 3 or e.rank(v) != 3:
+        raise Refusal("pre-split key/value heads (4-D key and value) are not decomposed "
+                      "(query, key and value must be 3-D, or packed, and of known rank)")
     if any(e.input(i) is not None for i in range(8, 11)):
         raise Refusal("past_sequence_length / cache_indirection inputs are not decomposed")
     num_heads = int(e.attr("num_heads"))
-    width, key_width = e.last_dim(q), e.last_dim(k)
+    width, key_width = e.last_dim(q) or packed_width, e.last_dim(k) or packed_width
     if bias is not None:
         total = e.last_dim(bias)
         if None in (total, width, key_width):
