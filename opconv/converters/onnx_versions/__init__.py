@@ -33,8 +33,8 @@ def convert(model, opset: int, *, decompose: bool = False, **options):
     from ...ir import Model
 
     if decompose:
-        from ..decompose import decompose as decompose_contrib
-        model = decompose_contrib(model)
+        from ..decompose import decompose as decompose_model
+        model = decompose_model(model)
     if options:
         raise TypeError(f"unexpected options: {', '.join(options)}")
     path = None
