@@ -12,6 +12,7 @@ The Python API (stable)::
     session = opconv.prepare(model)               # ...or bind once, run many times
     report = opconv.verify(model, ir)             # report.ok, report.outputs
     model21 = opconv.convert_version(model, 21)
+    standard = opconv.decompose(model)           # onnxruntime's contrib ops -> ai.onnx ops
 
 Every error a caller can cause is an :class:`opconv.OpconvError`.
 """
@@ -49,7 +50,7 @@ sys.modules[__name__].__class__ = _Package
 __version__ = "0.1.0"
 
 __all__ = [
-    "load", "save", "check", "prepare", "run", "convert", "convert_version", "verify",
+    "load", "save", "check", "prepare", "run", "convert", "convert_version", "decompose", "verify",
     "Model", "Graph", "Node", "Value", "Tensor", "Attr", "Function",
     "OpconvError", "ModelReadError", "ModelWriteError", "SchemaError", "ValidationError",
     "ExecutionError", "ConversionError", "NotImplementedFeature",
@@ -137,6 +138,14 @@ def convert_version(model: Any, opset: int, **options) -> Model:
     from .converters.onnx_versions import convert
 
     return convert(model, opset, **options)
+
+
+def decompose(model: Any, domains=("com.microsoft",)) -> Model:
+    """Rewrite the contrib operators of ``domains`` (and onnxruntime's ai.onnx-domain ones) into standard
+    ai.onnx operators at the model's opset; raises ConversionError naming every node it cannot rewrite."""
+    from .converters.decompose import decompose as decompose_model
+
+    return decompose_model(load(model, "onnx") if not isinstance(model, Model) else model, domains)
 
 
 def verify(a: Any, b: Any, inputs: dict | None = None, rtol: float | None = None,

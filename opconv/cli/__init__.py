@@ -101,4 +101,4 @@ def _exit_without_final_collections() -> None:
 
 
 # Command modules attach themselves to `cli` on import.
-from . import convert_cmd, hlo_cmd, model_cmd, run_cmd, schema_cmd, version_cmd  # noqa: E402,F401
+from . import convert_cmd, decompose_cmd, hlo_cmd, model_cmd, run_cmd, schema_cmd, version_cmd  # noqa: E402,F401

@@ -19,7 +19,8 @@ def default_output(model_path: str, opset: int) -> str:
     return f"{stem}.opset{opset}{ext or '.onnx'}"
 
 
-def _convert(model: str, opset: int, output: str | None, verify_after: bool, direction: str) -> None:
+def _convert(model: str, opset: int, output: str | None, verify_after: bool, direction: str,
+             decompose: bool = False) -> None:
     import opconv
 
     source = opconv.load(model, "onnx")
@@ -30,7 +31,7 @@ def _convert(model: str, opset: int, output: str | None, verify_after: bool, dir
     if direction == "downgrade" and opset > current:
         raise ConversionError(f"the model is at opset {current}; use `opconv upgrade` to go to {opset}",
                               where=model)
-    converted = opconv.convert_version(source, opset)
+    converted = opconv.convert_version(source, opset, decompose=decompose)
     target = output or default_output(model, opset)
     opconv.save(converted, target)
     click.echo(f"wrote {target} (opset {current} -> {opset}, {len(list(converted.graph.walk()))} nodes)",
@@ -40,6 +41,7 @@ def _convert(model: str, opset: int, output: str | None, verify_after: bool, dir
 
 
 _OUTPUT_HELP = "Where to write the result. Default: MODEL with .opsetN before its suffix."
+_DECOMPOSE_HELP = "First rewrite ONNX Runtime's contrib operators into standard ones (else they stay as they are)."
 _VERIFY_HELP = "Run the original and the converted model on the same random inputs and compare every output."
 
 
@@ -48,7 +50,8 @@ _VERIFY_HELP = "Run the original and the converted model on the same random inpu
 @click.argument("model", type=MODEL)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help=_OUTPUT_HELP)
 @click.option("--verify", "verify_after", is_flag=True, help=_VERIFY_HELP)
-def upgrade(opset, model, output, verify_after):
+@click.option("--decompose", is_flag=True, help=_DECOMPOSE_HELP)
+def upgrade(opset, model, output, verify_after, decompose):
     """Move an ONNX MODEL to a newer ai.onnx opset.
 
     Every node is adapted one operator version at a time (attributes that
@@ -64,7 +67,7 @@ def upgrade(opset, model, output, verify_after):
     Exit code 0 when written (and, with --verify, equal), 1 when --verify finds
     a difference, 2 when the model cannot be read or converted.
     """
-    _convert(model, opset, output, verify_after, "upgrade")
+    _convert(model, opset, output, verify_after, "upgrade", decompose)
 
 
 @cli.command("downgrade")
@@ -72,7 +75,8 @@ def upgrade(opset, model, output, verify_after):
 @click.argument("model", type=MODEL)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help=_OUTPUT_HELP)
 @click.option("--verify", "verify_after", is_flag=True, help=_VERIFY_HELP)
-def downgrade(opset, model, output, verify_after):
+@click.option("--decompose", is_flag=True, help=_DECOMPOSE_HELP)
+def downgrade(opset, model, output, verify_after, decompose):
     """Move an ONNX MODEL to an older ai.onnx opset.
 
     Inputs that older versions took as attributes must be constants; element
@@ -89,4 +93,4 @@ def downgrade(opset, model, output, verify_after):
     Exit code 0 when written (and, with --verify, equal), 1 when --verify finds
     a difference, 2 when the model cannot be read or converted.
     """
-    _convert(model, opset, output, verify_after, "downgrade")
+    _convert(model, opset, output, verify_after, "downgrade", decompose)

@@ -40,6 +40,7 @@ from ...errors import ConversionError, OpconvError
 from ...ir import Model, Value
 from ...types import TensorType, element_type, from_numpy
 from .. import register
+from ..decompose import decompose_contrib
 from ..static_inputs import static_copy
 from ..rewrite import RuleSet, convert_graph
 from . import attention, control, elementwise, fusion, image, loss, nn, quantize, rnn, shape
@@ -65,6 +66,7 @@ def onnx_to_hlo(model: Model, input_shapes: Mapping[str, Sequence[int]] | None =
     directly (``{"batch": 1}``).  Raises :class:`ConversionError` naming every
     input whose shape stays unresolved, or naming every node no rule converts.
     """
+    model = decompose_contrib(model)  # contrib operators -> standard ones (the rules map standard ops only)
     where = model.path
     copy = static_copy(model, input_shapes, dims, where, "HLO")
     _complete_types(copy)

@@ -50,6 +50,7 @@ from ..rewrite import Builder, RuleSet, convert_graph
 from ...dialects.openvino.io import ELEMENT_TYPES
 from . import (activations, attention, causal_conv, control_flow, cumulative, dequantize, einsum, elementwise,
                deform_conv, grids, losses, movement, nn, quantize, resize, rnn, rotary, scatter, shape)
+from ..decompose import decompose_contrib
 from ..static_inputs import WEIGHTLESS_BYTES, static_copy
 from ._common import OPSET, ov
 
@@ -79,6 +80,7 @@ def onnx_to_openvino(model: Model, input_shapes: Mapping[str, Sequence[int]] | N
     Raises :class:`ConversionError` naming every input whose shape stays
     unresolved, or naming every unsupported node.
     """
+    model = decompose_contrib(model)  # contrib operators -> standard ones (the rules map standard ops only)
     where = model.path
     copy = static_copy(model, input_shapes, dims, where, "OpenVINO opset1 IR")
     graph = copy.graph

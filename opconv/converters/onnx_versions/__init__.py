@@ -21,13 +21,20 @@ __all__ = ["convert", "convert_proto", "convert_version", "VersionConverter", "u
            "UPGRADES", "DOWNGRADES", "SEMANTIC_CHANGES"]
 
 
-def convert(model, opset: int, **options):
-    """``opconv.convert_version``: load ``model`` (a path, ModelProto or Model, never modified) and convert it."""
+def convert(model, opset: int, *, decompose: bool = False, **options):
+    """``opconv.convert_version``: load ``model`` (a path, ModelProto or Model, never modified) and convert it.
+
+    Contrib nodes (whose domains have their own opsets) stay as they are unless ``decompose`` asks for them
+    to be rewritten into standard operators first (:mod:`opconv.converters.decompose`).
+    """
     import os
 
     from ...dialects.onnx import io
     from ...ir import Model
 
+    if decompose:
+        from ..decompose import decompose as decompose_model
+        model = decompose_model(model)
     if options:
         raise TypeError(f"unexpected options: {', '.join(options)}")
     path = None

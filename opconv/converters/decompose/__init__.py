@@ -1,0 +1,172 @@
+"""``opconv decompose``: rewrite ONNX Runtime's contrib operators into standard ai.onnx operators.
+
+One ONNX-to-ONNX pass, used by the command, by ``opconv.decompose`` and at the start of ``onnx-to-ir`` /
+``onnx-to-hlo`` (whose rules then only see standard operators); the version converter uses it when asked
+(``decompose=True``).  Each family module registers its decompositions by (domain, op, since version) beside
+their code (:mod:`.registry`); the emitted nodes are of the model's ai.onnx opset, and a node that cannot be
+expressed at that opset is refused with the reason, never silently moved to another opset.
+See ``docs/decompose.md``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Iterable
+
+from ...errors import ConversionError, SchemaError
+from ...ir import Graph, Model, Node
+from ...schemas import lookup as schema_lookup
+from . import activation, attention, linalg, misc, norm, qlinear, quantized, rotary  # noqa: F401 - they register
+from .registry import DECOMPOSITIONS, MS, Emitter, Refusal, lookup
+
+__all__ = ["decompose", "decompose_contrib", "has_contrib", "DECOMPOSITIONS"]
+
+#: the domains decomposed by default
+DEFAULT_DOMAINS = (MS,)
+
+
+#: what ``_decomposition_of`` answers for a node the pass leaves as it is
+_STANDARD = object()
+
+
+def _domain(node) -> str:
+    return "" if node.domain == "ai.onnx" else node.domain
+
+
+def _is_candidate(node, wanted: set[str]) -> bool:
+    """A node of a wanted domain, or an ai.onnx node whose op onnxruntime also defines in that domain."""
+    domain = _domain(node)
+    return domain in wanted or (domain == "" and (domain, node.op) in DECOMPOSITIONS)
+
+
+def has_contrib(model: Model, domains: Iterable[str] = DEFAULT_DOMAINS) -> bool:
+    """Whether ``model`` has a node the pass would rewrite."""
+    wanted = set(domains)
+    opsets = model.opsets
+    for node in model.graph.walk():
+        if _is_candidate(node, wanted) and _decomposition_of(node, opsets) is not _STANDARD:
+            return True
+    return False
+
+
+def _decomposition_of(node, opsets: dict):
+    """The decomposition in force for ``node``; ``_STANDARD`` for an ai.onnx op ONNX itself defines at that
+    version; None for a contrib op without one."""
+    domain = _domain(node)
+    version = node.version or (opsets.get("", opsets.get("ai.onnx", 1)) if domain == "" else opsets.get(domain, 1))
+    found = lookup(domain, node.op, version)
+    return _STANDARD if found is None and domain == "" else found
+
+
+def decompose(model, domains: Iterable[str] = DEFAULT_DOMAINS) -> Model:
+    """A copy of ``model`` with every node of ``domains`` (and onnxruntime's ai.onnx-domain contrib
+    operators) rewritten into standard ai.onnx operators at the model's opset.
+
+    Raises :class:`ConversionError` listing every node that cannot be decomposed, one line per reason with
+    the count and the node names; ``model`` (a path, ModelProto or Model) is never modified.
+    """
+    import opconv
+    from ...dialects.onnx import io
+
+    source = opconv.load(model, "onnx") if not isinstance(model, Model) else model
+    if source.dialect != "onnx":
+        raise ConversionError(f"decomposition needs an ONNX model, not {source.dialect}", where=source.path)
+    copy = io.load(io.to_proto(source))
+    copy.path = source.path
+    wanted = set(domains)
+    refused: dict[str, list[str]] = defaultdict(list)
+    opset = copy.opsets.get("", copy.opsets.get("ai.onnx", 1))
+    _decompose_graph(copy.graph, copy.opsets, opset, wanted, refused)
+    if refused:
+        lines = [f"{len(names)} node(s): {reason}: {', '.join(names[:8])}{' ...' if len(names) > 8 else ''}"
+                 for reason, names in refused.items()]
+        total = sum(len(n) for n in refused.values())
+        raise ConversionError(f"{total} node(s) cannot be decomposed into standard operators:\n  "
+                              + "\n  ".join(lines), [f"{r}: {', '.join(n)}" for r, n in refused.items()],
+                              where=source.path)
+    remaining = {_domain(n) for n in copy.graph.walk()}
+    for domain in wanted:
+        if domain not in remaining:
+            copy.opsets.pop(domain, None)
+    return copy
+
+
+def decompose_contrib(model: Model) -> Model:
+    """The hook the converters call first: ``model`` itself when it has no contrib node, else its decomposition."""
+    return decompose(model) if has_contrib(model) else model
+
+
+def _decompose_graph(graph: Graph, opsets: dict, opset: int, wanted: set[str], refused: dict) -> None:
+    """Rewrite ``graph`` (and its subgraphs) in place; the replacement nodes take the place of the node they
+    replace.  Refused nodes stay, and are recorded under their reason."""
+    original = graph.nodes
+    graph.nodes = []
+    for node in original:
+        for sub in node.subgraphs():
+            _decompose_graph(sub, opsets, opset, wanted, refused)
+        if not _is_candidate(node, wanted):
+            graph.nodes.append(node)
+            continue
+        fn = _decomposition_of(node, opsets)
+        if fn is _STANDARD:
+            graph.nodes.append(node)
+            continue
+        label = node.name or f"{node.op}->{next((v.name for v in node.outputs if v is not None), '?')}"
+        if fn is None:
+            refused[f"no decomposition of {node.domain or 'ai.onnx'}::{node.op}"].append(label)
+            graph.nodes.append(node)
+            continue
+        try:
+            schema = schema_lookup("onnx", node.op, node.version or 1, _domain(node))
+            defaults = {a.name: a.default for a in schema.attributes if a.default is not None}
+        except SchemaError:  # a schema-less node only loses the defaults
+            defaults = {}
+        emitter = Emitter(graph, node, opset, defaults)
+        try:
+            results = fn(emitter)
+            _bind_outputs(emitter, node, results)
+        except Refusal as why:
+            for emitted in emitter.nodes:
+                emitted.detach()  # the inputs forget the nodes that will not be used
+            refused[f"{node.op}: {why}"].append(label)
+            graph.nodes.append(node)
+            continue
+        for value in emitter.constants:
+            graph.initializers[value.name] = value
+        graph.nodes.extend(emitter.nodes)
+        for node_added in emitter.nodes:
+            node_added.graph = graph
+    graph.topological_sort()  # onnxruntime's float16 converter leaves graphs unsorted, which ONNX forbids
+
+
+def _bind_outputs(e: Emitter, node, results: list) -> None:
+    """Make the emitted values carry the contrib node's output names (so consumers and graph outputs keep them)."""
+    results = list(results) + [None] * (len(node.outputs) - len(results))
+    graph_outputs = {id(v) for v in e.graph.outputs}
+    for i, original in enumerate(node.outputs):
+        if original is None or not original.name or results[i] is not None:
+            continue
+        if original.uses or id(original) in graph_outputs:
+            raise Refusal(f"output {i} ({original.name!r}) has no decomposition")
+        node.outputs[i] = None  # declared but read by nothing: dropped
+    own = {id(n) for n in e.nodes}
+    node.detach()
+    renamed: dict[int, object] = {}  # id(emitted value) -> the original value that took its place
+    for original, new in zip(node.outputs, results):
+        if original is None or not original.name:
+            continue
+        original.producer = None
+        if original.type is None or (original.shape is None and new.shape is not None):
+            original.type = new.type  # what the decomposition knows of it (later decompositions read it)
+        producer = new.producer
+        if id(new) not in renamed and producer is not None and id(producer) in own:
+            producer.outputs[new.index] = original
+            original.producer, original.index = producer, new.index
+            for user, j in list(new.uses):
+                user.set_input(j, original)
+            renamed[id(new)] = original
+        else:  # a graph input, a constant, or a value already bound to another output: copy it
+            source = renamed.get(id(new), new)
+            e.nodes.append(Node("Identity", [source], [original], version=e.opset,
+                                name=e.graph.unique_name(f"{original.name}/Identity")))
+    node.outputs = []

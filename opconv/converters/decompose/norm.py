@@ -1,0 +1,141 @@
+"""Normalizations: onnxruntime's LayerNormalization-1 / SimplifiedLayerNormalization-1 (ai.onnx domain),
+SkipLayerNormalization, SkipSimplifiedLayerNormalization and EmbedLayerNormalization (com.microsoft).
+
+Layer norms become ai.onnx LayerNormalization from opset 17 (computing in float32 for float16 inputs, as
+onnxruntime's kernels do), else ReduceMean/Sub/Mul/Sqrt arithmetic in float32; RMS norms are always that
+arithmetic (RMSNormalization is an opset-23 operator).  The optional statistics outputs are float32.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...types import TensorType
+
+from .registry import Emitter, Refusal, decomposes, standard
+
+_WIDE = "float32"  # onnxruntime's statistics type, and the type narrower inputs are normalized in
+
+
+def _axes(e: Emitter, x, axis: int) -> list[int]:
+    if axis < 0:
+        return list(range(axis, 0))
+    rank = e.rank(x)
+    if rank is None:
+        raise Refusal(f"axis={axis} needs the input's rank, which is unknown")
+    return list(range(axis, rank))
+
+
+def _widen(e: Emitter, x):
+    dtype = e.dtype(x)
+    return (x, dtype) if dtype in ("float32", "float64") else (e.cast(x, _WIDE), dtype)
+
+
+def layer_norm(e: Emitter, x, scale, bias, axis: int, epsilon: float):
+    """(normalized, mean, inv_std_dev) of ``x`` over ``axis`` onwards."""
+    if e.opset >= 17:
+        y, mean, inv_std = e("LayerNormalization", *([x, scale, bias] if bias is not None else [x, scale]),
+                             outputs=3, axis=axis, epsilon=float(epsilon), stash_type=1)
+        return y, mean, inv_std
+    wide, dtype = _widen(e, x)
+    axes = _axes(e, x, axis)
+    mean = e.reduce("ReduceMean", wide, axes)
+    centred = e("Sub", wide, mean)
+    variance = e.reduce("ReduceMean", e("Mul", centred, centred), axes)
+    inv_std = e("Reciprocal", e("Sqrt", e("Add", variance, e.scalar(epsilon, e.dtype(wide) if dtype == "float64"
+                                                                     else _WIDE))))
+    y = e("Mul", centred, inv_std)
+    if dtype != e.dtype(wide):
+        y = e.cast(y, dtype)
+    y = e("Mul", y, scale)
+    if bias is not None:
+        y = e("Add", y, bias)
+    return y, mean, inv_std
+
+
+def rms_norm(e: Emitter, x, scale, axis: int, epsilon: float):
+    """(normalized, inv_rms) of ``x`` over ``axis`` onwards."""
+    wide, dtype = _widen(e, x)
+    mean_square = e.reduce("ReduceMean", e("Mul", wide, wide), _axes(e, x, axis))
+    inv_rms = e("Reciprocal", e("Sqrt", e("Add", mean_square, e.scalar(epsilon, e.dtype(wide)
+                                                                        if dtype == "float64" else _WIDE))))
+    y = e("Mul", wide, inv_rms)
+    if dtype != e.dtype(wide):
+        y = e.cast(y, dtype)
+    return e("Mul", y, scale), inv_rms
+
+
+@decomposes("LayerNormalization", domain="", since=1)
+def layer_normalization_1(e: Emitter):
+    return layer_norm(e, e.input(0), e.input(1), e.input(2), e.attr("axis", -1), e.attr("epsilon", 1e-5))
+
+
+standard("LayerNormalization", since=17)  # ONNX's own, with the same meaning
+
+
+@decomposes("SimplifiedLayerNormalization", domain="", since=1)
+def simplified_layer_normalization_1(e: Emitter):
+    y, inv_rms = rms_norm(e, e.input(0), e.input(1), e.attr("axis", -1), e.attr("epsilon", 1e-5))
+    return [y, inv_rms]
+
+
+def _skip_sum(e: Emitter, bias_index: int):
+    total = e("Add", e.input(0), e.input(1))
+    bias = e.input(bias_index)
+    return total if bias is None else e("Add", total, bias)
+
+
+@decomposes("SkipLayerNormalization")
+def skip_layer_normalization(e: Emitter):
+    total = _skip_sum(e, 4)
+    y, mean, inv_std = layer_norm(e, total, e.input(2), e.input(3), -1, e.attr("epsilon", 1e-12))
+    return [y, mean, inv_std, total]
+
+
+@decomposes("SkipSimplifiedLayerNormalization")
+def skip_simplified_layer_normalization(e: Emitter):
+    if e.output_used(1):
+        raise Refusal("the mean output of an RMS norm is left unwritten by onnxruntime")
+    total = _skip_sum(e, 3)
+    y, inv_rms = rms_norm(e, total, e.input(2), -1, e.attr("epsilon", 1e-12))
+    return [y, None, inv_rms, total]
+
+
+@decomposes("EmbedLayerNormalization")
+def embed_layer_normalization(e: Emitter):
+    return embed(e, *(e.input(i) for i in range(9)))
+
+
+@decomposes("QEmbedLayerNormalization")
+def q_embed_layer_normalization(e: Emitter):
+    """EmbedLayerNormalization over its tables and norm weights dequantized (DequantizeLinear of each)."""
+    ids, segment_ids = e.input(0), e.input(1)
+    tables = [None if e.input(i) is None else e("DequantizeLinear", e.input(i), e.input(i + 6), e.input(i + 11))
+              for i in (2, 3, 4, 5, 6)]
+    words, positions, segments, gamma, beta = tables
+    y, mask_index, _ = embed(e, ids, segment_ids, words, positions, segments, gamma, beta, e.input(7), None)
+    return [y, mask_index]
+
+
+def embed(e: Emitter, ids, segment_ids, words, positions, segments, gamma, beta, mask, position_ids):
+    """(normalized sum of the embeddings, mask_index, the sum) of EmbedLayerNormalization."""
+    total = e("Gather", words, ids, axis=0)
+    if position_ids is None:  # positions 0..S-1: the first S rows, broadcast over the batch
+        seq = e.unsqueeze(e.dim(ids, 1), [0])
+        total = e("Add", total, e.slice(positions, [0], seq, [0]))
+    else:
+        total = e("Add", total, e("Gather", positions, position_ids, axis=0))
+    if segment_ids is not None and segments is not None:
+        total = e("Add", total, e("Gather", segments, segment_ids, axis=0))
+    y, _, _ = layer_norm(e, total, gamma, beta, -1, e.attr("epsilon", 1e-12))
+    if mask is not None:  # each sequence's end position: what Attention reads from a 1-D mask_index
+        mask_index = e.cast(e.reduce("ReduceSum", e.cast(mask, "int64"), [1], keepdims=0), "int32")
+    elif e.output_used(1):
+        mask_index = e("ConstantOfShape", e.slice(e("Shape", ids), [0], [1], [0]), value=np.zeros(1, np.int32))
+    else:
+        mask_index = None
+    batch = e.leading_dim(ids)
+    if mask_index is not None:  # typed, so that the Attention after it knows a (batch,) vector of end positions
+        mask_index.type = TensorType("int32", (batch,))
+    y.type = TensorType(e.dtype(words), (batch, None, None))
+    return [y, mask_index, total]
