@@ -36,7 +36,7 @@ import onnx
 import pytest
 
 import opconv
-from opconv.compare import compare_arrays
+from opconv.compare import compare_arrays, tolerance
 
 from . import known
 
@@ -87,6 +87,21 @@ def _runtime(step: str, fn, *args):
         raise Outcome("wrong", f"{step} failed on opconv's output: {_one_line(error)}") from None
 
 
+def _compute_tolerance(proto: onnx.ModelProto) -> tuple[float | None, float | None]:
+    """(rtol, atol) of the narrowest float type the model computes in, or (None, None) for the per-dtype table.
+
+    A float16 model with float32 inputs and outputs (onnxruntime's ``keep_io_types``) computes in float16: its
+    float32 outputs carry float16 rounding, so they are compared at float16's tolerance, not float32's.
+    """
+    narrow = {onnx.TensorProto.FLOAT16: "float16", onnx.TensorProto.BFLOAT16: "bfloat16"}
+    found = {t.data_type for t in proto.graph.initializer} | {
+        a.i for n in proto.graph.node if n.op_type == "Cast" for a in n.attribute if a.name == "to"}
+    kinds = [narrow[t] for t in found if t in narrow]
+    if not kinds:
+        return None, None
+    return max((tolerance(k) for k in kinds), key=lambda t: t[0])
+
+
 class Model:
     """One corpus model: its ONNX file, stored inputs and onnxruntime outputs, and (cached) conversions."""
 
@@ -98,6 +113,7 @@ class Model:
         self.inputs = {k[6:]: data[k] for k in data.files if k.startswith("input:")}
         self.expected = {k[7:]: data[k] for k in data.files if k.startswith("output:")}
         self.shapes = {k: tuple(v) for k, v in self.entry["shapes"].items()}
+        self.tolerance = _compute_tolerance(onnx.load(self.path, load_external_data=False))
         self._cache: dict[str, object] = {}
 
     def cached(self, key: str, make):
@@ -120,9 +136,18 @@ class Model:
         if len(outputs) != len(names):
             raise Outcome("wrong", f"{runtime}: {len(outputs)} outputs, onnxruntime gave {len(names)}")
         for name, actual in zip(names, outputs):
-            cmp = compare_arrays(name, self.expected[name], actual)
+            cmp = compare_arrays(name, self.expected[name], actual, *self.tolerance)
             if not cmp.ok:
                 raise Outcome("wrong", f"{runtime}: output {name}: {cmp.message}")
+
+    def source_passes_checker(self) -> bool:
+        def check() -> bool:
+            try:
+                onnx.checker.check_model(onnx.load(self.path), True)
+                return True
+            except Exception:  # noqa: BLE001 - any checker complaint
+                return False
+        return self.cached("source passes checker", check)
 
     def feeds_for(self, input_names: list[str]) -> dict:
         """The stored inputs under ``input_names`` (by name, else by position)."""
@@ -296,7 +321,10 @@ def check_hlo_to_onnx(m: Model) -> None:
 
 def check_version(m: Model, opset: int) -> None:
     proto = m.version(opset)
-    _runtime("onnx.checker", onnx.checker.check_model, proto, True)
+    if m.source_passes_checker():
+        # (onnxruntime's optimizer writes its own ai.onnx-domain LayerNormalization-1, which onnx's checker does
+        # not know: such a source fails the checker itself, and its converted form is held to what it was)
+        _runtime("onnx.checker", onnx.checker.check_model, proto, True)
     m.compare(f"onnxruntime (opset {opset})", _runtime("onnxruntime", _ort_run, proto, m))
     converted = _opconv("loading the converted model", opconv.load, proto)
     m.compare(f"opconv ONNX executor (opset {opset})", _opconv("opconv run", opconv.run, converted,
