@@ -31,7 +31,7 @@ import numpy as np
 
 from . import budget
 from .errors import BudgetError, ExecutionError, OpconvError
-from .ir import Graph, Node, Value, _free_inputs
+from .ir import Graph, Node, Value, _free_inputs, outer_references
 
 Kernel = Callable[..., Any]
 
@@ -183,8 +183,11 @@ class Interpreter:
         donors = []
         for step, drop in zip(steps, drops):
             ids = [id(v) if v is not None else None for v in step.node.inputs]
-            donors.append(tuple(i for i, vid in enumerate(ids)
-                                if vid in computed and vid in drop and ids.count(vid) == 1))
+            # A value the node's subgraphs also read from outside (a Loop's `cond` read by its body) must stay
+            # in the environment while the node runs, so it is no donor.
+            read_inside = {id(v) for g in step.node.subgraphs() for v in outer_references(g)}
+            donors.append(tuple(i for i, vid in enumerate(ids) if vid in computed and vid in drop
+                                and ids.count(vid) == 1 and vid not in read_inside))
         outputs = [tuple(None if v is None else id(v) for v in s.node.outputs) for s in steps]
         plan = _Plan(steps, [[id(v) if v is not None else None for v in s.node.inputs] for s in steps], drops,
                      donors, foldable, overrides, overridable, outputs=outputs,
@@ -245,9 +248,10 @@ class Interpreter:
                 foldable_now, foldable = _not_folded(foldable_now, plan.foldable, index, step, unfolded), False
                 if fold_only:
                     continue
-            for a in args:  # logical sizes: a broadcast view of 10**12 elements takes no memory, but time
-                if type(a) is np.ndarray and a.nbytes > limit:
-                    budget.check(a.shape, a.itemsize, "an input", where=step.label)
+            # Logical sizes: a broadcast view of 10**12 elements takes no memory, but time.  (A generator, not a
+            # loop: a loop variable would hold one more reference to an input a kernel may otherwise own.)
+            if any(type(a) is np.ndarray and a.nbytes > limit for a in args):
+                _check_input_sizes(args, limit, step.label)
             owned = ()
             if donors and not foldable:
                 for i in donors:  # dying values leave the environment now, so only `args` holds them
@@ -288,6 +292,12 @@ class Interpreter:
         if fold_only:
             return []
         return [_lookup(env, id(v), None, graph) for v in graph.outputs]
+
+
+def _check_input_sizes(args: list, limit: int, where: str) -> None:
+    for a in args:
+        if type(a) is np.ndarray and a.nbytes > limit:
+            budget.check(a.shape, a.itemsize, "an input", where=where)
 
 
 def _not_folded(foldable_now: list[bool], foldable: list[bool], index: int, step: BoundNode,

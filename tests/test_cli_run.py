@@ -120,7 +120,7 @@ def test_benchmark_reports_a_runtime_error_and_goes_on(monkeypatch, tmp_path, ca
 
     cases = [save("light_unknown", "NoSuchOp", "example.domain"), save("light_identity", "Identity")]
     monkeypatch.setattr(testdata, "light_cases", lambda: cases)
-    assert bench.main(["--rounds", "2", "--json", str(tmp_path / "bench.json")]) == 0
+    assert bench.main(["--suites", "light", "--rounds", "2", "--json", str(tmp_path / "bench.json")]) == 0
     out = capsys.readouterr().out
     assert "  opconv: " in out and "NoSuchOp" in out
     assert "light_identity" in out.split("light_unknown ...")[-1] and "target >= 10x" in out

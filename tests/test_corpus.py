@@ -224,8 +224,13 @@ def _openvino_run(xml: str, m: Model) -> list:
     feeds = m.feeds_for([p.get_any_name() for p in compiled.inputs])
     result = compiled(feeds)
     outputs = []
-    for o, expected in zip(compiled.outputs, m.expected.values()):
-        value = result[o]
+    for name, expected in m.expected.items():
+        try:  # every output is found by its ONNX name, as code reading outputs by name expects
+            port = compiled.output(name)
+        except RuntimeError:
+            raise Outcome("wrong", f"OpenVINO has no output named {name!r} (it has "
+                                   f"{[o.get_any_name() for o in compiled.outputs]})") from None
+        value = result[port]
         if value.dtype != expected.dtype and value.dtype.kind in "iufb" and expected.dtype.kind in "iufb":
             # OpenVINO reports IR v10 outputs in its legacy types (i64 -> i32, u8/bool -> f32); values are compared.
             value = value.astype(expected.dtype)

@@ -250,3 +250,16 @@ def test_split_num_outputs_uneven_with_known_dim():
     x = np.random.default_rng(2).standard_normal((2, 3, 5)).astype(np.float32)
     for target in (13, 11):
         _same_in_ort(model, target, {"x": x})
+
+
+@pytest.mark.parametrize("op", ["Max", "Min"])
+def test_integer_max_min_below_12_as_where_chains(op):
+    # Exporters take Max/Min of int64 shapes and positions; Max-8/Min-8 take floats only.
+    model = _model([helper.make_node(op, ["a", "b", "c"], ["y"])],
+                   [_info("a", TensorProto.INT64, [2, 3]), _info("b", TensorProto.INT64, [3]),
+                    _info("c", TensorProto.INT64, [2, 1])], [_info("y", TensorProto.INT64, [2, 3])], 13)
+    rng = np.random.default_rng(5)
+    feeds = {"a": rng.integers(-9, 9, (2, 3)), "b": rng.integers(-9, 9, (3,)), "c": rng.integers(-9, 9, (2, 1))}
+    for target in (11, 9):
+        _same_in_ort(model, target, feeds)
+    assert "Greater-7 does not accept" in _refusal(model, 8) or "Less-7 does not accept" in _refusal(model, 8)

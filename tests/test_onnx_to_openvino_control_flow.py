@@ -256,7 +256,8 @@ def _rows_loop_model(body_dims=None):
 def test_loop_whose_trip_count_is_constant_once_shapes_are_fixed(tmp_path):
     proto, feeds = _rows_loop_model()
     converted = _run_both(tmp_path, proto, [feeds], input_shapes={"x": (4, 3)})
-    assert [n.op for n in converted.graph.nodes] == ["TensorIterator"]
+    # (a Convert to the same type gives a graph output of a multi-output layer its ONNX name in OpenVINO)
+    assert [n.op for n in converted.graph.nodes if n.op != "Convert"] == ["TensorIterator"]
 
 
 def test_taken_branch_folds_into_what_follows(tmp_path):

@@ -37,7 +37,7 @@ def _convert(model: str, opset: int, output: str | None, verify_after: bool, dir
     click.echo(f"wrote {target} (opset {current} -> {opset}, {len(list(converted.graph.walk()))} nodes)",
                err=is_stdout(target))
     if verify_after:
-        _verify(opconv, source, converted, {}, Progress())
+        _verify(opconv, source, converted, Progress())
 
 
 _OUTPUT_HELP = "Where to write the result. Default: MODEL with .opsetN before its suffix."

@@ -58,12 +58,13 @@ def _decomposition_of(node, opsets: dict):
     return _STANDARD if found is None and domain == "" else found
 
 
-def decompose(model, domains: Iterable[str] = DEFAULT_DOMAINS) -> Model:
+def decompose(model, domains: Iterable[str] = DEFAULT_DOMAINS, *, strict: bool = True) -> Model:
     """A copy of ``model`` with every node of ``domains`` (and onnxruntime's ai.onnx-domain contrib
     operators) rewritten into standard ai.onnx operators at the model's opset.
 
     Raises :class:`ConversionError` listing every node that cannot be decomposed, one line per reason with
-    the count and the node names; ``model`` (a path, ModelProto or Model) is never modified.
+    the count and the node names (with ``strict=False`` such nodes stay as they are); ``model`` (a path,
+    ModelProto or Model) is never modified.
     """
     import opconv
     from ...dialects.onnx import io
@@ -77,7 +78,7 @@ def decompose(model, domains: Iterable[str] = DEFAULT_DOMAINS) -> Model:
     refused: dict[str, list[str]] = defaultdict(list)
     opset = copy.opsets.get("", copy.opsets.get("ai.onnx", 1))
     _decompose_graph(copy.graph, copy.opsets, opset, wanted, refused)
-    if refused:
+    if refused and strict:
         lines = [f"{len(names)} node(s): {reason}: {', '.join(names[:8])}{' ...' if len(names) > 8 else ''}"
                  for reason, names in refused.items()]
         total = sum(len(n) for n in refused.values())
@@ -92,8 +93,11 @@ def decompose(model, domains: Iterable[str] = DEFAULT_DOMAINS) -> Model:
 
 
 def decompose_contrib(model: Model) -> Model:
-    """The hook the converters call first: ``model`` itself when it has no contrib node, else its decomposition."""
-    return decompose(model) if has_contrib(model) else model
+    """The hook the converters call first: ``model`` itself when it has no contrib node, else its decomposition.
+
+    A node the pass cannot decompose stays for the direction's own rules (a MatMulNBits with float zero points
+    has an HLO form), which refuse it with their reason if they cannot map it either."""
+    return decompose(model, strict=False) if has_contrib(model) else model
 
 
 def _decompose_graph(graph: Graph, opsets: dict, opset: int, wanted: set[str], refused: dict) -> None:

@@ -114,27 +114,40 @@ class Emitter:
             raise Refusal(f"{what} needs ai.onnx opset {version} (the model is at {self.opset})")
 
     def dtype(self, value: Value) -> str:
-        """The element type of ``value`` (numpy name), from its declared type, its constant or its producers."""
-        seen = 0
-        while value is not None and seen < 64:
-            if value.dtype:
-                return _NP_NAMES.get(value.dtype, value.dtype)
-            if value.const is not None:
-                return str(value.const.dtype)
-            node = value.producer
-            if node is None:
-                break
-            if node.op == "Cast" and node.attrs.get("to") is not None:
-                from ...types import from_onnx_code
-                return from_onnx_code(int(node.attr("to"))).name
-            if node.op in _INT64_RESULTS:
-                return "int64"
-            typed_by = _TYPED_BY_INPUT.get(node.op, 0)
-            if typed_by >= len(node.inputs) or node.inputs[typed_by] is None:
-                return "uint8"  # QuantizeLinear without a zero point
-            value = node.inputs[typed_by]
-            seen += 1
-        raise Refusal("the element type of an input is unknown (run ONNX shape inference on the model first)")
+        """The element type of ``value`` (numpy name), from its declared type, its constant or its producers
+        (the input that types a producer's result; for an op typed by its first input, the others too when the
+        first one's type cannot be found: a SkipLayerNormalization reading an untyped contrib output and a
+        typed weight)."""
+        found = self._dtype(value, budget=[256])
+        if found is None:
+            raise Refusal("the element type of an input is unknown (run ONNX shape inference on the model first)")
+        return found
+
+    def _dtype(self, value: Value | None, budget: list[int]) -> str | None:
+        budget[0] -= 1
+        if value is None or budget[0] < 0:
+            return None
+        if value.dtype:
+            return _NP_NAMES.get(value.dtype, value.dtype)
+        if value.const is not None:
+            return str(value.const.dtype)
+        node = value.producer
+        if node is None:
+            return None
+        if node.op == "Cast" and node.attrs.get("to") is not None:
+            from ...types import from_onnx_code
+            return from_onnx_code(int(node.attr("to"))).name
+        if node.op in _INT64_RESULTS:
+            return "int64"
+        typed_by = _TYPED_BY_INPUT.get(node.op, 0)
+        if typed_by >= len(node.inputs) or node.inputs[typed_by] is None:
+            return "uint8"  # QuantizeLinear without a zero point
+        candidates = [node.inputs[typed_by]] + (list(node.inputs[1:]) if typed_by == 0 and value.index == 0 else [])
+        for candidate in candidates:
+            found = self._dtype(candidate, budget)
+            if found is not None:
+                return found
+        return None
 
     def leading_dim(self, value: Value):
         """Dim 0 of ``value`` (an int or a symbol), from its type or from producers that keep dim 0; None if unknown."""

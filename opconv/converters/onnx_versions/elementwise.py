@@ -4,7 +4,8 @@
   (``axis`` says where B's dims start); from 7 both sides broadcast numpy-style.
 * Max/Min/Sum/Mean before opset 8 need equal shapes.
 * Clip-11 takes ``min``/``max`` as inputs instead of attributes.
-* Celu-12, HardSwish-14, Mish-18, Gelu-20, LessOrEqual/GreaterOrEqual-12 decompose into older ops.
+* Celu-12, HardSwish-14, Mish-18, Gelu-20, LessOrEqual/GreaterOrEqual-12 decompose into older ops, and so do
+  Max/Min-12 of integers (Where chains).
 """
 
 from __future__ import annotations
@@ -196,6 +197,24 @@ def compare_or_equal(ctx, node):
     y = ctx.op("Or", lt, eq)
     y.type = out_type
     ctx.replace(node, [y])
+
+
+@downgrade(("Max", "Min"), 12)
+def integer_max_min_as_where(ctx, node):
+    """Max/Min of integers (from opset 12; Max-8 takes floats only) as Where(Greater/Less) chains: exact, and
+    Greater/Less/Where take integers from opset 9.  Exporters write Max/Min of int64 shapes and positions."""
+    dtype = ctx.dtype(node.inputs[0])
+    inputs = [v for v in node.inputs if v is not None]
+    if dtype is None or dtype in ("float16", "float32", "float64") or len(inputs) < 2:
+        return  # the older Max/Min takes it as it is (or the driver names the type it does not take)
+    ctx.shape(node.outputs[0])
+    out_type = node.outputs[0].type
+    compare = "Greater" if node.op == "Max" else "Less"
+    best = inputs[0]
+    for v in inputs[1:]:
+        best = ctx.op("Where", ctx.op(compare, best, v), best, v)
+    best.type = out_type
+    ctx.replace(node, [best])
 
 
 @downgrade(("QuantizeLinear", "DequantizeLinear"), 13)
