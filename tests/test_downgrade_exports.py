@@ -263,3 +263,14 @@ def test_integer_max_min_below_12_as_where_chains(op):
     for target in (11, 9):
         _same_in_ort(model, target, feeds)
     assert "Greater-7 does not accept" in _refusal(model, 8) or "Less-7 does not accept" in _refusal(model, 8)
+
+
+def test_softmax_on_the_last_axis_of_an_input_of_unknown_rank_to_11():
+    # onnxruntime's optimizer leaves such inputs (after contrib ops inference cannot type); the last axis needs
+    # no rank, from Softmax-11 on; below 11 the rank is still asked for.
+    model = _model([helper.make_node("Reshape", ["x", "s"], ["r"]), helper.make_node("Softmax", ["r"], ["y"], axis=-1)],
+                   [_info("x", TensorProto.FLOAT, [6, 5]), _info("s", TensorProto.INT64, ["n"])],
+                   [_info("y", TensorProto.FLOAT, ["a", "b", "c"])], 13)
+    x = np.random.default_rng(3).standard_normal((6, 5)).astype(np.float32)
+    _same_in_ort(model, 11, {"x": x, "s": np.array([2, 3, 5], np.int64)})
+    assert "rank" in _refusal(model, 10)

@@ -40,6 +40,11 @@ def softmax_single_axis(ctx, node):
 @downgrade(_SOFTMAX, 13)
 def softmax_coerced_axis(ctx, node):
     axis = int(ctx.pop_attr(node, "axis", -1))
+    if axis == -1 and ctx.shape(node.inputs[0]) is None and ctx.converter.target >= 11:
+        # Coercing to 2-D at the last axis is the same as the last axis alone, whatever the rank (which
+        # inference may not know past ops it cannot type); from 11 the attribute may say -1
+        ctx.set_attr(node, "axis", -1)
+        return
     rank = ctx.rank(node.inputs[0], "input")
     axis = axis + rank if axis < 0 else axis
     if axis == rank - 1:
