@@ -373,8 +373,9 @@ def _iree_in_background(request):
                          if getattr(item, "originalname", "") == "test_corpus_model"
                          and item.callspec.params["target"] == "onnx-to-hlo"])
     yield
-    for pool in _IREE_POOL:
-        pool.shutdown(wait=False, cancel_futures=True)
+    for pool in _IREE_POOL:  # joined: later tests rely on a one-thread process (opconv forks to guard inference)
+        pool.shutdown(wait=True, cancel_futures=True)
+    _IREE_POOL.clear()
     if _WORKDIR:
         import shutil
 
