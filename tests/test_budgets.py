@@ -162,3 +162,27 @@ def test_shape_inference_in_the_child_gives_onnx_s_answer_and_errors():
         onnx.shape_inference.infer_shapes(model, strict_mode=True)
     with pytest.raises(type(info.value)):
         infer_shapes(model, strict_mode=True)
+
+
+def test_guarded_shape_inference_works_with_descriptors_above_1023():
+    # A long-running host (a test session with many runtimes loaded) holds over 1,024 descriptors; the guard's
+    # pipe then lies above select()'s limit, and inference used to fail silently (ranks left unknown).
+    import resource
+
+    import onnx
+
+    from opconv.dialects.onnx.proto import infer_shapes
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"the descriptor limit ({hard}) is below what this test needs")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200) if hard == resource.RLIM_INFINITY else hard, hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        model = onnx.load(os.path.join(os.path.dirname(__file__), "..", "fixtures", "corpus", "gpt2_legacy_op14.onnx"))
+        inferred = infer_shapes(model, data_prop=True)  # Range under data propagation: inferred in a child
+        assert len(inferred.graph.value_info) > 100
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

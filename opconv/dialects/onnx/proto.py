@@ -111,8 +111,7 @@ def infer_shapes(model, *, strict_mode: bool = False, data_prop: bool = False):
     Models with an op whose inference is known to hang or crash on some inputs (:data:`HANG_PRONE`) are
     inferred in a forked child under a time limit (``OPCONV_SHAPE_INFERENCE_SECONDS``, default 5 s plus 1 s per
     1,000 nodes) and a memory limit, so
-    that a hang or a crash becomes a ModelReadError instead of taking the process with it (in a process of one
-    Python thread only: see :func:`_single_threaded`).  The others are inferred
+    that a hang or a crash becomes a ModelReadError instead of taking the process with it.  The others are inferred
     here: a fork costs a few ms, which the common path does not pay.
     """
     serialized = model.SerializeToString()
@@ -127,7 +126,7 @@ def infer_shapes(model, *, strict_mode: bool = False, data_prop: bool = False):
     # a walk over every node (~8 us each).
     unsafe = HANG_PRONE | (DATA_PROP_HANG_PRONE if data_prop else frozenset())
     hang_prone = _hang_prone_ops(model, unsafe) if any(op.encode() in serialized for op in unsafe) else []
-    if hang_prone and hasattr(os, "fork") and _single_threaded():
+    if hang_prone and hasattr(os, "fork"):
         data = _in_child(lambda: infer(serialized, False, strict_mode, data_prop), hang_prone,
                          default_limit=5 + len(model.graph.node) / 1000, model_bytes=len(serialized))
     else:
@@ -166,14 +165,6 @@ def _hang_prone_ops(model, unsafe: frozenset) -> list[str]:
     for function in model.functions:
         walk(function)
     return sorted(found)
-
-
-def _single_threaded() -> bool:
-    """Whether this process runs one Python thread, so that a forked child can run at all: a child forked while
-    another thread holds a lock (malloc's, say) waits for it for ever.  A host with threads (a test runner
-    compiling in the background, a server) infers in process, unguarded."""
-    threading = sys.modules.get("threading")
-    return threading is None or threading.active_count() == 1
 
 
 def _limit_memory(model_bytes: int) -> None:
@@ -222,9 +213,11 @@ def _in_child(compute, ops: list[str], default_limit: float, model_bytes: int) -
         import time
 
         deadline = time.monotonic() + limit
+        waiting = select.poll()  # not select.select: it takes no descriptor above 1023, which a busy host reaches
+        waiting.register(read_end, select.POLLIN | select.POLLHUP)
         while True:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([read_end], [], [], left)[0]:
+            if left <= 0 or not waiting.poll(left * 1000):
                 os.kill(child, signal.SIGKILL)
                 raise ModelReadError(
                     f"onnx's shape inference did not finish in {limit:g} s ({', '.join(ops)} in the model); "
