@@ -126,8 +126,8 @@ def infer_shapes(model, *, strict_mode: bool = False, data_prop: bool = False):
     # a walk over every node (~8 us each).
     unsafe = HANG_PRONE | (DATA_PROP_HANG_PRONE if data_prop else frozenset())
     hang_prone = _hang_prone_ops(model, unsafe) if any(op.encode() in serialized for op in unsafe) else []
-    if hang_prone and hasattr(os, "fork"):
-        data = _in_child(lambda: infer(serialized, False, strict_mode, data_prop), hang_prone,
+    if hang_prone:
+        data = _in_child(serialized, strict_mode, data_prop, hang_prone,
                          default_limit=5 + len(model.graph.node) / 1000, model_bytes=len(serialized))
     else:
         data = infer(serialized, False, strict_mode, data_prop)
@@ -167,84 +167,60 @@ def _hang_prone_ops(model, unsafe: frozenset) -> list[str]:
     return sorted(found)
 
 
-def _limit_memory(model_bytes: int) -> None:
-    """Let the child grow by 1 GiB plus a few copies of the model (without its weights, as inferred here): data
-    propagation of a huge Range fails in a second instead of filling memory."""
-    try:
-        import resource
+#: the child that infers a hang-prone model: a fresh interpreter (not a fork: a child forked from a process whose
+#: other threads hold locks, as a host with runtimes loaded has, can wait for ever), memory-limited
+_CHILD = """
+import os, sys
+from opconv.dialects.onnx.proto import _CPP, _load_submodule
+infer = _load_submodule(_CPP, "onnx_cpp2py_export").shape_inference.infer_shapes
+data = sys.stdin.buffer.read()
+try:
+    import resource
+    with open("/proc/self/statm") as f:
+        used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    limit = used + (1 << 30) + 8 * len(data)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+except (ImportError, OSError, ValueError):
+    pass
+try:
+    out = infer(data, False, sys.argv[1] == "1", sys.argv[2] == "1")
+except BaseException as e:
+    sys.stderr.write(type(e).__name__ + ": " + str(e))
+    sys.exit(3)
+sys.stdout.buffer.write(out)
+"""
 
-        with open("/proc/self/statm") as f:
-            used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-        limit = used + (1 << 30) + 8 * model_bytes
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    except (ImportError, OSError, ValueError):  # not Linux: the time limit alone
-        pass
 
-
-def _in_child(compute, ops: list[str], default_limit: float, model_bytes: int) -> bytes:
-    """``compute()`` (bytes) in a forked child, given up after the time limit; its errors re-raised here."""
-    import pickle
-    import select
-    import signal
+def _in_child(serialized: bytes, strict_mode: bool, data_prop: bool, ops: list[str], default_limit: float,
+              model_bytes: int) -> bytes:
+    """onnx's shape inference of ``serialized`` in a child interpreter, given up after the time limit."""
+    import subprocess
 
     from ...errors import ModelReadError
 
-    limit = float(os.environ.get("OPCONV_SHAPE_INFERENCE_SECONDS") or default_limit)
-    read_end, write_end = os.pipe()
-    child = os.fork()
-    if child == 0:  # pragma: no cover - the child: report and leave without running any cleanup
-        code = 0
-        try:
-            os.close(read_end)
-            _limit_memory(model_bytes)
-            try:
-                message = pickle.dumps((True, compute()))
-            except Exception as e:  # noqa: BLE001 - the parent raises it
-                message = pickle.dumps((False, (type(e).__module__, type(e).__name__, str(e))))
-            with os.fdopen(write_end, "wb") as out:
-                out.write(message)
-        except BaseException:  # noqa: BLE001
-            code = 1
-        finally:
-            os._exit(code)
-    os.close(write_end)
-    chunks = []
+    limit = float(os.environ.get("OPCONV_SHAPE_INFERENCE_SECONDS") or default_limit) + 2  # + the child's start
+    package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")])))
     try:
-        import time
-
-        deadline = time.monotonic() + limit
-        waiting = select.poll()  # not select.select: it takes no descriptor above 1023, which a busy host reaches
-        waiting.register(read_end, select.POLLIN | select.POLLHUP)
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0 or not waiting.poll(left * 1000):
-                os.kill(child, signal.SIGKILL)
-                raise ModelReadError(
-                    f"onnx's shape inference did not finish in {limit:g} s ({', '.join(ops)} in the model); "
-                    "set OPCONV_SHAPE_INFERENCE_SECONDS to allow longer")
-            chunk = os.read(read_end, 1 << 20)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    finally:
-        os.close(read_end)
-        _, status = os.waitpid(child, 0)
-    if not chunks:
-        how = f"died of signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else "failed"
-        raise ModelReadError(f"onnx's shape inference {how} ({', '.join(ops)} in the model)")
-    ok, value = pickle.loads(b"".join(chunks))
-    if ok:
-        return value
-    module, name, text = value
-    if name == "MemoryError":
-        raise ModelReadError(f"onnx's shape inference ran out of memory ({', '.join(ops)} in the model)")
-    error_type = getattr(sys.modules.get(module), name, None)
-    if isinstance(error_type, type) and issubclass(error_type, Exception):
-        try:
-            raise error_type(text)
-        except TypeError:
-            pass
-    raise RuntimeError(text)
+        done = subprocess.run([sys.executable, "-c", _CHILD, str(int(strict_mode)), str(int(data_prop))],
+                              input=serialized, capture_output=True, timeout=limit, env=env)
+    except subprocess.TimeoutExpired:
+        raise ModelReadError(f"onnx's shape inference did not finish in {limit - 2:g} s ({', '.join(ops)} in the "
+                             "model); set OPCONV_SHAPE_INFERENCE_SECONDS to allow longer") from None
+    if done.returncode < 0:
+        raise ModelReadError(f"onnx's shape inference died of signal {-done.returncode} ({', '.join(ops)} in the "
+                             "model)")
+    if done.returncode != 0:
+        text = done.stderr.decode("utf-8", "replace").strip()
+        if text.startswith("MemoryError") or "std::bad_alloc" in text:
+            raise ModelReadError(f"onnx's shape inference ran out of memory ({', '.join(ops)} in the model)")
+        name, _, message = text.partition(": ")
+        cpp = _load_submodule(_CPP, "onnx_cpp2py_export")
+        error_type = getattr(cpp.shape_inference, name, None) or getattr(cpp.checker, name, None)
+        if isinstance(error_type, type) and issubclass(error_type, Exception):
+            raise error_type(message)  # onnx's own error, as inference in process raises it
+        raise RuntimeError(text or "onnx's shape inference failed")
+    return done.stdout
 
 
 #: element types whose typed field holds plain values (not bit patterns): the field, by element type name
