@@ -248,10 +248,10 @@ class Interpreter:
                 foldable_now, foldable = _not_folded(foldable_now, plan.foldable, index, step, unfolded), False
                 if fold_only:
                     continue
-            # Logical sizes: a broadcast view of 10**12 elements takes no memory, but time.  (A generator, not a
-            # loop: a loop variable would hold one more reference to an input a kernel may otherwise own.)
-            if any(type(a) is np.ndarray and a.nbytes > limit for a in args):
-                _check_input_sizes(args, limit, step.label)
+            for a in args:  # logical sizes: a broadcast view of 10**12 elements takes no memory, but time
+                if type(a) is np.ndarray and a.nbytes > limit:
+                    _check_input_sizes(args, limit, step.label)
+            a = None  # the loop variable would hold one more reference to an input the kernel may own
             owned = ()
             if donors and not foldable:
                 for i in donors:  # dying values leave the environment now, so only `args` holds them
