@@ -32,13 +32,23 @@ def rand(*shape, dtype=np.float32, low=-1.0, high=1.0):
     return RNG.uniform(low, high, shape).astype(dtype)
 
 
+def as_initializers(model: onnx.ModelProto, inputs: dict, names) -> None:
+    """Make the graph inputs ``names`` initializers (the weights onnxruntime's quantizers write as constants)."""
+    names = {name for name in names if inputs.get(name) is not None}
+    model.graph.initializer.extend(onnx.numpy_helper.from_array(inputs[name], name) for name in sorted(names))
+    kept = [i for i in model.graph.input if i.name not in names]
+    del model.graph.input[:]
+    model.graph.input.extend(kept)
+
+
 def assert_decomposes(op: str, inputs: dict, outputs=("Y",), *, domain: str = MS, opsets=(13, 20), rtol=None,
-                      atol=None, output_types=None, opconv_atol=None, node_attrs=None, **attrs):
-    feeds = {k: v for k, v in inputs.items() if v is not None}
+                      atol=None, output_types=None, opconv_atol=None, node_attrs=None, constants=(), **attrs):
+    feeds = {k: v for k, v in inputs.items() if v is not None and k not in constants}
     names = [o for o in outputs if o]
     for opset in opsets:
         model = single_node_model(op, inputs, outputs, domain=domain, opset=opset, output_types=output_types,
                                   **attrs)
+        as_initializers(model, inputs, constants)
         model.graph.node[0].attribute.extend(helper.make_attribute(k, v) for k, v in (node_attrs or {}).items())
         expected = run_ort(model, feeds)
         decomposed = decompose(model)
@@ -236,6 +246,64 @@ def test_matmul_integer_to_float():
     assert_decomposes("MatMulIntegerToFloat", inputs)
 
 
+def _lstm_inputs(directions: int, per_column: bool, w_dtype, states: bool, peepholes: bool):
+    # a generator of its own: the shared one's later draws (which the QLinear cases' rounding ties depend on)
+    # stay as they were
+    rng = np.random.default_rng(23)
+    steps, batch, inputs, hidden = 4, 3, 5, 6
+    scales = (directions, 4 * hidden) if per_column else (directions,)
+    info = np.iinfo(w_dtype)
+    zero = 128 if w_dtype == np.uint8 else 0
+
+    def floats(*shape, low=-1.0, high=1.0):
+        return rng.uniform(low, high, shape).astype(np.float32)
+
+    def weights(*shape):
+        return rng.integers(info.min, int(info.max) + 1, shape).astype(w_dtype)
+
+    return {"x": floats(steps, batch, inputs, low=-2, high=2), "w": weights(directions, inputs, 4 * hidden),
+            "r": weights(directions, hidden, 4 * hidden), "b": floats(directions, 8 * hidden), "lens": None,
+            "h0": floats(directions, batch, hidden) if states else None,
+            "c0": floats(directions, batch, hidden) if states else None,
+            "p": floats(directions, 3 * hidden) if peepholes else None,
+            "w_scale": floats(*scales, low=0.002, high=0.012), "w_zero": np.full(scales, zero, w_dtype),
+            "r_scale": floats(*scales, low=0.002, high=0.012), "r_zero": np.full(scales, zero, w_dtype)}
+
+
+LSTM_WEIGHTS = ("w", "r", "w_scale", "w_zero", "r_scale", "r_zero")
+
+
+@pytest.mark.parametrize("direction,per_column,w_dtype,states,peepholes", [
+    ("forward", False, np.int8, False, False), ("reverse", True, np.uint8, True, False),
+    ("bidirectional", True, np.int8, True, True), ("bidirectional", False, np.uint8, False, False)])
+def test_dynamic_quantize_lstm(direction, per_column, w_dtype, states, peepholes):
+    """X and every step's H are rounded to uint8 over their range as onnxruntime's kernel does (a plain LSTM on
+    the dequantized weights is ~3e-3 away): a Loop over the steps, exact to float32 rounding."""
+    inputs = _lstm_inputs(2 if direction == "bidirectional" else 1, per_column, w_dtype, states, peepholes)
+    assert_decomposes("DynamicQuantizeLSTM", inputs, ("Y", "Y_h", "Y_c"), opsets=(11, 20), constants=LSTM_WEIGHTS,
+                      direction=direction, hidden_size=6)
+
+
+@pytest.mark.parametrize("attrs", [
+    {"clip": 0.4, "input_forget": 1},
+    {"activations": ["HardSigmoid", "LeakyRelu", "Softsign"], "activation_alpha": [0.3, 0.2],
+     "activation_beta": [0.4]},
+    {"activations": ["Sigmoid", "Tanh", "Tanh", "Sigmoid", "Relu", "Tanh"], "direction": "bidirectional"}])
+def test_dynamic_quantize_lstm_gate_options(attrs):
+    inputs = _lstm_inputs(2 if attrs.get("direction") == "bidirectional" else 1, False, np.int8, True, False)
+    assert_decomposes("DynamicQuantizeLSTM", inputs, ("Y", "Y_h", "Y_c"), opsets=(13,), constants=LSTM_WEIGHTS,
+                      hidden_size=6, **attrs)
+
+
+def test_dynamic_quantize_lstm_with_sequence_lengths_is_refused():
+    inputs = _lstm_inputs(1, False, np.int8, False, False)
+    inputs["lens"] = np.array([4, 2, 3], np.int32)
+    model = single_node_model("DynamicQuantizeLSTM", inputs, ("Y",), opset=13, hidden_size=6)
+    as_initializers(model, inputs, LSTM_WEIGHTS)
+    with pytest.raises(opconv.ConversionError, match="DynamicQuantizeLSTM: sequence_lens is not decomposed"):
+        decompose(model)
+
+
 def test_refusals_name_every_node_and_reason():
     model = single_node_model("GroupQueryAttention", {"q": rand(1, 2, 8)}, ("Y",), num_heads=2, kv_num_heads=1,
                               smooth_softmax=1)
@@ -380,12 +448,7 @@ def _matmul_n_bits_model(bits, with_zero_points, k):
               "zero_points": RNG.integers(0, 256, (n, zero_bytes)).astype(np.uint8) if with_zero_points else None,
               "g_idx": None, "bias": rand(n)}
     model = single_node_model("MatMulNBits", inputs, ("Y",), K=k, N=n, bits=bits, block_size=block)
-    constants = {"b", "scales", "zero_points"}  # the weights the quantizer writes as initializers
-    model.graph.initializer.extend(onnx.numpy_helper.from_array(inputs[name], name) for name in constants
-                                   if inputs[name] is not None)
-    kept = [i for i in model.graph.input if i.name not in constants]
-    del model.graph.input[:]
-    model.graph.input.extend(kept)
+    as_initializers(model, inputs, ("b", "scales", "zero_points"))
     return model, {"a": inputs["a"], "bias": inputs["bias"]}
 
 
