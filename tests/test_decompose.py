@@ -697,3 +697,137 @@ def test_multi_head_attention_packed(packing):
                         ("opconv", opconv.run(decomposed, feeds)["Y"])):
         report = compare_arrays("Y", expected, got, None, None)
         assert report.ok, f"{runner}: {report.message}"
+
+
+# ---------------------------------------------------------------- ops with a standard counterpart or a formula
+# (each its own generator: the shared one's draws stay as the earlier cases had them)
+
+def _rng():
+    return np.random.default_rng(29)
+
+
+@pytest.mark.parametrize("mode,value", [("constant", 1.5), ("reflect", None), ("edge", None)])
+def test_pad_ms(mode, value):
+    rng = _rng()
+    inputs = {"x": rng.standard_normal((2, 3, 4)).astype(np.float32),
+              "pads": np.array([[0, 1, 2, 1, 0, 1]], np.int64),
+              "value": None if value is None else np.array([value], np.float32)}
+    assert_decomposes("Pad", inputs, opsets=(13,), constants=("pads",), mode=mode)
+
+
+@pytest.mark.parametrize("mode,padding,align", [("bilinear", "zeros", 0), ("nearest", "border", 1),
+                                                ("bicubic", "reflection", 0)])
+def test_grid_sample_ms(mode, padding, align):
+    rng = _rng()
+    inputs = {"x": rng.standard_normal((2, 3, 5, 6)).astype(np.float32),
+              "grid": rng.uniform(-1.2, 1.2, (2, 4, 3, 2)).astype(np.float32)}
+    assert_decomposes("GridSample", inputs, opsets=(16, 20), mode=mode, padding_mode=padding, align_corners=align)
+
+
+def test_unique_ms():
+    inputs = {"x": np.array([3, 1, 3, 7, 1, 1, 9.5, -2, 3], np.float32)}
+    assert_decomposes("Unique", inputs, ("y", "idx", "counts"), opsets=(13,))
+
+
+@pytest.mark.parametrize("dtype,attrs", [(np.uint8, {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+                                         (np.uint8, {"kernel_shape": [2, 2], "auto_pad": "SAME_UPPER"}),
+                                         (np.int8, {"kernel_shape": [2, 3], "dilations": [2, 1], "ceil_mode": 1,
+                                                    "strides": [2, 2]})])
+def test_nhwc_max_pool(dtype, attrs):
+    rng = _rng()
+    x = rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max + 1, (2, 7, 8, 3)).astype(dtype)
+    assert_decomposes("NhwcMaxPool", {"x": x}, opsets=(13,), **attrs)
+
+
+@pytest.mark.parametrize("pads", [[1, 0, 1, 2], [0, 0, 0, 0]])
+def test_conv_transpose_with_dynamic_pads(pads):
+    rng = _rng()
+    inputs = {"x": rng.standard_normal((1, 4, 5, 5)).astype(np.float32),
+              "w": rng.standard_normal((4, 2, 3, 3)).astype(np.float32),
+              "pads": np.array(pads, np.int64),
+              "b": rng.standard_normal(2).astype(np.float32)}
+    assert_decomposes("ConvTransposeWithDynamicPads", inputs, opsets=(13,), constants=("pads",), strides=[2, 2],
+                      kernel_shape=[3, 3])
+
+
+def test_sample_op():
+    assert_decomposes("SampleOp", {"x": _rng().standard_normal((2, 3)).astype(np.float32)}, opsets=(13,))
+
+
+@pytest.mark.parametrize("dtype,scale_dtype", [(np.float32, None), (np.float32, np.float32), (np.float16, np.float16),
+                                               (np.float16, np.float32)])
+def test_scaled_silu(dtype, scale_dtype):
+    rng = _rng()
+    inputs = {"x": rng.uniform(-6, 6, (3, 8)).astype(dtype),
+              "scale": None if scale_dtype is None else np.array(0.7, scale_dtype)}
+    assert_decomposes("ScaledSiLU", inputs, opsets=(13,), alpha=1.3)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_gated_add(dtype):
+    rng = _rng()
+    inputs = {name: rng.standard_normal(shape).astype(dtype)
+              for name, shape in (("x", (2, 3, 8)), ("y", (2, 3, 8)), ("gate", (2, 3, 1)))}
+    assert_decomposes("GatedAdd", inputs, opsets=(13,))
+
+
+@pytest.mark.parametrize("metric", ["sqeuclidean", "euclidean"])
+def test_cdist(metric):
+    rng = _rng()
+    inputs = {"a": rng.standard_normal((4, 6)).astype(np.float32), "b": rng.standard_normal((5, 6)).astype(np.float32)}
+    assert_decomposes("CDist", inputs, opsets=(13,), metric=metric)
+
+
+# ---------------------------------------------------------------- packed constant weights, dequantized once
+
+@pytest.mark.parametrize("quant_type,dtype", [(0, np.float32), (1, np.float32), (1, np.float16)])
+def test_matmul_bnb4(quant_type, dtype):
+    rng, k, n, block = _rng(), 40, 6, 16
+    inputs = {"a": rng.standard_normal((3, k)).astype(dtype),
+              "b": rng.integers(0, 256, (n * k + 1) // 2).astype(np.uint8),
+              "absmax": (rng.random(-(-n * k // block)) + 0.5).astype(dtype)}
+    assert_decomposes("MatMulBnb4", inputs, opsets=(13,), constants=("b", "absmax"), rtol=1e-4, atol=1e-4,
+                      K=k, N=n, block_size=block, quant_type=quant_type)
+
+
+@pytest.mark.parametrize("blk_quant_type,k", [(0, 64), (1, 70)])
+def test_matmul_fpq4(blk_quant_type, k):
+    rng, n = _rng(), 4
+    blob = bytearray()
+    for _ in range(n * -(-k // 32)):  # MLAS's blocks: float32 scale, [zero point byte], 16 bytes of nibbles
+        blob += np.float32(rng.random() * 0.1 + 0.01).tobytes()
+        if blk_quant_type == 1:
+            blob.append(int(rng.integers(0, 16)))
+        blob += rng.integers(0, 256, 16).astype(np.uint8).tobytes()
+    inputs = {"a": rng.standard_normal((3, k)).astype(np.float32), "b": np.frombuffer(bytes(blob), np.uint8).copy(),
+              "shape": np.array([k, n], np.int64)}
+    assert_decomposes("MatMulFpQ4", inputs, opsets=(13,), constants=("b", "shape"), rtol=1e-4, atol=1e-4,
+                      blk_quant_type=blk_quant_type)
+
+
+@pytest.mark.parametrize("bits,zero_points,scale_dtype,gather_axis", [
+    (4, False, np.float32, 0), (4, True, np.float16, 0), (8, True, np.float32, 0)])
+def test_gather_block_quantized(bits, zero_points, scale_dtype, gather_axis):
+    rng, vocab, dim, block = _rng(), 10, 64, 16
+    per_byte, blocks = 8 // bits, dim // block
+    inputs = {"data": rng.integers(0, 256, (vocab, dim // per_byte)).astype(np.uint8),
+              "ids": np.array([[0, 3, 9], [-1, 3, 5]], np.int64),
+              "scales": (rng.random((vocab, blocks)) * 0.1 + 0.01).astype(scale_dtype),
+              "zp": rng.integers(0, 256, (vocab, -(-blocks // per_byte))).astype(np.uint8) if zero_points else None}
+    assert_decomposes("GatherBlockQuantized", inputs, opsets=(13,), constants=("data", "scales", "zp"), bits=bits,
+                      block_size=block, gather_axis=gather_axis, quantize_axis=1)
+
+
+@pytest.mark.parametrize("gather_axis,quantize_axis", [(0, 1), (1, 0)])
+def test_gather_block_quantized_int4(gather_axis, quantize_axis):
+    import ml_dtypes
+
+    rng, block = _rng(), 16
+    scale_shape = [32, 48]
+    scale_shape[quantize_axis] //= block
+    inputs = {"data": rng.integers(-8, 8, (32, 48)).astype(ml_dtypes.int4),
+              "ids": np.array([2, -3, 0, 7], np.int32),
+              "scales": (rng.random(scale_shape) * 0.1 + 0.01).astype(np.float32),
+              "zp": rng.integers(-8, 8, scale_shape).astype(ml_dtypes.int4)}
+    assert_decomposes("GatherBlockQuantized", inputs, opsets=(21,), constants=("data", "scales", "zp"), bits=4,
+                      block_size=block, gather_axis=gather_axis, quantize_axis=quantize_axis)

@@ -1,5 +1,6 @@
 """Small operators of onnxruntime with a standard counterpart or a one-line formula: com.microsoft Range, Trilu,
-GatherND, ExpandDims, MatMulInteger16, and its ai.onnx-domain Affine, ScaledTanh, ParametricSoftplus, Scale,
+GatherND, ExpandDims, MatMulInteger16, Pad, GridSample, Unique, NhwcMaxPool, ConvTransposeWithDynamicPads,
+SampleOp, ScaledSiLU, GatedAdd, CDist, and its ai.onnx-domain Affine, ScaledTanh, ParametricSoftplus, Scale,
 ImageScaler, DynamicSlice, ThresholdedRelu-1 (ONNX's experimental operators, which onnxruntime keeps)."""
 
 from __future__ import annotations
@@ -98,3 +99,93 @@ def dynamic_slice(e: Emitter):
         raise Refusal("bounds computed at run time need ai.onnx opset 10 (Slice with inputs)")
     starts, ends, axes = (None if v is None else v.const.numpy().astype(np.int64).tolist() for v in bounds)
     return [e("Slice", e.input(0), starts=starts, ends=ends, axes=axes)]
+
+
+@decomposes("Pad")
+def pad_ms(e: Emitter):
+    e.require_opset(11, "Pad with pads as an input")
+    x, pads, value = e.input(0), e.input(1), e.input(2)
+    extra = [] if value is None else [e("Reshape", value, e.ints([]))]  # onnxruntime's may be [1]
+    return [e("Pad", x, e("Reshape", e.cast(pads, "int64"), e.ints([-1])), *extra, mode=e.attr("mode", "constant"))]
+
+
+@decomposes("GridSample")
+def grid_sample_ms(e: Emitter):
+    e.require_opset(16, "GridSample")
+    mode, padding = e.attr("mode", "bilinear"), e.attr("padding_mode", "zeros")
+    if mode == "bicubic" and padding == "border":
+        raise Refusal("bicubic with border padding clamps its taps, not its sample position, unlike ONNX's")
+    if e.opset >= 20:
+        mode = {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
+    return [e("GridSample", e.input(0), e.input(1), mode=mode, padding_mode=padding,
+              align_corners=int(e.attr("align_corners", 0)))]
+
+
+@decomposes("Unique")
+def unique_ms(e: Emitter):
+    e.require_opset(11, "Unique")
+    # values in order of first appearance, each element's position among them, the counts
+    values, _, inverse, counts = e("Unique", e.input(0), outputs=4, sorted=0)
+    return [values, inverse, counts]
+
+
+@decomposes("NhwcMaxPool")
+def nhwc_max_pool(e: Emitter):
+    x = e.input(0)
+    rank = e.rank(x)
+    if rank is None:
+        raise Refusal("the rank of the input is unknown")
+    if e.dtype(x) in ("int8", "uint8"):
+        e.require_opset(12, "MaxPool of 8-bit integers")
+    attrs = e.copy_attrs(["auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "strides"])
+    channels_first = e("Transpose", x, perm=[0, rank - 1, *range(1, rank - 1)])
+    pooled = e("MaxPool", channels_first, **attrs)
+    return [e("Transpose", pooled, perm=[0, *range(2, rank), 1])]
+
+
+@decomposes("ConvTransposeWithDynamicPads")
+def conv_transpose_with_dynamic_pads(e: Emitter):
+    x, w, pads, bias = (e.input(i) for i in range(4))
+    if pads is not None and pads.const is None:
+        raise Refusal("pads computed at run time (ConvTranspose takes them as an attribute)")
+    attrs = e.copy_attrs(["auto_pad", "dilations", "group", "kernel_shape", "output_padding", "strides"])
+    if pads is not None:
+        attrs["pads"] = [int(p) for p in pads.const.numpy().reshape(-1)]
+    return [e("ConvTranspose", x, w, *([bias] if bias is not None else []), **attrs)]
+
+
+@decomposes("SampleOp")
+def sample_op(e: Emitter):
+    return [e("Identity", e.input(0))]  # onnxruntime's example kernel: an echo
+
+
+@decomposes("ScaledSiLU")
+def scaled_silu(e: Emitter):
+    # z = scale * x, then z * sigmoid(z), each rounded to the input type (as the schema says: separate nodes do)
+    x, scale_input = e.input(0), e.input(1)
+    dtype = e.dtype(x)
+    if scale_input is None:
+        z = e("Mul", x, e.scalar(float(e.attr("alpha", 1.0)), dtype))
+    elif e.dtype(scale_input) == dtype:
+        z = e("Mul", x, scale_input)
+    else:  # a scale of another type: the product in float32, then rounded to the input's
+        z = e.cast(e("Mul", e.cast(x, "float32"), e.cast(scale_input, "float32")), dtype)
+    return [e("Mul", z, e("Sigmoid", z))]
+
+
+@decomposes("GatedAdd")
+def gated_add(e: Emitter):
+    if e.input(3) is not None:
+        raise Refusal("gate_weight (projected gates) has no CPU kernel in onnxruntime to match")
+    return [e("Add", e.input(0), e("Mul", e.input(1), e.input(2)))]
+
+
+@decomposes("CDist")
+def cdist(e: Emitter):
+    metric = e.attr("metric", "sqeuclidean")
+    if metric not in ("sqeuclidean", "euclidean"):
+        raise Refusal(f"metric {metric!r}")
+    a, b = e.input(0), e.input(1)
+    difference = e("Sub", e.unsqueeze(a, [1]), e.unsqueeze(b, [0]))  # (N, M, K)
+    squared = e.reduce("ReduceSum", e("Mul", difference, difference), [2], keepdims=0)
+    return [e("Sqrt", squared) if metric == "euclidean" else squared]
