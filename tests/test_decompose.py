@@ -831,3 +831,29 @@ def test_gather_block_quantized_int4(gather_axis, quantize_axis):
               "zp": rng.integers(-8, 8, scale_shape).astype(ml_dtypes.int4)}
     assert_decomposes("GatherBlockQuantized", inputs, opsets=(21,), constants=("data", "scales", "zp"), bits=4,
                       block_size=block, gather_axis=gather_axis, quantize_axis=quantize_axis)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("activation", ["silu", "sigmoid"])
+def test_gated_rms_norm(dtype, activation):
+    rng = _rng()
+    inputs = {name: rng.uniform(-1, 1, shape).astype(dtype)
+              for name, shape in (("x", (2, 3, 16)), ("scale", (8,)), ("gate", (2, 3, 16)))}
+    assert_decomposes("GatedRMSNorm", inputs, opsets=(13,), activation=activation, epsilon=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("layout,scale_shape", [("grouped", None), ("grouped", (3, 4)), ("flattened", (4,)),
+                                                ("flattened", (12,))])
+def test_branchwise_rms_norm(dtype, layout, scale_shape):
+    rng = _rng()
+    x = rng.uniform(-1, 1, (2, 5, 3, 4) if layout == "grouped" else (2, 5, 12)).astype(dtype)
+    inputs = {"x": x, "scale": None if scale_shape is None else rng.uniform(-1, 1, scale_shape).astype(dtype)}
+    attrs = {"num_branches": 3} if layout == "flattened" else {}
+    assert_decomposes("BranchwiseRMSNorm", inputs, opsets=(13, 18), epsilon=1e-5, **attrs)
+
+
+@pytest.mark.parametrize("dim,size,step", [(-1, 3, 1), (1, 2, 2), (0, 2, 1)])
+def test_unfold_tensor(dim, size, step):
+    assert_decomposes("UnfoldTensor", {"x": _rng().standard_normal((3, 5, 6)).astype(np.float32)}, opsets=(13,),
+                      dim=dim, size=size, step=step)

@@ -1,6 +1,6 @@
 """Small operators of onnxruntime with a standard counterpart or a one-line formula: com.microsoft Range, Trilu,
 GatherND, ExpandDims, MatMulInteger16, Pad, GridSample, Unique, NhwcMaxPool, ConvTransposeWithDynamicPads,
-SampleOp, ScaledSiLU, GatedAdd, CDist, and its ai.onnx-domain Affine, ScaledTanh, ParametricSoftplus, Scale,
+SampleOp, ScaledSiLU, GatedAdd, CDist, UnfoldTensor, and its ai.onnx-domain Affine, ScaledTanh, ParametricSoftplus, Scale,
 ImageScaler, DynamicSlice, ThresholdedRelu-1 (ONNX's experimental operators, which onnxruntime keeps)."""
 
 from __future__ import annotations
@@ -189,3 +189,25 @@ def cdist(e: Emitter):
     difference = e("Sub", e.unsqueeze(a, [1]), e.unsqueeze(b, [0]))  # (N, M, K)
     squared = e.reduce("ReduceSum", e("Mul", difference, difference), [2], keepdims=0)
     return [e("Sqrt", squared) if metric == "euclidean" else squared]
+
+
+@decomposes("UnfoldTensor")
+def unfold_tensor(e: Emitter):
+    """The windows of ``size`` every ``step`` along ``dim``: a Gather of the windows' positions (a constant, so
+    the dim's size must be known), whose window axis then moves last."""
+    x = e.input(0)
+    rank = e.rank(x)
+    if rank is None:
+        raise Refusal("the rank of the input is unknown")
+    axis = int(e.attr("dim", -1)) % rank
+    shape = x.const.shape if x.const is not None else x.shape
+    length = shape[axis]
+    if not isinstance(length, (int, np.integer)):
+        raise Refusal(f"the size of axis {axis} is unknown")
+    size, step = int(e.attr("size")), int(e.attr("step", 1))
+    starts = np.arange(0, int(length) - size + 1, step, dtype=np.int64)
+    windows = e("Gather", x, e.const(starts[:, None] + np.arange(size, dtype=np.int64)), axis=axis)
+    if axis == rank - 1:
+        return [windows]
+    perm = [*range(axis + 1), *range(axis + 2, rank + 1), axis + 1]
+    return [e("Transpose", windows, perm=perm)]
