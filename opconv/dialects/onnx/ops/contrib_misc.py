@@ -1,6 +1,6 @@
 """ONNX Runtime's small tensor operators (com.microsoft): ExpandDims, Range, Trilu, Unique, Inverse, CDist,
 GatherND, Pad, GridSample, CropAndResize, UnfoldTensor, ScaledSiLU, NhwcMaxPool, ConvTransposeWithDynamicPads,
-HyperConnectionPreMix/PostMix, NGramRepeatBlock, DynamicTimeWarping, MurmurHash3, WordConvEmbedding,
+HyperConnectionPreMix/PostMix, MaxpoolWithMask, NGramRepeatBlock, DynamicTimeWarping, MurmurHash3, WordConvEmbedding,
 NGramHashMapping, VarlenNGramHashMapping, SampleOp.
 
 Most are older or narrower forms of ONNX operators and share their kernels:
@@ -23,11 +23,12 @@ import numpy as np
 
 from ....errors import ExecutionError
 from ....kernels import elementwise as E
+from ....kernels import pool as P
 from ....kernels import sort
 from ....kernels import vision as V
 from ....kernels._common import downcast, upcast
 from ..executor import onnx_op
-from .conv import conv_transpose_1
+from .conv import conv_pads, conv_transpose_1
 from .indexing import gather_nd_11
 from .pool import max_pool
 from .shape import pad_11, range_11, trilu_14
@@ -211,6 +212,18 @@ def nhwc_max_pool(ctx, x, *, auto_pad, ceil_mode, dilations, kernel_shape, pads,
     y = max_pool(ctx, channels_first, auto_pad=auto_pad, kernel_shape=kernel_shape, pads=pads, strides=strides,
                  ceil_mode=ceil_mode, dilations=dilations)
     return np.ascontiguousarray(np.moveaxis(y, 1, -1))
+
+
+@onnx_op("MaxpoolWithMask", since=1, domain=MS)
+def maxpool_with_mask(ctx, x, mask, *, auto_pad, kernel_shape, pads, storage_order, strides):
+    # onnxruntime's own kernel for one model: MaxPool's windows, each scan cut short by the mask (see the kernel)
+    x = np.asarray(x)
+    if kernel_shape is None or len(kernel_shape) != x.ndim - 2:
+        raise ExecutionError(f"MaxpoolWithMask needs a kernel_shape of one size per spatial dim of {list(x.shape)}")
+    kernel = [int(k) for k in kernel_shape]
+    strides = [int(s) for s in strides] if strides else [1] * len(kernel)
+    begin, end = conv_pads(x.shape, kernel, strides, None, pads, auto_pad)
+    return P.masked_max_pool(x, mask, kernel, strides, begin, end)
 
 
 @onnx_op("ConvTransposeWithDynamicPads", since=1, domain=MS)
