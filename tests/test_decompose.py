@@ -857,3 +857,23 @@ def test_branchwise_rms_norm(dtype, layout, scale_shape):
 def test_unfold_tensor(dim, size, step):
     assert_decomposes("UnfoldTensor", {"x": _rng().standard_normal((3, 5, 6)).astype(np.float32)}, opsets=(13,),
                       dim=dim, size=size, step=step)
+
+
+@pytest.mark.parametrize("layout", ["grouped", "flattened"])
+@pytest.mark.parametrize("gates", ["C", "C1", "CH"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_hyper_connections(layout, gates, dtype):
+    rng, c, h = _rng(), 3, 4
+
+    def floats(*shape):
+        return rng.uniform(-1, 1, shape).astype(dtype)
+
+    streams = floats(2, 5, c, h) if layout == "grouped" else floats(2, 5, c * h)
+    attrs = {"num_branches": c} if layout == "flattened" else {}
+    gate_shape = {"C": (2, 5, c), "C1": (2, 5, c, 1), "CH": (2, 5, c, h)}[gates]
+    assert_decomposes("HyperConnectionPreMix", {"streams": streams, "pre_mix": floats(*gate_shape)}, opsets=(13,),
+                      reduction_scale=0.5, **attrs)
+    for stream_mix in (floats(2, 5, c, c), None):
+        inputs = {"streams": streams, "block_output": floats(2, 5, h), "post_mix": floats(*gate_shape),
+                  "stream_mix": stream_mix}
+        assert_decomposes("HyperConnectionPostMix", inputs, opsets=(13,), **attrs)

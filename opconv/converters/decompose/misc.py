@@ -1,6 +1,6 @@
 """Small operators of onnxruntime with a standard counterpart or a one-line formula: com.microsoft Range, Trilu,
 GatherND, ExpandDims, MatMulInteger16, Pad, GridSample, Unique, NhwcMaxPool, ConvTransposeWithDynamicPads,
-SampleOp, ScaledSiLU, GatedAdd, CDist, UnfoldTensor, and its ai.onnx-domain Affine, ScaledTanh, ParametricSoftplus, Scale,
+SampleOp, ScaledSiLU, GatedAdd, CDist, UnfoldTensor, HyperConnectionPreMix/PostMix, and its ai.onnx-domain Affine, ScaledTanh, ParametricSoftplus, Scale,
 ImageScaler, DynamicSlice, ThresholdedRelu-1 (ONNX's experimental operators, which onnxruntime keeps)."""
 
 from __future__ import annotations
@@ -211,3 +211,71 @@ def unfold_tensor(e: Emitter):
         return [windows]
     perm = [*range(axis + 1), *range(axis + 2, rank + 1), axis + 1]
     return [e("Transpose", windows, perm=perm)]
+
+
+# hyper-connections: C residual streams, grouped (..., C, H) or flattened (..., C * H) when num_branches gives C;
+# computed in float32 (float64 stays), rounded to the streams' type once
+
+
+def _wide(e: Emitter, x):
+    return x if e.dtype(x) in ("float32", "float64") else e.cast(x, "float32")
+
+
+def _streams(e: Emitter, streams, branches: int):
+    """(streams as (..., C, H) in the wide type, C, H)."""
+    rank, last = e.rank(streams), e.last_dim(streams)
+    if rank is None or last is None:
+        raise Refusal("the rank and last dim of the streams must be known")
+    wide = _wide(e, streams)
+    if branches:
+        leading = e.slice(e("Shape", streams), [0], [-1], [0])
+        return e("Reshape", wide, e("Concat", leading, e.ints([branches, last // branches]), axis=0)), branches, \
+            last // branches
+    shape = streams.const.shape if streams.const is not None else streams.shape
+    if not isinstance(shape[-2], (int, np.integer)):
+        raise Refusal("the number of streams is unknown")
+    return wide, int(shape[-2]), last
+
+
+def _per_stream(e: Emitter, gates, grouped_rank: int, channels: int, features: int):
+    """Gates (..., C), (..., C, 1), (..., C, H) or (..., C * H) as (..., C, 1 or H)."""
+    rank, last = e.rank(gates), e.last_dim(gates)
+    if rank is None or last is None:
+        raise Refusal("the rank and last dim of the gates must be known")
+    gates = _wide(e, gates)
+    if rank == grouped_rank - 1 and last == channels:
+        return e.unsqueeze(gates, [rank])
+    if rank == grouped_rank - 1:
+        leading = e.slice(e("Shape", gates), [0], [-1], [0])
+        return e("Reshape", gates, e("Concat", leading, e.ints([channels, features]), axis=0))
+    return gates
+
+
+def _narrowed(e: Emitter, y, like):
+    return y if e.dtype(like) == e.dtype(y) else e.cast(y, e.dtype(like))
+
+
+@decomposes("HyperConnectionPreMix")
+def hyper_connection_pre_mix(e: Emitter):
+    streams = e.input(0)
+    x, channels, features = _streams(e, streams, int(e.attr("num_branches", 0) or 0))
+    rank = (e.rank(streams) or 0) + (1 if e.attr("num_branches") else 0)
+    mixed = e.reduce("ReduceSum", e("Mul", x, _per_stream(e, e.input(1), rank, channels, features)), [-2],
+                     keepdims=0)
+    scaled = e("Mul", mixed, e.scalar(float(e.attr("reduction_scale", 1.0)), e.dtype(mixed)))
+    return [_narrowed(e, scaled, streams)]
+
+
+@decomposes("HyperConnectionPostMix")
+def hyper_connection_post_mix(e: Emitter):
+    streams, block_output, post_mix, stream_mix = (e.input(i) for i in range(4))
+    x, channels, features = _streams(e, streams, int(e.attr("num_branches", 0) or 0))
+    rank = (e.rank(streams) or 0) + (1 if e.attr("num_branches") else 0)
+    if stream_mix is not None:  # sum over c of stream_mix[..., c, k] * x[..., c, :]
+        x = e("MatMul", e("Transpose", _wide(e, stream_mix), perm=[*range(rank - 2), rank - 1, rank - 2]), x)
+    added = e("Mul", _per_stream(e, post_mix, rank, channels, features), e.unsqueeze(_wide(e, block_output),
+                                                                                    [rank - 2]))
+    y = e("Add", x, added)
+    if e.attr("num_branches"):
+        y = e("Reshape", y, e("Shape", streams))
+    return [_narrowed(e, y, streams)]
