@@ -60,8 +60,14 @@ class LoopTyping:
         if loop is None or len(body.inputs) != 2 + len(initial) or len(body.outputs) < 1 + len(initial):
             return False
         states = [f"{loop}#{k}" for k in range(len(initial))]
+        undone = set(self.varying)
         pinned = [self._state(state, start, body.inputs[2 + k], body.outputs[1 + k])
                   for k, (state, start) in enumerate(zip(states, initial))]
+        if self.varying - undone:  # what the body inferred from a wrong pin goes: the next round infers afresh
+            for inner in body.walk():
+                for value in inner.outputs:
+                    if value is not None:
+                        value.type = None
         if any(pinned) or any(state in self.unverified for state in states):
             return True  # the body's types follow the pins only after the next inference round
         changed = False
