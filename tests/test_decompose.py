@@ -877,3 +877,16 @@ def test_hyper_connections(layout, gates, dtype):
         inputs = {"streams": streams, "block_output": floats(2, 5, h), "post_mix": floats(*gate_shape),
                   "stream_mix": stream_mix}
         assert_decomposes("HyperConnectionPostMix", inputs, opsets=(13,), **attrs)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("layout,sections", [(0, [1, 2, 1]), (1, [2, 1, 1]), (0, [4, 0, 0])])
+@pytest.mark.parametrize("interleaved,shape", [(0, "3d"), (1, "4d")])
+def test_m_rotary_embedding(dtype, layout, sections, interleaved, shape):
+    rng, heads, head, max_pos = _rng(), 2, 8, 16
+    angles = rng.uniform(0, 6, (max_pos, head // 2))
+    x = rng.uniform(-1, 1, (B, heads, S, head) if shape == "4d" else (B, S, heads * head)).astype(dtype)
+    inputs = {"x": x, "pos": rng.integers(0, max_pos, (3, B, S)).astype(np.int64),
+              "cos": np.cos(angles).astype(dtype), "sin": np.sin(angles).astype(dtype)}
+    assert_decomposes("MRotaryEmbedding", inputs, opsets=(13,), interleaved=interleaved, mrope_layout=layout,
+                      mrope_section=sections, num_heads=heads)
