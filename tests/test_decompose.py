@@ -890,3 +890,61 @@ def test_m_rotary_embedding(dtype, layout, sections, interleaved, shape):
               "cos": np.cos(angles).astype(dtype), "sin": np.sin(angles).astype(dtype)}
     assert_decomposes("MRotaryEmbedding", inputs, opsets=(13,), interleaved=interleaved, mrope_layout=layout,
                       mrope_section=sections, num_heads=heads)
+
+
+def _moe_inputs(rng, rows: int, inner: int, fc3: bool = False):
+    experts, hidden = 4, 6
+
+    def floats(*shape, low=-1.0, high=1.0):
+        return rng.uniform(low, high, shape).astype(np.float32)
+
+    return {"input": floats(rows, hidden), "router_probs": floats(rows, experts, low=-2, high=2),
+            "fc1_experts_weights": floats(experts, inner, hidden), "fc1_experts_bias": floats(experts, inner),
+            "fc2_experts_weights": floats(experts, hidden, inner if not fc3 else inner),
+            "fc2_experts_bias": floats(experts, hidden),
+            "fc3_experts_weights": floats(experts, inner, hidden) if fc3 else None,
+            "fc3_experts_bias": floats(experts, inner) if fc3 else None}
+
+
+@pytest.mark.parametrize("k,normalize", [(1, 0), (2, 1)])
+@pytest.mark.parametrize("activation", ["relu", "gelu", "silu", "identity"])
+def test_moe(k, normalize, activation):
+    """Every expert runs on every token; each token keeps its k routed experts' outputs, weighted."""
+    assert_decomposes("MoE", _moe_inputs(_rng(), 5, 10), opsets=(13, 20), rtol=1e-5, atol=1e-5, k=k,
+                      normalize_routing_weights=normalize, activation_type=activation)
+
+
+@pytest.mark.parametrize("limit", [None, 0.5])
+def test_moe_swiglu(limit):
+    inputs = _moe_inputs(_rng(), 5, 20)  # gate and linear rows interleaved (the layout onnxruntime's CPU takes)
+    inputs["fc2_experts_weights"] = inputs["fc2_experts_weights"][:, :, :10].copy()
+    inputs["fc2_experts_bias"] = None
+    assert_decomposes("MoE", inputs, opsets=(13,), rtol=1e-5, atol=1e-5, k=2, normalize_routing_weights=1,
+                      activation_type="swiglu", activation_alpha=1.702, activation_beta=1.0, swiglu_fusion=1,
+                      swiglu_limit=limit)
+
+
+@pytest.mark.parametrize("fusion", [0, 2])
+def test_moe_swiglu_other_layouts(fusion):
+    """onnxruntime's CPU kernel takes gate and linear rows interleaved only: the decomposition of the same weights
+    laid out as halves (2) or as FC1 and FC3 (0) must give its interleaved run's outputs."""
+    inputs = _moe_inputs(_rng(), 5, 20)
+    inputs["fc2_experts_weights"] = inputs["fc2_experts_weights"][:, :, :10].copy()
+    attrs = dict(k=2, normalize_routing_weights=1, activation_type="swiglu", activation_alpha=1.702,
+                 activation_beta=1.0, swiglu_limit=0.5)
+    feeds = {k: v for k, v in inputs.items() if v is not None}
+    expected = run_ort(single_node_model("MoE", inputs, ("Y",), opset=13, swiglu_fusion=1, **attrs), feeds)[0]
+    weights, bias = inputs["fc1_experts_weights"], inputs["fc1_experts_bias"]
+    relaid = dict(inputs)
+    if fusion == 2:
+        relaid.update(fc1_experts_weights=np.concatenate([weights[:, 0::2], weights[:, 1::2]], axis=1),
+                      fc1_experts_bias=np.concatenate([bias[:, 0::2], bias[:, 1::2]], axis=1))
+    else:
+        relaid.update(fc1_experts_weights=weights[:, 0::2].copy(), fc1_experts_bias=bias[:, 0::2].copy(),
+                      fc3_experts_weights=weights[:, 1::2].copy(), fc3_experts_bias=bias[:, 1::2].copy())
+    decomposed = decompose(single_node_model("MoE", relaid, ("Y",), opset=13, swiglu_fusion=fusion, **attrs))
+    feeds = {k: v for k, v in relaid.items() if v is not None}
+    for runner, got in (("onnxruntime", run_ort(onnx_io.to_proto(decomposed), feeds)[0]),
+                        ("opconv", opconv.run(decomposed, feeds)["Y"])):
+        report = compare_arrays("Y", expected, got, 1e-5, 1e-5)
+        assert report.ok, f"{runner}: {report.message}"

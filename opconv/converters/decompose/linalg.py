@@ -1,7 +1,10 @@
-"""Fused products of com.microsoft: FusedMatMul, TransposeMatMul, FusedGemm, FusedConv.
+"""Fused products of com.microsoft: FusedMatMul, TransposeMatMul, FusedGemm, FusedConv, and MoE.
 
-Each becomes its standard product (MatMul with Transposes of the last two axes, Gemm, Conv) followed by the
-activation onnxruntime fused into it, named by the node's ``activation`` attribute.
+Each fused product becomes its standard product (MatMul with Transposes of the last two axes, Gemm, Conv)
+followed by the activation onnxruntime fused into it, named by the node's ``activation`` attribute.  MoE runs
+every expert on every token (stacked MatMuls over the expert axis) and keeps, per token, the k routed experts'
+outputs weighted by their routing weights (the others are selected away, not multiplied by 0, so an expert's
+overflow elsewhere cannot reach a token it does not serve).
 """
 
 from __future__ import annotations
@@ -90,3 +93,83 @@ def fused_conv(e: Emitter):
     if e.input(3) is not None:  # Z, added before the activation
         y = e("Add", y, e.input(3))
     return [activate(e, y, e.attr("activation", ""), np.asarray(e.attr("activation_params", []) or [], float).tolist())]
+
+
+def _experts(e: Emitter, x, weights, bias, per_expert: bool = False):
+    """``x @ weights[expert]^T + bias[expert]`` for every expert: x ``(T, in)`` (or ``(E, T, in)``,
+    ``per_expert``), weights ``(E, out, in)`` -> ``(E, T, out)``."""
+    y = e("MatMul", x if per_expert else e.unsqueeze(x, [0]), e("Transpose", weights, perm=[0, 2, 1]))
+    return y if bias is None else e("Add", y, e.unsqueeze(bias, [1]))
+
+
+_MOE_ACTIVATIONS = {"relu": lambda e, x: e("Relu", x), "silu": lambda e, x: e("Mul", x, e("Sigmoid", x)),
+                    "identity": lambda e, x: x}
+
+
+def _moe_activation(e: Emitter, kind: str, rows, hidden, width: int, fc3, b3):
+    """The experts' inner activation on FC1's output ``hidden`` ``(E, T, width)``."""
+    if kind == "swiglu":
+        fusion = int(e.attr("swiglu_fusion", 0) or 0)
+        if fusion == 1:
+            gate = e.slice(hidden, [0], [np.iinfo(np.int64).max], [2], [2])
+            linear = e.slice(hidden, [1], [np.iinfo(np.int64).max], [2], [2])
+        elif fusion == 2:
+            gate, linear = e.split(hidden, [width // 2, width // 2], axis=2)
+        else:
+            if fc3 is None:
+                raise Refusal("swiglu_fusion=0 needs fc3_experts_weights")
+            gate, linear = hidden, _experts(e, rows, fc3, b3)
+        limit = e.attr("swiglu_limit")
+        if limit is not None:
+            gate = e("Min", gate, e.scalar(float(limit), e.dtype(gate)))
+            linear = e("Clip", linear, e.scalar(-float(limit), e.dtype(gate)), e.scalar(float(limit), e.dtype(gate)))
+        alpha, beta = float(e.attr("activation_alpha", 1.0)), float(e.attr("activation_beta", 0.0))
+        dtype = e.dtype(gate)
+        activated = e("Mul", gate, e("Sigmoid", e("Mul", gate, e.scalar(alpha, dtype))))
+        return e("Mul", activated, e("Add", linear, e.scalar(beta, dtype)))
+    if kind == "gelu":
+        from .activation import gelu
+        activated = gelu(e, hidden, "tanh")  # onnxruntime's CPU kernel: the tanh approximation
+    elif kind in _MOE_ACTIVATIONS:
+        activated = _MOE_ACTIVATIONS[kind](e, hidden)
+    else:
+        raise Refusal(f"activation_type {kind!r}")
+    return activated if fc3 is None else e("Mul", activated, _experts(e, rows, fc3, b3))
+
+
+@decomposes("MoE")
+def moe(e: Emitter):
+    x, router, w1, b1, w2, b2, w3, b3 = (e.input(i) for i in range(8))
+    if e.attr("use_sparse_mixer", 0) or e.attr("swiglu_limit_after_activation", 0):
+        raise Refusal("use_sparse_mixer and swiglu_limit_after_activation are not decomposed")
+    e.require_opset(11, "TopK with k as an input, ScatterElements")
+    dtype = e.dtype(x)
+    wide = "float32" if dtype in ("float16", "bfloat16") else dtype  # the experts compute as the kernel does
+
+    def widened(v):
+        return None if v is None or e.dtype(v) == wide else e.cast(v, wide)
+
+    x_w, router_w = widened(x) or x, widened(router) or router
+    w1, b1, w2, b2, w3, b3 = ((widened(v) or v) if v is not None else None for v in (w1, b1, w2, b2, w3, b3))
+    experts = e.static_shape(e.input(2))
+    if experts is None:
+        raise Refusal("the experts' weights must have a known shape")
+    rows = e("Reshape", x_w, e("Concat", e.ints([-1]), e.slice(e("Shape", x), [-1], [np.iinfo(np.int64).max], [0]),
+                                axis=0))
+    probs = e("Softmax", e("Reshape", router_w, e.ints([-1, experts[0]])), axis=1)
+    weights, chosen = e("TopK", probs, e.ints([int(e.attr("k", 1))]), outputs=2, axis=1)
+    if e.attr("normalize_routing_weights", 0):
+        weights = e("Div", weights, e.reduce("ReduceSum", weights, [1]))
+    zeros = e("Mul", probs, e.scalar(0.0, wide))
+    dense = e("ScatterElements", zeros, chosen, weights, axis=1)  # (T, E): the routed experts' weights
+    served = e("ScatterElements", e.cast(zeros, "bool"), chosen,
+               e("Expand", e.const(np.array(True)), e("Shape", chosen)), axis=1)
+    route = e.unsqueeze(e("Transpose", dense, perm=[1, 0]), [2])  # (E, T, 1)
+    keep = e.unsqueeze(e("Transpose", served, perm=[1, 0]), [2])
+    hidden = _moe_activation(e, str(e.attr("activation_type", "relu")), rows, _experts(e, rows, w1, b1),
+                             experts[1], w3, b3)
+    outputs = _experts(e, hidden, w2, b2, per_expert=True)  # (E, T, H)
+    chosen_outputs = e("Where", keep, outputs, e.scalar(0.0, wide))
+    y = e.reduce("ReduceSum", e("Mul", chosen_outputs, route), [0], keepdims=0)
+    y = e("Reshape", y, e("Shape", x))
+    return [y if wide == dtype else e.cast(y, dtype)]
