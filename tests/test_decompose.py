@@ -948,3 +948,31 @@ def test_moe_swiglu_other_layouts(fusion):
                         ("opconv", opconv.run(decomposed, feeds)["Y"])):
         report = compare_arrays("Y", expected, got, 1e-5, 1e-5)
         assert report.ok, f"{runner}: {report.message}"
+
+
+@pytest.mark.parametrize("bits,block_size,zero_points,activation", [
+    (4, 0, False, "relu"), (8, 0, True, "gelu"), (4, 16, True, "silu"), (4, 16, False, "swiglu")])
+def test_qmoe(bits, block_size, zero_points, activation):
+    rng, experts, hidden, inner, tokens = _rng(), 3, 32, 16, 5
+    pack = 8 // bits
+    fc1_out = 2 * inner if activation == "swiglu" else inner
+
+    def layer(out, inputs):
+        groups = (out, inputs // block_size) if block_size else (out,)
+        return (rng.integers(0, 256, (experts, out, inputs // pack)).astype(np.uint8),
+                (rng.random((experts,) + groups) * 0.05 + 0.01).astype(np.float32),
+                rng.integers(0, 256, (experts,) + groups[:-1] + (-(-groups[-1] // pack),)).astype(np.uint8)
+                if zero_points else None)
+
+    (w1, s1, z1), (w2, s2, z2) = layer(fc1_out, hidden), layer(hidden, inner)
+    inputs = {"x": rng.standard_normal((tokens, hidden)).astype(np.float32),
+              "router": rng.standard_normal((tokens, experts)).astype(np.float32),
+              "w1": w1, "s1": s1, "b1": rng.standard_normal((experts, fc1_out)).astype(np.float32),
+              "w2": w2, "s2": s2, "b2": None, "w3": None, "s3": None, "b3": None, "z1": z1, "z2": z2}
+    attrs = dict(k=2, activation_type=activation, expert_weight_bits=bits, normalize_routing_weights=1)
+    if block_size:
+        attrs["block_size"] = block_size
+    if activation == "swiglu":
+        attrs.update(swiglu_fusion=1, activation_alpha=1.702, activation_beta=1.0, swiglu_limit=7.0)
+    assert_decomposes("QMoE", inputs, opsets=(13,), constants=("w1", "s1", "w2", "s2", "z1", "z2"), rtol=1e-4,
+                      atol=1e-4, **attrs)

@@ -160,3 +160,23 @@ def fpq4_weight(blob, k: int, n: int, blk_quant_type: int) -> np.ndarray:
     packed = blob[..., 5 if has_zero else 4:]
     codes = np.concatenate([packed & 0x0F, packed >> 4], axis=-1).astype(np.int64)  # [n, blocks, 32]
     return ((codes - zeros) * scales).reshape(n, -1)[:, :k].T
+
+
+def moe_expert_weights(packed, scales, zero_points, bits: int, block_size) -> np.ndarray | None:
+    """QMoE's expert weights ``[experts, out, in * bits / 8]`` dequantized to float32 ``[experts, out, in]``:
+    values packed along the last axis (lowest bits first), a scale per output row (``[experts, out]``) or per
+    block of ``block_size`` inputs (``[experts, out, blocks]``), zero points packed the same way (default
+    ``2**(bits - 1)``)."""
+    if packed is None:
+        return None
+    q = unpack_bits(np.asarray(packed), bits).astype(np.int64)
+    scales = np.asarray(scales, np.float32)
+    per_row = scales.ndim == 2
+    groups = 1 if per_row else scales.shape[-1]
+    if zero_points is None:
+        zeros = np.full(scales.shape, 1 << (bits - 1), np.int64)
+    else:
+        zeros = unpack_bits(np.asarray(zero_points), bits)[..., :scales.shape[-1]].astype(np.int64)
+    if per_row:
+        return ((q - zeros[..., None]) * scales[..., None]).astype(np.float32)
+    return dequantize_blocks(q, scales, zeros, int(block_size or q.shape[-1] // groups), axis=-1)

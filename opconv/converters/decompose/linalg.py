@@ -1,4 +1,4 @@
-"""Fused products of com.microsoft: FusedMatMul, TransposeMatMul, FusedGemm, FusedConv, and MoE.
+"""Fused products of com.microsoft: FusedMatMul, TransposeMatMul, FusedGemm, FusedConv, and MoE / QMoE.
 
 Each fused product becomes its standard product (MatMul with Transposes of the last two axes, Gemm, Conv)
 followed by the activation onnxruntime fused into it, named by the node's ``activation`` attribute.  MoE runs
@@ -140,6 +140,37 @@ def _moe_activation(e: Emitter, kind: str, rows, hidden, width: int, fc3, b3):
 @decomposes("MoE")
 def moe(e: Emitter):
     x, router, w1, b1, w2, b2, w3, b3 = (e.input(i) for i in range(8))
+    return [mixture_of_experts(e, x, router, w1, b1, w2, b2, w3, b3)]
+
+
+@decomposes("QMoE")
+def qmoe(e: Emitter):
+    """MoE on the experts' integer weights dequantized once (constants, with the kernel's decoder)."""
+    from ...kernels.quant import moe_expert_weights
+
+    if e.attr("quant_type", "int") != "int" or any(e.input(i) is not None for i in range(14, 21)):
+        raise Refusal("float weight formats, global/activation scales and router_weights are not decomposed")
+    if e.attr("weights_prepacked", 0) == 1:
+        raise Refusal("weights_prepacked=1 holds weights in an execution provider's layout")
+    default_bits = int(e.attr("expert_weight_bits", 4))
+    layers = []
+    for weights, scales, zeros, bits in ((2, 3, 11, "fc1_expert_weight_bits"), (5, 6, 12, "fc2_expert_weight_bits"),
+                                         (8, 9, 13, "fc3_expert_weight_bits")):
+        packed, scale, zero = e.input(weights), e.input(scales), e.input(zeros)
+        if packed is None:
+            layers.append(None)
+            continue
+        if any(v is not None and v.const is None for v in (packed, scale, zero)) or scale is None:
+            raise Refusal("the experts' weights, scales and zero points must be constants")
+        layers.append(e.const(moe_expert_weights(packed.const.numpy(), scale.const.numpy(),
+                                                 None if zero is None else zero.const.numpy(),
+                                                 int(e.attr(bits, 0) or default_bits), e.attr("block_size"))))
+    return [mixture_of_experts(e, e.input(0), e.input(1), layers[0], e.input(4), layers[1], e.input(7), layers[2],
+                               e.input(10))]
+
+
+def mixture_of_experts(e: Emitter, x, router, w1, b1, w2, b2, w3, b3):
+    """onnxruntime's MoE on expert weights ``(E, out, in)`` (see the module docstring)."""
     if e.attr("use_sparse_mixer", 0) or e.attr("swiglu_limit_after_activation", 0):
         raise Refusal("use_sparse_mixer and swiglu_limit_after_activation are not decomposed")
     e.require_opset(11, "TopK with k as an input, ScatterElements")
@@ -151,7 +182,7 @@ def moe(e: Emitter):
 
     x_w, router_w = widened(x) or x, widened(router) or router
     w1, b1, w2, b2, w3, b3 = ((widened(v) or v) if v is not None else None for v in (w1, b1, w2, b2, w3, b3))
-    experts = e.static_shape(e.input(2))
+    experts = e.static_shape(w1)
     if experts is None:
         raise Refusal("the experts' weights must have a known shape")
     rows = e("Reshape", x_w, e("Concat", e.ints([-1]), e.slice(e("Shape", x), [-1], [np.iinfo(np.int64).max], [0]),
@@ -172,4 +203,4 @@ def moe(e: Emitter):
     chosen_outputs = e("Where", keep, outputs, e.scalar(0.0, wide))
     y = e.reduce("ReduceSum", e("Mul", chosen_outputs, route), [0], keepdims=0)
     y = e("Reshape", y, e("Shape", x))
-    return [y if wide == dtype else e.cast(y, dtype)]
+    return y if wide == dtype else e.cast(y, dtype)
