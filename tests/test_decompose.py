@@ -976,3 +976,18 @@ def test_qmoe(bits, block_size, zero_points, activation):
         attrs.update(swiglu_fusion=1, activation_alpha=1.702, activation_beta=1.0, swiglu_limit=7.0)
     assert_decomposes("QMoE", inputs, opsets=(13,), constants=("w1", "s1", "w2", "s2", "z1", "z2"), rtol=1e-4,
                       atol=1e-4, **attrs)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("normed", [False, True])
+def test_engram_gate(dtype, normed):
+    rng, hc, hidden = _rng(), 3, 8
+
+    def floats(*shape):
+        return rng.uniform(-1, 1, shape).astype(dtype)
+
+    inputs = {"key": floats(2, 4, hc, hidden), "query": floats(2, 4, hc, hidden), "value": floats(2, 4, hidden),
+              "key_norm_scale": floats(hc, hidden), "query_norm_scale": floats(hc, hidden),
+              "conv_norm_scale": floats(hc, hidden) if normed else None}
+    assert_decomposes("EngramGate", inputs, ("output", "gated_value_normed") if normed else ("output",),
+                      opsets=(13,))

@@ -1,6 +1,6 @@
 """Normalizations: onnxruntime's LayerNormalization-1 / SimplifiedLayerNormalization-1 (ai.onnx domain),
-SkipLayerNormalization, SkipSimplifiedLayerNormalization, EmbedLayerNormalization, GatedRMSNorm and
-BranchwiseRMSNorm (com.microsoft).
+SkipLayerNormalization, SkipSimplifiedLayerNormalization, EmbedLayerNormalization, GatedRMSNorm,
+BranchwiseRMSNorm and EngramGate (com.microsoft).
 
 Layer norms become ai.onnx LayerNormalization from opset 17 (computing in float32 for float16 inputs, as
 onnxruntime's kernels do), else ReduceMean/Sub/Mul/Sqrt arithmetic in float32; RMS norms are always that
@@ -200,3 +200,35 @@ def branchwise_rms_norm(e: Emitter):
     if branches:
         y = e("Reshape", y, e("Shape", x))
     return [y if dtype == e.dtype(y) else e.cast(y, dtype)]
+
+
+@decomposes("EngramGate")
+def engram_gate(e: Emitter):
+    """``gate * value`` per hyper-connection, ``gate = Sigmoid(Sign(d) Sqrt(Max(|d|, 1e-6)))`` with
+    ``d = ReduceSum(RMSNorm(key) * RMSNorm(query)) / sqrt(hidden)``, all in float32; the second output
+    RMS-normalizes the gated value again."""
+    key, query, value, key_scale, query_scale, conv_scale = (e.input(i) for i in range(6))
+    e.require_opset(11, "Unsqueeze of a negative axis")
+    hidden = e.last_dim(key)
+    if hidden is None:
+        raise Refusal("the size of the last axis of key is unknown")
+    epsilon = float(e.attr("epsilon", 1e-5))
+    dtype = e.dtype(value)
+
+    def normed(x, scale):
+        return e("Mul", _rms_float32(e, x, epsilon), _widen(e, scale)[0])
+
+    dot = e("Div", e.reduce("ReduceSum", e("Mul", normed(key, key_scale), normed(query, query_scale)), [-1]),
+            e.scalar(float(np.float32(np.sqrt(hidden))), "float32"))
+    magnitude = e("Sqrt", e("Max", e("Abs", dot), e.scalar(1e-6, "float32")))
+    gate = e("Sigmoid", e("Mul", e("Sign", dot), magnitude))
+    gated = e("Mul", gate, e.unsqueeze(_widen(e, value)[0], [-2]))
+
+    def narrowed(y):
+        return y if dtype in ("float32", "float64") else e.cast(y, dtype)
+
+    if not e.output_used(1):
+        return [narrowed(gated)]
+    if conv_scale is None:
+        raise Refusal("the gated_value_normed output needs conv_norm_scale")
+    return [narrowed(gated), narrowed(normed(gated, conv_scale))]
