@@ -991,3 +991,14 @@ def test_engram_gate(dtype, normed):
               "conv_norm_scale": floats(hc, hidden) if normed else None}
     assert_decomposes("EngramGate", inputs, ("output", "gated_value_normed") if normed else ("output",),
                       opsets=(13,))
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("crop", [(3, 4), (1, 1)])
+def test_crop_and_resize(mode, crop):
+    rng = _rng()
+    rois = np.array([[0.1, 0.2, 0.8, 0.9], [0.0, 0.0, 1.0, 1.0], [-0.2, 0.3, 0.6, 1.3]], np.float32)
+    inputs = {"x": rng.uniform(-1, 1, (2, 3, 6, 7)).astype(np.float32), "rois": rois,
+              "batch_indices": np.array([0, 1, 1], np.int32), "crop_size": np.array(crop, np.int32)}
+    assert_decomposes("CropAndResize", inputs, opsets=(13,), constants=("crop_size",), mode=mode,
+                      extrapolation_value=-1.0)

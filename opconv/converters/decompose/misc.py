@@ -1,6 +1,6 @@
 """Small operators of onnxruntime with a standard counterpart or a one-line formula: com.microsoft Range, Trilu,
 GatherND, ExpandDims, MatMulInteger16, Pad, GridSample, Unique, NhwcMaxPool, ConvTransposeWithDynamicPads,
-SampleOp, ScaledSiLU, GatedAdd, CDist, UnfoldTensor, HyperConnectionPreMix/PostMix, and its ai.onnx-domain Affine, ScaledTanh, ParametricSoftplus, Scale,
+SampleOp, ScaledSiLU, GatedAdd, CDist, UnfoldTensor, HyperConnectionPreMix/PostMix, CropAndResize, and its ai.onnx-domain Affine, ScaledTanh, ParametricSoftplus, Scale,
 ImageScaler, DynamicSlice, ThresholdedRelu-1 (ONNX's experimental operators, which onnxruntime keeps)."""
 
 from __future__ import annotations
@@ -279,3 +279,70 @@ def hyper_connection_post_mix(e: Emitter):
     if e.attr("num_branches"):
         y = e("Reshape", y, e("Shape", streams))
     return [_narrowed(e, y, streams)]
+
+
+@decomposes("CropAndResize")
+def crop_and_resize(e: Emitter):
+    """Each box ``(y1, x1, y2, x2)`` (normalized) of image ``batch_indices[i]`` sampled on a ``crop_size`` grid
+    (from start to end inclusive; one sample sits in the middle) in pixel coordinates: the image rows, then
+    columns, picked with GatherElements, interpolated bilinearly (or the nearest, half away from zero), and
+    ``extrapolation_value`` where a sample falls outside the image."""
+    x, rois, batch_indices, crop_size = (e.input(i) for i in range(4))
+    mode = e.attr("mode", "bilinear")
+    if mode not in ("bilinear", "nearest"):
+        raise Refusal(f"mode {mode!r}")
+    shape = e.static_shape(x)
+    if shape is None or len(shape) != 4 or crop_size is None or crop_size.const is None:
+        raise Refusal("the image shape and crop_size must be known")
+    e.require_opset(11, "GatherElements")
+    _, channels, height, width = shape
+    crop_h, crop_w = (int(v) for v in crop_size.const.numpy().reshape(-1)[:2])
+    dtype = e.dtype(x)
+    y1, x1, y2, x2 = e.split(rois, [1, 1, 1, 1], axis=1)  # (R, 1) each
+    images = e("Gather", x, e.cast(batch_indices, "int64"), axis=0)  # (R, C, H, W)
+
+    def positions(start, end, count: int, size: int):
+        if count == 1:
+            middle = e("Mul", e("Add", start, end), e.scalar(0.5, dtype))
+        else:
+            steps = e.const((np.arange(count) / (count - 1)).astype(dtype)[None, :])
+            middle = e("Add", start, e("Mul", e("Sub", end, start), steps))
+        return e("Mul", middle, e.scalar(size - 1, dtype))  # (R, count)
+
+    ys, xs = positions(y1, y2, crop_h, height), positions(x1, x2, crop_w, width)
+    inside = e("And", e.unsqueeze(_within(e, ys, height - 1), [1, 3]), e.unsqueeze(_within(e, xs, width - 1), [1, 2]))
+
+    def picked(rows, columns):
+        """images[r, :, rows[r, i], columns[r, j]] as (R, C, crop_h, crop_w)."""
+        by_row = e("GatherElements", images, e("Expand", e.unsqueeze(rows, [1, 3]),
+                                                    e.ints([1, channels, crop_h, width])), axis=2)
+        return e("GatherElements", by_row, e("Expand", e.unsqueeze(columns, [1, 2]),
+                                              e.ints([1, channels, crop_h, crop_w])), axis=3)
+
+    def index(v, size: int, rounding: str):
+        rounded = e("Floor", v if rounding == "floor" else e("Add", v, e.scalar(0.5, dtype)))
+        return e.cast(e("Clip", rounded, e.scalar(0, dtype), e.scalar(size - 1, dtype)), "int64")
+
+    if mode == "nearest":  # inside points are >= 0: half away from zero is floor(v + 0.5)
+        values = picked(index(ys, height, "half"), index(xs, width, "half"))
+    else:
+        y0, x0 = index(ys, height, "floor"), index(xs, width, "floor")
+        y_next = e("Min", e("Add", y0, e.ints(1)), e.ints(height - 1))
+        x_next = e("Min", e("Add", x0, e.ints(1)), e.ints(width - 1))
+        dy = e.unsqueeze(e("Sub", ys, e.cast(y0, dtype)), [1, 3])
+        dx = e.unsqueeze(e("Sub", xs, e.cast(x0, dtype)), [1, 2])
+        one = e.scalar(1.0, dtype)
+
+        def across(row):
+            return e("Add", e("Mul", picked(row, x0), e("Sub", one, dx)), e("Mul", picked(row, x_next), dx))
+
+        values = e("Add", e("Mul", across(y0), e("Sub", one, dy)), e("Mul", across(y_next), dy))
+    return [e("Where", inside, values, e.scalar(float(e.attr("extrapolation_value", 0.0)), dtype))]
+
+
+def _within(e: Emitter, v, last: int):
+    """``0 <= v <= last`` element-wise (false for NaN from opset 12, where the comparisons exist)."""
+    low, high = e.scalar(0, e.dtype(v)), e.scalar(last, e.dtype(v))
+    if e.opset >= 12:
+        return e("And", e("GreaterOrEqual", v, low), e("LessOrEqual", v, high))
+    return e("And", e("Not", e("Less", v, low)), e("Not", e("Greater", v, high)))
