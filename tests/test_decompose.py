@@ -1002,3 +1002,14 @@ def test_crop_and_resize(mode, crop):
               "batch_indices": np.array([0, 1, 1], np.int32), "crop_size": np.array(crop, np.int32)}
     assert_decomposes("CropAndResize", inputs, opsets=(13,), constants=("crop_size",), mode=mode,
                       extrapolation_value=-1.0)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.uint32])
+@pytest.mark.parametrize("positive,seed", [(1, 0), (0, 42)])
+def test_murmur_hash3(dtype, positive, seed):
+    """uint32 products, sums and shifts wrap as the hash's do; onnxruntime hashes the same 4-byte keys."""
+    info = np.iinfo(dtype)
+    keys = np.concatenate([_rng().integers(info.min, int(info.max) + 1, 12), [0, info.min, info.max]]).astype(dtype)
+    output_types = {"Y": onnx.TensorProto.UINT32 if positive else onnx.TensorProto.INT32}
+    assert_decomposes("MurmurHash3", {"x": keys}, opsets=(18,), output_types=output_types, positive=positive,
+                      seed=seed)

@@ -1,6 +1,7 @@
 """Small operators of onnxruntime with a standard counterpart or a one-line formula: com.microsoft Range, Trilu,
 GatherND, ExpandDims, MatMulInteger16, Pad, GridSample, Unique, NhwcMaxPool, ConvTransposeWithDynamicPads,
-SampleOp, ScaledSiLU, GatedAdd, CDist, UnfoldTensor, HyperConnectionPreMix/PostMix, CropAndResize, and its ai.onnx-domain Affine, ScaledTanh, ParametricSoftplus, Scale,
+SampleOp, ScaledSiLU, GatedAdd, CDist, UnfoldTensor, HyperConnectionPreMix/PostMix, CropAndResize, MurmurHash3,
+and its ai.onnx-domain Affine, ScaledTanh, ParametricSoftplus, Scale,
 ImageScaler, DynamicSlice, ThresholdedRelu-1 (ONNX's experimental operators, which onnxruntime keeps)."""
 
 from __future__ import annotations
@@ -346,3 +347,29 @@ def _within(e: Emitter, v, last: int):
     if e.opset >= 12:
         return e("And", e("GreaterOrEqual", v, low), e("LessOrEqual", v, high))
     return e("And", e("Not", e("Less", v, low)), e("Not", e("Greater", v, high)))
+
+
+@decomposes("MurmurHash3")
+def murmur_hash3(e: Emitter):
+    """MurmurHash3 (x86, 32 bits) of each 4-byte key (int32/uint32): the one-block hash in uint32 arithmetic,
+    whose products and sums wrap as the algorithm's do, with BitShift/BitwiseOr rotations."""
+    x = e.input(0)
+    if e.dtype(x) not in ("int32", "uint32"):
+        raise Refusal(f"keys of {e.dtype(x)} (only 4-byte integer keys are decomposed)")
+    e.require_opset(18, "BitwiseXor and BitwiseOr")
+
+    def u32(v):
+        return e.const(np.uint32(v))
+
+    def rotl(v, r: int):
+        return e("BitwiseOr", e("BitShift", v, u32(r), direction="LEFT"),
+                 e("BitShift", v, u32(32 - r), direction="RIGHT"))
+
+    def fold(h, shift: int):
+        return e("BitwiseXor", h, e("BitShift", h, u32(shift), direction="RIGHT"))
+
+    k = e("Mul", rotl(e("Mul", e.cast(x, "uint32"), u32(0xCC9E2D51)), 15), u32(0x1B873593))
+    h = rotl(e("BitwiseXor", u32(int(e.attr("seed", 0)) & 0xFFFFFFFF), k), 13)
+    h = e("BitwiseXor", e("Add", e("Mul", h, u32(5)), u32(0xE6546B64)), u32(4))  # then the key's length
+    h = fold(e("Mul", fold(e("Mul", fold(h, 16), u32(0x85EBCA6B)), 13), u32(0xC2B2AE35)), 16)
+    return [h if int(e.attr("positive", 1)) else e.cast(h, "int32")]
