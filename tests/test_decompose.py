@@ -1013,3 +1013,14 @@ def test_murmur_hash3(dtype, positive, seed):
     output_types = {"Y": onnx.TensorProto.UINT32 if positive else onnx.TensorProto.INT32}
     assert_decomposes("MurmurHash3", {"x": keys}, opsets=(18,), output_types=output_types, positive=positive,
                       seed=seed)
+
+
+@pytest.mark.parametrize("window", [2, 3])
+def test_word_conv_embedding(window):
+    rng = _rng()
+    words = np.array([[3, 5, 2, 7, 0, 0], [1, 4, 0, 0, 0, 0], [6, 6, 6, 6, 6, 6], [2, 0, 0, 0, 0, 0],
+                      [0, 0, 0, 0, 0, 0], [0, 3, 0, 4, 0, 0]], np.int32)
+    inputs = {"Sequence": words, "W": rng.uniform(-1, 1, (5, 1, window, 3)).astype(np.float32),
+              "B": rng.uniform(-1, 1, 5).astype(np.float32), "C": rng.uniform(-1, 1, (8, 3)).astype(np.float32)}
+    assert_decomposes("WordConvEmbedding", inputs, opsets=(13,), conv_window_size=window, embedding_size=5,
+                      char_embedding_size=3)

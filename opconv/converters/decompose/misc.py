@@ -1,7 +1,7 @@
 """Small operators of onnxruntime with a standard counterpart or a one-line formula: com.microsoft Range, Trilu,
 GatherND, ExpandDims, MatMulInteger16, Pad, GridSample, Unique, NhwcMaxPool, ConvTransposeWithDynamicPads,
 SampleOp, ScaledSiLU, GatedAdd, CDist, UnfoldTensor, HyperConnectionPreMix/PostMix, CropAndResize, MurmurHash3,
-and its ai.onnx-domain Affine, ScaledTanh, ParametricSoftplus, Scale,
+WordConvEmbedding, and its ai.onnx-domain Affine, ScaledTanh, ParametricSoftplus, Scale,
 ImageScaler, DynamicSlice, ThresholdedRelu-1 (ONNX's experimental operators, which onnxruntime keeps)."""
 
 from __future__ import annotations
@@ -373,3 +373,40 @@ def murmur_hash3(e: Emitter):
     h = e("BitwiseXor", e("Add", e("Mul", h, u32(5)), u32(0xE6546B64)), u32(4))  # then the key's length
     h = fold(e("Mul", fold(e("Mul", fold(h, 16), u32(0x85EBCA6B)), 13), u32(0xC2B2AE35)), 16)
     return [h if int(e.attr("positive", 1)) else e.cast(h, "int32")]
+
+
+@decomposes("WordConvEmbedding")
+def word_conv_embedding(e: Emitter):
+    """Each word (a row of char ids, 0-padded) -> the max over its windows of ``tanh(conv(char embeddings) + B)``:
+    the convolution as one MatMul per window offset over every window of the padded row, then a max over the
+    windows a word has (its first ``max(nonzero ids, window)`` ids hold them; a word starting with id 0 is
+    empty: zeros, as in onnxruntime's kernel)."""
+    sequence, w, b, c = (e.input(i) for i in range(4))
+    seq_shape, w_shape = e.static_shape(sequence), e.static_shape(w)
+    if seq_shape is None or w_shape is None:
+        raise Refusal("the shapes of Sequence and W must be known")
+    e.require_opset(13, "ReduceSum with axes as an input")
+    length, embedding = seq_shape[-1], w_shape[0]
+    window = int(e.attr("conv_window_size", 0) or 0) or w_shape[2]
+    if length < window:
+        raise Refusal(f"words of {length} chars are shorter than the window ({window})")
+    dtype = e.dtype(c)
+    words = e("Reshape", e.cast(sequence, "int64"), e.ints([-1, length]))
+    embedded = e("Gather", c, words, axis=0)  # (words, length, char_embedding)
+    kernel = e("Reshape", w, e.ints([embedding, window, -1]))  # (embedding, window, char_embedding)
+    count = length - window + 1
+    conv = None
+    for offset in range(window):
+        rows = e.slice(embedded, [offset], [offset + count], [1])
+        taps = e("Transpose", e("Gather", kernel, e.const(np.int64(offset)), axis=1), perm=[1, 0])
+        term = e("MatMul", rows, taps)  # (words, count, embedding)
+        conv = term if conv is None else e("Add", conv, term)
+    activated = e("Tanh", e("Add", conv, b))
+    chars = e.reduce("ReduceSum", e.cast(e("Not", e("Equal", words, e.const(np.int64(0)))), "int64"), [1])
+    windows_kept = e("Max", e("Sub", chars, e.const(np.int64(window - 1))), e.const(np.int64(1)))  # (words, 1)
+    kept = e.unsqueeze(e("Less", e.const(np.arange(count, dtype=np.int64)[None, :]), windows_kept), [2])
+    lowest = e.scalar(float(np.finfo(np.dtype(dtype)).min), dtype)
+    best = e.reduce("ReduceMax", e("Where", kept, activated, lowest), [1], keepdims=0)
+    has_chars = e("Not", e("Equal", e.slice(words, [0], [1], [1]), e.const(np.int64(0))))  # (words, 1)
+    out = e("Where", has_chars, best, e.scalar(0.0, dtype))
+    return [e("Reshape", out, e.ints(list(seq_shape[:-1]) + [embedding]))]

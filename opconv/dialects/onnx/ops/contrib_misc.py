@@ -323,7 +323,10 @@ def murmur_hash3(ctx, x, *, positive, seed):
 
 @onnx_op("WordConvEmbedding", since=1, domain=MS)
 def word_conv_embedding(ctx, sequence, w, b, c, *, char_embedding_size, conv_window_size, embedding_size):
-    """Each word (a row of char ids, 0-padded) -> max over its windows of tanh(conv(char embeddings) + B)."""
+    """Each word (a row of char ids, 0-padded) -> max over its windows of tanh(conv(char embeddings) + B).
+
+    As onnxruntime's kernel: a word whose first id is 0 is empty (zeros); else its length is its number of
+    nonzero ids, and its windows cover its first max(length, window) ids."""
     chars = np.asarray(sequence)
     words = chars.reshape(-1, chars.shape[-1])
     table, kernel, bias = upcast(c), upcast(w), upcast(b)
@@ -331,7 +334,7 @@ def word_conv_embedding(ctx, sequence, w, b, c, *, char_embedding_size, conv_win
     kernel = kernel.reshape(kernel.shape[0], window, -1)  # (embedding, window, char_embedding)
     out = np.zeros((words.shape[0], kernel.shape[0]), table.dtype)
     for i, word in enumerate(words):
-        length = int(np.count_nonzero(word))
+        length = int(np.count_nonzero(word)) if word[0] else 0
         if not length:
             continue
         embedded = table[word[:max(length, window)]]
