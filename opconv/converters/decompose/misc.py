@@ -379,8 +379,8 @@ def murmur_hash3(e: Emitter):
 def word_conv_embedding(e: Emitter):
     """Each word (a row of char ids, 0-padded) -> the max over its windows of ``tanh(conv(char embeddings) + B)``:
     the convolution as one MatMul per window offset over every window of the padded row, then a max over the
-    windows a word has (its first ``max(nonzero ids, window)`` ids hold them; a word starting with id 0 is
-    empty: zeros, as in onnxruntime's kernel)."""
+    windows a word has (its first ``max(nonzero ids, window)`` ids hold them; a word starting with id 0 gives
+    zeros, as opconv's kernel: onnxruntime's skips it, leaving its output unwritten)."""
     sequence, w, b, c = (e.input(i) for i in range(4))
     seq_shape, w_shape = e.static_shape(sequence), e.static_shape(w)
     if seq_shape is None or w_shape is None:

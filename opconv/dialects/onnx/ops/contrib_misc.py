@@ -325,8 +325,9 @@ def murmur_hash3(ctx, x, *, positive, seed):
 def word_conv_embedding(ctx, sequence, w, b, c, *, char_embedding_size, conv_window_size, embedding_size):
     """Each word (a row of char ids, 0-padded) -> max over its windows of tanh(conv(char embeddings) + B).
 
-    As onnxruntime's kernel: a word whose first id is 0 is empty (zeros); else its length is its number of
-    nonzero ids, and its windows cover its first max(length, window) ids."""
+    As onnxruntime's kernel: a word's length is its number of nonzero ids, and its windows cover its first
+    max(length, window) ids; a word whose first id is 0 is skipped (onnxruntime leaves its output as the buffer
+    held it; here it is zeros)."""
     chars = np.asarray(sequence)
     words = chars.reshape(-1, chars.shape[-1])
     table, kernel, bias = upcast(c), upcast(w), upcast(b)
