@@ -1025,3 +1025,10 @@ def test_word_conv_embedding(window):
               "B": rng.uniform(-1, 1, 5).astype(np.float32), "C": rng.uniform(-1, 1, (8, 3)).astype(np.float32)}
     assert_decomposes("WordConvEmbedding", inputs, opsets=(13,), conv_window_size=window, embedding_size=5,
                       char_embedding_size=3)
+
+
+@pytest.mark.parametrize("ngram_size", [1, 2, 3, 7])
+def test_ngram_repeat_block(ngram_size):
+    ids = np.array([[1, 2, 3, 1, 2], [4, 4, 4, 5, 4]], np.int64)
+    assert_decomposes("NGramRepeatBlock", {"ids": ids, "scores": _rng().standard_normal((2, 8)).astype(np.float32)},
+                      opsets=(18,), ngram_size=ngram_size)

@@ -1,7 +1,7 @@
 """Small operators of onnxruntime with a standard counterpart or a one-line formula: com.microsoft Range, Trilu,
 GatherND, ExpandDims, MatMulInteger16, Pad, GridSample, Unique, NhwcMaxPool, ConvTransposeWithDynamicPads,
 SampleOp, ScaledSiLU, GatedAdd, CDist, UnfoldTensor, HyperConnectionPreMix/PostMix, CropAndResize, MurmurHash3,
-WordConvEmbedding, and its ai.onnx-domain Affine, ScaledTanh, ParametricSoftplus, Scale,
+WordConvEmbedding, NGramRepeatBlock, and its ai.onnx-domain Affine, ScaledTanh, ParametricSoftplus, Scale,
 ImageScaler, DynamicSlice, ThresholdedRelu-1 (ONNX's experimental operators, which onnxruntime keeps)."""
 
 from __future__ import annotations
@@ -410,3 +410,29 @@ def word_conv_embedding(e: Emitter):
     has_chars = e("Not", e("Equal", e.slice(words, [0], [1], [1]), e.const(np.int64(0))))  # (words, 1)
     out = e("Where", has_chars, best, e.scalar(0.0, dtype))
     return [e("Reshape", out, e.ints(list(seq_shape[:-1]) + [embedding]))]
+
+
+@decomposes("NGramRepeatBlock")
+def ngram_repeat_block(e: Emitter):
+    """A token that would repeat an n-gram already in the sequence gets a score of -inf: every (n-1)-gram of the
+    ids (a Gather of constant window positions) equal to the last n-1 ids bans the id that followed it, written
+    with ScatterElements' min (an unbanned position's update is +inf), so repeated bans agree."""
+    ids, scores = e.input(0), e.input(1)
+    shape = e.static_shape(ids)
+    if shape is None or len(shape) != 2:
+        raise Refusal("the shape of input_ids must be known")
+    length, n = shape[1], int(e.attr("ngram_size", 0) or 0)
+    if n < 1 or length + 1 < n:
+        return [e("Identity", scores)]
+    e.require_opset(18, "ScatterElements with reduction='min'")
+    dtype = e.dtype(scores)
+    starts = np.arange(length - n + 1, dtype=np.int64)
+    followers = e("Gather", ids, e.const(starts + n - 1), axis=1)  # (B, windows): the id after each (n-1)-gram
+    if n == 1:  # the empty prefix matches everywhere: every id in the sequence is banned
+        banned = e("Expand", e.scalar(-np.inf, dtype), e("Shape", followers))
+    else:
+        grams = e("Gather", ids, e.const(starts[:, None] + np.arange(n - 1, dtype=np.int64)), axis=1)
+        prefix = e.unsqueeze(e.slice(ids, [length - n + 1], [length], [1]), [1])  # (B, 1, n-1)
+        differing = e.reduce("ReduceMax", e.cast(e("Not", e("Equal", grams, prefix)), "int32"), [2], keepdims=0)
+        banned = e("Where", e.cast(differing, "bool"), e.scalar(np.inf, dtype), e.scalar(-np.inf, dtype))
+    return [e("ScatterElements", scores, followers, banned, axis=1, reduction="min")]
