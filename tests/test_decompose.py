@@ -1032,3 +1032,19 @@ def test_ngram_repeat_block(ngram_size):
     ids = np.array([[1, 2, 3, 1, 2], [4, 4, 4, 5, 4]], np.int64)
     assert_decomposes("NGramRepeatBlock", {"ids": ids, "scores": _rng().standard_normal((2, 8)).astype(np.float32)},
                       opsets=(18,), ngram_size=ngram_size)
+
+
+@pytest.mark.parametrize("groups", [(1, 1, 2), (4, 2, 2), (4, 3, 3), "scores"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_moe_group_router(groups, dtype):
+    """(onnxruntime gives either the routing probabilities or the two full score outputs, not both)"""
+    rng = _rng()
+    inputs = {"logits": rng.uniform(-3, 3, (5, 16)).astype(dtype),
+              "expert_bias": rng.uniform(-0.2, 0.2, 16).astype(np.float32)}
+    if groups == "scores":
+        assert_decomposes("MoEGroupRouter", inputs, ("", "selection_scores", "router_weights"), opsets=(13,),
+                          top_k=4)
+        return
+    n_group, topk_group, group_topk = groups
+    assert_decomposes("MoEGroupRouter", inputs, ("router_probs",), opsets=(13,), n_group=n_group,
+                      topk_group=topk_group, group_topk=group_topk, top_k=4)

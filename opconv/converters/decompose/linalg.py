@@ -1,4 +1,5 @@
-"""Fused products of com.microsoft: FusedMatMul, TransposeMatMul, FusedGemm, FusedConv, and MoE / QMoE.
+"""Fused products of com.microsoft: FusedMatMul, TransposeMatMul, FusedGemm, FusedConv, MoE / QMoE and
+MoEGroupRouter.
 
 Each fused product becomes its standard product (MatMul with Transposes of the last two axes, Gemm, Conv)
 followed by the activation onnxruntime fused into it, named by the node's ``activation`` attribute.  MoE runs
@@ -204,3 +205,43 @@ def mixture_of_experts(e: Emitter, x, router, w1, b1, w2, b2, w3, b3):
     y = e.reduce("ReduceSum", e("Mul", chosen_outputs, route), [0], keepdims=0)
     y = e("Reshape", y, e("Shape", x))
     return y if wide == dtype else e.cast(y, dtype)
+
+
+@decomposes("MoEGroupRouter")
+def moe_group_router(e: Emitter):
+    """DeepSeek-V3's group-limited router, in float32: ``s = Sigmoid(logits)`` (projected first when a
+    projection is given), ``biased = s + expert_bias``; the ``topk_group`` groups of highest sum of their
+    ``group_topk`` best biased scores stay (TopK, ScatterElements), the ``top_k`` best biased experts in them
+    get ``Log(Max(s, 1e-20))`` and every other expert ``router_sentinel`` (TopK breaks ties by the lower
+    index, as onnxruntime's kernel does)."""
+    logits, bias, projection = e.input(0), e.input(1), e.input(2)
+    e.require_opset(11, "TopK with k as an input, ScatterElements")
+    experts = e.static_shape(bias)
+    if experts is None:
+        raise Refusal("the number of experts (expert_bias's size) is unknown")
+    experts = int(np.prod(experts))
+    x = e.cast(logits, "float32") if e.dtype(logits) != "float32" else logits
+    if projection is not None:
+        weight = e.cast(projection, "float32") if e.dtype(projection) != "float32" else projection
+        x = e("MatMul", x, e("Transpose", weight, perm=[1, 0]))
+    scores = e("Sigmoid", e("Reshape", x, e.ints([-1, experts])))
+    biased = e("Add", scores, bias)
+    if not e.output_used(0):
+        return [None, biased, scores]
+    groups = int(e.attr("n_group", 1))
+    per_group = experts // groups
+    grouped = e("Reshape", biased, e.ints([-1, groups, per_group]))
+    best_in_group, _ = e("TopK", grouped, e.ints([min(int(e.attr("group_topk", 2)), per_group)]), outputs=2, axis=2)
+    _, kept_groups = e("TopK", e.reduce("ReduceSum", best_in_group, [2], keepdims=0),
+                       e.ints([int(e.attr("topk_group", 1))]), outputs=2, axis=1)
+    no_group = e("Mul", e.reduce("ReduceSum", grouped, [2], keepdims=0), e.scalar(0.0, "float32"))  # (rows, G)
+    kept = e("ScatterElements", no_group, kept_groups,
+             e("Expand", e.scalar(1.0, "float32"), e("Shape", kept_groups)), axis=1)
+    kept_experts = e("Reshape", e("Expand", e.unsqueeze(kept, [2]), e.ints([1, 1, per_group])),
+                     e.ints([-1, experts]))
+    candidates = e("Where", e.cast(kept_experts, "bool"), biased, e.scalar(-np.inf, "float32"))
+    _, chosen = e("TopK", candidates, e.ints([int(e.attr("top_k"))]), outputs=2, axis=1)
+    sentinel = e("Expand", e.scalar(float(e.attr("router_sentinel", -10000.0)), "float32"), e("Shape", biased))
+    picked = e("Log", e("Max", e("GatherElements", scores, chosen, axis=1), e.scalar(1e-20, "float32")))
+    probs = e("ScatterElements", sentinel, chosen, picked, axis=1)
+    return [probs if e.dtype(logits) == "float32" else e.cast(probs, e.dtype(logits)), biased, scores]
