@@ -1048,3 +1048,13 @@ def test_moe_group_router(groups, dtype):
     n_group, topk_group, group_topk = groups
     assert_decomposes("MoEGroupRouter", inputs, ("router_probs",), opsets=(13,), n_group=n_group,
                       topk_group=topk_group, group_topk=group_topk, top_k=4)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("with_b", [False, True])
+def test_linear_attention_gate(dtype, with_b):
+    rng = _rng()
+    inputs = {"a": rng.uniform(-3, 3, (2, 3, 4)).astype(dtype), "dt_bias": rng.uniform(-1, 1, 4).astype(np.float32),
+              "decay_scale": rng.uniform(-2, 0, 4).astype(np.float32),
+              "b": rng.uniform(-1, 1, (2, 3, 4)).astype(dtype) if with_b else None}
+    assert_decomposes("LinearAttentionGate", inputs, ("decay", "beta") if with_b else ("decay",), opsets=(13,))

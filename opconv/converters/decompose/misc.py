@@ -1,7 +1,7 @@
 """Small operators of onnxruntime with a standard counterpart or a one-line formula: com.microsoft Range, Trilu,
 GatherND, ExpandDims, MatMulInteger16, Pad, GridSample, Unique, NhwcMaxPool, ConvTransposeWithDynamicPads,
 SampleOp, ScaledSiLU, GatedAdd, CDist, UnfoldTensor, HyperConnectionPreMix/PostMix, CropAndResize, MurmurHash3,
-WordConvEmbedding, NGramRepeatBlock, and its ai.onnx-domain Affine, ScaledTanh, ParametricSoftplus, Scale,
+WordConvEmbedding, NGramRepeatBlock, LinearAttentionGate, and its ai.onnx-domain Affine, ScaledTanh, ParametricSoftplus, Scale,
 ImageScaler, DynamicSlice, ThresholdedRelu-1 (ONNX's experimental operators, which onnxruntime keeps)."""
 
 from __future__ import annotations
@@ -436,3 +436,19 @@ def ngram_repeat_block(e: Emitter):
         differing = e.reduce("ReduceMax", e.cast(e("Not", e("Equal", grams, prefix)), "int32"), [2], keepdims=0)
         banned = e("Where", e.cast(differing, "bool"), e.scalar(np.inf, dtype), e.scalar(-np.inf, dtype))
     return [e("ScatterElements", scores, followers, banned, axis=1, reduction="min")]
+
+
+@decomposes("LinearAttentionGate")
+def linear_attention_gate(e: Emitter):
+    """``decay = decay_scale * Softplus(a + dt_bias)`` and ``beta = Sigmoid(b)``, in float32, rounded once."""
+    a, dt_bias, decay_scale, b = (e.input(i) for i in range(4))
+    dtype = e.dtype(a)
+
+    def wide(v):
+        return v if e.dtype(v) == "float32" else e.cast(v, "float32")
+
+    def narrow(v):
+        return v if dtype == "float32" else e.cast(v, dtype)
+
+    decay = narrow(e("Mul", wide(decay_scale), e("Softplus", e("Add", wide(a), wide(dt_bias)))))
+    return [decay, None if b is None else narrow(e("Sigmoid", wide(b)))]
