@@ -1058,3 +1058,19 @@ def test_linear_attention_gate(dtype, with_b):
               "decay_scale": rng.uniform(-2, 0, 4).astype(np.float32),
               "b": rng.uniform(-1, 1, (2, 3, 4)).astype(dtype) if with_b else None}
     assert_decomposes("LinearAttentionGate", inputs, ("decay", "beta") if with_b else ("decay",), opsets=(13,))
+
+
+@pytest.mark.parametrize("channels_last", [0, 1])
+@pytest.mark.parametrize("activation", ["none", "silu"])
+def test_causal_conv_with_state(channels_last, activation):
+    rng, batch, channels, length, kernel = _rng(), 2, 3, 5, 4
+
+    def floats(*shape):
+        return rng.uniform(-1, 1, shape).astype(np.float32)
+
+    x, state = floats(batch, channels, length), floats(batch, channels, kernel - 1)
+    if channels_last:
+        x, state = x.transpose(0, 2, 1).copy(), state.transpose(0, 2, 1).copy()
+    inputs = {"input": x, "weight": floats(channels, 1, kernel), "bias": floats(channels), "past_state": state}
+    assert_decomposes("CausalConvWithState", inputs, ("Y", "present_state"), opsets=(13,), activation=activation,
+                      channels_last=channels_last)

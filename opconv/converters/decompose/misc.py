@@ -1,7 +1,7 @@
 """Small operators of onnxruntime with a standard counterpart or a one-line formula: com.microsoft Range, Trilu,
 GatherND, ExpandDims, MatMulInteger16, Pad, GridSample, Unique, NhwcMaxPool, ConvTransposeWithDynamicPads,
 SampleOp, ScaledSiLU, GatedAdd, CDist, UnfoldTensor, HyperConnectionPreMix/PostMix, CropAndResize, MurmurHash3,
-WordConvEmbedding, NGramRepeatBlock, LinearAttentionGate, and its ai.onnx-domain Affine, ScaledTanh, ParametricSoftplus, Scale,
+WordConvEmbedding, NGramRepeatBlock, LinearAttentionGate, CausalConvWithState, and its ai.onnx-domain Affine, ScaledTanh, ParametricSoftplus, Scale,
 ImageScaler, DynamicSlice, ThresholdedRelu-1 (ONNX's experimental operators, which onnxruntime keeps)."""
 
 from __future__ import annotations
@@ -452,3 +452,41 @@ def linear_attention_gate(e: Emitter):
 
     decay = narrow(e("Mul", wide(decay_scale), e("Softplus", e("Add", wide(a), wide(dt_bias)))))
     return [decay, None if b is None else narrow(e("Sigmoid", wide(b)))]
+
+
+@decomposes("CausalConvWithState")
+def causal_conv_with_state(e: Emitter):
+    """The state (zeros by default) followed by the input, a depthwise Conv of the whole kernel over it (+ bias,
+    SiLU when asked); the new state is the last ``k - 1`` steps of that sequence.  ``channels_last`` inputs and
+    states are transposed around it.  The attributes of onnxruntime's newer forms (dilation, ndim, windows,
+    offsets) must keep their defaults."""
+    x, weight, bias, past = (e.input(i) for i in range(4))
+    defaults = {"dilation": 1, "ndim": 1, "state_window": 0, "state_update_capacity": 0, "state_length": 0,
+                "input_channels": 0, "input_channel_offset": 0, "state_channels_last": -1}
+    changed = [name for name, default in defaults.items() if e.attr(name, default) not in (None, default)]
+    if changed:
+        raise Refusal(f"{', '.join(changed)} other than the default")
+    activation = str(e.attr("activation", "none")).lower()
+    if activation not in ("none", "silu", "swish"):
+        raise Refusal(f"activation {activation!r}")
+    shape = e.static_shape(weight)
+    if shape is None or len(shape) != 3:
+        raise Refusal("the weight's shape must be known")
+    channels, kernel = shape[0], shape[2]
+    if kernel < 2:
+        raise Refusal("a kernel of one step carries no state")
+    channels_last = bool(e.attr("channels_last", 0))
+    if channels_last:
+        x = e("Transpose", x, perm=[0, 2, 1])
+        past = None if past is None else e("Transpose", past, perm=[0, 2, 1])
+    if past is None:
+        batch = e.slice(e("Shape", x), [0], [1], [0])
+        past = e("Expand", e.scalar(0.0, e.dtype(x)), e("Concat", batch, e.ints([channels, kernel - 1]), axis=0))
+    sequence = e("Concat", past, x, axis=2)
+    y = e("Conv", sequence, weight, *([bias] if bias is not None else []), group=channels, kernel_shape=[kernel])
+    if activation != "none":
+        y = e("Mul", y, e("Sigmoid", y))
+    state = e.slice(sequence, [-(kernel - 1)], [np.iinfo(np.int64).max], [2])
+    if channels_last:
+        y, state = e("Transpose", y, perm=[0, 2, 1]), e("Transpose", state, perm=[0, 2, 1])
+    return [y, state]
