@@ -1,0 +1,67 @@
+"""What every backend shares: the interface, the missing-runtime error and the lookup of values by name."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from ..errors import OpconvError
+from ..ir import Model, Value
+
+
+class Backend:
+    """Runs a model: ``run(model, feeds, extra_outputs=()) -> {name: ndarray}`` (see :mod:`opconv.backends`)."""
+
+    #: the name of the backend (``--backend NAME``)
+    name = ""
+    #: the dialects of the models it runs
+    dialects: tuple[str, ...] = ()
+
+    def run(self, model: Any, feeds: Mapping[str, Any], extra_outputs: Iterable[str] = ()) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """The backend as progress lines and reports name it (``openvino CPU f32``)."""
+        return self.name
+
+    def load(self, model: Any) -> Model:
+        """``model`` loaded by opconv, refused with a one-line error when this backend cannot run its dialect."""
+        import opconv
+
+        loaded = opconv.load(model)
+        if loaded.dialect not in self.dialects:
+            raise OpconvError(f"the {self.name} backend runs {' and '.join(self.dialects)} models, not "
+                              f"{loaded.dialect}", where=loaded.path)
+        return loaded
+
+
+def import_runtime(module: str, extra: str, backend: str):
+    """``import module``, or a one-line OpconvError saying which extra installs it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise OpconvError(f"the {backend} backend needs {module.split('.')[0]}, which is not installed "
+                          f"({e.msg}): pip install 'opconv[{extra}]'") from None
+
+
+def values_by_name(model: Model, names: Iterable[str]) -> list[Value]:
+    """The values of ``model``'s top graph called ``names``, in that order; an unknown name is an error."""
+    names = list(names)
+    if not names:
+        return []
+    graph = model.graph
+    known = {v.name: v for v in graph.inputs}
+    known.update(graph.initializers)
+    for node in graph.nodes:
+        known.update((v.name, v) for v in node.outputs if v is not None)
+    missing = [n for n in names if n not in known]
+    if missing:
+        raise OpconvError(f"no value called {', '.join(map(repr, missing))} in the model", where=model.path)
+    return [known[n] for n in names]
+
+
+def as_array(value: Any) -> Any:
+    """A runtime's result as a numpy array (sequences and empty optionals pass through)."""
+    return value if value is None or isinstance(value, (list, tuple)) else np.asarray(value)
