@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from contextlib import contextmanager
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -65,3 +66,16 @@ def values_by_name(model: Model, names: Iterable[str]) -> list[Value]:
 def as_array(value: Any) -> Any:
     """A runtime's result as a numpy array (sequences and empty optionals pass through)."""
     return value if value is None or isinstance(value, (list, tuple)) else np.asarray(value)
+
+
+@contextmanager
+def with_outputs(model: Model, extra: list[Value]):
+    """``model``'s top graph with ``extra`` appended to its outputs (once each) inside the block, restored after;
+    yields the outputs in force."""
+    graph = model.graph
+    declared = list(graph.outputs)
+    graph.outputs = declared + [v for v in dict.fromkeys(extra) if all(v is not d for d in declared)]
+    try:
+        yield list(graph.outputs)
+    finally:
+        graph.outputs = declared

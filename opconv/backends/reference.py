@@ -6,7 +6,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from .base import Backend, values_by_name
+from .base import Backend, values_by_name, with_outputs
 
 
 class ReferenceBackend(Backend):
@@ -21,16 +21,9 @@ class ReferenceBackend(Backend):
 
         model = self.load(model)
         extra = values_by_name(model, extra_outputs)
-        graph = model.graph
-        declared = list(graph.outputs)
-        # Intermediates are graph outputs for this run (the plan then keeps them, and no fusion swallows them);
-        # the model is left as it was.
-        graph.outputs = declared + [v for v in extra if all(v is not d for d in declared)]
-        try:
-            with np.errstate(all="ignore"):
-                return opconv.prepare(model, seed=self.seed).run(feeds)
-        finally:
-            graph.outputs = declared
+        # Intermediates are graph outputs for this run: the plan then keeps them, and no fusion swallows them.
+        with with_outputs(model, extra), np.errstate(all="ignore"):
+            return opconv.prepare(model, seed=self.seed).run(feeds)
 
 
 BACKEND = ReferenceBackend
