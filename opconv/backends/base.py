@@ -19,6 +19,8 @@ class Backend:
     name = ""
     #: the dialects of the models it runs
     dialects: tuple[str, ...] = ()
+    #: given a path, it reads the model's own files (what a deployment reads), not opconv's reading of them
+    reads_files = False
 
     def run(self, model: Any, feeds: Mapping[str, Any], extra_outputs: Iterable[str] = ()) -> dict[str, Any]:
         raise NotImplementedError
@@ -26,6 +28,10 @@ class Backend:
     def describe(self) -> str:
         """The backend as progress lines and reports name it (``openvino CPU f32``)."""
         return self.name
+
+    def compute_precision(self) -> str | None:
+        """The float type it computes in when narrower than the model's own (OpenVINO's bf16), else None."""
+        return None
 
     def load(self, model: Any) -> Model:
         """``model`` loaded by opconv, refused with a one-line error when this backend cannot run its dialect."""

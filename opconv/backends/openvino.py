@@ -43,6 +43,7 @@ def host_array(ov, port, value) -> np.ndarray:
 class OpenVinoBackend(Backend):
     name = "openvino"
     dialects = ("openvino", "onnx")
+    reads_files = True
 
     def __init__(self, precision: str = "f32"):
         compile_config(precision)  # an unknown precision fails here, before anything runs
@@ -50,6 +51,13 @@ class OpenVinoBackend(Backend):
 
     def describe(self) -> str:
         return f"openvino CPU {self.precision}"
+
+    def compute_precision(self) -> str | None:
+        hint = PRECISIONS[self.precision]
+        if hint is None:  # the plugin's own choice on this CPU
+            ov = import_runtime("openvino", "openvino", self.name)
+            hint = str(ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT"))
+        return {"bf16": "bfloat16", "bfloat16": "bfloat16", "f16": "float16", "float16": "float16"}.get(hint)
 
     def run(self, model: Any, feeds: Mapping[str, Any], extra_outputs: Iterable[str] = ()) -> dict[str, Any]:
         ov = import_runtime("openvino", "openvino", self.name)
@@ -123,8 +131,13 @@ def _feeds(compiled, loaded: Model, feeds: Mapping[str, Any]) -> dict:
 
 
 def _first_line(e: Exception) -> str:
+    """OpenVINO's message in one line: its "Exception from <source file>" lines say nothing to a user; what the
+    plugin checked (first) and why it failed (last) do."""
     lines = [line.strip() for line in str(e).splitlines() if line.strip()]
-    return lines[0] if lines else type(e).__name__
+    told = [line for line in lines if not line.startswith("Exception from ")] or lines
+    if not told:
+        return type(e).__name__
+    return told[0] if len(told) == 1 else f"{told[0]} ... {told[-1]}"
 
 
 BACKEND = OpenVinoBackend
