@@ -1,7 +1,7 @@
 """The ``iree`` backend: HLO models through opconv's StableHLO export, compiled by IREE for the host CPU and run
 in its synchronous runtime.  An ONNX model is converted to HLO first, at the shapes of its feeds, and an
-OpenVINO IR to ONNX before that (so these test opconv's conversions too); intermediates are results of the exported function, named as the HLO
-model names them.
+OpenVINO IR to ONNX before that (so these test opconv's conversions too); intermediates are results of the
+exported function, named as the HLO model names them.
 """
 
 from __future__ import annotations
