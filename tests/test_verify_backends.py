@@ -17,6 +17,7 @@ import onnx
 import pytest
 from click.testing import CliRunner
 from lxml import etree
+from onnx import numpy_helper
 
 import opconv
 from opconv.backends import NAMES, get_backend
@@ -86,6 +87,13 @@ def test_backends_return_intermediates_by_name():
         assert list(out) == ["logits", *names], backend
         for name, want in zip(["logits", *names], direct):
             np.testing.assert_allclose(out[name], want, rtol=1e-4, atol=1e-5, err_msg=f"{backend} {name}")
+        # inputs and weights come back too (a runtime cannot name a Parameter or a weight as a result)
+        weight = next(iter(model.graph.initializers))
+        out = get_backend(backend).run(onnx_path, feeds, extra_outputs=["image", weight, "logits"])
+        assert list(out) == ["logits", "image", weight], backend
+        np.testing.assert_array_equal(out["image"], feeds["image"])
+        np.testing.assert_array_equal(out[weight], numpy_helper.to_array(
+            next(t for t in onnx.load(onnx_path).graph.initializer if t.name == weight)))
     with pytest.raises(opconv.OpconvError, match="no value called 'nowhere'"):
         get_backend("opconv").run(onnx_path, feeds, extra_outputs=["nowhere"])
 

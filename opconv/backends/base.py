@@ -69,6 +69,20 @@ def values_by_name(model: Model, names: Iterable[str]) -> list[Value]:
     return [known[n] for n in names]
 
 
+def split_computed(values: list[Value], feeds: Mapping[str, Any]) -> tuple[dict[str, Any], list[Value]]:
+    """({name: data} of the values no node computes: inputs from ``feeds``, constants from the model), and the
+    values left for the runtime (which may not name a Parameter or a weight as a result)."""
+    known, computed = {}, []
+    for v in values:
+        if v.producer is None and v.const is not None:
+            known[v.name] = np.asarray(v.const.numpy())
+        elif v.producer is None and v.name in feeds:
+            known[v.name] = np.asarray(feeds[v.name])
+        else:
+            computed.append(v)
+    return known, computed
+
+
 def as_array(value: Any) -> Any:
     """A runtime's result as a numpy array (sequences and empty optionals pass through)."""
     return value if value is None or isinstance(value, (list, tuple)) else np.asarray(value)

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import ExecutionError, OpconvError
 from ..ir import Model
-from .base import Backend, import_runtime, values_by_name
+from .base import Backend, import_runtime, split_computed, values_by_name
 
 #: --openvino-precision -> the plugin's INFERENCE_PRECISION_HINT (None: the plugin's own default)
 PRECISIONS = {"f32": "f32", "bf16": "bf16", "f16": "f16", "default": None}
@@ -62,12 +62,13 @@ class OpenVinoBackend(Backend):
     def run(self, model: Any, feeds: Mapping[str, Any], extra_outputs: Iterable[str] = ()) -> dict[str, Any]:
         ov = import_runtime("openvino", "openvino", self.name)
         loaded = self.load(model)
-        extra = values_by_name(loaded, extra_outputs)
+        requested = values_by_name(loaded, extra_outputs)
+        names = [v.name for v in loaded.graph.outputs]
+        known, extra = split_computed([v for v in requested if v.name not in names], feeds)
         core = ov.Core()
         try:
             with tempfile.TemporaryDirectory(prefix="opconv-openvino-") as folder:
                 ov_model = _read(core, model, loaded, folder)
-                names = [v.name for v in loaded.graph.outputs]
                 added = ov_model.add_outputs([_port(ov_model, loaded, v) for v in extra]) if extra else []
                 compiled = core.compile_model(ov_model, "CPU", compile_config(self.precision))
                 results = compiled(_feeds(compiled, loaded, feeds))
@@ -85,7 +86,8 @@ class OpenVinoBackend(Backend):
             out[name] = host_array(ov, port, results[port])
         for v, port in zip(extra, appended):
             out[v.name] = host_array(ov, port, results[port])
-        return out
+        out.update((name, data) for name, data in known.items() if name not in out)
+        return {name: out[name] for name in dict.fromkeys(names + [v.name for v in requested])}
 
 
 def _read(core, source: Any, loaded: Model, folder: str):
