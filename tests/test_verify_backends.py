@@ -329,3 +329,15 @@ def test_openvino_precision_is_the_plugins_hint(resnet_ir):
     assert f32.precision is None and f32.outputs[0].rtol == 1e-3
     bf16 = opconv.verify(resnet_ir, expected=npz, backends="openvino", openvino_precision="bf16")
     assert bf16.precision == "bfloat16" and bf16.outputs[0].rtol == 2e-2 and bf16.backend_b == "openvino CPU bf16"
+
+
+def test_onnx_and_its_hlo_on_onnxruntime_and_iree(tmp_path):
+    onnx_path, npz = corpus("encoder_block_legacy_op17")
+    hlo = str(tmp_path / "encoder.hlo")
+    opconv.save(opconv.convert(onnx_path, to="hlo", input_shapes={"input_ids": (2, 8)}), hlo)
+    result = run("verify", onnx_path, hlo, "--backend", "A:onnxruntime", "--backend", "B:iree",
+                 "--inputs", _inputs_npz(npz, tmp_path))
+    assert result.exit_code == 0, result.output
+    assert f"B: {hlo} on iree llvm-cpu" in result.output
+    refused = run("verify", hlo, "--expected", npz, "--backend", "onnxruntime")
+    assert refused.exit_code == 2 and "runs onnx models, not hlo (which opconv, iree run)" in refused.output

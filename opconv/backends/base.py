@@ -39,8 +39,11 @@ class Backend:
 
         loaded = opconv.load(model)
         if loaded.dialect not in self.dialects:
+            from . import backends_for
+
             raise OpconvError(f"the {self.name} backend runs {' and '.join(self.dialects)} models, not "
-                              f"{loaded.dialect}", where=loaded.path)
+                              f"{loaded.dialect} (which {', '.join(backends_for(loaded.dialect))} run)",
+                              where=loaded.path)
         return loaded
 
 

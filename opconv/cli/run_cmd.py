@@ -301,8 +301,8 @@ def _tolerance_option(what: str, values: tuple[str, ...]) -> float | dict[str, f
               help="What runs the models: opconv (reference executors, default), onnxruntime, openvino, iree. "
                    "NAME for both sides, A:NAME or B:NAME for one (repeatable).")
 @click.option("--openvino-precision", type=click.Choice(["f32", "bf16", "f16", "default"]), default="f32",
-              show_default=True, help="Inference precision of OpenVINO's CPU plugin (default: what the plugin picks "
-                                      "on this CPU, bf16 where the CPU has it).")
+              show_default=True, help="Inference precision of OpenVINO's CPU plugin; 'default' leaves it to the "
+                                      "plugin (bf16 on a CPU that has it).")
 @click.option("--rtol", "rtols", multiple=True, metavar="[OUTPUT=]R",
               help="Relative tolerance: R for every float output, OUTPUT=R for one (repeatable). "
                    "Default: per element type, at the precision the model computes in.")
