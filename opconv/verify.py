@@ -224,68 +224,47 @@ def verify(a: Any, b: Any = None, inputs: Mapping[str, Any] | None = None,
     only, as ``opconv run -o`` writes).  ``save_outputs`` writes the inputs and A's outputs (the model's, with
     ``expected``) in that layout.  ``progress`` is told when each side starts and how long it took.
     """
-    import opconv
-
-    from .backends import get_backend
-
     if (b is None) == (expected is None):
         raise OpconvError("give two models, or one model and expected outputs" if b is None else
                           "give expected outputs or a second model, not both")
-    side_backends = _backend_names(backends)
+    backend_a, backend_b = _backend_names(backends)
+    settings = {"opconv": {"seed": seed}, "openvino": {"precision": openvino_precision}}  # per backend
     notes: list[str] = []
-    model_b_source = a if expected is not None else b
-    model_b = opconv.load(model_b_source)
-    runner_b = get_backend(side_backends[1], **_settings(side_backends[1], seed, openvino_precision))
     if expected is not None:
-        stored_inputs, stored_outputs = _reference(expected)
-        if side_backends[0] != DEFAULT_BACKEND and backends is not None and not isinstance(backends, str):
+        if backend_a != DEFAULT_BACKEND and not isinstance(backends, str):
             raise OpconvError("A is the expected outputs: it runs on no backend")
-        model_a, runner_a = None, None
-        names_a_in = list(stored_inputs) or [v.name for v in required_inputs(model_b)]
-        outs_a = list(stored_outputs)
-        model_a_name = f"{os.fspath(expected)} (expected outputs)" if isinstance(expected, (str, os.PathLike)) \
-            else "<expected outputs>"
-        if inputs is None and stored_inputs:
-            inputs = stored_inputs
+        side_b = _Side.of_model(a, backend_b, settings)
+        side_a = _Side.of_reference(expected, side_b)
+        if inputs is None and side_a.stored_inputs:
+            inputs = side_a.stored_inputs
     else:
-        model_a = opconv.load(a)
-        runner_a = get_backend(side_backends[0], **_settings(side_backends[0], seed, openvino_precision))
-        names_a_in = [v.name for v in required_inputs(model_a)]
-        outs_a = [v.name for v in model_a.graph.outputs]
-        model_a_name = _describe(model_a, a)
-    ins_b = required_inputs(model_b)
-    input_matching, in_pairs = _pair("input", names_a_in, [v.name for v in ins_b], notes)
-    outs_b = [v.name for v in model_b.graph.outputs]
-    output_matching, out_pairs = _pair("output", outs_a, outs_b, notes)
+        side_a, side_b = _Side.of_model(a, backend_a, settings), _Side.of_model(b, backend_b, settings)
+    input_matching, in_pairs = _pair("input", side_a.input_names, side_b.input_names, notes)
+    output_matching, out_pairs = _pair("output", side_a.output_names, side_b.output_names, notes)
     output_rtol, global_rtol = _per_output("rtol", rtol, out_pairs)
     output_atol, global_atol = _per_output("atol", atol, out_pairs)
 
     generated = inputs is None
     if generated:
-        if model_a is None:  # random inputs for the model, by A's (the reference's) names
-            feeds_b = random_inputs(model_b, seed=seed, input_shapes=input_shapes, dims=dims, notes=notes)
-            by_b = {y: x for x, y in in_pairs.items()}
-            feeds_a = {by_b.get(name, name): value for name, value in feeds_b.items()}
-        else:
-            if not input_shapes and not dims:
-                input_shapes = _static_shapes_of(required_inputs(model_a), ins_b, in_pairs)
-            feeds_a = random_inputs(model_a, seed=seed, input_shapes=input_shapes, dims=dims, notes=notes)
+        # drawn for A's model (B's when A is a reference), by A's names
+        drawn_for = side_a if side_a.model is not None else side_b
+        if side_a.model is not None and not input_shapes and not dims:
+            input_shapes = _static_shapes_of(required_inputs(side_a.model), required_inputs(side_b.model), in_pairs)
+        drawn = random_inputs(drawn_for.model, seed=seed, input_shapes=input_shapes, dims=dims, notes=notes)
+        by_b = {y: x for x, y in in_pairs.items()} if drawn_for is side_b else {}
+        feeds_a = {by_b.get(name, name): value for name, value in drawn.items()}
     else:
         feeds_a = _user_feeds(inputs, in_pairs)
     feeds_b = {in_pairs.get(name, name): value for name, value in feeds_a.items()}
 
-    if model_a is None:
-        outputs_a, seconds_a = stored_outputs, 0.0
-    else:
-        outputs_a, seconds_a = _run("A", runner_a, a, model_a, feeds_a, progress)
-    outputs_b, seconds_b = _run("B", runner_b, model_b_source, model_b, feeds_b, progress)
+    outputs_a, seconds_a = side_a.run("A", feeds_a, progress)
+    outputs_b, seconds_b = side_b.run("B", feeds_b, progress)
     if save_outputs is not None:
-        saved, saved_feeds = (outputs_b, feeds_b) if model_a is None else (outputs_a, feeds_a)
-        save_reference(save_outputs, saved_feeds, saved)
-    precision = _narrowest(compute_precision(model_b), runner_b.compute_precision(),
-                           *(() if model_a is None else (compute_precision(model_a), runner_a.compute_precision())))
+        reference_run = (outputs_a, feeds_a) if side_a.model is not None else (outputs_b, feeds_b)
+        save_reference(save_outputs, reference_run[1], reference_run[0])
+    precision = _narrowest(side_a.precision(), side_b.precision())
     comparisons = []
-    for name_a in outs_a:
+    for name_a in side_a.output_names:
         name_b = out_pairs[name_a]
         cmp = compare_arrays(name_a, outputs_a[name_a], outputs_b[name_b], output_rtol.get(name_a, global_rtol),
                              output_atol.get(name_a, global_atol), precision)
@@ -297,11 +276,59 @@ def verify(a: Any, b: Any = None, inputs: Mapping[str, Any] | None = None,
         comparisons.append(cmp)
     return VerifyReport(
         ok=all(c.ok for c in comparisons), outputs=comparisons, input_matching=input_matching,
-        output_matching=output_matching, seed=seed, model_a=model_a_name, model_b=_describe(model_b, model_b_source),
+        output_matching=output_matching, seed=seed, model_a=side_a.description, model_b=side_b.description,
         rtol=global_rtol, atol=global_atol, output_rtol=output_rtol, output_atol=output_atol, precision=precision,
-        backend_a="expected" if runner_a is None else runner_a.describe(), backend_b=runner_b.describe(),
+        backend_a=side_a.backend_name(), backend_b=side_b.backend_name(),
         inputs={k: _summarize(v) for k, v in feeds_a.items()}, random_inputs=generated,
         notes=notes, seconds_a=seconds_a, seconds_b=seconds_b)
+
+
+@dataclass
+class _Side:
+    """One side of a verification: a model and the backend that runs it, or outputs stored by an earlier run."""
+
+    description: str  # what the report calls it
+    input_names: list[str]
+    output_names: list[str]
+    model: Model | None = None  # None for stored outputs
+    source: Any = None  # what the caller gave: a runtime reads a path's own files
+    backend: Any = None
+    stored_inputs: dict = field(default_factory=dict)
+    stored_outputs: dict = field(default_factory=dict)
+
+    @classmethod
+    def of_model(cls, source: Any, backend: str, settings: dict[str, dict]) -> "_Side":
+        """``source`` loaded, to run on ``backend`` made with its ``settings`` (backend name -> keywords)."""
+        import opconv
+
+        from .backends import get_backend
+
+        model = opconv.load(source)
+        runner = get_backend(backend, **settings.get(backend, {}))
+        return cls(_describe(model, source), [v.name for v in required_inputs(model)],
+                   [v.name for v in model.graph.outputs], model, source, runner)
+
+    @classmethod
+    def of_reference(cls, expected: str | os.PathLike | Mapping[str, Any], other: "_Side") -> "_Side":
+        """Stored outputs; without stored inputs they were computed from ``other``'s inputs."""
+        inputs, outputs = _reference(expected)
+        name = f"{os.fspath(expected)} (expected outputs)" if isinstance(expected, (str, os.PathLike)) \
+            else "<expected outputs>"
+        return cls(name, list(inputs) or list(other.input_names), list(outputs), stored_inputs=inputs,
+                   stored_outputs=outputs)
+
+    def run(self, which: str, feeds: dict, progress: Progress | None) -> tuple[dict, float]:
+        if self.model is None:
+            return self.stored_outputs, 0.0
+        return _run(which, self.backend, self.source, self.model, feeds, progress)
+
+    def precision(self) -> str | None:
+        if self.model is None:
+            return None
+        return _narrowest(compute_precision(self.model), self.backend.compute_precision())
+
+    def backend_name(self) -> str:
+        return "expected" if self.model is None else self.backend.describe()
 
 
 def _backend_names(backends: str | Sequence[str] | None) -> tuple[str, str]:
@@ -319,10 +346,6 @@ def _backend_names(backends: str | Sequence[str] | None) -> tuple[str, str]:
         if name not in NAMES:
             raise OpconvError(f"unknown backend {name!r}; the backends are {', '.join(NAMES)}")
     return pair
-
-
-def _settings(backend: str, seed: int, openvino_precision: str) -> dict:
-    return {"opconv": {"seed": seed}, "openvino": {"precision": openvino_precision}}.get(backend, {})
 
 
 def _per_output(what: str, value: float | Mapping[str, float] | None,
