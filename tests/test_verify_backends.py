@@ -341,3 +341,13 @@ def test_onnx_and_its_hlo_on_onnxruntime_and_iree(tmp_path):
     assert f"B: {hlo} on iree llvm-cpu" in result.output
     refused = run("verify", hlo, "--expected", npz, "--backend", "onnxruntime")
     assert refused.exit_code == 2 and "runs onnx models, not hlo (which opconv, iree run)" in refused.output
+
+
+def test_the_plugins_default_precision_is_what_openvino_reports(resnet_ir):
+    import openvino as ov
+
+    _, npz = corpus("resnet_legacy_op11")
+    report = opconv.verify(resnet_ir, expected=npz, backends="openvino", openvino_precision="default")
+    hint = ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT").get_type_name()
+    assert report.precision == {"bf16": "bfloat16", "f16": "float16"}.get(hint)
+    assert report.ok  # within the tolerance of the precision the plugin computes in

@@ -50,14 +50,16 @@ class OpenVinoBackend(Backend):
         self.precision = precision
 
     def describe(self) -> str:
+        if self.precision == "default":
+            return f"openvino CPU default ({self.compute_precision() or 'float32'})"
         return f"openvino CPU {self.precision}"
 
     def compute_precision(self) -> str | None:
         hint = PRECISIONS[self.precision]
         if hint is None:  # the plugin's own choice on this CPU
             ov = import_runtime("openvino", "openvino", self.name)
-            hint = str(ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT"))
-        return {"bf16": "bfloat16", "bfloat16": "bfloat16", "f16": "float16", "float16": "float16"}.get(hint)
+            hint = ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT").get_type_name()  # f32, bf16 ...
+        return {"bf16": "bfloat16", "f16": "float16"}.get(hint)
 
     def run(self, model: Any, feeds: Mapping[str, Any], extra_outputs: Iterable[str] = ()) -> dict[str, Any]:
         ov = import_runtime("openvino", "openvino", self.name)
