@@ -351,3 +351,25 @@ def test_the_plugins_default_precision_is_what_openvino_reports(resnet_ir):
     hint = ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT").get_type_name()
     assert report.precision == {"bf16": "bfloat16", "f16": "float16"}.get(hint)
     assert report.ok  # within the tolerance of the precision the plugin computes in
+
+
+def test_on_a_terminal_the_progress_line_is_live_and_keeps_its_time():
+    import io
+
+    from opconv.cli.run_cmd import SideProgress
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    stream = Terminal()
+    progress = SideProgress(stream)
+    progress("A", "m.onnx on onnxruntime", None)
+    progress("A", "m.onnx on onnxruntime", 1.5)
+    progress("B", "m.xml on openvino CPU f32", None)
+    progress.close()  # B failed: its line goes, the error follows on a line of its own
+    lines = stream.getvalue().split("\n")
+    assert lines[0].startswith("\rA: running m.onnx on onnxruntime ...")
+    assert lines[0].rsplit("\r", 1)[1].rstrip() == "A: m.onnx on onnxruntime: 1.50 s"
+    assert lines[1].startswith("\rB: running m.xml on openvino CPU f32 ...") and lines[1].endswith("\r")
+    assert lines[1].rsplit("\r", 2)[1].strip() == ""
