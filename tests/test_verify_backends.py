@@ -373,3 +373,20 @@ def test_on_a_terminal_the_progress_line_is_live_and_keeps_its_time():
     assert lines[0].rsplit("\r", 1)[1].rstrip() == "A: m.onnx on onnxruntime: 1.50 s"
     assert lines[1].startswith("\rB: running m.xml on openvino CPU f32 ...") and lines[1].endswith("\r")
     assert lines[1].rsplit("\r", 2)[1].strip() == ""
+
+
+def test_openvino_returns_intermediates_of_an_ir_by_layer(resnet_ir):
+    """Layers of opconv's IR as extra Results, against onnxruntime's values of the ONNX nodes they came from."""
+    onnx_path, npz = corpus("resnet_legacy_op11")
+    feeds = stored(npz, "input:")
+    ir = opconv.load(resnet_ir)
+    # the first ReLU and MaxPool layers, named after their ONNX nodes
+    onnx_names = {"ReLU": "/stem/stem.2/Relu_output_0", "MaxPool": "/stem/stem.3/MaxPool_output_0"}
+    layers = {op: next(n.outputs[0].name for n in ir.graph.nodes if n.op == op and n.name.startswith(prefix))
+              for op, prefix in (("ReLU", "/stem/stem.2/"), ("MaxPool", "/stem/stem.3/"))}
+    got = get_backend("openvino").run(resnet_ir, feeds, extra_outputs=[layers["ReLU"], layers["MaxPool"],
+                                                                      layers["ReLU"]])
+    assert list(got) == ["logits", layers["ReLU"], layers["MaxPool"]]
+    want = run_ort(_with_outputs(onnx.load(onnx_path), list(onnx_names.values())), feeds)
+    for (op, name), value in zip(onnx_names.items(), want[1:]):
+        np.testing.assert_allclose(got[layers[op]], value, rtol=1e-5, atol=1e-5, err_msg=op)

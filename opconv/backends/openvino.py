@@ -71,7 +71,10 @@ class OpenVinoBackend(Backend):
         try:
             with tempfile.TemporaryDirectory(prefix="opconv-openvino-") as folder:
                 ov_model = _read(core, model, loaded, folder)
+                declared_count = len(ov_model.outputs)
                 added = ov_model.add_outputs([_port(ov_model, loaded, v) for v in extra]) if extra else []
+                # two values on one port share one Result: find each value's by position among the model's
+                positions = [list(ov_model.outputs).index(port) for port in added]
                 compiled = core.compile_model(ov_model, "CPU", compile_config(self.precision))
                 results = compiled(_feeds(compiled, loaded, feeds))
         except OpconvError:
@@ -79,15 +82,15 @@ class OpenVinoBackend(Backend):
         except Exception as e:  # noqa: BLE001 - OpenVINO raises RuntimeError with multi-line texts
             raise ExecutionError(f"openvino: {_first_line(e)}", where=loaded.path) from None
         ports = list(compiled.outputs)
-        declared, appended = ports[:len(ports) - len(added)], ports[len(ports) - len(added):]
+        declared = ports[:declared_count]
         out = {}
         for i, name in enumerate(names):
             port = next((p for p in declared if name in p.get_names()), declared[i] if i < len(declared) else None)
             if port is None:
                 raise ExecutionError(f"openvino: the compiled model has no output {name!r}", where=loaded.path)
             out[name] = host_array(ov, port, results[port])
-        for v, port in zip(extra, appended):
-            out[v.name] = host_array(ov, port, results[port])
+        for v, position in zip(extra, positions):
+            out[v.name] = host_array(ov, ports[position], results[ports[position]])
         out.update((name, data) for name, data in known.items() if name not in out)
         return {name: out[name] for name in dict.fromkeys(names + [v.name for v in requested])}
 
