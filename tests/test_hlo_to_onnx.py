@@ -318,3 +318,37 @@ def test_sorting_gated_units_activations_and_tiling():
                 np.tile(v, (2, 1)), np.triu(v, 1), np.concatenate([v[:, 2:], v[:, :2]], axis=1)]
     _check(m.model(values, indices, ordered, arg, glu, gtu, soft, hard, leaky, tiled, upper, joined), m.feeds,
            [e.astype(np.float32) if e.dtype == np.float64 else e for e in expected])
+
+
+@pytest.mark.parametrize("low,high,reverse,exclusive", [(4, 0, False, False), (7, 0, False, False),
+                                                        (5, -1, False, True), (0, 4, True, False),
+                                                        (-1, 5, True, True)])
+@pytest.mark.parametrize("dtype", ["int64", "float32"])
+def test_window_sum_of_one_side_padded_axis_is_cumsum(low, high, reverse, exclusive, dtype):
+    """How CumSum is lowered (and torch's position ids): Pad one side of the axis, sum windows as long as the
+    output; the window reaching the start (or the end) of the axis makes it a (reverse, exclusive) cumsum."""
+    m = Module()
+    data = (RNG.integers(-50, 50, (2, 5)) if dtype == "int64" else _f(2, 5)).astype(dtype)
+    x = m.input("x", data)
+    padded = m.op("Pad", x, m.const(np.zeros((), dtype)), type=(dtype, (2, 5 + low + high)),
+                  edge_padding_low=[0, low], edge_padding_high=[0, high], interior_padding=[0, 0])
+    y = m.op("ReduceWindow", padded, m.const(np.zeros((), dtype)), type=(dtype, (2, 5)), computation="ADD",
+             window_dimensions=[1, low + high + 1])
+    flipped = data[:, ::-1] if reverse else data
+    sums = np.cumsum(flipped, axis=1)
+    if exclusive:
+        sums = np.concatenate([np.zeros((2, 1), dtype), sums[:, :-1]], axis=1)
+    proto = _check(m.model(y), m.feeds, [sums[:, ::-1] if reverse else sums])
+    [cumsum] = [n for n in proto.graph.node if n.op_type == "CumSum"]
+    assert {a.name: a.i for a in cumsum.attribute} == {"exclusive": int(exclusive), "reverse": int(reverse)}
+
+
+def test_window_sum_short_of_the_axis_is_no_cumsum():
+    m = Module()
+    x = m.input("x", _f(2, 5))
+    padded = m.op("Pad", x, m.const(np.float32(0)), type=("float32", (2, 7)), edge_padding_low=[0, 2],
+                  edge_padding_high=[0, 0], interior_padding=[0, 0])
+    y = m.op("ReduceWindow", padded, m.const(np.float32(0)), type=("float32", (2, 5)), computation="ADD",
+             window_dimensions=[1, 3])
+    with pytest.raises(ConversionError, match="the window does not reach an end of the axis"):
+        hlo_to_onnx(m.model(y))

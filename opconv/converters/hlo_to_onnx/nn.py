@@ -7,6 +7,7 @@ import string
 import numpy as np
 
 from ...types import TensorType
+from ..rewrite import Rule
 from ._common import Ctx, Refuse, Rules, constant_value, shape_of
 
 RULES = Rules()
@@ -129,6 +130,54 @@ def global_avg_pool(c: Ctx, x):
 def global_max_pool(c: Ctx, x):
     _nchw(c, x, c.a["dims"])
     return c.onnx("GlobalMaxPool", x)
+
+
+def _window_sum_of_padded(p, x, fill, init):
+    return p.ReduceWindow(p.Pad(x, fill, _name="pad"), init)
+
+
+def cumulative_sum(b, m):
+    """A sum over a window as long as the axis, of the input padded on one side: CumSum (how CumSum is lowered).
+
+    With low + high = window - 1 padding on the one windowed axis (length n), output i sums the input from
+    i - low to i + high, clipped to the axis: from the start when low >= n - 1, and to i (high 0) or i - 1
+    (high -1, exclusive); the mirror image (low 0 or -1, high >= n - 1) is the reversed sum."""
+    c = Ctx(b, m.root)
+    x, pad = m.values["x"], m.node("pad")
+    rank = len(shape_of(x))
+    a = c.a
+    if a["computation"] != "ADD" or c.opset < 11:
+        raise Refuse("not a sum, or CumSum (opset 11) is not in the target")
+    for value, what in ((m.values["init"], "init value"), (m.values["fill"], "padding value")):
+        data = constant_value(value)
+        if data is None or np.any(np.asarray(data) != 0):
+            raise Refuse(f"the {what} is not a constant 0")
+    if (pad.attr("mode") or "PAD_VALUE") != "PAD_VALUE" or any(int(i) for i in pad.attr("interior_padding") or []):
+        raise Refuse("the padding is not a plain constant padding")
+    ones = [1] * rank
+    if any([int(v) for v in (a.get(k) or ones)] != ones for k in ("window_strides", "base_dilations",
+                                                                    "window_dilations")) \
+            or (a.get("auto_pad") or "NOTSET") != "NOTSET":
+        raise Refuse("strides, dilations or auto_pad other than 1 and NOTSET")
+    window = [int(w) for w in a["window_dimensions"]]
+    low, high = [int(v) for v in pad.attr("edge_padding_low")], [int(v) for v in pad.attr("edge_padding_high")]
+    axes = [d for d in range(rank) if window[d] != 1 or low[d] or high[d]]
+    if len(axes) != 1:
+        raise Refuse("not one windowed axis")
+    d = axes[0]
+    n, lo, hi = shape_of(x)[d], low[d], high[d]
+    if lo + hi != window[d] - 1:
+        raise Refuse("the output is not as long as the axis")
+    if hi in (0, -1) and lo >= n - 1:
+        exclusive, reverse = hi == -1, 0
+    elif lo in (0, -1) and hi >= n - 1:
+        exclusive, reverse = lo == -1, 1
+    else:
+        raise Refuse("the window does not reach an end of the axis")
+    return c.onnx("CumSum", x, b.const(np.asarray(d, np.int64), "axis"), exclusive=int(exclusive), reverse=reverse)
+
+
+RULES.rules.append(Rule("ReduceWindow(Pad)-to-CumSum", _window_sum_of_padded, cumulative_sum))
 
 
 @RULES.op("ReduceWindow", inputs=2)
