@@ -8,7 +8,7 @@ import numpy as np
 
 from ...types import TensorType
 from ..rewrite import Rule
-from ._common import Ctx, Refuse, Rules, constant_value, shape_of
+from ._common import INT64_MIN, Ctx, Refuse, Rules, constant_value, shape_of
 
 RULES = Rules()
 
@@ -72,24 +72,58 @@ def conv(c: Ctx, lhs, rhs, bias=None):
     n = len(a["input_spatial_dimensions"])
     if a.get("batch_group_count", 1) not in (None, 1):
         raise Refuse("batch_group_count > 1 has no ONNX form")
-    if any(d != 1 for d in a.get("lhs_dilation") or []):
-        raise Refuse("lhs_dilation (a transposed convolution) is not mapped")
     auto = a.get("auto_pad") or "NOTSET"
     padding = [int(p) for p in (a.get("padding") or [0] * (2 * n))]
-    if any(p < 0 for p in padding):
-        raise Refuse("negative padding has no ONNX Conv form")
     in_perm = [a["input_batch_dimension"], a["input_feature_dimension"]] + list(a["input_spatial_dimensions"])
     k_perm = [a["kernel_output_feature_dimension"], a["kernel_input_feature_dimension"]] + list(
         a["kernel_spatial_dimensions"])
     out_order = [a["output_batch_dimension"], a["output_feature_dimension"]] + list(a["output_spatial_dimensions"])
     x = lhs if in_perm == list(range(n + 2)) else c.onnx("Transpose", lhs, perm=in_perm)
     w = rhs if k_perm == list(range(n + 2)) else c.onnx("Transpose", rhs, perm=k_perm)
-    y = c.onnx("Conv", x, w, bias, strides=list(a.get("window_strides") or [1] * n),
-               dilations=list(a.get("rhs_dilation") or [1] * n), group=int(a.get("feature_group_count") or 1),
-               auto_pad=auto, pads=padding if auto == "NOTSET" else None)
+    if any(int(d) != 1 for d in a.get("lhs_dilation") or []):
+        y = _conv_transpose(c, x, w, [shape_of(rhs)[d] for d in k_perm], bias, padding, auto)
+    else:
+        if any(p < 0 for p in padding):
+            raise Refuse("negative padding has no ONNX Conv form")
+        y = c.onnx("Conv", x, w, bias, strides=list(a.get("window_strides") or [1] * n),
+                   dilations=list(a.get("rhs_dilation") or [1] * n), group=int(a.get("feature_group_count") or 1),
+                   auto_pad=auto, pads=padding if auto == "NOTSET" else None)
     if out_order == list(range(n + 2)):
         return y
     return c.onnx("Transpose", y, perm=list(np.argsort(out_order)))
+
+
+def _conv_transpose(c: Ctx, x, w, w_shape: list[int], bias, padding: list[int], auto: str):
+    """A convolution of the lhs-dilated input (x NCHW, w OIHW of ``w_shape``): ConvTranspose, strided by the dilation.
+
+    ConvTranspose(W, strides s, pads b/e, output_padding o) is the stride-s-dilated input padded by
+    d*(k-1) - b before and d*(k-1) - e + o after, correlated with W's kernel flipped and its two feature
+    axes swapped (per group); so the HLO padding gives b and e (o takes what e cannot, being >= 0)."""
+    a = c.a
+    n = len(w_shape) - 2
+    strides = [int(s) for s in a["lhs_dilation"]]
+    dilations = [int(d) for d in (a.get("rhs_dilation") or [1] * n)]
+    if any(int(s) != 1 for s in a.get("window_strides") or []) or auto != "NOTSET":
+        raise Refuse("lhs_dilation with window strides or auto_pad has no ConvTranspose form")
+    kernel = w_shape[2:]
+    begin = [d * (k - 1) - p for d, k, p in zip(dilations, kernel, padding[:n])]
+    end = [d * (k - 1) - p for d, k, p in zip(dilations, kernel, padding[n:])]
+    extra = [max(-e, 0) for e in end]
+    if any(b < 0 for b in begin) or any(o >= s for o, s in zip(extra, strides)):
+        raise Refuse(f"padding {padding} is wider than a ConvTranspose can make (pads >= 0, output_padding < "
+                     f"strides {strides})")
+    group = int(a.get("feature_group_count") or 1)
+    out_f, in_per_group = w_shape[:2]
+    if group > 1:  # (O, I/g, k) -> (g, O/g, I/g, k) -> (g, I/g, O/g, k) -> (I, O/g, k)
+        w = c.onnx("Reshape", w, c.i64([group, out_f // group, in_per_group, *kernel]))
+        w = c.onnx("Transpose", w, perm=[0, 2, 1] + list(range(3, 3 + n)))
+        w = c.onnx("Reshape", w, c.i64([group * in_per_group, out_f // group, *kernel]))
+    else:
+        w = c.onnx("Transpose", w, perm=[1, 0] + list(range(2, 2 + n)))
+    spatial = list(range(2, 2 + n))
+    w = c.onnx("Slice", w, c.i64([-1] * n), c.i64([INT64_MIN] * n), c.i64(spatial), c.i64([-1] * n))
+    return c.onnx("ConvTranspose", x, w, bias, strides=strides, dilations=dilations, group=group,
+                  pads=begin + [max(e, 0) for e in end], output_padding=extra if any(extra) else None)
 
 
 RULES.op("Conv", inputs=2)(conv)
