@@ -127,11 +127,11 @@ def shape_start_end_as_slice(ctx, node):
 
 @downgrade("ConstantOfShape", 9)
 def constant_of_shape_as_expand(ctx, node):
-    """A constant shape filled with ``value``: Expand of the one value at opset 8, the constant itself below."""
-    dims = ctx.static(node.inputs[0], "input 'input' (the shape)")
+    """The shape filled with ``value``: Expand of the one value at opset 8, the constant itself below (a constant shape)."""
     value = node.attr("value")
     fill = value.numpy().reshape(-1)[:1].reshape(()) if value is not None else np.zeros((), np.float32)
     if ctx.converter.target < 8:
+        dims = ctx.static(node.inputs[0], "input 'input' (the shape; Expand is from opset 8)")
         shape = tuple(int(d) for d in np.asarray(dims).reshape(-1))
         ctx.replace(node, [ctx.const(np.full(shape, fill, fill.dtype), "filled")])
     else:  # the shape stays the node's own operand (an overridable input in old models)
