@@ -150,7 +150,7 @@ def decompose(model: Any, domains=("com.microsoft",)) -> Model:
 
 def verify(a: Any, b: Any, inputs: dict | None = None, rtol: float | None = None,
            atol: float | None = None, *, seed: int = 0, input_shapes: dict | None = None,
-           dims: dict | None = None):
+           dims: dict | None = None, bisect: bool = False, histograms: bool = False):
     """Run both models on the same inputs and compare every output; returns a report with ``.ok``.
 
     ``a`` and ``b`` are paths or models of any dialect; inputs and outputs pair by name, or by
@@ -160,8 +160,11 @@ def verify(a: Any, b: Any, inputs: dict | None = None, rtol: float | None = None
     ({symbol: size}) fixes symbols, without either an input of A with symbolic dims takes
     B's static shape, and any dim still open is 1 (said in ``report.notes``).  ``rtol``/``atol`` override the
     per-dtype tolerance table.  Returns an :class:`opconv.verify.VerifyReport`; raises
-    ExecutionError naming model A or B when one cannot run.
+    ExecutionError naming model A or B when one cannot run.  ``bisect=True``: when outputs differ,
+    ``report.bisect.divergence`` is the first node of A whose output B does not reproduce (:mod:`opconv.bisect`);
+    ``histograms=True`` keeps each output's error histogram for :func:`opconv.html_report.render`.
     """
     from .verify import verify as compare_models
 
-    return compare_models(a, b, inputs, rtol, atol, seed=seed, input_shapes=input_shapes, dims=dims)
+    return compare_models(a, b, inputs, rtol, atol, seed=seed, input_shapes=input_shapes, dims=dims,
+                          bisect=bisect, histograms=histograms)

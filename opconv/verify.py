@@ -60,6 +60,8 @@ class VerifyReport:
     notes: list[str] = field(default_factory=list)
     seconds_a: float = 0.0
     seconds_b: float = 0.0
+    bisect: Any = None  # an opconv.bisect.BisectReport when asked for and some output differs
+    histograms: dict = field(default_factory=dict)  # output name -> opconv.html_report.ErrorHistogram, if asked
 
     @property
     def failures(self) -> list[OutputComparison]:
@@ -90,7 +92,14 @@ class VerifyReport:
             "seconds_a": round(self.seconds_a, 6),
             "seconds_b": round(self.seconds_b, 6),
             "outputs": [o.to_json() for o in self.outputs],
+            **self._bisect_json(),
         }
+
+    def _bisect_json(self) -> dict:
+        if self.bisect is None:
+            return {}
+        first = self.bisect.divergence
+        return {"first_divergence": None if first is None else first.to_json(), "bisect": self.bisect.to_json()}
 
     def to_junit(self) -> str:
         """JUnit XML: one testsuite ``opconv.verify`` with one testcase per output."""
@@ -153,7 +162,7 @@ def _xml_safe(text: str) -> str:
 
 def verify(a: Any, b: Any, inputs: Mapping[str, Any] | None = None, rtol: float | None = None,
            atol: float | None = None, *, seed: int = 0, input_shapes: Mapping[str, tuple] | None = None,
-           dims: Mapping[str, int] | None = None) -> VerifyReport:
+           dims: Mapping[str, int] | None = None, bisect: bool = False, histograms: bool = False) -> VerifyReport:
     """Run models ``a`` and ``b`` on the same inputs and compare every output of B with A's.
 
     ``inputs`` maps A's input names to arrays; when omitted, seeded random
@@ -162,7 +171,10 @@ def verify(a: Any, b: Any, inputs: Mapping[str, Any] | None = None, rtol: float 
     ``dims`` ({symbol: size}) fixes symbols; without either, an input of A
     with symbolic dims takes B's static shape where B declares one; any dim
     still open is 1 (said in ``report.notes``).  ``rtol``/``atol`` override the per-dtype
-    tolerance table.  ``seed`` also seeds the random ops of both models.
+    tolerance table.  ``seed`` also seeds the random ops of both models.  ``bisect``: when some output
+    differs, find the first node of A whose output B does not reproduce (``report.bisect``,
+    :mod:`opconv.bisect`).  ``histograms``: keep each output's error histogram (``report.histograms``, drawn by
+    ``opconv verify --html``).
     """
     import opconv
 
@@ -191,11 +203,21 @@ def verify(a: Any, b: Any, inputs: Mapping[str, Any] | None = None, rtol: float 
         if name_b != name_a:
             cmp.message = f"(B's output {name_b!r}) {cmp.message}".rstrip()
         comparisons.append(cmp)
-    return VerifyReport(
+    report = VerifyReport(
         ok=all(c.ok for c in comparisons), outputs=comparisons, input_matching=input_matching,
         output_matching=output_matching, seed=seed, model_a=_describe(model_a, a), model_b=_describe(model_b, b),
         rtol=rtol, atol=atol, inputs={k: _summarize(v) for k, v in feeds_a.items()}, random_inputs=generated,
         notes=notes, seconds_a=seconds_a, seconds_b=seconds_b)
+    if histograms:
+        from .html_report import error_histogram
+
+        report.histograms = {n: error_histogram(outputs_a[n], outputs_b[out_pairs[n]]) for n in outs_a}
+    if bisect and not report.ok:
+        from .bisect import first_divergence
+
+        report.bisect = first_divergence(a, b, feeds_a, feeds_b, rtol=rtol, atol=atol, seed=seed,
+                                         output_pairs=out_pairs, loaded=(model_a, model_b))
+    return report
 
 
 def _static_shapes_of(ins_a: list[Value], ins_b: list[Value], in_pairs: dict[str, str]) -> dict[str, tuple]:

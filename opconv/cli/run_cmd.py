@@ -265,7 +265,12 @@ def run(model, inputs_path, output, seed, input_shapes, dims):
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the full report as JSON.")
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False),
               help="Write a JUnit XML report (one testcase per output) for CI dashboards.")
-def verify(model_a, model_b, inputs_path, rtol, atol, seed, input_shapes, dims, json_path, junit_path):
+@click.option("--bisect", "bisect", is_flag=True,
+              help="When outputs differ, find the first node of A whose output B does not reproduce.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False),
+              help="Write a self-contained HTML page: outputs with error histograms, bisect result, settings.")
+def verify(model_a, model_b, inputs_path, rtol, atol, seed, input_shapes, dims, json_path, junit_path, bisect,
+           html_path):
     """Run A and B on the same inputs and compare every output of B with A's.
 
     A and B may be of any dialect, e.g. an ONNX model and its conversion.
@@ -279,18 +284,20 @@ def verify(model_a, model_b, inputs_path, rtol, atol, seed, input_shapes, dims, 
       opconv verify model.onnx converted.onnx
       opconv verify model.onnx model.xml --inputs in.npz --rtol 1e-4 --atol 1e-5
       opconv verify a.onnx b.onnx --seed 3 --json report.json --junit report.xml
+      opconv verify model.onnx model.xml --bisect --html report.html
 
     Exit code 0 when every output is equal, 1 when some differ, 2 when a model
     or the inputs cannot be read or run.
     """
     import opconv
 
-    say = _echo(json_path, junit_path)
-    for path in (json_path, junit_path):
+    say = _echo(json_path, junit_path, html_path)
+    for path in (json_path, junit_path, html_path):
         if path:
             check_output(path)
     inputs = read_npz(inputs_path) if inputs_path else None
-    report = opconv.verify(model_a, model_b, inputs, rtol, atol, seed=seed, input_shapes=input_shapes, dims=dims)
+    report = opconv.verify(model_a, model_b, inputs, rtol, atol, seed=seed, input_shapes=input_shapes, dims=dims,
+                           bisect=bisect, histograms=bool(html_path))
     if report.random_inputs:
         show_input_shapes({name: s.get("shape") for name, s in report.inputs.items()})
     say(f"A: {report.model_a}")
@@ -311,8 +318,19 @@ def verify(model_a, model_b, inputs_path, rtol, atol, seed, input_shapes, dims, 
         write_text(json_path, json.dumps(report.to_json(), indent=1) + "\n")
     if junit_path:
         write_text(junit_path, report.to_junit())
+    _bisect_and_html(report, html_path, say)
     say(report.summary())
     sys.exit(0 if report.ok else 1)
+
+
+def _bisect_and_html(report, html_path: str | None, say) -> None:
+    """``verify --bisect``'s line and ``--html``'s page."""
+    if report.bisect is not None:
+        say(report.bisect.summary())
+    if html_path:
+        from ..html_report import render
+
+        write_text(html_path, render(report))
 
 
 def _describe_input(s: dict) -> str:
