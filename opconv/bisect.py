@@ -178,18 +178,12 @@ def _leaving_values(group: list[Node], graph_b) -> list[Value]:
 
 
 def _pick_leaving(v: Value, leaving: list[Value], *, single: bool) -> Value | None:
-    """The leaving value that holds ``v``: the one of ``v``'s declared shape, else the last when ``v`` is its
-    node's only output and the shape is unknown."""
-    if not leaving:
-        return None
-    shape = v.shape if isinstance(v.type, TensorType) else None
-    if shape is not None and all(isinstance(d, int) for d in shape):
-        same = [b for b in leaving if isinstance(b.type, TensorType) and b.shape is not None
-                and tuple(b.shape) == tuple(shape)]
-        if len(same) == 1 or (same and single):
-            return same[-1]
-        return None
-    return leaving[-1] if single else None
+    """The leaving value that holds ``v``: the only one that may have ``v``'s shape (a value whose shape is not
+    declared may), or the last of them when ``v`` is its node's only output."""
+    shape = v.shape if isinstance(v.type, TensorType) and v.type.is_static else None
+    fits = [b for b in leaving if shape is None or not (isinstance(b.type, TensorType) and b.type.is_static)
+            or tuple(b.shape) == tuple(shape)]
+    return fits[-1] if len(fits) == 1 or (fits and single) else None
 
 
 def _is_output(v: Value, model: Model) -> bool:

@@ -215,8 +215,11 @@ def verify(a: Any, b: Any, inputs: Mapping[str, Any] | None = None, rtol: float 
     if bisect and not report.ok:
         from .bisect import first_divergence
 
-        report.bisect = first_divergence(a, b, feeds_a, feeds_b, rtol=rtol, atol=atol, seed=seed,
-                                         output_pairs=out_pairs, loaded=(model_a, model_b))
+        try:
+            report.bisect = first_divergence(a, b, feeds_a, feeds_b, rtol=rtol, atol=atol, seed=seed,
+                                             output_pairs=out_pairs, loaded=(model_a, model_b))
+        except OpconvError as e:  # the outputs' comparison stands; say why no divergence is named
+            report.notes.append(f"bisect could not run: {e}")
     return report
 
 

@@ -232,3 +232,24 @@ def test_unnamed_nodes_have_no_counterpart_but_outputs_still_pair(tmp_path):
     first = result.divergence
     assert first.output == "y" and first.op == "Neg" and first.unpaired_before == ["Relu"]
     assert first.comparison.mismatches == 3  # the positive elements: -v vs |v|
+
+
+def test_a_conversion_back_to_onnx_pairs_with_the_ir_it_came_from(cnn, tmp_path):
+    """A = the IR, B = ir-to-onnx of it with WEIGHT perturbed: the IR layer reading WEIGHT is named, and on B the
+    node reading the initializer."""
+    xml, back = tmp_path / "cnn.xml", tmp_path / "back.onnx"
+    assert run("onnx-to-ir", cnn, "--input-shape", "image=1,3,32,32", "-o", xml).exit_code == 0
+    assert run("ir-to-onnx", xml, "-o", back).exit_code == 0
+    ir = etree.parse(str(xml))
+    [const_id] = ir.xpath(f"//layer[@type='Const'][@name='{WEIGHT}']/@id")
+    [layer_id] = [e.get("to-layer") for e in ir.iter("edge") if e.get("from-layer") == const_id]
+    [layer] = ir.xpath(f"//layer[@id='{layer_id}']/@name")
+    proto = onnx.load(str(back))
+    [init] = [t for t in proto.graph.initializer if t.name == WEIGHT]
+    w = numpy_helper.to_array(init).copy()
+    w.flat[0] += 1.0
+    init.CopyFrom(numpy_helper.from_array(w, WEIGHT))
+    onnx.save(proto, str(back))
+
+    first = _divergence_of(xml, back)
+    assert first["node"] == layer and _reader_of(str(back), WEIGHT) in first["b_nodes"]
