@@ -50,14 +50,31 @@ def _bump_float32(blob: bytearray, offset: int, by: float = 1.0) -> None:
     blob[offset:offset + 4] = np.float32(value + by).tobytes()
 
 
+def _bump_initializer(path, name: str, by: float):
+    """Add ``by`` to the first element of initializer ``name`` of the ONNX file ``path``; returns the proto."""
+    proto = onnx.load(str(path))
+    [init] = [t for t in proto.graph.initializer if t.name == name]
+    w = numpy_helper.to_array(init).copy()
+    w.flat[0] += by
+    init.CopyFrom(numpy_helper.from_array(w, name))
+    onnx.save(proto, str(path))
+    return proto
+
+
+def _ir_const_and_reader(xml_path, name: str):
+    """The Const layer called ``name`` in an IR file and the name of the one layer its edge leads to."""
+    xml = etree.parse(str(xml_path))
+    [const] = xml.xpath(f"//layer[@type='Const'][@name='{name}']")
+    [reader_id] = [e.get("to-layer") for e in xml.iter("edge") if e.get("from-layer") == const.get("id")]
+    [reader] = xml.xpath(f"//layer[@id='{reader_id}']/@name")
+    return const, reader
+
+
 def _perturbed_ir(cnn: str, tmp_path) -> tuple[str, str]:
     """The cnn as IR with WEIGHT[0] + 1 in the .bin, and the name of the layer that reads WEIGHT."""
     good = tmp_path / "good.xml"
     assert run("onnx-to-ir", cnn, "--input-shape", "image=1,3,32,32", "-o", good).exit_code == 0
-    xml = etree.parse(str(good))
-    [const] = xml.xpath(f"//layer[@type='Const'][@name='{WEIGHT}']")
-    [reader_id] = [e.get("to-layer") for e in xml.iter("edge") if e.get("from-layer") == const.get("id")]
-    [reader] = xml.xpath(f"//layer[@id='{reader_id}']/@name")
+    const, reader = _ir_const_and_reader(good, WEIGHT)
     blob = bytearray((tmp_path / "good.bin").read_bytes())
     _bump_float32(blob, int(const.find("data").get("offset")))
     shutil.copy(good, tmp_path / "bad.xml")
@@ -127,12 +144,7 @@ def test_a_constant_perturbed_in_the_hlo_weights_is_traced_to_its_instruction(cn
 def test_an_initializer_perturbed_after_a_downgrade_is_traced_by_value_name(cnn, tmp_path):
     down = tmp_path / "down.onnx"
     assert run("downgrade", "--opset", "11", cnn, "-o", down).exit_code == 0
-    proto = onnx.load(str(down))
-    [init] = [t for t in proto.graph.initializer if t.name == WEIGHT]
-    w = numpy_helper.to_array(init).copy()
-    w.flat[0] += 5.0
-    init.CopyFrom(numpy_helper.from_array(w, WEIGHT))
-    onnx.save(proto, str(down))
+    proto = _bump_initializer(down, WEIGHT, 5.0)
 
     first = _divergence_of(cnn, down)
     assert first["node"] == first["b_node"] == "conv2" and first["paired_by"] == "name"
@@ -240,16 +252,8 @@ def test_a_conversion_back_to_onnx_pairs_with_the_ir_it_came_from(cnn, tmp_path)
     xml, back = tmp_path / "cnn.xml", tmp_path / "back.onnx"
     assert run("onnx-to-ir", cnn, "--input-shape", "image=1,3,32,32", "-o", xml).exit_code == 0
     assert run("ir-to-onnx", xml, "-o", back).exit_code == 0
-    ir = etree.parse(str(xml))
-    [const_id] = ir.xpath(f"//layer[@type='Const'][@name='{WEIGHT}']/@id")
-    [layer_id] = [e.get("to-layer") for e in ir.iter("edge") if e.get("from-layer") == const_id]
-    [layer] = ir.xpath(f"//layer[@id='{layer_id}']/@name")
-    proto = onnx.load(str(back))
-    [init] = [t for t in proto.graph.initializer if t.name == WEIGHT]
-    w = numpy_helper.to_array(init).copy()
-    w.flat[0] += 1.0
-    init.CopyFrom(numpy_helper.from_array(w, WEIGHT))
-    onnx.save(proto, str(back))
+    _, layer = _ir_const_and_reader(xml, WEIGHT)
+    _bump_initializer(back, WEIGHT, 1.0)
 
     first = _divergence_of(xml, back)
     assert first["node"] == layer and _reader_of(str(back), WEIGHT) in first["b_nodes"]
