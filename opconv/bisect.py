@@ -196,7 +196,8 @@ def _is_output(v: Value, model: Model) -> bool:
 
 def first_divergence(model_a: Any, model_b: Any, feeds_a: Mapping[str, Any], feeds_b: Mapping[str, Any], *,
                      backend_a: Any = "opconv", backend_b: Any = "opconv", rtol: float | None = None,
-                     atol: float | None = None, seed: int = 0, output_pairs: Mapping[str, str] | None = None,
+                     atol: float | None = None, precision: str | None = None, seed: int = 0,
+                     output_pairs: Mapping[str, str] | None = None,
                      chunk_bytes: int = DEFAULT_CHUNK_BYTES,
                      loaded: tuple[Model, Model] | None = None) -> BisectReport:
     """Run A and B on ``feeds_a``/``feeds_b`` chunk by chunk and find A's first value B does not reproduce.
@@ -204,7 +205,7 @@ def first_divergence(model_a: Any, model_b: Any, feeds_a: Mapping[str, Any], fee
     ``backend_a``/``backend_b`` are backend names or objects of :mod:`opconv.backends` (a name gets ``seed``
     for the opconv backend).  Each run asks a side for the next paired values whose sizes add up to at most
     ``chunk_bytes`` (at least one value), compares them in order and stops at the first outside tolerance
-    (``rtol``/``atol`` as for :func:`opconv.verify`).  ``loaded`` gives the models already loaded from
+    (``rtol``/``atol``/``precision`` as for :func:`opconv.compare.compare_arrays`).  ``loaded`` gives the models already loaded from
     ``model_a``/``model_b`` (which runtimes then still read from their files).
     """
     import opconv
@@ -230,7 +231,7 @@ def first_divergence(model_a: Any, model_b: Any, feeds_a: Mapping[str, Any], fee
             if p.by == "node name" and not _comparable(value_a, value_b):
                 continue  # the name pairing guessed wrong (another layout or type): no evidence either way
             compared += 1
-            cmp = compare_arrays(p.a.name, value_a, value_b, rtol, atol)
+            cmp = compare_arrays(p.a.name, value_a, value_b, rtol, atol, precision)
             if cmp.ok:
                 last_agreeing = max(last_agreeing, position[id(p.node)])
                 continue
@@ -257,7 +258,7 @@ def _backend(backend: Any, seed: int):
 def _run(backend: Any, source: Any, model: Model, feeds: Mapping[str, Any], values: list[Value]) -> dict:
     """One run of one side returning ``values`` too.  A runtime reads the model's own files (what a deployment
     reads), opconv's executor the model already loaded; graph outputs come back anyway, so are not asked for."""
-    given = source if isinstance(source, (str, os.PathLike)) and getattr(backend, "name", "") != "opconv" else model
+    given = source if getattr(backend, "reads_files", False) and isinstance(source, (str, os.PathLike)) else model
     outputs = {id(v) for v in model.graph.outputs}
     return backend.run(given, feeds, extra_outputs=[v.name for v in values if id(v) not in outputs])
 

@@ -134,8 +134,10 @@ def _svg_text(svg, x: str, y: str, text: str) -> None:
 # the page
 # ---------------------------------------------------------------------------
 
-#: columns of the outputs table read from OutputComparison.to_json(), before any figure opconv adds later
-_OUTPUT_COLUMNS = ("max_abs_error", "max_rel_error", "mismatches", "total", "rtol", "atol")
+#: figures of OutputComparison.to_json() in the outputs table, in this order (those a report has); any other
+#: number it holds follows them
+_OUTPUT_COLUMNS = tuple(f"{stat}_{kind}_error" for kind in ("abs", "rel") for stat in ("max", "mean", "median", "p99")
+                        ) + ("mismatches", "total", "rtol", "atol")
 
 #: report keys shown elsewhere on the page, or not settings
 _NOT_SETTINGS = {"outputs", "first_divergence", "bisect", "summary", "ok"}
@@ -168,9 +170,12 @@ def render(report) -> str:
 def _outputs_table(outputs: list[dict], histograms: dict):
     from lxml import etree
 
-    extra = [k for k in (outputs[0] if outputs else {}) if k not in _OUTPUT_COLUMNS and _is_figure(outputs[0][k])
-             and k not in ("first_mismatch", "expected_value", "actual_value")]
-    columns = ["output", "status", "A", "B", *_OUTPUT_COLUMNS, *extra, "first mismatch (A vs B)", "errors |B - A|"]
+    first = outputs[0] if outputs else {}
+    figures = [k for k in _OUTPUT_COLUMNS if k in first] + [
+        k for k in first if k not in _OUTPUT_COLUMNS and _is_figure(first[k])
+        and k not in ("first_mismatch", "expected_value", "actual_value")]
+    columns = ["output", "status", "A", "B", *(k.replace("_", " ") for k in figures), "first mismatch (A vs B)",
+               "errors |B - A|"]
     table = etree.Element("table", id="outputs")
     _row(table, "th", columns)
     for o in outputs:
@@ -179,11 +184,9 @@ def _outputs_table(outputs: list[dict], histograms: dict):
         _cell(tr, "ok" if o["ok"] else "DIFFER", "status ok" if o["ok"] else "status differ")
         _cell(tr, _type_text(o["expected_dtype"], o["expected_shape"]), "a-type")
         _cell(tr, _type_text(o["actual_dtype"], o["actual_shape"]), "b-type")
-        for key in (*_OUTPUT_COLUMNS, *extra):
+        for key in figures:
             _figure_cell(tr, key, o.get(key))
-        first = o.get("first_mismatch")
-        _cell(tr, "-" if first is None else f"{list(first)}: {o['expected_value']!r} vs {o['actual_value']!r}"
-              + (f" ({o['message']})" if o.get("message") else ""), "first-mismatch")
+        _cell(tr, o.get("message") or "-", "first-mismatch")  # where the first mismatch is, A's and B's values
         hist = histograms.get(o["name"])
         td = etree.SubElement(tr, "td", {"class": "histogram"})
         if hist is None:

@@ -25,7 +25,7 @@ _MODULES = {"opconv": "reference", "onnxruntime": "onnxruntime", "openvino": "op
 
 NAMES = tuple(_MODULES)
 
-__all__ = ["Backend", "NAMES", "get_backend"]
+__all__ = ["Backend", "NAMES", "backends_for", "get_backend"]
 
 
 def get_backend(name: str, **settings) -> Backend:
@@ -35,3 +35,9 @@ def get_backend(name: str, **settings) -> Backend:
         raise OpconvError(f"unknown backend {name!r}; the backends are {', '.join(NAMES)}")
     module = importlib.import_module(f".{_MODULES[name]}", __name__)
     return module.BACKEND(**settings)
+
+
+def backends_for(dialect: str) -> list[str]:
+    """The names of the backends that run models of ``dialect``."""
+    return [name for name, module in _MODULES.items()
+            if dialect in importlib.import_module(f".{module}", __name__).BACKEND.dialects]

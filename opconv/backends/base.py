@@ -19,6 +19,8 @@ class Backend:
     name = ""
     #: the dialects of the models it runs
     dialects: tuple[str, ...] = ()
+    #: given a path, it reads the model's own files (what a deployment reads), not opconv's reading of them
+    reads_files = False
 
     def run(self, model: Any, feeds: Mapping[str, Any], extra_outputs: Iterable[str] = ()) -> dict[str, Any]:
         raise NotImplementedError
@@ -27,14 +29,21 @@ class Backend:
         """The backend as progress lines and reports name it (``openvino CPU f32``)."""
         return self.name
 
+    def compute_precision(self) -> str | None:
+        """The float type it computes in when narrower than the model's own (OpenVINO's bf16), else None."""
+        return None
+
     def load(self, model: Any) -> Model:
         """``model`` loaded by opconv, refused with a one-line error when this backend cannot run its dialect."""
         import opconv
 
         loaded = opconv.load(model)
         if loaded.dialect not in self.dialects:
+            from . import backends_for
+
             raise OpconvError(f"the {self.name} backend runs {' and '.join(self.dialects)} models, not "
-                              f"{loaded.dialect}", where=loaded.path)
+                              f"{loaded.dialect} (which {', '.join(backends_for(loaded.dialect))} run)",
+                              where=loaded.path)
         return loaded
 
 
@@ -61,6 +70,20 @@ def values_by_name(model: Model, names: Iterable[str]) -> list[Value]:
     if missing:
         raise OpconvError(f"no value called {', '.join(map(repr, missing))} in the model", where=model.path)
     return [known[n] for n in names]
+
+
+def split_computed(values: list[Value], feeds: Mapping[str, Any]) -> tuple[dict[str, Any], list[Value]]:
+    """({name: data} of the values no node computes: inputs from ``feeds``, constants from the model), and the
+    values left for the runtime (which may not name a Parameter or a weight as a result)."""
+    known, computed = {}, []
+    for v in values:
+        if v.producer is None and v.const is not None:
+            known[v.name] = np.asarray(v.const.numpy())
+        elif v.producer is None and v.name in feeds:
+            known[v.name] = np.asarray(feeds[v.name])
+        else:
+            computed.append(v)
+    return known, computed
 
 
 def as_array(value: Any) -> Any:

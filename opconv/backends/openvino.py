@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import ExecutionError, OpconvError
 from ..ir import Model
-from .base import Backend, import_runtime, values_by_name
+from .base import Backend, import_runtime, split_computed, values_by_name
 
 #: --openvino-precision -> the plugin's INFERENCE_PRECISION_HINT (None: the plugin's own default)
 PRECISIONS = {"f32": "f32", "bf16": "bf16", "f16": "f16", "default": None}
@@ -43,24 +43,38 @@ def host_array(ov, port, value) -> np.ndarray:
 class OpenVinoBackend(Backend):
     name = "openvino"
     dialects = ("openvino", "onnx")
+    reads_files = True
 
     def __init__(self, precision: str = "f32"):
         compile_config(precision)  # an unknown precision fails here, before anything runs
         self.precision = precision
 
     def describe(self) -> str:
+        if self.precision == "default":
+            return f"openvino CPU default ({self.compute_precision() or 'float32'})"
         return f"openvino CPU {self.precision}"
+
+    def compute_precision(self) -> str | None:
+        hint = PRECISIONS[self.precision]
+        if hint is None:  # the plugin's own choice on this CPU
+            ov = import_runtime("openvino", "openvino", self.name)
+            hint = ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT").get_type_name()  # f32, bf16 ...
+        return {"bf16": "bfloat16", "f16": "float16"}.get(hint)
 
     def run(self, model: Any, feeds: Mapping[str, Any], extra_outputs: Iterable[str] = ()) -> dict[str, Any]:
         ov = import_runtime("openvino", "openvino", self.name)
         loaded = self.load(model)
-        extra = values_by_name(loaded, extra_outputs)
+        requested = values_by_name(loaded, extra_outputs)
+        names = [v.name for v in loaded.graph.outputs]
+        known, extra = split_computed([v for v in requested if v.name not in names], feeds)
         core = ov.Core()
         try:
             with tempfile.TemporaryDirectory(prefix="opconv-openvino-") as folder:
                 ov_model = _read(core, model, loaded, folder)
-                names = [v.name for v in loaded.graph.outputs]
+                declared_count = len(ov_model.outputs)
                 added = ov_model.add_outputs([_port(ov_model, loaded, v) for v in extra]) if extra else []
+                # two values on one port share one Result: find each value's by position among the model's
+                positions = [list(ov_model.outputs).index(port) for port in added]
                 compiled = core.compile_model(ov_model, "CPU", compile_config(self.precision))
                 results = compiled(_feeds(compiled, loaded, feeds))
         except OpconvError:
@@ -68,16 +82,17 @@ class OpenVinoBackend(Backend):
         except Exception as e:  # noqa: BLE001 - OpenVINO raises RuntimeError with multi-line texts
             raise ExecutionError(f"openvino: {_first_line(e)}", where=loaded.path) from None
         ports = list(compiled.outputs)
-        declared, appended = ports[:len(ports) - len(added)], ports[len(ports) - len(added):]
+        declared = ports[:declared_count]
         out = {}
         for i, name in enumerate(names):
             port = next((p for p in declared if name in p.get_names()), declared[i] if i < len(declared) else None)
             if port is None:
                 raise ExecutionError(f"openvino: the compiled model has no output {name!r}", where=loaded.path)
             out[name] = host_array(ov, port, results[port])
-        for v, port in zip(extra, appended):
-            out[v.name] = host_array(ov, port, results[port])
-        return out
+        for v, position in zip(extra, positions):
+            out[v.name] = host_array(ov, ports[position], results[ports[position]])
+        out.update((name, data) for name, data in known.items() if name not in out)
+        return {name: out[name] for name in dict.fromkeys(names + [v.name for v in requested])}
 
 
 def _read(core, source: Any, loaded: Model, folder: str):
@@ -123,8 +138,13 @@ def _feeds(compiled, loaded: Model, feeds: Mapping[str, Any]) -> dict:
 
 
 def _first_line(e: Exception) -> str:
+    """OpenVINO's message in one line: its "Exception from <source file>" lines say nothing to a user; what the
+    plugin checked (first) and why it failed (last) do."""
     lines = [line.strip() for line in str(e).splitlines() if line.strip()]
-    return lines[0] if lines else type(e).__name__
+    told = [line for line in lines if not line.startswith("Exception from ")] or lines
+    if not told:
+        return type(e).__name__
+    return told[0] if len(told) == 1 else f"{told[0]} ... {told[-1]}"
 
 
 BACKEND = OpenVinoBackend
