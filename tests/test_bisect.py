@@ -257,3 +257,20 @@ def test_a_conversion_back_to_onnx_pairs_with_the_ir_it_came_from(cnn, tmp_path)
 
     first = _divergence_of(xml, back)
     assert first["node"] == layer and _reader_of(str(back), WEIGHT) in first["b_nodes"]
+
+
+def test_verify_bisects_on_the_deployed_runtimes(cnn, tmp_path):
+    """--backend A:onnxruntime --backend B:openvino: the runs that find the divergence are the runtimes' too."""
+    pytest.importorskip("openvino")
+    bad, reader = _perturbed_ir(cnn, tmp_path)
+    first = _divergence_of(cnn, bad, "--backend", "A:onnxruntime", "--backend", "B:openvino")
+    assert first["node"] == "conv2" and reader in first["b_nodes"]
+
+
+def test_stored_outputs_cannot_be_bisected_and_say_so(cnn, tmp_path):
+    bad, _ = _perturbed_ir(cnn, tmp_path)
+    assert run("verify", cnn, bad, "--save-outputs", tmp_path / "ref.npz").exit_code == 1
+    result = run("verify", bad, "--expected", tmp_path / "ref.npz", "--bisect", "--json", tmp_path / "r.json")
+    assert result.exit_code == 1
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert "first_divergence" not in report and any("bisect needs two models" in n for n in report["notes"])
