@@ -17,7 +17,7 @@ How names survive a conversion:
 - Graph outputs pair as ``verify`` pairs them.
 
 A node of A with no counterpart in B (folded away, fused into the next node, or unnamed) is not compared; the
-divergence then lists the unpaired nodes between the last agreeing value and the first diverging one, since
+divergence then lists the unchecked nodes between the last agreeing value and the first diverging one, since
 the difference may have started in any of them.
 """
 
@@ -66,7 +66,9 @@ class Divergence:
     b_nodes: list[str]  # every node of B converted from ``node``
     paired_by: str
     comparison: OutputComparison
-    unpaired_before: list[str] = field(default_factory=list)  # A's nodes since the last agreeing value, no pair
+    #: A's nodes between the last agreeing value and this node: none of their outputs was compared (no counterpart
+    #: in B, or one of another shape), so the difference may have started in any of them
+    unchecked_before: list[str] = field(default_factory=list)
 
     def describe(self) -> str:
         """One line: ``first divergence: node 'conv2' (Conv) output 'c2' ... B's 'conv2/Add_7' (Add)``."""
@@ -78,15 +80,15 @@ class Divergence:
                 f"{self.output!r} vs B's {self.b_value!r} from {self.b_node!r} ({self.b_op}): {figures}")
         if len(self.b_nodes) > 1:
             line += f"; B's nodes converted from it: {', '.join(self.b_nodes)}"
-        if self.unpaired_before:
-            line += f"; before it, {len(self.unpaired_before)} node(s) without a counterpart in B: " + \
-                ", ".join(self.unpaired_before[:5]) + (" ..." if len(self.unpaired_before) > 5 else "")
+        if self.unchecked_before:
+            line += f"; it may have started in the {len(self.unchecked_before)} unchecked node(s) before it: " + \
+                ", ".join(self.unchecked_before[:5]) + (" ..." if len(self.unchecked_before) > 5 else "")
         return line
 
     def to_json(self) -> dict:
         return {"node": self.node, "op": self.op, "output": self.output, "index": self.index,
                 "b_value": self.b_value, "b_node": self.b_node, "b_op": self.b_op, "b_nodes": list(self.b_nodes),
-                "paired_by": self.paired_by, "unpaired_before": list(self.unpaired_before),
+                "paired_by": self.paired_by, "unchecked_before": list(self.unchecked_before),
                 **{k: v for k, v in self.comparison.to_json().items() if k != "name"}}
 
 
@@ -205,8 +207,8 @@ def first_divergence(model_a: Any, model_b: Any, feeds_a: Mapping[str, Any], fee
     ``backend_a``/``backend_b`` are backend names or objects of :mod:`opconv.backends` (a name gets ``seed``
     for the opconv backend).  Each run asks a side for the next paired values whose sizes add up to at most
     ``chunk_bytes`` (at least one value), compares them in order and stops at the first outside tolerance
-    (``rtol``/``atol``/``precision`` as for :func:`opconv.compare.compare_arrays`).  ``loaded`` gives the models already loaded from
-    ``model_a``/``model_b`` (which runtimes then still read from their files).
+    (``rtol``/``atol``/``precision`` as for :func:`opconv.compare.compare_arrays`).  ``loaded`` gives the models
+    already loaded from ``model_a``/``model_b`` (which runtimes then still read from their files).
     """
     import opconv
 
@@ -217,7 +219,6 @@ def first_divergence(model_a: Any, model_b: Any, feeds_a: Mapping[str, Any], fee
     pairs = map_values(model_a, model_b, output_pairs)
     values = sum(v is not None for n in model_a.graph.nodes for v in n.outputs)
     position = {id(n): i for i, n in enumerate(model_a.graph.nodes)}
-    paired_nodes = {id(p.node) for p in pairs}
     compared = runs = 0
     last_agreeing = -1
     largest_seen = [0]
@@ -236,12 +237,11 @@ def first_divergence(model_a: Any, model_b: Any, feeds_a: Mapping[str, Any], fee
                 last_agreeing = max(last_agreeing, position[id(p.node)])
                 continue
             index = position[id(p.node)]
-            unpaired = [n.name or n.op for n in model_a.graph.nodes[last_agreeing + 1:index]
-                        if id(n) not in paired_nodes]
+            unchecked = [n.name or n.op for n in model_a.graph.nodes[last_agreeing + 1:index]]
             producer = p.b.producer
             divergence = Divergence(
                 p.node.name, p.node.op, p.a.name, index, p.b.name, producer.name, producer.op,
-                [n.name for n in p.b_nodes], p.by, cmp, unpaired)
+                [n.name for n in p.b_nodes], p.by, cmp, unchecked)
             return BisectReport(divergence, values, len(pairs), compared, runs, time.perf_counter() - start)
         del got_a, got_b
     return BisectReport(None, values, len(pairs), compared, runs, time.perf_counter() - start)

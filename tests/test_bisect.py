@@ -161,7 +161,7 @@ def test_an_initializer_perturbed_after_a_downgrade_is_traced_by_value_name(cnn,
 
 
 def test_the_first_of_two_divergences_in_topological_order_is_named(cnn, tmp_path):
-    """conv1's and fc's weights both perturbed: conv1 comes first; the unpaired nodes between are listed."""
+    """conv1's and fc's weights both perturbed: conv1 comes first."""
     model = opconv.convert_version(cnn, 11)
     for name in ("fc.w", "conv1.w"):
         value = model.graph.initializers[name]
@@ -242,7 +242,7 @@ def test_unnamed_nodes_have_no_counterpart_but_outputs_still_pair(tmp_path):
     result = first_divergence(a, b, feeds, feeds)
     assert [p.by for p in map_values(opconv.load(a), opconv.load(b))] == ["name"]
     first = result.divergence
-    assert first.output == "y" and first.op == "Neg" and first.unpaired_before == ["Relu"]
+    assert first.output == "y" and first.op == "Neg" and first.unchecked_before == ["Relu"]
     assert first.comparison.mismatches == 3  # the positive elements: -v vs |v|
 
 
