@@ -61,6 +61,15 @@ def _bump_initializer(path, name: str, by: float):
     return proto
 
 
+def _bump_weight(model, name: str, by: float):
+    """Add ``by`` to the first element of constant ``name`` of an in-memory model; returns its value."""
+    value = model.graph.initializers[name]
+    w = np.array(value.const.numpy())
+    w.flat[0] += by
+    value.const = opconv.Tensor.from_array(w, name=name)
+    return value
+
+
 def _ir_const_and_reader(xml_path, name: str):
     """The Const layer called ``name`` in an IR file and the name of the one layer its edge leads to."""
     xml = etree.parse(str(xml_path))
@@ -164,10 +173,7 @@ def test_the_first_of_two_divergences_in_topological_order_is_named(cnn, tmp_pat
     """conv1's and fc's weights both perturbed: conv1 comes first."""
     model = opconv.convert_version(cnn, 11)
     for name in ("fc.w", "conv1.w"):
-        value = model.graph.initializers[name]
-        w = np.array(value.const.numpy())
-        w.flat[0] += 1.0
-        value.const = opconv.Tensor.from_array(w, name=name)
+        _bump_weight(model, name, 1.0)
     feeds = random_inputs(cnn, input_shapes=SHAPES)
     result = first_divergence(cnn, model, feeds, feeds)
     assert result.divergence.node == _reader_of(cnn, "conv1.w") and result.divergence.index == 0
@@ -274,3 +280,31 @@ def test_stored_outputs_cannot_be_bisected_and_say_so(cnn, tmp_path):
     assert result.exit_code == 1
     report = json.loads((tmp_path / "r.json").read_text())
     assert "first_divergence" not in report and any("bisect needs two models" in n for n in report["notes"])
+
+
+@pytest.mark.parametrize("target", ["openvino", "hlo", "onnx-11"])
+def test_perturbed_weights_of_a_torch_export_are_traced_to_their_readers(fixtures_dir, target):
+    """A torch (dynamo) export with depthwise convolutions, Hardswish and squeeze-excitation, converted, then
+    every fourth float weight of the conversion perturbed in turn: each time the node reading it is among B's
+    nodes of the divergence."""
+    path = f"{fixtures_dir}/corpus/mobilenet_se_dynamo.onnx"
+    stored = np.load(f"{fixtures_dir}/corpus/mobilenet_se_dynamo.npz")
+    feeds = {k[len("input:"):]: v for k, v in stored.items() if k.startswith("input:")}
+
+    def converted():
+        if target == "onnx-11":
+            return opconv.convert_version(path, 11)
+        return opconv.convert(path, target, input_shapes={k: v.shape for k, v in feeds.items()})
+
+    names = [k for k, v in converted().graph.initializers.items() if v.const is not None
+             and v.const.dtype == "float32" and v.const.numpy().size > 16][::4]
+    assert len(names) >= 4
+    traced = 0
+    for name in names:
+        model = converted()
+        value = _bump_weight(model, name, 5.0)
+        first = first_divergence(path, model, feeds, feeds).divergence
+        if first is not None:  # (a weight can be unread by these inputs, e.g. a padded position)
+            assert {n.name for n, _ in value.uses} & set(first.b_nodes), (name, first.describe())
+            traced += 1
+    assert traced >= len(names) - 1
