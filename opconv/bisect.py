@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
@@ -200,8 +200,8 @@ def first_divergence(model_a: Any, model_b: Any, feeds_a: Mapping[str, Any], fee
                      backend_a: Any = "opconv", backend_b: Any = "opconv", rtol: float | None = None,
                      atol: float | None = None, precision: str | None = None, seed: int = 0,
                      output_pairs: Mapping[str, str] | None = None,
-                     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-                     loaded: tuple[Model, Model] | None = None) -> BisectReport:
+                     chunk_bytes: int = DEFAULT_CHUNK_BYTES, loaded: tuple[Model, Model] | None = None,
+                     progress: Callable[[str, str, float | None], None] | None = None) -> BisectReport:
     """Run A and B on ``feeds_a``/``feeds_b`` chunk by chunk and find A's first value B does not reproduce.
 
     ``backend_a``/``backend_b`` are backend names or objects of :mod:`opconv.backends` (a name gets ``seed``
@@ -209,6 +209,8 @@ def first_divergence(model_a: Any, model_b: Any, feeds_a: Mapping[str, Any], fee
     ``chunk_bytes`` (at least one value), compares them in order and stops at the first outside tolerance
     (``rtol``/``atol``/``precision`` as for :func:`opconv.compare.compare_arrays`).  ``loaded`` gives the models
     already loaded from ``model_a``/``model_b`` (which runtimes then still read from their files).
+    ``progress("bisect", what, seconds)`` hears when each chunk's runs start (seconds None) and end, as
+    :func:`opconv.verify` tells its progress.
     """
     import opconv
 
@@ -222,10 +224,18 @@ def first_divergence(model_a: Any, model_b: Any, feeds_a: Mapping[str, Any], fee
     compared = runs = 0
     last_agreeing = -1
     largest_seen = [0]
+    done = 0
     for chunk in _chunks(pairs, chunk_bytes, largest_seen):
+        what = f"values {done + 1}-{done + len(chunk)} of {len(pairs)} paired, on both sides"
+        if progress:
+            progress("bisect", what, None)
+        started = time.perf_counter()
         got_a = _run(run_a, source_a, model_a, feeds_a, [p.a for p in chunk])
         got_b = _run(run_b, source_b, model_b, feeds_b, [p.b for p in chunk])
+        if progress:
+            progress("bisect", what, time.perf_counter() - started)
         runs += 1
+        done += len(chunk)
         for p in chunk:
             value_a, value_b = got_a[p.a.name], got_b[p.b.name]
             largest_seen[0] = max(largest_seen[0], _nbytes(value_a), _nbytes(value_b))

@@ -301,12 +301,12 @@ def verify(a: Any, b: Any = None, inputs: Mapping[str, Any] | None = None,
         report.histograms = {name: error_histogram(outputs_a[name], outputs_b[out_pairs[name]])
                              for name in side_a.output_names}
     if bisect and not report.ok:
-        _bisect(report, side_a, side_b, feeds_a, feeds_b, out_pairs, global_rtol, global_atol)
+        _bisect(report, side_a, side_b, feeds_a, feeds_b, out_pairs, global_rtol, global_atol, progress)
     return report
 
 
 def _bisect(report: VerifyReport, side_a: "_Side", side_b: "_Side", feeds_a: dict, feeds_b: dict,
-            out_pairs: dict[str, str], rtol: float | None, atol: float | None) -> None:
+            out_pairs: dict[str, str], rtol: float | None, atol: float | None, progress: Progress | None) -> None:
     """``report.bisect``: the first divergence, found on the sides' own backends; or a note saying why not."""
     from .bisect import first_divergence
 
@@ -317,7 +317,7 @@ def _bisect(report: VerifyReport, side_a: "_Side", side_b: "_Side", feeds_a: dic
         report.bisect = first_divergence(
             side_a.source, side_b.source, feeds_a, feeds_b, backend_a=side_a.backend, backend_b=side_b.backend,
             rtol=rtol, atol=atol, precision=report.precision, output_pairs=out_pairs,
-            loaded=(side_a.model, side_b.model))
+            loaded=(side_a.model, side_b.model), progress=progress)
     except OpconvError as e:  # the outputs' comparison stands; say why no divergence is named
         report.notes.append(f"bisect could not run: {e}")
 

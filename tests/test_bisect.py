@@ -106,6 +106,10 @@ def test_a_weight_perturbed_in_the_ir_bin_is_traced_to_its_layer(cnn, tmp_path):
     assert reader in first["b_nodes"] and reader.startswith("conv2/")
     assert first["mismatches"] > 0 and first["max_abs_error"] > 0.1
 
+    result = run("verify", cnn, bad, "--bisect")  # said on the terminal, the bisect's runs in the progress
+    assert result.exit_code == 1 and "bisect: values 1-10 of 10 paired, on both sides:" in result.stderr
+    assert "first divergence: node 'conv2' (Conv" in result.output and reader in result.output.splitlines()[-2]
+
     report = opconv.verify(cnn, bad, bisect=True)  # the Python API says the same
     assert report.bisect.divergence.node == "conv2"
     assert json.loads(json.dumps(report.to_json()))["first_divergence"] == first
