@@ -69,6 +69,7 @@ class Divergence:
     #: A's nodes between the last agreeing value and this node: none of their outputs was compared (no counterpart
     #: in B, or one of another shape), so the difference may have started in any of them
     unchecked_before: list[str] = field(default_factory=list)
+    histogram: Any = None  # the ErrorHistogram of |B - A| over the value (opconv.html_report draws it)
 
     def describe(self) -> str:
         """One line: ``first divergence: node 'conv2' (Conv) output 'c2' ... B's 'conv2/Add_7' (Add)``."""
@@ -214,6 +215,8 @@ def first_divergence(model_a: Any, model_b: Any, feeds_a: Mapping[str, Any], fee
     """
     import opconv
 
+    from .html_report import error_histogram
+
     start = time.perf_counter()
     source_a, source_b = model_a, model_b
     model_a, model_b = loaded or (opconv.load(source_a), opconv.load(source_b))
@@ -251,7 +254,7 @@ def first_divergence(model_a: Any, model_b: Any, feeds_a: Mapping[str, Any], fee
             producer = p.b.producer
             divergence = Divergence(
                 p.node.name, p.node.op, p.a.name, index, p.b.name, producer.name, producer.op,
-                [n.name for n in p.b_nodes], p.by, cmp, unchecked)
+                [n.name for n in p.b_nodes], p.by, cmp, unchecked, error_histogram(value_a, value_b))
             return BisectReport(divergence, values, len(pairs), compared, runs, time.perf_counter() - start)
         del got_a, got_b
     return BisectReport(None, values, len(pairs), compared, runs, time.perf_counter() - start)

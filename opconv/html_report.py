@@ -207,8 +207,10 @@ def _bisect_section(report):
         return section
     etree.SubElement(section, "p", {"class": "summary"}).text = result.summary()
     if result.divergence is not None:
-        fields = result.divergence.to_json()
-        section.append(_settings_table(fields, table_id="first-divergence"))
+        section.append(_settings_table(result.divergence.to_json(), table_id="first-divergence"))
+        if result.divergence.histogram is not None:
+            etree.SubElement(section, "p").text = "errors |B - A| of the diverging value:"
+            section.append(histogram_svg(result.divergence.histogram))
     section.append(_settings_table(result.to_json(), table_id="bisect-stats"))
     return section
 

@@ -93,6 +93,8 @@ def test_the_page_holds_the_table_histograms_bisect_and_settings(tmp_path):
     first = {tr.get("data-key"): tr.xpath("string(td)") for tr in page.xpath("//table[@id='first-divergence']/tr")}
     assert first["node"] == "shift" and first["op"] == "Identity" and first["b_op"] == "Add"
     assert first["output"] == "y" and first["mismatches"] == "3"
+    divergence_bars = page.xpath("//div[@id='bisect']/svg//rect[@class='bin']")
+    assert {r.get("data-label"): int(r.get("data-count")) for r in divergence_bars} == bars
     assert json.loads(json_path.read_text())["first_divergence"]["node"] == "shift"
 
     settings = {tr.get("data-key"): tr.xpath("string(td)") for tr in page.xpath("//table[@id='settings']/tr")}
@@ -125,6 +127,8 @@ def test_a_real_conversion_with_a_perturbed_weight(fixtures_dir, tmp_path):
     assert top / 10 <= max_abs < top
     node = page.xpath("string(//table[@id='first-divergence']/tr[@data-key='node']/td)")
     assert node == "conv2"
+    total = page.xpath("string(//table[@id='first-divergence']/tr[@data-key='total']/td)")
+    assert sum(int(c) for c in page.xpath("//div[@id='bisect']/svg//rect/@data-count")) == int(total) == 16 * 8 * 8
 
 
 def test_without_bisect_the_page_says_it_was_not_run(tmp_path):
