@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from lxml import etree, html
 
 #: at most this many decades of error get a bar of their own; smaller errors share the first bar
 MAX_DECADES = 14
@@ -100,8 +101,6 @@ def _json_float(x: float) -> float | str:
 def histogram_svg(hist: ErrorHistogram, width: int = 380, height: int = 120):
     """The histogram as an ``<svg>`` element: one bar per bin, heights on a log scale of the counts (so a few
     large errors among a million exact elements still show), the count above each bar."""
-    from lxml import etree
-
     svg = etree.Element("svg", xmlns="http://www.w3.org/2000/svg", width=str(width), height=str(height),
                         viewBox=f"0 0 {width} {height}", role="img")
     etree.SubElement(svg, "title").text = f"absolute error of {hist.total} elements, by decade"
@@ -125,8 +124,6 @@ def histogram_svg(hist: ErrorHistogram, width: int = 380, height: int = 120):
 
 
 def _svg_text(svg, x: str, y: str, text: str) -> None:
-    from lxml import etree
-
     etree.SubElement(svg, "text", x=x, y=y, **{"text-anchor": "middle"}).text = text
 
 
@@ -145,8 +142,6 @@ _NOT_SETTINGS = {"outputs", "first_divergence", "bisect", "summary", "ok"}
 
 def render(report) -> str:
     """The page of a :class:`opconv.verify.VerifyReport` (its ``histograms`` and ``bisect`` when it has them)."""
-    from lxml import etree, html
-
     data = report.to_json()
     page = etree.Element("html", lang="en")
     head = etree.SubElement(page, "head")
@@ -168,13 +163,11 @@ def render(report) -> str:
 
 
 def _outputs_table(outputs: list[dict], histograms: dict):
-    from lxml import etree
-
     first = outputs[0] if outputs else {}
     figures = [k for k in _OUTPUT_COLUMNS if k in first] + [
         k for k in first if k not in _OUTPUT_COLUMNS and _is_figure(first[k])
         and k not in ("first_mismatch", "expected_value", "actual_value")]
-    columns = ["output", "status", "A", "B", *(k.replace("_", " ") for k in figures), "first mismatch (A vs B)",
+    columns = ["output", "status", "A", "B", *(k.replace("_", " ") for k in figures), "message",
                "errors |B - A|"]
     table = etree.Element("table", id="outputs")
     _row(table, "th", columns)
@@ -186,7 +179,7 @@ def _outputs_table(outputs: list[dict], histograms: dict):
         _cell(tr, _type_text(o["actual_dtype"], o["actual_shape"]), "b-type")
         for key in figures:
             _figure_cell(tr, key, o.get(key))
-        _cell(tr, o.get("message") or "-", "first-mismatch")  # where the first mismatch is, A's and B's values
+        _cell(tr, o.get("message") or "-", "message")  # where the first mismatch is, with A's and B's values
         hist = histograms.get(o["name"])
         td = etree.SubElement(tr, "td", {"class": "histogram"})
         if hist is None:
@@ -197,12 +190,11 @@ def _outputs_table(outputs: list[dict], histograms: dict):
 
 
 def _bisect_section(report):
-    from lxml import etree
-
     section = etree.Element("div", id="bisect")
     result = getattr(report, "bisect", None)
     if result is None:
-        etree.SubElement(section, "p").text = ("not run: every output is equal" if report.ok
+        why = [note for note in report.notes if note.startswith("bisect")]
+        etree.SubElement(section, "p").text = ("not run: every output is equal" if report.ok else why[0] if why
                                                else "not run (opconv verify --bisect runs it)")
         return section
     etree.SubElement(section, "p", {"class": "summary"}).text = result.summary()
@@ -216,8 +208,6 @@ def _bisect_section(report):
 
 
 def _settings_table(values: dict, table_id: str = "settings"):
-    from lxml import etree
-
     table = etree.Element("table", id=table_id)
     for key, value in values.items():
         tr = etree.SubElement(table, "tr", {"data-key": key})
@@ -230,24 +220,18 @@ def _settings_table(values: dict, table_id: str = "settings"):
 
 
 def _row(table, tag: str, cells: list[str]) -> None:
-    from lxml import etree
-
     tr = etree.SubElement(table, "tr")
     for text in cells:
         etree.SubElement(tr, tag).text = text
 
 
 def _cell(tr, text: str, css: str) -> None:
-    from lxml import etree
-
     from .verify import _xml_safe
 
     etree.SubElement(tr, "td", {"class": css}).text = _xml_safe(text)
 
 
 def _figure_cell(tr, key: str, value: Any) -> None:
-    from lxml import etree
-
     td = etree.SubElement(tr, "td", {"class": f"num {key}", "data-value": _exact(value)})
     td.text = "-" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
 

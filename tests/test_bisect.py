@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 import pytest
 from click.testing import CliRunner
-from lxml import etree
+from lxml import etree, html
 from onnx import helper, numpy_helper
 
 import opconv
@@ -280,10 +280,13 @@ def test_verify_bisects_on_the_deployed_runtimes(cnn, tmp_path):
 def test_stored_outputs_cannot_be_bisected_and_say_so(cnn, tmp_path):
     bad, _ = _perturbed_ir(cnn, tmp_path)
     assert run("verify", cnn, bad, "--save-outputs", tmp_path / "ref.npz").exit_code == 1
-    result = run("verify", bad, "--expected", tmp_path / "ref.npz", "--bisect", "--json", tmp_path / "r.json")
+    result = run("verify", bad, "--expected", tmp_path / "ref.npz", "--bisect", "--json", tmp_path / "r.json",
+                 "--html", tmp_path / "r.html")
     assert result.exit_code == 1
     report = json.loads((tmp_path / "r.json").read_text())
     assert "first_divergence" not in report and any("bisect needs two models" in n for n in report["notes"])
+    page = html.fromstring((tmp_path / "r.html").read_bytes())
+    assert "bisect needs two models" in page.xpath("string(//div[@id='bisect'])")
 
 
 @pytest.mark.parametrize("target", ["openvino", "hlo", "onnx-11"])
