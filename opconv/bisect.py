@@ -80,10 +80,10 @@ class Divergence:
         line = (f"first divergence: node {self.node!r} ({self.op}, #{self.index} in A's order), output "
                 f"{self.output!r} vs B's {self.b_value!r} from {self.b_node!r} ({self.b_op}): {figures}")
         if len(self.b_nodes) > 1:
-            line += f"; B's nodes converted from it: {', '.join(self.b_nodes)}"
+            line += f"; B's nodes converted from it: {_some(self.b_nodes)}"
         if self.unchecked_before:
-            line += f"; it may have started in the {len(self.unchecked_before)} unchecked node(s) before it: " + \
-                ", ".join(self.unchecked_before[:5]) + (" ..." if len(self.unchecked_before) > 5 else "")
+            line += (f"; it may have started in the {len(self.unchecked_before)} unchecked node(s) before it: "
+                     f"{_some(self.unchecked_before)}")
         return line
 
     def to_json(self) -> dict:
@@ -91,6 +91,10 @@ class Divergence:
                 "b_value": self.b_value, "b_node": self.b_node, "b_op": self.b_op, "b_nodes": list(self.b_nodes),
                 "paired_by": self.paired_by, "unchecked_before": list(self.unchecked_before),
                 **{k: v for k, v in self.comparison.to_json().items() if k != "name"}}
+
+
+def _some(names: list[str], shown: int = 6) -> str:
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 @dataclass

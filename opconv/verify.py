@@ -151,8 +151,9 @@ class VerifyReport:
             if not o.ok:
                 failure = etree.SubElement(case, "failure", message=_xml_safe(o.message), type="mismatch")
                 failure.text = _xml_safe(_failure_details(o))
-        if self.notes:
-            etree.SubElement(suite, "system-out").text = _xml_safe("\n".join(self.notes))
+        said = self.notes + ([self.bisect.summary()] if self.bisect is not None else [])
+        if said:
+            etree.SubElement(suite, "system-out").text = _xml_safe("\n".join(said))
         return etree.tostring(root, pretty_print=True, xml_declaration=True, encoding="UTF-8").decode("utf-8")
 
 

@@ -110,8 +110,10 @@ def test_a_weight_perturbed_in_the_ir_bin_is_traced_to_its_layer(cnn, tmp_path):
     assert result.exit_code == 1 and "bisect: values 1-10 of 10 paired, on both sides:" in result.stderr
     assert "first divergence: node 'conv2' (Conv" in result.output and reader in result.output.splitlines()[-2]
 
-    report = opconv.verify(cnn, bad, bisect=True)  # the Python API says the same
+    report = opconv.verify(cnn, bad, bisect=True)  # the Python API says the same, and JUnit's system-out
     assert report.bisect.divergence.node == "conv2"
+    junit = etree.fromstring(report.to_junit().encode())
+    assert "first divergence: node 'conv2'" in junit.findtext("testsuite/system-out")
     assert json.loads(json.dumps(report.to_json()))["first_divergence"] == first
 
 
