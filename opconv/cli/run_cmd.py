@@ -335,7 +335,9 @@ def verify(model_a, model_b, inputs_path, backends, openvino_precision, rtols, a
     (tolerances per element type, at the float type the model computes in,
     unless --rtol/--atol); integers, bools and strings exactly.  Each output
     gets the max, mean, median and 99th percentile of its absolute and
-    relative errors.
+    relative errors.  When outputs differ, --bisect names the first node of A
+    (in topological order) whose output B does not reproduce, comparing the
+    intermediate values the conversion kept names for, on the same backends.
 
     \b
     Examples:
