@@ -283,17 +283,18 @@ def _run(backend: Any, source: Any, model: Model, feeds: Mapping[str, Any], valu
 def _chunks(pairs: list[ValuePair], limit: int, largest_seen: list[int]) -> Iterator[list[ValuePair]]:
     """``pairs`` in order, cut where the next value would take the chunk over ``limit`` bytes per side.
     ``largest_seen`` (updated by the caller as values come back) sizes values whose type does not say."""
+    def size(p: ValuePair) -> int:
+        declared = max(_declared_bytes(p.a), _declared_bytes(p.b))
+        return declared if declared >= 0 else largest_seen[0] or _UNKNOWN_SIZE_GUESS
+
     chunk: list[ValuePair] = []
     total = 0
     for p in pairs:
-        size = max(_declared_bytes(p.a), _declared_bytes(p.b))
-        if size < 0:
-            size = largest_seen[0] or _UNKNOWN_SIZE_GUESS
-        if chunk and total + size > limit:
+        if chunk and total + size(p) > limit:
             yield chunk
             chunk, total = [], 0
         chunk.append(p)
-        total += size
+        total += size(p)  # sized again: what the last chunk brought back may have taught the size
     if chunk:
         yield chunk
 
