@@ -151,7 +151,8 @@ def decompose(model: Any, domains=("com.microsoft",)) -> Model:
 def verify(a: Any, b: Any = None, inputs: dict | None = None, rtol: float | dict | None = None,
            atol: float | dict | None = None, *, seed: int = 0, input_shapes: dict | None = None,
            dims: dict | None = None, backends: str | tuple | None = None, openvino_precision: str = "f32",
-           expected: Any = None, save_outputs: str | os.PathLike | None = None, progress=None):
+           expected: Any = None, save_outputs: str | os.PathLike | None = None, progress=None,
+           bisect: bool = False, histograms: bool = False):
     """Run both models on the same inputs and compare every output; returns a report with ``.ok``.
 
     ``a`` and ``b`` are paths or models of any dialect; inputs and outputs pair by name, or by
@@ -170,10 +171,12 @@ def verify(a: Any, b: Any = None, inputs: dict | None = None, rtol: float | dict
     and A's outputs in that layout.  ``progress(side, what, seconds)`` hears when each side starts
     (seconds None) and ends.  Returns an :class:`opconv.verify.VerifyReport` (per output: max, mean,
     median, p99 of absolute and relative errors, mismatch count); raises ExecutionError naming model A
-    or B when one cannot run.
+    or B when one cannot run.  ``bisect=True``: when outputs differ, ``report.bisect.divergence`` is the
+    first node of A whose output B does not reproduce, run on the same backends (:mod:`opconv.bisect`);
+    ``histograms=True`` keeps each output's error histogram for :func:`opconv.html_report.render`.
     """
     from .verify import verify as compare_models
 
     return compare_models(a, b, inputs, rtol, atol, seed=seed, input_shapes=input_shapes, dims=dims,
                           backends=backends, openvino_precision=openvino_precision, expected=expected,
-                          save_outputs=save_outputs, progress=progress)
+                          save_outputs=save_outputs, progress=progress, bisect=bisect, histograms=histograms)

@@ -77,6 +77,8 @@ class VerifyReport:
     notes: list[str] = field(default_factory=list)
     seconds_a: float = 0.0
     seconds_b: float = 0.0
+    bisect: Any = None  # an opconv.bisect.BisectReport when asked for and some output differs
+    histograms: dict = field(default_factory=dict)  # output name -> opconv.html_report.ErrorHistogram, if asked
 
     @property
     def failures(self) -> list[OutputComparison]:
@@ -112,7 +114,14 @@ class VerifyReport:
             "seconds_a": round(self.seconds_a, 6),
             "seconds_b": round(self.seconds_b, 6),
             "outputs": [o.to_json() for o in self.outputs],
+            **self._bisect_json(),
         }
+
+    def _bisect_json(self) -> dict:
+        if self.bisect is None:
+            return {}
+        first = self.bisect.divergence
+        return {"first_divergence": None if first is None else first.to_json(), "bisect": self.bisect.to_json()}
 
     def to_junit(self) -> str:
         """JUnit XML: one testsuite ``opconv.verify`` with one testcase per output."""
@@ -142,8 +151,9 @@ class VerifyReport:
             if not o.ok:
                 failure = etree.SubElement(case, "failure", message=_xml_safe(o.message), type="mismatch")
                 failure.text = _xml_safe(_failure_details(o))
-        if self.notes:
-            etree.SubElement(suite, "system-out").text = _xml_safe("\n".join(self.notes))
+        said = self.notes + ([self.bisect.summary()] if self.bisect is not None else [])
+        if said:
+            etree.SubElement(suite, "system-out").text = _xml_safe("\n".join(said))
         return etree.tostring(root, pretty_print=True, xml_declaration=True, encoding="UTF-8").decode("utf-8")
 
 
@@ -199,7 +209,8 @@ def verify(a: Any, b: Any = None, inputs: Mapping[str, Any] | None = None,
            seed: int = 0, input_shapes: Mapping[str, tuple] | None = None, dims: Mapping[str, int] | None = None,
            backends: str | Sequence[str] | None = None, openvino_precision: str = "f32",
            expected: str | os.PathLike | Mapping[str, Any] | None = None,
-           save_outputs: str | os.PathLike | None = None, progress: Progress | None = None) -> VerifyReport:
+           save_outputs: str | os.PathLike | None = None, progress: Progress | None = None, bisect: bool = False,
+           histograms: bool = False) -> VerifyReport:
     """Run models ``a`` and ``b`` on the same inputs and compare every output of B with A's.
 
     ``inputs`` maps A's input names to arrays; when omitted, seeded random
@@ -223,6 +234,10 @@ def verify(a: Any, b: Any = None, inputs: Mapping[str, Any] | None = None,
     (used unless ``inputs`` is given), ``output:NAME`` the outputs (a file without prefixes holds outputs
     only, as ``opconv run -o`` writes).  ``save_outputs`` writes the inputs and A's outputs (the model's, with
     ``expected``) in that layout.  ``progress`` is told when each side starts and how long it took.
+
+    ``bisect``: when some output differs, find the first node of A whose output B does not reproduce, on the
+    same backends (``report.bisect``, :mod:`opconv.bisect`).  ``histograms``: keep each output's error
+    histogram (``report.histograms``, drawn by ``opconv verify --html``).
     """
     if (b is None) == (expected is None):
         raise OpconvError("give two models, or one model and expected outputs" if b is None else
@@ -274,13 +289,38 @@ def verify(a: Any, b: Any = None, inputs: Mapping[str, Any] | None = None,
         if name_b != name_a:
             cmp.message = f"(B's output {name_b!r}) {cmp.message}".rstrip()
         comparisons.append(cmp)
-    return VerifyReport(
+    report = VerifyReport(
         ok=all(c.ok for c in comparisons), outputs=comparisons, input_matching=input_matching,
         output_matching=output_matching, seed=seed, model_a=side_a.description, model_b=side_b.description,
         rtol=global_rtol, atol=global_atol, output_rtol=output_rtol, output_atol=output_atol, precision=precision,
         backend_a=side_a.backend_name(), backend_b=side_b.backend_name(),
         inputs={k: _summarize(v) for k, v in feeds_a.items()}, random_inputs=generated,
         notes=notes, seconds_a=seconds_a, seconds_b=seconds_b)
+    if histograms:
+        from .html_report import error_histogram
+
+        report.histograms = {name: error_histogram(outputs_a[name], outputs_b[out_pairs[name]])
+                             for name in side_a.output_names}
+    if bisect and not report.ok:
+        _bisect(report, side_a, side_b, feeds_a, feeds_b, out_pairs, global_rtol, global_atol, progress)
+    return report
+
+
+def _bisect(report: VerifyReport, side_a: "_Side", side_b: "_Side", feeds_a: dict, feeds_b: dict,
+            out_pairs: dict[str, str], rtol: float | None, atol: float | None, progress: Progress | None) -> None:
+    """``report.bisect``: the first divergence, found on the sides' own backends; or a note saying why not."""
+    from .bisect import first_divergence
+
+    if side_a.model is None or side_b.model is None:
+        report.notes.append("bisect needs two models: stored outputs hold no intermediate values")
+        return
+    try:
+        report.bisect = first_divergence(
+            side_a.source, side_b.source, feeds_a, feeds_b, backend_a=side_a.backend, backend_b=side_b.backend,
+            rtol=rtol, atol=atol, precision=report.precision, output_pairs=out_pairs,
+            loaded=(side_a.model, side_b.model), progress=progress)
+    except OpconvError as e:  # the outputs' comparison stands; say why no divergence is named
+        report.notes.append(f"bisect could not run: {e}")
 
 
 @dataclass

@@ -319,9 +319,13 @@ def _tolerance_option(what: str, values: tuple[str, ...]) -> float | dict[str, f
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the full report as JSON.")
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False),
               help="Write a JUnit XML report (one testcase per output) for CI dashboards.")
+@click.option("--bisect", "bisect", is_flag=True,
+              help="When outputs differ, find the first node of A whose output B does not reproduce.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False),
+              help="Write a self-contained HTML page: outputs with error histograms, bisect result, settings.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress or input shapes on stderr.")
 def verify(model_a, model_b, inputs_path, backends, openvino_precision, rtols, atols, seed, input_shapes, dims,
-           expected_path, save_path, json_path, junit_path, quiet):
+           expected_path, save_path, json_path, junit_path, quiet, bisect, html_path):
     """Run A and B on the same inputs and compare every output of B with A's.
 
     A and B may be of any dialect, e.g. an ONNX model and its conversion, and
@@ -331,7 +335,9 @@ def verify(model_a, model_b, inputs_path, backends, openvino_precision, rtols, a
     (tolerances per element type, at the float type the model computes in,
     unless --rtol/--atol); integers, bools and strings exactly.  Each output
     gets the max, mean, median and 99th percentile of its absolute and
-    relative errors.
+    relative errors.  When outputs differ, --bisect names the first node of A
+    (in topological order) whose output B does not reproduce, comparing the
+    intermediate values the conversion kept names for, on the same backends.
 
     \b
     Examples:
@@ -340,6 +346,7 @@ def verify(model_a, model_b, inputs_path, backends, openvino_precision, rtols, a
       opconv verify model.onnx model.xml --inputs in.npz --rtol 1e-4 --atol logits=1e-3
       opconv verify model.onnx model.xml --backend onnxruntime --save-outputs ref.npz
       opconv verify model.xml --expected ref.npz --backend openvino --junit report.xml
+      opconv verify model.onnx model.xml --bisect --html report.html
 
     Exit code 0 when every output is equal, 1 when some differ, 2 when a model
     or the inputs cannot be read or run.
@@ -349,8 +356,8 @@ def verify(model_a, model_b, inputs_path, backends, openvino_precision, rtols, a
     if (model_b is None) == (expected_path is None):
         raise click.UsageError("give two models A B, or one model and --expected F.npz" if model_b is None else
                                "give --expected or a second model, not both")
-    say = _echo(json_path, junit_path)
-    for path in (json_path, junit_path, save_path):
+    say = _echo(json_path, junit_path, html_path)
+    for path in (json_path, junit_path, save_path, html_path):
         if path:
             check_output(path)
     inputs = read_npz(inputs_path) if inputs_path else None
@@ -359,7 +366,8 @@ def verify(model_a, model_b, inputs_path, backends, openvino_precision, rtols, a
         report = opconv.verify(model_a, model_b, inputs, _tolerance_option("rtol", rtols),
                                _tolerance_option("atol", atols), seed=seed, input_shapes=input_shapes, dims=dims,
                                backends=_backend_option(backends), openvino_precision=openvino_precision,
-                               expected=expected_path, save_outputs=save_path, progress=progress)
+                               expected=expected_path, save_outputs=save_path, progress=progress,
+                               bisect=bisect, histograms=bool(html_path))
     finally:
         if progress is not None:
             progress.close()
@@ -380,10 +388,21 @@ def verify(model_a, model_b, inputs_path, backends, openvino_precision, rtols, a
         write_text(json_path, json.dumps(report.to_json(), indent=1) + "\n")
     if junit_path:
         write_text(junit_path, report.to_junit())
+    _bisect_and_html(report, html_path, say)
     if save_path:
         say(f"wrote {save_path}")
     say(report.summary())
     sys.exit(0 if report.ok else 1)
+
+
+def _bisect_and_html(report, html_path: str | None, say) -> None:
+    """``verify --bisect``'s line and ``--html``'s page."""
+    if report.bisect is not None:
+        say(report.bisect.summary())
+    if html_path:
+        from ..html_report import render
+
+        write_text(html_path, render(report))
 
 
 def _verdict_table(report) -> list[str]:
