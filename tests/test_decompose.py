@@ -1074,3 +1074,62 @@ def test_causal_conv_with_state(channels_last, activation):
     inputs = {"input": x, "weight": floats(channels, 1, kernel), "bias": floats(channels), "past_state": state}
     assert_decomposes("CausalConvWithState", inputs, ("Y", "present_state"), opsets=(13,), activation=activation,
                       channels_last=channels_last)
+
+
+def _dmmha_self_inputs(with_mask: bool, with_bias: bool):
+    rng, batch, heads, head, max_len, past_len = _rng(), 2, 2, 4, 8, 5
+    hidden = heads * head
+
+    def floats(*shape):
+        return rng.uniform(-1, 1, shape).astype(np.float32)
+
+    mask = np.ones((batch, past_len + 1), np.int32)
+    mask[1, :2] = 0
+    return {"query": floats(batch, 1, hidden), "key": floats(batch, 1, hidden), "value": floats(batch, 1, hidden),
+            "mask_index": mask if with_mask else None, "attention_bias": None,
+            "past_key": floats(batch, heads, max_len, head), "past_value": floats(batch, heads, max_len, head),
+            "past_sequence_length": np.array([past_len], np.int32), "beam_width": None, "cache_indirection": None,
+            "bias": floats(3 * hidden) if with_bias else None}
+
+
+DMMHA_OUTPUTS = ("Y", "present_key", "present_value")
+
+
+@pytest.mark.parametrize("with_mask", [False, True])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_decoder_masked_multi_head_attention_self(with_mask, with_bias):
+    """One decoding step over a shared past buffer: the new key/value written at past_sequence_length."""
+    assert_decomposes("DecoderMaskedMultiHeadAttention", _dmmha_self_inputs(with_mask, with_bias), DMMHA_OUTPUTS,
+                      opsets=(13, 20), num_heads=2, past_present_share_buffer=1)
+
+
+def test_decoder_masked_multi_head_attention_packed():
+    """onnxruntime's CPU kernel fails on packed Q/K/V: the decomposition of the packed node must give its
+    unpacked run's outputs."""
+    inputs = _dmmha_self_inputs(True, True)
+    attrs = {"num_heads": 2, "past_present_share_buffer": 1}
+    feeds = {k: v for k, v in inputs.items() if v is not None}
+    expected = run_ort(single_node_model("DecoderMaskedMultiHeadAttention", inputs, DMMHA_OUTPUTS, opset=13,
+                                         **attrs), feeds)
+    packed = dict(inputs, query=np.concatenate([inputs[n] for n in ("query", "key", "value")], axis=2), key=None,
+                  value=None)
+    decomposed = decompose(single_node_model("DecoderMaskedMultiHeadAttention", packed, DMMHA_OUTPUTS, opset=13,
+                                             **attrs))
+    feeds = {k: v for k, v in packed.items() if v is not None}
+    for runner, got in (("onnxruntime", run_ort(onnx_io.to_proto(decomposed), feeds)),
+                        ("opconv", [opconv.run(decomposed, feeds)[n] for n in DMMHA_OUTPUTS])):
+        for name, want, value in zip(DMMHA_OUTPUTS, expected, got):
+            report = compare_arrays(name, want, value, None, None)
+            assert report.ok, f"{runner} {name}: {report.message}"
+
+
+@pytest.mark.parametrize("with_mask", [False, True])
+def test_decoder_masked_multi_head_attention_cross(with_mask):
+    rng, batch, heads, head, kv_len = _rng(), 2, 2, 4, 6
+    mask = np.ones((batch, kv_len), np.int32)
+    mask[0, -2:] = 0
+    inputs = {"query": rng.uniform(-1, 1, (batch, 1, heads * head)).astype(np.float32),
+              "key": rng.uniform(-1, 1, (batch, heads, kv_len, head)).astype(np.float32),
+              "value": rng.uniform(-1, 1, (batch, heads, kv_len, head)).astype(np.float32),
+              "mask_index": mask if with_mask else None}
+    assert_decomposes("DecoderMaskedMultiHeadAttention", inputs, ("Y",), opsets=(13,), num_heads=heads)
