@@ -1,0 +1,121 @@
+"""ONNX Runtime's blocked NCHWc operators (com.microsoft.nchwc) against onnxruntime.
+
+Small CNNs are optimized by onnxruntime itself at level 3 (``ORT_ENABLE_ALL``), which rewrites them into
+ReorderInput / Conv / pools / Upsample / ReorderOutput in the block size its MLAS picks for this CPU; the saved
+model must contain the expected nchwc operators, and opconv's run of it must match onnxruntime's (which runs the
+saved model as it is, optimizations off).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+import opconv
+from opconv.compare import compare_arrays
+
+ort = pytest.importorskip("onnxruntime")
+
+NCHWC = "com.microsoft.nchwc"
+
+
+class Net:
+    """A graph built node by node, with random weights."""
+
+    def __init__(self, seed: int):
+        self.rng = np.random.default_rng(seed)
+        self.nodes, self.inits = [], []
+
+    def weight(self, *shape):
+        name = f"w{len(self.inits)}"
+        self.inits.append(numpy_helper.from_array(self.rng.uniform(-0.5, 0.5, shape).astype(np.float32), name))
+        return name
+
+    def add(self, op, inputs, **attrs):
+        out = f"t{len(self.nodes)}"
+        self.nodes.append(helper.make_node(op, list(inputs), [out], **attrs))
+        return out
+
+    def conv(self, x, cin, cout, k=3, group=1, bias=True, **attrs):
+        inputs = [x, self.weight(cout, cin // group, k, k)] + ([self.weight(cout)] if bias else [])
+        return self.add("Conv", inputs, pads=[k // 2] * 4, group=group, **attrs)
+
+    def model(self, x_shape, outputs):
+        graph = helper.make_graph(self.nodes, "cnn", [helper.make_tensor_value_info("x", 1, x_shape)],
+                                  [helper.make_tensor_value_info(o, 1, None) for o in outputs], self.inits)
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def cnn(c0, c1, c2, activation, upsample, nhwc):
+    """conv(+activation) -> MaxPool -> conv + 1x1 conv (Sum) -> depthwise conv -> AveragePool -> upsample, and
+    both global pools of the last blocked value."""
+    net = Net(c0 * 100 + c1 + c2)
+    x = net.add("Transpose", ["x"], perm=[0, 3, 1, 2]) if nhwc else "x"
+    y = net.conv(x, c0, c1)
+    if activation:
+        y = net.add(activation, [y], **({"alpha": 0.2} if activation == "LeakyRelu" else {}))
+    y = net.add("MaxPool", [y], kernel_shape=[2, 2], strides=[2, 2])
+    y = net.add("Relu", [net.add("Add", [net.conv(y, c1, c2), net.conv(y, c1, c2, k=1, bias=False)])])
+    y = net.conv(y, c2, c2, group=c2)
+    y = net.add("AveragePool", [y], kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=0)
+    if upsample:
+        mode, transform = upsample
+        net.inits.append(numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales"))
+        y = net.add("Resize", [y, "", "scales"], mode=mode, coordinate_transformation_mode=transform,
+                    nearest_mode="floor")
+    g = net.add("GlobalAveragePool", [net.conv(y, c2, c2)])
+    m = net.add("GlobalMaxPool", [net.conv(y, c2, c2, k=1)])
+    out = net.add("Transpose", [y], perm=[0, 2, 3, 1]) if nhwc else y
+    shape = [1, 12, 12, c0] if nhwc else [1, c0, 12, 12]
+    return net.model(shape, [out, g, m]), shape
+
+
+def optimized(model, tmp_path):
+    source, target = tmp_path / "m.onnx", tmp_path / "m_opt.onnx"
+    onnx.save(model, source)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.optimized_model_filepath = str(target)
+    ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
+    return onnx.load(target)
+
+
+CASES = [  # (c0, c1, c2, activation, upsample, nhwc)
+    (3, 16, 32, "Relu", ("nearest", "asymmetric"), False),
+    (3, 24, 40, "Sigmoid", ("linear", "half_pixel"), False),  # channels padded past a block
+    (8, 32, 48, "LeakyRelu", ("linear", "align_corners"), False),
+    (16, 32, 16, "Tanh", None, True),  # NHWC in and out: channels_last reorders
+    (4, 20, 8, None, ("nearest", "asymmetric"), False),
+]
+
+
+@pytest.mark.parametrize("c0,c1,c2,activation,upsample,nhwc", CASES, ids=lambda v: str(v))
+def test_level3_nchwc_model_matches_onnxruntime(tmp_path, c0, c1, c2, activation, upsample, nhwc):
+    model, shape = cnn(c0, c1, c2, activation, upsample, nhwc)
+    opt = optimized(model, tmp_path)
+    ops = {n.op_type for n in opt.graph.node if n.domain == NCHWC}
+    assert {"Conv", "ReorderOutput"} <= ops, ops
+    feeds = {"x": np.random.default_rng(c1).uniform(-1, 1, shape).astype(np.float32)}
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(opt.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    expected = session.run(None, feeds)
+    actual = opconv.run(opconv.load(opt), feeds)
+    problems = []
+    for output, want in zip(session.get_outputs(), expected):
+        report = compare_arrays(output.name, want, actual[output.name])
+        if not report.ok:
+            problems.append(report.message)
+    assert not problems, problems
+
+
+def test_every_nchwc_operator_is_exercised(tmp_path):
+    """The cases above, taken together, make onnxruntime write all 8 nchwc operators."""
+    seen = set()
+    for c0, c1, c2, activation, upsample, nhwc in CASES:
+        model, _ = cnn(c0, c1, c2, activation, upsample, nhwc)
+        seen |= {n.op_type for n in optimized(model, tmp_path).graph.node if n.domain == NCHWC}
+    assert seen == {"Conv", "MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool", "ReorderInput",
+                    "ReorderOutput", "Upsample"}, seen
