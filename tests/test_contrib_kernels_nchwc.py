@@ -91,31 +91,66 @@ CASES = [  # (c0, c1, c2, activation, upsample, nhwc)
 ]
 
 
-@pytest.mark.parametrize("c0,c1,c2,activation,upsample,nhwc", CASES, ids=lambda v: str(v))
-def test_level3_nchwc_model_matches_onnxruntime(tmp_path, c0, c1, c2, activation, upsample, nhwc):
-    model, shape = cnn(c0, c1, c2, activation, upsample, nhwc)
+def _expected_and_feeds(case, tmp_path):
+    """The level-3 model of ``case``, an input, and onnxruntime's outputs for it (run as saved)."""
+    model, shape = cnn(*case)
     opt = optimized(model, tmp_path)
-    ops = {n.op_type for n in opt.graph.node if n.domain == NCHWC}
-    assert {"Conv", "ReorderOutput"} <= ops, ops
-    feeds = {"x": np.random.default_rng(c1).uniform(-1, 1, shape).astype(np.float32)}
+    feeds = {"x": np.random.default_rng(case[1]).uniform(-1, 1, shape).astype(np.float32)}
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     session = ort.InferenceSession(opt.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    expected = session.run(None, feeds)
-    actual = opconv.run(opconv.load(opt), feeds)
-    problems = []
-    for output, want in zip(session.get_outputs(), expected):
-        report = compare_arrays(output.name, want, actual[output.name])
-        if not report.ok:
-            problems.append(report.message)
-    assert not problems, problems
+    return opt, feeds, dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
+
+
+def _assert_all_match(expected, got, where):
+    reports = [compare_arrays(name, want, got[name]) for name, want in expected.items()]
+    problems = [report.message for report in reports if not report.ok]
+    assert not problems, f"{where}: {problems}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_level3_nchwc_model_matches_onnxruntime(tmp_path, case):
+    opt, feeds, expected = _expected_and_feeds(case, tmp_path)
+    assert {"Conv", "ReorderOutput"} <= {n.op_type for n in opt.graph.node if n.domain == NCHWC}
+    _assert_all_match(expected, opconv.run(opconv.load(opt), feeds), "opconv")
 
 
 def test_every_nchwc_operator_is_exercised(tmp_path):
     """The cases above, taken together, make onnxruntime write all 8 nchwc operators."""
     seen = set()
-    for c0, c1, c2, activation, upsample, nhwc in CASES:
-        model, _ = cnn(c0, c1, c2, activation, upsample, nhwc)
+    for case in CASES:
+        model, _ = cnn(*case)
         seen |= {n.op_type for n in optimized(model, tmp_path).graph.node if n.domain == NCHWC}
     assert seen == {"Conv", "MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool", "ReorderInput",
                     "ReorderOutput", "Upsample"}, seen
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_decomposed_level3_model_matches_onnxruntime(tmp_path, case):
+    """``opconv decompose`` turns every nchwc node into standard operators that onnxruntime (and opconv) run
+    to onnxruntime's results for the blocked model."""
+    from opconv.converters.decompose import decompose
+    from opconv.dialects.onnx import io as onnx_io
+    from tests.runtimes import run_ort
+
+    opt, feeds, expected = _expected_and_feeds(case, tmp_path)
+    decomposed = onnx_io.to_proto(decompose(opt))
+    assert all(n.domain in ("", "ai.onnx") for n in decomposed.graph.node)
+    onnx.checker.check_model(decomposed)
+    _assert_all_match(expected, dict(zip(expected, run_ort(decomposed, feeds))), "onnxruntime")
+    _assert_all_match(expected, opconv.run(opconv.load(decomposed), feeds), "opconv")
+
+
+@pytest.mark.parametrize("case", CASES[1:3], ids=str)
+def test_level3_model_converts_to_ir_and_hlo(tmp_path, case):
+    """onnx-to-ir (run in OpenVINO at f32 and in opconv) and onnx-to-hlo (opconv's HLO executor) of the blocked
+    model, through the decomposition."""
+    pytest.importorskip("openvino")
+    from tests.runtimes import convert_and_run_ir
+
+    opt, feeds, expected = _expected_and_feeds(case, tmp_path)
+    _, runs = convert_and_run_ir(tmp_path, opt, feeds)
+    for runtime, got in runs.items():
+        _assert_all_match(expected, got, runtime)
+    hlo = opconv.convert(opconv.load(opt), to="hlo")
+    _assert_all_match(expected, dict(zip(expected, opconv.run(hlo, feeds).values())), "HLO executor")

@@ -20,12 +20,14 @@ def default_output(model_path: str) -> str:
 @click.argument("model", type=MODEL)
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Where to write the result. Default: MODEL with .decomposed before its suffix.")
-@click.option("--domain", "domains", multiple=True, default=("com.microsoft",), show_default=True,
+@click.option("--domain", "domains", multiple=True, default=("com.microsoft", "com.microsoft.nchwc"),
+              show_default=True,
               help="A domain whose operators are decomposed (repeatable).")
 def decompose(model, output, domains):
-    """Rewrite the contrib operators of an ONNX MODEL (ONNX Runtime's com.microsoft ones, and its
-    ai.onnx-domain LayerNormalization-1 / SimplifiedLayerNormalization-1) into standard ai.onnx operators
-    at the model's opset, so that any runtime reads it.
+    """Rewrite the contrib operators of an ONNX MODEL (ONNX Runtime's com.microsoft ones, the blocked-layout
+    com.microsoft.nchwc ones its level-3 optimizer writes, and its ai.onnx-domain LayerNormalization-1 /
+    SimplifiedLayerNormalization-1) into standard ai.onnx operators at the model's opset, so that any runtime
+    reads it.
 
     When a node cannot be decomposed, nothing is written and every reason is
     listed once with the count and names of the nodes it applies to.

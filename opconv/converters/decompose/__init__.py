@@ -16,13 +16,14 @@ from typing import Iterable
 from ...errors import ConversionError, SchemaError
 from ...ir import Graph, Model, Node
 from ...schemas import lookup as schema_lookup
-from . import activation, attention, linalg, misc, norm, qlinear, quantized, recurrent, rotary  # noqa: F401 - they register
+# the family modules register their decompositions on import
+from . import activation, attention, linalg, misc, nchwc, norm, qlinear, quantized, recurrent, rotary  # noqa: F401
 from .registry import DECOMPOSITIONS, MS, Emitter, Refusal, lookup
 
 __all__ = ["decompose", "decompose_contrib", "has_contrib", "DECOMPOSITIONS"]
 
 #: the domains decomposed by default
-DEFAULT_DOMAINS = (MS,)
+DEFAULT_DOMAINS = (MS, nchwc.NCHWC)
 
 
 #: what ``_decomposition_of`` answers for a node the pass leaves as it is
