@@ -154,3 +154,25 @@ def test_level3_model_converts_to_ir_and_hlo(tmp_path, case):
         _assert_all_match(expected, got, runtime)
     hlo = opconv.convert(opconv.load(opt), to="hlo")
     _assert_all_match(expected, dict(zip(expected, opconv.run(hlo, feeds).values())), "HLO executor")
+
+
+def test_cli_decomposes_by_default_and_the_hlo_runs_in_iree(tmp_path):
+    """``opconv decompose`` takes the nchwc domain by default; the HLO of the blocked model, verified by IREE
+    against onnxruntime."""
+    pytest.importorskip("iree.runtime")
+    from click.testing import CliRunner
+
+    from opconv.cli import cli
+
+    opt, _, _ = _expected_and_feeds(CASES[0], tmp_path)
+    path = tmp_path / "opt.onnx"
+    onnx.save(opt, path)
+    runner = CliRunner()
+    result = runner.invoke(cli, ["decompose", str(path), "-o", str(tmp_path / "std.onnx")])
+    assert result.exit_code == 0, result.output
+    assert not [n for n in onnx.load(tmp_path / "std.onnx").graph.node if n.domain == NCHWC]
+    result = runner.invoke(cli, ["onnx-to-hlo", str(path), "-o", str(tmp_path / "m.hlo")])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(cli, ["verify", str(path), str(tmp_path / "m.hlo"), "--backend", "A:onnxruntime",
+                                 "--backend", "B:iree"])
+    assert result.exit_code == 0 and "3 outputs equal" in result.output, result.output
