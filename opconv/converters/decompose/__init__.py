@@ -18,7 +18,7 @@ from ...ir import Graph, Model, Node
 from ...schemas import lookup as schema_lookup
 # the family modules register their decompositions on import
 from . import activation, attention, linalg, misc, nchwc, norm, qlinear, quantized, recurrent, rotary  # noqa: F401
-from .registry import DECOMPOSITIONS, MS, Emitter, Refusal, lookup
+from .registry import DECOMPOSITIONS, DROPPABLE, MS, Emitter, Refusal, lookup
 
 __all__ = ["decompose", "decompose_contrib", "has_contrib", "DECOMPOSITIONS"]
 
@@ -79,6 +79,7 @@ def decompose(model, domains: Iterable[str] = DEFAULT_DOMAINS, *, strict: bool =
     refused: dict[str, list[str]] = defaultdict(list)
     opset = copy.opsets.get("", copy.opsets.get("ai.onnx", 1))
     _decompose_graph(copy.graph, copy.opsets, opset, wanted, refused)
+    _drop_unread_droppable(copy.graph)
     if refused and strict:
         lines = [f"{len(names)} node(s): {reason}: {', '.join(names[:8])}{' ...' if len(names) > 8 else ''}"
                  for reason, names in refused.items()]
@@ -143,6 +144,20 @@ def _decompose_graph(graph: Graph, opsets: dict, opset: int, wanted: set[str], r
             node_added.graph = graph
         _drop_unread_constants(graph, node)
     graph.topological_sort()  # onnxruntime's float16 converter leaves graphs unsorted, which ONNX forbids
+
+
+def _drop_unread_droppable(graph: Graph) -> None:
+    """Remove the emitted nodes marked droppable (``registry.DROPPABLE``) that nothing reads, and the constants
+    only they read; consumers first, so whole chains go."""
+    for node in graph.nodes:
+        for sub in node.subgraphs():
+            _drop_unread_droppable(sub)
+    outputs = {id(v) for v in graph.outputs}
+    for node in reversed(list(graph.nodes)):
+        if not node.meta.get(DROPPABLE) or any(v is not None and (v.uses or id(v) in outputs) for v in node.outputs):
+            continue
+        graph.remove_node(node)
+        _drop_unread_constants(graph, node)
 
 
 def _drop_unread_constants(graph: Graph, replaced) -> None:

@@ -5,7 +5,9 @@ inputs are unblocked by Reshape / Transpose / Reshape (to ``(N, C/b, H*W, b)``, 
 back to the 4-D shape), the standard op runs (Conv, MaxPool, AveragePool, the global pools, Resize), and the
 result is blocked by the inverse steps.  ReorderInput pads the channels with zeros up to a multiple of the block,
 ReorderOutput slices them off; both transpose NHWC when ``channels_last``.  Conv's reordered weights must be
-constants: they are put back to OIHW here.
+constants: they are put back to OIHW here.  Between two nchwc nodes the blocking and the unblocking cancel: the
+consumer reads the producer's NCHW value, and the pass drops the blocking nobody reads, so a level-3 model
+decomposes to about the nodes of the model onnxruntime optimized (a ResNet-like CNN: 26 nodes -> 49).
 
 The block size is the one every nchwc Conv's padded output channel count allows among MLAS's (16, 8), else this
 CPU's as MLAS picks it (:func:`opconv.kernels.nchwc.block_size`).
@@ -17,7 +19,7 @@ import numpy as np
 
 from ...kernels import nchwc as B
 from .linalg import CONV_ATTRS, activate
-from .registry import Emitter, Refusal, decomposes
+from .registry import DROPPABLE, Emitter, Refusal, decomposes
 
 NCHWC = "com.microsoft.nchwc"
 POOL_ATTRS = ("auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads", "storage_order",
@@ -30,6 +32,10 @@ def _block_size(e: Emitter) -> int:
                if n.domain == NCHWC and n.op == "Conv" and len(n.inputs) > 1 and n.inputs[1] is not None
                and n.inputs[1].const is not None]
     return B.block_size(lambda b: all(o % b == 0 for o in outputs))
+
+
+#: Node.meta key on the last node of a blocking: (the plain NCHW value it blocked, the block size)
+BLOCKED_FROM = "nchwc_blocked_from"
 
 
 def _swap_block(e: Emitter, x, b: int, to_blocked: bool):
@@ -45,11 +51,21 @@ def _swap_block(e: Emitter, x, b: int, to_blocked: bool):
 
 
 def _unblock(e: Emitter, x, b: int):
+    """The NCHW form of the blocked ``x``: the value an earlier decomposition blocked when there is one (between
+    two nchwc nodes the blocking and unblocking cancel out; the unread blocking is dropped by the pass)."""
+    blocked_from = x.producer.meta.get(BLOCKED_FROM) if x.producer is not None else None
+    if blocked_from is not None and blocked_from[1] == b:
+        return blocked_from[0]
     return _swap_block(e, x, b, to_blocked=False)
 
 
 def _block(e: Emitter, x, b: int):
-    return _swap_block(e, x, b, to_blocked=True)
+    first = len(e.nodes)
+    y = _swap_block(e, x, b, to_blocked=True)
+    for node in e.nodes[first:]:
+        node.meta[DROPPABLE] = True
+    y.producer.meta[BLOCKED_FROM] = (x, b)
+    return y
 
 
 @decomposes("ReorderInput", domain=NCHWC)

@@ -23,6 +23,10 @@ Decomposition = Callable[["Emitter"], list]
 DECOMPOSITIONS: dict[tuple[str, str], dict[int, Decomposition | None]] = {}
 
 
+#: Node.meta key of emitted nodes the pass may drop once nothing reads them (a layout change later nodes undo)
+DROPPABLE = "decompose_droppable"
+
+
 class Refusal(Exception):
     """A node this pass cannot decompose; the message is the reason (shared by every node it applies to)."""
 
