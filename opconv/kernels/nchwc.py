@@ -9,10 +9,10 @@ reads a plain NCHW input of fewer than ``block`` channels.
 
 The block size is MLAS's (onnxruntime's math library) for the CPU that optimized the model: 16 with
 AVX-512F, 8 otherwise on x86 (AVX2, SSE).  The model does not record it, so :func:`block_size` takes it from
-the node's own tensors when only one of MLAS's sizes fits them (a padded channel count that is a multiple of
-8 but not 16, a channel count padded past its multiple of 8, a plain input of 8 or more channels), else from
-this CPU as MLAS would choose it.  A model optimized on another kind of CPU may thus need its block size
-given (``OPCONV_NCHWC_BLOCK``).
+the model when only one of MLAS's sizes fits it (a padded channel count of the node's tensors or of any nchwc
+Conv's weights that is a multiple of 8 but not 16, a channel count padded past its multiple of 8, a plain Conv
+input of 8 or more channels), else from this CPU as MLAS would choose it.  A model optimized on another kind of
+CPU may thus need its block size given (``OPCONV_NCHWC_BLOCK``).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import ExecutionError
 
 MLAS_BLOCK_SIZES = (16, 8)
+NCHWC = "com.microsoft.nchwc"
 
 
 @functools.lru_cache(maxsize=None)
@@ -44,14 +45,27 @@ def cpu_block_size() -> int:
     return 16 if "avx512f" in flags.split() else 8
 
 
-def block_size(fits: Callable[[int], bool] = lambda b: True) -> int:
-    """The block size: the only one of MLAS's sizes that ``fits`` the node's tensors, else this CPU's."""
-    candidates = [b for b in MLAS_BLOCK_SIZES if fits(b)]
+def block_size(*fits: Callable[[int], bool]) -> int:
+    """The block size: the only one of MLAS's sizes that all ``fits`` allow (the node's tensors, the graph's
+    weights), else this CPU's."""
+    candidates = [b for b in MLAS_BLOCK_SIZES if all(fit(b) for fit in fits)]
     if len(candidates) == 1:
         return candidates[0]
     if cpu_block_size() in candidates:
         return cpu_block_size()
     raise ExecutionError(f"no NCHWc block size of {list(MLAS_BLOCK_SIZES)} fits this node's channel counts")
+
+
+def fits_graph(graph) -> Callable[[int], bool]:
+    """Whether a block size fits every nchwc Conv of ``graph`` with constant weights (their padded output
+    channel counts are multiples of it): the model's own evidence, whichever node asks."""
+    counts = graph.meta.get("nchwc_conv_outputs")
+    if counts is None:
+        counts = {int(n.inputs[1].const.shape[0]) for n in graph.walk()
+                  if n.domain == NCHWC and n.op == "Conv" and len(n.inputs) > 1 and n.inputs[1] is not None
+                  and n.inputs[1].const is not None}
+        graph.meta["nchwc_conv_outputs"] = counts
+    return lambda b: all(c % b == 0 for c in counts)
 
 
 def padded(channels: int, b: int) -> int:

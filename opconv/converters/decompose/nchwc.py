@@ -21,17 +21,14 @@ from ...kernels import nchwc as B
 from .linalg import CONV_ATTRS, activate
 from .registry import DROPPABLE, Emitter, Refusal, decomposes
 
-NCHWC = "com.microsoft.nchwc"
+NCHWC = B.NCHWC
 POOL_ATTRS = ("auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads", "storage_order",
               "strides")
 
 
 def _block_size(e: Emitter) -> int:
     """The block size every nchwc Conv weight of the graph allows (the model's own evidence), else the CPU's."""
-    outputs = [n.inputs[1].const.shape[0] for n in e.graph.walk()
-               if n.domain == NCHWC and n.op == "Conv" and len(n.inputs) > 1 and n.inputs[1] is not None
-               and n.inputs[1].const is not None]
-    return B.block_size(lambda b: all(o % b == 0 for o in outputs))
+    return B.block_size(B.fits_graph(e.graph))
 
 
 #: Node.meta key on the last node of a blocking: (the plain NCHW value it blocked, the block size)

@@ -25,19 +25,25 @@ from .contrib_linalg import fused_conv
 from .pool import average_pool, global_average_pool, global_max_pool, max_pool
 from .resize import _resize
 
-NCHWC = "com.microsoft.nchwc"
+NCHWC = B.NCHWC
+
+
+def _model(ctx):
+    """The block sizes the node's graph allows (see :func:`opconv.kernels.nchwc.fits_graph`)."""
+    graph = ctx.node.graph if ctx is not None else None
+    return B.fits_graph(graph) if graph is not None else (lambda b: True)
 
 
 @onnx_op("ReorderInput", since=1, domain=NCHWC)
 def reorder_input(ctx, x, *, channels_last):
-    return B.block(np.asarray(x), B.block_size(), bool(channels_last))
+    return B.block(np.asarray(x), B.block_size(_model(ctx)), bool(channels_last))
 
 
 @onnx_op("ReorderOutput", since=1, domain=NCHWC)
 def reorder_output(ctx, x, *, channels, channels_last):
     cp = np.shape(x)[1]
     channels = int(channels) or cp
-    b = B.block_size(lambda b: cp % b == 0 and B.padded(channels, b) == cp)
+    b = B.block_size(_model(ctx), lambda b: cp % b == 0 and B.padded(channels, b) == cp)
     return B.unblock(np.asarray(x), b, channels, bool(channels_last))
 
 
@@ -51,7 +57,7 @@ def conv(ctx, x, w, b=None, sum_=None, *, activation, activation_params, auto_pa
     def reads_blocked(b):  # the model's first convolution reads a plain NCHW input of fewer channels than a block
         return depthwise or c >= b
 
-    size = B.block_size(lambda b: o % b == 0 and (c % b == 0 if reads_blocked(b) else True))
+    size = B.block_size(_model(ctx), lambda b: o % b == 0 and (c % b == 0 if reads_blocked(b) else True))
     input_blocked = reads_blocked(size)
     nchw = B.unblock(x, size) if input_blocked else x
     filters = B.unblock_filter(w, size, input_blocked and not depthwise)
@@ -65,7 +71,7 @@ def conv(ctx, x, w, b=None, sum_=None, *, activation, activation_params, auto_pa
 def _blocked(kernel, ctx, x, **attrs):
     """``kernel`` (an ai.onnx pool or resize) run on the unblocked channels of ``x``."""
     x = np.asarray(x)
-    size = B.block_size(lambda b: x.shape[1] % b == 0)
+    size = B.block_size(_model(ctx), lambda b: x.shape[1] % b == 0)
     return B.block(kernel(ctx, B.unblock(x, size), **attrs), size)
 
 
