@@ -40,7 +40,8 @@ class Net:
 
     def conv(self, x, cin, cout, k=3, group=1, bias=True, **attrs):
         inputs = [x, self.weight(cout, cin // group, k, k)] + ([self.weight(cout)] if bias else [])
-        return self.add("Conv", inputs, pads=[k // 2] * 4, group=group, **attrs)
+        pads = None if "auto_pad" in attrs else [k // 2] * 4
+        return self.add("Conv", inputs, pads=pads, group=group, **attrs)
 
     def model(self, x_shape, outputs):
         graph = helper.make_graph(self.nodes, "cnn", [helper.make_tensor_value_info("x", 1, x_shape)],
@@ -72,6 +73,26 @@ def cnn(c0, c1, c2, activation, upsample, nhwc):
     return net.model(shape, [out, g, m]), shape
 
 
+def cnn_attributes():
+    """Strides, dilations, ceil_mode, count_include_pad, auto_pad, Clip and HardSigmoid fused with parameters,
+    a batch of 2, and pools that read a blocked value twice."""
+    net = Net(5)
+    net.inits += [numpy_helper.from_array(np.float32(0), "lo"), numpy_helper.from_array(np.float32(0.6), "hi")]
+    y = net.add("Clip", [net.conv("x", 16, 32, strides=[2, 2]), "lo", "hi"])
+    y = net.add("MaxPool", [y], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1)
+    y = net.add("HardSigmoid", [net.conv(y, 32, 32, dilations=[2, 2])], alpha=0.3, beta=0.4)
+    y = net.add("AveragePool", [y], kernel_shape=[2, 2], pads=[0, 0, 1, 1], count_include_pad=1)
+    y = net.conv(y, 32, 48, k=1, auto_pad="SAME_UPPER")
+    a = net.add("AveragePool", [y], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)
+    m = net.add("MaxPool", [y], kernel_shape=[2, 2], dilations=[2, 2])
+    shape = [2, 16, 23, 23]
+    return net.model(shape, [a, m]), shape
+
+
+def build(case):
+    return cnn_attributes() if case == "attributes" else cnn(*case)
+
+
 def optimized(model, tmp_path):
     source, target = tmp_path / "m.onnx", tmp_path / "m_opt.onnx"
     onnx.save(model, source)
@@ -93,9 +114,9 @@ CASES = [  # (c0, c1, c2, activation, upsample, nhwc)
 
 def _expected_and_feeds(case, tmp_path):
     """The level-3 model of ``case``, an input, and onnxruntime's outputs for it (run as saved)."""
-    model, shape = cnn(*case)
+    model, shape = build(case)
     opt = optimized(model, tmp_path)
-    feeds = {"x": np.random.default_rng(case[1]).uniform(-1, 1, shape).astype(np.float32)}
+    feeds = {"x": np.random.default_rng(shape[1]).uniform(-1, 1, shape).astype(np.float32)}
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     session = ort.InferenceSession(opt.SerializeToString(), options, providers=["CPUExecutionProvider"])
@@ -108,7 +129,7 @@ def _assert_all_match(expected, got, where):
     assert not problems, f"{where}: {problems}"
 
 
-@pytest.mark.parametrize("case", CASES, ids=str)
+@pytest.mark.parametrize("case", CASES + ["attributes"], ids=str)
 def test_level3_nchwc_model_matches_onnxruntime(tmp_path, case):
     opt, feeds, expected = _expected_and_feeds(case, tmp_path)
     assert {"Conv", "ReorderOutput"} <= {n.op_type for n in opt.graph.node if n.domain == NCHWC}
@@ -125,7 +146,7 @@ def test_every_nchwc_operator_is_exercised(tmp_path):
                     "ReorderOutput", "Upsample"}, seen
 
 
-@pytest.mark.parametrize("case", CASES, ids=str)
+@pytest.mark.parametrize("case", CASES + ["attributes"], ids=str)
 def test_decomposed_level3_model_matches_onnxruntime(tmp_path, case):
     """``opconv decompose`` turns every nchwc node into standard operators that onnxruntime (and opconv) run
     to onnxruntime's results for the blocked model."""
@@ -136,8 +157,9 @@ def test_decomposed_level3_model_matches_onnxruntime(tmp_path, case):
     opt, feeds, expected = _expected_and_feeds(case, tmp_path)
     decomposed = onnx_io.to_proto(decompose(opt))
     assert all(n.domain in ("", "ai.onnx") for n in decomposed.graph.node)
-    if not case[-1]:  # between nchwc nodes the reorders cancel: no Transpose is left of them
-        assert "Transpose" not in {n.op_type for n in decomposed.graph.node}
+    # between nchwc nodes the reorders cancel: the only Transposes left are the channels_last reorders'
+    nhwc = sum(1 for n in opt.graph.node for a in n.attribute if a.name == "channels_last" and a.i)
+    assert sum(1 for n in decomposed.graph.node if n.op_type == "Transpose") == nhwc
     onnx.checker.check_model(decomposed)
     _assert_all_match(expected, dict(zip(expected, run_ort(decomposed, feeds))), "onnxruntime")
     _assert_all_match(expected, opconv.run(opconv.load(decomposed), feeds), "opconv")
