@@ -492,12 +492,15 @@ def check_feeds(graph: Graph, feeds: Mapping[str, Any], *, where: str | None = N
         v: Value = declared[name]
         t = v.type
         if isinstance(t, TensorType):
-            if not isinstance(data, np.ndarray):
-                if isinstance(data, (list, tuple, int, float, bool, np.generic)):
+            if not isinstance(data, np.ndarray):  # anything numpy reads: lists, scalars, torch tensors ...
+                try:
                     data = np.asarray(data)
-                else:
-                    raise ExecutionError(f"input {name!r} must be a numpy array, got {type(data).__name__}",
-                                         where=where)
+                except (TypeError, ValueError, RuntimeError) as e:
+                    raise ExecutionError(f"input {name!r} must be an array (anything numpy.asarray takes), "
+                                         f"got {type(data).__name__}: {e}", where=where) from None
+                if data.dtype == object and t.dtype != "string":
+                    raise ExecutionError(f"input {name!r} must be an array of numbers, got "
+                                         f"{type(feeds[name]).__name__}", where=where)
             got = from_numpy(data.dtype).name
             if t.dtype is not None and got != t.dtype:
                 raise ExecutionError(f"input {name!r} expects {t.dtype}, got {got}", where=where)

@@ -548,6 +548,18 @@ class Model:
                 stack.extend(n.subgraphs())
         return total
 
+    def to_onnx(self, *, opset: int | None = None):
+        """This model as an ``onnx.ModelProto`` (converted first unless ONNX; see :func:`opconv.to_onnx`)."""
+        from .api import to_onnx
+
+        return to_onnx(self, opset=opset)
+
+    def to_openvino(self, *, input_shapes=None, dims=None):
+        """This model as an ``openvino.Model``, in memory (see :func:`opconv.to_openvino`)."""
+        from .api import to_openvino
+
+        return to_openvino(self, input_shapes=input_shapes, dims=dims)
+
     def op_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for n in self.graph.walk():

@@ -22,6 +22,7 @@ from ..atomic import check_output, is_stdout, write_file, write_text
 from ..errors import ExecutionError, OpconvError
 from ..input_shapes import parse_dim_option, parse_shape_option
 from . import cli
+from .output import QUIET, verbosity
 
 MODEL = click.Path(dir_okay=False)  # existence is checked by the loader, with opconv's own message
 
@@ -220,7 +221,7 @@ def run(model, inputs_path, output, seed, input_shapes, dims):
     import opconv
     from ..verify import random_inputs
 
-    say = _echo(output)
+    say = _echo(output) if verbosity() > QUIET else (lambda message: None)
     if output:
         check_output(output)
     m = load(model)
@@ -230,10 +231,11 @@ def run(model, inputs_path, output, seed, input_shapes, dims):
         notes: list[str] = []
         feeds = random_inputs(m, seed=seed, input_shapes=input_shapes, dims=dims, notes=notes)
         origin = f"random, seed {seed}"
-        show_input_shapes({name: None if isinstance(v, (list, tuple)) or v is None else np.shape(v)
-                           for name, v in feeds.items()})
-        for note in notes:
-            click.echo(f"note: {note}", err=True)
+        if verbosity() > QUIET:
+            show_input_shapes({name: None if isinstance(v, (list, tuple)) or v is None else np.shape(v)
+                               for name, v in feeds.items()})
+            for note in notes:
+                click.echo(f"note: {note}", err=True)
     try:
         with np.errstate(all="ignore"):
             outputs = opconv.run(m, feeds, seed=seed)
