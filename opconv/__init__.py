@@ -30,7 +30,7 @@ from .errors import (
     RefusedNode, SchemaError, ValidationError,
 )
 from .ir import Attr, Function, Graph, Model, Node, Tensor, Value
-from ._package import keep_functions_over_submodules
+from . import _package
 
 __version__ = "0.1.0"
 
@@ -42,7 +42,7 @@ __all__ = [
     "ExecutionError", "ConversionError", "RefusedNode", "NotImplementedFeature",
 ]
 
-keep_functions_over_submodules(__name__, ("verify",))
+_package.keep_functions_over_submodules(__name__, ("verify",))
 
 
 def __getattr__(name: str):

@@ -157,3 +157,5 @@ def test_public_names_are_typed_documented_and_nothing_else_shows():
             assert f"``{parameter.name}``" in doc, f"{name}: {parameter.name} is not documented"
         typing.get_type_hints(function, localns=type_checking_names)  # every annotation resolves
     assert os.path.exists(os.path.join(os.path.dirname(opconv.__file__), "py.typed"))
+    with open(os.path.join(os.path.dirname(FIXTURES), "pyproject.toml"), encoding="utf-8") as f:
+        assert '\n"opconv" = ["py.typed"]\n' in f.read()  # packaged: the wheel carries it too
