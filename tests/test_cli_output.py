@@ -209,3 +209,18 @@ def test_a_reader_leaving_early_ends_the_command_quietly():
                                 capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ROOT})
         assert result.stdout.startswith("Abs ") and len(result.stdout.splitlines()) == 1
         assert "error" not in result.stderr.lower() and "Traceback" not in result.stderr, result.stderr
+
+
+def test_run_json_describes_the_outputs_onnxruntime_computes(work):
+    np.savez(work / "in.npz", image=IMAGE)
+    result = invoke("run", work / "cnn.onnx", "--inputs", work / "in.npz", "-o", work / "out.npz", "--json")
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout)
+    [expected] = _onnxruntime(CNN, {"image": IMAGE})
+    assert record["outputs"]["probs"]["type"] == f"{expected.dtype}[{','.join(map(str, expected.shape))}]"
+    figures = record["outputs"]["probs"]["stats"].split()
+    assert float(figures[figures.index("max") + 1]) == pytest.approx(float(expected.max()), rel=1e-5)
+    assert record["files"] == [str(work / "out.npz")]
+    np.testing.assert_allclose(np.load(work / "out.npz")["probs"], expected, rtol=1e-5, atol=1e-7)
+    missing = invoke("run", work / "nope.onnx", "--json")
+    assert missing.exit_code == 2 and json.loads(missing.stdout)["error"]["where"] == str(work / "nope.onnx")
