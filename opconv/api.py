@@ -194,14 +194,12 @@ def convert(model: ModelSource, to: str, *, input_shapes: InputShapes | None = N
     from . import converters
 
     if to not in DIALECTS:
-        hint = f" (OpenVINO IR is to='openvino')" if str(to).lower() in ("ir", "ov", "xml", "openvino_ir") else ""
+        hint = " (OpenVINO IR is to='openvino')" if str(to).lower() in ("ir", "ov", "xml", "openvino_ir") else ""
         raise OpconvError(f"cannot convert to {to!r}: to= takes one of {_listed(DIALECTS)}{hint}")
-    source = load(model)
-    if source.dialect == "onnx" and to == "onnx":
+    source = model if _is_proto(model) and to == "onnx" else load(model)  # a protobuf stays one
+    if to == "onnx" and (_is_proto(source) or source.dialect == "onnx"):
         _no_shape_options(input_shapes, dims, "a version conversion")
-        if opset is None:
-            return model if _is_proto(model) else source
-        return convert_version(model if _is_proto(model) else source, opset)
+        return source if opset is None else convert_version(source, opset)
     if source.dialect != "onnx":
         _no_shape_options(input_shapes, dims, f"a conversion from {source.dialect}")
     if to != "onnx" and opset is not None:

@@ -36,6 +36,7 @@ def test_convert_version_of_a_proto_is_a_proto_that_onnx_and_onnxruntime_take(cn
                                rtol=1e-5, atol=1e-6)
     # the same through convert(to="onnx", opset=...), and a Model in gives a Model out
     assert isinstance(opconv.convert(cnn, to="onnx", opset=11), onnx.ModelProto)
+    assert opconv.convert(cnn, to="onnx") is cnn
     assert isinstance(opconv.convert_version(opconv.load(cnn), 11), opconv.Model)
     assert isinstance(opconv.convert_version(CNN, 11), opconv.Model)
 
@@ -52,6 +53,7 @@ def test_to_onnx_and_to_openvino_feed_the_runtimes_without_a_file(cnn):
     direct = ov.Core().compile_model(opconv.to_openvino(cnn, input_shapes={"image": (1, 3, 32, 32)}), "CPU",
                                      {"INFERENCE_PRECISION_HINT": "f32"})
     np.testing.assert_allclose(direct(IMAGE)[0], expected, rtol=1e-4, atol=1e-6)
+    assert isinstance(opconv.convert(ir, to="onnx"), opconv.Model)  # a Model in gives a Model out
     back = ir.to_onnx()  # IR -> ONNX at opset 21 by default, which onnxruntime 1.20 reads
     assert isinstance(back, onnx.ModelProto) and back.opset_import[0].version == opconv.api.DEFAULT_ONNX_OPSET == 21
     onnx.checker.check_model(back, full_check=True)
