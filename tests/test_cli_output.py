@@ -128,6 +128,8 @@ def test_output_folder_takes_the_model_name(work):
         result = invoke(*args, "-o", f"{folder}/")  # a path ending in / is a folder, made when missing
         assert result.exit_code == 0, result.output
         assert sorted(os.listdir(folder)) == sorted(written), args[0]
+    refused = invoke("onnx-to-ir", model, "-o", f"{work / 'never'}/")  # the batch dim is left open
+    assert refused.exit_code == 2 and not (work / "never").exists()  # nothing made for a failed conversion
     existing = work / "existing"
     existing.mkdir()
     assert invoke("onnx-to-ir", work / "cnn.onnx", *SHAPE, "-o", existing).exit_code == 0

@@ -184,12 +184,13 @@ class Conversion:
         self.progress = Progress.for_command()
         self.record: dict = {"ok": True, "command": command, "input": model}
         self.files: list[str] = []
+        self.folder: str | None = None  # -o FOLDER/, made when the model is written
 
     def output_path(self, output: str | None, default: str, target_dialect: str) -> str:
         """Where to write: ``output``, ``default`` (a path beside MODEL), or ``output/<default's name>``
-        when ``output`` is a folder (an existing one, or a path ending in /, made here)."""
+        when ``output`` is a folder (an existing one, or a path ending in /, made when the model is written)."""
         if output and (os.path.isdir(output) or output.endswith(("/", os.sep))):
-            os.makedirs(output, exist_ok=True)
+            self.folder = output
             output = os.path.join(output, os.path.basename(default))
         target = output or default
         if self.as_json and is_stdout(target):
@@ -241,6 +242,8 @@ class Conversion:
         import opconv
 
         self.progress.stage(f"writing {target}")
+        if self.folder:
+            os.makedirs(self.folder, exist_ok=True)
         since = time.time_ns() - 50_000_000  # file times come from a coarse clock
         (save or opconv.save)(model, target)
         self.files = [path for path in (target, *_data_files(target, model.dialect), *extra_files)
