@@ -156,6 +156,10 @@ def test_messages_say_what_to_do_before_any_work(work):
         result = invoke(command, *extra, work / given)
         assert result.exit_code == 2 and "Traceback" not in result.output
         assert result.output.strip().endswith(f"did you mean `opconv {hint}`?"), (command, result.output)
+    shutil.copy(work / "cnn.xml", work / "misnamed.onnx")  # the content tells, whatever the name says
+    misnamed = invoke("onnx-to-ir", work / "misnamed.onnx", "-o", work / "m.xml")
+    assert misnamed.exit_code == 2 and "this is OpenVINO IR, not ONNX: did you mean `opconv ir-to-onnx`?" in \
+        misnamed.output
 
 
 def test_ir_and_hlo_to_onnx_write_opset_21_which_onnxruntime_reads(work):

@@ -216,16 +216,12 @@ class Conversion:
         """The source model; a file of another dialect is refused with the command that reads it."""
         import opconv
         from ..api import DIALECT_NAMES
-        from ..dialects import detect
 
         self.progress.stage(f"loading {self.model}")
         try:
             source = opconv.load(self.model, self.dialect)
         except ModelReadError:
-            try:
-                actual = detect(self.model).name
-            except OpconvError:
-                actual = self.dialect
+            actual = _dialect_of(self.model) or self.dialect
             if actual == self.dialect or actual not in self.hints:
                 raise
             raise ModelReadError(f"this is {DIALECT_NAMES[actual]}, not {DIALECT_NAMES[self.dialect]}: "
@@ -297,6 +293,22 @@ class Conversion:
             click.echo(json.dumps(self.record, indent=1))
         if not self.record["ok"]:
             sys.exit(1)
+
+
+def _dialect_of(path: str) -> str | None:
+    """The dialect a model file is in: by its content where that is distinctive (IR XML, HLO text), so that
+    a misnamed file is told too, else by its suffix; None when neither tells."""
+    from .. import dialects
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(512)
+        for name in ("openvino", "hlo"):
+            if dialects.get(name).sniff(head):
+                return name
+        return dialects.detect(path).name
+    except (OSError, OpconvError):
+        return None
 
 
 def op_summary(model) -> str:
