@@ -13,7 +13,7 @@ import click
 
 from ..api import DEFAULT_ONNX_OPSET
 from . import cli
-from .output import Conversion, json_option, op_summary
+from .output import Conversion, Progress, json_option, op_summary  # noqa: F401 - Progress: its old home
 from .run_cmd import MODEL, shape_options
 
 _INPUT_SHAPE_HELP = ("Static shape for an input with symbolic or unknown dims, as NAME=D0,D1,... (repeatable); "
