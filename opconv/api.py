@@ -9,7 +9,7 @@ onnxruntime and onnx's own tools take it directly; an :class:`opconv.Model` (or 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence, Union, overload
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence, Union, overload
 
 from .errors import OpconvError
 from .ir import Model
@@ -307,21 +307,41 @@ def to_openvino(model: ModelSource, *, input_shapes: InputShapes | None = None,
     return openvino.Core().read_model(xml, weights)
 
 
-def verify(a: ModelSource, b: ModelSource, inputs: Mapping[str, npt.ArrayLike | list | None] | None = None,
-           rtol: float | None = None, atol: float | None = None, *, seed: int = 0,
-           input_shapes: InputShapes | None = None, dims: Dims | None = None) -> VerifyReport:
+def verify(a: ModelSource, b: ModelSource | None = None,
+           inputs: Mapping[str, npt.ArrayLike | list | None] | None = None,
+           rtol: float | Mapping[str, float] | None = None, atol: float | Mapping[str, float] | None = None, *,
+           seed: int = 0, input_shapes: InputShapes | None = None, dims: Dims | None = None,
+           backends: str | tuple[str, str] | None = None, openvino_precision: str = "f32",
+           expected: str | os.PathLike[str] | Mapping[str, Any] | None = None,
+           save_outputs: str | os.PathLike[str] | None = None,
+           progress: Callable[[str, str, float | None], None] | None = None,
+           bisect: bool = False, histograms: bool = False) -> VerifyReport:
     """Run both models on the same inputs and compare every output; returns a :class:`opconv.VerifyReport`.
 
     ``a`` and ``b`` are models of any dialect (anything :func:`load` takes); inputs and outputs pair by
     name, or by position when the names differ.  ``inputs`` maps A's input names to anything
-    ``numpy.asarray`` takes; without it, seeded random inputs are generated (``seed``, default 0, also
-    seeds random ops) with these shapes: ``input_shapes`` ({name: shape}) fixes inputs and binds the
-    symbols of their declared dims, ``dims`` ({symbol: size}) fixes symbols, without either an input of A
-    with symbolic dims takes B's static shape, and any dim still open is 1 (said in ``report.notes``).
-    ``rtol``/``atol`` override the per-dtype tolerance table.  ``report.ok`` is True when every output of
-    B equals A's; ``report.outputs`` has each comparison.  Raises :class:`~opconv.ExecutionError` naming
-    model A or B when one cannot run.
+    ``numpy.asarray`` takes (torch tensors too); without it, seeded random inputs are generated (``seed``,
+    default 0, also seeds random ops) with these shapes: ``input_shapes`` ({name: shape}) fixes inputs and
+    binds the symbols of their declared dims, ``dims`` ({symbol: size}) fixes symbols, without either an
+    input of A with symbolic dims takes B's static shape, and any dim still open is 1 (said in
+    ``report.notes``).
+
+    ``backends`` runs the sides on deployed runtimes: one name or (A's, B's) of ``opconv`` (the
+    reference executors, default), ``onnxruntime``, ``openvino`` (CPU at ``openvino_precision``,
+    default f32) and ``iree``.  ``rtol``/``atol`` override the per-dtype tolerance table: a number for
+    every output, a dict {output: value} per output ("*" for the rest); by default a float16 model is
+    compared at float16 tolerance.  ``expected`` (an .npz of ``input:NAME``/``output:NAME`` arrays, or a
+    dict) replaces B: ``a`` is then compared with those stored outputs; ``save_outputs`` writes the inputs
+    and A's outputs in that layout.  ``progress``, a function ``progress(side, what, seconds)``, hears
+    when each side starts (seconds None) and ends.  ``report.ok`` is True when every output of B equals A's;
+    ``report.outputs`` has each comparison (max, mean, median, p99 of absolute and relative errors,
+    mismatch count).  Raises :class:`~opconv.ExecutionError` naming model A or B when one cannot run.
+    ``bisect`` (True): when outputs differ, ``report.bisect.divergence`` is the first node of A whose output
+    B does not reproduce, run on the same backends (:mod:`opconv.bisect`); ``histograms`` (True) keeps each
+    output's error histogram for :func:`opconv.html_report.render`.
     """
     from .verify import verify as compare_models
 
-    return compare_models(a, b, inputs, rtol, atol, seed=seed, input_shapes=input_shapes, dims=dims)
+    return compare_models(a, b, inputs, rtol, atol, seed=seed, input_shapes=input_shapes, dims=dims,
+                          backends=backends, openvino_precision=openvino_precision, expected=expected,
+                          save_outputs=save_outputs, progress=progress, bisect=bisect, histograms=histograms)

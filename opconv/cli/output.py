@@ -43,13 +43,15 @@ def _set_verbosity(level: int):
 
 
 def add_verbosity_options(command: click.Command) -> None:
-    """Give ``command`` (and, for a group, every command under it) ``-q/--quiet`` and ``-v/--verbose``."""
-    command.params += [
+    """Give ``command`` (and, for a group, every command under it) ``-q/--quiet`` and ``-v/--verbose``,
+    except where the command has such an option of its own (``verify -q``)."""
+    taken = {flag for param in command.params for flag in getattr(param, "opts", ())}
+    command.params += [option for option in (
         click.Option(["-q", "--quiet"], is_flag=True, expose_value=False, callback=_set_verbosity(QUIET),
                      help="Print only errors and what was asked for (no progress, no summary)."),
         click.Option(["-v", "--verbose"], is_flag=True, expose_value=False, callback=_set_verbosity(VERBOSE),
                      help="Print more: the op counts of both models and every stage's time."),
-    ]
+    ) if not taken & set(option.opts)]
     for sub in getattr(command, "commands", {}).values():
         add_verbosity_options(sub)
 
