@@ -819,7 +819,10 @@ def test_moe_group_router_full_scores():
 
 
 def test_word_conv_embedding():
-    words = np.array([[3, 5, 2, 7, 0, 0], [1, 4, 0, 0, 0, 0], [6, 6, 6, 6, 6, 6], [2, 0, 0, 0, 0, 0]], np.int32)
+    # (inside a word the nonzero ids count; a word starting with id 0 is skipped by onnxruntime, which leaves its
+    # output as the buffer held it, so no such word is compared)
+    words = np.array([[3, 5, 2, 7, 0, 0], [1, 4, 0, 0, 0, 0], [6, 6, 6, 6, 6, 6], [2, 0, 0, 0, 0, 0],
+                      [3, 0, 4, 5, 0, 0]], np.int32)
     inputs = {"Sequence": words, "W": rand(5, 1, 2, 3), "B": rand(5), "C": rand(8, 3)}
     assert_matches_ort("WordConvEmbedding", inputs, conv_window_size=2, embedding_size=5, char_embedding_size=3)
 
@@ -1037,3 +1040,16 @@ def test_attention_share_buffer_flag_without_past():
     # The flag only matters with a past; onnxruntime's CPU kernel runs the node as plain attention.
     inputs = {"input": rand(BATCH, SEQ, HIDDEN), "weights": rand(HIDDEN, 3 * HIDDEN), "bias": rand(3 * HIDDEN)}
     assert_matches_ort("Attention", inputs, ("Y",), num_heads=HEADS, past_present_share_buffer=1)
+
+
+@pytest.mark.parametrize("x_shape,mask_shape,attrs", [
+    ((2, 3, 9), (2, 3, 9), {"kernel_shape": [3], "strides": [2], "pads": [1, 1]}),
+    ((2, 3, 6, 7), (2, 3, 6, 7), {"kernel_shape": [3, 3], "strides": [1, 2], "pads": [1, 0, 1, 1]}),
+    ((2, 3, 6, 7), (1, 2, 6, 7), {"kernel_shape": [2, 2], "auto_pad": "SAME_UPPER"}),
+    ((1, 2, 4, 5, 3), (1, 2, 4, 5, 3), {"kernel_shape": [2, 3, 2], "strides": [2, 1, 1]})])
+def test_maxpool_with_mask(x_shape, mask_shape, attrs):
+    """onnxruntime's internal pooling: a 0 in the mask cuts the scan of a window's innermost axis short, and each
+    channel reads the mask from (channel * spatial size) % (mask N * mask C) on."""
+    mask_rng = np.random.default_rng(31)  # its own generator: the shared one's later draws stay as they were
+    mask = (mask_rng.random(mask_shape) > 0.25).astype(np.int32)
+    assert_matches_ort("MaxpoolWithMask", {"X": rand(*x_shape), "M": mask}, **attrs)

@@ -9,7 +9,9 @@ compared with the onnxruntime outputs stored beside the model (``opconv/compare.
 - ``onnx-to-hlo``: run in opconv's HLO executor and, exported to StableHLO, compiled and run by IREE;
   ``hlo-to-onnx``: that HLO converted back to ONNX, run in onnxruntime;
 - ``upgrade-21``, ``downgrade-13``, ``downgrade-11``: ``opconv.convert_version``, checked by ``onnx.checker`` and
-  run in onnxruntime and in opconv.
+  run in onnxruntime and in opconv;
+- ``decompose`` (the models onnxruntime's tools made): ``opconv.decompose``, which must leave no contrib node
+  (or refuse, naming each node and why), checked by ``onnx.checker`` and run in onnxruntime and in opconv.
 
 A pair is *verified*, *refused* (opconv raised an ``OpconvError``: listed in ``tests/known_failures.json`` under
 ``corpus`` with its message; a listed pair that starts passing fails, so the list only shrinks) or *wrong* (a
@@ -45,7 +47,7 @@ CORPUS = os.path.join(ROOT, "fixtures", "corpus")
 SUITE = "corpus"
 # onnx-to-hlo last: its IREE compiles run in the background while the other targets' cases run
 TARGETS = ["run", "onnx-to-ir", "ir-to-onnx", "hlo-to-onnx", "upgrade-21", "downgrade-13", "downgrade-11",
-           "onnx-to-hlo"]
+           "decompose", "onnx-to-hlo"]
 
 with open(os.path.join(CORPUS, "manifest.json"), encoding="utf-8") as _f:
     MANIFEST = {e["name"]: e for e in json.load(_f)["models"]}
@@ -336,6 +338,20 @@ def check_version(m: Model, opset: int) -> None:
                                                                m.feeds_for([v.name for v in converted.graph.inputs])))
 
 
+def check_decompose(m: Model) -> None:
+    from opconv.dialects.onnx.io import to_proto
+
+    decomposed = _opconv("decompose", opconv.decompose, m.source())  # strict: a refusal names every node left
+    left = sorted({f"{n.domain}::{n.op}" for n in decomposed.graph.walk() if n.domain not in ("", "ai.onnx")})
+    if left:
+        raise Outcome("wrong", f"decompose left {', '.join(left)} without refusing")
+    proto = _opconv("writing the protobuf", to_proto, decomposed)
+    _runtime("onnx.checker", onnx.checker.check_model, proto, True)  # standard operators only: valid ONNX
+    m.compare("onnxruntime (decomposed)", _runtime("onnxruntime", _ort_run, proto, m))
+    m.compare("opconv ONNX executor (decomposed)", _opconv("opconv run", opconv.run, decomposed, m.feeds_for(
+        [v.name for v in decomposed.graph.inputs])))
+
+
 CHECKS = {
     "run": check_run,
     "onnx-to-ir": check_onnx_to_ir,
@@ -345,6 +361,7 @@ CHECKS = {
     "upgrade-21": lambda m: check_version(m, 21),
     "downgrade-13": lambda m: check_version(m, 13),
     "downgrade-11": lambda m: check_version(m, 11),
+    "decompose": check_decompose,
 }
 
 
@@ -363,7 +380,9 @@ def case_name(name: str, target: str) -> str:
 
 # ---------------------------------------------------------------------------
 
-PAIRS = [(name, target) for target in TARGETS for name in MANIFEST]
+#: the decompose target is for the models onnxruntime's tools made (the others have no contrib node to rewrite)
+PAIRS = [(name, target) for target in TARGETS for name in MANIFEST
+         if target != "decompose" or MANIFEST[name]["exporter"] == "onnxruntime"]
 
 
 @pytest.fixture(scope="module", autouse=True)

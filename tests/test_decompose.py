@@ -32,13 +32,23 @@ def rand(*shape, dtype=np.float32, low=-1.0, high=1.0):
     return RNG.uniform(low, high, shape).astype(dtype)
 
 
+def as_initializers(model: onnx.ModelProto, inputs: dict, names) -> None:
+    """Make the graph inputs ``names`` initializers (the weights onnxruntime's quantizers write as constants)."""
+    names = {name for name in names if inputs.get(name) is not None}
+    model.graph.initializer.extend(onnx.numpy_helper.from_array(inputs[name], name) for name in sorted(names))
+    kept = [i for i in model.graph.input if i.name not in names]
+    del model.graph.input[:]
+    model.graph.input.extend(kept)
+
+
 def assert_decomposes(op: str, inputs: dict, outputs=("Y",), *, domain: str = MS, opsets=(13, 20), rtol=None,
-                      atol=None, output_types=None, opconv_atol=None, node_attrs=None, **attrs):
-    feeds = {k: v for k, v in inputs.items() if v is not None}
+                      atol=None, output_types=None, opconv_atol=None, node_attrs=None, constants=(), **attrs):
+    feeds = {k: v for k, v in inputs.items() if v is not None and k not in constants}
     names = [o for o in outputs if o]
     for opset in opsets:
         model = single_node_model(op, inputs, outputs, domain=domain, opset=opset, output_types=output_types,
                                   **attrs)
+        as_initializers(model, inputs, constants)
         model.graph.node[0].attribute.extend(helper.make_attribute(k, v) for k, v in (node_attrs or {}).items())
         expected = run_ort(model, feeds)
         decomposed = decompose(model)
@@ -236,6 +246,64 @@ def test_matmul_integer_to_float():
     assert_decomposes("MatMulIntegerToFloat", inputs)
 
 
+def _lstm_inputs(directions: int, per_column: bool, w_dtype, states: bool, peepholes: bool):
+    # a generator of its own: the shared one's later draws (which the QLinear cases' rounding ties depend on)
+    # stay as they were
+    rng = np.random.default_rng(23)
+    steps, batch, inputs, hidden = 4, 3, 5, 6
+    scales = (directions, 4 * hidden) if per_column else (directions,)
+    info = np.iinfo(w_dtype)
+    zero = 128 if w_dtype == np.uint8 else 0
+
+    def floats(*shape, low=-1.0, high=1.0):
+        return rng.uniform(low, high, shape).astype(np.float32)
+
+    def weights(*shape):
+        return rng.integers(info.min, int(info.max) + 1, shape).astype(w_dtype)
+
+    return {"x": floats(steps, batch, inputs, low=-2, high=2), "w": weights(directions, inputs, 4 * hidden),
+            "r": weights(directions, hidden, 4 * hidden), "b": floats(directions, 8 * hidden), "lens": None,
+            "h0": floats(directions, batch, hidden) if states else None,
+            "c0": floats(directions, batch, hidden) if states else None,
+            "p": floats(directions, 3 * hidden) if peepholes else None,
+            "w_scale": floats(*scales, low=0.002, high=0.012), "w_zero": np.full(scales, zero, w_dtype),
+            "r_scale": floats(*scales, low=0.002, high=0.012), "r_zero": np.full(scales, zero, w_dtype)}
+
+
+LSTM_WEIGHTS = ("w", "r", "w_scale", "w_zero", "r_scale", "r_zero")
+
+
+@pytest.mark.parametrize("direction,per_column,w_dtype,states,peepholes", [
+    ("forward", False, np.int8, False, False), ("reverse", True, np.uint8, True, False),
+    ("bidirectional", True, np.int8, True, True), ("bidirectional", False, np.uint8, False, False)])
+def test_dynamic_quantize_lstm(direction, per_column, w_dtype, states, peepholes):
+    """X and every step's H are rounded to uint8 over their range as onnxruntime's kernel does (a plain LSTM on
+    the dequantized weights is ~3e-3 away): a Loop over the steps, exact to float32 rounding."""
+    inputs = _lstm_inputs(2 if direction == "bidirectional" else 1, per_column, w_dtype, states, peepholes)
+    assert_decomposes("DynamicQuantizeLSTM", inputs, ("Y", "Y_h", "Y_c"), opsets=(11, 20), constants=LSTM_WEIGHTS,
+                      direction=direction, hidden_size=6)
+
+
+@pytest.mark.parametrize("attrs", [
+    {"clip": 0.4, "input_forget": 1},
+    {"activations": ["HardSigmoid", "LeakyRelu", "Softsign"], "activation_alpha": [0.3, 0.2],
+     "activation_beta": [0.4]},
+    {"activations": ["Sigmoid", "Tanh", "Tanh", "Sigmoid", "Relu", "Tanh"], "direction": "bidirectional"}])
+def test_dynamic_quantize_lstm_gate_options(attrs):
+    inputs = _lstm_inputs(2 if attrs.get("direction") == "bidirectional" else 1, False, np.int8, True, False)
+    assert_decomposes("DynamicQuantizeLSTM", inputs, ("Y", "Y_h", "Y_c"), opsets=(13,), constants=LSTM_WEIGHTS,
+                      hidden_size=6, **attrs)
+
+
+def test_dynamic_quantize_lstm_with_sequence_lengths_is_refused():
+    inputs = _lstm_inputs(1, False, np.int8, False, False)
+    inputs["lens"] = np.array([4, 2, 3], np.int32)
+    model = single_node_model("DynamicQuantizeLSTM", inputs, ("Y",), opset=13, hidden_size=6)
+    as_initializers(model, inputs, LSTM_WEIGHTS)
+    with pytest.raises(opconv.ConversionError, match="DynamicQuantizeLSTM: sequence_lens is not decomposed"):
+        decompose(model)
+
+
 def test_refusals_name_every_node_and_reason():
     model = single_node_model("GroupQueryAttention", {"q": rand(1, 2, 8)}, ("Y",), num_heads=2, kv_num_heads=1,
                               smooth_softmax=1)
@@ -380,12 +448,7 @@ def _matmul_n_bits_model(bits, with_zero_points, k):
               "zero_points": RNG.integers(0, 256, (n, zero_bytes)).astype(np.uint8) if with_zero_points else None,
               "g_idx": None, "bias": rand(n)}
     model = single_node_model("MatMulNBits", inputs, ("Y",), K=k, N=n, bits=bits, block_size=block)
-    constants = {"b", "scales", "zero_points"}  # the weights the quantizer writes as initializers
-    model.graph.initializer.extend(onnx.numpy_helper.from_array(inputs[name], name) for name in constants
-                                   if inputs[name] is not None)
-    kept = [i for i in model.graph.input if i.name not in constants]
-    del model.graph.input[:]
-    model.graph.input.extend(kept)
+    as_initializers(model, inputs, ("b", "scales", "zero_points"))
     return model, {"a": inputs["a"], "bias": inputs["bias"]}
 
 
@@ -634,3 +697,439 @@ def test_multi_head_attention_packed(packing):
                         ("opconv", opconv.run(decomposed, feeds)["Y"])):
         report = compare_arrays("Y", expected, got, None, None)
         assert report.ok, f"{runner}: {report.message}"
+
+
+# ---------------------------------------------------------------- ops with a standard counterpart or a formula
+# (each its own generator: the shared one's draws stay as the earlier cases had them)
+
+def _rng():
+    return np.random.default_rng(29)
+
+
+@pytest.mark.parametrize("mode,value", [("constant", 1.5), ("reflect", None), ("edge", None)])
+def test_pad_ms(mode, value):
+    rng = _rng()
+    inputs = {"x": rng.standard_normal((2, 3, 4)).astype(np.float32),
+              "pads": np.array([[0, 1, 2, 1, 0, 1]], np.int64),
+              "value": None if value is None else np.array([value], np.float32)}
+    assert_decomposes("Pad", inputs, opsets=(13,), constants=("pads",), mode=mode)
+
+
+@pytest.mark.parametrize("mode,padding,align", [("bilinear", "zeros", 0), ("nearest", "border", 1),
+                                                ("bicubic", "reflection", 0)])
+def test_grid_sample_ms(mode, padding, align):
+    rng = _rng()
+    inputs = {"x": rng.standard_normal((2, 3, 5, 6)).astype(np.float32),
+              "grid": rng.uniform(-1.2, 1.2, (2, 4, 3, 2)).astype(np.float32)}
+    assert_decomposes("GridSample", inputs, opsets=(16, 20), mode=mode, padding_mode=padding, align_corners=align)
+
+
+def test_unique_ms():
+    inputs = {"x": np.array([3, 1, 3, 7, 1, 1, 9.5, -2, 3], np.float32)}
+    assert_decomposes("Unique", inputs, ("y", "idx", "counts"), opsets=(13,))
+
+
+@pytest.mark.parametrize("dtype,attrs", [(np.uint8, {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+                                         (np.uint8, {"kernel_shape": [2, 2], "auto_pad": "SAME_UPPER"}),
+                                         (np.int8, {"kernel_shape": [2, 3], "dilations": [2, 1], "ceil_mode": 1,
+                                                    "strides": [2, 2]})])
+def test_nhwc_max_pool(dtype, attrs):
+    rng = _rng()
+    x = rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max + 1, (2, 7, 8, 3)).astype(dtype)
+    assert_decomposes("NhwcMaxPool", {"x": x}, opsets=(13,), **attrs)
+
+
+@pytest.mark.parametrize("pads", [[1, 0, 1, 2], [0, 0, 0, 0]])
+def test_conv_transpose_with_dynamic_pads(pads):
+    rng = _rng()
+    inputs = {"x": rng.standard_normal((1, 4, 5, 5)).astype(np.float32),
+              "w": rng.standard_normal((4, 2, 3, 3)).astype(np.float32),
+              "pads": np.array(pads, np.int64),
+              "b": rng.standard_normal(2).astype(np.float32)}
+    assert_decomposes("ConvTransposeWithDynamicPads", inputs, opsets=(13,), constants=("pads",), strides=[2, 2],
+                      kernel_shape=[3, 3])
+
+
+def test_sample_op():
+    assert_decomposes("SampleOp", {"x": _rng().standard_normal((2, 3)).astype(np.float32)}, opsets=(13,))
+
+
+@pytest.mark.parametrize("dtype,scale_dtype", [(np.float32, None), (np.float32, np.float32), (np.float16, np.float16),
+                                               (np.float16, np.float32)])
+def test_scaled_silu(dtype, scale_dtype):
+    rng = _rng()
+    inputs = {"x": rng.uniform(-6, 6, (3, 8)).astype(dtype),
+              "scale": None if scale_dtype is None else np.array(0.7, scale_dtype)}
+    assert_decomposes("ScaledSiLU", inputs, opsets=(13,), alpha=1.3)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_gated_add(dtype):
+    rng = _rng()
+    inputs = {name: rng.standard_normal(shape).astype(dtype)
+              for name, shape in (("x", (2, 3, 8)), ("y", (2, 3, 8)), ("gate", (2, 3, 1)))}
+    assert_decomposes("GatedAdd", inputs, opsets=(13,))
+
+
+@pytest.mark.parametrize("metric", ["sqeuclidean", "euclidean"])
+def test_cdist(metric):
+    rng = _rng()
+    inputs = {"a": rng.standard_normal((4, 6)).astype(np.float32), "b": rng.standard_normal((5, 6)).astype(np.float32)}
+    assert_decomposes("CDist", inputs, opsets=(13,), metric=metric)
+
+
+# ---------------------------------------------------------------- packed constant weights, dequantized once
+
+@pytest.mark.parametrize("quant_type,dtype", [(0, np.float32), (1, np.float32), (1, np.float16)])
+def test_matmul_bnb4(quant_type, dtype):
+    rng, k, n, block = _rng(), 40, 6, 16
+    inputs = {"a": rng.standard_normal((3, k)).astype(dtype),
+              "b": rng.integers(0, 256, (n * k + 1) // 2).astype(np.uint8),
+              "absmax": (rng.random(-(-n * k // block)) + 0.5).astype(dtype)}
+    assert_decomposes("MatMulBnb4", inputs, opsets=(13,), constants=("b", "absmax"), rtol=1e-4, atol=1e-4,
+                      K=k, N=n, block_size=block, quant_type=quant_type)
+
+
+@pytest.mark.parametrize("blk_quant_type,k", [(0, 64), (1, 70)])
+def test_matmul_fpq4(blk_quant_type, k):
+    rng, n = _rng(), 4
+    blob = bytearray()
+    for _ in range(n * -(-k // 32)):  # MLAS's blocks: float32 scale, [zero point byte], 16 bytes of nibbles
+        blob += np.float32(rng.random() * 0.1 + 0.01).tobytes()
+        if blk_quant_type == 1:
+            blob.append(int(rng.integers(0, 16)))
+        blob += rng.integers(0, 256, 16).astype(np.uint8).tobytes()
+    inputs = {"a": rng.standard_normal((3, k)).astype(np.float32), "b": np.frombuffer(bytes(blob), np.uint8).copy(),
+              "shape": np.array([k, n], np.int64)}
+    assert_decomposes("MatMulFpQ4", inputs, opsets=(13,), constants=("b", "shape"), rtol=1e-4, atol=1e-4,
+                      blk_quant_type=blk_quant_type)
+
+
+@pytest.mark.parametrize("bits,zero_points,scale_dtype,gather_axis", [
+    (4, False, np.float32, 0), (4, True, np.float16, 0), (8, True, np.float32, 0)])
+def test_gather_block_quantized(bits, zero_points, scale_dtype, gather_axis):
+    rng, vocab, dim, block = _rng(), 10, 64, 16
+    per_byte, blocks = 8 // bits, dim // block
+    inputs = {"data": rng.integers(0, 256, (vocab, dim // per_byte)).astype(np.uint8),
+              "ids": np.array([[0, 3, 9], [-1, 3, 5]], np.int64),
+              "scales": (rng.random((vocab, blocks)) * 0.1 + 0.01).astype(scale_dtype),
+              "zp": rng.integers(0, 256, (vocab, -(-blocks // per_byte))).astype(np.uint8) if zero_points else None}
+    assert_decomposes("GatherBlockQuantized", inputs, opsets=(13,), constants=("data", "scales", "zp"), bits=bits,
+                      block_size=block, gather_axis=gather_axis, quantize_axis=1)
+
+
+@pytest.mark.parametrize("gather_axis,quantize_axis", [(0, 1), (1, 0)])
+def test_gather_block_quantized_int4(gather_axis, quantize_axis):
+    import ml_dtypes
+
+    rng, block = _rng(), 16
+    scale_shape = [32, 48]
+    scale_shape[quantize_axis] //= block
+    inputs = {"data": rng.integers(-8, 8, (32, 48)).astype(ml_dtypes.int4),
+              "ids": np.array([2, -3, 0, 7], np.int32),
+              "scales": (rng.random(scale_shape) * 0.1 + 0.01).astype(np.float32),
+              "zp": rng.integers(-8, 8, scale_shape).astype(ml_dtypes.int4)}
+    assert_decomposes("GatherBlockQuantized", inputs, opsets=(21,), constants=("data", "scales", "zp"), bits=4,
+                      block_size=block, gather_axis=gather_axis, quantize_axis=quantize_axis)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("activation", ["silu", "sigmoid"])
+def test_gated_rms_norm(dtype, activation):
+    rng = _rng()
+    inputs = {name: rng.uniform(-1, 1, shape).astype(dtype)
+              for name, shape in (("x", (2, 3, 16)), ("scale", (8,)), ("gate", (2, 3, 16)))}
+    assert_decomposes("GatedRMSNorm", inputs, opsets=(13,), activation=activation, epsilon=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("layout,scale_shape", [("grouped", None), ("grouped", (3, 4)), ("flattened", (4,)),
+                                                ("flattened", (12,))])
+def test_branchwise_rms_norm(dtype, layout, scale_shape):
+    rng = _rng()
+    x = rng.uniform(-1, 1, (2, 5, 3, 4) if layout == "grouped" else (2, 5, 12)).astype(dtype)
+    inputs = {"x": x, "scale": None if scale_shape is None else rng.uniform(-1, 1, scale_shape).astype(dtype)}
+    attrs = {"num_branches": 3} if layout == "flattened" else {}
+    assert_decomposes("BranchwiseRMSNorm", inputs, opsets=(13, 18), epsilon=1e-5, **attrs)
+
+
+@pytest.mark.parametrize("dim,size,step", [(-1, 3, 1), (1, 2, 2), (0, 2, 1)])
+def test_unfold_tensor(dim, size, step):
+    assert_decomposes("UnfoldTensor", {"x": _rng().standard_normal((3, 5, 6)).astype(np.float32)}, opsets=(13,),
+                      dim=dim, size=size, step=step)
+
+
+@pytest.mark.parametrize("layout", ["grouped", "flattened"])
+@pytest.mark.parametrize("gates", ["C", "C1", "CH"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_hyper_connections(layout, gates, dtype):
+    rng, c, h = _rng(), 3, 4
+
+    def floats(*shape):
+        return rng.uniform(-1, 1, shape).astype(dtype)
+
+    streams = floats(2, 5, c, h) if layout == "grouped" else floats(2, 5, c * h)
+    attrs = {"num_branches": c} if layout == "flattened" else {}
+    gate_shape = {"C": (2, 5, c), "C1": (2, 5, c, 1), "CH": (2, 5, c, h)}[gates]
+    assert_decomposes("HyperConnectionPreMix", {"streams": streams, "pre_mix": floats(*gate_shape)}, opsets=(13,),
+                      reduction_scale=0.5, **attrs)
+    for stream_mix in (floats(2, 5, c, c), None):
+        inputs = {"streams": streams, "block_output": floats(2, 5, h), "post_mix": floats(*gate_shape),
+                  "stream_mix": stream_mix}
+        assert_decomposes("HyperConnectionPostMix", inputs, opsets=(13,), **attrs)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("layout,sections", [(0, [1, 2, 1]), (1, [2, 1, 1]), (0, [4, 0, 0])])
+@pytest.mark.parametrize("interleaved,shape", [(0, "3d"), (1, "4d")])
+def test_m_rotary_embedding(dtype, layout, sections, interleaved, shape):
+    rng, heads, head, max_pos = _rng(), 2, 8, 16
+    angles = rng.uniform(0, 6, (max_pos, head // 2))
+    x = rng.uniform(-1, 1, (B, heads, S, head) if shape == "4d" else (B, S, heads * head)).astype(dtype)
+    inputs = {"x": x, "pos": rng.integers(0, max_pos, (3, B, S)).astype(np.int64),
+              "cos": np.cos(angles).astype(dtype), "sin": np.sin(angles).astype(dtype)}
+    assert_decomposes("MRotaryEmbedding", inputs, opsets=(13,), interleaved=interleaved, mrope_layout=layout,
+                      mrope_section=sections, num_heads=heads)
+
+
+def _moe_inputs(rng, rows: int, inner: int, fc3: bool = False):
+    experts, hidden = 4, 6
+
+    def floats(*shape, low=-1.0, high=1.0):
+        return rng.uniform(low, high, shape).astype(np.float32)
+
+    return {"input": floats(rows, hidden), "router_probs": floats(rows, experts, low=-2, high=2),
+            "fc1_experts_weights": floats(experts, inner, hidden), "fc1_experts_bias": floats(experts, inner),
+            "fc2_experts_weights": floats(experts, hidden, inner if not fc3 else inner),
+            "fc2_experts_bias": floats(experts, hidden),
+            "fc3_experts_weights": floats(experts, inner, hidden) if fc3 else None,
+            "fc3_experts_bias": floats(experts, inner) if fc3 else None}
+
+
+@pytest.mark.parametrize("k,normalize", [(1, 0), (2, 1)])
+@pytest.mark.parametrize("activation", ["relu", "gelu", "silu", "identity"])
+def test_moe(k, normalize, activation):
+    """Every expert runs on every token; each token keeps its k routed experts' outputs, weighted."""
+    assert_decomposes("MoE", _moe_inputs(_rng(), 5, 10), opsets=(13, 20), rtol=1e-5, atol=1e-5, k=k,
+                      normalize_routing_weights=normalize, activation_type=activation)
+
+
+@pytest.mark.parametrize("limit", [None, 0.5])
+def test_moe_swiglu(limit):
+    inputs = _moe_inputs(_rng(), 5, 20)  # gate and linear rows interleaved (the layout onnxruntime's CPU takes)
+    inputs["fc2_experts_weights"] = inputs["fc2_experts_weights"][:, :, :10].copy()
+    inputs["fc2_experts_bias"] = None
+    assert_decomposes("MoE", inputs, opsets=(13,), rtol=1e-5, atol=1e-5, k=2, normalize_routing_weights=1,
+                      activation_type="swiglu", activation_alpha=1.702, activation_beta=1.0, swiglu_fusion=1,
+                      swiglu_limit=limit)
+
+
+@pytest.mark.parametrize("fusion", [0, 2])
+def test_moe_swiglu_other_layouts(fusion):
+    """onnxruntime's CPU kernel takes gate and linear rows interleaved only: the decomposition of the same weights
+    laid out as halves (2) or as FC1 and FC3 (0) must give its interleaved run's outputs."""
+    inputs = _moe_inputs(_rng(), 5, 20)
+    inputs["fc2_experts_weights"] = inputs["fc2_experts_weights"][:, :, :10].copy()
+    attrs = dict(k=2, normalize_routing_weights=1, activation_type="swiglu", activation_alpha=1.702,
+                 activation_beta=1.0, swiglu_limit=0.5)
+    feeds = {k: v for k, v in inputs.items() if v is not None}
+    expected = run_ort(single_node_model("MoE", inputs, ("Y",), opset=13, swiglu_fusion=1, **attrs), feeds)[0]
+    weights, bias = inputs["fc1_experts_weights"], inputs["fc1_experts_bias"]
+    relaid = dict(inputs)
+    if fusion == 2:
+        relaid.update(fc1_experts_weights=np.concatenate([weights[:, 0::2], weights[:, 1::2]], axis=1),
+                      fc1_experts_bias=np.concatenate([bias[:, 0::2], bias[:, 1::2]], axis=1))
+    else:
+        relaid.update(fc1_experts_weights=weights[:, 0::2].copy(), fc1_experts_bias=bias[:, 0::2].copy(),
+                      fc3_experts_weights=weights[:, 1::2].copy(), fc3_experts_bias=bias[:, 1::2].copy())
+    decomposed = decompose(single_node_model("MoE", relaid, ("Y",), opset=13, swiglu_fusion=fusion, **attrs))
+    feeds = {k: v for k, v in relaid.items() if v is not None}
+    for runner, got in (("onnxruntime", run_ort(onnx_io.to_proto(decomposed), feeds)[0]),
+                        ("opconv", opconv.run(decomposed, feeds)["Y"])):
+        report = compare_arrays("Y", expected, got, 1e-5, 1e-5)
+        assert report.ok, f"{runner}: {report.message}"
+
+
+@pytest.mark.parametrize("bits,block_size,zero_points,activation", [
+    (4, 0, False, "relu"), (8, 0, True, "gelu"), (4, 16, True, "silu"), (4, 16, False, "swiglu")])
+def test_qmoe(bits, block_size, zero_points, activation):
+    rng, experts, hidden, inner, tokens = _rng(), 3, 32, 16, 5
+    pack = 8 // bits
+    fc1_out = 2 * inner if activation == "swiglu" else inner
+
+    def layer(out, inputs):
+        groups = (out, inputs // block_size) if block_size else (out,)
+        return (rng.integers(0, 256, (experts, out, inputs // pack)).astype(np.uint8),
+                (rng.random((experts,) + groups) * 0.05 + 0.01).astype(np.float32),
+                rng.integers(0, 256, (experts,) + groups[:-1] + (-(-groups[-1] // pack),)).astype(np.uint8)
+                if zero_points else None)
+
+    (w1, s1, z1), (w2, s2, z2) = layer(fc1_out, hidden), layer(hidden, inner)
+    inputs = {"x": rng.standard_normal((tokens, hidden)).astype(np.float32),
+              "router": rng.standard_normal((tokens, experts)).astype(np.float32),
+              "w1": w1, "s1": s1, "b1": rng.standard_normal((experts, fc1_out)).astype(np.float32),
+              "w2": w2, "s2": s2, "b2": None, "w3": None, "s3": None, "b3": None, "z1": z1, "z2": z2}
+    attrs = dict(k=2, activation_type=activation, expert_weight_bits=bits, normalize_routing_weights=1)
+    if block_size:
+        attrs["block_size"] = block_size
+    if activation == "swiglu":
+        attrs.update(swiglu_fusion=1, activation_alpha=1.702, activation_beta=1.0, swiglu_limit=7.0)
+    assert_decomposes("QMoE", inputs, opsets=(13,), constants=("w1", "s1", "w2", "s2", "z1", "z2"), rtol=1e-4,
+                      atol=1e-4, **attrs)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("normed", [False, True])
+def test_engram_gate(dtype, normed):
+    rng, hc, hidden = _rng(), 3, 8
+
+    def floats(*shape):
+        return rng.uniform(-1, 1, shape).astype(dtype)
+
+    inputs = {"key": floats(2, 4, hc, hidden), "query": floats(2, 4, hc, hidden), "value": floats(2, 4, hidden),
+              "key_norm_scale": floats(hc, hidden), "query_norm_scale": floats(hc, hidden),
+              "conv_norm_scale": floats(hc, hidden) if normed else None}
+    assert_decomposes("EngramGate", inputs, ("output", "gated_value_normed") if normed else ("output",),
+                      opsets=(13,))
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("crop", [(3, 4), (1, 1)])
+def test_crop_and_resize(mode, crop):
+    rng = _rng()
+    rois = np.array([[0.1, 0.2, 0.8, 0.9], [0.0, 0.0, 1.0, 1.0], [-0.2, 0.3, 0.6, 1.3]], np.float32)
+    inputs = {"x": rng.uniform(-1, 1, (2, 3, 6, 7)).astype(np.float32), "rois": rois,
+              "batch_indices": np.array([0, 1, 1], np.int32), "crop_size": np.array(crop, np.int32)}
+    assert_decomposes("CropAndResize", inputs, opsets=(13,), constants=("crop_size",), mode=mode,
+                      extrapolation_value=-1.0)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.uint32])
+@pytest.mark.parametrize("positive,seed", [(1, 0), (0, 42)])
+def test_murmur_hash3(dtype, positive, seed):
+    """uint32 products, sums and shifts wrap as the hash's do; onnxruntime hashes the same 4-byte keys."""
+    info = np.iinfo(dtype)
+    keys = np.concatenate([_rng().integers(info.min, int(info.max) + 1, 12), [0, info.min, info.max]]).astype(dtype)
+    output_types = {"Y": onnx.TensorProto.UINT32 if positive else onnx.TensorProto.INT32}
+    assert_decomposes("MurmurHash3", {"x": keys}, opsets=(18,), output_types=output_types, positive=positive,
+                      seed=seed)
+
+
+@pytest.mark.parametrize("window", [2, 3])
+def test_word_conv_embedding(window):
+    rng = _rng()
+    # (no word starts with id 0: onnxruntime skips such a word and leaves its output as the buffer held it)
+    words = np.array([[3, 5, 2, 7, 0, 0], [1, 4, 0, 0, 0, 0], [6, 6, 6, 6, 6, 6], [2, 0, 0, 0, 0, 0],
+                      [3, 0, 4, 5, 0, 0], [5, 3, 0, 0, 4, 0]], np.int32)
+    inputs = {"Sequence": words, "W": rng.uniform(-1, 1, (5, 1, window, 3)).astype(np.float32),
+              "B": rng.uniform(-1, 1, 5).astype(np.float32), "C": rng.uniform(-1, 1, (8, 3)).astype(np.float32)}
+    assert_decomposes("WordConvEmbedding", inputs, opsets=(13,), conv_window_size=window, embedding_size=5,
+                      char_embedding_size=3)
+
+
+@pytest.mark.parametrize("ngram_size", [1, 2, 3, 7])
+def test_ngram_repeat_block(ngram_size):
+    ids = np.array([[1, 2, 3, 1, 2], [4, 4, 4, 5, 4]], np.int64)
+    assert_decomposes("NGramRepeatBlock", {"ids": ids, "scores": _rng().standard_normal((2, 8)).astype(np.float32)},
+                      opsets=(18,), ngram_size=ngram_size)
+
+
+@pytest.mark.parametrize("groups", [(1, 1, 2), (4, 2, 2), (4, 3, 3), "scores"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_moe_group_router(groups, dtype):
+    """(onnxruntime gives either the routing probabilities or the two full score outputs, not both)"""
+    rng = _rng()
+    inputs = {"logits": rng.uniform(-3, 3, (5, 16)).astype(dtype),
+              "expert_bias": rng.uniform(-0.2, 0.2, 16).astype(np.float32)}
+    if groups == "scores":
+        assert_decomposes("MoEGroupRouter", inputs, ("", "selection_scores", "router_weights"), opsets=(13,),
+                          top_k=4)
+        return
+    n_group, topk_group, group_topk = groups
+    assert_decomposes("MoEGroupRouter", inputs, ("router_probs",), opsets=(13,), n_group=n_group,
+                      topk_group=topk_group, group_topk=group_topk, top_k=4)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("with_b", [False, True])
+def test_linear_attention_gate(dtype, with_b):
+    rng = _rng()
+    inputs = {"a": rng.uniform(-3, 3, (2, 3, 4)).astype(dtype), "dt_bias": rng.uniform(-1, 1, 4).astype(np.float32),
+              "decay_scale": rng.uniform(-2, 0, 4).astype(np.float32),
+              "b": rng.uniform(-1, 1, (2, 3, 4)).astype(dtype) if with_b else None}
+    assert_decomposes("LinearAttentionGate", inputs, ("decay", "beta") if with_b else ("decay",), opsets=(13,))
+
+
+@pytest.mark.parametrize("channels_last", [0, 1])
+@pytest.mark.parametrize("activation", ["none", "silu"])
+def test_causal_conv_with_state(channels_last, activation):
+    rng, batch, channels, length, kernel = _rng(), 2, 3, 5, 4
+
+    def floats(*shape):
+        return rng.uniform(-1, 1, shape).astype(np.float32)
+
+    x, state = floats(batch, channels, length), floats(batch, channels, kernel - 1)
+    if channels_last:
+        x, state = x.transpose(0, 2, 1).copy(), state.transpose(0, 2, 1).copy()
+    inputs = {"input": x, "weight": floats(channels, 1, kernel), "bias": floats(channels), "past_state": state}
+    assert_decomposes("CausalConvWithState", inputs, ("Y", "present_state"), opsets=(13,), activation=activation,
+                      channels_last=channels_last)
+
+
+def _dmmha_self_inputs(with_mask: bool, with_bias: bool):
+    rng, batch, heads, head, max_len, past_len = _rng(), 2, 2, 4, 8, 5
+    hidden = heads * head
+
+    def floats(*shape):
+        return rng.uniform(-1, 1, shape).astype(np.float32)
+
+    mask = np.ones((batch, past_len + 1), np.int32)
+    mask[1, :2] = 0
+    return {"query": floats(batch, 1, hidden), "key": floats(batch, 1, hidden), "value": floats(batch, 1, hidden),
+            "mask_index": mask if with_mask else None, "attention_bias": None,
+            "past_key": floats(batch, heads, max_len, head), "past_value": floats(batch, heads, max_len, head),
+            "past_sequence_length": np.array([past_len], np.int32), "beam_width": None, "cache_indirection": None,
+            "bias": floats(3 * hidden) if with_bias else None}
+
+
+DMMHA_OUTPUTS = ("Y", "present_key", "present_value")
+
+
+@pytest.mark.parametrize("with_mask", [False, True])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_decoder_masked_multi_head_attention_self(with_mask, with_bias):
+    """One decoding step over a shared past buffer: the new key/value written at past_sequence_length."""
+    assert_decomposes("DecoderMaskedMultiHeadAttention", _dmmha_self_inputs(with_mask, with_bias), DMMHA_OUTPUTS,
+                      opsets=(13, 20), num_heads=2, past_present_share_buffer=1)
+
+
+def test_decoder_masked_multi_head_attention_packed():
+    """onnxruntime's CPU kernel fails on packed Q/K/V: the decomposition of the packed node must give its
+    unpacked run's outputs."""
+    inputs = _dmmha_self_inputs(True, True)
+    attrs = {"num_heads": 2, "past_present_share_buffer": 1}
+    feeds = {k: v for k, v in inputs.items() if v is not None}
+    expected = run_ort(single_node_model("DecoderMaskedMultiHeadAttention", inputs, DMMHA_OUTPUTS, opset=13,
+                                         **attrs), feeds)
+    packed = dict(inputs, query=np.concatenate([inputs[n] for n in ("query", "key", "value")], axis=2), key=None,
+                  value=None)
+    decomposed = decompose(single_node_model("DecoderMaskedMultiHeadAttention", packed, DMMHA_OUTPUTS, opset=13,
+                                             **attrs))
+    feeds = {k: v for k, v in packed.items() if v is not None}
+    for runner, got in (("onnxruntime", run_ort(onnx_io.to_proto(decomposed), feeds)),
+                        ("opconv", [opconv.run(decomposed, feeds)[n] for n in DMMHA_OUTPUTS])):
+        for name, want, value in zip(DMMHA_OUTPUTS, expected, got):
+            report = compare_arrays(name, want, value, None, None)
+            assert report.ok, f"{runner} {name}: {report.message}"
+
+
+@pytest.mark.parametrize("with_mask", [False, True])
+def test_decoder_masked_multi_head_attention_cross(with_mask):
+    rng, batch, heads, head, kv_len = _rng(), 2, 2, 4, 6
+    mask = np.ones((batch, kv_len), np.int32)
+    mask[0, -2:] = 0
+    inputs = {"query": rng.uniform(-1, 1, (batch, 1, heads * head)).astype(np.float32),
+              "key": rng.uniform(-1, 1, (batch, heads, kv_len, head)).astype(np.float32),
+              "value": rng.uniform(-1, 1, (batch, heads, kv_len, head)).astype(np.float32),
+              "mask_index": mask if with_mask else None}
+    assert_decomposes("DecoderMaskedMultiHeadAttention", inputs, ("Y",), opsets=(13,), num_heads=heads)

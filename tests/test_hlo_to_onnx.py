@@ -320,6 +320,21 @@ def test_sorting_gated_units_activations_and_tiling():
            [e.astype(np.float32) if e.dtype == np.float64 else e for e in expected])
 
 
+@pytest.mark.parametrize("starts", [[1, 0, 2], [5, -3, 9], [0, 0, 0]])
+def test_dynamic_update_slice_clamps_its_starts(starts):
+    """XLA moves a start that would put the update out of bounds back until it fits; ONNX gets a ScatterND whose
+    index tuples cover only the dims the update does not span whole."""
+    m = Module()
+    x, update = m.input("x", _f(4, 3, 6)), m.input("update", _f(2, 3, 2))
+    start = m.input("start", np.array(starts, np.int64))
+    y = m.op("DynamicUpdateSlice", x, update, start, type=("float32", (4, 3, 6)))
+    expected = m.feeds["x"].copy()
+    lo = [min(max(s, 0), d - u) for s, d, u in zip(starts, (4, 3, 6), (2, 3, 2))]
+    expected[lo[0]:lo[0] + 2, :, lo[2]:lo[2] + 2] = m.feeds["update"]
+    proto = _check(m.model(y), m.feeds, [expected])
+    assert "ScatterND" in _ops(proto)
+
+
 @pytest.mark.parametrize("low,high,reverse,exclusive", [(4, 0, False, False), (7, 0, False, False),
                                                         (5, -1, False, True), (0, 4, True, False),
                                                         (-1, 5, True, True)])

@@ -88,3 +88,34 @@ def test_loop_whose_trip_count_is_constant_once_shapes_are_fixed():
     proto, feeds = _rows_loop_model(body_dims=[4, 3])
     hlo = _check(proto, [feeds], input_shapes={"x": (4, 3)})
     assert "While" in [n.op for n in hlo.graph.nodes]
+
+
+def test_loop_body_of_undeclared_types_is_typed_from_its_starting_values():
+    """ONNX's inference leaves a Loop's carried values without dims and its scan outputs without a first dim;
+    once shapes are fixed the state keeps its starting value's type through the body, so the body and what
+    reads the Loop's results get static types (opconv/converters/loop_shapes.py)."""
+    proto, feeds = _rows_loop_model()
+    hlo = _check(proto, [feeds], input_shapes={"x": (4, 3)})
+    assert "While" in [n.op for n in hlo.graph.nodes]
+
+
+def test_loop_state_that_changes_shape_is_not_typed_from_its_start():
+    """A state that grows every iteration keeps no type through the body: the pin is undone, and the HLO
+    conversion refuses the Loop (its state has no static type) instead of typing it wrongly."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Concat", ["y_in", "y_in"], ["y_out"], axis=0)],
+        "grow", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                 helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+                 helper.make_tensor_value_info("y_in", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("y_out", TensorProto.FLOAT, None)])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["M", "", "x"], ["y"], body=body)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["rows", 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [numpy_helper.from_array(np.int64(2), "M")])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(ConversionError, match="not a static tensor type"):
+        onnx_to_hlo(opconv.load(proto), input_shapes={"x": (2, 3)})

@@ -21,6 +21,7 @@ from ..input_shapes import InputShapes
 from ..ir import Model, Tensor
 from .fold import fold_constants
 from .inline_ifs import inline_constant_ifs
+from .loop_shapes import LoopTyping, typed_loop_outputs
 
 #: initializers at least this large stay out of the protobuf copies given to ONNX shape inference (and out of
 #: a converter's type-inference runs); shape-carrying constants (Reshape targets, axes, pads) are far smaller
@@ -42,11 +43,13 @@ def static_copy(model: Model, input_shapes: Mapping[str, Sequence[int]] | None, 
     """
     copy = copy_with_static_inputs(model, input_shapes, where, target, dims)
     drop_input_defaults(copy.graph)
+    loops = LoopTyping()
     for _ in range(MAX_ROUNDS):
         # An If on a now-constant condition gives way to its taken branch, whose nodes may fold in turn.
         inlined = inline_constant_ifs(copy.graph)
         folded = may_fold(copy.graph) and fold_constants(copy)
-        if not inlined and not (folded and has_unresolved_types(copy.graph)):
+        typed = loops.apply(copy.graph)  # what ONNX's Loop inference leaves open (.loop_shapes)
+        if not inlined and not typed and not (folded and has_unresolved_types(copy.graph)):
             break
         copy = with_inferred_types(copy)
     return copy
@@ -101,7 +104,11 @@ def _forget_symbols(vi: pb.ValueInfoProto) -> None:
 def with_inferred_types(model: Model) -> Model:
     """``model`` reloaded with ONNX shape inference rerun from its (static) inputs."""
     proto, weights = _weightless_proto(model)
-    del proto.graph.value_info[:]  # stale symbolic types would only be merged with the new ones
+    # stale symbolic types would only be merged with the new ones; Loop outputs keep theirs (ONNX infers none)
+    loop_typed = typed_loop_outputs(model.graph)
+    kept = [vi for vi in proto.graph.value_info if vi.name in loop_typed]
+    del proto.graph.value_info[:]
+    proto.graph.value_info.extend(kept)
     copy = _load_inferred(proto, weights)
     copy.path = model.path
     return copy

@@ -186,6 +186,19 @@ def scaled_dot_product_attention(q, k, v, bias=None, *, scale: float | None = No
 # ---------------------------------------------------------------- rotary embedding
 
 
+def mrope_streams(sections, layout: int) -> np.ndarray:
+    """Multimodal rotary embedding (MRotaryEmbedding): which position stream (0: temporal, 1: height, 2: width)
+    gives the angle of each of the ``sum(sections)`` cache columns: consecutive sections (layout 0), or
+    interleaved, height and width on every third column from 1 and 2 as far as their sections reach (layout 1)."""
+    sections = [int(s) for s in sections]
+    if layout == 0:
+        return np.repeat(np.arange(3), sections)
+    streams = np.zeros(sum(sections), np.int64)
+    for stream in (1, 2):
+        streams[stream:3 * sections[stream]:3] = stream
+    return streams
+
+
 def rotary_embedding(x, cos, sin, *, interleaved: bool = False, rotary_dim: int | None = None) -> np.ndarray:
     """Rotate the first ``rotary_dim`` features of ``x`` ``(..., S, D)`` by the angles in ``cos``/``sin``.
 

@@ -130,6 +130,51 @@ def max_pool_with_indices(
     return values, (plane * math.prod(spatial) + spatial_index).astype(np.int64)
 
 
+def masked_max_pool(x, mask, kernel: Sequence[int], strides: Sequence[int], pad_begin: Sequence[int],
+                    pad_end: Sequence[int]) -> np.ndarray:
+    """onnxruntime's MaxpoolWithMask (an internal kernel written for one model), float32, 1-3 spatial dims.
+
+    A max pool whose scan of each window stops early: channel ``k`` (of the ``N * C`` input channels) reads the
+    mask from element ``(k * spatial size) % (mask N * mask C)`` of the flattened mask on, and within a window a
+    position whose mask is 0 ends the scan of the innermost spatial axis (for one spatial axis, the whole
+    window; with more, the current row, and not at the channel's first position).  What the scan stopped
+    before is left out; a window that kept nothing gives float32's lowest value.  The windows are MaxPool's
+    (no dilation, no ceil mode).
+    """
+    x = np.asarray(x, np.float32)
+    mask = np.asarray(mask)
+    spatial = x.shape[2:]
+    rank = len(spatial)
+    if mask.ndim != x.ndim or mask.shape[2:] != spatial or rank not in (1, 2, 3):
+        raise ExecutionError(f"MaxpoolWithMask takes an input of 1-3 spatial dims and a mask of its spatial shape, "
+                             f"got {list(x.shape)} and {list(mask.shape)}")
+    channels = x.shape[0] * x.shape[1]
+    size = int(np.prod(spatial))
+    flat_x = x.reshape(channels, size)
+    flat_mask = mask.reshape(-1)
+    mask_starts = (np.arange(channels) * size) % max(mask.shape[0] * mask.shape[1], 1)
+    element_strides = [int(np.prod(spatial[d + 1:])) for d in range(rank)]
+    out_sizes = [pool_output_size(n, k, s, 1, b, e) for n, k, s, b, e in zip(spatial, kernel, strides, pad_begin,
+                                                                               pad_end)]
+    y = np.empty((channels, int(np.prod(out_sizes))), np.float32)
+    floor = np.finfo(np.float32).min
+    for out_index, position in enumerate(np.ndindex(*out_sizes)):
+        starts = [p * s - b for p, s, b in zip(position, strides, pad_begin)]
+        ranges = [range(max(start, 0), min(start + k, n)) for start, k, n in zip(starts, kernel, spatial)]
+        best = np.full(channels, floor, np.float32)
+        for outer in np.ndindex(*[len(r) for r in ranges[:-1]]):
+            base = sum((ranges[d][i]) * element_strides[d] for d, i in enumerate(outer))
+            stopped = np.zeros(channels, bool)
+            for last in ranges[-1]:
+                index = base + last
+                if rank == 1 or index > 0:
+                    stopped |= flat_mask[mask_starts + index] == 0
+                values = flat_x[:, index]
+                best = np.where(~stopped & (values > best), values, best)
+        y[:, out_index] = best
+    return y.reshape(x.shape[:2] + tuple(out_sizes))
+
+
 def global_pool(x: np.ndarray, mode: str, p: float = 2) -> np.ndarray:
     """Pool over all spatial dims of ``(N, C, *spatial)``, keeping them as size 1."""
     x = np.asarray(x)

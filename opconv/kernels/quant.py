@@ -104,3 +104,79 @@ def fake_quantize_dynamic(x) -> np.ndarray:
     quantized product sees in its activation operand)."""
     q, scale, zero_point = dynamic_quantize(x)
     return elementwise.dequantize(q, scale, zero_point, np.float32)
+
+
+# ---------------------------------------------------------------- whole weights of onnxruntime's formats
+# (dequantized by the kernels at run time and by ``opconv decompose`` once, into a float constant)
+
+
+def bnb4_weight(packed, absmax, k: int, n: int, block_size: int, quant_type: int, trans_b: int) -> np.ndarray:
+    """MatMulBnb4's weight as float32 ``[K, N]``: bitsandbytes' 4-bit codes, two per byte (first in the high
+    nibble), ``absmax`` per block of the flattened ``[N, K]`` weight (``[K, N]`` when ``trans_b`` is 0)."""
+    table = {0: FP4_TABLE, 1: NF4_TABLE}.get(quant_type)
+    if table is None:
+        raise ExecutionError(f"MatMulBnb4 quant_type must be 0 (FP4) or 1 (NF4), got {quant_type}")
+    packed = np.asarray(packed, np.uint8).reshape(-1)
+    codes = np.stack([packed >> 4, packed & 0x0F], axis=-1).reshape(-1)[:n * k]
+    scale = repeat_blocks(upcast(np.asarray(absmax)).astype(np.float32).reshape(-1), block_size, n * k, 0)
+    flat = table[codes] * scale
+    return flat.reshape(n, k).T if trans_b else flat.reshape(k, n)
+
+
+def block_quantized_table(data, scales, zero_points, bits: int, block_size: int, quantize_axis: int) -> np.ndarray:
+    """GatherBlockQuantized's table dequantized (in the scales' type): uint8 data holds ``8 / bits`` values per
+    byte along the last axis (lowest bits first, default zero point ``2**(bits-1)``); int4/uint4 data one value
+    each."""
+    data, scales = np.asarray(data), np.asarray(scales)
+    default_zero = 1 << (bits - 1) if data.dtype == np.uint8 else 0
+    if data.dtype == np.uint8 and bits != 8:
+        data = unpack_bits(data, bits)
+    if zero_points is None:
+        zeros = np.full(scales.shape, default_zero, np.int64)
+    elif np.asarray(zero_points).dtype == np.uint8 and bits != 8:
+        zeros = unpack_bits(np.asarray(zero_points), bits, scales.shape[-1])
+    else:
+        zeros = np.asarray(zero_points)
+    return dequantize_blocks(data, scales, zeros, block_size, normalize_axis(quantize_axis, data.ndim), scales.dtype)
+
+
+#: MatMulFpQ4's block formats (MLAS's): blk_quant_type -> has a zero-point byte; blocks of 32 values each
+_FPQ4_ZERO_POINT = {0: False, 1: True}
+_FPQ4_BLOCK = 32
+
+
+def fpq4_weight(blob, k: int, n: int, blk_quant_type: int) -> np.ndarray:
+    """MatMulFpQ4's weight as float32 ``[K, N]``, stored column by column in blocks of 32 values of K: a float32
+    scale, with type 1 a uint8 zero point (type 0: 8), then 16 bytes whose low nibbles are the block's first 16
+    values and high nibbles the next 16; a value is ``(nibble - zero_point) * scale``."""
+    if blk_quant_type not in _FPQ4_ZERO_POINT:
+        raise ExecutionError(f"MatMulFpQ4 blk_quant_type {blk_quant_type} is not supported (0: symmetric, "
+                             f"1: with zero points, blocks of 32)")
+    blocks = -(-k // _FPQ4_BLOCK)
+    has_zero = _FPQ4_ZERO_POINT[blk_quant_type]
+    blob = np.asarray(blob, np.uint8).reshape(n, blocks, -1)
+    scales = blob[..., :4].copy().view(np.float32)  # [n, blocks, 1]
+    zeros = blob[..., 4:5].astype(np.int64) if has_zero else np.full((n, blocks, 1), 8, np.int64)
+    packed = blob[..., 5 if has_zero else 4:]
+    codes = np.concatenate([packed & 0x0F, packed >> 4], axis=-1).astype(np.int64)  # [n, blocks, 32]
+    return ((codes - zeros) * scales).reshape(n, -1)[:, :k].T
+
+
+def moe_expert_weights(packed, scales, zero_points, bits: int, block_size) -> np.ndarray | None:
+    """QMoE's expert weights ``[experts, out, in * bits / 8]`` dequantized to float32 ``[experts, out, in]``:
+    values packed along the last axis (lowest bits first), a scale per output row (``[experts, out]``) or per
+    block of ``block_size`` inputs (``[experts, out, blocks]``), zero points packed the same way (default
+    ``2**(bits - 1)``)."""
+    if packed is None:
+        return None
+    q = unpack_bits(np.asarray(packed), bits).astype(np.int64)
+    scales = np.asarray(scales, np.float32)
+    per_row = scales.ndim == 2
+    groups = 1 if per_row else scales.shape[-1]
+    if zero_points is None:
+        zeros = np.full(scales.shape, 1 << (bits - 1), np.int64)
+    else:
+        zeros = unpack_bits(np.asarray(zero_points), bits)[..., :scales.shape[-1]].astype(np.int64)
+    if per_row:
+        return ((q - zeros[..., None]) * scales[..., None]).astype(np.float32)
+    return dequantize_blocks(q, scales, zeros, int(block_size or q.shape[-1] // groups), axis=-1)

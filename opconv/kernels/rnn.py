@@ -80,17 +80,23 @@ def takes_beta(name: str) -> bool:
     return _ACTIVATIONS[name.lower()][2] is not None
 
 
+def activation_parameters(spec: str | tuple) -> tuple[str, float | None, float | None]:
+    """``(lower-case name, alpha, beta)`` of a name or ``(name, alpha, beta)`` spec, the activation's defaults
+    filled in (None for a parameter it does not take)."""
+    name, alpha, beta = (spec, None, None) if isinstance(spec, str) else (tuple(spec) + (None, None))[:3]
+    try:
+        _, default_alpha, default_beta = _ACTIVATIONS[name.lower()]
+    except KeyError:
+        raise ExecutionError(f"unknown RNN activation {name!r}; expected one of {sorted(_ACTIVATIONS)}") from None
+    return name.lower(), default_alpha if alpha is None else alpha, default_beta if beta is None else beta
+
+
 def activation(spec: ActivationSpec) -> Callable[[np.ndarray], np.ndarray]:
     """Resolve an activation spec (see the module docstring) to a function."""
     if callable(spec):
         return spec
-    name, alpha, beta = (spec, None, None) if isinstance(spec, str) else (tuple(spec) + (None, None))[:3]
-    try:
-        function, default_alpha, default_beta = _ACTIVATIONS[name.lower()]
-    except KeyError:
-        raise ExecutionError(f"unknown RNN activation {name!r}; expected one of {sorted(_ACTIVATIONS)}") from None
-    alpha = default_alpha if alpha is None else alpha
-    beta = default_beta if beta is None else beta
+    name, alpha, beta = activation_parameters(spec)
+    function = _ACTIVATIONS[name][0]
     return lambda x: function(x, alpha, beta)
 
 

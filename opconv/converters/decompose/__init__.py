@@ -16,7 +16,7 @@ from typing import Iterable
 from ...errors import ConversionError, SchemaError
 from ...ir import Graph, Model, Node
 from ...schemas import lookup as schema_lookup
-from . import activation, attention, linalg, misc, norm, qlinear, quantized, rotary  # noqa: F401 - they register
+from . import activation, attention, linalg, misc, norm, qlinear, quantized, recurrent, rotary  # noqa: F401 - they register
 from .registry import DECOMPOSITIONS, MS, Emitter, Refusal, lookup
 
 __all__ = ["decompose", "decompose_contrib", "has_contrib", "DECOMPOSITIONS"]
@@ -140,7 +140,18 @@ def _decompose_graph(graph: Graph, opsets: dict, opset: int, wanted: set[str], r
         graph.nodes.extend(emitter.nodes)
         for node_added in emitter.nodes:
             node_added.graph = graph
+        _drop_unread_constants(graph, node)
     graph.topological_sort()  # onnxruntime's float16 converter leaves graphs unsorted, which ONNX forbids
+
+
+def _drop_unread_constants(graph: Graph, replaced) -> None:
+    """Drop the initializers only ``replaced`` read (a quantized weight its decomposition turned into a float one
+    at decomposition time), so that the result does not carry both."""
+    kept = {id(v) for v in graph.inputs} | {id(v) for v in graph.outputs}
+    for value in replaced.inputs:
+        if (value is not None and not value.uses and id(value) not in kept
+                and graph.initializers.get(value.name) is value):
+            del graph.initializers[value.name]
 
 
 def _bind_outputs(e: Emitter, node, results: list) -> None:

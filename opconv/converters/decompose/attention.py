@@ -1,4 +1,5 @@
-"""The attention family of com.microsoft: Attention, QAttention, MultiHeadAttention, GroupQueryAttention.
+"""The attention family of com.microsoft: Attention, QAttention, MultiHeadAttention, GroupQueryAttention,
+DecoderMaskedMultiHeadAttention.
 
 All become one scaled dot-product attention built from MatMul/Softmax: the heads are split by Reshape
 ``[0, 0, N, -1]`` + Transpose, past keys/values are concatenated before the new ones, and every masked
@@ -296,3 +297,60 @@ def _repeat_heads(e: Emitter, x, group: int):
     shape = e("Shape", x)
     target = e("Concat", e.slice(shape, [0], [1], [0]), e.ints([-1]), e.slice(shape, [2], [4], [0]), axis=0)
     return e("Reshape", widened, target)
+
+
+@decomposes("DecoderMaskedMultiHeadAttention")
+def decoder_masked_multi_head_attention(e: Emitter):
+    """One decoding step.  Self-attention (a past buffer ``(B, N, max_len, H)`` shared with the present): the new
+    key and value are written at ``past_sequence_length`` (Where over the buffer's positions) and the query
+    attends over the buffer with the positions after it excluded (-inf before the Softmax, as if cut off).
+    Cross-attention: key and value come split into heads, only the query takes its bias.  A 2-D 0/1 mask adds
+    ``mask_filter_value`` to the keys it hides."""
+    (query, key, value, mask, attention_bias, past_key, past_value, past_length, beam_width, cache_indirection,
+     bias) = (e.input(i) for i in range(11))
+    beams = None if beam_width is None or beam_width.const is None else int(beam_width.const.numpy().reshape(-1)[0])
+    if (beam_width is not None and beams != 1) or cache_indirection is not None:
+        raise Refusal("beam search (beam_width > 1, cache_indirection) is not decomposed")
+    if attention_bias is not None or e.output_used(3):
+        raise Refusal("attention_bias and the qk output are not decomposed")
+    if mask is not None and e.rank(mask) != 2:
+        raise Refusal("only 2-D 0/1 masks are decomposed")
+    e.require_opset(11, "a computed mask (Range)")
+    num_heads, width, dtype = int(e.attr("num_heads")), e.last_dim(query), e.dtype(query)
+    if width is None:
+        raise Refusal("the query's width is unknown")
+    cross = past_key is None
+    if not cross and not e.attr("past_present_share_buffer", 0):
+        raise Refusal("self-attention without past_present_share_buffer=1")
+    if not cross and key is None:  # packed Q/K/V (B, 1, 3 * D)
+        width //= 3
+        query, key, value = e.split(query, [width] * 3, axis=2)
+    parts = [query] if cross else [query, key, value]
+    if bias is not None:
+        parts = [e("Add", part, e.slice(bias, [i * width], [(i + 1) * width], [0])) for i, part in enumerate(parts)]
+    heads = [_heads(e, part, num_heads) for part in parts]
+    scale = float(e.attr("scale", 0.0) or 0.0) or 1.0 / math.sqrt(width // num_heads)
+    if cross:
+        keys, values, present, excluded = key, value, [], None
+    else:
+        slots = e.unsqueeze(_positions(e, past_key, 2), [0, 1, 3])  # (1, 1, max_len, 1)
+        step = e("Reshape", e.cast(past_length, "int64"), e.ints([]))
+        written = e("Equal", slots, step)
+        keys, values = e("Where", written, heads[1], past_key), e("Where", written, heads[2], past_value)
+        present = [keys, values]
+        excluded = e("Transpose", e("Greater", slots, step), perm=[0, 1, 3, 2])  # (1, 1, 1, max_len)
+    scores = e("Mul", e("MatMul", heads[0], e("Transpose", keys, perm=[0, 1, 3, 2])), e.scalar(scale, dtype))
+    if mask is not None:
+        mask = e.cast(mask, "int64")
+        if not cross:  # the mask covers past_sequence_length + 1 keys: the rest of the buffer is excluded anyway
+            extra = e("Sub", e.dim(past_key, 2), e.dim(mask, 1))
+            mask = e("Pad", mask, e("Concat", e.ints([0, 0, 0]), e.unsqueeze(extra, [0]), axis=0),
+                     e.const(np.int64(1)))
+        hidden = e.unsqueeze(e("Not", e("Greater", mask, e.const(np.int64(0)))), [1, 2])
+        filter_value = e.attr("mask_filter_value")
+        scores = e("Add", scores, e("Where", hidden, e.scalar(-10000.0 if filter_value is None else filter_value,
+                                                                 dtype), e.scalar(0.0, dtype)))
+    if excluded is not None:
+        scores = e("Where", excluded, e.scalar(-np.inf, dtype), scores)
+    probs = e("Softmax", scores, axis=-1 if e.opset >= 13 else 3)
+    return [_merge_heads(e, e("MatMul", probs, values)), *present]

@@ -1,5 +1,6 @@
 """Normalizations: onnxruntime's LayerNormalization-1 / SimplifiedLayerNormalization-1 (ai.onnx domain),
-SkipLayerNormalization, SkipSimplifiedLayerNormalization and EmbedLayerNormalization (com.microsoft).
+SkipLayerNormalization, SkipSimplifiedLayerNormalization, EmbedLayerNormalization, GatedRMSNorm,
+BranchwiseRMSNorm and EngramGate (com.microsoft).
 
 Layer norms become ai.onnx LayerNormalization from opset 17 (computing in float32 for float16 inputs, as
 onnxruntime's kernels do), else ReduceMean/Sub/Mul/Sqrt arithmetic in float32; RMS norms are always that
@@ -139,3 +140,95 @@ def embed(e: Emitter, ids, segment_ids, words, positions, segments, gamma, beta,
         mask_index.type = TensorType("int32", (batch,))
     y.type = TensorType(e.dtype(words), (batch, None, None))
     return [y, mask_index, total]
+
+
+def _grouped(e: Emitter, x, last_dims: list[int]):
+    """``x`` with its last axis split into ``last_dims`` (one may be -1)."""
+    leading = e.slice(e("Shape", x), [0], [-1], [0])
+    return e("Reshape", x, e("Concat", leading, e.ints(last_dims), axis=0))
+
+
+def _rms_float32(e: Emitter, x, epsilon: float):
+    """``x / sqrt(mean(x ** 2) + eps)`` over the last axis, in float32 (float64 stays), as the kernels compute."""
+    wide, _ = _widen(e, x)
+    mean_square = e.reduce("ReduceMean", e("Mul", wide, wide), [-1])
+    return e("Div", wide, e("Sqrt", e("Add", mean_square, e.scalar(epsilon, e.dtype(wide)))))
+
+
+_GATES = {"silu": lambda e, g: e("Mul", g, e("Sigmoid", g)), "swish": lambda e, g: e("Mul", g, e("Sigmoid", g)),
+          "sigmoid": lambda e, g: e("Sigmoid", g)}
+
+
+@decomposes("GatedRMSNorm")
+def gated_rms_norm(e: Emitter):
+    """RMS norm of each group of ``len(scale)`` elements of the last axis, times scale and the activated gate,
+    all in float32, rounded to the input type once at the end."""
+    x, scale, gate = e.input(0), e.input(1), e.input(2)
+    activation = e.attr("activation", "silu")
+    if activation not in _GATES:
+        raise Refusal(f"activation {activation!r}")
+    shape = e.static_shape(scale)
+    if shape is None:
+        raise Refusal("the size of scale (the group size) is unknown")
+    dtype = e.dtype(x)
+    y = e("Mul", _rms_float32(e, _grouped(e, x, [-1, int(np.prod(shape))]), float(e.attr("epsilon", 1e-5))),
+          e("Reshape", _widen(e, scale)[0], e.ints([-1])))
+    gated = _GATES[activation](e, e("Reshape", _widen(e, gate)[0], e("Shape", y)))
+    out = e("Reshape", e("Mul", y, gated), e("Shape", x))
+    return [out if dtype in ("float32", "float64") else e.cast(out, dtype)]
+
+
+@decomposes("BranchwiseRMSNorm")
+def branchwise_rms_norm(e: Emitter):
+    """Each of the C branches ``(..., C, H)`` (or ``(..., C * H)`` with ``num_branches`` = C) RMS-normalized on
+    its own in float32, times scale (``(H,)``, or one row per branch)."""
+    x, scale = e.input(0), e.input(1)
+    branches = int(e.attr("num_branches", 0) or 0)
+    last = e.last_dim(x)
+    if last is None:
+        raise Refusal("the size of the last axis is unknown")
+    hidden = last // branches if branches else last
+    dtype = e.dtype(x)
+    grouped = _grouped(e, x, [branches, hidden]) if branches else x
+    y = _rms_float32(e, grouped, float(e.attr("epsilon", 1e-5)))
+    if scale is not None:
+        shape = e.static_shape(scale)
+        if shape is None:
+            raise Refusal("the shape of scale is unknown")
+        wide_scale = e.cast(scale, e.dtype(y)) if e.dtype(scale) != e.dtype(y) else scale
+        y = e("Mul", y, e("Reshape", wide_scale, e.ints([-1] if int(np.prod(shape)) == hidden else [-1, hidden])))
+    if branches:
+        y = e("Reshape", y, e("Shape", x))
+    return [y if dtype == e.dtype(y) else e.cast(y, dtype)]
+
+
+@decomposes("EngramGate")
+def engram_gate(e: Emitter):
+    """``gate * value`` per hyper-connection, ``gate = Sigmoid(Sign(d) Sqrt(Max(|d|, 1e-6)))`` with
+    ``d = ReduceSum(RMSNorm(key) * RMSNorm(query)) / sqrt(hidden)``, all in float32; the second output
+    RMS-normalizes the gated value again."""
+    key, query, value, key_scale, query_scale, conv_scale = (e.input(i) for i in range(6))
+    e.require_opset(11, "Unsqueeze of a negative axis")
+    hidden = e.last_dim(key)
+    if hidden is None:
+        raise Refusal("the size of the last axis of key is unknown")
+    epsilon = float(e.attr("epsilon", 1e-5))
+    dtype = e.dtype(value)
+
+    def normed(x, scale):
+        return e("Mul", _rms_float32(e, x, epsilon), _widen(e, scale)[0])
+
+    dot = e("Div", e.reduce("ReduceSum", e("Mul", normed(key, key_scale), normed(query, query_scale)), [-1]),
+            e.scalar(float(np.float32(np.sqrt(hidden))), "float32"))
+    magnitude = e("Sqrt", e("Max", e("Abs", dot), e.scalar(1e-6, "float32")))
+    gate = e("Sigmoid", e("Mul", e("Sign", dot), magnitude))
+    gated = e("Mul", gate, e.unsqueeze(_widen(e, value)[0], [-2]))
+
+    def narrowed(y):
+        return y if dtype in ("float32", "float64") else e.cast(y, dtype)
+
+    if not e.output_used(1):
+        return [narrowed(gated)]
+    if conv_scale is None:
+        raise Refusal("the gated_value_normed output needs conv_norm_scale")
+    return [narrowed(gated), narrowed(normed(gated, conv_scale))]

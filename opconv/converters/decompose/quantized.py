@@ -1,14 +1,19 @@
-"""Quantized products of com.microsoft: DynamicQuantizeMatMul, MatMulIntegerToFloat and MatMulNBits.
+"""Quantized products of com.microsoft: DynamicQuantizeMatMul, MatMulIntegerToFloat, MatMulNBits, MatMulBnb4,
+MatMulFpQ4 and GatherBlockQuantized.
 
-Both become ai.onnx MatMulInteger (int32 accumulation, exact) whose result is scaled back to float by
+The first two become ai.onnx MatMulInteger (int32 accumulation, exact) whose result is scaled back to float by
 ``a_scale * b_scale`` and biased, as onnxruntime's kernels compute them; DynamicQuantizeMatMul first
-quantizes A with DynamicQuantizeLinear (uint8, opset 11).
+quantizes A with DynamicQuantizeLinear (uint8, opset 11).  The others hold a constant weight in a packed format:
+it is dequantized once, at decomposition time (with the kernels' own decoders, :mod:`opconv.kernels.quant`),
+into a float constant that a MatMul or Gather reads.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ...errors import ExecutionError
+from ...kernels import quant
 from .registry import Emitter, Refusal, decomposes
 
 
@@ -71,3 +76,49 @@ def matmul_n_bits(e: Emitter):
     weight = e.const(np.ascontiguousarray(dequantized[:, :k].T))
     y = e("MatMul", a, weight)
     return [y if bias is None else e("Add", y, bias)]
+
+
+def _constants(*values):
+    """The data of constant inputs (None for an absent one); a Refusal when one is computed at run time."""
+    if any(v is not None and v.const is None for v in values):
+        raise Refusal("the quantized weight and its parameters must be constants")
+    return [None if v is None else v.const.numpy() for v in values]
+
+
+def _decoded(decode, *args) -> np.ndarray:
+    try:
+        return decode(*args)
+    except ExecutionError as error:  # a format the decoder does not know
+        raise Refusal(error.message) from None
+
+
+def _matmul_by(e: Emitter, a, weight: np.ndarray):
+    """``a @ weight`` in float32 (as the kernels compute), in ``a``'s type."""
+    dtype = e.dtype(a)
+    if dtype == "float32":
+        return e("MatMul", a, e.const(weight.astype(np.float32)))
+    return e.cast(e("MatMul", e.cast(a, "float32"), e.const(weight.astype(np.float32))), dtype)
+
+
+@decomposes("MatMulBnb4")
+def matmul_bnb4(e: Emitter):
+    packed, absmax = _constants(e.input(1), e.input(2))
+    weight = _decoded(quant.bnb4_weight, packed, absmax, int(e.attr("K")), int(e.attr("N")),
+                      int(e.attr("block_size")), int(e.attr("quant_type")), int(e.attr("transB", 1)))
+    return [_matmul_by(e, e.input(0), weight)]
+
+
+@decomposes("MatMulFpQ4")
+def matmul_fpq4(e: Emitter):
+    blob, shape = _constants(e.input(1), e.input(2))
+    k, n = (int(d) for d in shape.reshape(-1))
+    return [_matmul_by(e, e.input(0), _decoded(quant.fpq4_weight, blob, k, n, int(e.attr("blk_quant_type", 1))))]
+
+
+@decomposes("GatherBlockQuantized")
+def gather_block_quantized(e: Emitter):
+    data, scales, zero_points = _constants(e.input(0), e.input(2), e.input(3))
+    table = _decoded(quant.block_quantized_table, data, scales, zero_points, int(e.attr("bits", 4)),
+                     int(e.attr("block_size", 128)), int(e.attr("quantize_axis", 1)))
+    axis = int(e.attr("gather_axis", 0))
+    return [e("Gather", e.const(table), e.input(1), axis=axis)]

@@ -75,14 +75,16 @@ _NP_NAMES = {"float": "float32", "double": "float64", "half": "float16"}
 class Emitter:
     """Builds the standard nodes that replace one contrib node (kept aside until the decomposition succeeds)."""
 
-    def __init__(self, graph, node: Node, opset: int, defaults: dict[str, Any]):
+    def __init__(self, graph, node: Node, opset: int, defaults: dict[str, Any], prefix: str | None = None):
         self.graph = graph
         self.node = node
         self.opset = opset  # the model's ai.onnx opset: every emitted node is of that version
         self.defaults = defaults
         self.nodes: list[Node] = []
         self.constants: list[Value] = []
-        self._prefix = node.name or node.op
+        # names start with the node's (a subgraph's emitter has its own prefix: the enclosing emitter's pending
+        # names are not yet in its graph, so only the prefix keeps them apart)
+        self._prefix = prefix or node.name or node.op
 
     # -- reading the node -------------------------------------------------
     def input(self, i: int) -> Value | None:

@@ -408,6 +408,10 @@ def while_(c: Ctx, *init):
     cond, body = c.node.attr("cond"), c.node.attr("body")
     if len(cond.inputs) != len(init) or len(body.inputs) != len(init):
         raise Refuse("the regions do not take the carried values")
+    # the regions are cloned into new nodes, which the engine's final check would take for converted ones
+    left = [n.label for region in (cond, body) for n in region.walk() if n.version != c.opset]
+    if left:
+        raise Refuse(f"its regions keep {len(left)} operation(s) with no ONNX form ({', '.join(left[:3])})")
     first = _inline(c, cond, init)[0]
     loop_body = Graph("body", parent=c.b.graph)
     loop_body.add_input(loop_body.unique_name("iteration"), TensorType("int64", ()))

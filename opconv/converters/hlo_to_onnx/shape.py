@@ -265,6 +265,25 @@ def dynamic_slice(c: Ctx, x, starts):
     return c.onnx("Slice", x, lo, c.onnx("Add", lo, c.i64(sizes)), c.i64(range(len(xs))))
 
 
+@RULES.op("DynamicUpdateSlice", inputs=3)
+def dynamic_update_slice(c: Ctx, x, update, starts):
+    """XLA clamps each start so that the update fits (as for DynamicSlice), then a ScatterND writes the update:
+    its index tuples address the leading dims up to the last one the update does not cover whole (the rest are
+    the scattered slices), so the index constant stays the size of those dims."""
+    xs, us = shape_of(x), shape_of(update)
+    partial = [d for d in range(len(xs)) if us[d] != xs[d]]
+    if not partial:
+        return c.onnx("Identity", update)
+    k = partial[-1] + 1
+    lo = c.onnx("Max", c.as_i64(starts), c.i64([0] * len(xs)))
+    lo = c.onnx("Min", lo, c.i64([d - s for d, s in zip(xs, us)]))
+    if k < len(xs):
+        lo = c.onnx("Slice", lo, c.i64([0]), c.i64([k]))
+    grid = np.moveaxis(np.indices(us[:k], dtype=np.int64), 0, -1)  # (*us[:k], k): every position's index tuple
+    indices = c.onnx("Add", c.b.const(grid, "positions"), lo)
+    return c.onnx("ScatterND", x, indices, update)
+
+
 @RULES.op("DynamicPad", inputs=[2, 3])
 def dynamic_pad(c: Ctx, x, pads, value=None):
     mode = c.a.get("mode") or "PAD_VALUE"

@@ -374,17 +374,6 @@ def decoder_masked_multi_head_attention(ctx, query, key=None, value=None, mask_i
 # ---------------------------------------------------------------- MRotaryEmbedding
 
 
-def _mrope_streams(sections, layout: int) -> np.ndarray:
-    """Which position stream (0: temporal, 1: height, 2: width) feeds each of the half_rotary_dim cache columns."""
-    sections = [int(s) for s in sections]
-    if layout == 0:
-        return np.repeat(np.arange(3), sections)
-    streams = np.zeros(sum(sections), np.int64)
-    for stream in (1, 2):
-        streams[stream:3 * sections[stream]:3] = stream
-    return streams
-
-
 @onnx_op("MRotaryEmbedding", since=1, domain=MS)
 def m_rotary_embedding(ctx, input, position_ids, cos_cache, sin_cache, *, interleaved, is_packed_batching,
                        mrope_layout, mrope_section, num_heads, rotary_embedding_dim, scale):
@@ -397,7 +386,7 @@ def m_rotary_embedding(ctx, input, position_ids, cos_cache, sin_cache, *, interl
     if x.ndim == 3 and not num_heads:
         raise ExecutionError("MRotaryEmbedding of a 3-D input needs num_heads")
     x4 = x if x.ndim == 4 else A.split_heads(x, num_heads)
-    streams = _mrope_streams(mrope_section, mrope_layout or 0)
+    streams = A.mrope_streams(mrope_section, mrope_layout or 0)
     if streams.size != half:
         raise ExecutionError(f"mrope_section {list(mrope_section)} covers {streams.size} cache columns, not {half}")
     positions = np.moveaxis(np.asarray(position_ids, np.int64)[streams], 0, -1)  # (B, S, half)

@@ -1,6 +1,6 @@
 """ONNX Runtime's small tensor operators (com.microsoft): ExpandDims, Range, Trilu, Unique, Inverse, CDist,
 GatherND, Pad, GridSample, CropAndResize, UnfoldTensor, ScaledSiLU, NhwcMaxPool, ConvTransposeWithDynamicPads,
-HyperConnectionPreMix/PostMix, NGramRepeatBlock, DynamicTimeWarping, MurmurHash3, WordConvEmbedding,
+HyperConnectionPreMix/PostMix, MaxpoolWithMask, NGramRepeatBlock, DynamicTimeWarping, MurmurHash3, WordConvEmbedding,
 NGramHashMapping, VarlenNGramHashMapping, SampleOp.
 
 Most are older or narrower forms of ONNX operators and share their kernels:
@@ -23,11 +23,12 @@ import numpy as np
 
 from ....errors import ExecutionError
 from ....kernels import elementwise as E
+from ....kernels import pool as P
 from ....kernels import sort
 from ....kernels import vision as V
 from ....kernels._common import downcast, upcast
 from ..executor import onnx_op
-from .conv import conv_transpose_1
+from .conv import conv_pads, conv_transpose_1
 from .indexing import gather_nd_11
 from .pool import max_pool
 from .shape import pad_11, range_11, trilu_14
@@ -213,6 +214,18 @@ def nhwc_max_pool(ctx, x, *, auto_pad, ceil_mode, dilations, kernel_shape, pads,
     return np.ascontiguousarray(np.moveaxis(y, 1, -1))
 
 
+@onnx_op("MaxpoolWithMask", since=1, domain=MS)
+def maxpool_with_mask(ctx, x, mask, *, auto_pad, kernel_shape, pads, storage_order, strides):
+    # onnxruntime's own kernel for one model: MaxPool's windows, each scan cut short by the mask (see the kernel)
+    x = np.asarray(x)
+    if kernel_shape is None or len(kernel_shape) != x.ndim - 2:
+        raise ExecutionError(f"MaxpoolWithMask needs a kernel_shape of one size per spatial dim of {list(x.shape)}")
+    kernel = [int(k) for k in kernel_shape]
+    strides = [int(s) for s in strides] if strides else [1] * len(kernel)
+    begin, end = conv_pads(x.shape, kernel, strides, None, pads, auto_pad)
+    return P.masked_max_pool(x, mask, kernel, strides, begin, end)
+
+
 @onnx_op("ConvTransposeWithDynamicPads", since=1, domain=MS)
 def conv_transpose_with_dynamic_pads(ctx, x, w, pads=None, b=None, *, auto_pad, dilations, group, kernel_shape,
                                      output_padding, strides):
@@ -310,7 +323,11 @@ def murmur_hash3(ctx, x, *, positive, seed):
 
 @onnx_op("WordConvEmbedding", since=1, domain=MS)
 def word_conv_embedding(ctx, sequence, w, b, c, *, char_embedding_size, conv_window_size, embedding_size):
-    """Each word (a row of char ids, 0-padded) -> max over its windows of tanh(conv(char embeddings) + B)."""
+    """Each word (a row of char ids, 0-padded) -> max over its windows of tanh(conv(char embeddings) + B).
+
+    As onnxruntime's kernel: a word's length is its number of nonzero ids, and its windows cover its first
+    max(length, window) ids; a word whose first id is 0 is skipped (onnxruntime leaves its output as the buffer
+    held it; here it is zeros)."""
     chars = np.asarray(sequence)
     words = chars.reshape(-1, chars.shape[-1])
     table, kernel, bias = upcast(c), upcast(w), upcast(b)
@@ -318,7 +335,7 @@ def word_conv_embedding(ctx, sequence, w, b, c, *, char_embedding_size, conv_win
     kernel = kernel.reshape(kernel.shape[0], window, -1)  # (embedding, window, char_embedding)
     out = np.zeros((words.shape[0], kernel.shape[0]), table.dtype)
     for i, word in enumerate(words):
-        length = int(np.count_nonzero(word))
+        length = int(np.count_nonzero(word)) if word[0] else 0
         if not length:
             continue
         embedded = table[word[:max(length, window)]]

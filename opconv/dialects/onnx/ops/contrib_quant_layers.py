@@ -123,26 +123,6 @@ def dynamic_quantize_lstm_1(ctx, x, w, r, b=None, sequence_lens=None, initial_h=
                       hidden_size=hidden_size, input_forget=input_forget, operand=quant.fake_quantize_dynamic)
 
 
-def _expert_weights(packed, scales, zero_points, bits: int, block_size) -> np.ndarray | None:
-    """QMoE's expert weights ``[experts, out, in * bits / 8]`` dequantized to float32 ``[experts, out, in]``:
-    values packed along the last axis (lowest bits first), a scale per output row (``[experts, out]``) or per
-    block of ``block_size`` inputs (``[experts, out, blocks]``), zero points packed the same way (default
-    ``2**(bits - 1)``)."""
-    if packed is None:
-        return None
-    q = quant.unpack_bits(np.asarray(packed), bits).astype(np.int64)
-    scales = np.asarray(scales, np.float32)
-    per_row = scales.ndim == 2
-    groups = 1 if per_row else scales.shape[-1]
-    if zero_points is None:
-        zeros = np.full(scales.shape, 1 << (bits - 1), np.int64)
-    else:
-        zeros = quant.unpack_bits(np.asarray(zero_points), bits)[..., :scales.shape[-1]].astype(np.int64)
-    if per_row:
-        return ((q - zeros[..., None]) * scales[..., None]).astype(np.float32)
-    return quant.dequantize_blocks(q, scales, zeros, int(block_size or q.shape[-1] // groups), axis=-1)
-
-
 @onnx_op("QMoE", since=1, domain=MS)
 def qmoe_1(ctx, x, router_probs, fc1_weights, fc1_scales=None, fc1_bias=None, fc2_weights=None, fc2_scales=None,
            fc2_bias=None, fc3_weights=None, fc3_scales=None, fc3_bias=None, fc1_zero_points=None,
@@ -165,7 +145,7 @@ def qmoe_1(ctx, x, router_probs, fc1_weights, fc1_scales=None, fc1_bias=None, fc
                                         (fc3_weights, fc3_scales, fc3_zero_points, fc3_expert_weight_bits)):
         if packed is not None and scales is None:
             raise ExecutionError("integer QMoE weights need their scales")
-        layers.append(_expert_weights(packed, scales, zeros, bits or expert_weight_bits, block_size))
+        layers.append(quant.moe_expert_weights(packed, scales, zeros, bits or expert_weight_bits, block_size))
     return moe(ctx, x, router_probs, layers[0], fc1_bias, layers[1], fc2_bias, layers[2], fc3_bias,
                   activation_alpha=activation_alpha, activation_beta=activation_beta,
                   activation_type=activation_type, k=k, normalize_routing_weights=normalize_routing_weights,

@@ -117,16 +117,7 @@ def matmul_nbits_1(ctx, a, b, scales, zero_points=None, g_idx=None, bias=None, *
 
 @onnx_op("MatMulBnb4", since=1, domain=MS)
 def matmul_bnb4_1(ctx, a, b, absmax, *, K, N, block_size, quant_type, training_mode, transB):
-    """bitsandbytes' 4-bit weight: two codes per byte (first in the high nibble), ``absmax`` per block of the
-    flattened ``[N, K]`` weight (``[K, N]`` when ``transB`` is 0)."""
-    table = {0: quant.FP4_TABLE, 1: quant.NF4_TABLE}.get(quant_type)
-    if table is None:
-        raise ExecutionError(f"MatMulBnb4 quant_type must be 0 (FP4) or 1 (NF4), got {quant_type}")
-    packed = np.asarray(b, np.uint8).reshape(-1)
-    codes = np.stack([packed >> 4, packed & 0x0F], axis=-1).reshape(-1)[:N * K]
-    scale = quant.repeat_blocks(upcast(np.asarray(absmax)).astype(np.float32).reshape(-1), block_size, N * K, 0)
-    flat = table[codes] * scale
-    weight = flat.reshape(N, K).T if transB else flat.reshape(K, N)
+    weight = quant.bnb4_weight(b, absmax, K, N, block_size, quant_type, transB)
     a = np.asarray(a)
     return downcast(linalg.matmul(upcast(a).astype(np.float32), weight), a.dtype)
 
@@ -134,45 +125,13 @@ def matmul_bnb4_1(ctx, a, b, absmax, *, K, N, block_size, quant_type, training_m
 @onnx_op("GatherBlockQuantized", since=1, domain=MS)
 def gather_block_quantized_1(ctx, data, indices, scales, zero_points=None, *, bits, block_size, gather_axis,
                              quantize_axis):
-    """Gather of block-quantized data, dequantized: uint8 data holds ``8 / bits`` values per byte along the
-    last axis (lowest bits first, default zero point ``2**(bits-1)``); int4/uint4 data one value each."""
-    data = np.asarray(data)
-    scales = np.asarray(scales)
-    default_zero = 1 << (bits - 1) if data.dtype == np.uint8 else 0
-    if data.dtype == np.uint8 and bits != 8:
-        data = quant.unpack_bits(data, bits)
-    quantize_axis = normalize_axis(quantize_axis, data.ndim)
-    if zero_points is None:
-        zeros = np.full(scales.shape, default_zero, np.int64)
-    elif np.asarray(zero_points).dtype == np.uint8 and bits != 8:
-        zeros = quant.unpack_bits(np.asarray(zero_points), bits, scales.shape[-1])
-    else:
-        zeros = np.asarray(zero_points)
-    values = quant.dequantize_blocks(data, scales, zeros, block_size, quantize_axis, scales.dtype)
-    return np.take(values, np.asarray(indices).astype(np.int64), axis=normalize_axis(gather_axis, data.ndim))
-
-
-#: MatMulFpQ4's block formats (MLAS's): blk_quant_type -> has a zero-point byte; blocks of 32 values each
-_FPQ4_ZERO_POINT = {0: False, 1: True}
-_FPQ4_BLOCK = 32
+    values = quant.block_quantized_table(data, scales, zero_points, bits, block_size, quantize_axis)
+    return np.take(values, np.asarray(indices).astype(np.int64), axis=normalize_axis(gather_axis, values.ndim))
 
 
 @onnx_op("MatMulFpQ4", since=1, domain=MS)
 def matmul_fpq4_1(ctx, a, b, b_shape, *, blk_quant_type):
-    """A weight ``[K, N]`` stored column by column in blocks of 32 values of K: a float32 scale, with type 1 a
-    uint8 zero point (type 0: 8), then 16 bytes whose low nibbles are the block's first 16 values and high
-    nibbles the next 16; a value is ``(nibble - zero_point) * scale``."""
-    if blk_quant_type not in _FPQ4_ZERO_POINT:
-        raise ExecutionError(f"MatMulFpQ4 blk_quant_type {blk_quant_type} is not supported (0: symmetric, "
-                             f"1: with zero points, blocks of 32)")
     k, n = (int(d) for d in np.asarray(b_shape).reshape(-1))
-    blocks = -(-k // _FPQ4_BLOCK)
-    has_zero = _FPQ4_ZERO_POINT[blk_quant_type]
-    blob = np.asarray(b, np.uint8).reshape(n, blocks, -1)
-    scales = blob[..., :4].copy().view(np.float32)  # [n, blocks, 1]
-    zeros = blob[..., 4:5].astype(np.int64) if has_zero else np.full((n, blocks, 1), 8, np.int64)
-    packed = blob[..., 5 if has_zero else 4:]
-    codes = np.concatenate([packed & 0x0F, packed >> 4], axis=-1).astype(np.int64)  # [n, blocks, 32]
-    weight = ((codes - zeros) * scales).reshape(n, -1)[:, :k]
+    weight = quant.fpq4_weight(b, k, n, blk_quant_type)
     a = np.asarray(a)
-    return downcast(linalg.matmul(upcast(a).astype(np.float32), weight.T), a.dtype)
+    return downcast(linalg.matmul(upcast(a).astype(np.float32), weight), a.dtype)
