@@ -383,7 +383,9 @@ def _conv_channels_first(x, w, strides, pads_begin, pads_end, lhs_dilation, rhs_
     positions = math.prod(out)
     bias_in_product = False
     if cg == 1 and batch_groups == 1 and groups > 1:
-        y = _depthwise(x, w_mat[..., :depth], kernel, strides, rhs_dilation, nb, og)
+        bias_in_product = True
+        y = _depthwise(x, w_mat[..., :depth], kernel, strides, rhs_dilation, og,
+                       None if bias is None else np.asarray(bias).astype(acc, copy=False).reshape(groups, og))
     elif packed is not None and groups == 1 and (tile := _winograd_tile(kernel, strides, rhs_dilation, c, o, out)):
         bias_in_product = True
         y = _winograd_3x3(x, packed.winograd(tile), out)
@@ -578,23 +580,54 @@ def _winograd_3x3(x: np.ndarray, u: np.ndarray, out) -> np.ndarray:
     return y if (m * th, m * tw) == tuple(out) else y[:, :, :out[0], :out[1]]
 
 
-def _depthwise(x, w_mat, kernel, strides, dilations, nb, og):
+def _depthwise(x, w_mat, kernel, strides, dilations, og, bias=None):
     """Depthwise convolution (one input channel per group) as one multiply-add per kernel offset.
 
-    ``x``: padded ``(N, G, *S)``; ``w_mat``: ``(G, og, prod(K))``.  Returns ``(N, G, og, *out)``.
+    ``x``: padded ``(N, G, *S)``; ``w_mat``: ``(G, og, prod(K))``; ``bias``: ``(G, og)`` or None.
+    Returns ``(N, G, og, *out)``, contiguous.
     A batched matmul would be G tiny matrix products; offsets are few and each pass is vectorized.
+    Each pass reads one contiguous run of the flattened image per channel (SIMD-friendly, where a
+    windowed view would loop row by row): output position ``i`` (per dim) is computed on a grid with
+    the image's row pitch, and the columns past the output's width are cut off by the last pass, which adds
+    the bias while copying.  Strides
+    read from the stride phases of the input (``x[..., p::s]``, copied once), where offset ``k`` is
+    phase ``k % s`` shifted by ``k // s``.  Offsets are summed in order, as a windowed sum would.
     """
     out = tuple(window_output_size(size, k, s, d)
                 for size, k, s, d in zip(x.shape[2:], kernel, strides, dilations))
-    spatial_ones = (1,) * len(out)
-    y = np.zeros((nb, x.shape[1], og) + out, dtype=x.dtype)
+    n, groups = x.shape[:2]
     if any(o == 0 for o in out):
-        return y
+        return np.zeros((n, groups, og) + out, dtype=x.dtype)
+    # Pad each spatial dim to a multiple of its stride, so that all phases have one shape Q.
+    q = tuple(-(-size // s) for size, s in zip(x.shape[2:], strides))
+    if any(qd * s != size for qd, s, size in zip(q, strides, x.shape[2:])):
+        x = _pad(x, (0,) * len(q), tuple(qd * s - size for qd, s, size in zip(q, strides, x.shape[2:])))
+    split = (n, groups) + tuple(v for qd, s in zip(q, strides) for v in (qd, s))
+    rank = len(q)
+    order = tuple(3 + 2 * d for d in range(rank)) + (0, 1) + tuple(2 + 2 * d for d in range(rank))
+    phases = np.ascontiguousarray(x.reshape(split).transpose(order)).reshape(
+        (math.prod(strides), n, groups, 1, math.prod(q)))
+    pitch = [math.prod(q[d + 1:]) for d in range(rank)]
+    length = sum((o - 1) * p for o, p in zip(out, pitch)) + 1  # flat index of the last output, + 1
+    full = np.empty((n, groups, og, out[0] * pitch[0]), dtype=x.dtype)
+    y = full[..., :length]
+    term = np.empty_like(y)
     for i, offset in enumerate(np.ndindex(*kernel)):
-        part = x[(slice(None), slice(None)) + tuple(
-            slice(k * d, k * d + (o - 1) * s + 1, s) for k, d, o, s in zip(offset, dilations, out, strides))]
-        y += part[:, :, None] * w_mat[:, :, i].reshape(w_mat.shape[:2] + spatial_ones)
-    return y
+        reach = [k * d for k, d in zip(offset, dilations)]
+        phase = int(np.ravel_multi_index([r % s for r, s in zip(reach, strides)], strides))
+        shift = sum((r // s) * p for r, s, p in zip(reach, strides, pitch))
+        part = phases[phase, :, :, :, shift:shift + length]
+        weight = w_mat[:, :, i, None]
+        if i == 0:
+            np.multiply(part, weight, out=y)
+        else:
+            np.multiply(part, weight, out=term)
+            y += term
+    del term
+    result = full.reshape((n, groups, og, out[0]) + q[1:])[(Ellipsis,) + tuple(slice(0, o) for o in out[1:])]
+    if bias is None:
+        return np.ascontiguousarray(result)
+    return np.add(result, bias.reshape(bias.shape + (1,) * len(out)), dtype=x.dtype)
 
 
 def _pad(x: np.ndarray, pads_begin, pads_end) -> np.ndarray:
