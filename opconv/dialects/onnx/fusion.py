@@ -99,6 +99,7 @@ def fuse_conv_batch_norm(graph: Graph, plan) -> int:
         plan.donors[i] = tuple(d for d in plan.donors[i] if d == 0)
         plan.steps[j] = BoundNode(node, _pass_through, {}, bn.label)
         fused += 1
+    plan.changed()
     return fused
 
 
@@ -131,6 +132,7 @@ def fuse_relu(graph: Graph, plan) -> int:
         plan.inputs[j] = plan.inputs[j][:1]  # a Clip's bounds are in the activation now
         plan.donors[j] = tuple(d for d in plan.donors[j] if d == 0)
         fused += 1
+    plan.changed()
     return fused
 
 
