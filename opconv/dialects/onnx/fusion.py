@@ -1,5 +1,5 @@
 """Session-time fusion of the ONNX executor: inference BatchNormalization folded into the Conv before it,
-and Relu applied by the step that computes its input.
+Relu applied by the step that computes its input, and transformer patterns (Gelus, bias adds) run as one step.
 
 ``y = BN(Conv(x, W, B))`` with per-channel ``a = scale / sqrt(var + eps)`` is
 ``Conv(x, W * a, (B - mean) * a + bias)``: the normalization costs nothing at
@@ -21,6 +21,11 @@ A Relu, or a Clip with constant bounds (MobileNet's ReLU6), that alone reads
 the output of a Conv (BatchNormalization folded in or not), Add or Sum is
 applied by that step to its fresh output, in place, while the output is still
 in cache: one step fewer and no second trip through memory.
+
+torch's exports of the erf and tanh Gelus and a MatMul followed by its bias Add
+(``TRANSFORMER_PATTERNS``) run as one step that computes the same operations on
+the same values, in the buffers it allocated: the same bits, with 2-8 fewer
+steps and kernel calls each.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from ...executor import BoundNode
+from ...executor import BoundNode, ExecContext, _as_outputs
 from ...ir import Graph, _free_inputs
 from ...kernels import conv as conv_kernels
 from ...kernels import elementwise
@@ -51,9 +56,12 @@ class _Uses:
 
     def producer_of_sole_use(self, value) -> int | None:
         """The step computing ``value`` when one node alone reads it and it is no graph output, else None."""
-        if value is None or self.readers.get(id(value)) != 1 or id(value) in self.outputs:
+        return None if value is None else self.producer_of_sole_use_id(id(value))
+
+    def producer_of_sole_use_id(self, vid: int) -> int | None:
+        if self.readers.get(vid) != 1 or vid in self.outputs:
             return None
-        return self.producer.get(id(value))
+        return self.producer.get(vid)
 
 
 def _is_onnx(node, op: str) -> bool:
@@ -261,3 +269,187 @@ class _FusedConv:
         w_folded = (w.astype(np.float64) * a.reshape((channels,) + (1,) * (w.ndim - 1))).astype(w.dtype)
         packed = conv_kernels.pack_conv_weights(w_folded, shift.astype(w.dtype), self.groups)
         return (w_folded, shift.astype(w.dtype)) if packed is None else (packed, None)
+
+
+# ---------------------------------------------------------------- transformer patterns
+#
+# A pattern is an expression tree: (op, operand, ...) for a node of the ONNX domain, ``X`` for the value it
+# applies to (read from outside; every ``X`` of a pattern is the same value), ``W`` for a second outside
+# value, a float for a one-element constant of about that value, ``BIAS`` for a 1-D constant.  The operands
+# of Add and Mul match in either order.
+
+X, W, BIAS = "x", "w", "bias"
+_SQRT2, _SQRT_2_OVER_PI = 2 ** 0.5, (2 / 3.141592653589793) ** 0.5
+_ERF_GELU = ("Add", ("Erf", ("Div", X, _SQRT2)), 1.0)
+_TANH_GELU = ("Add", ("Tanh", ("Mul", ("Add", X, ("Mul", ("Pow", X, 3.0), 0.044715)), _SQRT_2_OVER_PI)), 1.0)
+TRANSFORMER_PATTERNS = {
+    # torch's exports of nn.GELU / BERT's gelu: x * (1 + erf(x / sqrt 2)) * 0.5, or 0.5 x first
+    "Gelu": [("Mul", ("Mul", X, _ERF_GELU), 0.5), ("Mul", ("Mul", X, 0.5), _ERF_GELU)],
+    # GPT-2's gelu_new: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+    "Gelu (tanh)": [("Mul", ("Mul", X, 0.5), _TANH_GELU), ("Mul", ("Mul", X, _TANH_GELU), 0.5)],
+    # a linear layer's product and its bias
+    "MatMul + bias": [("Add", ("MatMul", X, W), BIAS)],
+}
+
+#: ops a fused pattern computes with numpy directly: the kernels' own arithmetic for two operands of one
+#: float32/float64 type
+_UFUNCS = {"Add": np.add, "Mul": np.multiply, "Div": np.divide}
+
+
+def fuse_transformer_patterns(graph: Graph, plan) -> dict[str, int]:
+    """Run each match of :data:`TRANSFORMER_PATTERNS` as one step computing the same operations on the same
+    values (the same bits), in place and without a kernel call per node; returns the count per pattern.
+
+    A match's inner values have one reader each, no step of it is folded, and its constants are float32 or
+    float64 (so, the model being well typed, are its other values: numpy's arithmetic on two operands of
+    one such type is what the nodes' kernels compute).
+    """
+    uses = _Uses(graph, plan)
+    initializers = {id(v): v for v in graph.initializers.values()}
+    taken: set[int] = set()
+    matches = []
+    for root in range(len(plan.steps) - 1, -1, -1):
+        if root in taken:
+            continue
+        for name, patterns in TRANSFORMER_PATTERNS.items():
+            match = next((m for p in patterns
+                          if (m := _match(p, root, plan, uses, initializers, taken, {}, top=True))), None)
+            if match is not None:
+                taken.update(match.steps)
+                matches.append((name, root, match))
+                break
+    counts: dict[str, int] = {}
+    for name, root, match in matches:
+        _fuse_match(plan, root, match)
+        counts[name] = counts.get(name, 0) + 1
+    gone = taken - {root for _, root, _ in matches}
+    for field_name in ("steps", "inputs", "drops", "donors", "foldable", "overrides", "outputs", "declared"):
+        setattr(plan, field_name, [x for i, x in enumerate(getattr(plan, field_name)) if i not in gone])
+    plan.changed()
+    return counts
+
+
+def _plain_kernel(step: BoundNode) -> bool:
+    """Whether the step runs its node's own kernel (not a fusion of this module)."""
+    return not isinstance(step.fn, (_ThenActivation, _FusedConv, _FusedPattern)) and step.fn is not _pass_through
+
+
+class _Match:
+    def __init__(self, steps: list[int], tree, outside: dict[str, int], constants: dict):
+        self.steps = steps  # step indices of the matched nodes
+        self.tree = tree  # the pattern with each node's bound step: (op, step, operand...)
+        self.outside = outside  # X / W -> value id
+        self.constants = constants  # id(pattern leaf) -> array
+
+
+def _match(pattern, vid_or_step, plan, uses, initializers, taken, bound, top=False):
+    """Match ``pattern`` at step ``vid_or_step`` (``top``) or at the value id; a _Match, or None."""
+    if top:
+        step = vid_or_step
+    else:
+        step = uses.producer_of_sole_use_id(vid_or_step)
+    if step is None or step in taken or plan.foldable[step] or not isinstance(pattern, tuple):
+        return None
+    node = plan.steps[step].node
+    op, operands = pattern[0], pattern[1:]
+    if (not _is_onnx(node, op) or not _plain_kernel(plan.steps[step]) or len(node.outputs) != 1
+            or len(plan.inputs[step]) != len(operands) or None in plan.inputs[step]):
+        return None
+    ids = plan.inputs[step]
+    orders = [ids, ids[::-1]] if op in ("Add", "Mul") else [ids]
+    for order in orders:
+        trial = dict(bound)
+        parts = [_match_operand(p, vid, plan, uses, initializers, taken, trial) for p, vid in zip(operands, order)]
+        if all(part is not None for part in parts):
+            bound.clear()
+            bound.update(trial)
+            steps = [step] + [s for part in parts if isinstance(part, _Match) for s in part.steps]
+            tree = (op, plan.steps[step]) + tuple(part.tree if isinstance(part, _Match) else part for part in parts)
+            outside = {k: v for k, v in bound.items() if k in (X, W)}
+            constants = {k: v for k, v in bound.items() if isinstance(k, int)}
+            return _Match(steps, tree, outside, constants)
+    return None
+
+
+def _match_operand(pattern, vid, plan, uses, initializers, taken, bound):
+    """A matched operand: a _Match for a sub-pattern, else the leaf (bound in ``bound``); None: no match."""
+    if isinstance(pattern, tuple):
+        return _match(pattern, vid, plan, uses, initializers, taken, bound)
+    if pattern in (X, W):
+        if bound.setdefault(pattern, vid) != vid or (pattern == W and bound.get(X) == vid):
+            return None
+        return pattern
+    constant = _constant(vid, initializers, plan)
+    if constant is None or not isinstance(constant, np.ndarray) or constant.dtype not in _FLOATS:
+        return None
+    if pattern == BIAS:
+        if constant.ndim != 1:
+            return None
+    elif constant.size != 1 or not np.isclose(float(constant.reshape(-1)[0]), pattern, rtol=1e-6, atol=0):
+        return None
+    key = len([k for k in bound if isinstance(k, int)])  # leaves numbered in matching order
+    bound[key] = constant
+    return ("const", key)
+
+
+def _fuse_match(plan, root: int, match: _Match) -> None:
+    """Make step ``root`` compute ``match``; values read by its steps live until ``root``."""
+    outside = [match.outside[k] for k in (X, W) if k in match.outside]
+    steps = sorted(match.steps)
+    members = set(steps)
+    drops = list(plan.drops[root])
+    for k in range(steps[0], root):
+        moving = [vid for vid in plan.drops[k] if vid in outside or k in members]
+        if moving:
+            plan.drops[k] = [vid for vid in plan.drops[k] if vid not in moving]
+            plan.donors[k] = tuple(d for d in plan.donors[k] if plan.inputs[k][d] not in moving)
+            drops.extend(vid for vid in moving if vid in outside)
+    last = plan.steps[root]
+    kernel = _FusedPattern(match.tree, [k for k in (X, W) if k in match.outside], match.constants)
+    plan.steps[root] = BoundNode(last.node, kernel, {}, last.label + f" with {len(steps) - 1} more nodes",
+                                 last.deterministic)
+    plan.inputs[root] = outside
+    plan.drops[root] = drops
+    plan.donors[root] = ()
+
+
+def _holds(shape: tuple, other: tuple) -> bool:
+    """Whether an array of ``shape`` can hold the result of broadcasting it with ``other``."""
+    return len(other) <= len(shape) and all(o == 1 or o == d for o, d in zip(reversed(other), reversed(shape)))
+
+
+class _FusedPattern:
+    """Computes a matched pattern tree: Add, Mul and Div as numpy's ufuncs (what their kernels compute for
+    two float32 or float64 operands), in the buffers of values it computed, and other nodes by their kernels."""
+
+    def __init__(self, tree, leaves: list[str], constants: dict):
+        self.tree = tree
+        self.leaves = leaves
+        self.constants = constants
+
+    def __call__(self, ctx, *values):
+        return self._evaluate(ctx, self.tree, dict(zip(self.leaves, values)))[0]
+
+    def _evaluate(self, ctx, node, named):
+        """(value, fresh): ``fresh`` when the value is this call's own buffer, which later operations reuse."""
+        if isinstance(node, str):
+            return named[node], False
+        if node[0] == "const":
+            return self.constants[node[1]], False
+        op, step, operands = node[0], node[1], node[2:]
+        parts = [self._evaluate(ctx, p, named) for p in operands]
+        if op in _UFUNCS:
+            (a, a_fresh), (b, b_fresh) = parts
+            ufunc = _UFUNCS[op]
+            if a_fresh and _holds(a.shape, b.shape):
+                return ufunc(a, b, out=a), True
+            if b_fresh and _holds(b.shape, a.shape):
+                return ufunc(a, b, out=b), True
+            return ufunc(a, b), True
+        # Other ops run their node's kernel, which may overwrite the buffers given to it.
+        args = [value for value, _ in parts]
+        owned = tuple(i for i, (_, fresh) in enumerate(parts) if fresh)
+        result = _as_outputs(step.fn(ExecContext(ctx.interpreter, step.node, ctx.env, owned), *args, **step.attrs),
+                             step.node)[0]
+        kept = [value for value, fresh in parts if not fresh]  # an outside value or constant: never overwritten
+        return result, not any(np.may_share_memory(result, value) for value in kept)
