@@ -1,5 +1,5 @@
 """The ONNX executor's transformer fusions (fusion.fuse_transformer_patterns): torch's exports of the erf and
-tanh Gelus and a MatMul with its bias Add each run as one step.
+tanh Gelus, attention's MatMul-Scale-Mask-Softmax-MatMul and a MatMul with its bias Add each run as one step.
 
 Each fused graph is checked against onnxruntime and, bit for bit, against the same session without the
 fusion; graphs that must not fuse (an inner value read elsewhere, another constant, a Relu already fused into
@@ -65,6 +65,22 @@ def _linear():
     return nodes, constants
 
 
+def _attention(mask: bool, divide: bool, cast: bool):
+    """softmax(q k * scale [+ mask]) v over (batch, heads, sequence, width), k given transposed."""
+    nodes = [helper.make_node("MatMul", ["q", "kt"], ["s"]),
+             helper.make_node("Div" if divide else "Mul", ["s", "scale"], ["z"])]
+    if mask:
+        nodes.append(helper.make_node("Add", ["mask", "z"], ["zm"]))
+    nodes.append(helper.make_node("Softmax", ["zm" if mask else "z"], ["p"], axis=-1))
+    if cast:
+        nodes.append(helper.make_node("Cast", ["p"], ["pc"], to=TensorProto.FLOAT))
+    nodes.append(helper.make_node("MatMul", ["pc" if cast else "p", "v"], ["y"]))
+    return nodes, [_scalar("scale", 8.0 if divide else 0.125)]
+
+
+_ATTENTION_INPUTS = [("q", [2, 3, 5, 8]), ("kt", [2, 3, 8, 5]), ("v", [2, 3, 5, 8]), ("mask", [2, 1, 1, 5])]
+
+
 def _counts_and_runs(proto, feeds):
     """(fusions per pattern, outputs with the fusion, outputs without it)."""
     counts = {}
@@ -94,6 +110,23 @@ CASES = {
     "tanh gelu": (_tanh_gelu(), "Gelu (tanh)", 9),
     "matmul + bias": (_linear(), "MatMul + bias", 3),
 }
+
+
+@pytest.mark.parametrize("mask,divide,cast", [(True, False, False), (True, True, True), (False, False, True)])
+def test_attention_fuses_and_matches_onnxruntime_and_the_unfused_bits(mask, divide, cast):
+    nodes, constants = _attention(mask, divide, cast)
+    inputs = _ATTENTION_INPUTS if mask else _ATTENTION_INPUTS[:3]
+    proto = _model(nodes, inputs, ["y"], constants)
+    feeds = {n: RNG.standard_normal(shape).astype(np.float32) for n, shape in inputs}
+    if mask:
+        feeds["mask"] = np.where(RNG.random((2, 1, 1, 5)) < 0.3, np.float32(-1e4), np.float32(0))
+    counts, fused, plain = _counts_and_runs(proto, feeds)
+    assert counts == {"Attention": 1}
+    (expected,) = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, feeds)
+    for run in fused:
+        np.testing.assert_allclose(run["y"], expected, rtol=1e-5, atol=1e-6)
+        assert np.array_equal(run["y"], plain["y"])
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

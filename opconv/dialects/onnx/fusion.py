@@ -1,5 +1,6 @@
 """Session-time fusion of the ONNX executor: inference BatchNormalization folded into the Conv before it,
-Relu applied by the step that computes its input, and transformer patterns (Gelus, bias adds) run as one step.
+Relu applied by the step that computes its input, and transformer patterns (Gelus, attention, bias adds) run as
+one step.
 
 ``y = BN(Conv(x, W, B))`` with per-channel ``a = scale / sqrt(var + eps)`` is
 ``Conv(x, W * a, (B - mean) * a + bias)``: the normalization costs nothing at
@@ -22,8 +23,8 @@ the output of a Conv (BatchNormalization folded in or not), Add or Sum is
 applied by that step to its fresh output, in place, while the output is still
 in cache: one step fewer and no second trip through memory.
 
-torch's exports of the erf and tanh Gelus and a MatMul followed by its bias Add
-(``TRANSFORMER_PATTERNS``) run as one step that computes the same operations on
+torch's exports of the erf and tanh Gelus, of attention's MatMul-Scale-Mask-
+Softmax-MatMul and a MatMul followed by its bias Add (``TRANSFORMER_PATTERNS``) run as one step that computes the same operations on
 the same values, in the buffers it allocated: the same bits, with 2-8 fewer
 steps and kernel calls each.
 """
@@ -273,20 +274,25 @@ class _FusedConv:
 
 # ---------------------------------------------------------------- transformer patterns
 #
-# A pattern is an expression tree: (op, operand, ...) for a node of the ONNX domain, ``X`` for the value it
-# applies to (read from outside; every ``X`` of a pattern is the same value), ``W`` for a second outside
-# value, a float for a one-element constant of about that value, ``BIAS`` for a 1-D constant.  The operands
-# of Add and Mul match in either order.
+# A pattern is an expression tree: (op, operand, ...) for a node of the ONNX domain; a lower-case name for a
+# value read from outside (each name one value); a float for a one-element constant of about that value,
+# ``SCALAR`` for any one-element constant, ``BIAS`` for a 1-D constant.  The operands of Add and Mul match in
+# either order.
 
-X, W, BIAS = "x", "w", "bias"
+X, W, Q, K, V, MASK = "x", "w", "q", "k", "v", "mask"
+SCALAR, BIAS = "SCALAR", "BIAS"
 _SQRT2, _SQRT_2_OVER_PI = 2 ** 0.5, (2 / 3.141592653589793) ** 0.5
 _ERF_GELU = ("Add", ("Erf", ("Div", X, _SQRT2)), 1.0)
 _TANH_GELU = ("Add", ("Tanh", ("Mul", ("Add", X, ("Mul", ("Pow", X, 3.0), 0.044715)), _SQRT_2_OVER_PI)), 1.0)
+_SCORES = [("Mul", ("MatMul", Q, K), SCALAR), ("Div", ("MatMul", Q, K), SCALAR)]
+_WEIGHTS = [("Softmax", s) for scores in _SCORES for s in (("Add", scores, MASK), scores)]
 TRANSFORMER_PATTERNS = {
     # torch's exports of nn.GELU / BERT's gelu: x * (1 + erf(x / sqrt 2)) * 0.5, or 0.5 x first
     "Gelu": [("Mul", ("Mul", X, _ERF_GELU), 0.5), ("Mul", ("Mul", X, 0.5), _ERF_GELU)],
     # GPT-2's gelu_new: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
     "Gelu (tanh)": [("Mul", ("Mul", X, 0.5), _TANH_GELU), ("Mul", ("Mul", X, _TANH_GELU), 0.5)],
+    # attention: softmax(q k * scale [+ mask]) v, the weights maybe Cast (to their own type) first
+    "Attention": [("MatMul", w, V) for weights in _WEIGHTS for w in (weights, ("Cast", weights))],
     # a linear layer's product and its bias
     "MatMul + bias": [("Add", ("MatMul", X, W), BIAS)],
 }
@@ -365,7 +371,7 @@ def _match(pattern, vid_or_step, plan, uses, initializers, taken, bound, top=Fal
             bound.update(trial)
             steps = [step] + [s for part in parts if isinstance(part, _Match) for s in part.steps]
             tree = (op, plan.steps[step]) + tuple(part.tree if isinstance(part, _Match) else part for part in parts)
-            outside = {k: v for k, v in bound.items() if k in (X, W)}
+            outside = {k: v for k, v in bound.items() if isinstance(k, str)}
             constants = {k: v for k, v in bound.items() if isinstance(k, int)}
             return _Match(steps, tree, outside, constants)
     return None
@@ -375,17 +381,16 @@ def _match_operand(pattern, vid, plan, uses, initializers, taken, bound):
     """A matched operand: a _Match for a sub-pattern, else the leaf (bound in ``bound``); None: no match."""
     if isinstance(pattern, tuple):
         return _match(pattern, vid, plan, uses, initializers, taken, bound)
-    if pattern in (X, W):
-        if bound.setdefault(pattern, vid) != vid or (pattern == W and bound.get(X) == vid):
-            return None
-        return pattern
+    if isinstance(pattern, str) and pattern.islower():
+        return pattern if bound.setdefault(pattern, vid) == vid else None
     constant = _constant(vid, initializers, plan)
     if constant is None or not isinstance(constant, np.ndarray) or constant.dtype not in _FLOATS:
         return None
     if pattern == BIAS:
         if constant.ndim != 1:
             return None
-    elif constant.size != 1 or not np.isclose(float(constant.reshape(-1)[0]), pattern, rtol=1e-6, atol=0):
+    elif constant.size != 1 or (pattern != SCALAR and not np.isclose(
+            float(constant.reshape(-1)[0]), pattern, rtol=1e-6, atol=0)):
         return None
     key = len([k for k in bound if isinstance(k, int)])  # leaves numbered in matching order
     bound[key] = constant
@@ -394,7 +399,7 @@ def _match_operand(pattern, vid, plan, uses, initializers, taken, bound):
 
 def _fuse_match(plan, root: int, match: _Match) -> None:
     """Make step ``root`` compute ``match``; values read by its steps live until ``root``."""
-    outside = [match.outside[k] for k in (X, W) if k in match.outside]
+    outside = list(match.outside.values())
     steps = sorted(match.steps)
     members = set(steps)
     drops = list(plan.drops[root])
@@ -405,7 +410,7 @@ def _fuse_match(plan, root: int, match: _Match) -> None:
             plan.donors[k] = tuple(d for d in plan.donors[k] if plan.inputs[k][d] not in moving)
             drops.extend(vid for vid in moving if vid in outside)
     last = plan.steps[root]
-    kernel = _FusedPattern(match.tree, [k for k in (X, W) if k in match.outside], match.constants)
+    kernel = _FusedPattern(match.tree, list(match.outside), match.constants)
     plan.steps[root] = BoundNode(last.node, kernel, {}, last.label + f" with {len(steps) - 1} more nodes",
                                  last.deterministic)
     plan.inputs[root] = outside
