@@ -65,17 +65,26 @@ def _linear():
     return nodes, constants
 
 
-def _attention(mask: bool, divide: bool, cast: bool):
-    """softmax(q k * scale [+ mask]) v over (batch, heads, sequence, width), k given transposed."""
-    nodes = [helper.make_node("MatMul", ["q", "kt"], ["s"]),
-             helper.make_node("Div" if divide else "Mul", ["s", "scale"], ["z"])]
+def _attention(mask: bool, divide: bool, cast: bool, sdpa: bool = False):
+    """softmax(q k * scale [+ mask]) v over (batch, heads, sequence, width), k given transposed; ``sdpa``: as
+    torch exports scaled_dot_product_attention (q and k each scaled, NaN weights of -inf rows zeroed)."""
+    if sdpa:
+        nodes = [helper.make_node("Mul", ["q", "root"], ["qs"]), helper.make_node("Mul", ["kt", "root"], ["ks"]),
+                 helper.make_node("MatMul", ["qs", "ks"], ["z"])]
+    else:
+        nodes = [helper.make_node("MatMul", ["q", "kt"], ["s"]),
+                 helper.make_node("Div" if divide else "Mul", ["s", "scale"], ["z"])]
     if mask:
         nodes.append(helper.make_node("Add", ["mask", "z"], ["zm"]))
     nodes.append(helper.make_node("Softmax", ["zm" if mask else "z"], ["p"], axis=-1))
+    if sdpa:
+        nodes += [helper.make_node("IsNaN", ["p"], ["nan"]), helper.make_node("Where", ["nan", "zero", "p"], ["pw"])]
     if cast:
         nodes.append(helper.make_node("Cast", ["p"], ["pc"], to=TensorProto.FLOAT))
-    nodes.append(helper.make_node("MatMul", ["pc" if cast else "p", "v"], ["y"]))
-    return nodes, [_scalar("scale", 8.0 if divide else 0.125)]
+    nodes.append(helper.make_node("MatMul", ["pc" if cast else "pw" if sdpa else "p", "v"], ["y"]))
+    constants = [_scalar("root", 0.125 ** 0.5), _scalar("zero", 0)] if sdpa else [
+        _scalar("scale", 8.0 if divide else 0.125)]
+    return nodes, constants
 
 
 _ATTENTION_INPUTS = [("q", [2, 3, 5, 8]), ("kt", [2, 3, 8, 5]), ("v", [2, 3, 5, 8]), ("mask", [2, 1, 1, 5])]
@@ -112,14 +121,20 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("mask,divide,cast", [(True, False, False), (True, True, True), (False, False, True)])
-def test_attention_fuses_and_matches_onnxruntime_and_the_unfused_bits(mask, divide, cast):
-    nodes, constants = _attention(mask, divide, cast)
+# A row of -inf scores gives NaN weights (-inf - -inf), numpy's warning included, which the sdpa form zeroes.
+@pytest.mark.filterwarnings("ignore:invalid value encountered in subtract:RuntimeWarning")
+@pytest.mark.parametrize("mask,divide,cast,sdpa", [(True, False, False, False), (True, True, True, False),
+                                                    (False, False, True, False), (True, False, False, True)])
+def test_attention_fuses_and_matches_onnxruntime_and_the_unfused_bits(mask, divide, cast, sdpa):
+    nodes, constants = _attention(mask, divide, cast, sdpa)
     inputs = _ATTENTION_INPUTS if mask else _ATTENTION_INPUTS[:3]
     proto = _model(nodes, inputs, ["y"], constants)
     feeds = {n: RNG.standard_normal(shape).astype(np.float32) for n, shape in inputs}
-    if mask:
-        feeds["mask"] = np.where(RNG.random((2, 1, 1, 5)) < 0.3, np.float32(-1e4), np.float32(0))
+    if mask:  # the sdpa form's mask hides every key of one batch: its weights are NaN, zeroed
+        hidden = np.float32(-np.inf if sdpa else -1e4)
+        feeds["mask"] = np.where(RNG.random((2, 1, 1, 5)) < 0.3, hidden, np.float32(0))
+        if sdpa:
+            feeds["mask"][1] = hidden
     counts, fused, plain = _counts_and_runs(proto, feeds)
     assert counts == {"Attention": 1}
     (expected,) = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(

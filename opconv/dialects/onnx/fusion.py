@@ -276,16 +276,19 @@ class _FusedConv:
 #
 # A pattern is an expression tree: (op, operand, ...) for a node of the ONNX domain; a lower-case name for a
 # value read from outside (each name one value); a float for a one-element constant of about that value,
-# ``SCALAR`` for any one-element constant, ``BIAS`` for a 1-D constant.  The operands of Add and Mul match in
-# either order.
+# ``SCALAR`` for any one-element constant, ``BIAS`` for a 1-D constant; (SHARED, name, pattern) for a value
+# read twice inside the pattern (both places name it).  The operands of Add and Mul match in either order.
 
 X, W, Q, K, V, MASK = "x", "w", "q", "k", "v", "mask"
-SCALAR, BIAS = "SCALAR", "BIAS"
+SCALAR, BIAS, SHARED = "SCALAR", "BIAS", "SHARED"
 _SQRT2, _SQRT_2_OVER_PI = 2 ** 0.5, (2 / 3.141592653589793) ** 0.5
 _ERF_GELU = ("Add", ("Erf", ("Div", X, _SQRT2)), 1.0)
 _TANH_GELU = ("Add", ("Tanh", ("Mul", ("Add", X, ("Mul", ("Pow", X, 3.0), 0.044715)), _SQRT_2_OVER_PI)), 1.0)
-_SCORES = [("Mul", ("MatMul", Q, K), SCALAR), ("Div", ("MatMul", Q, K), SCALAR)]
-_WEIGHTS = [("Softmax", s) for scores in _SCORES for s in (("Add", scores, MASK), scores)]
+_SCORES = [("Mul", ("MatMul", Q, K), SCALAR), ("Div", ("MatMul", Q, K), SCALAR),
+           ("MatMul", ("Mul", Q, SCALAR), ("Mul", K, SCALAR))]  # the last: torch's scaled_dot_product_attention
+_SOFTMAX = [("Softmax", s) for scores in _SCORES for s in (("Add", scores, MASK), scores)]
+# scaled_dot_product_attention's export also zeroes the NaN of a fully masked row
+_WEIGHTS = _SOFTMAX + [("Where", ("IsNaN", (SHARED, "p", p)), 0.0, (SHARED, "p", p)) for p in _SOFTMAX]
 TRANSFORMER_PATTERNS = {
     # torch's exports of nn.GELU / BERT's gelu: x * (1 + erf(x / sqrt 2)) * 0.5, or 0.5 x first
     "Gelu": [("Mul", ("Mul", X, _ERF_GELU), 0.5), ("Mul", ("Mul", X, 0.5), _ERF_GELU)],
@@ -319,7 +322,8 @@ def fuse_transformer_patterns(graph: Graph, plan) -> dict[str, int]:
             continue
         for name, patterns in TRANSFORMER_PATTERNS.items():
             match = next((m for p in patterns
-                          if (m := _match(p, root, plan, uses, initializers, taken, {}, top=True))), None)
+                          if (m := _match(p, root, plan, uses, initializers, taken, {}, top=True))
+                          and _shared_values_stay_inside(m, plan, uses)), None)
             if match is not None:
                 taken.update(match.steps)
                 matches.append((name, root, match))
@@ -340,18 +344,28 @@ def _plain_kernel(step: BoundNode) -> bool:
     return not isinstance(step.fn, (_ThenActivation, _FusedConv, _FusedPattern)) and step.fn is not _pass_through
 
 
+def _shared_values_stay_inside(match, plan, uses) -> bool:
+    """Whether every reader of a value the pattern reads twice (SHARED) is a step of the match."""
+    inside = [vid for i in match.steps for vid in plan.inputs[i]]
+    return all(inside.count(vid) == uses.readers.get(vid) for vid in match.shared)
+
+
 class _Match:
-    def __init__(self, steps: list[int], tree, outside: dict[str, int], constants: dict):
+    def __init__(self, steps: list[int], tree, outside: dict[str, int], constants: dict, shared: list[int]):
         self.steps = steps  # step indices of the matched nodes
+        self.shared = shared  # value ids of the SHARED sub-patterns
         self.tree = tree  # the pattern with each node's bound step: (op, step, operand...)
         self.outside = outside  # X / W -> value id
         self.constants = constants  # id(pattern leaf) -> array
 
 
-def _match(pattern, vid_or_step, plan, uses, initializers, taken, bound, top=False):
-    """Match ``pattern`` at step ``vid_or_step`` (``top``) or at the value id; a _Match, or None."""
+def _match(pattern, vid_or_step, plan, uses, initializers, taken, bound, top=False, shared=False):
+    """Match ``pattern`` at step ``vid_or_step`` (``top``) or at the value id (``shared``: whatever reads
+    it); a _Match, or None."""
     if top:
         step = vid_or_step
+    elif shared:
+        step = None if vid_or_step in uses.outputs else uses.producer.get(vid_or_step)
     else:
         step = uses.producer_of_sole_use_id(vid_or_step)
     if step is None or step in taken or plan.foldable[step] or not isinstance(pattern, tuple):
@@ -373,12 +387,23 @@ def _match(pattern, vid_or_step, plan, uses, initializers, taken, bound, top=Fal
             tree = (op, plan.steps[step]) + tuple(part.tree if isinstance(part, _Match) else part for part in parts)
             outside = {k: v for k, v in bound.items() if isinstance(k, str)}
             constants = {k: v for k, v in bound.items() if isinstance(k, int)}
-            return _Match(steps, tree, outside, constants)
+            shared = [v for k, v in bound.items() if isinstance(k, tuple)]
+            return _Match(steps, tree, outside, constants, shared)
     return None
 
 
 def _match_operand(pattern, vid, plan, uses, initializers, taken, bound):
     """A matched operand: a _Match for a sub-pattern, else the leaf (bound in ``bound``); None: no match."""
+    if isinstance(pattern, tuple) and pattern[0] == SHARED:  # (SHARED, name, pattern): read more than once
+        name = (SHARED, pattern[1])
+        if name in bound:
+            return ("ref", pattern[1]) if bound[name] == vid else None
+        inner = _match(pattern[2], vid, plan, uses, initializers, taken, bound, shared=True)
+        if inner is None:
+            return None
+        bound[name] = vid
+        inner.tree = (SHARED, pattern[1], inner.tree)
+        return inner
     if isinstance(pattern, tuple):
         return _match(pattern, vid, plan, uses, initializers, taken, bound)
     if isinstance(pattern, str) and pattern.islower():
@@ -441,6 +466,11 @@ class _FusedPattern:
             return named[node], False
         if node[0] == "const":
             return self.constants[node[1]], False
+        if node[0] == SHARED:  # computed once, read again by a ("ref", name) leaf: not to be overwritten
+            named[(SHARED, node[1])] = value = self._evaluate(ctx, node[2], named)[0]
+            return value, False
+        if node[0] == "ref":
+            return named[(SHARED, node[1])], False
         op, step, operands = node[0], node[1], node[2:]
         parts = [self._evaluate(ctx, p, named) for p in operands]
         if op in _UFUNCS:
