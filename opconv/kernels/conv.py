@@ -586,48 +586,50 @@ def _depthwise(x, w_mat, kernel, strides, dilations, og, bias=None):
     ``x``: padded ``(N, G, *S)``; ``w_mat``: ``(G, og, prod(K))``; ``bias``: ``(G, og)`` or None.
     Returns ``(N, G, og, *out)``, contiguous.
     A batched matmul would be G tiny matrix products; offsets are few and each pass is vectorized.
-    Each pass reads one contiguous run of the flattened image per channel (SIMD-friendly, where a
-    windowed view would loop row by row): output position ``i`` (per dim) is computed on a grid with
-    the image's row pitch, and the columns past the output's width are cut off by the last pass, which adds
-    the bias while copying.  Strides
-    read from the stride phases of the input (``x[..., p::s]``, copied once), where offset ``k`` is
-    phase ``k % s`` shifted by ``k // s``.  Offsets are summed in order, as a windowed sum would.
+    With stride 1, each pass reads one contiguous run of the flattened image per channel (SIMD-friendly,
+    where a window view loops row by row): output position ``i`` (per dim) is computed on a grid with the
+    image's row pitch, and the columns past the output's width are cut off by a last pass adding the bias.
+    Strided windows are read as views (gathering the stride phases first would copy the input).
     """
     out = tuple(window_output_size(size, k, s, d)
                 for size, k, s, d in zip(x.shape[2:], kernel, strides, dilations))
     n, groups = x.shape[:2]
+    spatial_ones = (1,) * len(out)
     if any(o == 0 for o in out):
         return np.zeros((n, groups, og) + out, dtype=x.dtype)
-    # Pad each spatial dim to a multiple of its stride, so that all phases have one shape Q.
-    q = tuple(-(-size // s) for size, s in zip(x.shape[2:], strides))
-    if any(qd * s != size for qd, s, size in zip(q, strides, x.shape[2:])):
-        x = _pad(x, (0,) * len(q), tuple(qd * s - size for qd, s, size in zip(q, strides, x.shape[2:])))
-    split = (n, groups) + tuple(v for qd, s in zip(q, strides) for v in (qd, s))
-    rank = len(q)
-    order = tuple(3 + 2 * d for d in range(rank)) + (0, 1) + tuple(2 + 2 * d for d in range(rank))
-    phases = np.ascontiguousarray(x.reshape(split).transpose(order)).reshape(
-        (math.prod(strides), n, groups, 1, math.prod(q)))
-    pitch = [math.prod(q[d + 1:]) for d in range(rank)]
-    length = sum((o - 1) * p for o, p in zip(out, pitch)) + 1  # flat index of the last output, + 1
-    full = np.empty((n, groups, og, out[0] * pitch[0]), dtype=x.dtype)
-    y = full[..., :length]
+    flat = all(s == 1 for s in strides)
+    if flat:
+        pitch = [math.prod(x.shape[3 + d:]) for d in range(len(out))]
+        length = sum((o - 1) * p for o, p in zip(out, pitch)) + 1  # flat index of the last output, + 1
+        source = x.reshape(n, groups, 1, -1)
+        full = np.empty((n, groups, og, out[0] * pitch[0]), dtype=x.dtype)
+        y = full[..., :length]
+        parts = (source[..., shift:shift + length] for shift in (
+            sum(k * d * p for k, d, p in zip(offset, dilations, pitch)) for offset in np.ndindex(*kernel)))
+        weights = w_mat[:, :, :, None]
+    else:
+        y = np.empty((n, groups, og) + out, dtype=x.dtype)
+        parts = (x[(slice(None), slice(None), None) + tuple(
+            slice(k * d, k * d + (o - 1) * s + 1, s) for k, d, o, s in zip(offset, dilations, out, strides))]
+            for offset in np.ndindex(*kernel))
+        weights = w_mat.reshape(w_mat.shape + spatial_ones)
     term = np.empty_like(y)
-    for i, offset in enumerate(np.ndindex(*kernel)):
-        reach = [k * d for k, d in zip(offset, dilations)]
-        phase = int(np.ravel_multi_index([r % s for r, s in zip(reach, strides)], strides))
-        shift = sum((r // s) * p for r, s, p in zip(reach, strides, pitch))
-        part = phases[phase, :, :, :, shift:shift + length]
-        weight = w_mat[:, :, i, None]
+    for i, part in enumerate(parts):  # summed in offset order, as a window sum would
         if i == 0:
-            np.multiply(part, weight, out=y)
+            np.multiply(part, weights[:, :, i], out=y)
         else:
-            np.multiply(part, weight, out=term)
+            np.multiply(part, weights[:, :, i], out=term)
             y += term
     del term
-    result = full.reshape((n, groups, og, out[0]) + q[1:])[(Ellipsis,) + tuple(slice(0, o) for o in out[1:])]
+    if not flat:
+        if bias is not None:
+            y += bias.reshape(bias.shape + spatial_ones)
+        return y
+    result = full.reshape((n, groups, og, out[0]) + x.shape[3:])[
+        (Ellipsis,) + tuple(slice(0, o) for o in out[1:])]
     if bias is None:
         return np.ascontiguousarray(result)
-    return np.add(result, bias.reshape(bias.shape + (1,) * len(out)), dtype=x.dtype)
+    return np.add(result, bias.reshape(bias.shape + spatial_ones), dtype=x.dtype)
 
 
 def _pad(x: np.ndarray, pads_begin, pads_end) -> np.ndarray:
