@@ -37,32 +37,12 @@ from typing import Any
 import numpy as np
 
 from ...executor import BoundNode, ExecContext, _as_outputs
-from ...ir import Graph, _free_inputs
+from ...plan_fusion import ThenActivation, Uses, fuse_activations, pass_through
+from ...ir import Graph
 from ...kernels import conv as conv_kernels
 from ...kernels import elementwise
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-
-
-class _Uses:
-    """Which step computes each value of a plan, and how many nodes read it."""
-
-    def __init__(self, graph: Graph, plan):
-        self.readers: dict[int, int] = {}
-        for node in graph.nodes:
-            for v in _free_inputs(node):
-                self.readers[id(v)] = self.readers.get(id(v), 0) + 1
-        self.outputs = {id(v) for v in graph.outputs}
-        self.producer = {id(v): i for i, step in enumerate(plan.steps) for v in step.node.outputs if v is not None}
-
-    def producer_of_sole_use(self, value) -> int | None:
-        """The step computing ``value`` when one node alone reads it and it is no graph output, else None."""
-        return None if value is None else self.producer_of_sole_use_id(id(value))
-
-    def producer_of_sole_use_id(self, vid: int) -> int | None:
-        if self.readers.get(vid) != 1 or vid in self.outputs:
-            return None
-        return self.producer.get(vid)
 
 
 def _is_onnx(node, op: str) -> bool:
@@ -72,7 +52,7 @@ def _is_onnx(node, op: str) -> bool:
 def fuse_conv_batch_norm(graph: Graph, plan) -> int:
     """Rewrite ``plan`` (the interpreter's plan of ``graph``) so each Conv -> BatchNormalization pair runs as one
     convolution; returns how many pairs were fused."""
-    uses = _Uses(graph, plan)
+    uses = Uses(graph, plan)
     uses_by_id, producer_step = uses.readers, uses.producer
     initializers = {id(v): v for v in graph.initializers.values()}
     fused = 0
@@ -106,7 +86,7 @@ def fuse_conv_batch_norm(graph: Graph, plan) -> int:
                 fused_conv.prime(*current)  # folded now rather than in the first run; a feed refolds
         plan.steps[i] = BoundNode(conv.node, fused_conv, conv.attrs, conv.label + " with " + bn.label)
         plan.donors[i] = tuple(d for d in plan.donors[i] if d == 0)
-        plan.steps[j] = BoundNode(node, _pass_through, {}, bn.label)
+        plan.steps[j] = BoundNode(node, pass_through, {}, bn.label)
         fused += 1
     plan.changed()
     return fused
@@ -120,29 +100,14 @@ def fuse_relu(graph: Graph, plan) -> int:
     """Rewrite ``plan`` so that each Relu (or Clip with constant bounds) alone reading a Conv, Add or Sum
     output runs inside that step; returns how many were fused.  A Conv whose BatchNormalization was folded
     in counts as the Conv."""
-    uses = _Uses(graph, plan)
     initializers = {id(v): v for v in graph.initializers.values()}
-    fused = 0
-    for j, relu in enumerate(plan.steps):
-        activation = _in_place_activation(relu, plan.inputs[j], initializers, plan)
-        if activation is None:
-            continue
-        i = uses.producer_of_sole_use(relu.node.inputs[0])
-        if i is not None and plan.steps[i].fn is _pass_through:  # a BatchNormalization folded into its Conv
-            i = uses.producer_of_sole_use(plan.steps[i].node.inputs[0])
-        if i is None or plan.foldable[i]:
-            continue  # a folded step runs once; its kept value must stay what the node computes
-        step = plan.steps[i]
-        if not any(_is_onnx(step.node, op) for op in _RELU_PRODUCERS) or len(step.node.outputs) != 1:
-            continue
-        plan.steps[i] = BoundNode(step.node, _ThenActivation(step.fn, activation), step.attrs,
-                                  step.label + " with " + relu.label)
-        plan.steps[j] = BoundNode(relu.node, _pass_through, {}, relu.label)
-        plan.inputs[j] = plan.inputs[j][:1]  # a Clip's bounds are in the activation now
-        plan.donors[j] = tuple(d for d in plan.donors[j] if d == 0)
-        fused += 1
-    plan.changed()
-    return fused
+
+    def activation_of(step, input_ids):
+        if step.node.domain not in ("", "ai.onnx"):
+            return None
+        return _in_place_activation(step, input_ids, initializers, plan)
+
+    return fuse_activations(graph, plan, _RELU_PRODUCERS, activation_of)
 
 
 def _in_place_activation(step: BoundNode, input_ids: list, initializers: dict, plan):
@@ -161,23 +126,6 @@ def _in_place_activation(step: BoundNode, input_ids: list, initializers: dict, p
 
 def _clip_into(y, out=None, *, low, high):
     return elementwise.clip(y, low, high, out=out)
-
-
-class _ThenActivation:
-    """A kernel followed by the activation that alone reads its output, which overwrites that output when it
-    is fresh."""
-
-    def __init__(self, kernel, activation):
-        self.kernel = kernel
-        self.activation = activation
-
-    def __call__(self, ctx, *inputs, **attrs):
-        y = self.kernel(ctx, *inputs, **attrs)
-        if isinstance(y, np.ndarray) and y.flags.writeable and not any(
-                isinstance(a, np.ndarray) and not ctx.owns(i) and np.may_share_memory(y, a)
-                for i, a in enumerate(inputs)):
-            return self.activation(y, out=y)
-        return self.activation(y)  # e.g. a one-input Sum hands back its input
 
 
 def _constant(vid: int, initializers: dict, plan) -> Any:
@@ -204,10 +152,6 @@ def _is_inference(step: BoundNode) -> bool:
     if attrs.get("training_mode"):
         return False
     return attrs.get("spatial", 1) == 1  # spatial=0 normalizes per activation, not per channel
-
-
-def _pass_through(ctx, x, *_params, **_attrs):
-    return x
 
 
 class _FusedConv:
@@ -313,7 +257,7 @@ def fuse_transformer_patterns(graph: Graph, plan) -> dict[str, int]:
     float64 (so, the model being well typed, are its other values: numpy's arithmetic on two operands of
     one such type is what the nodes' kernels compute).
     """
-    uses = _Uses(graph, plan)
+    uses = Uses(graph, plan)
     initializers = {id(v): v for v in graph.initializers.values()}
     taken: set[int] = set()
     matches = []
@@ -341,7 +285,7 @@ def fuse_transformer_patterns(graph: Graph, plan) -> dict[str, int]:
 
 def _plain_kernel(step: BoundNode) -> bool:
     """Whether the step runs its node's own kernel (not a fusion of this module)."""
-    return not isinstance(step.fn, (_ThenActivation, _FusedConv, _FusedPattern)) and step.fn is not _pass_through
+    return not isinstance(step.fn, (ThenActivation, _FusedConv, _FusedPattern)) and step.fn is not pass_through
 
 
 def _shared_values_stay_inside(match, plan, uses) -> bool:
