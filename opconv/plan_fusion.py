@@ -9,7 +9,7 @@ opconv/dialects/onnx/fusion.py; the IR and HLO executors fuse ReLU after Convolu
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -36,6 +36,16 @@ class Uses:
         if self.readers.get(vid) != 1 or vid in self.outputs:
             return None
         return self.producer.get(vid)
+
+
+def constant_value(vid: int, initializers: dict, plan) -> Any:
+    """The value no run can change: folded from constants alone, or an initializer no feed overrides
+    (``initializers``: id -> Value of the graph's initializers)."""
+    if plan.folded is not None and vid in plan.folded and vid not in plan.volatile:
+        return plan.folded[vid]
+    if vid in initializers and vid not in plan.overridable:
+        return initializers[vid].const.numpy()
+    return None
 
 
 def pass_through(ctx, x, *_params, **_attrs):

@@ -45,7 +45,11 @@ class Session(executor.Session):
     def __init__(self, model: Model, *, seed: int = 0):
         _load_kernels()
         super().__init__(model, _bind, seed=seed)
-        fuse_relu_named(model.graph, self._interpreter.plan(model.graph), ("ConvBias", "Convolution", "Add"), "Relu")
+        from .fusion import pack_conv_bias
+
+        plan = self._interpreter.plan(model.graph)
+        pack_conv_bias(model.graph, plan)
+        fuse_relu_named(model.graph, plan, ("ConvBias", "Convolution", "Add"), "Relu")
 
 
 def run_model(model: Model, feeds: Mapping[str, Any], *, seed: int = 0) -> dict[str, Any]:

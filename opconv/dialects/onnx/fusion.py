@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from ...executor import BoundNode, ExecContext, _as_outputs
-from ...plan_fusion import ThenActivation, Uses, fuse_activations, pass_through
+from ...plan_fusion import ThenActivation, Uses, constant_value, fuse_activations, pass_through
 from ...ir import Graph
 from ...kernels import conv as conv_kernels
 from ...kernels import elementwise
@@ -71,7 +71,7 @@ def fuse_conv_batch_norm(graph: Graph, plan) -> int:
         fused_conv = _FusedConv(conv.fn, bn.attrs.get("epsilon", 1e-5), conv.attrs.get("group", 1))
         conv_inputs = list(plan.inputs[i]) + [None] * (3 - len(plan.inputs[i]))
         param_ids = conv_inputs[1:3] + plan.inputs[j][1:]
-        constants = [None if vid is None else _constant(vid, initializers, plan) for vid in param_ids]
+        constants = [None if vid is None else constant_value(vid, initializers, plan) for vid in param_ids]
         if all(c is not None or vid is None for c, vid in zip(constants, param_ids)):
             fused_conv.fold_now(*constants)
             plan.inputs[i] = conv_inputs[:1] + [None] * len(param_ids)
@@ -117,7 +117,7 @@ def _in_place_activation(step: BoundNode, input_ids: list, initializers: dict, p
         return elementwise.relu
     if not _is_onnx(node, "Clip") or (node.version or 0) < 11:
         return None  # Clip-1/6 bounds are attributes of a float type; rare enough to leave unfused
-    bounds = [None if vid is None else _constant(vid, initializers, plan) for vid in input_ids[1:3]]
+    bounds = [None if vid is None else constant_value(vid, initializers, plan) for vid in input_ids[1:3]]
     if any(b is None and vid is not None for b, vid in zip(bounds, input_ids[1:3])):
         return None
     bounds += [None] * (2 - len(bounds))
@@ -126,15 +126,6 @@ def _in_place_activation(step: BoundNode, input_ids: list, initializers: dict, p
 
 def _clip_into(y, out=None, *, low, high):
     return elementwise.clip(y, low, high, out=out)
-
-
-def _constant(vid: int, initializers: dict, plan) -> Any:
-    """The value no run can change: folded from constants alone, or an initializer no feed overrides."""
-    if plan.folded is not None and vid in plan.folded and vid not in plan.volatile:
-        return plan.folded[vid]
-    if vid in initializers and vid not in plan.overridable:
-        return initializers[vid].const.numpy()
-    return None
 
 
 def _current(vid: int, initializers: dict, plan) -> Any:
@@ -352,7 +343,7 @@ def _match_operand(pattern, vid, plan, uses, initializers, taken, bound):
         return _match(pattern, vid, plan, uses, initializers, taken, bound)
     if isinstance(pattern, str) and pattern.islower():
         return pattern if bound.setdefault(pattern, vid) == vid else None
-    constant = _constant(vid, initializers, plan)
+    constant = constant_value(vid, initializers, plan)
     if constant is None or not isinstance(constant, np.ndarray) or constant.dtype not in _FLOATS:
         return None
     if pattern == BIAS:
