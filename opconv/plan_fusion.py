@@ -76,8 +76,8 @@ def fuse_activations(graph: Graph, plan, producers: tuple[str, ...],
         if activation is None:
             continue
         i = uses.producer_of_sole_use(relu.node.inputs[0])
-        if i is not None and plan.steps[i].fn is pass_through:
-            i = uses.producer_of_sole_use(plan.steps[i].node.inputs[0])
+        if i is not None and plan.steps[i].fn is pass_through:  # the value it hands on is its first input
+            i = uses.producer_of_sole_use_id(plan.inputs[i][0]) if plan.inputs[i] else None
         if i is None or plan.foldable[i]:
             continue  # a folded step runs once; its kept value must stay what the node computes
         step = plan.steps[i]

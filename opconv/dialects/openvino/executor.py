@@ -45,7 +45,11 @@ class Session(executor.Session):
     def __init__(self, model: Model, *, seed: int = 0):
         _load_kernels()
         super().__init__(model, _bind, seed=seed)
-        fuse_relu_named(model.graph, self._interpreter.plan(model.graph), ("Convolution", "GroupConvolution", "Add"), "ReLU")
+        from .fusion import pack_conv_scale_shift
+
+        plan = self._interpreter.plan(model.graph)
+        pack_conv_scale_shift(model.graph, plan)
+        fuse_relu_named(model.graph, plan, ("Convolution", "GroupConvolution", "Add"), "ReLU")
 
 
 def run_model(model: Model, feeds: Mapping[str, Any], *, seed: int = 0) -> dict[str, Any]:
