@@ -73,3 +73,44 @@ def test_a_sparse_input_fed_a_dense_array_is_refused_by_name():
     model = sparse_matmul_model([2, 2], [2, 2], np.float32)
     with pytest.raises(OpconvError, match="input 'A' is a sparse tensor"):
         opconv.run(opconv.load(model), {"A": np.eye(2, dtype=np.float32), "B": np.eye(2, dtype=np.float32)})
+
+
+# ---------------------------------------------------------------- AttnLSTM
+
+
+def rand(*shape, scale=0.5):
+    return RNG.uniform(-scale, scale, shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("direction,with_layer,with_lengths,with_extras,attrs", [
+    ("forward", False, False, False, {}),
+    ("forward", True, True, True, {}),
+    ("reverse", True, True, False, {}),
+    ("reverse", False, False, True, {"clip": 0.7}),
+    ("bidirectional", True, True, True, {}),
+    ("bidirectional", False, True, False, {"input_forget": 1}),
+    ("forward", True, False, True, {"activations": ["HardSigmoid", "Tanh", "Softsign"],
+                                    "activation_alpha": [0.3], "activation_beta": [0.4]}),
+])
+def test_attn_lstm(direction, with_layer, with_lengths, with_extras, attrs):
+    from .test_contrib_kernels_nn import assert_matches_ort
+
+    steps, batch, inputs, hidden, memory_steps, memory_depth, attn, layer = 4, 3, 5, 6, 7, 4, 5, 3
+    dirs = 2 if direction == "bidirectional" else 1
+    if attrs.get("activations") and dirs == 2:
+        attrs = {**attrs, "activations": attrs["activations"] * 2}
+    attention_size = layer if with_layer else memory_depth
+    feeds = {
+        "X": rand(steps, batch, inputs, scale=1.0), "W": rand(dirs, 4 * hidden, inputs + attention_size),
+        "R": rand(dirs, 4 * hidden, hidden), "B": rand(dirs, 8 * hidden) if with_extras else None,
+        "sequence_lens": np.array([4, 2, 3], np.int32) if with_lengths else None,
+        "initial_h": rand(dirs, batch, hidden) if with_extras else None,
+        "initial_c": rand(dirs, batch, hidden) if with_extras else None,
+        "P": rand(dirs, 3 * hidden) if with_extras else None,
+        "QW": rand(dirs, hidden, attn), "MW": rand(dirs, memory_depth, attn), "V": rand(dirs, attn),
+        "M": rand(batch, memory_steps, memory_depth, scale=1.0),
+        "memory_seq_lens": np.array([7, 3, 5], np.int32) if with_lengths else None,
+        "AW": rand(dirs, hidden + memory_depth, layer) if with_layer else None,
+    }
+    # Y is always asked for: onnxruntime's kernel feeds each step's Y to the attention, and has none without it
+    assert_matches_ort("AttnLSTM", feeds, ("Y", "Y_h", "Y_c"), hidden_size=hidden, direction=direction, **attrs)
