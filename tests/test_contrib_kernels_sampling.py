@@ -28,7 +28,8 @@ def run_both(inputs: dict, **attrs):
 
 @pytest.mark.parametrize("options", [{}, {"temperature": 0.7, "repetition_penalty": 1.5, "min_length": 7},
                                      {"presence_penalty": 0.8, "no_repeat_ngram_size": 2},
-                                     {"min_tokens_to_keep": 1, "temperature": 2.0}])
+                                     {"min_tokens_to_keep": 1, "temperature": 2.0},
+                                     {"custom": 1, "temperature": 1.5}, {"custom": 1, "presence_penalty": 0.5}])
 def test_sampling_with_a_filter_that_keeps_only_the_best_token(options):
     ids = RNG.integers(2, VOCAB, (2, 3)).astype(np.int32)
     inputs = {"input_ids": ids, "max_length": np.array([9], np.int32),
@@ -48,13 +49,14 @@ def test_sampling_with_a_filter_that_keeps_only_the_best_token(options):
     assert (actual[:, length:] == 0).all()
 
 
-@pytest.mark.parametrize("top_p,min_tokens_to_keep,temperature", [(0.6, 0, 4.0), (0.9, 2, 3.0), (0.3, 4, 6.0)])
-def test_one_sampling_step_draws_tokens_as_often_as_onnxruntime(top_p, min_tokens_to_keep, temperature):
+@pytest.mark.parametrize("top_p,min_tokens_to_keep,temperature", [(0.6, 0, 10.0), (0.9, 2, 6.0), (0.5, 4, 20.0)])
+@pytest.mark.parametrize("custom", [0, 1])
+def test_one_sampling_step_draws_tokens_as_often_as_onnxruntime(top_p, min_tokens_to_keep, temperature, custom):
     copies = 512
-    prompt = np.tile(RNG.integers(2, VOCAB, (1, 3)).astype(np.int32), (copies, 1))
+    prompt = np.tile(np.array([[5, 2, 8]], np.int32), (copies, 1))
     inputs = {"input_ids": prompt, "max_length": np.array([4], np.int32), "seed": np.array([3], np.int32)}
     expected, actual = run_both(inputs, top_p=top_p, min_tokens_to_keep=min_tokens_to_keep,
-                                temperature=temperature)
+                                temperature=temperature, custom=custom)
     counts = [np.bincount(sequences[:, -1], minlength=VOCAB) / copies for sequences in (expected, actual)]
     assert (counts[0] > 0).sum() > 1, "the case should leave a choice"
     np.testing.assert_array_equal(counts[0] > 0, counts[1] > 0)  # the same tokens survive the filter

@@ -132,14 +132,23 @@ def greedy_search(ctx, input_ids, max_length, min_length=None, repetition_penalt
 # sequences are.
 
 
-def top_p_filter(scores: np.ndarray, top_p: float, min_tokens_to_keep: int, filter_value: float) -> np.ndarray:
-    """``scores`` (B, V) with every token outside the top-p set replaced by ``filter_value``."""
-    order = np.argsort(scores, axis=-1, kind="stable")  # ascending
+def top_p_filter(scores: np.ndarray, top_p: float, min_tokens_to_keep: int, filter_value: float,
+                 custom: bool = False) -> np.ndarray:
+    """``scores`` (B, V) with every token outside the top-p set replaced by ``filter_value``.
+
+    With ``custom`` (onnxruntime's other filter) the mass runs from the most likely token and a token is dropped
+    when the mass of the tokens before it exceeds ``top_p``; ``min_tokens_to_keep`` plays no part.
+    """
+    order = np.argsort(-scores if custom else scores, axis=-1, kind="stable")
     ranked = np.take_along_axis(scores, order, axis=-1)
     probs = np.exp(ranked - ranked.max(axis=-1, keepdims=True))
     running = np.cumsum(probs / probs.sum(axis=-1, keepdims=True), axis=-1, dtype=np.float32)
-    drop = running <= np.float32(1 - top_p)
-    drop[:, scores.shape[1] - min_tokens_to_keep:] = False
+    if custom:
+        drop = np.zeros_like(running, dtype=bool)
+        drop[:, 1:] = running[:, :-1] > np.float32(top_p)
+    else:
+        drop = running <= np.float32(1 - top_p)
+        drop[:, scores.shape[1] - min_tokens_to_keep:] = False
     out = scores.copy()
     np.put_along_axis(out, order, np.where(drop, np.float32(filter_value), ranked), axis=-1)
     return out
@@ -151,9 +160,6 @@ def sampling(ctx, input_ids, max_length, min_length=None, repetition_penalty=Non
              decoder_start_token_id, encoder, eos_token_id, filter_value, init_decoder, min_tokens_to_keep,
              model_type, no_repeat_ngram_size, pad_token_id, presence_penalty, temperature, top_p, vocab_size):
     _decoder_only("Sampling", model_type, encoder)
-    if custom:
-        raise ExecutionError("Sampling with custom=1 (onnxruntime's alternative filter) is not supported by "
-                             "opconv's kernel")
     limits = _limits(min_length, repetition_penalty, vocab_mask, prefix_vocab_mask, eos_token_id=eos_token_id,
                      no_repeat_ngram_size=no_repeat_ngram_size)
     rng = ctx.rng() if seed is None else np.random.default_rng(int(_scalar(seed, 0)))
@@ -170,7 +176,7 @@ def sampling(ctx, input_ids, max_length, min_length=None, repetition_penalty=Non
             # first score of the batch
             penalty = np.asarray(presence_mask).astype(np.float32).sum() * np.float32(presence_penalty)
             scores[0, 0] -= np.float32(penalty)
-        scores = top_p_filter(scores.astype(np.float32), top_p, min_tokens_to_keep, filter_value)
+        scores = top_p_filter(scores.astype(np.float32), top_p, min_tokens_to_keep, filter_value, bool(custom))
         filtered[:] = [scores]
         probs = np.exp(scores.astype(np.float64) - scores.max(axis=-1, keepdims=True))
         probs /= probs.sum(axis=-1, keepdims=True)
