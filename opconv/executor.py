@@ -31,7 +31,7 @@ import numpy as np
 
 from . import budget
 from .errors import BudgetError, ExecutionError, OpconvError
-from .ir import Graph, Node, Value, _free_inputs, outer_references
+from .ir import Graph, Node, SparseTensor, Value, _free_inputs, outer_references
 
 Kernel = Callable[..., Any]
 
@@ -507,7 +507,7 @@ def check_feeds(graph: Graph, feeds: Mapping[str, Any], *, where: str | None = N
     dims that differ and symbolic dims bound inconsistently are all errors
     that name the input.
     """
-    from .types import TensorType, from_numpy
+    from .types import SparseTensorType, TensorType, from_numpy
 
     declared = {v.name: v for v in graph.inputs}
     required = [v.name for v in graph.inputs if v.const is None]
@@ -538,8 +538,25 @@ def check_feeds(graph: Graph, feeds: Mapping[str, Any], *, where: str | None = N
                 raise ExecutionError(f"input {name!r} expects {t.dtype}, got {got}", where=where)
             if t.shape is not None:
                 _check_shape(name, t.shape, data.shape, bound, where)
+        elif isinstance(t, SparseTensorType):
+            _check_sparse_feed(name, t, data, bound, where)
         out[name] = data
     return out
+
+
+def _check_sparse_feed(name: str, t, data, bound: FeedCheck, where: str | None) -> None:
+    """A ``sparse_tensor`` input takes an :class:`opconv.ir.SparseTensor` (``SparseTensor.from_coo``)."""
+    if not isinstance(data, SparseTensor):
+        raise ExecutionError(f"input {name!r} is a sparse tensor: feed an opconv.ir.SparseTensor "
+                             f"(SparseTensor.from_coo(values, indices, dims)), got {type(data).__name__}", where=where)
+    if t.dtype is not None and data.values.dtype != t.dtype:
+        raise ExecutionError(f"input {name!r} expects sparse {t.dtype}, got {data.values.dtype}", where=where)
+    nnz = data.values.shape[0] if data.values.shape else 0
+    if data.indices.shape not in ((nnz,), (nnz, len(data.dims))):
+        raise ExecutionError(f"input {name!r}: {nnz} values need indices of shape [{nnz}] or "
+                             f"[{nnz},{len(data.dims)}], got {list(data.indices.shape)}", where=where)
+    if t.shape is not None:
+        _check_shape(name, t.shape, data.dims, bound, where)
 
 
 def _check_shape(name: str, declared: tuple, actual: tuple, bound: FeedCheck, where: str | None) -> None:

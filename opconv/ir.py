@@ -100,6 +100,13 @@ class SparseTensor:
     indices: Tensor
     dims: tuple[int, ...]
 
+    @classmethod
+    def from_coo(cls, values, indices, dims) -> "SparseTensor":
+        """A sparse run-time value (a feed for a ``sparse_tensor`` input) from numpy ``values`` and ``indices``:
+        [NNZ] linear positions or [NNZ, rank] coordinates, as in ONNX's SparseTensorProto."""
+        return cls(Tensor.from_array(np.asarray(values)), Tensor.from_array(np.asarray(indices, np.int64)),
+                   tuple(int(d) for d in dims))
+
 
 @dataclass
 class Attr:
