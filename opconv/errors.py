@@ -7,6 +7,8 @@ a traceback means a bug in opconv, not in the user's input.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 
 class OpconvError(Exception):
     """Base class of every user-facing opconv error."""
@@ -56,12 +58,45 @@ class ExecutionError(OpconvError):
     """A reference executor could not run a model (bad inputs, unsupported op)."""
 
 
+class RefusedNode(NamedTuple):
+    """One node a conversion refused: its name (or label), op type, domain ("" for ai.onnx) and why."""
+
+    node: str
+    op: str
+    domain: str
+    reason: str
+
+    def to_json(self) -> dict:
+        return self._asdict()
+
+
 class ConversionError(OpconvError):
-    """A conversion is impossible; ``problems`` names every offending node."""
+    """A conversion is impossible; ``problems`` names every offending node, ``refused`` the same as
+    :class:`RefusedNode` records (node, op, domain, reason) whatever the direction."""
 
     def __init__(self, message: str, problems: list | None = None, *, where: str | None = None):
         self.problems = list(problems or [])
         super().__init__(message, where=where)
+
+    @property
+    def refused(self) -> list[RefusedNode]:
+        return [_refused_node(p) for p in self.problems]
+
+
+def _refused_node(problem) -> RefusedNode:
+    """A direction's own problem record as a :class:`RefusedNode`.
+
+    The directions keep their own records (the version converter's carries the opsets a node needs, the
+    rewrite engine's the node itself and every rule's reason); this reads the fields they share.
+    """
+    node = getattr(problem, "node", None)
+    if isinstance(node, str):  # the version converter's Problem: node, op, domain, reason already
+        return RefusedNode(node, problem.op, problem.domain, problem.reason)
+    if node is not None:  # the rewrite engine's Unmatched: the graph node and each rule's reason
+        specific = [r for r in problem.reasons if "pattern does not match" not in r] or problem.reasons
+        return RefusedNode(node.name or problem.label, node.op, node.domain or "",
+                           "; ".join(specific) or "no rule")
+    return RefusedNode("", "", "", str(problem))  # a graph-level reason (an input type, a decompose group)
 
 
 class NotImplementedFeature(OpconvError):

@@ -31,7 +31,7 @@ import numpy as np
 
 from . import budget
 from .errors import BudgetError, ExecutionError, OpconvError
-from .ir import Graph, Node, Value, _free_inputs, outer_references
+from .ir import Graph, Node, SparseTensor, Value, _free_inputs, outer_references
 
 Kernel = Callable[..., Any]
 
@@ -114,6 +114,28 @@ class _Plan:
     volatile: frozenset[int] = frozenset()  # folded values that a feed of an overridable initializer would change
     outputs: list[tuple] = field(default_factory=list)  # id() of each step's outputs (None: output not used)
     declared: list[int] = field(default_factory=list)  # how many outputs each step's node declares
+    _records: dict = field(default_factory=dict)  # folded steps left out? -> the loop's per-step tuples
+
+    def records(self, unfolded_only: bool) -> list[tuple]:
+        """What the run loop reads per step, one tuple each, made once: every step, or (``unfolded_only``)
+        the steps a run after the first computes when it overrides no initializer (not the folded ones).
+        A pass that rewrites the plan's lists in place calls :meth:`changed` (a new ``steps`` list is seen)."""
+        if self._records.get("steps") is not self.steps:
+            self._records = {"steps": self.steps}
+        cached = self._records.get(unfolded_only)
+        if cached is None:
+            cached = [(index, step, step.fn, step.attrs, step.node, ids, None not in ids, outs,
+                       len(outs) == 1 and outs[0] is not None, declared, drop, donors)
+                      for index, (step, ids, outs, declared, drop, donors, foldable) in enumerate(zip(
+                          self.steps, self.inputs, self.outputs, self.declared, self.drops, self.donors,
+                          self.foldable))
+                      if not (unfolded_only and foldable)]
+            self._records[unfolded_only] = cached
+        return cached
+
+    def changed(self) -> None:
+        """Forget the per-step tuples: ``steps``, ``inputs``, ``donors`` or ``foldable`` were rewritten."""
+        self._records.clear()
 
 
 class ExecContext:
@@ -232,16 +254,22 @@ class Interpreter:
             local.update(plan.folded)
         unfolded: set[int] = set()  # values of foldable steps over the folding budget: computed when run
         limit = budget.max_bytes()
-        for index, (step, input_ids, output_ids, declared, drop, donors, foldable) in enumerate(zip(
-                plan.steps, plan.inputs, plan.outputs, plan.declared, plan.drops, plan.donors, foldable_now)):
-            if (foldable and not first_run) or (fold_only and not foldable):
-                continue
-            if foldable and first_run and unfolded and not unfolded.isdisjoint(input_ids):
-                foldable_now, foldable = _not_folded(foldable_now, plan.foldable, index, step, unfolded), False
-                if fold_only:
+        # After the first run, without an override, the folded steps are not even visited.
+        skip_folded = not first_run and foldable_now is plan.foldable
+        foldable = False
+        for (index, step, fn, attrs, node, input_ids, dense, output_ids, single, declared, drop,
+             donors) in plan.records(skip_folded):
+            if not skip_folded:
+                foldable = foldable_now[index]
+                if (foldable and not first_run) or (fold_only and not foldable):
                     continue
+                if foldable and first_run and unfolded and not unfolded.isdisjoint(input_ids):
+                    foldable_now, foldable = _not_folded(foldable_now, plan.foldable, index, step, unfolded), False
+                    if fold_only:
+                        continue
             try:
-                args = [None if vid is None else env[vid] for vid in input_ids]
+                args = [env[vid] for vid in input_ids] if dense else [
+                    None if vid is None else env[vid] for vid in input_ids]
             except KeyError:
                 args = [None if vid is None else _lookup(env, vid, step, graph) for vid in input_ids]
             if foldable and first_run and budget.too_large_to_fold(args):
@@ -257,9 +285,9 @@ class Interpreter:
                 for i in donors:  # dying values leave the environment now, so only `args` holds them
                     local.pop(input_ids[i], None)
                 owned = tuple(i for i in donors if _sole_reference(args, i))
-            ctx = ExecContext(self, step.node, env, owned)
+            ctx = ExecContext(self, node, env, owned)
             try:
-                result = step.fn(ctx, *args, **step.attrs)
+                result = fn(ctx, *args, **attrs)
             except OpconvError as e:
                 if e.where:
                     raise
@@ -267,26 +295,28 @@ class Interpreter:
             except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError, OverflowError, AttributeError,
                     StopIteration, FloatingPointError, np.linalg.LinAlgError, MemoryError) as e:
                 raise ExecutionError(f"{type(e).__name__}: {e}", where=step.label) from e
-            if type(result) is np.ndarray and len(output_ids) == 1:  # the common case, in short
-                outputs = (result,)
+            if single and not foldable and type(result) is np.ndarray:  # the common case, in short
+                local[output_ids[0]] = result
             else:
-                outputs = _as_outputs(result, step.node)
+                outputs = _as_outputs(result, node)
                 if len(outputs) < declared:
                     raise ExecutionError(f"kernel returned {len(outputs)} outputs, the node declares "
-                                         f"{len(step.node.outputs)}", where=step.label)
-            for vid, data in zip(output_ids, outputs):
-                if vid is not None:
-                    local[vid] = data
-                    if foldable:
-                        folding[vid] = data
+                                         f"{len(node.outputs)}", where=step.label)
+                for vid, data in zip(output_ids, outputs):
+                    if vid is not None:
+                        local[vid] = data
+                        if foldable:
+                            folding[vid] = data
+                del outputs
+                data = None
             for vid in drop:
                 local.pop(vid, None)
             # Drop this frame's references too, or the next kernel could not own what it consumes.
-            del result, outputs, args
-            data = None
+            del result, args
         if first_run:
             plan.folded = folding
             plan.foldable = foldable_now  # a step not folded now (overridden input) is never skipped
+            plan.changed()
             plan.volatile = frozenset(id(v) for step, f, o in zip(plan.steps, foldable_now, plan.overrides)
                                       if f and o for v in step.node.outputs if v is not None)
         if fold_only:
@@ -452,12 +482,14 @@ class Session:
         timer = _KernelTimer()
         original = plan.steps
         plan.steps = [replace(step, fn=timer.wrap(step.fn)) for step in original]
+        plan.changed()
         try:
             start = time.perf_counter()
             self.run(feeds)
             seconds = time.perf_counter() - start
         finally:
             plan.steps = original
+            plan.changed()
         return RunProfile(seconds, timer.seconds, timer.calls)
 
 
@@ -475,7 +507,7 @@ def check_feeds(graph: Graph, feeds: Mapping[str, Any], *, where: str | None = N
     dims that differ and symbolic dims bound inconsistently are all errors
     that name the input.
     """
-    from .types import TensorType, from_numpy
+    from .types import SparseTensorType, TensorType, from_numpy
 
     declared = {v.name: v for v in graph.inputs}
     required = [v.name for v in graph.inputs if v.const is None]
@@ -492,19 +524,39 @@ def check_feeds(graph: Graph, feeds: Mapping[str, Any], *, where: str | None = N
         v: Value = declared[name]
         t = v.type
         if isinstance(t, TensorType):
-            if not isinstance(data, np.ndarray):
-                if isinstance(data, (list, tuple, int, float, bool, np.generic)):
+            if not isinstance(data, np.ndarray):  # anything numpy reads: lists, scalars, torch tensors ...
+                try:
                     data = np.asarray(data)
-                else:
-                    raise ExecutionError(f"input {name!r} must be a numpy array, got {type(data).__name__}",
-                                         where=where)
+                except (TypeError, ValueError, RuntimeError) as e:
+                    raise ExecutionError(f"input {name!r} must be an array (anything numpy.asarray takes), "
+                                         f"got {type(data).__name__}: {e}", where=where) from None
+                if data.dtype == object and t.dtype != "string":
+                    raise ExecutionError(f"input {name!r} must be an array of numbers, got "
+                                         f"{type(feeds[name]).__name__}", where=where)
             got = from_numpy(data.dtype).name
             if t.dtype is not None and got != t.dtype:
                 raise ExecutionError(f"input {name!r} expects {t.dtype}, got {got}", where=where)
             if t.shape is not None:
                 _check_shape(name, t.shape, data.shape, bound, where)
+        elif isinstance(t, SparseTensorType):
+            _check_sparse_feed(name, t, data, bound, where)
         out[name] = data
     return out
+
+
+def _check_sparse_feed(name: str, t, data, bound: FeedCheck, where: str | None) -> None:
+    """A ``sparse_tensor`` input takes an :class:`opconv.ir.SparseTensor` (``SparseTensor.from_coo``)."""
+    if not isinstance(data, SparseTensor):
+        raise ExecutionError(f"input {name!r} is a sparse tensor: feed an opconv.ir.SparseTensor "
+                             f"(SparseTensor.from_coo(values, indices, dims)), got {type(data).__name__}", where=where)
+    if t.dtype is not None and data.values.dtype != t.dtype:
+        raise ExecutionError(f"input {name!r} expects sparse {t.dtype}, got {data.values.dtype}", where=where)
+    nnz = data.values.shape[0] if data.values.shape else 0
+    if data.indices.shape not in ((nnz,), (nnz, len(data.dims))):
+        raise ExecutionError(f"input {name!r}: {nnz} values need indices of shape [{nnz}] or "
+                             f"[{nnz},{len(data.dims)}], got {list(data.indices.shape)}", where=where)
+    if t.shape is not None:
+        _check_shape(name, t.shape, data.dims, bound, where)
 
 
 def _check_shape(name: str, declared: tuple, actual: tuple, bound: FeedCheck, where: str | None) -> None:

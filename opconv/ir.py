@@ -100,6 +100,13 @@ class SparseTensor:
     indices: Tensor
     dims: tuple[int, ...]
 
+    @classmethod
+    def from_coo(cls, values, indices, dims) -> "SparseTensor":
+        """A sparse run-time value (a feed for a ``sparse_tensor`` input) from numpy ``values`` and ``indices``:
+        [NNZ] linear positions or [NNZ, rank] coordinates, as in ONNX's SparseTensorProto."""
+        return cls(Tensor.from_array(np.asarray(values)), Tensor.from_array(np.asarray(indices, np.int64)),
+                   tuple(int(d) for d in dims))
+
 
 @dataclass
 class Attr:
@@ -547,6 +554,18 @@ class Model:
                         total += a.value.nbytes
                 stack.extend(n.subgraphs())
         return total
+
+    def to_onnx(self, *, opset: int | None = None):
+        """This model as an ``onnx.ModelProto`` (converted first unless ONNX; see :func:`opconv.to_onnx`)."""
+        from .api import to_onnx
+
+        return to_onnx(self, opset=opset)
+
+    def to_openvino(self, *, input_shapes=None, dims=None):
+        """This model as an ``openvino.Model``, in memory (see :func:`opconv.to_openvino`)."""
+        from .api import to_openvino
+
+        return to_openvino(self, input_shapes=input_shapes, dims=dims)
 
     def op_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}

@@ -47,8 +47,7 @@ def convert_with(converter: str, model: onnx.ModelProto, target: int) -> onnx.Mo
         from onnx import version_converter
         return version_converter.convert_version(model, target)
     import opconv
-    from opconv.dialects.onnx.io import to_proto
-    return to_proto(opconv.convert_version(model, target))
+    return opconv.convert_version(model, target)  # a ModelProto in gives a ModelProto out
 
 
 def ops_invalid_at(model: onnx.ModelProto, target: int) -> list[str]:

@@ -253,7 +253,7 @@ def test_registered_for_convert():
     m = Module()
     x = m.input("x", _f(2))
     onnx_model = opconv.convert(m.model(m.op("Neg", x, type=("float32", (2,)))), to="onnx")
-    assert onnx_model.dialect == "onnx" and onnx_model.opsets[""] == onnx.defs.onnx_opset_version()
+    assert onnx_model.dialect == "onnx" and onnx_model.opsets[""] == opconv.api.DEFAULT_ONNX_OPSET
 
 
 def test_atan2_cbrt_and_dynamic_shape_ops():

@@ -102,3 +102,6 @@ def _exit_without_final_collections() -> None:
 
 # Command modules attach themselves to `cli` on import.
 from . import convert_cmd, decompose_cmd, hlo_cmd, model_cmd, run_cmd, schema_cmd, version_cmd  # noqa: E402,F401
+from .output import add_verbosity_options  # noqa: E402
+
+add_verbosity_options(cli)  # -q/-v before the command's name or after it, on every command

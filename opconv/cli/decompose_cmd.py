@@ -7,6 +7,7 @@ import os
 import click
 
 from . import cli
+from .output import Conversion, json_option
 from .run_cmd import MODEL
 
 
@@ -18,12 +19,14 @@ def default_output(model_path: str) -> str:
 
 @cli.command("decompose")
 @click.argument("model", type=MODEL)
-@click.option("-o", "--output", type=click.Path(dir_okay=False),
-              help="Where to write the result. Default: MODEL with .decomposed before its suffix.")
+@click.option("-o", "--output", type=click.Path(),
+              help="Where to write the result, or a folder to write it in under MODEL's name. "
+                   "Default: MODEL with .decomposed before its suffix, beside it.")
 @click.option("--domain", "domains", multiple=True, default=("com.microsoft", "com.microsoft.nchwc"),
               show_default=True,
               help="A domain whose operators are decomposed (repeatable).")
-def decompose(model, output, domains):
+@json_option
+def decompose(model, output, domains, as_json):
     """Rewrite the contrib operators of an ONNX MODEL (ONNX Runtime's com.microsoft ones, the blocked-layout
     com.microsoft.nchwc ones its level-3 optimizer writes, and its ai.onnx-domain LayerNormalization-1 /
     SimplifiedLayerNormalization-1) into standard ai.onnx operators at the model's opset, so that any runtime
@@ -41,9 +44,11 @@ def decompose(model, output, domains):
     """
     import opconv
 
-    source = opconv.load(model, "onnx")
-    before = sum(1 for n in source.graph.walk() if n.domain in domains)
-    result = opconv.decompose(source, domains=domains)
-    target = output or default_output(model)
-    opconv.save(result, target)
-    click.echo(f"wrote {target} ({before} contrib node(s) decomposed, {len(list(result.graph.walk()))} nodes)")
+    with Conversion("decompose", model, "onnx", as_json=as_json) as conv:
+        source = conv.load()
+        target = conv.output_path(output, default_output(model), "onnx")
+        before = sum(1 for n in source.graph.walk() if n.domain in domains)
+        result = conv.convert("decomposing", lambda m: opconv.decompose(m, domains=domains), source)
+        conv.save(result, target)
+        conv.report(f"wrote {' and '.join(conv.files)} ({before} contrib node(s) decomposed, "
+                    f"{len(list(result.graph.walk()))} nodes)", decomposed=before)

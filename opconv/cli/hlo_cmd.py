@@ -10,9 +10,10 @@ import os
 
 import click
 
-from ..atomic import is_stdout
+from ..api import DEFAULT_ONNX_OPSET
 from . import cli
-from .convert_cmd import _summary, _verify, default_output, load_convert_save
+from .convert_cmd import OPSET_HELP, default_output, output_option, to_onnx
+from .output import Conversion, json_option, op_summary
 from .run_cmd import MODEL, shape_options
 
 _INPUT_SHAPE_HELP = ("Static shape for an input with symbolic or unknown dims, as NAME=D0,D1,... (repeatable); "
@@ -22,8 +23,7 @@ _INPUT_SHAPE_HELP = ("Static shape for an input with symbolic or unknown dims, a
 
 @cli.command("onnx-to-hlo")
 @click.argument("model", type=MODEL)
-@click.option("-o", "--output", type=click.Path(dir_okay=False),
-              help="The file to write. Default: MODEL with an .hlo suffix (.mlir with --format stablehlo).")
+@output_option("The file", "MODEL with an .hlo suffix (.mlir with --format stablehlo), beside it")
 @click.option("--format", "fmt", type=click.Choice(["text", "stablehlo"]), default=None,
               help="text: opconv's HLO module (+ OUT.weights for large constants); stablehlo: MLIR text with "
                    "stablehlo.* ops. Default: stablehlo for a .mlir output, else text.")
@@ -34,7 +34,8 @@ _INPUT_SHAPE_HELP = ("Static shape for an input with symbolic or unknown dims, a
                    "and keyed by constant name, to the output path with an .npz suffix.")
 @click.option("--verify", "verify_after", is_flag=True,
               help="Run the ONNX model and the HLO module on the same random inputs and compare every output.")
-def onnx_to_hlo(model, output, fmt, input_shapes, dims, weights_as_arguments, verify_after):
+@json_option
+def onnx_to_hlo(model, output, fmt, input_shapes, dims, weights_as_arguments, verify_after, as_json):
     """Convert an ONNX MODEL to the HLO dialect (text module or StableHLO).
 
     Every node must map to HLO operations; otherwise nothing is written and
@@ -53,7 +54,6 @@ def onnx_to_hlo(model, output, fmt, input_shapes, dims, weights_as_arguments, ve
     Exit code 0 when the module was written (and, with --verify, matches), 1
     when --verify finds a difference, 2 when the model cannot be read or converted.
     """
-    import opconv
     from ..converters.onnx_to_hlo import conversion_stats
     from ..converters.onnx_to_hlo import onnx_to_hlo as convert
     from ..dialects.hlo.io import save
@@ -62,21 +62,25 @@ def onnx_to_hlo(model, output, fmt, input_shapes, dims, weights_as_arguments, ve
         fmt = "stablehlo" if weights_as_arguments or (output and output.lower().endswith(".mlir")) else "text"
     if weights_as_arguments and fmt != "stablehlo":
         raise click.UsageError("--weights-as-arguments needs --format stablehlo")
-    target = output or default_output(model, ".mlir" if fmt == "stablehlo" else ".hlo")
-    weights_file = os.path.splitext(target)[0] + ".npz"
-    source, converted, progress = load_convert_save(
-        model, "onnx", target, "converting to HLO", lambda m: convert(m, input_shapes=input_shapes, dims=dims),
-        save=(lambda m, path: _save_with_weight_arguments(m, path, weights_file)) if weights_as_arguments
-        else (lambda m, path: save(m, path, format=fmt)))
-    stats = conversion_stats(converted)
-    click.echo(f"wrote {target}" + (f" and {weights_file}" if weights_as_arguments else "")
-               + f" ({_summary(converted)})", err=is_stdout(target))
-    fused, patterns = stats.get("fused_ops", {}), stats.get("patterns", {})
-    click.echo("fusions: " + (", ".join(f"{op} {n}" for op, n in fused.items()) or "none")
-               + "; multi-node patterns fused: " + (", ".join(f"{op} {n}" for op, n in patterns.items()) or "none"),
-               err=is_stdout(target))
-    if verify_after:
-        _verify(opconv, source, converted, progress, input_shapes, dims)
+    with Conversion("onnx-to-hlo", model, "onnx", as_json=as_json) as conv:
+        source = conv.load()
+        target = conv.output_path(output, default_output(model, ".mlir" if fmt == "stablehlo" else ".hlo"), "hlo")
+        weights_file = os.path.splitext(target)[0] + ".npz"
+        converted = conv.convert("converting to HLO", lambda m: convert(m, input_shapes=input_shapes, dims=dims),
+                                 source)
+        conv.save(converted, target,
+                  (lambda m, path: _save_with_weight_arguments(m, path, weights_file)) if weights_as_arguments
+                  else (lambda m, path: save(m, path, format=fmt)),
+                  extra_files=(weights_file,) if weights_as_arguments else ())
+        stats = conversion_stats(converted)
+        fused, patterns = stats.get("fused_ops", {}), stats.get("patterns", {})
+        conv.report(f"wrote {' and '.join(conv.files)} ({op_summary(converted)})",
+                    "fusions: " + (", ".join(f"{op} {n}" for op, n in fused.items()) or "none")
+                    + "; multi-node patterns fused: "
+                    + (", ".join(f"{op} {n}" for op, n in patterns.items()) or "none"),
+                    fusions={"fused_ops": fused, "patterns": patterns})
+        if verify_after:
+            conv.verify(source, converted, input_shapes, dims)
 
 
 def _save_with_weight_arguments(model, path: str, weights_file: str) -> None:
@@ -101,13 +105,12 @@ def _save_with_weight_arguments(model, path: str, weights_file: str) -> None:
 
 @cli.command("hlo-to-onnx")
 @click.argument("model", type=MODEL)
-@click.option("-o", "--output", type=click.Path(dir_okay=False),
-              help="The .onnx to write. Default: MODEL with an .onnx suffix.")
-@click.option("--opset", type=int, default=None,
-              help="Target ai.onnx opset (default: the newest the installed onnx defines).")
+@output_option("The .onnx", "MODEL with an .onnx suffix, beside it")
+@click.option("--opset", type=int, default=DEFAULT_ONNX_OPSET, show_default=True, help=OPSET_HELP)
 @click.option("--verify", "verify_after", is_flag=True,
               help="Run the HLO module and the ONNX model on the same random inputs and compare every output.")
-def hlo_to_onnx(model, output, opset, verify_after):
+@json_option
+def hlo_to_onnx(model, output, opset, verify_after, as_json):
     """Convert an HLO text module MODEL (.hlo) to ONNX.
 
     Every operation must have an ONNX form; otherwise nothing is written and
@@ -121,15 +124,10 @@ def hlo_to_onnx(model, output, opset, verify_after):
     Exit code 0 when the ONNX model was written (and, with --verify, matches),
     1 when --verify finds a difference, 2 when the module cannot be read or converted.
     """
-    import opconv
     from ..converters.hlo_to_onnx import hlo_to_onnx as convert
 
-    target = output or default_output(model, ".onnx")
-    source, converted, progress = load_convert_save(
-        model, "hlo", target, "converting to ONNX", lambda m: convert(m, opset=opset))
-    click.echo(f"wrote {target} (ai.onnx opset {converted.opsets['']}; {_summary(converted)})", err=is_stdout(target))
-    if verify_after:
-        _verify(opconv, source, converted, progress)
+    to_onnx(Conversion("hlo-to-onnx", model, "hlo", as_json=as_json, hints={"onnx": "onnx-to-hlo"}), output,
+            lambda m: convert(m, opset=opset), verify_after)
 
 
 __all__ = ["onnx_to_hlo", "hlo_to_onnx"]

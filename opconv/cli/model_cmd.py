@@ -10,6 +10,7 @@ import click
 from .. import load
 from ..ir import Model, Value
 from . import cli
+from .output import say
 
 MODEL = click.Path(dir_okay=False)  # existence is checked by the loader, with opconv's own message
 
@@ -79,6 +80,5 @@ def check(model, as_json):
     else:
         for p in problems:
             click.echo(f"{model}: {p}")
-        click.echo(f"{model}: {'valid' if not problems else f'{len(problems)} problem(s)'}",
-                   err=bool(problems))
+        say(f"{model}: {'valid' if not problems else f'{len(problems)} problem(s)'}", err=bool(problems))
     sys.exit(1 if problems else 0)

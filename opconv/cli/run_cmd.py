@@ -23,6 +23,7 @@ from ..errors import ExecutionError, OpconvError
 from ..input_shapes import parse_dim_option, parse_shape_option
 from ..npz import read_npz, write_npz  # noqa: F401 - write_npz is used here and by scripts
 from . import cli
+from .output import QUIET, json_option, verbosity
 
 MODEL = click.Path(dir_okay=False)  # existence is checked by the loader, with opconv's own message
 
@@ -140,7 +141,8 @@ def _error_figure(x: float) -> str:
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the random inputs and of the model's random ops.")
 @shape_options(_RANDOM_SHAPE_HELP)
-def run(model, inputs_path, output, seed, input_shapes, dims):
+@json_option
+def run(model, inputs_path, output, seed, input_shapes, dims, as_json):
     """Run MODEL with opconv's reference executor and summarise its outputs.
 
     Prints each input and output with its type and a few statistics; -o
@@ -159,9 +161,11 @@ def run(model, inputs_path, output, seed, input_shapes, dims):
     import opconv
     from ..verify import random_inputs
 
-    say = _echo(output)
+    say = _echo(output) if verbosity() > QUIET and not as_json else (lambda message: None)
     if output:
         check_output(output)
+        if as_json and is_stdout(output):
+            raise click.UsageError("--json prints to standard output; write the outputs to a file (-o PATH)")
     m = load(model)
     if inputs_path:
         feeds, origin = read_npz(inputs_path), inputs_path
@@ -169,10 +173,11 @@ def run(model, inputs_path, output, seed, input_shapes, dims):
         notes: list[str] = []
         feeds = random_inputs(m, seed=seed, input_shapes=input_shapes, dims=dims, notes=notes)
         origin = f"random, seed {seed}"
-        show_input_shapes({name: None if isinstance(v, (list, tuple)) or v is None else np.shape(v)
-                           for name, v in feeds.items()})
-        for note in notes:
-            click.echo(f"note: {note}", err=True)
+        if verbosity() > QUIET:
+            show_input_shapes({name: None if isinstance(v, (list, tuple)) or v is None else np.shape(v)
+                               for name, v in feeds.items()})
+            for note in notes:
+                click.echo(f"note: {note}", err=True)
     try:
         with np.errstate(all="ignore"):
             outputs = opconv.run(m, feeds, seed=seed)
@@ -189,6 +194,12 @@ def run(model, inputs_path, output, seed, input_shapes, dims):
     if output:
         write_npz(output, outputs)
         say(f"wrote {output}")
+    if as_json:
+        click.echo(json.dumps({"ok": True, "model": model, "inputs_from": origin,
+                               "inputs": {name: describe(v) for name, v in feeds.items()},
+                               "outputs": {name: {"type": describe(v), "stats": stats(v)}
+                                           for name, v in outputs.items()},
+                               "files": [output] if output else []}, indent=1))
 
 
 class SideProgress:

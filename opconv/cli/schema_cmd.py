@@ -9,6 +9,7 @@ import click
 from ..errors import SchemaError
 from ..schemas import DIALECT_FILES, dialect_schemas, lookup
 from . import cli
+from .output import say
 
 DIALECT = click.Choice(sorted(DIALECT_FILES))
 
@@ -35,7 +36,7 @@ def schema_list(dialect, domain, as_json):
     for (dom, name), versions in sorted(by_op.items()):
         label = f"{dom}::{name}" if dom else name
         click.echo(f"{label:48s} {', '.join(map(str, versions))}")
-    click.echo(f"{len(by_op)} operators, {len(entries)} versions", err=True)
+    say(f"{len(by_op)} operators, {len(entries)} versions", err=True)
 
 
 @schema.command("show")

@@ -6,10 +6,9 @@ import os
 
 import click
 
-from ..atomic import is_stdout
 from ..errors import ConversionError
 from . import cli
-from .convert_cmd import Progress, _verify
+from .output import Conversion, json_option
 from .run_cmd import MODEL
 
 
@@ -20,27 +19,30 @@ def default_output(model_path: str, opset: int) -> str:
 
 
 def _convert(model: str, opset: int, output: str | None, verify_after: bool, direction: str,
-             decompose: bool = False) -> None:
+             decompose: bool, as_json: bool) -> None:
     import opconv
 
-    source = opconv.load(model, "onnx")
-    current = source.opsets.get("", source.opsets.get("ai.onnx", 1))
-    if direction == "upgrade" and opset < current:
-        raise ConversionError(f"the model is at opset {current}; use `opconv downgrade` to go to {opset}",
-                              where=model)
-    if direction == "downgrade" and opset > current:
-        raise ConversionError(f"the model is at opset {current}; use `opconv upgrade` to go to {opset}",
-                              where=model)
-    converted = opconv.convert_version(source, opset, decompose=decompose)
-    target = output or default_output(model, opset)
-    opconv.save(converted, target)
-    click.echo(f"wrote {target} (opset {current} -> {opset}, {len(list(converted.graph.walk()))} nodes)",
-               err=is_stdout(target))
-    if verify_after:
-        _verify(opconv, source, converted, Progress())
+    with Conversion(direction, model, "onnx", as_json=as_json) as conv:
+        source = conv.load()
+        target = conv.output_path(output, default_output(model, opset), "onnx")
+        current = source.opsets.get("", source.opsets.get("ai.onnx", 1))
+        if direction == "upgrade" and opset < current:
+            raise ConversionError(f"the model is at opset {current}; use `opconv downgrade` to go to {opset}",
+                                  where=model)
+        if direction == "downgrade" and opset > current:
+            raise ConversionError(f"the model is at opset {current}; use `opconv upgrade` to go to {opset}",
+                                  where=model)
+        converted = conv.convert(f"converting to opset {opset}",
+                                 lambda m: opconv.convert_version(m, opset, decompose=decompose), source)
+        conv.save(converted, target)
+        conv.report(f"wrote {' and '.join(conv.files)} (opset {current} -> {opset}, "
+                    f"{len(list(converted.graph.walk()))} nodes)")
+        if verify_after:
+            conv.verify(source, converted)
 
 
-_OUTPUT_HELP = "Where to write the result. Default: MODEL with .opsetN before its suffix."
+_OUTPUT_HELP = ("Where to write the result, or a folder to write it in under MODEL's name. "
+                "Default: MODEL with .opsetN before its suffix, beside it.")
 _DECOMPOSE_HELP = "First rewrite ONNX Runtime's contrib operators into standard ones (else they stay as they are)."
 _VERIFY_HELP = "Run the original and the converted model on the same random inputs and compare every output."
 
@@ -48,10 +50,11 @@ _VERIFY_HELP = "Run the original and the converted model on the same random inpu
 @cli.command("upgrade")
 @click.option("--opset", type=click.IntRange(1), required=True, help="The ai.onnx opset to move to.")
 @click.argument("model", type=MODEL)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help=_OUTPUT_HELP)
+@click.option("-o", "--output", type=click.Path(), help=_OUTPUT_HELP)
 @click.option("--verify", "verify_after", is_flag=True, help=_VERIFY_HELP)
 @click.option("--decompose", is_flag=True, help=_DECOMPOSE_HELP)
-def upgrade(opset, model, output, verify_after, decompose):
+@json_option
+def upgrade(opset, model, output, verify_after, decompose, as_json):
     """Move an ONNX MODEL to a newer ai.onnx opset.
 
     Every node is adapted one operator version at a time (attributes that
@@ -67,16 +70,17 @@ def upgrade(opset, model, output, verify_after, decompose):
     Exit code 0 when written (and, with --verify, equal), 1 when --verify finds
     a difference, 2 when the model cannot be read or converted.
     """
-    _convert(model, opset, output, verify_after, "upgrade", decompose)
+    _convert(model, opset, output, verify_after, "upgrade", decompose, as_json)
 
 
 @cli.command("downgrade")
 @click.option("--opset", type=click.IntRange(1), required=True, help="The ai.onnx opset to move to.")
 @click.argument("model", type=MODEL)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help=_OUTPUT_HELP)
+@click.option("-o", "--output", type=click.Path(), help=_OUTPUT_HELP)
 @click.option("--verify", "verify_after", is_flag=True, help=_VERIFY_HELP)
 @click.option("--decompose", is_flag=True, help=_DECOMPOSE_HELP)
-def downgrade(opset, model, output, verify_after, decompose):
+@json_option
+def downgrade(opset, model, output, verify_after, decompose, as_json):
     """Move an ONNX MODEL to an older ai.onnx opset.
 
     Inputs that older versions took as attributes must be constants; element
@@ -93,4 +97,4 @@ def downgrade(opset, model, output, verify_after, decompose):
     Exit code 0 when written (and, with --verify, equal), 1 when --verify finds
     a difference, 2 when the model cannot be read or converted.
     """
-    _convert(model, opset, output, verify_after, "downgrade", decompose)
+    _convert(model, opset, output, verify_after, "downgrade", decompose, as_json)

@@ -88,9 +88,11 @@ def save_model(model: Model, path: str | os.PathLike, **options) -> None:
     d = get(model.dialect)
     path = os.fspath(path)
     if not path.lower().endswith(d.suffixes) and not _is_stream(path):
+        from ..api import DIALECT_NAMES
+
         raise ModelWriteError(
-            f"a {model.dialect} model is saved as {' or '.join(d.suffixes)}; convert it first to save it "
-            f"in another format", where=path)
+            f"this is {DIALECT_NAMES.get(model.dialect, model.dialect)}, whose file is {' or '.join(d.suffixes)}; "
+            f"to write another format, convert the model first (opconv.convert(model, to=...))", where=path)
     d.save(model, path, **options)
 
 

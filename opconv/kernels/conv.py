@@ -383,7 +383,9 @@ def _conv_channels_first(x, w, strides, pads_begin, pads_end, lhs_dilation, rhs_
     positions = math.prod(out)
     bias_in_product = False
     if cg == 1 and batch_groups == 1 and groups > 1:
-        y = _depthwise(x, w_mat[..., :depth], kernel, strides, rhs_dilation, nb, og)
+        bias_in_product = True
+        y = _depthwise(x, w_mat[..., :depth], kernel, strides, rhs_dilation, og,
+                       None if bias is None else np.asarray(bias).astype(acc, copy=False).reshape(groups, og))
     elif packed is not None and groups == 1 and (tile := _winograd_tile(kernel, strides, rhs_dilation, c, o, out)):
         bias_in_product = True
         y = _winograd_3x3(x, packed.winograd(tile), out)
@@ -578,23 +580,56 @@ def _winograd_3x3(x: np.ndarray, u: np.ndarray, out) -> np.ndarray:
     return y if (m * th, m * tw) == tuple(out) else y[:, :, :out[0], :out[1]]
 
 
-def _depthwise(x, w_mat, kernel, strides, dilations, nb, og):
+def _depthwise(x, w_mat, kernel, strides, dilations, og, bias=None):
     """Depthwise convolution (one input channel per group) as one multiply-add per kernel offset.
 
-    ``x``: padded ``(N, G, *S)``; ``w_mat``: ``(G, og, prod(K))``.  Returns ``(N, G, og, *out)``.
+    ``x``: padded ``(N, G, *S)``; ``w_mat``: ``(G, og, prod(K))``; ``bias``: ``(G, og)`` or None.
+    Returns ``(N, G, og, *out)``, contiguous.
     A batched matmul would be G tiny matrix products; offsets are few and each pass is vectorized.
+    With stride 1, each pass reads one contiguous run of the flattened image per channel (SIMD-friendly,
+    where a window view loops row by row): output position ``i`` (per dim) is computed on a grid with the
+    image's row pitch, and the columns past the output's width are cut off by a last pass adding the bias.
+    Strided windows are read as views (gathering the stride phases first would copy the input).
     """
     out = tuple(window_output_size(size, k, s, d)
                 for size, k, s, d in zip(x.shape[2:], kernel, strides, dilations))
+    n, groups = x.shape[:2]
     spatial_ones = (1,) * len(out)
-    y = np.zeros((nb, x.shape[1], og) + out, dtype=x.dtype)
     if any(o == 0 for o in out):
-        return y
-    for i, offset in enumerate(np.ndindex(*kernel)):
-        part = x[(slice(None), slice(None)) + tuple(
+        return np.zeros((n, groups, og) + out, dtype=x.dtype)
+    flat = all(s == 1 for s in strides)
+    if flat:
+        pitch = [math.prod(x.shape[3 + d:]) for d in range(len(out))]
+        length = sum((o - 1) * p for o, p in zip(out, pitch)) + 1  # flat index of the last output, + 1
+        source = x.reshape(n, groups, 1, -1)
+        full = np.empty((n, groups, og, out[0] * pitch[0]), dtype=x.dtype)
+        y = full[..., :length]
+        parts = (source[..., shift:shift + length] for shift in (
+            sum(k * d * p for k, d, p in zip(offset, dilations, pitch)) for offset in np.ndindex(*kernel)))
+        weights = w_mat[:, :, :, None]
+    else:
+        y = np.empty((n, groups, og) + out, dtype=x.dtype)
+        parts = (x[(slice(None), slice(None), None) + tuple(
             slice(k * d, k * d + (o - 1) * s + 1, s) for k, d, o, s in zip(offset, dilations, out, strides))]
-        y += part[:, :, None] * w_mat[:, :, i].reshape(w_mat.shape[:2] + spatial_ones)
-    return y
+            for offset in np.ndindex(*kernel))
+        weights = w_mat.reshape(w_mat.shape + spatial_ones)
+    term = np.empty_like(y)
+    for i, part in enumerate(parts):  # summed in offset order, as a window sum would
+        if i == 0:
+            np.multiply(part, weights[:, :, i], out=y)
+        else:
+            np.multiply(part, weights[:, :, i], out=term)
+            y += term
+    del term
+    if not flat:
+        if bias is not None:
+            y += bias.reshape(bias.shape + spatial_ones)
+        return y
+    result = full.reshape((n, groups, og, out[0]) + x.shape[3:])[
+        (Ellipsis,) + tuple(slice(0, o) for o in out[1:])]
+    if bias is None:
+        return np.ascontiguousarray(result)
+    return np.add(result, bias.reshape(bias.shape + spatial_ones), dtype=x.dtype)
 
 
 def _pad(x: np.ndarray, pads_begin, pads_end) -> np.ndarray:

@@ -85,6 +85,8 @@ def int_div(a, b, rounding: str = "trunc"):
     """``a / b``; for integers the quotient is truncated (``"trunc"``) or floored."""
     a, b = np.asarray(a), np.asarray(b)
     if not is_int_dtype(a.dtype):
+        if b.size == 1 and b.dtype.kind == "f" and math.isfinite(divisor := b.item()) and divisor:
+            return downcast(upcast(a) / upcast(b), a.dtype)  # cannot divide by zero nor make inf / inf
         with np.errstate(divide="ignore", invalid="ignore"):
             return downcast(upcast(a) / upcast(b), a.dtype)
     _check_divisor(b)
@@ -524,6 +526,9 @@ def cast(x, to, saturate: bool = True, round_mode: str = "up") -> np.ndarray:
     if to in _SATURATING_FLOAT8 and saturate:
         limit = _SATURATING_FLOAT8[to]
         x = np.clip(x.astype(np.float32), -limit, limit)  # NaN stays NaN; +-inf -> +-max
+    if to.kind == "f" and to.itemsize >= 4 and (
+            x.dtype.kind in "biu" or x.dtype.kind == "f" and x.itemsize <= to.itemsize):
+        return x.astype(to)  # nothing can overflow (and np.errstate costs more than a small cast)
     with np.errstate(invalid="ignore", over="ignore"):
         if is_int_dtype(to) and not is_int_dtype(x.dtype) and x.dtype != np.bool_:
             # C semantics: truncate toward zero, then keep the low bits.

@@ -247,8 +247,13 @@ def _on_axis(function):
 
 def _softmax(x, axis):
     """``exp(x) / sum(exp(x))`` along ``axis`` (shifted by the max for stability)."""
-    e = np.exp(x - x.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
+    shifted = x - x.max(axis=axis, keepdims=True)
+    if shifted.dtype.kind != "f":
+        e = np.exp(shifted)
+        return e / e.sum(axis=axis, keepdims=True)
+    e = np.exp(shifted, out=shifted)  # the same values, in this call's own buffer
+    e /= e.sum(axis=axis, keepdims=True)
+    return e
 
 
 def _log_softmax(x, axis):

@@ -23,6 +23,7 @@ are computed in float32.
 
 from __future__ import annotations
 
+import math
 from typing import Callable, Sequence
 
 import numpy as np
@@ -36,10 +37,12 @@ def _sum(x, axes, keepdims):
 
 
 def _mean(x, axes, keepdims):
-    count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    count = math.prod(x.shape[a] for a in axes)
     total = _sum(x, axes, keepdims)
     if is_int_dtype(x.dtype):
         return np.sign(total) * (np.abs(total) // max(count, 1))
+    if count:  # nothing to warn about (and np.errstate costs more than a small mean)
+        return total / np.asarray(count, dtype=total.dtype)
     with np.errstate(invalid="ignore", divide="ignore"):
         return total / np.asarray(count, dtype=total.dtype)
 

@@ -394,3 +394,65 @@ def lstm(x, w, r, b_w=None, b_r=None, initial_h=None, initial_c=None, peepholes=
 
     return _sequence("lstm", make_step, x, w, b_w, [initial_h, initial_c], sequence_lens, direction, activations,
                      layout, operand)
+
+
+# ---------------------------------------------------------------- LSTM wrapped in Bahdanau attention
+#
+# Each step feeds [x_t, A_{t-1}] to the LSTM cell (A_0 = 0); the new H queries the memory:
+# scores = v . tanh(memory @ MW + H @ QW) over each row's first memory_lengths steps, softmaxed (the others weigh
+# 0), context = weights @ memory; A_t is the context, or [H, context] @ AW with an attention layer.
+
+
+def bahdanau_context(query, keys, memory, v, query_weights, memory_lengths):
+    """The context ``(B, memory_depth)`` of queries ``(B, Q)`` over ``keys = memory @ MW`` ``(B, M, A)``."""
+    scores = np.tanh(keys + (query @ query_weights)[:, None, :]) @ v  # (B, M)
+    valid = np.arange(memory.shape[1]) < memory_lengths[:, None]
+    weights = np.where(valid, np.exp(np.where(valid, scores, 0)), 0)
+    weights = weights / weights.sum(axis=-1, keepdims=True, dtype=np.float64).astype(weights.dtype)
+    return np.einsum("bm,bmd->bd", weights, memory)
+
+
+def attention_lstm(x, w, r, b_w, b_r, initial_h, initial_c, peepholes, sequence_lens, direction, activations,
+                   clip, input_forget, memory, memory_lengths, query_weights, memory_weights, v,
+                   attention_weights=None):
+    """A one-layer LSTM whose cell input carries the previous step's attention (see above); returns
+    ``(Y (T, D, B, H), Y_h, Y_c)``.  ``w`` is ``(D, 4H, I + attention size)``; the attention arrays carry the
+    direction first (``memory``, ``memory_lengths`` are shared)."""
+    try:
+        reverses = _DIRECTIONS[direction.lower()]
+    except KeyError:
+        raise ExecutionError(f"unknown RNN direction {direction!r}") from None
+    dtype = np.asarray(x).dtype
+    x, memory = upcast(x), upcast(memory)
+    steps, batch, inputs = x.shape
+    hidden = r.shape[-1]
+    lengths = np.full(batch, steps) if sequence_lens is None else np.asarray(sequence_lens).astype(np.int64)
+    memory_lengths = (np.full(batch, memory.shape[1]) if memory_lengths is None
+                      else np.asarray(memory_lengths).astype(np.int64))
+    per_direction = _split_activations(activations or DEFAULT_ACTIVATIONS["lstm"], 3, len(reverses))
+    ys, finals = [], []
+    for d, reverse in enumerate(reverses):
+        step = _LSTMStep(upcast(r[d]), _per_direction(b_r, d), _per_direction(peepholes, d), per_direction[d],
+                         clip, input_forget, "iofc", "iof")
+        w_d = upcast(w[d])
+        xw = _project(x, w_d[:, :inputs], _per_direction(b_w, d))
+        w_attention = w_d[:, inputs:].T
+        keys = memory @ upcast(memory_weights[d])
+        layer = _per_direction(attention_weights, d)
+        h, c = (np.zeros((batch, hidden), x.dtype) if s is None else upcast(s[d]) for s in (initial_h, initial_c))
+        attention = np.zeros((batch, w_attention.shape[0]), x.dtype)
+        y = np.zeros((steps, batch, hidden), x.dtype)
+        with np.errstate(over="ignore"):
+            for t in (reversed(range(steps)) if reverse else range(steps)):
+                new_h, new_c = step(xw[t] + attention @ w_attention, h, c)
+                context = bahdanau_context(new_h, keys, memory, upcast(v[d]), upcast(query_weights[d]),
+                                           memory_lengths)
+                new_attention = context if layer is None else np.concatenate([new_h, context], axis=-1) @ layer
+                active = (t < lengths)[:, None]  # a row past its length keeps its state; its Y step is 0
+                h, c = np.where(active, new_h, h), np.where(active, new_c, c)
+                attention = np.where(active, new_attention, attention)
+                y[t] = np.where(active, new_h, 0)
+        ys.append(y)
+        finals.append((h, c))
+    outputs = (np.stack(ys, axis=1), np.stack([f[0] for f in finals]), np.stack([f[1] for f in finals]))
+    return tuple(downcast(o, dtype) for o in outputs)

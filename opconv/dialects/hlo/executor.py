@@ -26,6 +26,7 @@ from ...errors import ExecutionError
 from ...executor import BoundNode, Interpreter, OpRegistry
 from ...ir import Model, Node
 from ...schemas import dialect_schemas
+from ...plan_fusion import fuse_relu_named
 from ..openvino.executor import decode_attributes
 
 DOMAIN = ""
@@ -44,6 +45,11 @@ class Session(executor.Session):
     def __init__(self, model: Model, *, seed: int = 0):
         _load_kernels()
         super().__init__(model, _bind, seed=seed)
+        from .fusion import pack_conv_bias
+
+        plan = self._interpreter.plan(model.graph)
+        pack_conv_bias(model.graph, plan)
+        fuse_relu_named(model.graph, plan, ("ConvBias", "Convolution", "Add"), "Relu")
 
 
 def run_model(model: Model, feeds: Mapping[str, Any], *, seed: int = 0) -> dict[str, Any]:

@@ -46,11 +46,12 @@ class Session(executor.Session):
         functions = {(f.domain, f.name): f for f in model.functions}
         super().__init__(model, _Binder(functions, refs=None), seed=seed)
         if fuse:
-            from .fusion import fuse_conv_batch_norm, fuse_relu
+            from .fusion import fuse_conv_batch_norm, fuse_relu, fuse_transformer_patterns
 
             plan = self._interpreter.plan(model.graph)
             fuse_conv_batch_norm(model.graph, plan)
             fuse_relu(model.graph, plan)
+            fuse_transformer_patterns(model.graph, plan)  # last: it renumbers the steps
 
 
 def run_model(model: Model, feeds: Mapping[str, Any], *, seed: int = 0) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """Session-time fusion of the ONNX executor: inference BatchNormalization folded into the Conv before it,
-and Relu applied by the step that computes its input.
+Relu applied by the step that computes its input, and transformer patterns (Gelus, attention, bias adds) run as
+one step.
 
 ``y = BN(Conv(x, W, B))`` with per-channel ``a = scale / sqrt(var + eps)`` is
 ``Conv(x, W * a, (B - mean) * a + bias)``: the normalization costs nothing at
@@ -21,6 +22,11 @@ A Relu, or a Clip with constant bounds (MobileNet's ReLU6), that alone reads
 the output of a Conv (BatchNormalization folded in or not), Add or Sum is
 applied by that step to its fresh output, in place, while the output is still
 in cache: one step fewer and no second trip through memory.
+
+torch's exports of the erf and tanh Gelus, of attention's MatMul-Scale-Mask-
+Softmax-MatMul and a MatMul followed by its bias Add (``TRANSFORMER_PATTERNS``) run as one step that computes the same operations on
+the same values, in the buffers it allocated: the same bits, with 2-8 fewer
+steps and kernel calls each.
 """
 
 from __future__ import annotations
@@ -30,30 +36,13 @@ from typing import Any
 
 import numpy as np
 
-from ...executor import BoundNode
-from ...ir import Graph, _free_inputs
+from ...executor import BoundNode, ExecContext, _as_outputs
+from ...plan_fusion import ThenActivation, Uses, constant_value, fuse_activations, pass_through
+from ...ir import Graph
 from ...kernels import conv as conv_kernels
 from ...kernels import elementwise
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-
-
-class _Uses:
-    """Which step computes each value of a plan, and how many nodes read it."""
-
-    def __init__(self, graph: Graph, plan):
-        self.readers: dict[int, int] = {}
-        for node in graph.nodes:
-            for v in _free_inputs(node):
-                self.readers[id(v)] = self.readers.get(id(v), 0) + 1
-        self.outputs = {id(v) for v in graph.outputs}
-        self.producer = {id(v): i for i, step in enumerate(plan.steps) for v in step.node.outputs if v is not None}
-
-    def producer_of_sole_use(self, value) -> int | None:
-        """The step computing ``value`` when one node alone reads it and it is no graph output, else None."""
-        if value is None or self.readers.get(id(value)) != 1 or id(value) in self.outputs:
-            return None
-        return self.producer.get(id(value))
 
 
 def _is_onnx(node, op: str) -> bool:
@@ -63,7 +52,7 @@ def _is_onnx(node, op: str) -> bool:
 def fuse_conv_batch_norm(graph: Graph, plan) -> int:
     """Rewrite ``plan`` (the interpreter's plan of ``graph``) so each Conv -> BatchNormalization pair runs as one
     convolution; returns how many pairs were fused."""
-    uses = _Uses(graph, plan)
+    uses = Uses(graph, plan)
     uses_by_id, producer_step = uses.readers, uses.producer
     initializers = {id(v): v for v in graph.initializers.values()}
     fused = 0
@@ -82,7 +71,7 @@ def fuse_conv_batch_norm(graph: Graph, plan) -> int:
         fused_conv = _FusedConv(conv.fn, bn.attrs.get("epsilon", 1e-5), conv.attrs.get("group", 1))
         conv_inputs = list(plan.inputs[i]) + [None] * (3 - len(plan.inputs[i]))
         param_ids = conv_inputs[1:3] + plan.inputs[j][1:]
-        constants = [None if vid is None else _constant(vid, initializers, plan) for vid in param_ids]
+        constants = [None if vid is None else constant_value(vid, initializers, plan) for vid in param_ids]
         if all(c is not None or vid is None for c, vid in zip(constants, param_ids)):
             fused_conv.fold_now(*constants)
             plan.inputs[i] = conv_inputs[:1] + [None] * len(param_ids)
@@ -97,8 +86,9 @@ def fuse_conv_batch_norm(graph: Graph, plan) -> int:
                 fused_conv.prime(*current)  # folded now rather than in the first run; a feed refolds
         plan.steps[i] = BoundNode(conv.node, fused_conv, conv.attrs, conv.label + " with " + bn.label)
         plan.donors[i] = tuple(d for d in plan.donors[i] if d == 0)
-        plan.steps[j] = BoundNode(node, _pass_through, {}, bn.label)
+        plan.steps[j] = BoundNode(node, pass_through, {}, bn.label)
         fused += 1
+    plan.changed()
     return fused
 
 
@@ -110,28 +100,14 @@ def fuse_relu(graph: Graph, plan) -> int:
     """Rewrite ``plan`` so that each Relu (or Clip with constant bounds) alone reading a Conv, Add or Sum
     output runs inside that step; returns how many were fused.  A Conv whose BatchNormalization was folded
     in counts as the Conv."""
-    uses = _Uses(graph, plan)
     initializers = {id(v): v for v in graph.initializers.values()}
-    fused = 0
-    for j, relu in enumerate(plan.steps):
-        activation = _in_place_activation(relu, plan.inputs[j], initializers, plan)
-        if activation is None:
-            continue
-        i = uses.producer_of_sole_use(relu.node.inputs[0])
-        if i is not None and plan.steps[i].fn is _pass_through:  # a BatchNormalization folded into its Conv
-            i = uses.producer_of_sole_use(plan.steps[i].node.inputs[0])
-        if i is None or plan.foldable[i]:
-            continue  # a folded step runs once; its kept value must stay what the node computes
-        step = plan.steps[i]
-        if not any(_is_onnx(step.node, op) for op in _RELU_PRODUCERS) or len(step.node.outputs) != 1:
-            continue
-        plan.steps[i] = BoundNode(step.node, _ThenActivation(step.fn, activation), step.attrs,
-                                  step.label + " with " + relu.label)
-        plan.steps[j] = BoundNode(relu.node, _pass_through, {}, relu.label)
-        plan.inputs[j] = plan.inputs[j][:1]  # a Clip's bounds are in the activation now
-        plan.donors[j] = tuple(d for d in plan.donors[j] if d == 0)
-        fused += 1
-    return fused
+
+    def activation_of(step, input_ids):
+        if step.node.domain not in ("", "ai.onnx"):
+            return None
+        return _in_place_activation(step, input_ids, initializers, plan)
+
+    return fuse_activations(graph, plan, _RELU_PRODUCERS, activation_of)
 
 
 def _in_place_activation(step: BoundNode, input_ids: list, initializers: dict, plan):
@@ -141,7 +117,7 @@ def _in_place_activation(step: BoundNode, input_ids: list, initializers: dict, p
         return elementwise.relu
     if not _is_onnx(node, "Clip") or (node.version or 0) < 11:
         return None  # Clip-1/6 bounds are attributes of a float type; rare enough to leave unfused
-    bounds = [None if vid is None else _constant(vid, initializers, plan) for vid in input_ids[1:3]]
+    bounds = [None if vid is None else constant_value(vid, initializers, plan) for vid in input_ids[1:3]]
     if any(b is None and vid is not None for b, vid in zip(bounds, input_ids[1:3])):
         return None
     bounds += [None] * (2 - len(bounds))
@@ -150,32 +126,6 @@ def _in_place_activation(step: BoundNode, input_ids: list, initializers: dict, p
 
 def _clip_into(y, out=None, *, low, high):
     return elementwise.clip(y, low, high, out=out)
-
-
-class _ThenActivation:
-    """A kernel followed by the activation that alone reads its output, which overwrites that output when it
-    is fresh."""
-
-    def __init__(self, kernel, activation):
-        self.kernel = kernel
-        self.activation = activation
-
-    def __call__(self, ctx, *inputs, **attrs):
-        y = self.kernel(ctx, *inputs, **attrs)
-        if isinstance(y, np.ndarray) and y.flags.writeable and not any(
-                isinstance(a, np.ndarray) and not ctx.owns(i) and np.may_share_memory(y, a)
-                for i, a in enumerate(inputs)):
-            return self.activation(y, out=y)
-        return self.activation(y)  # e.g. a one-input Sum hands back its input
-
-
-def _constant(vid: int, initializers: dict, plan) -> Any:
-    """The value no run can change: folded from constants alone, or an initializer no feed overrides."""
-    if plan.folded is not None and vid in plan.folded and vid not in plan.volatile:
-        return plan.folded[vid]
-    if vid in initializers and vid not in plan.overridable:
-        return initializers[vid].const.numpy()
-    return None
 
 
 def _current(vid: int, initializers: dict, plan) -> Any:
@@ -193,10 +143,6 @@ def _is_inference(step: BoundNode) -> bool:
     if attrs.get("training_mode"):
         return False
     return attrs.get("spatial", 1) == 1  # spatial=0 normalizes per activation, not per channel
-
-
-def _pass_through(ctx, x, *_params, **_attrs):
-    return x
 
 
 class _FusedConv:
@@ -259,3 +205,221 @@ class _FusedConv:
         w_folded = (w.astype(np.float64) * a.reshape((channels,) + (1,) * (w.ndim - 1))).astype(w.dtype)
         packed = conv_kernels.pack_conv_weights(w_folded, shift.astype(w.dtype), self.groups)
         return (w_folded, shift.astype(w.dtype)) if packed is None else (packed, None)
+
+
+# ---------------------------------------------------------------- transformer patterns
+#
+# A pattern is an expression tree: (op, operand, ...) for a node of the ONNX domain; a lower-case name for a
+# value read from outside (each name one value); a float for a one-element constant of about that value,
+# ``SCALAR`` for any one-element constant, ``BIAS`` for a 1-D constant; (SHARED, name, pattern) for a value
+# read twice inside the pattern (both places name it).  The operands of Add and Mul match in either order.
+
+X, W, Q, K, V, MASK = "x", "w", "q", "k", "v", "mask"
+SCALAR, BIAS, SHARED = "SCALAR", "BIAS", "SHARED"
+_SQRT2, _SQRT_2_OVER_PI = 2 ** 0.5, (2 / 3.141592653589793) ** 0.5
+_ERF_GELU = ("Add", ("Erf", ("Div", X, _SQRT2)), 1.0)
+_TANH_GELU = ("Add", ("Tanh", ("Mul", ("Add", X, ("Mul", ("Pow", X, 3.0), 0.044715)), _SQRT_2_OVER_PI)), 1.0)
+_SCORES = [("Mul", ("MatMul", Q, K), SCALAR), ("Div", ("MatMul", Q, K), SCALAR),
+           ("MatMul", ("Mul", Q, SCALAR), ("Mul", K, SCALAR))]  # the last: torch's scaled_dot_product_attention
+_SOFTMAX = [("Softmax", s) for scores in _SCORES for s in (("Add", scores, MASK), scores)]
+# scaled_dot_product_attention's export also zeroes the NaN of a fully masked row
+_WEIGHTS = _SOFTMAX + [("Where", ("IsNaN", (SHARED, "p", p)), 0.0, (SHARED, "p", p)) for p in _SOFTMAX]
+TRANSFORMER_PATTERNS = {
+    # torch's exports of nn.GELU / BERT's gelu: x * (1 + erf(x / sqrt 2)) * 0.5, or 0.5 x first
+    "Gelu": [("Mul", ("Mul", X, _ERF_GELU), 0.5), ("Mul", ("Mul", X, 0.5), _ERF_GELU)],
+    # GPT-2's gelu_new: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+    "Gelu (tanh)": [("Mul", ("Mul", X, 0.5), _TANH_GELU), ("Mul", ("Mul", X, _TANH_GELU), 0.5)],
+    # attention: softmax(q k * scale [+ mask]) v, the weights maybe Cast (to their own type) first
+    "Attention": [("MatMul", w, V) for weights in _WEIGHTS for w in (weights, ("Cast", weights))],
+    # a linear layer's product and its bias
+    "MatMul + bias": [("Add", ("MatMul", X, W), BIAS)],
+}
+
+#: ops a fused pattern computes with numpy directly: the kernels' own arithmetic for two operands of one
+#: float32/float64 type
+_UFUNCS = {"Add": np.add, "Mul": np.multiply, "Div": np.divide}
+
+
+def fuse_transformer_patterns(graph: Graph, plan) -> dict[str, int]:
+    """Run each match of :data:`TRANSFORMER_PATTERNS` as one step computing the same operations on the same
+    values (the same bits), in place and without a kernel call per node; returns the count per pattern.
+
+    A match's inner values have one reader each, no step of it is folded, and its constants are float32 or
+    float64 (so, the model being well typed, are its other values: numpy's arithmetic on two operands of
+    one such type is what the nodes' kernels compute).
+    """
+    uses = Uses(graph, plan)
+    initializers = {id(v): v for v in graph.initializers.values()}
+    taken: set[int] = set()
+    matches = []
+    for root in range(len(plan.steps) - 1, -1, -1):
+        if root in taken:
+            continue
+        for name, patterns in TRANSFORMER_PATTERNS.items():
+            match = next((m for p in patterns
+                          if (m := _match(p, root, plan, uses, initializers, taken, {}, top=True))
+                          and _shared_values_stay_inside(m, plan, uses)), None)
+            if match is not None:
+                taken.update(match.steps)
+                matches.append((name, root, match))
+                break
+    counts: dict[str, int] = {}
+    for name, root, match in matches:
+        _fuse_match(plan, root, match)
+        counts[name] = counts.get(name, 0) + 1
+    gone = taken - {root for _, root, _ in matches}
+    for field_name in ("steps", "inputs", "drops", "donors", "foldable", "overrides", "outputs", "declared"):
+        setattr(plan, field_name, [x for i, x in enumerate(getattr(plan, field_name)) if i not in gone])
+    plan.changed()
+    return counts
+
+
+def _plain_kernel(step: BoundNode) -> bool:
+    """Whether the step runs its node's own kernel (not a fusion of this module)."""
+    return not isinstance(step.fn, (ThenActivation, _FusedConv, _FusedPattern)) and step.fn is not pass_through
+
+
+def _shared_values_stay_inside(match, plan, uses) -> bool:
+    """Whether every reader of a value the pattern reads twice (SHARED) is a step of the match."""
+    inside = [vid for i in match.steps for vid in plan.inputs[i]]
+    return all(inside.count(vid) == uses.readers.get(vid) for vid in match.shared)
+
+
+class _Match:
+    def __init__(self, steps: list[int], tree, outside: dict[str, int], constants: dict, shared: list[int]):
+        self.steps = steps  # step indices of the matched nodes
+        self.shared = shared  # value ids of the SHARED sub-patterns
+        self.tree = tree  # the pattern with each node's bound step: (op, step, operand...)
+        self.outside = outside  # X / W -> value id
+        self.constants = constants  # id(pattern leaf) -> array
+
+
+def _match(pattern, vid_or_step, plan, uses, initializers, taken, bound, top=False, shared=False):
+    """Match ``pattern`` at step ``vid_or_step`` (``top``) or at the value id (``shared``: whatever reads
+    it); a _Match, or None."""
+    if top:
+        step = vid_or_step
+    elif shared:
+        step = None if vid_or_step in uses.outputs else uses.producer.get(vid_or_step)
+    else:
+        step = uses.producer_of_sole_use_id(vid_or_step)
+    if step is None or step in taken or plan.foldable[step] or not isinstance(pattern, tuple):
+        return None
+    node = plan.steps[step].node
+    op, operands = pattern[0], pattern[1:]
+    if (not _is_onnx(node, op) or not _plain_kernel(plan.steps[step]) or len(node.outputs) != 1
+            or len(plan.inputs[step]) != len(operands) or None in plan.inputs[step]):
+        return None
+    ids = plan.inputs[step]
+    orders = [ids, ids[::-1]] if op in ("Add", "Mul") else [ids]
+    for order in orders:
+        trial = dict(bound)
+        parts = [_match_operand(p, vid, plan, uses, initializers, taken, trial) for p, vid in zip(operands, order)]
+        if all(part is not None for part in parts):
+            bound.clear()
+            bound.update(trial)
+            steps = [step] + [s for part in parts if isinstance(part, _Match) for s in part.steps]
+            tree = (op, plan.steps[step]) + tuple(part.tree if isinstance(part, _Match) else part for part in parts)
+            outside = {k: v for k, v in bound.items() if isinstance(k, str)}
+            constants = {k: v for k, v in bound.items() if isinstance(k, int)}
+            shared = [v for k, v in bound.items() if isinstance(k, tuple)]
+            return _Match(steps, tree, outside, constants, shared)
+    return None
+
+
+def _match_operand(pattern, vid, plan, uses, initializers, taken, bound):
+    """A matched operand: a _Match for a sub-pattern, else the leaf (bound in ``bound``); None: no match."""
+    if isinstance(pattern, tuple) and pattern[0] == SHARED:  # (SHARED, name, pattern): read more than once
+        name = (SHARED, pattern[1])
+        if name in bound:
+            return ("ref", pattern[1]) if bound[name] == vid else None
+        inner = _match(pattern[2], vid, plan, uses, initializers, taken, bound, shared=True)
+        if inner is None:
+            return None
+        bound[name] = vid
+        inner.tree = (SHARED, pattern[1], inner.tree)
+        return inner
+    if isinstance(pattern, tuple):
+        return _match(pattern, vid, plan, uses, initializers, taken, bound)
+    if isinstance(pattern, str) and pattern.islower():
+        return pattern if bound.setdefault(pattern, vid) == vid else None
+    constant = constant_value(vid, initializers, plan)
+    if constant is None or not isinstance(constant, np.ndarray) or constant.dtype not in _FLOATS:
+        return None
+    if pattern == BIAS:
+        if constant.ndim != 1:
+            return None
+    elif constant.size != 1 or (pattern != SCALAR and not np.isclose(
+            float(constant.reshape(-1)[0]), pattern, rtol=1e-6, atol=0)):
+        return None
+    key = len([k for k in bound if isinstance(k, int)])  # leaves numbered in matching order
+    bound[key] = constant
+    return ("const", key)
+
+
+def _fuse_match(plan, root: int, match: _Match) -> None:
+    """Make step ``root`` compute ``match``; values read by its steps live until ``root``."""
+    outside = list(match.outside.values())
+    steps = sorted(match.steps)
+    members = set(steps)
+    drops = list(plan.drops[root])
+    for k in range(steps[0], root):
+        moving = [vid for vid in plan.drops[k] if vid in outside or k in members]
+        if moving:
+            plan.drops[k] = [vid for vid in plan.drops[k] if vid not in moving]
+            plan.donors[k] = tuple(d for d in plan.donors[k] if plan.inputs[k][d] not in moving)
+            drops.extend(vid for vid in moving if vid in outside)
+    last = plan.steps[root]
+    kernel = _FusedPattern(match.tree, list(match.outside), match.constants)
+    plan.steps[root] = BoundNode(last.node, kernel, {}, last.label + f" with {len(steps) - 1} more nodes",
+                                 last.deterministic)
+    plan.inputs[root] = outside
+    plan.drops[root] = drops
+    plan.donors[root] = ()
+
+
+def _holds(shape: tuple, other: tuple) -> bool:
+    """Whether an array of ``shape`` can hold the result of broadcasting it with ``other``."""
+    return len(other) <= len(shape) and all(o == 1 or o == d for o, d in zip(reversed(other), reversed(shape)))
+
+
+class _FusedPattern:
+    """Computes a matched pattern tree: Add, Mul and Div as numpy's ufuncs (what their kernels compute for
+    two float32 or float64 operands), in the buffers of values it computed, and other nodes by their kernels."""
+
+    def __init__(self, tree, leaves: list[str], constants: dict):
+        self.tree = tree
+        self.leaves = leaves
+        self.constants = constants
+
+    def __call__(self, ctx, *values):
+        return self._evaluate(ctx, self.tree, dict(zip(self.leaves, values)))[0]
+
+    def _evaluate(self, ctx, node, named):
+        """(value, fresh): ``fresh`` when the value is this call's own buffer, which later operations reuse."""
+        if isinstance(node, str):
+            return named[node], False
+        if node[0] == "const":
+            return self.constants[node[1]], False
+        if node[0] == SHARED:  # computed once, read again by a ("ref", name) leaf: not to be overwritten
+            named[(SHARED, node[1])] = value = self._evaluate(ctx, node[2], named)[0]
+            return value, False
+        if node[0] == "ref":
+            return named[(SHARED, node[1])], False
+        op, step, operands = node[0], node[1], node[2:]
+        parts = [self._evaluate(ctx, p, named) for p in operands]
+        if op in _UFUNCS:
+            (a, a_fresh), (b, b_fresh) = parts
+            ufunc = _UFUNCS[op]
+            if a_fresh and _holds(a.shape, b.shape):
+                return ufunc(a, b, out=a), True
+            if b_fresh and _holds(b.shape, a.shape):
+                return ufunc(a, b, out=b), True
+            return ufunc(a, b), True
+        # Other ops run their node's kernel, which may overwrite the buffers given to it.
+        args = [value for value, _ in parts]
+        owned = tuple(i for i, (_, fresh) in enumerate(parts) if fresh)
+        result = _as_outputs(step.fn(ExecContext(ctx.interpreter, step.node, ctx.env, owned), *args, **step.attrs),
+                             step.node)[0]
+        kept = [value for value, fresh in parts if not fresh]  # an outside value or constant: never overwritten
+        return result, not any(np.may_share_memory(result, value) for value in kept)

@@ -27,6 +27,7 @@ from ...executor import BoundNode, Interpreter, OpRegistry, python_name
 from ...ir import Attr, Model, Node, Tensor
 from ...schemas import OpSchema, dialect_schemas
 from ...types import element_type
+from ...plan_fusion import fuse_relu_named
 
 DOMAIN = "opset1"
 
@@ -44,6 +45,11 @@ class Session(executor.Session):
     def __init__(self, model: Model, *, seed: int = 0):
         _load_kernels()
         super().__init__(model, _bind, seed=seed)
+        from .fusion import pack_conv_scale_shift
+
+        plan = self._interpreter.plan(model.graph)
+        pack_conv_scale_shift(model.graph, plan)
+        fuse_relu_named(model.graph, plan, ("Convolution", "GroupConvolution", "Add"), "ReLU")
 
 
 def run_model(model: Model, feeds: Mapping[str, Any], *, seed: int = 0) -> dict[str, Any]:

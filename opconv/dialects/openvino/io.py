@@ -615,15 +615,35 @@ def save(model: Model, path: str | os.PathLike) -> None:
     bin_path = os.path.splitext(path)[0] + ".bin"
     with OutputFiles(path) as files:
         with files.open(bin_path) as weights:
-            try:
-                net = _Writer(model, path, weights).net()
-            except ValueError as e:  # lxml refuses NUL, control characters and bytes that are not UTF-8
-                if "XML compatible" not in str(e):
-                    raise
-                raise ModelWriteError(f"{_not_xml_text(model)} holds characters XML cannot hold "
-                                      "(NUL, control characters or bytes that are not UTF-8)", where=path) from None
+            xml = _xml(model, path, weights)
         with files.open(path) as f:
-            f.write(etree.tostring(net, xml_declaration=True, encoding="utf-8", pretty_print=True))
+            f.write(xml)
+
+
+def to_bytes(model: Model) -> tuple[bytes, bytes]:
+    """What :func:`save` writes, in memory: the IR v10 ``.xml`` text and its ``.bin`` weights.
+
+    ``openvino.Core().read_model(xml, weights)`` reads the pair without a file.
+    """
+    import io
+
+    if model.dialect != "openvino":
+        raise ModelWriteError(f"a {model.dialect} model is not OpenVINO IR; convert it first", where=model.path)
+    weights = io.BytesIO()
+    xml = _xml(model, model.path or "<in-memory model>", weights)
+    return xml, weights.getvalue()
+
+
+def _xml(model: Model, where: str, weights) -> bytes:
+    """The IR's XML text, its constants written to ``weights`` (a binary stream) on the way."""
+    try:
+        net = _Writer(model, where, weights).net()
+    except ValueError as e:  # lxml refuses NUL, control characters and bytes that are not UTF-8
+        if "XML compatible" not in str(e):
+            raise
+        raise ModelWriteError(f"{_not_xml_text(model)} holds characters XML cannot hold "
+                              "(NUL, control characters or bytes that are not UTF-8)", where=where) from None
+    return etree.tostring(net, xml_declaration=True, encoding="utf-8", pretty_print=True)
 
 
 def _not_xml_text(model: Model) -> str:

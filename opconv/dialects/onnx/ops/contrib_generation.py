@@ -61,31 +61,37 @@ def _scores(logits, sequences, step: int, *, min_length, eos_token_id, repetitio
     return scores
 
 
-@onnx_op("GreedySearch", since=1, domain=MS)
-def greedy_search(ctx, input_ids, max_length, min_length=None, repetition_penalty=None, vocab_mask=None,
-                  prefix_vocab_mask=None, attention_mask=None, *, decoder, decoder_start_token_id, encoder,
-                  eos_token_id, init_decoder, model_type, no_repeat_ngram_size, pad_token_id, vocab_size):
+def _decoder_only(op: str, model_type, encoder) -> None:
     if model_type or encoder is not None:
-        raise ExecutionError("GreedySearch of encoder-decoder models (model_type=1) is not supported by opconv's "
-                             "kernel; decoder-only (GPT-2 style) models are")
+        raise ExecutionError(f"{op} of encoder-decoder models (model_type=1) is not supported by opconv's kernel; "
+                             "decoder-only (GPT-2 style) models are")
+
+
+def _limits(min_length, repetition_penalty, vocab_mask, prefix_vocab_mask, *, eos_token_id,
+            no_repeat_ngram_size) -> dict:
+    return {"min_length": int(_scalar(min_length, 0)), "eos_token_id": eos_token_id,
+            "repetition_penalty": float(_scalar(repetition_penalty, 1.0)),
+            "no_repeat_ngram_size": no_repeat_ngram_size, "vocab_mask": vocab_mask,
+            "prefix_vocab_mask": prefix_vocab_mask}
+
+
+def _generate(ctx, input_ids, max_length, attention_mask, decoder, init_decoder, *, eos_token_id, pad_token_id,
+              choose):
+    """The one-sequence-per-prompt loop of GreedySearch and Sampling: ``choose(last logits, sequences, step)``
+    picks each step's tokens."""
     sequences = np.asarray(input_ids).astype(np.int32)
     batch, prompt = sequences.shape
     present = sequences != pad_token_id
     mask = present.astype(np.int32) if attention_mask is None else np.asarray(attention_mask).astype(np.int32)
     positions = np.where(present, np.cumsum(present, axis=1) - 1, 0).astype(np.int32)
     next_position = present.sum(axis=1).astype(np.int32)
-    limits = {"min_length": int(_scalar(min_length, 0)), "eos_token_id": eos_token_id,
-              "repetition_penalty": float(_scalar(repetition_penalty, 1.0)),
-              "no_repeat_ngram_size": no_repeat_ngram_size, "vocab_mask": vocab_mask,
-              "prefix_vocab_mask": prefix_vocab_mask}
     feeds, pasts = sequences, _empty_pasts(decoder, batch)
     finished = np.zeros(batch, bool)
     total = int(_scalar(max_length, prompt))
     for step in range(total - prompt):
         graph = init_decoder if step == 0 and init_decoder is not None else decoder
         logits, *pasts = ctx.run_graph(graph, [feeds, positions, mask, *pasts])
-        scores = _scores(np.asarray(logits)[:, -1, :], sequences, step, **limits)
-        chosen = np.argmax(scores, axis=-1).astype(np.int32)
+        chosen = np.asarray(choose(np.asarray(logits)[:, -1, :], sequences, step)).astype(np.int32)
         finished |= chosen == eos_token_id
         chosen[finished] = pad_token_id  # the end token itself is not written
         sequences = np.concatenate([sequences, chosen[:, None]], axis=1)
@@ -96,6 +102,89 @@ def greedy_search(ctx, input_ids, max_length, min_length=None, repetition_penalt
         mask = np.concatenate([mask, np.ones((batch, 1), np.int32)], axis=1)
     padding = np.full((batch, total - sequences.shape[1]), pad_token_id, np.int32)
     return np.concatenate([sequences, padding], axis=1)
+
+
+@onnx_op("GreedySearch", since=1, domain=MS)
+def greedy_search(ctx, input_ids, max_length, min_length=None, repetition_penalty=None, vocab_mask=None,
+                  prefix_vocab_mask=None, attention_mask=None, *, decoder, decoder_start_token_id, encoder,
+                  eos_token_id, init_decoder, model_type, no_repeat_ngram_size, pad_token_id, vocab_size):
+    _decoder_only("GreedySearch", model_type, encoder)
+    limits = _limits(min_length, repetition_penalty, vocab_mask, prefix_vocab_mask, eos_token_id=eos_token_id,
+                     no_repeat_ngram_size=no_repeat_ngram_size)
+
+    def best(last, sequences, step):
+        return np.argmax(_scores(last, sequences, step, **limits), axis=-1)
+
+    return _generate(ctx, input_ids, max_length, attention_mask, decoder, init_decoder, eos_token_id=eos_token_id,
+                     pad_token_id=pad_token_id, choose=best)
+
+
+# ---------------------------------------------------------------- Sampling
+#
+# GreedySearch's loop and processors, then ``temperature`` divides the scores and the presence penalty is
+# subtracted (as onnxruntime does it: the whole of ``sum(presence_mask) * presence_penalty`` from the first score
+# of the first row); top-p keeps the tokens whose softmax mass above them (in descending order) is
+# below ``top_p`` -- onnxruntime accumulates from the least likely token and drops each whose running mass is
+# <= 1 - top_p, sparing the ``min_tokens_to_keep`` most likely -- writing ``filter_value`` over the others; the
+# token is drawn from the softmax of what remains.  The draw uses numpy's generator (seeded by ``seed``, else by
+# the run), not onnxruntime's std::default_random_engine: sequences are the same as onnxruntime's only where one
+# token survives the filter; ``filtered_logits`` (the last step's filtered scores) are the same whenever the
+# sequences are.
+
+
+def top_p_filter(scores: np.ndarray, top_p: float, min_tokens_to_keep: int, filter_value: float,
+                 custom: bool = False) -> np.ndarray:
+    """``scores`` (B, V) with every token outside the top-p set replaced by ``filter_value``.
+
+    With ``custom`` (onnxruntime's other filter) the mass runs from the most likely token and a token is dropped
+    when the mass of the tokens before it exceeds ``top_p``; ``min_tokens_to_keep`` plays no part.
+    """
+    order = np.argsort(-scores if custom else scores, axis=-1, kind="stable")
+    ranked = np.take_along_axis(scores, order, axis=-1)
+    probs = np.exp(ranked - ranked.max(axis=-1, keepdims=True))
+    running = np.cumsum(probs / probs.sum(axis=-1, keepdims=True), axis=-1, dtype=np.float32)
+    if custom:
+        drop = np.zeros_like(running, dtype=bool)
+        drop[:, 1:] = running[:, :-1] > np.float32(top_p)
+    else:
+        drop = running <= np.float32(1 - top_p)
+        drop[:, scores.shape[1] - min_tokens_to_keep:] = False
+    out = scores.copy()
+    np.put_along_axis(out, order, np.where(drop, np.float32(filter_value), ranked), axis=-1)
+    return out
+
+
+@onnx_op("Sampling", since=1, domain=MS)
+def sampling(ctx, input_ids, max_length, min_length=None, repetition_penalty=None, vocab_mask=None,
+             prefix_vocab_mask=None, attention_mask=None, presence_mask=None, seed=None, *, custom, decoder,
+             decoder_start_token_id, encoder, eos_token_id, filter_value, init_decoder, min_tokens_to_keep,
+             model_type, no_repeat_ngram_size, pad_token_id, presence_penalty, temperature, top_p, vocab_size):
+    _decoder_only("Sampling", model_type, encoder)
+    limits = _limits(min_length, repetition_penalty, vocab_mask, prefix_vocab_mask, eos_token_id=eos_token_id,
+                     no_repeat_ngram_size=no_repeat_ngram_size)
+    rng = ctx.rng() if seed is None else np.random.default_rng(int(_scalar(seed, 0)))
+    filtered = []
+
+    def draw(last, sequences, step):
+        scores = _scores(last, sequences, step, **limits)
+        scores[np.isneginf(scores)] = np.finfo(np.float32).min  # onnxruntime masks with the lowest float
+        if temperature > 0:
+            with np.errstate(over="ignore"):  # a masked (lowest) score may overflow to -inf, as in onnxruntime
+                scores = scores / np.float32(temperature)
+        if presence_mask is not None and presence_penalty != 0:
+            # onnxruntime's presence processor never advances its pointer: every entry's penalty lands on the
+            # first score of the batch
+            penalty = np.asarray(presence_mask).astype(np.float32).sum() * np.float32(presence_penalty)
+            scores[0, 0] -= np.float32(penalty)
+        scores = top_p_filter(scores.astype(np.float32), top_p, min_tokens_to_keep, filter_value, bool(custom))
+        filtered[:] = [scores]
+        probs = np.exp(scores.astype(np.float64) - scores.max(axis=-1, keepdims=True))
+        probs /= probs.sum(axis=-1, keepdims=True)
+        return [rng.choice(len(row), p=row) for row in probs]
+
+    sequences = _generate(ctx, input_ids, max_length, attention_mask, decoder, init_decoder,
+                          eos_token_id=eos_token_id, pad_token_id=pad_token_id, choose=draw)
+    return sequences, (filtered[0] if filtered else None)
 
 
 # ---------------------------------------------------------------- BeamSearch
@@ -137,9 +226,7 @@ def beam_search(ctx, input_ids, max_length, min_length=None, num_beams=None, num
                 attention_mask=None, decoder_input_ids=None, logits_processor=None, *, decoder, decoder_start_token_id,
                 early_stopping, encoder, eos_token_id, init_decoder, model_type, no_repeat_ngram_size, pad_token_id,
                 vocab_size):
-    if model_type or encoder is not None:
-        raise ExecutionError("BeamSearch of encoder-decoder models (model_type=1, 2) is not supported by opconv's "
-                             "kernel; decoder-only (GPT-2 style) models are")
+    _decoder_only("BeamSearch", model_type, encoder)
     if ctx.output_used(2):
         raise ExecutionError("BeamSearch's scores output is not supported by opconv's kernel")
     prompts = np.asarray(input_ids).astype(np.int32)
@@ -152,10 +239,9 @@ def beam_search(ctx, input_ids, max_length, min_length=None, num_beams=None, num
             else np.repeat(np.asarray(attention_mask).astype(np.int32), beams, axis=0))
     positions = np.where(present, np.cumsum(present, axis=1) - 1, 0).astype(np.int32)
     next_position = present.sum(axis=1).astype(np.int32)
-    limits = {"min_length": int(_scalar(min_length, 0)), "eos_token_id": eos_token_id,
-              "repetition_penalty": float(_scalar(repetition_penalty, 1.0)),
-              "no_repeat_ngram_size": no_repeat_ngram_size, "vocab_mask": vocab_mask,
-              "prefix_vocab_mask": None if prefix_vocab_mask is None else np.repeat(prefix_vocab_mask, beams, axis=0)}
+    limits = _limits(min_length, repetition_penalty, vocab_mask,
+                     None if prefix_vocab_mask is None else np.repeat(prefix_vocab_mask, beams, axis=0),
+                     eos_token_id=eos_token_id, no_repeat_ngram_size=no_repeat_ngram_size)
     hypotheses = [_Hypotheses(beams, float(_scalar(length_penalty, 1.0)), bool(early_stopping)) for _ in range(batch)]
     done = np.zeros(batch, bool)
     beam_scores = np.tile(np.array([0.0] + [-1e9] * (beams - 1), np.float32), batch)

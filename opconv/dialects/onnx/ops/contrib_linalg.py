@@ -1,9 +1,13 @@
-"""ONNX Runtime's fused products (com.microsoft): FusedMatMul, TransposeMatMul, FusedGemm, FusedConv, MoE.
+"""ONNX Runtime's fused products (com.microsoft): FusedMatMul, TransposeMatMul, FusedGemm, FusedConv, MoE,
+SparseToDenseMatMul.
 
 * FusedMatMul is ``alpha * op(A) @ op(B)``: ``transA``/``transB`` swap the last two dims;
   ``transBatchA``/``transBatchB`` say the operand is stored ``(M, batch..., K)`` -- its first
   dim moves behind the batch dims (before ``trans*`` applies).  TransposeMatMul is the same
   op without the batch transposition.
+* SparseToDenseMatMul is ``alpha * op(A) @ op(B)`` with A a 2-D sparse tensor: it arrives as an
+  :class:`opconv.ir.SparseTensor` (COO, the only layout ONNX's SparseTensorProto has; onnxruntime also takes
+  CSR) and is densified -- the product is the same, only the memory differs.
 * FusedGemm is Gemm then the named activation (``activation_alpha/beta/gamma`` its
   parameters); FusedConv is ``activation(Conv(X, W, B) + Z)`` with ``activation_params``.
 """
@@ -17,7 +21,8 @@ from ....kernels import attention as A
 from ....kernels import elementwise as E
 from ....kernels import linalg as L
 from ....kernels._common import downcast, upcast
-from ..executor import onnx_op
+from ....ir import SparseTensor
+from ..executor import densify, onnx_op
 from .contrib_activation import fused_activation
 from .conv import conv_1
 
@@ -48,6 +53,18 @@ def fused_matmul(ctx, a, b, *, alpha, transA, transB, transBatchA, transBatchB):
 @onnx_op("TransposeMatMul", since=1, domain=MS)
 def transpose_matmul(ctx, a, b, *, alpha, transA, transB):
     return _scaled_matmul(_operand(a, transA, False, "A"), _operand(b, transB, False, "B"), alpha)
+
+
+@onnx_op("SparseToDenseMatMul", since=1, domain=MS)
+def sparse_to_dense_matmul(ctx, a, b, *, alpha, transA, transB):
+    if not isinstance(a, SparseTensor):
+        raise ExecutionError(f"input A must be a sparse tensor, got {type(a).__name__}")
+    dense = densify(a)
+    if dense.ndim != 2:
+        raise ExecutionError(f"sparse input A must be 2-D, got dims {list(a.dims)}")
+    y = L.matmul(dense.T if transA else dense, _operand(b, transB, False, "B"))
+    # onnxruntime's CPU kernel scales by alpha only for float32 (float64 and the integers come out unscaled)
+    return y if alpha == 1 or y.dtype != np.float32 else (y * np.float32(alpha)).astype(np.float32, copy=False)
 
 
 @onnx_op("FusedGemm", since=1, domain=MS)

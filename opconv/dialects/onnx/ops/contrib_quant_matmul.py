@@ -7,6 +7,7 @@
 * Quantized weights (MatMulNBits, MatMulBnb4, GatherBlockQuantized): the weight is dequantized block by block
   (:mod:`opconv.kernels.quant`) and used in a float product or gather.  MatMulNBits stores the transposed
   weight, ``[N, blocks, bytes per block]``, each block ``block_size`` consecutive values of K.
+* GatherPacked gathers rows stored in GGML's (llama.cpp's) block formats, :mod:`opconv.kernels.ggml`.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 
 from ....errors import ExecutionError
-from ....kernels import elementwise, linalg, quant
+from ....kernels import elementwise, ggml, linalg, quant
 from ....kernels._common import downcast, normalize_axis, upcast
-from ..executor import onnx_op
+from ..executor import onnx_dtype, onnx_op
 
 MS = "com.microsoft"
 
@@ -127,6 +128,18 @@ def gather_block_quantized_1(ctx, data, indices, scales, zero_points=None, *, bi
                              quantize_axis):
     values = quant.block_quantized_table(data, scales, zero_points, bits, block_size, quantize_axis)
     return np.take(values, np.asarray(indices).astype(np.int64), axis=normalize_axis(gather_axis, values.ndim))
+
+
+@onnx_op("GatherPacked", since=1, domain=MS)
+def gather_packed_1(ctx, data, indices, *, K, output_dtype, packed_type):
+    """Rows of a GGML-format table (:mod:`opconv.kernels.ggml`); an index outside [0, vocab) takes row 0."""
+    data = np.asarray(data)
+    if data.ndim != 2:
+        raise ExecutionError(f"data must be 2-D [vocab_size, row_bytes], got shape {list(data.shape)}")
+    indices = np.asarray(indices).astype(np.int64)
+    indices = np.where((indices < 0) | (indices >= data.shape[0]), 0, indices)
+    values = ggml.dequantize_rows(data[indices], packed_type, K)
+    return elementwise.cast(values, onnx_dtype(output_dtype))
 
 
 @onnx_op("MatMulFpQ4", since=1, domain=MS)

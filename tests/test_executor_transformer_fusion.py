@@ -1,0 +1,211 @@
+"""The ONNX executor's transformer fusions (fusion.fuse_transformer_patterns): torch's exports of the erf and
+tanh Gelus, attention's MatMul-Scale-Mask-Softmax-MatMul and a MatMul with its bias Add each run as one step.
+
+Each fused graph is checked against onnxruntime and, bit for bit, against the same session without the
+fusion; graphs that must not fuse (an inner value read elsewhere, another constant, a Relu already fused into
+the Add) and an outside value overwritten in place between the fused nodes are checked too.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import opconv
+from opconv.dialects.onnx import fusion
+
+RNG = np.random.default_rng(11)
+
+
+def _scalar(name: str, value: float, dtype=np.float32):
+    return numpy_helper.from_array(np.array(value, dtype), name)
+
+
+def _model(nodes, inputs, outputs, initializers, elem=TensorProto.FLOAT):
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, elem, s) for n, s in inputs],
+                              [helper.make_tensor_value_info(n, elem, None) for n in outputs], initializers)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _erf_gelu(half_first: bool, half=0.5):
+    """x -> Gelu(x) as torch exports it (x * (1 + erf(x / sqrt 2)) * 0.5, or with 0.5 * x first), after a
+    Sigmoid so that x is a computed value."""
+    nodes = [helper.make_node("Sigmoid", ["a"], ["x"]),
+             helper.make_node("Div", ["x", "sqrt2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+             helper.make_node("Add", ["e", "one"], ["p"])]
+    if half_first:
+        nodes += [helper.make_node("Mul", ["half", "x"], ["h"]), helper.make_node("Mul", ["h", "p"], ["y"])]
+    else:
+        nodes += [helper.make_node("Mul", ["x", "p"], ["m"]), helper.make_node("Mul", ["m", "half"], ["y"])]
+    constants = [_scalar("sqrt2", math.sqrt(2)), _scalar("one", 1), _scalar("half", half)]
+    return nodes, constants
+
+
+def _tanh_gelu():
+    """GPT-2's gelu_new as torch exports it."""
+    nodes = [helper.make_node("Sigmoid", ["a"], ["x"]),
+             helper.make_node("Mul", ["x", "half"], ["h"]), helper.make_node("Pow", ["x", "three"], ["c"]),
+             helper.make_node("Mul", ["c", "k"], ["ck"]), helper.make_node("Add", ["x", "ck"], ["s"]),
+             helper.make_node("Mul", ["s", "root"], ["t0"]), helper.make_node("Tanh", ["t0"], ["t"]),
+             helper.make_node("Add", ["t", "one"], ["p"]), helper.make_node("Mul", ["h", "p"], ["y"])]
+    constants = [_scalar("half", 0.5), _scalar("three", 3), _scalar("k", 0.044715),
+                 _scalar("root", math.sqrt(2 / math.pi)), _scalar("one", 1)]
+    return nodes, constants
+
+
+def _linear():
+    nodes = [helper.make_node("Sigmoid", ["a"], ["x"]), helper.make_node("MatMul", ["x", "w"], ["m"]),
+             helper.make_node("Add", ["bias", "m"], ["y"])]
+    constants = [numpy_helper.from_array(RNG.standard_normal((16, 8)).astype(np.float32), "w"),
+                 numpy_helper.from_array(RNG.standard_normal(8).astype(np.float32), "bias")]
+    return nodes, constants
+
+
+def _attention(mask: bool, divide: bool, cast: bool, sdpa: bool = False):
+    """softmax(q k * scale [+ mask]) v over (batch, heads, sequence, width), k given transposed; ``sdpa``: as
+    torch exports scaled_dot_product_attention (q and k each scaled, NaN weights of -inf rows zeroed)."""
+    if sdpa:
+        nodes = [helper.make_node("Mul", ["q", "root"], ["qs"]), helper.make_node("Mul", ["kt", "root"], ["ks"]),
+                 helper.make_node("MatMul", ["qs", "ks"], ["z"])]
+    else:
+        nodes = [helper.make_node("MatMul", ["q", "kt"], ["s"]),
+                 helper.make_node("Div" if divide else "Mul", ["s", "scale"], ["z"])]
+    if mask:
+        nodes.append(helper.make_node("Add", ["mask", "z"], ["zm"]))
+    nodes.append(helper.make_node("Softmax", ["zm" if mask else "z"], ["p"], axis=-1))
+    if sdpa:
+        nodes += [helper.make_node("IsNaN", ["p"], ["nan"]), helper.make_node("Where", ["nan", "zero", "p"], ["pw"])]
+    if cast:
+        nodes.append(helper.make_node("Cast", ["p"], ["pc"], to=TensorProto.FLOAT))
+    nodes.append(helper.make_node("MatMul", ["pc" if cast else "pw" if sdpa else "p", "v"], ["y"]))
+    constants = [_scalar("root", 0.125 ** 0.5), _scalar("zero", 0)] if sdpa else [
+        _scalar("scale", 8.0 if divide else 0.125)]
+    return nodes, constants
+
+
+_ATTENTION_INPUTS = [("q", [2, 3, 5, 8]), ("kt", [2, 3, 8, 5]), ("v", [2, 3, 5, 8]), ("mask", [2, 1, 1, 5])]
+
+
+def _counts_and_runs(proto, feeds):
+    """(fusions per pattern, outputs with the fusion, outputs without it)."""
+    counts = {}
+    fuse = fusion.fuse_transformer_patterns
+
+    def spy(graph, plan):
+        counts.update(fuse(graph, plan))
+        return counts
+
+    fusion.fuse_transformer_patterns = spy
+    try:
+        session = opconv.prepare(opconv.load(proto))
+        fused = [session.run(feeds) for _ in range(2)]  # the second run: after the first run's folding
+    finally:
+        fusion.fuse_transformer_patterns = fuse
+    fusion.fuse_transformer_patterns = lambda graph, plan: {}
+    try:
+        plain = opconv.prepare(opconv.load(proto)).run(feeds)
+    finally:
+        fusion.fuse_transformer_patterns = fuse
+    return counts, fused, plain
+
+
+CASES = {
+    "erf gelu": (_erf_gelu(False), "Gelu", 6),
+    "erf gelu, 0.5 x first": (_erf_gelu(True), "Gelu", 6),
+    "tanh gelu": (_tanh_gelu(), "Gelu (tanh)", 9),
+    "matmul + bias": (_linear(), "MatMul + bias", 3),
+}
+
+
+# A row of -inf scores gives NaN weights (-inf - -inf), numpy's warning included, which the sdpa form zeroes.
+@pytest.mark.filterwarnings("ignore:invalid value encountered in subtract:RuntimeWarning")
+@pytest.mark.parametrize("mask,divide,cast,sdpa", [(True, False, False, False), (True, True, True, False),
+                                                    (False, False, True, False), (True, False, False, True)])
+def test_attention_fuses_and_matches_onnxruntime_and_the_unfused_bits(mask, divide, cast, sdpa):
+    nodes, constants = _attention(mask, divide, cast, sdpa)
+    inputs = _ATTENTION_INPUTS if mask else _ATTENTION_INPUTS[:3]
+    proto = _model(nodes, inputs, ["y"], constants)
+    feeds = {n: RNG.standard_normal(shape).astype(np.float32) for n, shape in inputs}
+    if mask:  # the sdpa form's mask hides every key of one batch: its weights are NaN, zeroed
+        hidden = np.float32(-np.inf if sdpa else -1e4)
+        feeds["mask"] = np.where(RNG.random((2, 1, 1, 5)) < 0.3, hidden, np.float32(0))
+        if sdpa:
+            feeds["mask"][1] = hidden
+    counts, fused, plain = _counts_and_runs(proto, feeds)
+    assert counts == {"Attention": 1}
+    (expected,) = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, feeds)
+    for run in fused:
+        np.testing.assert_allclose(run["y"], expected, rtol=1e-5, atol=1e-6)
+        assert np.array_equal(run["y"], plain["y"])
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_pattern_fuses_and_matches_onnxruntime_and_the_unfused_bits(name):
+    (nodes, constants), pattern, _ = CASES[name]
+    proto = _model(nodes, [("a", [2, 3, 16])], ["y"], constants)
+    feeds = {"a": (RNG.standard_normal((2, 3, 16)) * 4).astype(np.float32)}
+    counts, fused, plain = _counts_and_runs(proto, feeds)
+    assert counts == {pattern: 1}
+    (expected,) = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, feeds)
+    for run in fused:
+        np.testing.assert_allclose(run["y"], expected, rtol=1e-5, atol=1e-6)
+        assert np.array_equal(run["y"], plain["y"])
+
+
+def test_float16_is_left_to_the_kernels():
+    (nodes, constants), _, _ = CASES["erf gelu"]
+    constants = [_scalar(c.name, float(numpy_helper.to_array(c)), np.float16) for c in constants]
+    proto = _model(nodes, [("a", [4, 16])], ["y"], constants, elem=TensorProto.FLOAT16)
+    feeds = {"a": RNG.standard_normal((4, 16)).astype(np.float16)}
+    counts, fused, _ = _counts_and_runs(proto, feeds)
+    assert counts == {}
+    (expected,) = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, feeds)
+    np.testing.assert_allclose(fused[1]["y"].astype(np.float32), expected.astype(np.float32), rtol=2e-3,
+                               atol=2e-3)
+
+
+@pytest.mark.parametrize("variant", ["inner value returned", "other constant", "relu fused into the add"])
+def test_what_must_not_fuse_is_left_alone(variant):
+    outputs = ["y"]
+    if variant == "other constant":
+        nodes, constants = _erf_gelu(False, half=0.6)
+    else:
+        nodes, constants = _erf_gelu(False) if variant == "inner value returned" else _linear()
+    if variant == "inner value returned":
+        outputs.append("e")
+    if variant == "relu fused into the add":
+        nodes = nodes + [helper.make_node("Relu", ["y"], ["r"])]
+        outputs = ["r"]
+    proto = _model(nodes, [("a", [2, 3, 16])], outputs, constants)
+    feeds = {"a": RNG.standard_normal((2, 3, 16)).astype(np.float32)}
+    counts, fused, plain = _counts_and_runs(proto, feeds)
+    assert counts == {}
+    expected = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, feeds)
+    for name, value in zip(outputs, expected):
+        np.testing.assert_allclose(fused[1][name], value, rtol=1e-5, atol=1e-6)
+
+
+def test_a_value_the_fused_step_reads_is_not_overwritten_before_it_runs():
+    # x is read by the MatMul, then (its last reader before the fusion) by an Add that may overwrite it;
+    # fused, the MatMul runs at the bias Add, after that Add: x must live, unchanged, until then.
+    nodes, constants = _linear()
+    nodes = nodes[:2] + [helper.make_node("Add", ["x", "z"], ["s"])] + nodes[2:]
+    proto = _model(nodes, [("a", [2, 3, 16]), ("z", [2, 3, 16])], ["y", "s"], constants)
+    feeds = {"a": RNG.standard_normal((2, 3, 16)).astype(np.float32),
+             "z": RNG.standard_normal((2, 3, 16)).astype(np.float32)}
+    counts, fused, plain = _counts_and_runs(proto, feeds)
+    assert counts == {"MatMul + bias": 1}
+    expected = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, feeds)
+    for run in fused:
+        for name, value in zip(["y", "s"], expected):
+            np.testing.assert_allclose(run[name], value, rtol=1e-5, atol=1e-6)
+            assert np.array_equal(run[name], plain[name])
