@@ -209,6 +209,34 @@ def _hlo_table() -> list[str]:
     return lines + _table(["op", "kernel", "-> ONNX", "StableHLO"], rows)
 
 
+def _registry_sizes() -> list[str]:
+    """One row per registry: how many entries (kernels, rules, adapters ...) and how many operators they serve."""
+    from opconv.converters.decompose import registry as decompose_registry
+    from opconv.converters.onnx_versions import registry as version_registry
+    from opconv.dialects.hlo.stablehlo import _writer
+
+    rows = []
+    for dialect, decorator in (("onnx", "@onnx_op"), ("openvino", "@ov_op"), ("hlo", "@hlo_op")):
+        kernels = _kernels(dialect)
+        rows.append([f"{dialect} kernels", f"`{decorator}`", str(sum(map(len, kernels.values()))), str(len(kernels))])
+    for direction, how in (("onnx_to_openvino", "`Rule` in `RULES`"), ("onnx_to_hlo", "`Rule` in `RULES`"),
+                           ("openvino_to_onnx", "`@RULES.op`"), ("hlo_to_onnx", "`@RULES.op`")):
+        anchors = _rule_anchors(direction)
+        rows.append([direction.replace("_to_", " -> ") + " rules", how,
+                     str(sum(anchors.values())), str(len(anchors))])
+    for name, table in (("upgrade", version_registry.UPGRADES), ("downgrade", version_registry.DOWNGRADES)):
+        rows.append([f"{name} adapters", f"`@{name}`", str(len(table)), str(len({op for op, _ in table}))])
+    decompositions = {key: [v for v, fn in by_version.items() if fn is not None]
+                      for key, by_version in decompose_registry.DECOMPOSITIONS.items()}
+    rows.append(["contrib decompositions", "`@decomposes`", str(sum(map(len, decompositions.values()))),
+                 str(sum(bool(v) for v in decompositions.values()))])
+    rows.append(["StableHLO emitters", "`@emitter`", str(len(_writer.EMITTERS)), str(len(_writer.EMITTERS))])
+    lines = ["## Registries", "", "Entries: registered kernels (one per `since` version), rules, adapters, "
+             "decompositions (one per `since` version) or emitters; operators: how many distinct operators they "
+             "serve (for rules, the ops the rules are anchored at).", ""]
+    return lines + _table(["registry", "registered with", "entries", "operators"], rows)
+
+
 def generate() -> str:
     onnx_lines, _ = _onnx_tables()
     lines = [
@@ -221,7 +249,7 @@ def generate() -> str:
         "and the registries disagree.",
         "",
     ]
-    lines += onnx_lines + [""] + _openvino_table() + [""] + _hlo_table()
+    lines += _registry_sizes() + [""] + onnx_lines + [""] + _openvino_table() + [""] + _hlo_table()
     return "\n".join(lines) + "\n"
 
 
