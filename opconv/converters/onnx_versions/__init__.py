@@ -43,8 +43,10 @@ def convert(model, opset: int, *, decompose: bool = False, **options):
             from ...errors import ConversionError
             raise ConversionError(f"version conversion needs an ONNX model, not {model.dialect}", where=model.path)
         path = model.path
-        proto = io.to_proto(model)  # work on a copy: a refused conversion leaves the caller's model intact
         base_dir = os.path.dirname(os.path.abspath(path)) if path else None
+        # A copy, so that a refused conversion leaves the caller's model intact; external weights stay
+        # references into their files (read back with base_dir), so the copy never holds their bytes.
+        proto = io.to_proto(model, refer_from=base_dir)
     elif isinstance(model, io.pb.ModelProto):
         proto, base_dir = model, None
     else:
