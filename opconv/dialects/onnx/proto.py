@@ -136,6 +136,22 @@ def infer_shapes(model, *, strict_mode: bool = False, data_prop: bool = False):
     return result
 
 
+def inference_failures() -> tuple[type[BaseException], ...]:
+    """What :func:`infer_shapes` raises on a model onnx cannot infer, for callers to whom inference is a help.
+
+    onnx's own InferenceError and ValidationError; the exceptions pybind11 makes of C++ standard ones
+    (``std::runtime_error`` -> RuntimeError, ``invalid_argument``/``domain_error`` -> ValueError,
+    ``out_of_range`` -> IndexError, ``overflow_error`` -> OverflowError, ``bad_alloc`` -> MemoryError); and the
+    ModelReadError of a guarded inference that hung, died or ran out of memory.  Anything else (a TypeError,
+    AttributeError, KeyError ... of opconv's own) is a bug and must surface.
+    """
+    from ...errors import ModelReadError
+
+    cpp = _load_submodule(_CPP, "onnx_cpp2py_export")
+    return (cpp.shape_inference.InferenceError, cpp.checker.ValidationError, ModelReadError, RuntimeError,
+            ValueError, IndexError, OverflowError, MemoryError)
+
+
 #: ops whose C++ shape inference in onnx has been seen never to return (Einsum with equation ".>" and
 #: two inputs: onnx 1.23) or to crash the process (RegexFullMatch: a segmentation fault, onnx 1.23)
 HANG_PRONE = frozenset({"Einsum", "RegexFullMatch"})
