@@ -126,6 +126,8 @@ def infer_shapes(model, *, strict_mode: bool = False, data_prop: bool = False):
     # a walk over every node (~8 us each).
     unsafe = HANG_PRONE | (DATA_PROP_HANG_PRONE if data_prop else frozenset())
     hang_prone = _hang_prone_ops(model, unsafe) if any(op.encode() in serialized for op in unsafe) else []
+    if data_prop:
+        hang_prone += _long_vectors(model.graph)
     if hang_prone:
         data = _in_child(serialized, strict_mode, data_prop, hang_prone,
                          default_limit=5 + len(model.graph.node) / 1000, model_bytes=len(serialized))
@@ -159,6 +161,25 @@ HANG_PRONE = frozenset({"Einsum", "RegexFullMatch"})
 #: runs for ever (a fork costs such models ~20 ms; exported transformers have Range, CNNs do not)
 DATA_PROP_HANG_PRONE = frozenset({"Range"})
 _WITH_SUBGRAPHS = frozenset({"If", "Loop", "Scan", "SequenceMap"})  # whose bodies onnx infers
+
+
+#: data propagation gives each element of a 1-D value a dim of its own: over a vector declared this long, onnx's
+#: Cast, Add, Concat, Unsqueeze ... ran for ever (2**24 elements: minutes; 2**40: memory exhausted; onnx 1.23)
+DATA_PROP_LONGEST_VECTOR = 1 << 16
+
+
+def _long_vectors(graph) -> list[str]:
+    """The 1-D values the graph declares (inputs, initializers, value_info) longer than data propagation can take."""
+    found = []
+    for infos in (graph.input, graph.value_info):
+        for vi in infos[:]:  # a slice of a upb repeated field is read at C speed
+            dims = vi.type.tensor_type.shape.dim
+            if len(dims) == 1 and dims[0].dim_value > DATA_PROP_LONGEST_VECTOR:
+                found.append(f"{vi.name!r} of {dims[0].dim_value} elements under data propagation")
+    for t in graph.initializer[:]:
+        if len(t.dims) == 1 and t.dims[0] > DATA_PROP_LONGEST_VECTOR:
+            found.append(f"{t.name!r} of {t.dims[0]} elements under data propagation")
+    return found[:3]
 
 
 def _hang_prone_ops(model, unsafe: frozenset) -> list[str]:
