@@ -26,6 +26,7 @@ from .errors import ExecutionError, OpconvError
 from .input_shapes import InputShapes, format_shape
 from .ir import Model, Value
 from .types import OptionalType, SequenceType, TensorType, element_type
+from .validation import require_valid
 
 #: vocabulary of random string inputs
 _WORDS = np.array(["alpha", "beta", "gamma", "delta", "cat", "dog", "red", "blue", "one", "two"], dtype=object)
@@ -166,7 +167,7 @@ def verify(a: Any, b: Any, inputs: Mapping[str, Any] | None = None, rtol: float 
     """
     import opconv
 
-    model_a, model_b = opconv.load(a), opconv.load(b)
+    model_a, model_b = require_valid(opconv.load(a)), require_valid(opconv.load(b))
     notes: list[str] = []
     ins_a, ins_b = required_inputs(model_a), required_inputs(model_b)
     input_matching, in_pairs = _pair("input", [v.name for v in ins_a], [v.name for v in ins_b], notes)
@@ -288,7 +289,7 @@ def random_inputs(model: Any, seed: int = 0, input_shapes: Mapping[str, tuple] |
 
     if not (hasattr(seed, "__index__") and seed.__index__() >= 0):
         raise OpconvError(f"the seed must be a non-negative integer, got {seed!r}")
-    model = opconv.load(model)
+    model = require_valid(opconv.load(model))
     rng = np.random.default_rng(seed)
     inputs = required_inputs(model)
     bound = InputShapes({v.name: _tensor_type(v).shape for v in inputs}, input_shapes, dims)
