@@ -150,9 +150,11 @@ def decompose(model: Any, domains=("com.microsoft",)) -> Model:
     return decompose_model(load(model, "onnx") if not isinstance(model, Model) else model, domains)
 
 
-def verify(a: Any, b: Any, inputs: dict | None = None, rtol: float | None = None,
-           atol: float | None = None, *, seed: int = 0, input_shapes: dict | None = None,
-           dims: dict | None = None):
+def verify(a: Any, b: Any = None, inputs: dict | None = None, rtol: float | dict | None = None,
+           atol: float | dict | None = None, *, seed: int = 0, input_shapes: dict | None = None,
+           dims: dict | None = None, backends: str | tuple | None = None, openvino_precision: str = "f32",
+           expected: Any = None, save_outputs: str | os.PathLike | None = None, progress=None,
+           bisect: bool = False, histograms: bool = False):
     """Run both models on the same inputs and compare every output; returns a report with ``.ok``.
 
     ``a`` and ``b`` are paths or models of any dialect; inputs and outputs pair by name, or by
@@ -160,10 +162,23 @@ def verify(a: Any, b: Any, inputs: dict | None = None, rtol: float | None = None
     (``seed``, default 0, also seeds random ops) with these shapes: ``input_shapes``
     ({name: shape}) fixes inputs and binds the symbols of their declared dims, ``dims``
     ({symbol: size}) fixes symbols, without either an input of A with symbolic dims takes
-    B's static shape, and any dim still open is 1 (said in ``report.notes``).  ``rtol``/``atol`` override the
-    per-dtype tolerance table.  Returns an :class:`opconv.verify.VerifyReport`; raises
-    ExecutionError naming model A or B when one cannot run.
+    B's static shape, and any dim still open is 1 (said in ``report.notes``).
+
+    ``backends`` runs the sides on deployed runtimes: one name or (A's, B's) of ``opconv`` (the
+    reference executors, default), ``onnxruntime``, ``openvino`` (CPU at ``openvino_precision``,
+    default f32) and ``iree``.  ``rtol``/``atol`` override the per-dtype tolerance table: a number for
+    every output, a dict {output: value} per output ("*" for the rest); by default a float16 model is
+    compared at float16 tolerance.  ``expected`` (an .npz of ``input:NAME``/``output:NAME`` arrays, or a
+    dict) replaces B: ``a`` is then compared with those stored outputs; ``save_outputs`` writes the inputs
+    and A's outputs in that layout.  ``progress(side, what, seconds)`` hears when each side starts
+    (seconds None) and ends.  Returns an :class:`opconv.verify.VerifyReport` (per output: max, mean,
+    median, p99 of absolute and relative errors, mismatch count); raises ExecutionError naming model A
+    or B when one cannot run.  ``bisect=True``: when outputs differ, ``report.bisect.divergence`` is the
+    first node of A whose output B does not reproduce, run on the same backends (:mod:`opconv.bisect`);
+    ``histograms=True`` keeps each output's error histogram for :func:`opconv.html_report.render`.
     """
     from .verify import verify as compare_models
 
-    return compare_models(a, b, inputs, rtol, atol, seed=seed, input_shapes=input_shapes, dims=dims)
+    return compare_models(a, b, inputs, rtol, atol, seed=seed, input_shapes=input_shapes, dims=dims,
+                          backends=backends, openvino_precision=openvino_precision, expected=expected,
+                          save_outputs=save_outputs, progress=progress, bisect=bisect, histograms=histograms)

@@ -31,9 +31,16 @@ TOLERANCE: dict[str, tuple[float, float]] = {
 }
 
 
-def tolerance(dtype: str, rtol: float | None = None, atol: float | None = None) -> tuple[float, float]:
-    """The (rtol, atol) for ``dtype``, with explicit values taking precedence; exact (0, 0) for non-floats."""
+def tolerance(dtype: str, rtol: float | None = None, atol: float | None = None,
+              precision: str | None = None) -> tuple[float, float]:
+    """The (rtol, atol) for ``dtype``, with explicit values taking precedence; exact (0, 0) for non-floats.
+
+    ``precision`` is the float type a model computes in when narrower than its outputs (a float16 model with
+    float32 inputs and outputs): a float output then defaults to that type's tolerance.
+    """
     default = TOLERANCE.get(dtype, (0.0, 0.0))
+    if precision in TOLERANCE and dtype in TOLERANCE and TOLERANCE[precision][0] > default[0]:
+        default = TOLERANCE[precision]
     return (default[0] if rtol is None else rtol, default[1] if atol is None else atol)
 
 
@@ -49,6 +56,13 @@ class OutputComparison:
     actual_dtype: str | None = None
     max_abs_error: float = 0.0
     max_rel_error: float = 0.0
+    # the distribution of the errors over the finite elements
+    mean_abs_error: float = 0.0
+    median_abs_error: float = 0.0
+    p99_abs_error: float = 0.0
+    mean_rel_error: float = 0.0
+    median_rel_error: float = 0.0
+    p99_rel_error: float = 0.0
     mismatches: int = 0
     total: int = 0
     first_mismatch: tuple | None = None  # index of the first element outside tolerance
@@ -67,10 +81,14 @@ class OutputComparison:
                 out[k] = out[k].decode("utf-8", "replace")
             if isinstance(out[k], float) and not np.isfinite(out[k]):
                 out[k] = str(out[k])
-        for k in ("max_abs_error", "max_rel_error"):
+        for k in ERROR_FIGURES:
             if not np.isfinite(out[k]):
                 out[k] = str(out[k])
         return out
+
+
+#: the error statistics of an OutputComparison
+ERROR_FIGURES = tuple(f"{stat}_{kind}_error" for kind in ("abs", "rel") for stat in ("max", "mean", "median", "p99"))
 
 
 def _dtype_name(a: np.ndarray) -> str:
@@ -83,16 +101,19 @@ def _dtype_name(a: np.ndarray) -> str:
 
 
 def compare_arrays(name: str, expected: Any, actual: Any, rtol: float | None = None,
-                   atol: float | None = None) -> OutputComparison:
-    """Compare one output; sequences compare element by element, optionals by presence then value."""
+                   atol: float | None = None, precision: str | None = None) -> OutputComparison:
+    """Compare one output; sequences compare element by element, optionals by presence then value.
+
+    ``precision``: the float type the model computes in, for the default tolerances (see :func:`tolerance`).
+    """
     if isinstance(expected, (list, tuple)) or isinstance(actual, (list, tuple)):
-        return _compare_sequences(name, expected, actual, rtol, atol)
+        return _compare_sequences(name, expected, actual, rtol, atol, precision)
     if expected is None or actual is None:
         ok = expected is None and actual is None
         return OutputComparison(name, ok, message="" if ok else "one side is an empty optional")
     e, a = np.asarray(expected), np.asarray(actual)
     et, at = _dtype_name(e), _dtype_name(a)
-    r, t = tolerance(et, rtol, atol)
+    r, t = tolerance(et, rtol, atol, precision)
     report = OutputComparison(name, False, tuple(e.shape), tuple(a.shape), et, at, total=int(e.size), rtol=r, atol=t)
     if e.shape != a.shape:
         report.message = f"shape {list(a.shape)} differs from {list(e.shape)}"
@@ -112,9 +133,14 @@ def compare_arrays(name: str, expected: Any, actual: Any, rtol: float | None = N
             bad = ~(both_nan | same_inf | (diff <= t + r * np.abs(ef)))
             finite = np.isfinite(diff)
             if finite.any():
-                report.max_abs_error = float(diff[finite].max())
-                rel = diff[finite] / np.maximum(np.abs(ef[finite]), np.finfo(np.float64).tiny)
-                report.max_rel_error = float(rel.max())
+                absolute = diff[finite]
+                rel = absolute / np.maximum(np.abs(ef[finite]), np.finfo(np.float64).tiny)
+                for kind, errors in (("abs", absolute), ("rel", rel)):
+                    median, p99 = np.percentile(errors, (50, 99))
+                    setattr(report, f"max_{kind}_error", float(errors.max()))
+                    setattr(report, f"mean_{kind}_error", float(errors.mean()))
+                    setattr(report, f"median_{kind}_error", float(median))
+                    setattr(report, f"p99_{kind}_error", float(p99))
     report.mismatches = int(bad.sum())
     report.ok = report.mismatches == 0
     if not report.ok:
@@ -144,13 +170,13 @@ def _isnan(x: np.ndarray) -> np.ndarray:
         return np.zeros(x.shape, bool)
 
 
-def _compare_sequences(name, expected, actual, rtol, atol) -> OutputComparison:
+def _compare_sequences(name, expected, actual, rtol, atol, precision) -> OutputComparison:
     if not isinstance(expected, (list, tuple)) or not isinstance(actual, (list, tuple)):
         return OutputComparison(name, False, message="one side is a sequence, the other is not")
     if len(expected) != len(actual):
         return OutputComparison(name, False, message=f"sequence length {len(actual)} differs from {len(expected)}")
     for i, (e, a) in enumerate(zip(expected, actual)):
-        sub = compare_arrays(f"{name}[{i}]", e, a, rtol, atol)
+        sub = compare_arrays(f"{name}[{i}]", e, a, rtol, atol, precision)
         if not sub.ok:
             sub.name = name
             sub.message = f"element {i}: {sub.message}"

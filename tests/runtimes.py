@@ -10,13 +10,9 @@ import onnx
 
 
 def ort_session(model: onnx.ModelProto):
-    import onnxruntime as ort
+    from opconv.backends.onnxruntime import session
 
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    so.log_severity_level = 4
-    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return session(model.SerializeToString())
 
 
 def run_ort(model: onnx.ModelProto, feeds: dict) -> list:
@@ -52,12 +48,13 @@ def convert_and_run_ir(tmp_path, model: onnx.ModelProto, feeds: dict):
     import openvino as ov
 
     import opconv
+    from opconv.backends.openvino import compile_config
 
     converted = opconv.convert(opconv.load(model), to="openvino")
     xml = str(tmp_path / "model.xml")
     opconv.save(converted, xml)
     core = ov.Core()
-    compiled = core.compile_model(core.read_model(xml), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    compiled = core.compile_model(core.read_model(xml), "CPU", compile_config("f32"))
     names = [o.name for o in model.graph.output]
     with np.errstate(all="ignore"):
         mine = opconv.run(opconv.load(xml), feeds)
@@ -75,20 +72,14 @@ def openvino_frontend_outputs(model, feeds: dict) -> list:
     """
     import openvino as ov
 
+    from opconv.backends.openvino import compile_config, host_array
+
     core = ov.Core()
     source = model if isinstance(model, str) else model.SerializeToString()
     read = core.read_model(source) if isinstance(source, str) else core.read_model(source, b"")
-    compiled = core.compile_model(read, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    compiled = core.compile_model(read, "CPU", compile_config("f32"))
     results = compiled(feeds)
-    outputs = []
-    for port in compiled.outputs:
-        value = np.asarray(results[port])
-        if port.get_element_type() == ov.Type.bf16 and value.dtype == np.float16:
-            import ml_dtypes  # the Python API hands bf16 results out as float16 arrays of the same bits
-
-            value = value.view(ml_dtypes.bfloat16)
-        outputs.append(value)
-    return outputs
+    return [host_array(ov, port, results[port]) for port in compiled.outputs]
 
 def same(a, b) -> bool:
     """Bitwise-equal results (NaN equal to NaN), recursing into sequences and optionals."""

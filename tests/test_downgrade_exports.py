@@ -140,17 +140,31 @@ X = np.random.default_rng(3).standard_normal((2, 3, 4)).astype(np.float32)
 
 
 def test_reshape_allowzero_dropped_only_where_exact():
+    # a constant shape holding 0 and -1: invalid with allowzero=1 (onnxruntime fails on it too)
     shape = numpy_helper.from_array(np.array([3, 0, -1], np.int64), "shape")
     nodes = [helper.make_node("Reshape", ["x", "shape"], ["y"], allowzero=1, name="r")]
-    # a constant shape holding 0: with allowzero=1 a real zero dim, which Reshape-13 cannot say
     text = _refusal(_model(nodes, [_info("x", TensorProto.FLOAT, ["a", 3, 4])],
                            [_info("y", TensorProto.FLOAT, [3, 0, "n"])], 18, [shape]), 13)
-    assert "Reshape-14 -> 13: allowzero=1 makes a 0 in the shape a zero dim, and the shape holds 0" in text
-    # a run-time shape, with dims of the input not known to be non-zero: refused
+    assert "Reshape-14 -> 13: allowzero=1 with both 0 and -1 in the shape [3, 0, -1] is invalid" in text
+    # a constant shape holding 0 only: Reshape-14 gives that empty tensor (or fails), whatever the data
+    empty = numpy_helper.from_array(np.array([3, 0, 5], np.int64), "shape")
+    model = _model(nodes, [_info("x", TensorProto.FLOAT, ["a", 3, 4])], [_info("y", TensorProto.FLOAT, [3, 0, 5])],
+                   18, [empty])
+    down = _same_in_ort(model, 13, {"x": np.zeros((0, 3, 4), np.float32)})
+    assert run_ort(down, {"x": np.zeros((0, 3, 4), np.float32)})[0].shape == (3, 0, 5)
+    # a run-time shape, with dims of the input not known to be non-zero: If(a 0 in the shape) decides
     dynamic = [helper.make_node("Reshape", ["x", "s"], ["y"], allowzero=1, name="r")]
-    text = _refusal(_model(dynamic, [_info("x", TensorProto.FLOAT, ["a", 3, 4]), _info("s", TensorProto.INT64, [2])],
-                           [_info("y", TensorProto.FLOAT, ["p", "q"])], 18), 13)
-    assert "the shape is computed at run time" in text
+    model = _model(dynamic, [_info("x", TensorProto.FLOAT, ["a", 3, 4]), _info("s", TensorProto.INT64, [2])],
+                   [_info("y", TensorProto.FLOAT, ["p", "q"])], 18)
+    for target in (13, 11, 8):  # at 8 the empty branch is Expand (ConstantOfShape is from 9)
+        for x, s in ((X, [4, 6]), (X, [-1, 3]), (X[:0], [5, 0]), (X[:0], [0, 12]), (X[:0], [0, 0])):
+            down = _same_in_ort(model, target, {"x": x, "s": np.array(s, np.int64)})
+        assert _ops(down) == ["ReduceProd", "Equal", "If"]
+    # Reshape-13 alone would copy the input's 3 where the shape says 0: it fails where 14 gives (5, 0)
+    (bare := onnx.ModelProto()).CopyFrom(down)
+    bare.graph.node[2].CopyFrom(helper.make_node("Reshape", ["x", "s"], ["y"]))
+    with pytest.raises(Exception, match="cannot be reshaped"):
+        run_ort(bare, {"x": X[:0], "s": np.array([5, 0], np.int64)})
     # the same with the input's dims known to be non-zero: exact
     feeds = {"x": X, "s": np.array([4, 6], np.int64)}
     down = _same_in_ort(_model(dynamic, [_info("x", TensorProto.FLOAT, [2, 3, 4]), _info("s", TensorProto.INT64, [2])],
@@ -161,6 +175,18 @@ def test_reshape_allowzero_dropped_only_where_exact():
            helper.make_node("Reshape", ["x", "dims"], ["y"], allowzero=1)]
     _same_in_ort(_model(sym, [_info("x", TensorProto.FLOAT, ["a", "b", 4])],
                         [_info("y", TensorProto.FLOAT, ["a", "b", 4])], 18), 13, {"x": X})
+
+
+def test_reshape_allowzero_branches_read_their_own_node_operands():
+    """Repeated layers convert once and are reused by the protobuf path: an If's branches must still read
+    each node's own operands (a reuse renames the node's inputs, not those its subgraphs read)."""
+    nodes = [helper.make_node("Reshape", [x, "s"], [y], allowzero=1, name=f"r{i}")
+             for i, (x, y) in enumerate((("a", "p"), ("b", "q")))]
+    model = _model(nodes, [_info(n, TensorProto.FLOAT, ["n", 3, 4]) for n in "ab"] + [_info("s", TensorProto.INT64, [2])],
+                   [_info(n, TensorProto.FLOAT, ["u", "v"]) for n in "pq"], 18)
+    feeds = {"a": X, "b": X * 2, "s": np.array([6, 4], np.int64)}
+    down = _same_in_ort(model, 11, feeds)
+    assert [[k.input[0] for k in n.attribute[1].g.node] for n in down.graph.node if n.op_type == "If"] == [["a"], ["b"]]
 
 
 @pytest.mark.parametrize("start,end", [(1, None), (-2, None), (0, -1), (1, 2), (-10, 10)])

@@ -318,3 +318,103 @@ def test_sorting_gated_units_activations_and_tiling():
                 np.tile(v, (2, 1)), np.triu(v, 1), np.concatenate([v[:, 2:], v[:, :2]], axis=1)]
     _check(m.model(values, indices, ordered, arg, glu, gtu, soft, hard, leaky, tiled, upper, joined), m.feeds,
            [e.astype(np.float32) if e.dtype == np.float64 else e for e in expected])
+
+
+@pytest.mark.parametrize("low,high,reverse,exclusive", [(4, 0, False, False), (7, 0, False, False),
+                                                        (5, -1, False, True), (0, 4, True, False),
+                                                        (-1, 5, True, True)])
+@pytest.mark.parametrize("dtype", ["int64", "float32"])
+def test_window_sum_of_one_side_padded_axis_is_cumsum(low, high, reverse, exclusive, dtype):
+    """How CumSum is lowered (and torch's position ids): Pad one side of the axis, sum windows as long as the
+    output; the window reaching the start (or the end) of the axis makes it a (reverse, exclusive) cumsum."""
+    m = Module()
+    data = (RNG.integers(-50, 50, (2, 5)) if dtype == "int64" else _f(2, 5)).astype(dtype)
+    x = m.input("x", data)
+    padded = m.op("Pad", x, m.const(np.zeros((), dtype)), type=(dtype, (2, 5 + low + high)),
+                  edge_padding_low=[0, low], edge_padding_high=[0, high], interior_padding=[0, 0])
+    y = m.op("ReduceWindow", padded, m.const(np.zeros((), dtype)), type=(dtype, (2, 5)), computation="ADD",
+             window_dimensions=[1, low + high + 1])
+    flipped = data[:, ::-1] if reverse else data
+    sums = np.cumsum(flipped, axis=1)
+    if exclusive:
+        sums = np.concatenate([np.zeros((2, 1), dtype), sums[:, :-1]], axis=1)
+    proto = _check(m.model(y), m.feeds, [sums[:, ::-1] if reverse else sums])
+    [cumsum] = [n for n in proto.graph.node if n.op_type == "CumSum"]
+    assert {a.name: a.i for a in cumsum.attribute} == {"exclusive": int(exclusive), "reverse": int(reverse)}
+
+
+def test_window_sum_short_of_the_axis_is_no_cumsum():
+    m = Module()
+    x = m.input("x", _f(2, 5))
+    padded = m.op("Pad", x, m.const(np.float32(0)), type=("float32", (2, 7)), edge_padding_low=[0, 2],
+                  edge_padding_high=[0, 0], interior_padding=[0, 0])
+    y = m.op("ReduceWindow", padded, m.const(np.float32(0)), type=("float32", (2, 5)), computation="ADD",
+             window_dimensions=[1, 3])
+    with pytest.raises(ConversionError, match="the window does not reach an end of the axis"):
+        hlo_to_onnx(m.model(y))
+
+
+def _lhs_dilated_conv(x, k, stride, low, high, dilation, groups):
+    """HLO convolution semantics written out: NCHW input dilated by ``stride``, padded (negative crops), then
+    correlated with the OIHW kernel ``k`` at ``dilation``, in ``groups``."""
+    n, c, h, w = x.shape
+    big = np.zeros((n, c, (h - 1) * stride[0] + 1, (w - 1) * stride[1] + 1), x.dtype)
+    big[:, :, ::stride[0], ::stride[1]] = x
+    for axis, (lo, hi) in enumerate(zip(low, high), start=2):
+        big = np.pad(big, [(0, 0)] * axis + [(max(lo, 0), max(hi, 0))] + [(0, 0)] * (3 - axis))
+        big = big.take(range(max(-lo, 0), big.shape[axis] - max(-hi, 0)), axis=axis)
+    o, cg, kh, kw = k.shape
+    oh, ow = big.shape[2] - dilation[0] * (kh - 1), big.shape[3] - dilation[1] * (kw - 1)
+    out = np.zeros((n, o, oh, ow), np.float64)
+    for g in range(groups):
+        og = o // groups
+        for i in range(kh):
+            for j in range(kw):
+                patch = big[:, g * cg:(g + 1) * cg, i * dilation[0]:i * dilation[0] + oh, j * dilation[1]:j * dilation[1] + ow]
+                out[:, g * og:(g + 1) * og] += np.einsum("nchw,oc->nohw", patch, k[g * og:(g + 1) * og, :, i, j])
+    return out.astype(x.dtype)
+
+
+@pytest.mark.parametrize("stride,low,high,dilation,groups", [
+    ((2, 2), (1, 1), (2, 2), (1, 1), 1),  # ConvTranspose(k=3, s=2, pads 1, output_padding 1): a UNet up block
+    ((2, 3), (2, 0), (1, 3), (1, 1), 2),  # pads 0/1 and 2/0, high past k-1 on axis 1 (output_padding 1), 2 groups
+    ((2, 2), (2, 4), (3, 4), (2, 2), 1),  # a dilated kernel: pads 2/1 and 0/0
+])
+def test_lhs_dilated_convolution_is_conv_transpose(stride, low, high, dilation, groups):
+    m = Module()
+    x = m.input("x", _f(2, 4, 3, 4))
+    k_data = _f(6, 4 // groups, 3, 3)
+    expected = _lhs_dilated_conv(m.feeds["x"], k_data, stride, low, high, dilation, groups)
+    k = m.input("k", k_data)
+    bias = m.input("bias", _f(6))
+    y = m.op("ConvBias", x, k, bias, type=("float32", expected.shape), window_strides=[1, 1], lhs_dilation=list(stride),
+             rhs_dilation=list(dilation), padding=list(low) + list(high), feature_group_count=groups,
+             batch_group_count=1, input_batch_dimension=0, input_feature_dimension=1, input_spatial_dimensions=[2, 3],
+             kernel_output_feature_dimension=0, kernel_input_feature_dimension=1, kernel_spatial_dimensions=[2, 3],
+             output_batch_dimension=0, output_feature_dimension=1, output_spatial_dimensions=[2, 3])
+    proto = _check(m.model(y), m.feeds, [expected + m.feeds["bias"].reshape(1, -1, 1, 1)])
+    assert "ConvTranspose" in _ops(proto)
+
+
+def test_lhs_dilated_convolution_beyond_conv_transpose_is_refused():
+    m = Module()
+    x, k = m.input("x", _f(1, 2, 3, 3)), m.input("k", _f(2, 2, 3, 3))
+    y = m.op("Conv", x, k, type=("float32", (1, 2, 7, 7)), window_strides=[1, 1], lhs_dilation=[2, 2],
+             rhs_dilation=[1, 1], padding=[3, 3, 1, 1], feature_group_count=1, batch_group_count=1,
+             input_batch_dimension=0, input_feature_dimension=1, input_spatial_dimensions=[2, 3],
+             kernel_output_feature_dimension=0, kernel_input_feature_dimension=1, kernel_spatial_dimensions=[2, 3],
+             output_batch_dimension=0, output_feature_dimension=1, output_spatial_dimensions=[2, 3])
+    with pytest.raises(ConversionError, match=r"padding \[3, 3, 1, 1\] is wider than a ConvTranspose can make"):
+        hlo_to_onnx(m.model(y))
+
+
+@pytest.mark.parametrize("given", ["scales", "sizes"])
+def test_resize_with_the_inputs_before_scales_or_sizes_omitted(given):
+    """Nearest, asymmetric, floor at twice the size: each element repeated twice along H and W."""
+    m = Module()
+    x = m.input("x", _f(1, 2, 3, 4))
+    operand = m.const(np.array([1, 1, 2, 2], np.float32) if given == "scales" else np.array([1, 2, 6, 8], np.int64))
+    inputs = [x, None, operand] if given == "scales" else [x, None, None, operand]
+    y = m.op("Resize", *inputs, type=("float32", (1, 2, 6, 8)), mode="NEAREST",
+             coordinate_transformation_mode="ASYMMETRIC", nearest_mode="FLOOR")
+    _check(m.model(y), m.feeds, [m.feeds["x"].repeat(2, axis=2).repeat(2, axis=3)])

@@ -103,7 +103,7 @@ def test_a_perturbed_weight_is_found_where_onnxruntime_sees_it(mlp, perturbed):
     assert result.exit_code == 1, result.output
     lines = result.output.splitlines()
     assert lines[-1] == "verify: 1 of 1 outputs differ"
-    row = next(line for line in lines if line.startswith("y "))
+    row = next(line for line in lines if line.split()[:2] == ["FAIL", "y"])  # the verdict column first
     index = ",".join(map(str, out.first_mismatch))
     assert f"{out.mismatches}/{out.total}" in row and f"[{index}]:" in row and f"{out.max_abs_error:.3g}" in row
 

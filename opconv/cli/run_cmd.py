@@ -18,9 +18,10 @@ import click
 import numpy as np
 
 from .. import load
-from ..atomic import check_output, is_stdout, write_file, write_text
+from ..atomic import check_output, is_stdout, write_text
 from ..errors import ExecutionError, OpconvError
 from ..input_shapes import parse_dim_option, parse_shape_option
+from ..npz import read_npz, write_npz  # noqa: F401 - write_npz is used here and by scripts
 from . import cli
 
 MODEL = click.Path(dir_okay=False)  # existence is checked by the loader, with opconv's own message
@@ -56,68 +57,6 @@ def show_input_shapes(shapes: dict[str, Any]) -> None:
     """Say on stderr which shapes the random inputs have (``{name: shape}``; None for a sequence or optional)."""
     text = " ".join(f"{name}={','.join(map(str, shape))}" for name, shape in shapes.items() if shape is not None)
     click.echo(f"input shapes: {text or 'none'}", err=True)
-
-
-# ---------------------------------------------------------------------------
-# npz files
-# ---------------------------------------------------------------------------
-
-def read_npz(path: str) -> dict[str, np.ndarray]:
-    """The arrays of an .npz file by name; strings come back as object arrays (opconv's string type)."""
-    import zipfile  # here, not at the top: a conversion never needs it and a fresh process starts faster
-
-    try:
-        with open(path, "rb") as f:
-            magic = f.read(6)
-    except FileNotFoundError:
-        raise OpconvError("no such file", where=path) from None
-    except OSError as e:
-        raise OpconvError(f"cannot read: {e.strerror or e}", where=path) from None
-    if magic == b"\x93NUMPY":
-        raise OpconvError("a .npy file holds one unnamed array; give inputs by name in an .npz file "
-                          "(numpy.savez(path, x=array))", where=path)
-    if not magic.startswith(b"PK"):
-        raise OpconvError("not a numpy .npz file", where=path)
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {name: data[name] for name in data.files}
-    except ValueError as e:
-        if "allow_pickle" in str(e):
-            raise OpconvError("holds pickled Python objects, which opconv does not load; save strings as "
-                              "numpy unicode arrays", where=path) from None
-        raise OpconvError(f"not a valid numpy .npz file ({e})", where=path) from None
-    except (OSError, zipfile.BadZipFile, EOFError) as e:
-        raise OpconvError(f"not a valid numpy .npz file ({e})", where=path) from None
-    return {k: v.astype(object) if v.dtype.kind in "US" else v for k, v in arrays.items()}
-
-
-def write_npz(path: str, arrays: dict[str, Any]) -> None:
-    """Write ``arrays`` as an .npz file atomically.
-
-    Written entry by entry rather than with ``numpy.savez``, whose keyword arguments
-    cannot hold every output name (``file``, for one); sequences are stored element
-    by element as ``name[i]``, and empty optionals are left out.
-    """
-    import zipfile
-
-    def write(f):
-        with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as zf:
-            for name, array in _flatten(arrays):
-                if array.dtype == object:
-                    array = array.astype(str)  # strings as unicode: readable without pickle
-                with zf.open(name + ".npy", "w", force_zip64=True) as member:
-                    np.lib.format.write_array(member, array, allow_pickle=False)
-
-    write_file(path, write, "wb")
-
-
-def _flatten(arrays: dict[str, Any]):
-    for name, value in arrays.items():
-        if isinstance(value, (list, tuple)):
-            for i, item in enumerate(value):
-                yield f"{name}[{i}]", np.asarray(item)
-        elif value is not None:
-            yield name, np.asarray(value)
 
 
 def _echo(*outputs: str | None):
@@ -252,67 +191,239 @@ def run(model, inputs_path, output, seed, input_shapes, dims):
         say(f"wrote {output}")
 
 
+class SideProgress:
+    """verify's progress on stderr: which model runs on which backend and how long it took.
+
+    On a terminal a live line counts the seconds of the running side and stays, with its time, when it ends;
+    otherwise one timed line per side when it ends (a side that fails leaves only the error's line).
+    """
+
+    def __init__(self, stream=None):
+        self.stream = stream if stream is not None else sys.stderr
+        self.live = bool(getattr(self.stream, "isatty", lambda: False)())
+        self._ticker = None
+
+    def __call__(self, side: str, what: str, seconds: float | None) -> None:
+        if seconds is None:
+            if self.live:
+                self._ticker = _Ticker(self.stream, f"{side}: running {what}")
+        elif self._ticker is not None:
+            self._ticker.stop(f"{side}: {what}: {seconds:.2f} s")
+            self._ticker = None
+        else:
+            self.stream.write(f"{side}: {what}: {seconds:.2f} s\n")
+            self.stream.flush()
+
+    def close(self) -> None:
+        """End a live line left by a side that failed (its error follows on a line of its own)."""
+        if self._ticker is not None:
+            self._ticker.stop("")
+            self._ticker = None
+
+
+class _Ticker:
+    """A terminal line ``text ... 3 s`` rewritten every second by a thread until ``stop``."""
+
+    def __init__(self, stream, text: str):
+        import threading
+        import time
+
+        self.stream, self.text, self.start, self.width = stream, text, time.perf_counter(), 0
+        self._stopped = threading.Event()
+        self._lock = threading.Lock()
+        self._show(f"{text} ...")
+        self._thread = threading.Thread(target=self._tick, daemon=True)
+        self._thread.start()
+
+    def _tick(self) -> None:
+        import time
+
+        while not self._stopped.wait(1.0):
+            with self._lock:
+                if not self._stopped.is_set():
+                    self._show(f"{self.text} ... {time.perf_counter() - self.start:.0f} s")
+
+    def _show(self, line: str) -> None:
+        self.stream.write("\r" + line.ljust(self.width))
+        self.stream.flush()
+        self.width = len(line)
+
+    def stop(self, final: str) -> None:
+        """Stop ticking; ``final`` replaces the line (kept on screen), or an empty one clears it."""
+        with self._lock:
+            self._stopped.set()
+            self._show(final)
+            self.stream.write("\n" if final else "\r")
+            self.stream.flush()
+        self._thread.join()
+
+
+def _backend_option(values: tuple[str, ...]) -> str | tuple[str, str] | None:
+    """``--backend NAME`` (both sides), ``A:NAME``, ``B:NAME`` -> what :func:`opconv.verify` takes."""
+    from ..verify import DEFAULT_BACKEND
+
+    both, sides = None, {}
+    for text in values:
+        side, _, name = text.rpartition(":")
+        if side.upper() not in ("", "A", "B"):
+            raise click.BadParameter(f"{text!r}: give NAME, A:NAME or B:NAME", param_hint="--backend")
+        if side:
+            sides[side.upper()] = name
+        else:
+            both = name
+    if not sides:
+        return both
+    default = both or DEFAULT_BACKEND
+    return sides.get("A", default), sides.get("B", default)
+
+
+def _tolerance_option(what: str, values: tuple[str, ...]) -> float | dict[str, float] | None:
+    """``--rtol 1e-3`` (every output) and ``--rtol NAME=1e-2`` (one output), repeatable -> a number or a mapping
+    with ``"*"`` for the rest."""
+    per: dict[str, float] = {}
+    for text in values:
+        name, sep, number = text.rpartition("=")
+        try:
+            per[name if sep else "*"] = float(number)
+        except ValueError:
+            raise click.BadParameter(f"{text!r}: give a number or OUTPUT=NUMBER", param_hint=f"--{what}") from None
+    if not per:
+        return None
+    return per["*"] if list(per) == ["*"] else per
+
+
 @cli.command()
 @click.argument("model_a", metavar="A", type=MODEL)
-@click.argument("model_b", metavar="B", type=MODEL)
+@click.argument("model_b", metavar="[B]", type=MODEL, required=False)
 @click.option("--inputs", "inputs_path", type=click.Path(dir_okay=False),
               help="An .npz file of inputs by A's input names (default: seeded random inputs).")
-@click.option("--rtol", type=float, help="Relative tolerance for every float output (default: per element type).")
-@click.option("--atol", type=float, help="Absolute tolerance for every float output (default: per element type).")
+@click.option("--backend", "backends", multiple=True, metavar="[A:|B:]NAME",
+              help="What runs the models: opconv (reference executors, default), onnxruntime, openvino, iree. "
+                   "NAME for both sides, A:NAME or B:NAME for one (repeatable).")
+@click.option("--openvino-precision", type=click.Choice(["f32", "bf16", "f16", "default"]), default="f32",
+              show_default=True, help="Inference precision of OpenVINO's CPU plugin; 'default' leaves it to the "
+                                      "plugin (bf16 on a CPU that has it).")
+@click.option("--rtol", "rtols", multiple=True, metavar="[OUTPUT=]R",
+              help="Relative tolerance: R for every float output, OUTPUT=R for one (repeatable). "
+                   "Default: per element type, at the precision the model computes in.")
+@click.option("--atol", "atols", multiple=True, metavar="[OUTPUT=]A",
+              help="Absolute tolerance: A for every float output, OUTPUT=A for one (repeatable).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the random inputs and of both models' random ops.")
 @shape_options(_RANDOM_SHAPE_HELP)
+@click.option("--expected", "expected_path", type=click.Path(dir_okay=False),
+              help="Compare A with outputs stored in this .npz (input:NAME / output:NAME, as --save-outputs "
+                   "writes them) instead of running a second model.")
+@click.option("--save-outputs", "save_path", type=click.Path(dir_okay=False),
+              help="Write the inputs and A's outputs to this .npz, for a later --expected.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the full report as JSON.")
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False),
               help="Write a JUnit XML report (one testcase per output) for CI dashboards.")
-def verify(model_a, model_b, inputs_path, rtol, atol, seed, input_shapes, dims, json_path, junit_path):
+@click.option("--bisect", "bisect", is_flag=True,
+              help="When outputs differ, find the first node of A whose output B does not reproduce.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False),
+              help="Write a self-contained HTML page: outputs with error histograms, bisect result, settings.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress or input shapes on stderr.")
+def verify(model_a, model_b, inputs_path, backends, openvino_precision, rtols, atols, seed, input_shapes, dims,
+           expected_path, save_path, json_path, junit_path, quiet, bisect, html_path):
     """Run A and B on the same inputs and compare every output of B with A's.
 
-    A and B may be of any dialect, e.g. an ONNX model and its conversion.
+    A and B may be of any dialect, e.g. an ONNX model and its conversion, and
+    run on opconv's executors or on the runtimes they are deployed to.
     Inputs and outputs pair by name, or by position when the names differ
     (said in the output).  Floats compare with |b - a| <= atol + rtol*|a|
-    (tolerances per element type unless --rtol/--atol); integers, bools and
-    strings exactly.
+    (tolerances per element type, at the float type the model computes in,
+    unless --rtol/--atol); integers, bools and strings exactly.  Each output
+    gets the max, mean, median and 99th percentile of its absolute and
+    relative errors.  When outputs differ, --bisect names the first node of A
+    (in topological order) whose output B does not reproduce, comparing the
+    intermediate values the conversion kept names for, on the same backends.
 
     \b
     Examples:
       opconv verify model.onnx converted.onnx
-      opconv verify model.onnx model.xml --inputs in.npz --rtol 1e-4 --atol 1e-5
-      opconv verify a.onnx b.onnx --seed 3 --json report.json --junit report.xml
+      opconv verify model.onnx model.xml --backend A:onnxruntime --backend B:openvino
+      opconv verify model.onnx model.xml --inputs in.npz --rtol 1e-4 --atol logits=1e-3
+      opconv verify model.onnx model.xml --backend onnxruntime --save-outputs ref.npz
+      opconv verify model.xml --expected ref.npz --backend openvino --junit report.xml
+      opconv verify model.onnx model.xml --bisect --html report.html
 
     Exit code 0 when every output is equal, 1 when some differ, 2 when a model
     or the inputs cannot be read or run.
     """
     import opconv
 
-    say = _echo(json_path, junit_path)
-    for path in (json_path, junit_path):
+    if (model_b is None) == (expected_path is None):
+        raise click.UsageError("give two models A B, or one model and --expected F.npz" if model_b is None else
+                               "give --expected or a second model, not both")
+    say = _echo(json_path, junit_path, html_path)
+    for path in (json_path, junit_path, save_path, html_path):
         if path:
             check_output(path)
     inputs = read_npz(inputs_path) if inputs_path else None
-    report = opconv.verify(model_a, model_b, inputs, rtol, atol, seed=seed, input_shapes=input_shapes, dims=dims)
-    if report.random_inputs:
+    progress = None if quiet else SideProgress()
+    try:
+        report = opconv.verify(model_a, model_b, inputs, _tolerance_option("rtol", rtols),
+                               _tolerance_option("atol", atols), seed=seed, input_shapes=input_shapes, dims=dims,
+                               backends=_backend_option(backends), openvino_precision=openvino_precision,
+                               expected=expected_path, save_outputs=save_path, progress=progress,
+                               bisect=bisect, histograms=bool(html_path))
+    finally:
+        if progress is not None:
+            progress.close()
+    if report.random_inputs and not quiet:
         show_input_shapes({name: s.get("shape") for name, s in report.inputs.items()})
-    say(f"A: {report.model_a}")
-    say(f"B: {report.model_b}")
+    say(f"A: {report.model_a}" + ("" if report.backend_a == "expected" else f" on {report.backend_a}"))
+    say(f"B: {report.model_b} on {report.backend_b}")
+    origin = f"random, seed {seed}" if report.random_inputs else inputs_path or expected_path
     fed = ", ".join(f"{name} {_describe_input(s)}" for name, s in report.inputs.items()) or "none"
-    say(f"inputs ({f'random, seed {seed}' if report.random_inputs else inputs_path}): {fed}")
+    say(f"inputs ({origin}): {fed}")
+    if report.precision:
+        say(f"note: the models compute in {report.precision}: float outputs compare at its tolerance")
     for note in report.notes:
         say(f"note: {note}")
-    rows = [["output", "shape/dtype", "max abs err", "max rel err", "mismatches", "first mismatch (A vs B)"]]
-    for o in report.outputs:
-        comparable = o.expected_shape == o.actual_shape and o.expected_dtype == o.actual_dtype
-        errors = [_error_figure(o.max_abs_error), _error_figure(o.max_rel_error)] if comparable else ["-", "-"]
-        rows.append([o.name, _type_cell(o), *errors, f"{o.mismatches}/{o.total}" if comparable else "-",
-                     _first_mismatch_cell(o)])
-    for line in _table(rows):
+    for line in _verdict_table(report):
         say(line)
     if json_path:
         write_text(json_path, json.dumps(report.to_json(), indent=1) + "\n")
     if junit_path:
         write_text(junit_path, report.to_junit())
+    _bisect_and_html(report, html_path, say)
+    if save_path:
+        say(f"wrote {save_path}")
     say(report.summary())
     sys.exit(0 if report.ok else 1)
+
+
+def _bisect_and_html(report, html_path: str | None, say) -> None:
+    """``verify --bisect``'s line and ``--html``'s page."""
+    if report.bisect is not None:
+        say(report.bisect.summary())
+    if html_path:
+        from ..html_report import render
+
+        write_text(html_path, render(report))
+
+
+def _verdict_table(report) -> list[str]:
+    """The per-output table, its first column the verdict (green ok / red FAIL where the terminal shows colour)."""
+    rows = [["verdict", "output", "shape/dtype", "abs error max/mean/median/p99", "rel error max/mean/median/p99",
+             "mismatches", "rtol/atol", "first mismatch (A vs B)"]]
+    for o in report.outputs:
+        comparable = o.expected_shape == o.actual_shape and o.expected_dtype == o.actual_dtype
+        errors = [_figures(o, "abs"), _figures(o, "rel")] if comparable else ["-", "-"]
+        rows.append(["ok" if o.ok else "FAIL", o.name, _type_cell(o), *errors,
+                     f"{o.mismatches}/{o.total}" if comparable else "-", f"{o.rtol:g}/{o.atol:g}",
+                     _first_mismatch_cell(o)])
+    lines = _table(rows)
+    for i, o in enumerate(report.outputs, start=1):
+        verdict = rows[i][0]
+        lines[i] = click.style(verdict, fg="green" if o.ok else "red", bold=not o.ok) + lines[i][len(verdict):]
+    return lines
+
+
+def _figures(o, kind: str) -> str:
+    return "/".join(_error_figure(getattr(o, f"{stat}_{kind}_error")) for stat in ("max", "mean", "median", "p99"))
 
 
 def _describe_input(s: dict) -> str:
@@ -323,11 +434,11 @@ def _describe_input(s: dict) -> str:
 
 def _type_cell(o) -> str:
     if o.expected_shape is None and o.actual_shape is None:
-        return "ok" if o.ok else o.message  # sequences and optionals: only the message says more
+        return "-" if o.ok else o.message  # sequences and optionals: only the message says more
     a = f"{o.expected_dtype}[{','.join(map(str, o.expected_shape))}]"
     if o.expected_shape == o.actual_shape and o.expected_dtype == o.actual_dtype:
-        return f"ok {a}"
-    return f"DIFFER {a} vs {o.actual_dtype}[{','.join(map(str, o.actual_shape))}]"
+        return a
+    return f"{a} vs {o.actual_dtype}[{','.join(map(str, o.actual_shape))}]"
 
 
 def _first_mismatch_cell(o) -> str:

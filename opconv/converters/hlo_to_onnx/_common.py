@@ -27,7 +27,7 @@ from ...types import element_type
 from ..openvino_to_onnx._common import Ctx as _OnnxCtx
 from ..openvino_to_onnx._common import Rules as _OnnxRules
 from ..openvino_to_onnx._common import INT64_MAX, INT64_MIN, const_ints, const_scalar
-from ..rewrite import Builder, Refuse, constant_value
+from ..rewrite import Builder, Refuse, Rule, constant_value
 
 #: the lowest ai.onnx opset the rules target (axes inputs of Squeeze/Unsqueeze/ReduceSum, Split sizes input)
 MIN_OPSET = 13
@@ -70,6 +70,33 @@ class Rules(_OnnxRules):
 
     def __init__(self):
         super().__init__(ctx=Ctx, domain="")
+
+    def op_omitting(self, op: str, *layouts: str):
+        """Register ``fn(c, *inputs)`` for ``op`` nodes that omit optional inputs before a given one (``None``).
+
+        Each layout says, per input slot, given (``x``) or omitted (``-``): ``"x--x"`` matches Resize's
+        input and sizes alone."""
+        def wrap(fn):
+            def replacement(b: Builder, m):
+                return fn(self.ctx(b, m.root), *m.root.inputs)
+
+            for layout in layouts:
+                self.rules.append(Rule(f"{op}-to-onnx/{layout}", _omitting_pattern(op, layout, self.domain),
+                                       replacement))
+            return fn
+
+        return wrap
+
+
+def _omitting_pattern(op: str, layout: str, domain: str):
+    """A one-node pattern for ``op`` with inputs given or omitted as ``layout`` says (see ``Rules.op_omitting``)."""
+    def fn(p, *xs):
+        given = iter(xs)
+        return p.node(op, *[next(given) if slot == "x" else None for slot in layout], _domain=domain)
+
+    fn.capture_names = [f"x{i}" for i, slot in enumerate(layout) if slot == "x"]
+    fn.__name__ = op
+    return fn
 
 
 __all__ = ["MIN_OPSET", "INT64_MAX", "INT64_MIN", "Ctx", "Rules", "Refuse", "shape_of", "np_dtype", "const_ints",

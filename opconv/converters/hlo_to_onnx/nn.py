@@ -7,7 +7,8 @@ import string
 import numpy as np
 
 from ...types import TensorType
-from ._common import Ctx, Refuse, Rules, constant_value, shape_of
+from ..rewrite import Rule
+from ._common import INT64_MIN, Ctx, Refuse, Rules, constant_value, shape_of
 
 RULES = Rules()
 
@@ -71,24 +72,58 @@ def conv(c: Ctx, lhs, rhs, bias=None):
     n = len(a["input_spatial_dimensions"])
     if a.get("batch_group_count", 1) not in (None, 1):
         raise Refuse("batch_group_count > 1 has no ONNX form")
-    if any(d != 1 for d in a.get("lhs_dilation") or []):
-        raise Refuse("lhs_dilation (a transposed convolution) is not mapped")
     auto = a.get("auto_pad") or "NOTSET"
     padding = [int(p) for p in (a.get("padding") or [0] * (2 * n))]
-    if any(p < 0 for p in padding):
-        raise Refuse("negative padding has no ONNX Conv form")
     in_perm = [a["input_batch_dimension"], a["input_feature_dimension"]] + list(a["input_spatial_dimensions"])
     k_perm = [a["kernel_output_feature_dimension"], a["kernel_input_feature_dimension"]] + list(
         a["kernel_spatial_dimensions"])
     out_order = [a["output_batch_dimension"], a["output_feature_dimension"]] + list(a["output_spatial_dimensions"])
     x = lhs if in_perm == list(range(n + 2)) else c.onnx("Transpose", lhs, perm=in_perm)
     w = rhs if k_perm == list(range(n + 2)) else c.onnx("Transpose", rhs, perm=k_perm)
-    y = c.onnx("Conv", x, w, bias, strides=list(a.get("window_strides") or [1] * n),
-               dilations=list(a.get("rhs_dilation") or [1] * n), group=int(a.get("feature_group_count") or 1),
-               auto_pad=auto, pads=padding if auto == "NOTSET" else None)
+    if any(int(d) != 1 for d in a.get("lhs_dilation") or []):
+        y = _conv_transpose(c, x, w, [shape_of(rhs)[d] for d in k_perm], bias, padding, auto)
+    else:
+        if any(p < 0 for p in padding):
+            raise Refuse("negative padding has no ONNX Conv form")
+        y = c.onnx("Conv", x, w, bias, strides=list(a.get("window_strides") or [1] * n),
+                   dilations=list(a.get("rhs_dilation") or [1] * n), group=int(a.get("feature_group_count") or 1),
+                   auto_pad=auto, pads=padding if auto == "NOTSET" else None)
     if out_order == list(range(n + 2)):
         return y
     return c.onnx("Transpose", y, perm=list(np.argsort(out_order)))
+
+
+def _conv_transpose(c: Ctx, x, w, w_shape: list[int], bias, padding: list[int], auto: str):
+    """A convolution of the lhs-dilated input (x NCHW, w OIHW of ``w_shape``): ConvTranspose, strided by the dilation.
+
+    ConvTranspose(W, strides s, pads b/e, output_padding o) is the stride-s-dilated input padded by
+    d*(k-1) - b before and d*(k-1) - e + o after, correlated with W's kernel flipped and its two feature
+    axes swapped (per group); so the HLO padding gives b and e (o takes what e cannot, being >= 0)."""
+    a = c.a
+    n = len(w_shape) - 2
+    strides = [int(s) for s in a["lhs_dilation"]]
+    dilations = [int(d) for d in (a.get("rhs_dilation") or [1] * n)]
+    if any(int(s) != 1 for s in a.get("window_strides") or []) or auto != "NOTSET":
+        raise Refuse("lhs_dilation with window strides or auto_pad has no ConvTranspose form")
+    kernel = w_shape[2:]
+    begin = [d * (k - 1) - p for d, k, p in zip(dilations, kernel, padding[:n])]
+    end = [d * (k - 1) - p for d, k, p in zip(dilations, kernel, padding[n:])]
+    extra = [max(-e, 0) for e in end]
+    if any(b < 0 for b in begin) or any(o >= s for o, s in zip(extra, strides)):
+        raise Refuse(f"padding {padding} is wider than a ConvTranspose can make (pads >= 0, output_padding < "
+                     f"strides {strides})")
+    group = int(a.get("feature_group_count") or 1)
+    out_f, in_per_group = w_shape[:2]
+    if group > 1:  # (O, I/g, k) -> (g, O/g, I/g, k) -> (g, I/g, O/g, k) -> (I, O/g, k)
+        w = c.onnx("Reshape", w, c.i64([group, out_f // group, in_per_group, *kernel]))
+        w = c.onnx("Transpose", w, perm=[0, 2, 1] + list(range(3, 3 + n)))
+        w = c.onnx("Reshape", w, c.i64([group * in_per_group, out_f // group, *kernel]))
+    else:
+        w = c.onnx("Transpose", w, perm=[1, 0] + list(range(2, 2 + n)))
+    spatial = list(range(2, 2 + n))
+    w = c.onnx("Slice", w, c.i64([-1] * n), c.i64([INT64_MIN] * n), c.i64(spatial), c.i64([-1] * n))
+    return c.onnx("ConvTranspose", x, w, bias, strides=strides, dilations=dilations, group=group,
+                  pads=begin + [max(e, 0) for e in end], output_padding=extra if any(extra) else None)
 
 
 RULES.op("Conv", inputs=2)(conv)
@@ -129,6 +164,54 @@ def global_avg_pool(c: Ctx, x):
 def global_max_pool(c: Ctx, x):
     _nchw(c, x, c.a["dims"])
     return c.onnx("GlobalMaxPool", x)
+
+
+def _window_sum_of_padded(p, x, fill, init):
+    return p.ReduceWindow(p.Pad(x, fill, _name="pad"), init)
+
+
+def cumulative_sum(b, m):
+    """A sum over a window as long as the axis, of the input padded on one side: CumSum (how CumSum is lowered).
+
+    With low + high = window - 1 padding on the one windowed axis (length n), output i sums the input from
+    i - low to i + high, clipped to the axis: from the start when low >= n - 1, and to i (high 0) or i - 1
+    (high -1, exclusive); the mirror image (low 0 or -1, high >= n - 1) is the reversed sum."""
+    c = Ctx(b, m.root)
+    x, pad = m.values["x"], m.node("pad")
+    rank = len(shape_of(x))
+    a = c.a
+    if a["computation"] != "ADD" or c.opset < 11:
+        raise Refuse("not a sum, or CumSum (opset 11) is not in the target")
+    for value, what in ((m.values["init"], "init value"), (m.values["fill"], "padding value")):
+        data = constant_value(value)
+        if data is None or np.any(np.asarray(data) != 0):
+            raise Refuse(f"the {what} is not a constant 0")
+    if (pad.attr("mode") or "PAD_VALUE") != "PAD_VALUE" or any(int(i) for i in pad.attr("interior_padding") or []):
+        raise Refuse("the padding is not a plain constant padding")
+    ones = [1] * rank
+    if any([int(v) for v in (a.get(k) or ones)] != ones for k in ("window_strides", "base_dilations",
+                                                                    "window_dilations")) \
+            or (a.get("auto_pad") or "NOTSET") != "NOTSET":
+        raise Refuse("strides, dilations or auto_pad other than 1 and NOTSET")
+    window = [int(w) for w in a["window_dimensions"]]
+    low, high = [int(v) for v in pad.attr("edge_padding_low")], [int(v) for v in pad.attr("edge_padding_high")]
+    axes = [d for d in range(rank) if window[d] != 1 or low[d] or high[d]]
+    if len(axes) != 1:
+        raise Refuse("not one windowed axis")
+    d = axes[0]
+    n, lo, hi = shape_of(x)[d], low[d], high[d]
+    if lo + hi != window[d] - 1:
+        raise Refuse("the output is not as long as the axis")
+    if hi in (0, -1) and lo >= n - 1:
+        exclusive, reverse = hi == -1, 0
+    elif lo in (0, -1) and hi >= n - 1:
+        exclusive, reverse = lo == -1, 1
+    else:
+        raise Refuse("the window does not reach an end of the axis")
+    return c.onnx("CumSum", x, b.const(np.asarray(d, np.int64), "axis"), exclusive=int(exclusive), reverse=reverse)
+
+
+RULES.rules.append(Rule("ReduceWindow(Pad)-to-CumSum", _window_sum_of_padded, cumulative_sum))
 
 
 @RULES.op("ReduceWindow", inputs=2)

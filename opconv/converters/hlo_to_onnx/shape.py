@@ -212,6 +212,7 @@ def scatter(c: Ctx, x, indices, updates):
     return c.onnx("ScatterND", x, c.as_i64(indices), updates, reduction=reduction if reduction != "none" else None)
 
 
+@RULES.op_omitting("Resize", "x-x", "x--x", "x-xx")
 @RULES.op("Resize", inputs=range(1, 5))
 def resize(c: Ctx, x, roi=None, scales=None, sizes=None):
     a = c.a

@@ -380,6 +380,21 @@ class Context:
         return graph.add_initializer(unique, Tensor(element_type_of(array), array.shape, array=array,
                                                     nbytes=array.nbytes))
 
+    def branch(self, label: str, op: str, *inputs: Value | None, out_type=None, **attrs) -> Graph:
+        """A one-node subgraph (an If branch) reading ``inputs`` from this graph, at this step's opset.
+
+        Its node is stepped to the target at once (the walk over the model's subgraphs is past)."""
+        hint = f"{self.node.name or self.node.op}/{label}"
+        sub = Graph(hint, parent=self.graph)
+        typed = {k: v if isinstance(v, Attr) else infer_attr(k, v) for k, v in attrs.items()}
+        out = sub.op(op, *inputs, version=self.version, name=hint, attrs=typed)
+        out.type = out_type
+        sub.outputs = [out]
+        self.converter.graph(sub, f"{self.node.label} / {label}: ")
+        sub.nodes = [n for n in sub.nodes if n.graph is sub]  # as tidy() does (the protobuf path skips it)
+        sub.topological_sort()
+        return sub
+
     def cast(self, value: Value, dtype: str) -> Value:
         out = self.op("Cast", value, to=element_type(dtype).onnx)
         shape = self.shape(value)

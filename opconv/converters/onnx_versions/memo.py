@@ -23,8 +23,8 @@ the hint the adapters gave, rewritten for this node (``b7/Flatten`` for node ``b
 first node ``b0`` got ``b0/Flatten``), in the same order, so names are unique, deterministic and
 usually those the whole-model way picks.
 
-A result is kept as a template only if it is self-contained: its nodes read only the node's
-operands and what the conversion made, every output something reads keeps its name, no node of
+A result is kept as a template only if it is self-contained: its nodes (none with a subgraph)
+read only the node's operands and what the conversion made, every output something reads keeps its name, no node of
 it is a Constant (whose readers would see its data), every type the adapters read is one of the
 node's operands' (or of what they made).  ``proto_path`` converts every other node the usual way.
 """
@@ -210,6 +210,8 @@ class Template:
         t.gone = [v.name for v in outs if v is not None and v.name not in produced]
         if any(n.op == "Constant" for n in group):
             return t  # its readers would see its data (rewrite.constant_value); a reuse hides it
+        if any(True for n in group for _ in n.subgraphs()):
+            return t  # a subgraph reads the node's operands by name, which a reuse does not rename
         if any(v is not None and need and v.name not in produced for v, need in zip(outs, needed)):
             return t  # another value took the place of an output something reads
         index = t.plan_names(node, [*ins, *outs], hints)

@@ -11,6 +11,7 @@ import numpy as np
 
 from ...dialects.onnx.proto import messages as pb
 from ...ir import Attr
+from ...types import TensorType, element_type
 from ..rewrite import Refuse
 from .registry import downgrade, needs_types, upgrade
 
@@ -57,7 +58,8 @@ def reshape_without_allowzero(ctx, node):
     """Before 14 a 0 in the shape always copies the input's dim; with allowzero=1 it is a real 0.
 
     Dropping allowzero is exact when no 0 can reach the shape: a constant shape without one, or an
-    input with no zero dim (a 0 in the shape would then make Reshape-14 fail, not differ)."""
+    input with no zero dim (a 0 in the shape would then make Reshape-14 fail, not differ).  Otherwise
+    the shape is tested at run time (see ``reshape_keeping_zeros``)."""
     if not int(ctx.pop_attr(node, "allowzero", 0)):
         return
     target = ctx.constant(node.inputs[1])
@@ -72,10 +74,37 @@ def reshape_without_allowzero(ctx, node):
     if out is not None and all(isinstance(d, int) and d > 0 or d is not None and dims is not None and i < len(dims)
                                and d == dims[i] for i, d in enumerate(out)):
         return
-    what = "holds 0" if target is not None else "is computed at run time"
-    raise Refuse(f"allowzero=1 makes a 0 in the shape a zero dim, and the shape {what} while neither the "
-                 f"input's dims are known to be non-zero nor the output's to be the input's; Reshape before 14 "
-                 f"copies the input's dim instead")
+    length = ctx.shape(node.inputs[1])
+    if length is not None and length[:1] == (0,):
+        return  # an empty shape (a scalar) has no 0 in it
+    dtype = ctx.dtype(node.inputs[0])
+    if dtype is None:
+        raise Refuse("allowzero=1 with a 0 possible in the shape: the element type of the data must be known to "
+                     "build the empty tensor a 0 gives")
+    if target is not None:  # always empty (Reshape-14 fails on data that is not): a constant
+        target = np.asarray(target).reshape(-1)
+        if np.any(target < 0):
+            raise Refuse(f"allowzero=1 with both 0 and -1 in the shape {target.tolist()} is invalid in Reshape-14")
+        ctx.replace(node, [ctx.const(np.zeros(tuple(int(d) for d in target), element_type(dtype).numpy), "empty")])
+    else:
+        reshape_keeping_zeros(ctx, node, dtype)
+
+
+def reshape_keeping_zeros(ctx, node, dtype: str):
+    """``If(ReduceProd(shape) == 0, ConstantOfShape(shape), Reshape(data, shape))``: Reshape-14's result.
+
+    With a 0 in the shape, Reshape-14 succeeds only on empty data (the sizes must match) and gives
+    an empty tensor of exactly that shape, which ConstantOfShape makes; without one, Reshape-13 does
+    the same as 14.  The product is 0 exactly when an element is (a product of dims that wraps to 0
+    in int64 would describe 2**64 elements, which no tensor has)."""
+    data, shape = node.inputs[0], node.inputs[1]
+    out_type = TensorType(dtype, None)
+    empty = ctx.branch("empty", "ConstantOfShape", shape, out_type=out_type,
+                       value=np.zeros(1, element_type(dtype).numpy))
+    reshaped = ctx.branch("reshaped", "Reshape", data, shape, out_type=out_type)
+    size = ctx.op("ReduceProd", shape, keepdims=0)
+    has_zero = ctx.op("Equal", size, ctx.const(np.array(0, np.int64), "zero"))
+    ctx.replace(node, [ctx.op("If", has_zero, then_branch=empty, else_branch=reshaped)])
 
 
 # -- Shape ------------------------------------------------------------------------
@@ -98,11 +127,11 @@ def shape_start_end_as_slice(ctx, node):
 
 @downgrade("ConstantOfShape", 9)
 def constant_of_shape_as_expand(ctx, node):
-    """A constant shape filled with ``value``: Expand of the one value at opset 8, the constant itself below."""
-    dims = ctx.static(node.inputs[0], "input 'input' (the shape)")
+    """The shape filled with ``value``: Expand of the one value at opset 8, the constant itself below (a constant shape)."""
     value = node.attr("value")
     fill = value.numpy().reshape(-1)[:1].reshape(()) if value is not None else np.zeros((), np.float32)
     if ctx.converter.target < 8:
+        dims = ctx.static(node.inputs[0], "input 'input' (the shape; Expand is from opset 8)")
         shape = tuple(int(d) for d in np.asarray(dims).reshape(-1))
         ctx.replace(node, [ctx.const(np.full(shape, fill, fill.dtype), "filled")])
     else:  # the shape stays the node's own operand (an overridable input in old models)
@@ -177,7 +206,6 @@ def pad_attributes_to_inputs(ctx, node):
         dtype = ctx.dtype(node.inputs[0])
         if dtype is None:
             raise Refuse("the element type of the data is unknown; constant_value must have it")
-        from ...types import element_type
         fill = ctx.const(np.array(value, dtype=element_type(dtype).numpy), "constant_value")
     ctx.set_inputs(node, [node.inputs[0], pads, fill])
 
@@ -494,7 +522,6 @@ def cast_fnuz_saturation(ctx, node):
     """From 24, saturating casts send +-inf to the largest FNUZ float8 value; before, to NaN."""
     to = node.attr("to") if node.op == "Cast" else None
     if to is None and node.op == "CastLike" and ctx.dtype(node.inputs[1]) is not None:
-        from ...types import element_type
         to = element_type(ctx.dtype(node.inputs[1])).onnx
     if to in _FNUZ and int(node.attr("saturate", 1)):
         raise Refuse("saturating casts to FNUZ float8 treat infinities differently before Cast-24")
@@ -513,7 +540,6 @@ def trilu_as_mask(ctx, node):
     dtype = ctx.dtype(x)
     if dtype is None or shape is None or len(shape) < 2:
         raise Refuse("the element type and rank of the input must be known to build the mask")
-    from ...types import element_type
     k = node.inputs[1] if len(node.inputs) > 1 else None
     upper = bool(int(node.attr("upper", 1)))
     rows, cols = shape[-2:]
