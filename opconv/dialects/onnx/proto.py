@@ -122,12 +122,14 @@ def infer_shapes(model, *, strict_mode: bool = False, data_prop: bool = False):
         import onnx.shape_inference
 
         return onnx.shape_inference.infer_shapes(model, strict_mode=strict_mode, data_prop=data_prop)
+    long_vectors = _long_vectors(model.graph) if data_prop else []
+    if any(length > DATA_PROP_NO_VECTOR for _, length in long_vectors):
+        data_prop, long_vectors = False, []  # propagation over it could only run out of memory; shapes need none
     # The op names are in the bytes of any model holding such a node: a byte search spares the common path
     # a walk over every node (~8 us each).
     unsafe = HANG_PRONE | (DATA_PROP_HANG_PRONE if data_prop else frozenset())
     hang_prone = _hang_prone_ops(model, unsafe) if any(op.encode() in serialized for op in unsafe) else []
-    if data_prop:
-        hang_prone += _long_vectors(model.graph)
+    hang_prone += [f"{name!r} of {length} elements under data propagation" for name, length in long_vectors]
     if hang_prone:
         data = _in_child(serialized, strict_mode, data_prop, hang_prone,
                          default_limit=5 + len(model.graph.node) / 1000, model_bytes=len(serialized))
@@ -164,21 +166,24 @@ _WITH_SUBGRAPHS = frozenset({"If", "Loop", "Scan", "SequenceMap"})  # whose bodi
 
 
 #: data propagation gives each element of a 1-D value a dim of its own: over a vector declared this long, onnx's
-#: Cast, Add, Concat, Unsqueeze ... ran for ever (2**24 elements: minutes; 2**40: memory exhausted; onnx 1.23)
+#: Cast, Add, Concat, Unsqueeze ... ran for ever (2**24 elements: minutes; 2**40: memory exhausted; onnx 1.23).
+#: Longer vectors are propagated in the guarded child; past DATA_PROP_NO_VECTOR, not at all (no shape is that long)
 DATA_PROP_LONGEST_VECTOR = 1 << 16
+DATA_PROP_NO_VECTOR = 1 << 20
 
 
-def _long_vectors(graph) -> list[str]:
-    """The 1-D values the graph declares (inputs, initializers, value_info) longer than data propagation can take."""
+def _long_vectors(graph) -> list[tuple[str, int]]:
+    """(name, length) of the 1-D values the graph declares (inputs, initializers, value_info) longer than
+    data propagation takes in process."""
     found = []
     for infos in (graph.input, graph.value_info):
         for vi in infos[:]:  # a slice of a upb repeated field is read at C speed
             dims = vi.type.tensor_type.shape.dim
             if len(dims) == 1 and dims[0].dim_value > DATA_PROP_LONGEST_VECTOR:
-                found.append(f"{vi.name!r} of {dims[0].dim_value} elements under data propagation")
+                found.append((vi.name, dims[0].dim_value))
     for t in graph.initializer[:]:
         if len(t.dims) == 1 and t.dims[0] > DATA_PROP_LONGEST_VECTOR:
-            found.append(f"{t.name!r} of {t.dims[0]} elements under data propagation")
+            found.append((t.name, t.dims[0]))
     return found[:3]
 
 
