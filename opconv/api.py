@@ -147,7 +147,9 @@ def prepare(model: ModelSource, *, seed: int = 0) -> Session:
 
     if not (hasattr(seed, "__index__") and seed.__index__() >= 0):
         raise OpconvError(f"the seed must be a non-negative integer, got {seed!r}")
-    model = load(model)
+    from .validation import require_valid
+
+    model = require_valid(load(model))
     d = dialects.get(model.dialect)
     if d.prepare is None:
         raise NotImplementedFeature(f"the {model.dialect} reference executor")

@@ -75,6 +75,11 @@ def check(shape, itemsize: int, what: str, where: str | None = None) -> None:
     """Refuse to make ``what`` of ``shape`` when it is over the tensor budget (or has a negative dim)."""
     if any(int(d) < 0 for d in shape):
         raise BudgetError(f"{what} would have a negative dimension: {list(map(int, shape))}", where=where)
+    span = max(int(itemsize), 1)  # numpy refuses a shape whose non-zero dims overflow its index type, even empty
+    for d in shape:
+        span *= max(int(d), 1)
+    if span >= 1 << 63:
+        raise BudgetError(f"{what} would have a shape no array can hold: {list(map(int, shape))}", where=where)
     check_bytes(elements(shape) * max(int(itemsize), 1), f"{what} (shape {list(map(int, shape))})", where)
 
 

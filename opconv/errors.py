@@ -50,6 +50,12 @@ class ValidationError(OpconvError):
         super().__init__(first + more, where=where)
 
 
+class MalformedModelError(ValidationError):
+    """A model breaks its schemas where conversions and executors rely on them; refused before they run."""
+
+    exit_code = 2  # not 1: a command's 1 says a check or a verification found a difference
+
+
 class BudgetError(OpconvError):
     """Something would be larger than a size budget (:mod:`opconv.budget`); the message says which."""
 

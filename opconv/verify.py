@@ -32,6 +32,7 @@ from .errors import ExecutionError, OpconvError
 from .input_shapes import InputShapes, format_shape
 from .ir import Model, Value
 from .types import OptionalType, SequenceType, TensorType, element_type
+from .validation import require_valid
 
 #: vocabulary of random string inputs
 _WORDS = np.array(["alpha", "beta", "gamma", "delta", "cat", "dog", "red", "blue", "one", "two"], dtype=object)
@@ -344,7 +345,7 @@ class _Side:
         from .backends import get_backend
 
         runner = get_backend(backend, **settings.get(backend, {}))  # an unknown name fails before a long load
-        model = opconv.load(source)
+        model = require_valid(opconv.load(source))
         return cls(_describe(model, source), [v.name for v in required_inputs(model)],
                    [v.name for v in model.graph.outputs], model, source, runner)
 
@@ -546,7 +547,7 @@ def random_inputs(model: Any, seed: int = 0, input_shapes: Mapping[str, tuple] |
 
     if not (hasattr(seed, "__index__") and seed.__index__() >= 0):
         raise OpconvError(f"the seed must be a non-negative integer, got {seed!r}")
-    model = opconv.load(model)
+    model = require_valid(opconv.load(model))
     rng = np.random.default_rng(seed)
     inputs = required_inputs(model)
     bound = InputShapes({v.name: _tensor_type(v).shape for v in inputs}, input_shapes, dims)

@@ -173,7 +173,9 @@ def campaign(formats, per_format: int, seed: int, timeout: float, memory: int, o
                     outcome, detail = run_one(args, timeout, memory, work)
                     outcomes[outcome] += 1
                     if outcome not in ("ok", "error"):
-                        key = f"{outcome}: {detail.split(': ')[0] if outcome == 'crash' else detail}"
+                        # a hang or a memory kill carries no frame: the command tells such signatures apart
+                        key = f"{outcome}: {detail.split(': ')[0]}" if outcome == "crash" else \
+                            f"{outcome}: {detail} ({args[0]})"
                         sig = signatures[key]
                         sig["count"] += 1
                         if sig["count"] == 1:

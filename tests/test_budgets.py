@@ -186,3 +186,34 @@ def test_guarded_shape_inference_works_with_descriptors_above_1023():
         for fd in held:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+@pytest.mark.parametrize("caller", ["static shapes", "version converter"])
+def test_best_effort_shape_inference_gives_up_on_onnx_s_failures_only(monkeypatch, caller):
+    """Inference is a help to conversions: onnx failing on a model is no error, a bug of opconv's surfaces."""
+    from opconv.converters import static_inputs
+    from opconv.converters.onnx_versions import driver
+    from opconv.dialects.onnx import proto
+
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])]), opset_imports=[helper.make_opsetid("", 13)])
+    onnx_failure = proto.inference_failures()[0]("[ShapeInferenceError] inference failed")
+
+    def convert():
+        if caller == "static shapes":
+            return opconv.convert(model, to="openvino")
+        return driver.infer_types(None, model)
+
+    for failure in (onnx_failure, RuntimeError("std::runtime_error from C++"), TypeError("a bug of opconv's")):
+        def failing(*args, **kwargs):
+            raise failure
+
+        monkeypatch.setattr(static_inputs, "infer_shapes", failing)
+        monkeypatch.setattr(proto, "infer_shapes", failing)
+        if isinstance(failure, TypeError):
+            with pytest.raises(TypeError, match="a bug of opconv's"):
+                convert()
+        else:
+            result = convert()
+            assert result == {} if caller == "version converter" else result.dialect == "openvino"

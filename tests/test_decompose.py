@@ -305,8 +305,9 @@ def test_dynamic_quantize_lstm_with_sequence_lengths_is_refused():
 
 
 def test_refusals_name_every_node_and_reason():
-    model = single_node_model("GroupQueryAttention", {"q": rand(1, 2, 8)}, ("Y",), num_heads=2, kv_num_heads=1,
-                              smooth_softmax=1)
+    inputs = {"q": rand(1, 2, 8), "key": None, "value": None, "past_key": None, "past_value": None,
+              "seqlens_k": np.array([1], np.int32), "total_sequence_length": np.array(2, np.int32)}
+    model = single_node_model("GroupQueryAttention", inputs, ("Y",), num_heads=2, kv_num_heads=1, smooth_softmax=1)
     with pytest.raises(opconv.ConversionError, match="1 node\\(s\\): GroupQueryAttention: smooth_softmax=1 .*"):
         decompose(model)
 
@@ -376,11 +377,13 @@ def test_optimized_model_converts_to_hlo_verified_in_the_hlo_executor(name):
 
 
 def test_refused_nodes_are_listed_by_reason_and_nothing_is_written(tmp_path):
-    gqa = helper.make_node("GroupQueryAttention", ["q"], ["y1"], domain=MS, name="gqa", num_heads=2,
-                           kv_num_heads=1, smooth_softmax=1)
+    gqa = helper.make_node("GroupQueryAttention", ["q", "", "", "", "", "lengths", "total"], ["y1"], domain=MS,
+                           name="gqa", num_heads=2, kv_num_heads=1, smooth_softmax=1)
     gelu = helper.make_node("FusedMatMul", ["y1", "w"], ["y2"], domain=MS, name="fmm", transBatchA=1)
     graph = helper.make_graph([gqa, gelu], "g", [helper.make_tensor_value_info("q", TensorProto.FLOAT, [1, 2, 8]),
-                                                 helper.make_tensor_value_info("w", TensorProto.FLOAT, [8, 8])],
+                                                 helper.make_tensor_value_info("w", TensorProto.FLOAT, [8, 8]),
+                                                 helper.make_tensor_value_info("lengths", TensorProto.INT32, [1]),
+                                                 helper.make_tensor_value_info("total", TensorProto.INT32, [])],
                               [helper.make_tensor_value_info("y2", TensorProto.FLOAT, None)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
     path = tmp_path / "m.onnx"

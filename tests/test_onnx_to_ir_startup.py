@@ -49,7 +49,7 @@ print(json.dumps(sorted(sys.modules)))
 
 #: modules a conversion has no use for, each of which costs a fresh process milliseconds to import
 NOT_IMPORTED = ("onnx", "importlib.abc", "importlib.resources", "pathlib", "tempfile", "zipfile", "shutil",
-                "opconv.verify", "opconv.compare", "opconv.validation")
+                "opconv.verify", "opconv.compare")
 
 
 def test_command_line_conversion_imports_only_what_it_needs_and_exits_without_collecting(tmp_path, fixtures_dir):

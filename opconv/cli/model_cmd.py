@@ -72,7 +72,7 @@ def check(model, as_json):
 
     Exit code 0 when valid, 1 when invalid, 2 when MODEL cannot be read.
     """
-    from ..validation import check_model  # here: other commands (a conversion) never need it
+    from ..validation import check_model
 
     problems = check_model(load(model))
     if as_json:

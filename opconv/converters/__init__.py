@@ -7,21 +7,32 @@ The rewrite engine and the per-direction rule modules live beside this file.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from typing import Callable
 
 from ..errors import NotImplementedFeature
 from ..ir import Model, quiet_collector
+from ..validation import require_valid
 
 Converter = Callable[..., Model]
 _CONVERTERS: dict[tuple[str, str], Converter] = {}
 
 
 def register(source: str, target: str):
-    """Decorator: register ``fn`` as the converter from ``source`` to ``target``."""
+    """Decorator: register ``fn`` as the converter from ``source`` to ``target``.
+
+    What it returns (and registers) first refuses a model that breaks its schemas
+    (:func:`opconv.validation.require_valid`), so the direction's rules may rely on a checked model.
+    """
     def wrap(fn: Converter) -> Converter:
-        _CONVERTERS[(source, target)] = fn
-        return fn
+        @functools.wraps(fn)
+        def converter(model: Model, *args, **options) -> Model:
+            require_valid(model)
+            return fn(model, *args, **options)
+
+        _CONVERTERS[(source, target)] = converter
+        return converter
     return wrap
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from ..dialects.onnx.proto import infer_shapes, messages as pb
+from ..dialects.onnx.proto import inference_failures, infer_shapes, messages as pb
 from ..errors import ConversionError, OpconvError
 from ..input_shapes import InputShapes
 from ..ir import Model, Tensor
@@ -150,7 +150,7 @@ def _load_inferred(proto: pb.ModelProto, weights: dict[str, Tensor]) -> Model:
     proto.ir_version = max(proto.ir_version, 4)
     try:
         proto = infer_shapes(proto, data_prop=True)
-    except Exception:  # inference is a help for the rules, not a requirement: they refuse when a shape is missing
+    except inference_failures():  # a help for the rules, not a requirement: they refuse when a shape is missing
         pass
     copy = load_onnx(proto)
     inputs = {v.name: v for v in copy.graph.inputs}

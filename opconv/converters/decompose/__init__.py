@@ -16,6 +16,7 @@ from typing import Iterable
 from ...errors import ConversionError, SchemaError
 from ...ir import Graph, Model, Node
 from ...schemas import lookup as schema_lookup
+from ...validation import require_valid
 # the family modules register their decompositions on import
 from . import activation, attention, linalg, misc, nchwc, norm, qlinear, quantized, recurrent, rotary  # noqa: F401
 from .registry import DECOMPOSITIONS, DROPPABLE, MS, Emitter, Refusal, lookup
@@ -73,6 +74,7 @@ def decompose(model, domains: Iterable[str] = DEFAULT_DOMAINS, *, strict: bool =
     source = opconv.load(model, "onnx") if not isinstance(model, Model) else model
     if source.dialect != "onnx":
         raise ConversionError(f"decomposition needs an ONNX model, not {source.dialect}", where=source.path)
+    require_valid(source)
     copy = io.load(io.to_proto(source))
     copy.path = source.path
     wanted = set(domains)

@@ -317,7 +317,7 @@ def _inline_modifier(b, node, name: str, x, shape: tuple[int, ...]):
     turned back into ONNX and converted on its own with ``shape``, where constant folding resolves it.
     """
     from . import onnx_to_openvino  # the package's converter, for a body still in ONNX; imported late (a cycle)
-    from ...errors import ConversionError
+    from ...errors import ConversionError, MalformedModelError
     from ...ir import Model, outer_references
 
     body = attr(node, name)
@@ -332,7 +332,7 @@ def _inline_modifier(b, node, name: str, x, shape: tuple[int, ...]):
             if len(onnx_nodes) < len(body.nodes):
                 body = _back_to_onnx(body, opsets.get("", 1))
             body = onnx_to_openvino(Model(body, "onnx", opsets), {body.inputs[0].name: shape}).graph
-        except ConversionError as error:
+        except (ConversionError, MalformedModelError) as error:  # the body breaks its schemas: the door says so
             raise Refuse(f"{name}: {error}") from None
     values = {id(body.inputs[0]): x}
     for value in body.initializers.values():

@@ -31,6 +31,7 @@ def convert(model, opset: int, *, decompose: bool = False, **options):
 
     from ...dialects.onnx import io
     from ...ir import Model
+    from ...validation import require_valid
 
     if decompose:
         from ..decompose import decompose as decompose_model
@@ -42,9 +43,12 @@ def convert(model, opset: int, *, decompose: bool = False, **options):
         if model.dialect != "onnx":
             from ...errors import ConversionError
             raise ConversionError(f"version conversion needs an ONNX model, not {model.dialect}", where=model.path)
+        require_valid(model)
         path = model.path
-        proto = io.to_proto(model)  # work on a copy: a refused conversion leaves the caller's model intact
         base_dir = os.path.dirname(os.path.abspath(path)) if path else None
+        # A copy, so that a refused conversion leaves the caller's model intact; external weights stay
+        # references into their files (read back with base_dir), so the copy never holds their bytes.
+        proto = io.to_proto(model, refer_from=base_dir)
     elif isinstance(model, io.pb.ModelProto):
         proto, base_dir = model, None
     else:
@@ -56,6 +60,10 @@ def convert(model, opset: int, *, decompose: bool = False, **options):
             from ...errors import ModelReadError
             raise ModelReadError(f"not a valid ONNX protobuf ({e})", where=path) from None
         base_dir = os.path.dirname(os.path.abspath(path))
+    if not isinstance(model, Model):  # checked as the graph core reads it (tensors stay unread)
+        checked = io.load(proto, base_dir=base_dir)
+        checked.path = path
+        require_valid(checked)
     with quiet_collector():
         fast = proto_path.convert(proto, int(opset), base_dir)
         if fast is not None:

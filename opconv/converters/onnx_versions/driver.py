@@ -883,11 +883,11 @@ def infer_types(model: Model | None, proto=None, nested: bool | None = None) -> 
     whether ``model`` has any); ``model`` None: ``proto`` alone, a graph without subgraphs.
     """
     from ...dialects.onnx.io import to_proto
-    from ...dialects.onnx.proto import infer_shapes
+    from ...dialects.onnx.proto import inference_failures, infer_shapes
 
     try:
         inferred = infer_shapes(proto if proto is not None else to_proto(model), data_prop=True)
-    except Exception:  # noqa: BLE001 - inference is best effort; adapters refuse without types
+    except inference_failures():  # inference is best effort; adapters refuse without types
         return {}
     found: dict = {}
     if nested is None:

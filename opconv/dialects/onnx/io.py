@@ -477,10 +477,15 @@ _PLAIN_CODES = {np.dtype(t).newbyteorder("<"): code for t, code in (
 # saving
 # ---------------------------------------------------------------------------
 
-def to_proto(model: Model, *, data_sink: "_DataSink | None" = None) -> pb.ModelProto:
-    """Build a ModelProto (tensors embedded unless ``data_sink`` takes them)."""
+def to_proto(model: Model, *, data_sink: "_DataSink | None" = None, refer_from: str | None = None) -> pb.ModelProto:
+    """Build a ModelProto (tensors embedded unless ``data_sink`` takes them).
+
+    ``refer_from``: a folder; external tensors inside it stay references to their bytes (a location
+    relative to that folder), so a proto read back with ``base_dir=refer_from`` maps the same bytes
+    and never holds them (what the version converter works on).
+    """
     with quiet_collector():
-        return _Writer(data_sink).model(model)
+        return _Writer(data_sink, refer_from).model(model)
 
 
 def save(model: Model, path: str | os.PathLike, *, external_data: bool | None = None,
@@ -603,8 +608,9 @@ def _raw_chunks(tensor: Tensor, chunk: int = 1 << 24) -> Iterator[bytes]:
 
 
 class _Writer:
-    def __init__(self, sink: _DataSink | None):
+    def __init__(self, sink: _DataSink | None, refer_from: str | None = None):
         self.sink = sink
+        self.refer_from = os.path.realpath(refer_from) if refer_from is not None else None
 
     def model(self, m: Model) -> pb.ModelProto:
         p = pb.ModelProto()
@@ -757,6 +763,13 @@ class _Writer:
             p.metadata_props.add(key=k, value=val)
         return p
 
+    def reference(self, origin: ExternalData) -> str | None:
+        """``origin``'s file relative to ``refer_from`` (None: no references wanted, or it lies outside)."""
+        if self.refer_from is None:
+            return None
+        location = os.path.relpath(origin.path, self.refer_from)
+        return None if location.startswith("..") or os.path.isabs(location) else location.replace(os.sep, "/")
+
     def tensor(self, t: Tensor, name: str, allow_external: bool) -> pb.TensorProto:
         p = pb.TensorProto()
         self.tensor_into(p, t, name, allow_external)
@@ -782,7 +795,14 @@ class _Writer:
             p.name = name
             p.data_type = element_type(t.dtype).onnx
             p.dims.extend(t.shape)
-            p.raw_data = b"".join(_raw_chunks(t))
+            location = self.reference(origin) if allow_external else None
+            if location is None:
+                p.raw_data = b"".join(_raw_chunks(t))
+                return
+            p.data_location = pb.TensorProto.EXTERNAL
+            for key, value in (("location", location), ("offset", str(origin.offset)),
+                               ("length", str(origin.length))):
+                p.external_data.add(key=key, value=value)
             return
         array = np.asarray(t.numpy())
         code = _PLAIN_CODES.get(array.dtype)

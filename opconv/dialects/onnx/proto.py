@@ -122,10 +122,14 @@ def infer_shapes(model, *, strict_mode: bool = False, data_prop: bool = False):
         import onnx.shape_inference
 
         return onnx.shape_inference.infer_shapes(model, strict_mode=strict_mode, data_prop=data_prop)
+    long_vectors = _long_vectors(model.graph) if data_prop else []
+    if any(length > DATA_PROP_NO_VECTOR for _, length in long_vectors):
+        data_prop, long_vectors = False, []  # propagation over it could only run out of memory; shapes need none
     # The op names are in the bytes of any model holding such a node: a byte search spares the common path
     # a walk over every node (~8 us each).
     unsafe = HANG_PRONE | (DATA_PROP_HANG_PRONE if data_prop else frozenset())
     hang_prone = _hang_prone_ops(model, unsafe) if any(op.encode() in serialized for op in unsafe) else []
+    hang_prone += [f"{name!r} of {length} elements under data propagation" for name, length in long_vectors]
     if hang_prone:
         data = _in_child(serialized, strict_mode, data_prop, hang_prone,
                          default_limit=5 + len(model.graph.node) / 1000, model_bytes=len(serialized))
@@ -136,6 +140,22 @@ def infer_shapes(model, *, strict_mode: bool = False, data_prop: bool = False):
     return result
 
 
+def inference_failures() -> tuple[type[BaseException], ...]:
+    """What :func:`infer_shapes` raises on a model onnx cannot infer, for callers to whom inference is a help.
+
+    onnx's own InferenceError and ValidationError; the exceptions pybind11 makes of C++ standard ones
+    (``std::runtime_error`` -> RuntimeError, ``invalid_argument``/``domain_error`` -> ValueError,
+    ``out_of_range`` -> IndexError, ``overflow_error`` -> OverflowError, ``bad_alloc`` -> MemoryError); and the
+    ModelReadError of a guarded inference that hung, died or ran out of memory.  Anything else (a TypeError,
+    AttributeError, KeyError ... of opconv's own) is a bug and must surface.
+    """
+    from ...errors import ModelReadError
+
+    cpp = _load_submodule(_CPP, "onnx_cpp2py_export")
+    return (cpp.shape_inference.InferenceError, cpp.checker.ValidationError, ModelReadError, RuntimeError,
+            ValueError, IndexError, OverflowError, MemoryError)
+
+
 #: ops whose C++ shape inference in onnx has been seen never to return (Einsum with equation ".>" and
 #: two inputs: onnx 1.23) or to crash the process (RegexFullMatch: a segmentation fault, onnx 1.23)
 HANG_PRONE = frozenset({"Einsum", "RegexFullMatch"})
@@ -143,6 +163,28 @@ HANG_PRONE = frozenset({"Einsum", "RegexFullMatch"})
 #: runs for ever (a fork costs such models ~20 ms; exported transformers have Range, CNNs do not)
 DATA_PROP_HANG_PRONE = frozenset({"Range"})
 _WITH_SUBGRAPHS = frozenset({"If", "Loop", "Scan", "SequenceMap"})  # whose bodies onnx infers
+
+
+#: data propagation gives each element of a 1-D value a dim of its own: over a vector declared this long, onnx's
+#: Cast, Add, Concat, Unsqueeze ... ran for ever (2**24 elements: minutes; 2**40: memory exhausted; onnx 1.23).
+#: Longer vectors are propagated in the guarded child; past DATA_PROP_NO_VECTOR, not at all (no shape is that long)
+DATA_PROP_LONGEST_VECTOR = 1 << 16
+DATA_PROP_NO_VECTOR = 1 << 20
+
+
+def _long_vectors(graph) -> list[tuple[str, int]]:
+    """(name, length) of the 1-D values the graph declares (inputs, initializers, value_info) longer than
+    data propagation takes in process."""
+    found = []
+    for infos in (graph.input, graph.value_info):
+        for vi in infos[:]:  # a slice of a upb repeated field is read at C speed
+            dims = vi.type.tensor_type.shape.dim
+            if len(dims) == 1 and dims[0].dim_value > DATA_PROP_LONGEST_VECTOR:
+                found.append((vi.name, dims[0].dim_value))
+    for t in graph.initializer[:]:
+        if len(t.dims) == 1 and t.dims[0] > DATA_PROP_LONGEST_VECTOR:
+            found.append((t.name, t.dims[0]))
+    return found[:3]
 
 
 def _hang_prone_ops(model, unsafe: frozenset) -> list[str]:
