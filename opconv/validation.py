@@ -48,7 +48,10 @@ class Problem(NamedTuple):  # not a dataclass: every conversion imports this mod
 #: the executors: the lists are not exhaustive (OpenVINO writes Broadcast-1 with mode "none", which opset1's
 #: specification does not name).
 DOOR_CODES = frozenset({"domain-not-imported", "input-count", "output-count", "missing-attribute",
-                        "attribute-type", "undefined-name"})
+                        "attribute-type", "axis-range", "undefined-name"})
+#: attributes that name tensor axes: onnx's C++ shape inference reads them as 32-bit ints, and an axis past that
+#: range wraps (2**31 became a negative index and crashed the process, onnx 1.23); no tensor has such a rank
+_AXIS_ATTRIBUTES = frozenset({"axis", "axes"})
 
 
 def check_model(model: Model, codes: frozenset | None = None) -> list[Problem]:
@@ -196,6 +199,12 @@ class _Checker:
                 problems.append(("attribute-type", f"attribute {name!r} must be of type {spec.type}, "
                                  f"got {attr.type}"))
                 continue
+            if name in _AXIS_ATTRIBUTES and attr.ref is None:
+                values = attr.value if isinstance(attr.value, (list, tuple)) else [attr.value]
+                same_for_the_form &= type(attr.value) in _SCALARS
+                if any(isinstance(v, int) and not -2**31 < v < 2**31 for v in values):
+                    problems.append(("axis-range", f"attribute {name!r} is {attr.value!r}: an axis past any "
+                                     "tensor's rank"))
             if spec.allowed is not None and attr.ref is None:
                 same_for_the_form &= type(attr.value) in _SCALARS
                 if attr.value not in spec.allowed:
