@@ -20,6 +20,7 @@ from onnx import TensorProto, helper
 import opconv
 from opconv.dialects.onnx.executor import REGISTRY, _load_kernels
 from opconv.errors import OpconvError
+from opconv.schemas import dialect_schemas
 from tests import known
 
 LIST = Path(__file__).with_name("ort_cpu_contrib_ops.json")
@@ -55,7 +56,11 @@ def test_ort_cpu_contrib_op_has_a_kernel(op):
 @pytest.mark.parametrize("op", [op for op in DATA["no_cpu_kernel"] if op["domain"] == "com.microsoft"][:8],
                          ids=lambda op: op["name"])
 def test_gpu_only_op_is_refused_with_the_reason(op):
-    node = helper.make_node(op["name"], ["x"], ["y"], domain=op["domain"])
+    # as many operands as the schema asks, so that the refusal is the missing kernel, not a malformed node
+    schema = dialect_schemas("onnx").find(op["name"], op["since"], op["domain"])
+    placeholder = {"int": 1, "float": 1.0, "string": "x", "ints": [1], "floats": [1.0], "strings": ["x"]}
+    attrs = {a.name: placeholder[a.type] for a in schema.attributes if a.required}
+    node = helper.make_node(op["name"], ["x"] * max(1, schema.min_inputs), ["y"], domain=op["domain"], **attrs)
     graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),

@@ -556,7 +556,7 @@ for i in range(2):
         r, c = np.unravel_index(np.argmax(win), win.shape)
         sel_expected[2 * i + r, 2 * j + c] += sel_src[i, j]
 add_case("SelectAndScatter", "SelectAndScatter", [sel_x, sel_src, np.float32(0)], sel_expected, select_type="GE",
-         computation="ADD", window_dimensions=[2, 2], window_strides=[2, 2])
+         computation="ADD", window_dimensions=[2, 2], window_strides=[2, 2], padding=[0, 0, 0, 0])
 keys = f32(3, 6)
 payload = i32(3, 6)
 order = np.argsort(-keys, axis=1, kind="stable")
