@@ -130,6 +130,7 @@ def _einsum_that_hangs_shape_inference():
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)])
 
 
+@pytest.mark.slow
 def test_shape_inference_that_hangs_is_given_up_after_its_time_limit(monkeypatch):
     from opconv.dialects.onnx.proto import infer_shapes
 

@@ -42,6 +42,8 @@ from opconv.compare import compare_arrays, tolerance
 
 from . import known
 
+pytestmark = pytest.mark.slow  # a long sweep: the full suite runs it, `-m "not slow"` skips it
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = os.path.join(ROOT, "fixtures", "corpus")
 SUITE = "corpus"

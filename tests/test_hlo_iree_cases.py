@@ -42,6 +42,8 @@ from opconv.dialects.hlo.stablehlo import (StableHloExportError, export, export_
 from tests import known
 from tests.test_onnx_to_hlo import _convert_case, _reason_key
 
+pytestmark = pytest.mark.slow  # a long sweep: the full suite runs it, `-m "not slow"` skips it
+
 iree_runtime = pytest.importorskip("tests.iree_runtime")
 
 SUITE = "hlo-iree"

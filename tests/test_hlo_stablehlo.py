@@ -868,6 +868,7 @@ def _assert_close(got, want, case: Case, oracle: str, index: int):
                                    err_msg=f"{case.id} output {index} vs {oracle}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("index", range(len(CASES)), ids=CASE_IDS)
 def test_iree_matches_oracles(compiled, index):
     module, errors = compiled

@@ -58,6 +58,7 @@ def _with_random_weights(model: onnx.ModelProto, seed: int = 0) -> onnx.ModelPro
     return m
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", LIGHT, ids=[c.name for c in LIGHT])
 def test_light_model_with_random_weights_matches_onnxruntime(case):
     model = _with_random_weights(case.load_model())

@@ -89,11 +89,13 @@ def _check_case(case: testdata.Case, tmp_path, feeds: dict) -> None:
     known.check("onnx-roundtrip", case.name, ran, "no oracle could run the original model")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", NODE_CASES, ids=[c.name for c in NODE_CASES])
 def test_node_case_roundtrip(case, tmp_path):
     _check_case(case, tmp_path, case.feeds(0))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", MODEL_CASES, ids=[f"{c.kind}/{c.name}" for c in MODEL_CASES])
 def test_model_roundtrip(case, tmp_path):
     feeds = testdata.random_feeds(case.load_model()) if case.kind == "light" else case.feeds(0)

@@ -115,6 +115,7 @@ def sweep():
     return outcome, refused, how
 
 
+@pytest.mark.slow
 def test_node_cases_convert_and_verify_in_the_hlo_executor(sweep):
     outcome, refused, how = sweep
     counts = collections.Counter(status for status, _ in outcome.values())
@@ -143,6 +144,7 @@ LIGHT = testdata.light_cases()
 ROUND_TRIP = {"light_inception_v1", "light_resnet50", "light_shufflenet", "light_squeezenet"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", LIGHT, ids=[c.name for c in LIGHT])
 def test_light_model_converts_verifies_fuses_and_round_trips(case):
     proto = case.load_model()

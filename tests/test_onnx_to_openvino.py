@@ -224,6 +224,7 @@ def test_caller_model_is_not_mutated(fixtures_dir):
     assert source.graph.inputs[0].shape == ("batch", 3, 32, 32)
 
 
+@pytest.mark.slow
 def test_every_light_model_converts_and_runs_in_openvino(tmp_path):
     """Each light model of the onnx package: opset1 IR that OpenVINO runs with the case's expected outputs and
     onnxruntime's on a random input (squeezenet's opset 9 Softmax over a 4-D tensor, zfnet's LRN bias)."""

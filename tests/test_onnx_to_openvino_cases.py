@@ -39,6 +39,8 @@ from opconv.errors import ConversionError, OpconvError
 from opconv.testdata import node_cases
 from tests.runtimes import openvino_frontend_outputs
 
+pytestmark = pytest.mark.slow  # a long sweep: the full suite runs it, `-m "not slow"` skips it
+
 ov = pytest.importorskip("openvino")
 
 # Node cases converted to opset1 IR and reproduced by both runtimes: a ratchet at the measured count

@@ -28,6 +28,8 @@ import pytest
 
 from tests import known, openvino_2023
 
+pytestmark = pytest.mark.slow  # a long sweep: the full suite runs it, `-m "not slow"` skips it
+
 SUITE = "openvino-2023"
 CORPUS = os.path.join(openvino_2023.ROOT, "fixtures", "corpus")
 

@@ -464,6 +464,7 @@ CASES = (_elementwise_cases() + _conv_cases() + _pool_cases() + _matmul_cases() 
          + _norm_cases() + _interpolate_cases() + _sort_cases() + _nms_cases() + _rnn_cases() + _sequence_cases())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_op_matches_openvino(case):
     check(case)

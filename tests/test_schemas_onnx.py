@@ -52,6 +52,7 @@ def test_generation_is_deterministic():
     assert gen.generate() == gen.generate()
 
 
+@pytest.mark.slow
 def test_check_option_reports_a_stale_file(tmp_path, capsys):
     stale = tmp_path / "onnx.json"
     data = json.loads((SCHEMAS / "onnx.json").read_text(encoding="utf-8"))

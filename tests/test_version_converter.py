@@ -68,6 +68,7 @@ def _neighbour_targets(source: int) -> list[int]:
     return sorted({t for t in (source - 1, source + 1, 21) if 1 <= t <= 21 and t != source})
 
 
+@pytest.mark.slow
 def test_node_cases_to_neighbouring_opsets_and_21():
     """Each node case moved one opset down, one up, and to 21: when converted, it must be valid and right."""
     from opconv.testdata import node_cases

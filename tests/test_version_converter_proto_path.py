@@ -23,6 +23,8 @@ from opconv.dialects.onnx.io import to_proto
 
 from .test_version_converter import make_model, tensor
 
+pytestmark = pytest.mark.slow  # a long sweep: the full suite runs it, `-m "not slow"` skips it
+
 RNG = np.random.default_rng(11)
 
 

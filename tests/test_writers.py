@@ -143,6 +143,7 @@ def test_dash_and_dev_stdout_stream_the_file_and_move_messages_to_stderr(tmp_pat
     onnx.checker.check_model(upgraded)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("writer", kill_writers.WRITER_NAMES)
 def test_a_writer_killed_at_random_moments_never_leaves_a_mixed_pair(tmp_path, writers, writer):
     rng = np.random.default_rng(sum(map(ord, writer)))
