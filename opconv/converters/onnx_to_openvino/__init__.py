@@ -48,6 +48,7 @@ from ...types import TensorType, element_type, from_numpy
 from .. import register
 from ..rewrite import Builder, RuleSet, convert_graph
 from ...dialects.openvino.io import ELEMENT_TYPES
+from ...dialects.openvino.ops import elementwise as ov_elementwise
 from . import (activations, attention, causal_conv, control_flow, cumulative, dequantize, einsum, elementwise,
                deform_conv, grids, losses, movement, nn, quantize, resize, rnn, rotary, scatter, shape)
 from ..decompose import decompose_contrib
@@ -305,6 +306,37 @@ _FLOAT_SHAPE_ONLY = {
 }
 
 
+def _uniform(array) -> bool:
+    """True for an array that is one element broadcast (every stride 0): all its elements are equal."""
+    return array.size > 1 and not any(array.strides)
+
+
+def _on_uniform_stand_ins(kernel):
+    """``kernel`` (element-wise) run on one element of each uniform input, its result broadcast to the full
+    shape: on a run of ones, an integer or boolean op over a declared input of 2**31 elements computes one
+    element instead of billions, with the same values."""
+    def run(ctx, *inputs, **attrs):
+        arrays = [np.asarray(x) for x in inputs]
+        shapes = [a.shape for a in arrays]
+        if not any(_uniform(a) for a in arrays):
+            return kernel(ctx, *inputs, **attrs)
+        if attrs.get("auto_broadcast") == "none":
+            if len(set(shapes)) > 1:
+                return kernel(ctx, *inputs, **attrs)
+            attrs = {**attrs, "auto_broadcast": "numpy"}
+        try:
+            shape = np.broadcast_shapes(*shapes)
+        except ValueError:
+            return kernel(ctx, *inputs, **attrs)  # the kernel refuses the mismatch, as without stand-ins
+        stand_ins = [a[(slice(0, 1),) * a.ndim] if _uniform(a) else a for a in arrays]
+        return np.broadcast_to(np.asarray(kernel(ctx, *stand_ins, **attrs)), shape)
+    return run
+
+
+#: element-wise opset1 ops whose output at each position depends only on the inputs at that position
+_ELEMENTWISE = {*ov_elementwise._BINARY, *ov_elementwise._UNARY, "Divide", "Elu", "Clamp", "Select", "Convert"}
+
+
 class _TypeRun:
     """Runs an opset1 model once with :data:`_SHAPE_ONLY` / :data:`_FLOAT_SHAPE_ONLY` kernels in place of the real ones."""
 
@@ -318,6 +350,8 @@ class _TypeRun:
                 bound.fn = _SHAPE_ONLY[node.op]
             elif node.op in _FLOAT_SHAPE_ONLY:
                 bound.fn = _float_shape_only(bound.fn, *_FLOAT_SHAPE_ONLY[node.op])
+            if node.op in _ELEMENTWISE:
+                bound.fn = _on_uniform_stand_ins(bound.fn)
             return bound
 
         ov_executor._load_kernels()
