@@ -8,7 +8,8 @@ The Python API (stable)::
     problems = opconv.check(model)               # [] when valid
     ir = opconv.convert(model, to="openvino", input_shapes={"x": (1, 3, 224, 224)})  # | "hlo" | "onnx"
     opconv.save(ir, "model.xml")
-    compiled = openvino.Core().compile_model(opconv.to_openvino(ir), "CPU")   # no file needed
+    compiled = openvino.Core().compile_model(opconv.to_openvino(ir), "CPU",
+                                             {"INFERENCE_PRECISION_HINT": "f32"})  # no file; f32 even on bf16 CPUs
     outputs = opconv.run(model, {"x": array})     # reference executor; any array-like input
     session = opconv.prepare(model)               # ...or bind once, run many times
     report = opconv.verify(model, ir)             # an opconv.VerifyReport: report.ok, report.outputs

@@ -292,7 +292,8 @@ def to_openvino(model: ModelSource, *, input_shapes: InputShapes | None = None,
     """``model`` as an ``openvino.Model``, read from opconv's IR v10 in memory (no file is written).
 
     An ONNX model is converted first (``input_shapes`` and ``dims`` as in :func:`convert`).  Needs the
-    openvino package; compile the result with ``openvino.Core().compile_model(m, "CPU")``.
+    openvino package; compile the result with ``openvino.Core().compile_model(m, "CPU",
+    {"INFERENCE_PRECISION_HINT": "f32"})`` (without the hint, a CPU with bf16 computes in bf16).
     """
     from .dialects.openvino.io import to_bytes
 
