@@ -22,7 +22,7 @@ from opconv.dialects.onnx import io as onnx_io
 
 pytest.importorskip("onnxruntime")
 from tests.runtimes import run_ort  # noqa: E402
-from tests.test_contrib_kernels_nn import single_node_model  # noqa: E402
+from tests.test_contrib_kernels_nn import DMMHA_OUTPUTS, dmmha_self_inputs, single_node_model  # noqa: E402
 
 MS = "com.microsoft"
 RNG = np.random.default_rng(19)
@@ -1079,37 +1079,18 @@ def test_causal_conv_with_state(channels_last, activation):
                       channels_last=channels_last)
 
 
-def _dmmha_self_inputs(with_mask: bool, with_bias: bool):
-    rng, batch, heads, head, max_len, past_len = _rng(), 2, 2, 4, 8, 5
-    hidden = heads * head
-
-    def floats(*shape):
-        return rng.uniform(-1, 1, shape).astype(np.float32)
-
-    mask = np.ones((batch, past_len + 1), np.int32)
-    mask[1, :2] = 0
-    return {"query": floats(batch, 1, hidden), "key": floats(batch, 1, hidden), "value": floats(batch, 1, hidden),
-            "mask_index": mask if with_mask else None, "attention_bias": None,
-            "past_key": floats(batch, heads, max_len, head), "past_value": floats(batch, heads, max_len, head),
-            "past_sequence_length": np.array([past_len], np.int32), "beam_width": None, "cache_indirection": None,
-            "bias": floats(3 * hidden) if with_bias else None}
-
-
-DMMHA_OUTPUTS = ("Y", "present_key", "present_value")
-
-
 @pytest.mark.parametrize("with_mask", [False, True])
 @pytest.mark.parametrize("with_bias", [False, True])
 def test_decoder_masked_multi_head_attention_self(with_mask, with_bias):
     """One decoding step over a shared past buffer: the new key/value written at past_sequence_length."""
-    assert_decomposes("DecoderMaskedMultiHeadAttention", _dmmha_self_inputs(with_mask, with_bias), DMMHA_OUTPUTS,
+    assert_decomposes("DecoderMaskedMultiHeadAttention", dmmha_self_inputs(with_mask, with_bias), DMMHA_OUTPUTS,
                       opsets=(13, 20), num_heads=2, past_present_share_buffer=1)
 
 
 def test_decoder_masked_multi_head_attention_packed():
     """onnxruntime's CPU kernel fails on packed Q/K/V: the decomposition of the packed node must give its
     unpacked run's outputs."""
-    inputs = _dmmha_self_inputs(True, True)
+    inputs = dmmha_self_inputs(True, True)
     attrs = {"num_heads": 2, "past_present_share_buffer": 1}
     feeds = {k: v for k, v in inputs.items() if v is not None}
     expected = run_ort(single_node_model("DecoderMaskedMultiHeadAttention", inputs, DMMHA_OUTPUTS, opset=13,
