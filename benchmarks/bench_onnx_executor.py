@@ -54,7 +54,8 @@ import sys
 import time
 import tracemalloc
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 os.environ.setdefault("CI", "true")  # `import openvino` (via opconv's dialects) otherwise waits on telemetry
 # numpy's BLAS on one thread, as onnxruntime's session is (set the variables to measure otherwise, e.g.
@@ -65,6 +66,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from a checkout
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # model_builder beside this file
 
+import model_builder  # noqa: E402
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 
@@ -72,8 +74,6 @@ import opconv  # noqa: E402
 from opconv import testdata  # noqa: E402
 from opconv.compare import compare_arrays  # noqa: E402
 from opconv.verify import random_inputs  # noqa: E402
-
-import model_builder  # noqa: E402
 
 RUNTIMES = ("opconv", "reference", "onnxruntime")
 TARGET_SPEEDUP_VS_REFERENCE = 10.0

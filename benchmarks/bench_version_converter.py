@@ -20,8 +20,8 @@ Both converters do the same work, timed alike: ModelProto in, converted ModelPro
 repeated form through the graph core and the others from its memo template, write them back into a
 copy of the protobuf, and take the partial graph apart so its memory is freed inside the call, as
 onnx's C++ converter frees its own; see docs/version-converter.md).  A full garbage collection runs
-before each timed call, outside the timing, so that neither pays for the other's leftovers.  Two conversions are timed, the converters alternating per round,
-medians reported:
+before each timed call, outside the timing, so that neither pays for the other's leftovers.  Two
+conversions are timed, the converters alternating per round, medians reported:
 
 * upgrade 9 -> 21 of the generated model;
 * downgrade of opconv's opset-21 result back to 13 (onnx.version_converter has no Pad 18 -> 17 adapter
@@ -71,9 +71,9 @@ def build_model(blocks: int) -> onnx.ModelProto:
     const("half", np.array(0.5, np.float32))
     x = "x"
     for b in range(blocks):
-        def n(op, inputs, outputs=1, **attrs):
-            names = [f"b{b}_{op}_{len(nodes)}_{i}" for i in range(outputs)]
-            nodes.append(helper.make_node(op, inputs, names, name=f"b{b}_{len(nodes)}", **attrs))
+        def n(op, inputs, outputs=1, **attrs):  # called within this block's iteration only
+            names = [f"b{b}_{op}_{len(nodes)}_{i}" for i in range(outputs)]  # noqa: B023
+            nodes.append(helper.make_node(op, inputs, names, name=f"b{b}_{len(nodes)}", **attrs))  # noqa: B023
             return names[0] if outputs == 1 else names
 
         scale = const(f"b{b}_scale", rng.uniform(0.5, 1.5, C).astype(np.float32))

@@ -24,8 +24,8 @@ import io
 import os
 import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 

@@ -23,15 +23,33 @@ Every error a caller can cause is an :class:`opconv.OpconvError`; a refused conv
 
 from __future__ import annotations
 
+from . import _package
 from .api import (
-    DIALECTS, check, convert, convert_version, decompose, load, prepare, run, save, to_onnx, to_openvino, verify,
+    DIALECTS,
+    check,
+    convert,
+    convert_version,
+    decompose,
+    load,
+    prepare,
+    run,
+    save,
+    to_onnx,
+    to_openvino,
+    verify,
 )
 from .errors import (
-    ConversionError, ExecutionError, ModelReadError, ModelWriteError, NotImplementedFeature, OpconvError,
-    RefusedNode, SchemaError, ValidationError,
+    ConversionError,
+    ExecutionError,
+    ModelReadError,
+    ModelWriteError,
+    NotImplementedFeature,
+    OpconvError,
+    RefusedNode,
+    SchemaError,
+    ValidationError,
 )
 from .ir import Attr, Function, Graph, Model, Node, Tensor, Value
-from . import _package
 
 __version__ = "0.1.0"
 

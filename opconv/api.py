@@ -9,7 +9,8 @@ onnxruntime and onnx's own tools take it directly; an :class:`opconv.Model` (or 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence, Union, overload
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, Union, overload
 
 from .errors import OpconvError
 from .ir import Model
@@ -127,7 +128,9 @@ def _only_for(model: Model, dialect: str, option: str) -> None:
 
 
 def check(model: ModelSource) -> list[Problem]:
-    """Validate ``model`` (anything :func:`load` takes) against its dialect's schemas; returns every problem found (empty when valid).
+    """Validate ``model`` (anything :func:`load` takes) against its dialect's schemas.
+
+    Returns every problem found (empty when valid).
 
     Each problem has ``code`` (e.g. ``"unknown-op"``), ``message``, ``node`` and ``graph``.
     """
@@ -137,7 +140,9 @@ def check(model: ModelSource) -> list[Problem]:
 
 
 def prepare(model: ModelSource, *, seed: int = 0) -> Session:
-    """Prepare ``model`` (anything :func:`load` takes) to run many times: returns a session whose ``.run(inputs)`` returns a dict.
+    """Prepare ``model`` (anything :func:`load` takes) to run many times.
+
+    Returns a session whose ``.run(inputs)`` returns a dict.
 
     Kernels are bound and constant subgraphs folded once, as a runtime's session does; make a new
     session after changing the model.  ``seed`` seeds the model's random ops (a non-negative integer).
@@ -157,7 +162,9 @@ def prepare(model: ModelSource, *, seed: int = 0) -> Session:
 
 
 def run(model: ModelSource, inputs: Mapping[str, npt.ArrayLike | list | None], *, seed: int = 0) -> dict[str, Any]:
-    """Run ``model`` (anything :func:`load` takes) once with opconv's reference executor; returns ``{output name: numpy array}``.
+    """Run ``model`` (anything :func:`load` takes) once with opconv's reference executor.
+
+    Returns ``{output name: numpy array}``.
 
     ``inputs`` maps graph input names to anything ``numpy.asarray`` takes (arrays, lists, torch tensors
     on the CPU); element types must be the declared ones (float32 stays float32: no silent casts).
@@ -175,7 +182,9 @@ def convert(model: ModelSource, to: str, *, input_shapes: InputShapes | None = N
             opset: int | None = None) -> Model: ...
 def convert(model: ModelSource, to: str, *, input_shapes: InputShapes | None = None, dims: Dims | None = None,
             opset: int | None = None) -> Model | onnx.ModelProto:
-    """Convert ``model`` (anything :func:`load` takes) to another dialect: ``to`` is ``"onnx"``, ``"openvino"`` or ``"hlo"``.
+    """Convert ``model`` (anything :func:`load` takes) to another dialect.
+
+    ``to`` is ``"onnx"``, ``"openvino"`` or ``"hlo"``.
 
     Directions: ONNX to OpenVINO IR v10 (opset1 layers) or to HLO; OpenVINO IR or HLO to ONNX; ONNX to
     ONNX at another ``opset`` (as :func:`convert_version`).  The result is a new :class:`Model`, or an

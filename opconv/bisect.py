@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 

@@ -40,7 +40,7 @@ def run_case(case: Case, *, rtol: float | None = None, atol: float | None = None
     try:
         model = opconv.load(case.path or case.load_model())
         names = [v.name for v in model.graph.outputs]
-        for index, (inputs, expected) in enumerate(case.datasets):
+        for index, (_inputs, expected) in enumerate(case.datasets):
             feeds = case.feeds(index)
             with np.errstate(all="ignore"):
                 actual = opconv.run(model, feeds)

@@ -24,14 +24,15 @@ import sys
 import time
 import zlib
 from collections import ChainMap
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
 from . import budget
 from .errors import BudgetError, ExecutionError, OpconvError
-from .ir import Graph, Node, SparseTensor, Value, _free_inputs, outer_references
+from .ir import Graph, Node, SparseTensor, Value, free_inputs, outer_references
 
 Kernel = Callable[..., Any]
 
@@ -82,7 +83,8 @@ class OpRegistry:
 
 
 def python_name(attr_name: str) -> str:
-    """An attribute name usable as a keyword argument (``lambda`` -> ``lambda_``, ``exclude-pad`` -> ``exclude_pad``)."""
+    """An attribute name usable as a keyword argument (``lambda`` -> ``lambda_``, ``exclude-pad`` ->
+    ``exclude_pad``)."""
     name = "".join(c if c.isalnum() or c == "_" else "_" for c in attr_name)
     return name + "_" if keyword.iskeyword(name) else name
 
@@ -143,7 +145,7 @@ class ExecContext:
 
     __slots__ = ("interpreter", "node", "env", "num_outputs", "owned")
 
-    def __init__(self, interpreter: "Interpreter", node: Node, env: Mapping[int, Any],
+    def __init__(self, interpreter: Interpreter, node: Node, env: Mapping[int, Any],
                  owned: tuple[int, ...] = ()):
         self.interpreter = interpreter
         self.node = node
@@ -192,7 +194,7 @@ class Interpreter:
         keep = {id(v) for v in graph.outputs}
         last_use: dict[int, int] = {}
         for i, n in enumerate(graph.nodes):
-            for v in _free_inputs(n):
+            for v in free_inputs(n):
                 last_use[id(v)] = i
         defined_here = {id(v) for v in graph.values()}
         drops: list[list[int]] = [[] for _ in steps]
@@ -224,7 +226,9 @@ class Interpreter:
             self.run_graph(graph, {}, fold_only=True)
 
     # -- run --------------------------------------------------------------
-    def run_graph(self, graph: Graph, inputs: list[Any] | Mapping[str, Any],
+    # The per-node loop is one function on purpose: it is the executor's hot path, and a call per step for each
+    # of its cases (folding, donation, size checks, error locations) costs measurable time on large models.
+    def run_graph(self, graph: Graph, inputs: list[Any] | Mapping[str, Any],  # noqa: C901
                   outer: Mapping[int, Any] | None = None, *, fold_only: bool = False) -> list[Any]:
         """Run ``graph``; ``inputs`` positional (subgraphs) or by name (top level)."""
         plan = self.plan(graph)
@@ -289,16 +293,16 @@ class Interpreter:
             try:
                 result = fn(ctx, *args, **attrs)
             except OpconvError as e:
-                if e.where:
+                if e.where or type(e) not in (ExecutionError, BudgetError):
                     raise
-                raise type(e)(e.message, where=step.label) if type(e) in (ExecutionError, BudgetError) else e
+                raise type(e)(e.message, where=step.label) from e
             except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError, OverflowError, AttributeError,
                     StopIteration, FloatingPointError, np.linalg.LinAlgError, MemoryError) as e:
                 raise ExecutionError(f"{type(e).__name__}: {e}", where=step.label) from e
             if single and not foldable and type(result) is np.ndarray:  # the common case, in short
                 local[output_ids[0]] = result
             else:
-                outputs = _as_outputs(result, node)
+                outputs = as_outputs(result, node)
                 if len(outputs) < declared:
                     raise ExecutionError(f"kernel returned {len(outputs)} outputs, the node declares "
                                          f"{len(node.outputs)}", where=step.label)
@@ -395,7 +399,7 @@ def _sole_reference(args: list, i: int) -> bool:
     return type(a.base) is np.ndarray and a.base.base is None and _base_refcount(a) == _ONLY_AS_BASE
 
 
-def _as_outputs(result: Any, node: Node) -> tuple:
+def as_outputs(result: Any, node: Node) -> tuple:
     """A kernel's result as one value per node output.
 
     A tuple always holds one value per output (a kernel may return all of an op's outputs even when the node

@@ -226,9 +226,9 @@ def _row(table, tag: str, cells: list[str]) -> None:
 
 
 def _cell(tr, text: str, css: str) -> None:
-    from .verify import _xml_safe
+    from .verify import xml_safe
 
-    etree.SubElement(tr, "td", {"class": css}).text = _xml_safe(text)
+    etree.SubElement(tr, "td", {"class": css}).text = xml_safe(text)
 
 
 def _figure_cell(tr, key: str, value: Any) -> None:

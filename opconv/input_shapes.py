@@ -9,7 +9,8 @@ input (conversions) or a default (``run``/``verify`` take 1).
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from .errors import OpconvError
 

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import gc
 import itertools
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -58,7 +59,7 @@ class Tensor:
         self.nbytes = nbytes
 
     @classmethod
-    def from_array(cls, array, name: str = "", dtype: str | None = None) -> "Tensor":
+    def from_array(cls, array, name: str = "", dtype: str | None = None) -> Tensor:
         """Wrap an in-memory numpy array (a copy is not made)."""
         array = np.asarray(array)
         if dtype is None:
@@ -101,7 +102,7 @@ class SparseTensor:
     dims: tuple[int, ...]
 
     @classmethod
-    def from_coo(cls, values, indices, dims) -> "SparseTensor":
+    def from_coo(cls, values, indices, dims) -> SparseTensor:
         """A sparse run-time value (a feed for a ``sparse_tensor`` input) from numpy ``values`` and ``indices``:
         [NNZ] linear positions or [NNZ, rank] coordinates, as in ONNX's SparseTensorProto."""
         return cls(Tensor.from_array(np.asarray(values)), Tensor.from_array(np.asarray(indices, np.int64)),
@@ -147,13 +148,13 @@ class Value:
     def dtype(self) -> str | None:
         return getattr(self.type, "dtype", None)
 
-    def consumers(self) -> list["Node"]:
+    def consumers(self) -> list[Node]:
         seen: dict[int, Node] = {}
         for node, _ in self.uses:
             seen.setdefault(id(node), node)
         return list(seen.values())
 
-    def replace_all_uses_with(self, other: "Value") -> None:
+    def replace_all_uses_with(self, other: Value) -> None:
         """Make every node that reads this value read ``other`` instead."""
         for node, i in list(self.uses):
             node.set_input(i, other)
@@ -228,7 +229,7 @@ class Node:
         a = self.attrs.get(name)
         return default if a is None else a.value
 
-    def subgraphs(self) -> Iterator["Graph"]:
+    def subgraphs(self) -> Iterator[Graph]:
         for a in self.attrs.values():
             if isinstance(a.value, Graph):
                 yield a.value
@@ -260,7 +261,7 @@ class Graph:
     graph so that names can be resolved through outer scopes.
     """
 
-    def __init__(self, name: str = "", *, parent: "Graph | None" = None):
+    def __init__(self, name: str = "", *, parent: Graph | None = None):
         self.name = name
         self.inputs: list[Value] = []
         self.outputs: list[Value] = []
@@ -372,7 +373,7 @@ class Graph:
         remaining = [0] * len(nodes)  # by position: producers not yet placed
         for i, n in enumerate(nodes):
             needed: set[int] = set()
-            for v in (_free_inputs(n) if _has_subgraphs(n) else n.inputs):
+            for v in (free_inputs(n) if _has_subgraphs(n) else n.inputs):
                 if v is None:
                     continue
                 p = v.producer
@@ -452,7 +453,7 @@ def _drop_use(uses: list, node: Node, i: int) -> None:
             return
 
 
-def _free_inputs(node: Node) -> Iterator[Value]:
+def free_inputs(node: Node) -> Iterator[Value]:
     """Inputs of ``node`` plus values its subgraphs read from outside themselves."""
     for v in node.inputs:
         if v is not None:
@@ -466,7 +467,7 @@ def outer_references(graph: Graph) -> list[Value]:
     defined = {id(v) for v in graph.values()}
     seen: dict[int, Value] = {}
     for n in graph.nodes:
-        for v in _free_inputs(n):
+        for v in free_inputs(n):
             if id(v) not in defined:
                 seen.setdefault(id(v), v)
     for v in graph.outputs:

@@ -9,12 +9,13 @@ opconv/dialects/onnx/fusion.py; the IR and HLO executors fuse ReLU after Convolu
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from .executor import BoundNode
-from .ir import Graph, _free_inputs
+from .ir import Graph, free_inputs
 
 
 class Uses:
@@ -23,7 +24,7 @@ class Uses:
     def __init__(self, graph: Graph, plan):
         self.readers: dict[int, int] = {}
         for node in graph.nodes:
-            for v in _free_inputs(node):
+            for v in free_inputs(node):
                 self.readers[id(v)] = self.readers.get(id(v), 0) + 1
         self.outputs = {id(v) for v in graph.outputs}
         self.producer = {id(v): i for i, step in enumerate(plan.steps) for v in step.node.outputs if v is not None}

@@ -13,15 +13,14 @@ has ``shape=None``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 import ml_dtypes
 import numpy as np
 
 from .errors import OpconvError
 
-Dim = Union[int, str, None]
-Shape = Union[tuple, None]  # tuple[Dim, ...] or None for unknown rank
+Dim = int | str | None
+Shape = tuple | None  # tuple[Dim, ...] or None for unknown rank
 
 
 @dataclass(frozen=True)
@@ -142,7 +141,7 @@ class TensorType:
 
 @dataclass(frozen=True)
 class SequenceType:
-    elem: "ValueType"
+    elem: ValueType
 
     def __str__(self) -> str:
         return f"seq({self.elem})"
@@ -150,7 +149,7 @@ class SequenceType:
 
 @dataclass(frozen=True)
 class OptionalType:
-    elem: "ValueType"
+    elem: ValueType
 
     def __str__(self) -> str:
         return f"optional({self.elem})"
@@ -159,7 +158,7 @@ class OptionalType:
 @dataclass(frozen=True)
 class MapType:
     key: str
-    value: "ValueType"
+    value: ValueType
 
     def __str__(self) -> str:
         return f"map({self.key},{self.value})"
@@ -184,7 +183,7 @@ class TupleType:
         return "(" + ", ".join(map(str, self.elements)) + ")"
 
 
-ValueType = Union[TensorType, SequenceType, OptionalType, MapType, SparseTensorType, TupleType]
+ValueType = TensorType | SequenceType | OptionalType | MapType | SparseTensorType | TupleType
 
 
 def type_signature(t: ValueType | None) -> str | None:

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -139,22 +140,22 @@ class VerifyReport:
         for key in ("model_a", "model_b", "backend_a", "backend_b", "input_matching", "output_matching", "seed",
                     "rtol", "atol", "precision"):
             value = getattr(self, key)
-            etree.SubElement(props, "property", name=key, value=_xml_safe("" if value is None else str(value)))
+            etree.SubElement(props, "property", name=key, value=xml_safe("" if value is None else str(value)))
         for key in ("output_rtol", "output_atol"):
             for name, value in getattr(self, key).items():
                 etree.SubElement(props, "property", name=f"{key}:{name}", value=str(value))
         for o in self.outputs:
-            case = etree.SubElement(suite, "testcase", classname="opconv.verify", name=_xml_safe(o.name),
+            case = etree.SubElement(suite, "testcase", classname="opconv.verify", name=xml_safe(o.name),
                                     time="0")
             case_props = etree.SubElement(case, "properties")
             for key in ("rtol", "atol", "mismatches", "total") + ERROR_FIGURES:
                 etree.SubElement(case_props, "property", name=key, value=str(getattr(o, key)))
             if not o.ok:
-                failure = etree.SubElement(case, "failure", message=_xml_safe(o.message), type="mismatch")
-                failure.text = _xml_safe(_failure_details(o))
+                failure = etree.SubElement(case, "failure", message=xml_safe(o.message), type="mismatch")
+                failure.text = xml_safe(_failure_details(o))
         said = self.notes + ([self.bisect.summary()] if self.bisect is not None else [])
         if said:
-            etree.SubElement(suite, "system-out").text = _xml_safe("\n".join(said))
+            etree.SubElement(suite, "system-out").text = xml_safe("\n".join(said))
         return etree.tostring(root, pretty_print=True, xml_declaration=True, encoding="UTF-8").decode("utf-8")
 
 
@@ -188,7 +189,7 @@ def _fmt_shape(shape) -> str:
     return "?" if shape is None else "[" + ",".join(str(d) for d in shape) + "]"
 
 
-def _xml_safe(text: str) -> str:
+def xml_safe(text: str) -> str:
     """``text`` with the characters XML 1.0 cannot hold (control characters, lone surrogates) escaped."""
     def ok(c: str) -> bool:
         o = ord(c)
@@ -307,7 +308,7 @@ def verify(a: Any, b: Any = None, inputs: Mapping[str, Any] | None = None,
     return report
 
 
-def _bisect(report: VerifyReport, side_a: "_Side", side_b: "_Side", feeds_a: dict, feeds_b: dict,
+def _bisect(report: VerifyReport, side_a: _Side, side_b: _Side, feeds_a: dict, feeds_b: dict,
             out_pairs: dict[str, str], rtol: float | None, atol: float | None, progress: Progress | None) -> None:
     """``report.bisect``: the first divergence, found on the sides' own backends; or a note saying why not."""
     from .bisect import first_divergence
@@ -338,7 +339,7 @@ class _Side:
     stored_outputs: dict = field(default_factory=dict)
 
     @classmethod
-    def of_model(cls, source: Any, backend: str, settings: dict[str, dict]) -> "_Side":
+    def of_model(cls, source: Any, backend: str, settings: dict[str, dict]) -> _Side:
         """``source`` loaded, to run on ``backend`` made with its ``settings`` (backend name -> keywords)."""
         import opconv
 
@@ -350,7 +351,7 @@ class _Side:
                    [v.name for v in model.graph.outputs], model, source, runner)
 
     @classmethod
-    def of_reference(cls, expected: str | os.PathLike | Mapping[str, Any], other: "_Side") -> "_Side":
+    def of_reference(cls, expected: str | os.PathLike | Mapping[str, Any], other: _Side) -> _Side:
         """Stored outputs; without stored inputs they were computed from ``other``'s inputs."""
         inputs, outputs = _reference(expected)
         name = f"{os.fspath(expected)} (expected outputs)" if isinstance(expected, (str, os.PathLike)) \

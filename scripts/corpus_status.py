@@ -47,7 +47,7 @@ def main(argv=None) -> int:
     elapsed = time.perf_counter() - start
 
     counts = {t: Counter() for t in harness.TARGETS}
-    for (name, target), (kind, _) in results.items():
+    for (_name, target), (kind, _) in results.items():
         counts[target][kind] += 1
     print(f"{'target':14s} {'verified':>9s} {'refused':>8s} {'wrong':>6s}")
     for target in harness.TARGETS:

@@ -2,9 +2,9 @@
 
 Every input must end in a clean result: success, or one line ``opconv: error: ...`` with exit code 1 or 2.
 A traceback, an internal error (exit 3), a signal, a hang over ``--timeout`` seconds or a memory
-limit hit (``--memory`` MiB more than the forked child started with, set with resource.setrlimit) is a crash; crashes are grouped by signature
-(exception type + innermost opconv frame, or the kind of failure) and one reproducer per signature is
-kept under ``--out``.
+limit hit (``--memory`` MiB more than the forked child started with, set with resource.setrlimit) is a
+crash; crashes are grouped by signature (exception type + innermost opconv frame, or the kind of failure)
+and one reproducer per signature is kept under ``--out``.
 
     python scripts/fuzz_campaign.py --per-format 2000 --out /tmp/fuzz     # the release campaign
     python scripts/fuzz_campaign.py --per-format 50 --format onnx         # a quick look
@@ -31,6 +31,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, ROOT)
 
 import fuzz_mutations as fm  # noqa: E402
+
 
 def commands(kind: str, path: str, work: str, rng: random.Random, per_input: int) -> list[list[str]]:
     """``per_input`` of the CLI commands that read an input of ``kind``, drawn at random."""

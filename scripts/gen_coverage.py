@@ -90,10 +90,10 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def _onnx_tables() -> tuple[list[str], dict]:
-    from opconv.converters.decompose import registry as decompose_registry
     import opconv.converters.decompose  # noqa: F401  (registers the decompositions)
-    from opconv.converters.onnx_versions import registry as version_registry
     import opconv.converters.onnx_versions  # noqa: F401  (registers the adapters)
+    from opconv.converters.decompose import registry as decompose_registry
+    from opconv.converters.onnx_versions import registry as version_registry
 
     kernels = _kernels("onnx")
     to_openvino = _rule_anchors("onnx_to_openvino")
@@ -171,7 +171,7 @@ def _openvino_table() -> list[str]:
     to_onnx = _rule_anchors("openvino_to_onnx")
     rows = []
     ops = _schema_ops("openvino", "openvino.json")
-    for domain, op, _ in ops:
+    for _domain, op, _ in ops:
         key = ("opset1", op)
         rows.append([f"`{op}`", _yes(key in kernels), _yes(key in to_onnx)])
     with_kernel = sum(row[1] == "yes" for row in rows)
@@ -187,8 +187,8 @@ def _openvino_table() -> list[str]:
 
 
 def _hlo_table() -> list[str]:
-    from opconv.dialects.hlo.stablehlo import _writer
     import opconv.dialects.hlo.stablehlo  # noqa: F401  (registers the emitters)
+    from opconv.dialects.hlo.stablehlo import _writer
 
     kernels = _kernels("hlo")
     to_onnx = _rule_anchors("hlo_to_onnx")

@@ -46,11 +46,11 @@ import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import gen_onnx_schemas as base  # sibling script: the shared converters
 from onnx import AttributeProto
 from onnxruntime import __version__ as ORT_VERSION
 from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
 
-import gen_onnx_schemas as base  # sibling script: the shared converters
 from opconv.schemas import AttrParam, OpSchema, Param, dump
 
 ROOT = base.ROOT

@@ -189,7 +189,7 @@ def main(argv=None) -> int:
         if outcome != "refused":
             c["converted"] += 1
     show = set(args.show.split(",")) if args.show else set()
-    for name, target, converter, direction, outcome, message in sorted(rows):
+    for name, target, converter, _direction, outcome, message in sorted(rows):
         if converter == "opconv" and outcome in show:
             print(f"  {outcome:10s} {name} -> {target}: {message}")
     print(f"\n{len(work)} (case, target) pairs, targets {targets[0]}..{targets[-1]}, {elapsed:.0f} s; "

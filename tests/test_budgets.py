@@ -208,7 +208,7 @@ def test_best_effort_shape_inference_gives_up_on_onnx_s_failures_only(monkeypatc
 
     for failure in (onnx_failure, RuntimeError("std::runtime_error from C++"), TypeError("a bug of opconv's")):
         def failing(*args, **kwargs):
-            raise failure
+            raise failure  # noqa: B023 (installed and called within this iteration)
 
         monkeypatch.setattr(static_inputs, "infer_shapes", failing)
         monkeypatch.setattr(proto, "infer_shapes", failing)

@@ -10,8 +10,8 @@ from click.testing import CliRunner
 from onnx import TensorProto, helper
 
 import opconv
-from opconv.validation import check_model
 from opconv.cli import cli
+from opconv.validation import check_model
 
 
 def _model(nodes, inputs=("x",), outputs=("y",), opset=13, initializers=()):

@@ -16,7 +16,8 @@ import signal
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import opconv
 from opconv import budget
@@ -138,8 +139,8 @@ def test_dot_general_with_a_contracting_dim_beyond_the_rank_is_refused(tmp_path)
 
 def test_an_ir_const_whose_byte_count_overflows_int64_is_refused(tmp_path):
     """issue 17: shape 2**62 x 4 of f32 is 0 bytes in int64 arithmetic, so size="0" passed the size check."""
-    from onnx import TensorProto, helper, numpy_helper
     import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
 
     w = numpy_helper.from_array(np.ones((2, 3), np.float32), "w")
     graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g",

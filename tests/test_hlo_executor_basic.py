@@ -629,7 +629,7 @@ def test_tile_trilu_reverse_sequence():
     for upper in (True, False):
         for k in (-2, 0, 1, 4):
             out = run1("Trilu", m, upper=upper, k=k)
-            keep = (lambda i, j: j - i >= k) if upper else (lambda i, j: j - i <= k)
+            keep = (lambda i, j: j - i >= k) if upper else (lambda i, j: j - i <= k)  # noqa: B023 (used at once)
             expected = [[[m[b, i, j] if keep(i, j) else 0 for j in range(5)] for i in range(4)] for b in range(2)]
             assert out.tolist() == expected, (upper, k)
     seq = np.arange(12, dtype=np.float32).reshape(4, 3)  # time_axis 0, batch_axis 1

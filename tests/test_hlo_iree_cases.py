@@ -37,8 +37,7 @@ import opconv
 from opconv import testdata
 from opconv.compare import compare_arrays
 from opconv.converters.onnx_to_hlo import onnx_to_hlo
-from opconv.dialects.hlo.stablehlo import (StableHloExportError, export, export_function, module_text,
-                                           weight_arguments)
+from opconv.dialects.hlo.stablehlo import StableHloExportError, export, export_function, module_text, weight_arguments
 from tests import known
 from tests.test_onnx_to_hlo import _convert_case, _reason_key
 

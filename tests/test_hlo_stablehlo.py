@@ -17,8 +17,14 @@ import pytest
 
 import opconv
 from opconv.dialects.hlo.build import OPSETS, hlo_node
-from opconv.dialects.hlo.stablehlo import (EMITTERS, StableHloExportError, export, export_function, module_text,
-                                           weight_arguments)
+from opconv.dialects.hlo.stablehlo import (
+    EMITTERS,
+    StableHloExportError,
+    export,
+    export_function,
+    module_text,
+    weight_arguments,
+)
 from opconv.errors import ExecutionError
 from opconv.ir import Graph, Model
 from opconv.types import TensorType, from_numpy
@@ -70,7 +76,7 @@ def _type_of(out) -> TensorType:
 
 def _add_operands(graph: Graph, args, feeds: dict, prefix: str = "x"):
     values = []
-    for i, a in enumerate(args):
+    for a in args:
         if a is None:
             values.append(None)
         elif isinstance(a, Const):

@@ -21,8 +21,14 @@ from onnx import helper
 
 import opconv
 from opconv.dialects.hlo.build import OPSETS, hlo_node
-from opconv.dialects.hlo.stablehlo import (EMITTERS, NO_STATIC_FORM, StableHloExportError, export,
-                                           export_function, module_text)
+from opconv.dialects.hlo.stablehlo import (
+    EMITTERS,
+    NO_STATIC_FORM,
+    StableHloExportError,
+    export,
+    export_function,
+    module_text,
+)
 from opconv.ir import Graph, Model
 from opconv.schemas import dialect_schemas
 from opconv.types import TensorType, from_numpy

@@ -19,7 +19,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import opconv
 from opconv.cli import cli
@@ -31,7 +32,6 @@ from opconv.errors import ModelReadError, ModelWriteError
 from opconv.ir import Attr, Graph, Model, Node, Tensor, Value
 from opconv.schemas import dialect_schemas
 from opconv.types import ELEMENT_TYPES, TensorType, TupleType, type_signature
-
 
 # ---------------------------------------------------------------------------
 # comparing graphs exactly

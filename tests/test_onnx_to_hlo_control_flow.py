@@ -14,8 +14,12 @@ from opconv.compare import compare_arrays
 from opconv.converters.onnx_to_hlo import onnx_to_hlo
 from opconv.dialects.hlo.stablehlo import export_function
 from opconv.errors import ConversionError
-from tests.test_onnx_to_openvino_control_flow import (_if_model, _loop_model, _loop_without_iteration_number_model,
-                                                      _rows_loop_model)
+from tests.test_onnx_to_openvino_control_flow import (
+    _if_model,
+    _loop_model,
+    _loop_without_iteration_number_model,
+    _rows_loop_model,
+)
 
 iree_runtime = pytest.importorskip("tests.iree_runtime")
 

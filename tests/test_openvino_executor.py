@@ -10,8 +10,9 @@ inputs and compares every output with the float32 tolerances of
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ os.environ.setdefault("CI", "true")  # `import openvino` otherwise waits on tele
 
 import openvino as ov  # noqa: E402
 from openvino import opset1 as ops  # noqa: E402
+
 # Opset1 operations whose Python builders OpenVINO ships only in later opset modules (same operation version).
 from openvino import opset2, opset3  # noqa: E402
 

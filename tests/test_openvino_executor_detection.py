@@ -14,14 +14,13 @@ import importlib
 import numpy as np
 import pytest
 
-from tests.test_openvino_executor import CONFIG, CORE, C, Case, P, _opconv_model, _r, check, ops, opset2, ov
-
 import opconv
 from opconv.compare import compare_arrays
 from opconv.dialects.openvino import executor as ov_executor
 from opconv.dialects.openvino.executor import Session
 from opconv.errors import ExecutionError
 from opconv.schemas import dialect_schemas
+from tests.test_openvino_executor import CONFIG, CORE, C, Case, P, _opconv_model, _r, check, ops, opset2, ov
 
 DETECTION_OPS = ("ROIPooling", "PSROIPooling", "DeformablePSROIPooling", "ReorgYolo", "RegionYolo", "PriorBox",
                  "PriorBoxClustered")

@@ -11,12 +11,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.test_openvino_executor import CONFIG, CORE, C, Case, P, _opconv_model, check, ops
-
 import opconv  # noqa: E402
 from opconv.dialects.openvino.executor import DOMAIN, REGISTRY, Session  # noqa: E402
 from opconv.errors import ExecutionError  # noqa: E402
 from opconv.kernels.detection import generate_anchors  # noqa: E402
+from tests.test_openvino_executor import CONFIG, CORE, C, Case, P, _opconv_model, check, ops
 
 CENTER = "caffe.PriorBoxParameter.CENTER_SIZE"
 CORNER = "caffe.PriorBoxParameter.CORNER"

@@ -13,12 +13,10 @@ from __future__ import annotations
 import importlib
 
 import numpy as np
-import pytest
-
-from tests.test_openvino_executor import CORE, C, Case, P, _opconv_model, _r, check  # sets CI=true first
-
 import openvino as ov
-from openvino import opset1 as ops, opset5
+import pytest
+from openvino import opset1 as ops
+from openvino import opset5
 
 import opconv
 from opconv.compare import compare_arrays
@@ -27,7 +25,7 @@ from opconv.dialects.openvino.executor import Session
 from opconv.errors import ModelReadError, ModelWriteError
 from opconv.schemas import dialect_schemas
 from opconv.types import TensorType, from_numpy
-
+from tests.test_openvino_executor import CORE, C, Case, P, _opconv_model, _r, check  # sets CI=true first
 
 # ---------------------------------------------------------------- LSTMSequence
 

@@ -15,11 +15,11 @@ import openvino as ov  # noqa: E402
 from openvino import opset1 as ops  # noqa: E402
 
 import opconv  # noqa: E402
-from opconv.validation import check_model  # noqa: E402
 from opconv.cli import cli  # noqa: E402
 from opconv.errors import ModelReadError, ModelWriteError  # noqa: E402
 from opconv.ir import Graph, Model, Tensor  # noqa: E402
 from opconv.types import TensorType  # noqa: E402
+from opconv.validation import check_model  # noqa: E402
 
 RNG = np.random.default_rng(0)
 

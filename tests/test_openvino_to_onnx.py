@@ -24,6 +24,7 @@ os.environ.setdefault("CI", "true")  # `import openvino` otherwise waits on tele
 import onnxruntime as ort  # noqa: E402
 import openvino as ov  # noqa: E402
 from openvino import opset1 as ops  # noqa: E402
+
 # opset1 operations whose Python builders OpenVINO ships only in later opset modules (same operation version).
 from openvino import opset3  # noqa: E402
 
@@ -240,7 +241,7 @@ def test_strided_slice_new_axis_follows_numpy(tmp_path):
     _assert_close([x[np.newaxis, 2, :, ::-2]], _onnxruntime(proto, {"x": x}), "StridedSlice")
 
 
-def _opconv_written_ir(tmp_path, op: str, inputs: dict, attrs: dict, consts: dict = {}):
+def _opconv_written_ir(tmp_path, op: str, inputs: dict, attrs: dict, consts: dict | None = None):
     """A single-layer IR v10 written by opconv (for opset1 layers OpenVINO's Python API labels otherwise)."""
     from opconv.ir import Attr, Graph, Model, Node, Tensor, Value
     from opconv.schemas import dialect_schemas
@@ -248,7 +249,7 @@ def _opconv_written_ir(tmp_path, op: str, inputs: dict, attrs: dict, consts: dic
 
     g = Graph("g")
     values = [g.add_input(name, TensorType(from_numpy(a.dtype).name, a.shape)) for name, a in inputs.items()]
-    values += [g.add_initializer(name, Tensor.from_array(a)) for name, a in consts.items()]
+    values += [g.add_initializer(name, Tensor.from_array(a)) for name, a in (consts or {}).items()]
     schema = dialect_schemas("openvino").find(op, 1, "opset1")
     out = Value("y")
     g.add_node(Node(op, values, [out], domain="opset1", version=1, name="y",

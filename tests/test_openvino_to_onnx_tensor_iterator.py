@@ -9,20 +9,18 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import openvino as ov  # noqa: E402
 import pytest
 from click.testing import CliRunner
-
-from tests.test_openvino_executor import CONFIG, CORE, _r  # sets CI=true first
-from tests.test_openvino_executor_rnn_conv import TI_MODELS, _run_opconv, _same, _ti_recurrent
-from tests.test_openvino_to_onnx import _onnxruntime
-
-import openvino as ov  # noqa: E402
 from openvino import opset1 as ops  # noqa: E402
 
 import opconv  # noqa: E402
 from opconv.cli import cli  # noqa: E402
 from opconv.dialects.onnx.io import to_proto  # noqa: E402
 from opconv.errors import ConversionError  # noqa: E402
+from tests.test_openvino_executor import CONFIG, CORE, _r  # sets CI=true first
+from tests.test_openvino_executor_rnn_conv import TI_MODELS, _run_opconv, _same, _ti_recurrent
+from tests.test_openvino_to_onnx import _onnxruntime
 
 
 def _two_states():

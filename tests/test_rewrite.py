@@ -11,12 +11,22 @@ import numpy as np
 import onnx
 import onnxruntime
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
 import opconv
-from opconv.converters.rewrite import (Builder, Match, Pattern, Refuse, Rule, RuleSet, apply, constant_value,
-                                       convert_graph)
+from opconv.converters.rewrite import (
+    Builder,
+    Match,
+    Pattern,
+    Refuse,
+    Rule,
+    RuleSet,
+    apply,
+    constant_value,
+    convert_graph,
+)
 from opconv.dialects.onnx.io import to_proto
 from opconv.errors import ConversionError, GraphError
 

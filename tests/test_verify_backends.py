@@ -388,5 +388,5 @@ def test_openvino_returns_intermediates_of_an_ir_by_layer(resnet_ir):
                                                                       layers["ReLU"]])
     assert list(got) == ["logits", layers["ReLU"], layers["MaxPool"]]
     want = run_ort(_with_outputs(onnx.load(onnx_path), list(onnx_names.values())), feeds)
-    for (op, name), value in zip(onnx_names.items(), want[1:]):
+    for op, value in zip(onnx_names, want[1:]):
         np.testing.assert_allclose(got[layers[op]], value, rtol=1e-5, atol=1e-5, err_msg=op)

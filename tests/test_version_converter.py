@@ -22,7 +22,6 @@ from opconv.compare import compare_arrays
 from opconv.dialects.onnx.io import to_proto
 from opconv.schemas import dialect_schemas
 
-
 # -- helpers -----------------------------------------------------------------------------------
 
 def make_model(nodes, inputs, outputs, opset, initializers=()):
@@ -71,9 +70,9 @@ def _neighbour_targets(source: int) -> list[int]:
 @pytest.mark.slow
 def test_node_cases_to_neighbouring_opsets_and_21():
     """Each node case moved one opset down, one up, and to 21: when converted, it must be valid and right."""
-    from opconv.testdata import node_cases
-
     import importlib.util
+
+    from opconv.testdata import node_cases
     spec = importlib.util.spec_from_file_location(
         "version_matrix", os.path.join(os.path.dirname(__file__), "..", "scripts", "version_matrix.py"))
     matrix = importlib.util.module_from_spec(spec)

@@ -490,7 +490,7 @@ def test_memo_clip_bounds_read_only_the_element_type():
     up = memo_converted(m, 21)
     assert memo_converted.counts == {"converted": 1, "reused": 3}
     feeds = {f"x{k}": (RNG.standard_normal(shape) * 8).astype(np.float32) for k, shape in enumerate(shapes)}
-    for (name, x), y in zip(feeds.items(), ort_outputs(up, feeds)):
+    for x, y in zip(feeds.values(), ort_outputs(up, feeds)):
         np.testing.assert_array_equal(y, -np.clip(np.abs(x), np.float32(0), np.float32(6)))
 
 

@@ -21,7 +21,6 @@ import onnx
 import pytest
 from click.testing import CliRunner
 
-import opconv
 from opconv import atomic
 from opconv.cli import cli
 from opconv.errors import ModelWriteError

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable, Mapping
 from contextlib import contextmanager
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 

@@ -7,8 +7,9 @@ exported function, named as the HLO model names them.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -103,11 +104,12 @@ class IreeBackend(Backend):
         return "iree llvm-cpu"
 
     def run(self, model: Any, feeds: Mapping[str, Any], extra_outputs: Iterable[str] = ()) -> dict[str, Any]:
-        import opconv
-        from ..dialects.hlo.stablehlo import export
-
         import atexit
         import gc
+
+        import opconv
+
+        from ..dialects.hlo.stablehlo import export
 
         model = self.load(model)
         import_runtime("iree.runtime", "iree", self.name)

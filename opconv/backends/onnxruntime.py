@@ -4,7 +4,8 @@ optimizations); intermediates are added as graph outputs."""
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from .base import Backend, as_array, import_runtime, values_by_name
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 

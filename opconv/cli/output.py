@@ -88,7 +88,7 @@ class Progress:
         self.shown = 0  # how many of the timings are printed
 
     @classmethod
-    def for_command(cls) -> "Progress":
+    def for_command(cls) -> Progress:
         return cls(enabled=verbosity() > QUIET, as_they_end=verbosity() >= VERBOSE)
 
     def stage(self, text: str) -> None:
@@ -217,6 +217,7 @@ class Conversion:
     def load(self):
         """The source model; a file of another dialect is refused with the command that reads it."""
         import opconv
+
         from ..api import DIALECT_NAMES
 
         self.progress.stage(f"loading {self.model}")
@@ -281,7 +282,7 @@ class Conversion:
         if verbosity() > QUIET or not report.ok:
             click.echo(report.summary())
 
-    def __enter__(self) -> "Conversion":
+    def __enter__(self) -> Conversion:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import sys
 from typing import Any
 
@@ -19,7 +18,7 @@ import numpy as np
 
 from .. import load
 from ..atomic import check_output, is_stdout, write_text
-from ..errors import ExecutionError, OpconvError
+from ..errors import ExecutionError
 from ..input_shapes import parse_dim_option, parse_shape_option
 from ..npz import read_npz, write_npz  # noqa: F401 - write_npz is used here and by scripts
 from . import cli
@@ -159,6 +158,7 @@ def run(model, inputs_path, output, seed, input_shapes, dims, as_json):
     Exit code 0 when the model ran, 2 when it could not be read or run.
     """
     import opconv
+
     from ..verify import random_inputs
 
     say = _echo(output) if verbosity() > QUIET and not as_json else (lambda message: None)

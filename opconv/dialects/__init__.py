@@ -8,8 +8,9 @@ to load a path and never switches on file formats itself.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import ModelReadError, ModelWriteError
 from ..ir import Model

@@ -11,7 +11,7 @@ Precision policy (every kernel follows it):
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import ml_dtypes
 import numpy as np

@@ -26,7 +26,7 @@ disallowed gets zero probabilities (and a zero output row) instead of NaN.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -52,8 +52,8 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
@@ -543,7 +543,7 @@ def _winograd_weights(w: np.ndarray, bias: np.ndarray, m: int) -> np.ndarray:
     return packed
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _winograd_transforms(m: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
     """``B^T (x) B^T`` and ``A^T (x) A^T``: the tile transforms on flattened tiles."""
     f = _WINOGRAD[m]

@@ -362,7 +362,7 @@ def relu(x, out=None):
     return out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _zero_row(dtype: np.dtype) -> np.ndarray:
     # Not a power of two: rows of 4096 values ran 4-7x slower inside a session (on an AMD EPYC), where the
     # data rows and the zero row presumably fell on the same cache sets; 1000 values is long enough
@@ -446,7 +446,7 @@ def _format_number(value) -> str:
             return "NaN"
         if math.isinf(value):
             return "INF" if value > 0 else "-INF"
-        return "%.8g" % value
+        return f"{value:.8g}"
     return str(int(value))
 
 

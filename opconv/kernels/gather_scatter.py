@@ -36,7 +36,7 @@ the dim (negatives count from the end) and steps may be negative.
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -57,7 +57,7 @@ def _wrap_indices(indices, size, what: str) -> np.ndarray:
     return wrapped
 
 
-def _apply_at(flat: np.ndarray, targets: np.ndarray, values: np.ndarray, combine) -> None:
+def apply_at(flat: np.ndarray, targets: np.ndarray, values: np.ndarray, combine) -> None:
     """``flat[t] = combine(flat[t], v)`` for each (t, v) pair, duplicates in order."""
     if combine is None:  # replace: keep the last update of each target
         reversed_targets = targets[::-1]
@@ -99,7 +99,7 @@ def _onnx_reduction(name: str):
 def _scatter(data, flat_targets, updates, combine) -> np.ndarray:
     data = np.asarray(data)
     out = data.copy().reshape(-1)
-    _apply_at(out, np.asarray(flat_targets).reshape(-1), np.asarray(updates).astype(data.dtype).reshape(-1), combine)
+    apply_at(out, np.asarray(flat_targets).reshape(-1), np.asarray(updates).astype(data.dtype).reshape(-1), combine)
     return out.reshape(data.shape)
 
 

@@ -87,7 +87,7 @@ def _q6_k(b):
         ql, qh = low[..., 64 * half:64 * half + 64], high[..., 32 * half:32 * half + 32]
         low_codes = _nibbles(ql)  # (..., 128): values 0-63 low nibbles, 64-127 high nibbles
         high_codes = np.concatenate([(qh >> shift) & 3 for shift in (0, 2, 4, 6)], axis=-1)  # per 32-quarter
-        halves.append(((low_codes | (high_codes << 4)).astype(np.float32) - 32))
+        halves.append((low_codes | (high_codes << 4)).astype(np.float32) - 32)
     codes = np.concatenate(halves, axis=-1)  # (..., 256)
     per_value_scale = np.repeat(scales, 16, axis=-1)
     return _f16(b, 208) * per_value_scale * codes

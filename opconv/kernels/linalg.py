@@ -20,7 +20,7 @@ the input type.  Narrow floats are computed in float32 and cast back.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

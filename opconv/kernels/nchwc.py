@@ -29,7 +29,7 @@ MLAS_BLOCK_SIZES = (16, 8)
 NCHWC = "com.microsoft.nchwc"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def cpu_block_size() -> int:
     """The block MLAS picks on this CPU: 16 when it has AVX-512F, else 8 (``OPCONV_NCHWC_BLOCK`` overrides)."""
     given = os.environ.get("OPCONV_NCHWC_BLOCK")

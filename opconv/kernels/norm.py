@@ -33,8 +33,7 @@ OpenVINO ``MVN``'s ``eps_mode`` does).
 from __future__ import annotations
 
 import math
-
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -33,7 +33,7 @@ window offsets.
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -461,7 +461,7 @@ def select_and_scatter(
     ``None`` to replace; values landing on one element are combined in
     row-major window order.
     """
-    from .gather_scatter import _apply_at
+    from .gather_scatter import apply_at
 
     x = np.asarray(x)
     rank = x.ndim
@@ -489,5 +489,5 @@ def select_and_scatter(
         chosen_value = np.where(take, value, chosen_value)
     out = np.full(x.size, np.asarray(init_value).astype(xc.dtype), dtype=xc.dtype)
     hit = chosen >= 0
-    _apply_at(out, chosen[hit], source.astype(xc.dtype)[hit], combine)
+    apply_at(out, chosen[hit], source.astype(xc.dtype)[hit], combine)
     return downcast(out.reshape(x.shape), x.dtype)

@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ExecutionError
-from ._common import normalize_axis, upcast
 from . import elementwise, reduce
+from ._common import normalize_axis, upcast
 
 #: bitsandbytes' FP4 code table (1 sign, 2 exponent, 1 mantissa bits, scaled so the largest magnitude is 1).
 FP4_TABLE = np.array([0.0, 0.0052083333, 0.6666667, 1.0, 0.33333334, 0.5, 0.16666667, 0.25,

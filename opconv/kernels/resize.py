@@ -45,7 +45,7 @@ are interpolated in float64, rounded half to even and clipped to the type.
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 

@@ -41,7 +41,7 @@ output zeros; the reverse direction starts at each entry's last valid step.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence, Union
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -64,7 +64,7 @@ _ACTIVATIONS: dict[str, tuple[Callable, float | None, float | None]] = {
     "softplus": (lambda x, a, b: E.softplus(x), None, None),
 }
 
-ActivationSpec = Union[str, tuple, Callable]
+ActivationSpec = str | tuple | Callable
 
 #: Default activations per cell kind, ONNX roles (f, g, h).
 DEFAULT_ACTIVATIONS = {"rnn": ("tanh",), "gru": ("sigmoid", "tanh"), "lstm": ("sigmoid", "tanh", "tanh")}

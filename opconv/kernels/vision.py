@@ -31,7 +31,7 @@ taps (at most ``4 ** n``) and, for the RoI kernels, over regions of interest.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -345,7 +345,8 @@ def roi_pool_bilinear(x: np.ndarray, rois: np.ndarray, pooled_shape: Sequence[in
         xs = positions(roi[1], roi[3], pw, width)[None, :].repeat(ph, 0)
         inside = (ys >= 0) & (ys <= height - 1) & (xs >= 0) & (xs <= width - 1)
         ys, xs = np.where(inside, ys, 0), np.where(inside, xs, 0)
-        values = _lerp_2d(lambda i, j: plane[:, i, j], ys.astype(xc.dtype), xs.astype(xc.dtype), height, width)
+        # _lerp_2d calls the sampler at once, inside this iteration.
+        values = _lerp_2d(lambda i, j: plane[:, i, j], ys.astype(xc.dtype), xs.astype(xc.dtype), height, width)  # noqa: B023
         out[r] = np.where(inside, values, 0)
     return downcast(out, x.dtype)
 
@@ -428,7 +429,7 @@ def ps_roi_pool_bilinear(x: np.ndarray, rois: np.ndarray, output_dim: int, group
                 ysafe = np.where(inside, ys, 0).astype(xc.dtype)
                 xsafe = np.where(inside, xs, 0).astype(xc.dtype)
                 plane = planes[by, bx]
-                values = _lerp_2d(lambda i, j: plane[:, i, j], ysafe, xsafe, height, width)
+                values = _lerp_2d(lambda i, j: plane[:, i, j], ysafe, xsafe, height, width)  # noqa: B023 (called at once)
                 out[r] += np.where(inside, values, 0)
     return downcast(out / (bins_x * bins_y), x.dtype)
 
@@ -485,7 +486,7 @@ def deformable_ps_roi_pool(x: np.ndarray, rois: np.ndarray, offsets: np.ndarray 
                 ok = (ys >= -0.5) & (ys <= height - 0.5) & (xs >= -0.5) & (xs <= width - 0.5)
                 yc = np.clip(ys, 0, height - 1).astype(xc.dtype)
                 xcl = np.clip(xs, 0, width - 1).astype(xc.dtype)
-                values = _lerp_2d(lambda i, j: plane[flat_channel, i, j], yc, xcl, height, width)
+                values = _lerp_2d(lambda i, j: plane[flat_channel, i, j], yc, xcl, height, width)  # noqa: B023 (called at once)
                 total += np.where(ok, values, 0)
                 count += ok
         out[r] = np.where(count > 0, total / np.maximum(count, 1), 0)
@@ -558,41 +559,27 @@ def _prior_count(ratios: int, min_sizes: int, max_sizes: int, scale_all_sizes: b
     return count
 
 
-def prior_boxes(layer_size: Sequence[int], image_size: Sequence[int], *, min_size: Sequence[float] = (),
-                max_size: Sequence[float] = (), aspect_ratio: Sequence[float] = (), flip: bool = False,
-                clip: bool = False, step: float = 0.0, offset: float = 0.5, variance: Sequence[float] = (),
-                scale_all_sizes: bool = True, fixed_ratio: Sequence[float] = (), fixed_size: Sequence[float] = (),
-                density: Sequence[float] = ()) -> np.ndarray:
-    """SSD prior boxes over an ``(H, W)`` feature map for an ``(IH, IW)`` image: ``(2, 4 * H * W * priors)``.
-
-    Per cell, in order: for each fixed size, its density grid of boxes (for
-    each fixed ratio, or square then one grid per aspect ratio); then for each
-    min size its square box, the ``sqrt(min * max)`` box and its aspect-ratio
-    boxes (all of them only after the last min size unless ``scale_all_sizes``).
-    Aspect ratios start with 1, skip near-duplicates and add ``1 / ar`` with
-    ``flip``.  Boxes are normalized by the image size; the fixed-size ones are
-    always clipped to ``[0, 1]``, the others with ``clip``.
-    """
-    height, width = (int(v) for v in layer_size)
-    image_h, image_w = (int(v) for v in image_size)
+def _prior_aspect_ratios(aspect_ratio: Sequence[float], flip: bool) -> list[float]:
+    """1, then each aspect ratio not within 1e-6 of one already taken (and its inverse with ``flip``)."""
     ratios = [1.0]
     for ar in aspect_ratio:
         if all(abs(ar - seen) >= 1e-6 for seen in ratios):
             ratios.append(ar)
             if flip:
                 ratios.append(1.0 / ar)
-    non_square = [math.sqrt(ar) for ar in ratios if abs(ar - 1.0) >= 1e-6]
-    min_size = [float(v) for v in min_size]
-    step = float(step)
-    if not scale_all_sizes:  # MXNet's convention: sizes and step relative to the image height
-        step = image_h / height if step == -1 else step * image_h
-        min_size = [v * image_h for v in min_size]
-    if fixed_size and len(density) < len(fixed_size):
-        raise ExecutionError(f"prior boxes with {len(fixed_size)} fixed sizes need as many densities, "
-                             f"got {len(density)}")
+    return ratios
 
-    # Each prior: (centre shift x, centre shift y, half width, half height, clipped on its own).
-    shapes: list[tuple[float, float, float, float, bool]] = []
+
+PriorShape = tuple[float, float, float, float, bool]
+
+
+def _fixed_size_priors(fixed_size: Sequence[float], fixed_ratio: Sequence[float], density: Sequence[float],
+                       non_square: list[float]) -> list[PriorShape]:
+    """The density grids of boxes of each fixed size, as :func:`prior_boxes` describes them.
+
+    Each prior: (centre shift x, centre shift y, half width, half height, clipped on its own).
+    """
+    shapes: list[PriorShape] = []
     for s, size in enumerate(fixed_size):
         whole = int(size)
         grid = int(density[s])
@@ -612,6 +599,38 @@ def prior_boxes(layer_size: Sequence[int], image_size: Sequence[int], *, min_siz
                 dense(whole * 0.5, whole * 0.5)
             for root in non_square:
                 dense(size * 0.5 * root, size * 0.5 / root)
+    return shapes
+
+
+def prior_boxes(layer_size: Sequence[int], image_size: Sequence[int], *, min_size: Sequence[float] = (),
+                max_size: Sequence[float] = (), aspect_ratio: Sequence[float] = (), flip: bool = False,
+                clip: bool = False, step: float = 0.0, offset: float = 0.5, variance: Sequence[float] = (),
+                scale_all_sizes: bool = True, fixed_ratio: Sequence[float] = (), fixed_size: Sequence[float] = (),
+                density: Sequence[float] = ()) -> np.ndarray:
+    """SSD prior boxes over an ``(H, W)`` feature map for an ``(IH, IW)`` image: ``(2, 4 * H * W * priors)``.
+
+    Per cell, in order: for each fixed size, its density grid of boxes (for
+    each fixed ratio, or square then one grid per aspect ratio); then for each
+    min size its square box, the ``sqrt(min * max)`` box and its aspect-ratio
+    boxes (all of them only after the last min size unless ``scale_all_sizes``).
+    Aspect ratios start with 1, skip near-duplicates and add ``1 / ar`` with
+    ``flip``.  Boxes are normalized by the image size; the fixed-size ones are
+    always clipped to ``[0, 1]``, the others with ``clip``.
+    """
+    height, width = (int(v) for v in layer_size)
+    image_h, image_w = (int(v) for v in image_size)
+    ratios = _prior_aspect_ratios(aspect_ratio, flip)
+    non_square = [math.sqrt(ar) for ar in ratios if abs(ar - 1.0) >= 1e-6]
+    min_size = [float(v) for v in min_size]
+    step = float(step)
+    if not scale_all_sizes:  # MXNet's convention: sizes and step relative to the image height
+        step = image_h / height if step == -1 else step * image_h
+        min_size = [v * image_h for v in min_size]
+    if fixed_size and len(density) < len(fixed_size):
+        raise ExecutionError(f"prior boxes with {len(fixed_size)} fixed sizes need as many densities, "
+                             f"got {len(density)}")
+
+    shapes = _fixed_size_priors(fixed_size, fixed_ratio, density, non_square)
     for k, size in enumerate(min_size):
         shapes.append((0.0, 0.0, size * 0.5, size * 0.5, False))
         if k < len(max_size):

@@ -13,13 +13,13 @@ lazily, on first use of a dialect, and cached.
 from __future__ import annotations
 
 import bisect
+import functools
 import json
 import os
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-import functools
-from functools import lru_cache
-from typing import Any, Callable, Iterable, NamedTuple
+from typing import Any, NamedTuple
 
 from ..errors import SchemaError
 
@@ -353,7 +353,7 @@ def _entry_data(entry: dict | OpText, where: str) -> dict:
         raise SchemaError(f"malformed op entry {entry.name!r}: {e}", where=where) from None
 
 
-@lru_cache(maxsize=None)
+@functools.cache
 def dialect_schemas(dialect: str) -> DialectSchemas:
     """All schemas of ``dialect`` ('onnx', 'openvino' or 'hlo'), loaded once."""
     if dialect not in DIALECT_FILES:

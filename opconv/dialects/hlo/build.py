@@ -21,7 +21,7 @@ DIALECT = "hlo"
 OPSETS = {"": 1}  # Model.opsets of every HLO model
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def schema_attrs(op: str) -> dict[str, tuple[str, str]]:
     """Python-safe attribute name -> (schema name, schema type) for HLO ``op``."""
     schema = dialect_schemas(DIALECT).find(op, 1, "")

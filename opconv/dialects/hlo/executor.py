@@ -19,14 +19,15 @@ does not set it.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ... import executor
 from ...errors import ExecutionError
 from ...executor import BoundNode, Interpreter, OpRegistry
 from ...ir import Model, Node
-from ...schemas import dialect_schemas
 from ...plan_fusion import fuse_relu_named
+from ...schemas import dialect_schemas
 from ..openvino.executor import decode_attributes
 
 DOMAIN = ""

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import read_model_file
 from ... import budget
 from ...atomic import OutputFiles
 from ...errors import ModelReadError, ModelWriteError, NotImplementedFeature
 from ...ir import Model, Tensor
 from ...types import element_type
+from .. import read_model_file
 from .text import INLINE_LIMIT, parse_module, print_module
 
 FORMATS = ("text", "stablehlo")

@@ -37,7 +37,8 @@ from __future__ import annotations
 import bisect
 import json
 import re
-from typing import Any, Iterator, NamedTuple, Protocol
+from collections.abc import Iterator
+from typing import Any, NamedTuple, Protocol
 
 import ml_dtypes
 import numpy as np
@@ -238,7 +239,7 @@ def print_module(model: Model, *, weights: WeightsSink | None = None, inline_lim
 class _PrintScope:
     """The names visible at one point of the printed text, to prove every reference reads back the same value."""
 
-    def __init__(self, parent: "_PrintScope | None", graph: Graph):
+    def __init__(self, parent: _PrintScope | None, graph: Graph):
         self.parent, self.graph = parent, graph
         self.names: dict[str, Value] = {}
 
@@ -502,7 +503,7 @@ def parse_type(text: str):
 class _Scope:
     """Names defined so far in one graph, falling back to the enclosing graphs."""
 
-    def __init__(self, parent: "_Scope | None"):
+    def __init__(self, parent: _Scope | None):
         self.parent = parent
         self.names: dict[str, tuple[Value, int]] = {}
 
@@ -944,7 +945,7 @@ class _Parser:
             return self.floats(flat, part).view(et.numpy)
         return self.floats(items, np.dtype(et.numpy))
 
-    def element_token(self) -> "_Tok | _Bits":
+    def element_token(self) -> _Tok | _Bits:
         tok = self.next()
         if tok.kind == "number" and tok.text == "nan" and self.at("("):
             return _Bits(tok, self.nan_bits())

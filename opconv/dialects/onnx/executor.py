@@ -18,13 +18,14 @@ schema's ``function_body``), and model-local functions, run as function calls.
 
 from __future__ import annotations
 
-from functools import lru_cache
-from typing import Any, Mapping
+from collections.abc import Mapping
+from functools import cache
+from typing import Any
 
 import numpy as np
 
-from ...errors import ExecutionError, SchemaError
 from ... import executor
+from ...errors import ExecutionError, SchemaError
 from ...executor import BoundNode, ExecContext, Interpreter, OpRegistry, python_name
 from ...ir import Attr, Function, Model, Node, SparseTensor, Tensor
 from ...schemas import OpSchema, dialect_schemas
@@ -167,7 +168,7 @@ def _function_kernel(function: Function, call_attrs: dict[str, Attr], functions:
     return call
 
 
-@lru_cache(maxsize=None)
+@cache
 def _schema_function(op: str, version: int, domain: str) -> Function | None:
     """The function body ONNX defines for ``op`` at ``version``, loaded into the graph core."""
     import onnx.defs  # the full onnx package, only for ops that run as their schema's function

@@ -24,8 +24,8 @@ applied by that step to its fresh output, in place, while the output is still
 in cache: one step fewer and no second trip through memory.
 
 torch's exports of the erf and tanh Gelus, of attention's MatMul-Scale-Mask-
-Softmax-MatMul and a MatMul followed by its bias Add (``TRANSFORMER_PATTERNS``) run as one step that computes the same operations on
-the same values, in the buffers it allocated: the same bits, with 2-8 fewer
+Softmax-MatMul and a MatMul followed by its bias Add (``TRANSFORMER_PATTERNS``) run as one step that
+computes the same operations on the same values, in the buffers it allocated: the same bits, with 2-8 fewer
 steps and kernel calls each.
 """
 
@@ -36,11 +36,11 @@ from typing import Any
 
 import numpy as np
 
-from ...executor import BoundNode, ExecContext, _as_outputs
-from ...plan_fusion import ThenActivation, Uses, constant_value, fuse_activations, pass_through
+from ...executor import BoundNode, ExecContext, as_outputs
 from ...ir import Graph
 from ...kernels import conv as conv_kernels
 from ...kernels import elementwise
+from ...plan_fusion import ThenActivation, Uses, constant_value, fuse_activations, pass_through
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -419,7 +419,7 @@ class _FusedPattern:
         # Other ops run their node's kernel, which may overwrite the buffers given to it.
         args = [value for value, _ in parts]
         owned = tuple(i for i, (_, fresh) in enumerate(parts) if fresh)
-        result = _as_outputs(step.fn(ExecContext(ctx.interpreter, step.node, ctx.env, owned), *args, **step.attrs),
+        result = as_outputs(step.fn(ExecContext(ctx.interpreter, step.node, ctx.env, owned), *args, **step.attrs),
                              step.node)[0]
         kept = [value for value, fresh in parts if not fresh]  # an outside value or constant: never overwritten
         return result, not any(np.may_share_memory(result, value) for value in kept)

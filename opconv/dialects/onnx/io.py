@@ -17,21 +17,29 @@ from __future__ import annotations
 
 import errno
 import os
-from typing import Any, Iterator, NamedTuple
+from collections.abc import Iterator
+from typing import Any, NamedTuple
 
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from .. import read_model_file
 from ... import budget
 from ...atomic import OutputFiles
 from ...errors import ModelReadError, ModelWriteError
 from ...ir import Attr, Function, Graph, Model, Node, SparseTensor, Tensor, Value, quiet_collector
 from ...types import (
-    MapType, OptionalType, SequenceType, SparseTensorType, TensorType, ValueType,
-    element_type, from_onnx_code,
+    MapType,
+    OptionalType,
+    SequenceType,
+    SparseTensorType,
+    TensorType,
+    ValueType,
+    element_type,
+    from_onnx_code,
 )
-from .proto import messages as pb, to_array
+from .. import read_model_file
+from .proto import messages as pb
+from .proto import to_array
 
 #: protobuf refuses messages of 2 GiB or more; stay clear of it
 PROTOBUF_LIMIT = 2**31 - 2**20
@@ -135,7 +143,9 @@ class _Reader:
         )
 
     # -- graphs -------------------------------------------------------------
-    def graph(self, p: pb.GraphProto, opsets: dict, parent: Graph | None, scope: "_Scope | None") -> Graph:
+    # One pass over a GraphProto's fields in the order ONNX resolves names (initializers, inputs, nodes,
+    # outputs, value infos), each with its own error message; split, the scope would be threaded through all.
+    def graph(self, p: pb.GraphProto, opsets: dict, parent: Graph | None, scope: _Scope | None) -> Graph:  # noqa: C901
         g = Graph(p.name, parent=parent)
         g.doc = p.doc_string
         if type(g.name) is not str or type(g.doc) is not str:
@@ -240,7 +250,8 @@ class _Reader:
                         doc=p.doc_string, meta=meta)
 
     # -- attributes ---------------------------------------------------------
-    def attr(self, p: pb.AttributeProto, opsets: dict, graph: Graph, scope: "_Scope") -> Attr:
+    # One branch per AttributeProto type (the shared attribute codec of issue 19 replaces this switch).
+    def attr(self, p: pb.AttributeProto, opsets: dict, graph: Graph, scope: _Scope) -> Attr:  # noqa: C901
         kind = _ATTR_KIND.get(p.type)
         if type(p.name) is not str:
             raise self.not_utf8("an attribute name", p.name)
@@ -380,7 +391,7 @@ class _Reader:
 class _Scope:
     """Name -> Value for one graph, falling back to the enclosing graphs."""
 
-    def __init__(self, parent: "_Scope | None"):
+    def __init__(self, parent: _Scope | None):
         self.parent = parent
         self.names: dict[str, Value] = {}
         self.undefined: list[Value] = []
@@ -477,7 +488,7 @@ _PLAIN_CODES = {np.dtype(t).newbyteorder("<"): code for t, code in (
 # saving
 # ---------------------------------------------------------------------------
 
-def to_proto(model: Model, *, data_sink: "_DataSink | None" = None, refer_from: str | None = None) -> pb.ModelProto:
+def to_proto(model: Model, *, data_sink: _DataSink | None = None, refer_from: str | None = None) -> pb.ModelProto:
     """Build a ModelProto (tensors embedded unless ``data_sink`` takes them).
 
     ``refer_from``: a folder; external tensors inside it stay references to their bytes (a location
@@ -643,7 +654,7 @@ class _Writer:
         _set(p, name=g.name, doc_string=g.doc)
         for v in g.initializers.values():
             self.tensor_into(p.initializer.add(), v.const, v.name, allow_external=top)
-        for name, st in g.sparse_initializers.items():
+        for st in g.sparse_initializers.values():
             p.sparse_initializer.append(self.sparse(st))
         for v in g.inputs:
             p.input.append(self.value_info(v, v.meta.get("doc", "")))
@@ -716,7 +727,8 @@ class _Writer:
         self.attr_into(p, a)
         return p
 
-    def attr_into(self, p: pb.AttributeProto, a: Attr) -> None:
+    # One branch per attribute type (the shared attribute codec of issue 19 replaces this switch).
+    def attr_into(self, p: pb.AttributeProto, a: Attr) -> None:  # noqa: C901
         p.name = a.name
         p.type = _ATTR_CODE[a.type]
         if a.doc:

@@ -1,4 +1,5 @@
-"""The OpenVINO IR dialect: IR v10/v11 XML + .bin I/O (``io``), the opset1 reference executor (``executor``, ``ops``)."""
+"""The OpenVINO IR dialect: IR v10/v11 XML + .bin I/O (``io``), the opset1 reference executor
+(``executor``, ``ops``)."""
 
 from .io import load, save
 

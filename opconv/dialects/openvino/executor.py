@@ -17,17 +17,18 @@ default, or ``None``, when the node does not set it.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
-from ...errors import ExecutionError
 from ... import executor
+from ...errors import ExecutionError
 from ...executor import BoundNode, Interpreter, OpRegistry, python_name
 from ...ir import Attr, Model, Node, Tensor
+from ...plan_fusion import fuse_relu_named
 from ...schemas import OpSchema, dialect_schemas
 from ...types import element_type
-from ...plan_fusion import fuse_relu_named
 
 DOMAIN = "opset1"
 

@@ -23,18 +23,19 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Callable, Iterable, NamedTuple
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
 
 import numpy as np
 from lxml import etree
 
-from .. import read_model_file
+from ... import budget
+from ...atomic import OutputFiles
 from ...errors import GraphError, ModelReadError, ModelWriteError
 from ...ir import Attr, Graph, Model, Node, Tensor, Value
 from ...schemas import OpSchema, dialect_schemas
 from ...types import TensorType, element_type
-from ... import budget
-from ...atomic import OutputFiles
+from .. import read_model_file
 from ..onnx.io import reserve
 
 OPSET = "opset1"

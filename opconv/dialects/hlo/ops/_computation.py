@@ -13,7 +13,7 @@ handled by the ops that allow them.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -23,8 +23,8 @@ import numpy as np
 from ....errors import ExecutionError
 from ....kernels import elementwise
 from ....kernels._common import is_float_dtype
-from ..proto import messages as pb
 from ..executor import onnx_dtype, onnx_op
+from ..proto import messages as pb
 
 _FNUZ = frozenset(np.dtype(t) for t in (ml_dtypes.float8_e4m3fnuz, ml_dtypes.float8_e5m2fnuz))
 

@@ -7,7 +7,7 @@ approximation of ``X (+ bias)``; QuickGelu is ``x * sigmoid(alpha * x)``.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 

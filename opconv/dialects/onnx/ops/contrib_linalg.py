@@ -17,11 +17,11 @@ from __future__ import annotations
 import numpy as np
 
 from ....errors import ExecutionError
+from ....ir import SparseTensor
 from ....kernels import attention as A
 from ....kernels import elementwise as E
 from ....kernels import linalg as L
 from ....kernels._common import downcast, upcast
-from ....ir import SparseTensor
 from ..executor import densify, onnx_op
 from .contrib_activation import fused_activation
 from .conv import conv_1

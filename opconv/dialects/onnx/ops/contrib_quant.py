@@ -15,25 +15,24 @@ from __future__ import annotations
 import numpy as np
 
 from ....errors import ExecutionError
-from ....kernels import elementwise, norm
+from ....kernels import elementwise, norm, quant
 from ....kernels import pool as P
-from ....kernels import quant
 from ..executor import onnx_op
 from .conv import qlinear_conv_10
-from .pool import _window
-from .quantize import _dequantize, _quantize
+from .pool import pool_window
+from .quantize import dequantize_along, quantize_along
 
 MS = "com.microsoft"
 
 
 @onnx_op("QuantizeLinear", since=1, domain=MS)
 def ms_quantize_linear_1(ctx, x, y_scale, y_zero_point=None, *, axis):
-    return _quantize(x, y_scale, y_zero_point, axis=1 if axis is None else axis)
+    return quantize_along(x, y_scale, y_zero_point, axis=1 if axis is None else axis)
 
 
 @onnx_op("DequantizeLinear", since=1, domain=MS)
 def ms_dequantize_linear_1(ctx, x, x_scale, x_zero_point=None, *, axis):
-    return _dequantize(x, x_scale, x_zero_point, axis=1 if axis is None else axis)
+    return dequantize_along(x, x_scale, x_zero_point, axis=1 if axis is None else axis)
 
 
 # ---------------------------------------------------------------- element-wise
@@ -118,7 +117,7 @@ def _restore_layout(y, channels_last):
 def qlinear_average_pool_1(ctx, x, x_scale, x_zero_point=None, y_scale=None, y_zero_point=None, *, auto_pad,
                            ceil_mode, channels_last, count_include_pad, kernel_shape, pads, strides):
     x = _channels_first(x, channels_last)
-    kernel, begin, end = _window(x, kernel_shape, strides, None, pads, auto_pad)
+    kernel, begin, end = pool_window(x, kernel_shape, strides, None, pads, auto_pad)
 
     def average(v):
         return P.pool(v, "avg", kernel, strides, begin, end, None, bool(ceil_mode), bool(count_include_pad))

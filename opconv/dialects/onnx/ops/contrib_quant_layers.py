@@ -5,9 +5,9 @@ Each is its float layer on dequantized weights, with onnxruntime's conventions:
 
 * QAttention: the packed Q/K/V projection is an exact integer product scaled by ``input_scale *
   weight_scale``, plus the float bias; then multi-head attention where a masked key adds ``mask_filter_value``
-  (-10000 by default, not -inf) to its score and, with ``unidirectional``, a future key is left out.  ``mask_index`` is per batch key lengths ``[B]``, end and start
-  positions ``[2B]``, or 0/1 masks ``[B, T]`` / ``[B, S, T]``; ``past`` / ``present`` stack K and V as
-  ``[2, B, heads, T, head_size]``.
+  (-10000 by default, not -inf) to its score and, with ``unidirectional``, a future key is left out.
+  ``mask_index`` is per batch key lengths ``[B]``, end and start positions ``[2B]``, or 0/1 masks ``[B, T]`` /
+  ``[B, S, T]``; ``past`` / ``present`` stack K and V as ``[2, B, heads, T, head_size]``.
 * QEmbedLayerNormalization: word + position (0..S-1) + segment embeddings, layer-normalized; the second output
   is the number of ones in each row of ``mask`` (int32).
 * DynamicQuantizeLSTM: W ``[D, input, 4*hidden]`` and R ``[D, hidden, 4*hidden]`` (transposed from ONNX LSTM) with
@@ -24,8 +24,8 @@ from ....kernels import attention as A
 from ....kernels import elementwise, norm, quant
 from ..executor import onnx_op
 from .contrib_linalg import moe
-from .contrib_quant_matmul import _integer_product, _scaled
-from .rnn import _recurrent
+from .contrib_quant_matmul import integer_product, scaled
+from .rnn import recurrent
 
 MS = "com.microsoft"
 _DEFAULT_MASK_FILTER = -10000.0
@@ -61,7 +61,7 @@ def qattention_1(ctx, x, weight, bias, input_scale, weight_scale, mask_index=Non
                              "rotary path either)")
     x = np.asarray(x)
     batch, q_len, _ = x.shape
-    qkv = _scaled(_integer_product(x, weight, input_zero_point, weight_zero_point), input_scale, weight_scale,
+    qkv = scaled(integer_product(x, weight, input_zero_point, weight_zero_point), input_scale, weight_scale,
                   bias, np.float32)
     q, k, v = (A.split_heads(part, num_heads) for part in np.split(qkv, 3, axis=-1))
     past_len = 0
@@ -117,7 +117,7 @@ def dynamic_quantize_lstm_1(ctx, x, w, r, b=None, sequence_lens=None, initial_h=
                             w_scale=None, w_zero_point=None, r_scale=None, r_zero_point=None, *,
                             activation_alpha, activation_beta, activations, clip, direction, hidden_size,
                             input_forget):
-    return _recurrent(ctx, "lstm", x, _lstm_weight(w, w_scale, w_zero_point), _lstm_weight(r, r_scale, r_zero_point),
+    return recurrent(ctx, "lstm", x, _lstm_weight(w, w_scale, w_zero_point), _lstm_weight(r, r_scale, r_zero_point),
                       b, sequence_lens, initial_h, initial_c, p, activation_alpha=activation_alpha,
                       activation_beta=activation_beta, activations=activations, clip=clip, direction=direction,
                       hidden_size=hidden_size, input_forget=input_forget, operand=quant.fake_quantize_dynamic)

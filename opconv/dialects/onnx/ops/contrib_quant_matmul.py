@@ -27,12 +27,12 @@ def _centred(x, zero_point) -> np.ndarray:
     return x if zero_point is None else x - np.asarray(zero_point).astype(np.int64)
 
 
-def _integer_product(a, b, a_zero_point=None, b_zero_point=None) -> np.ndarray:
+def integer_product(a, b, a_zero_point=None, b_zero_point=None) -> np.ndarray:
     """``(a - a_zero_point) @ (b - b_zero_point)`` exactly, as int64 (b's zero point per tensor or per column)."""
     return np.matmul(_centred(a, a_zero_point), _centred(b, b_zero_point))
 
 
-def _scaled(acc, a_scale, b_scale, bias, dtype) -> np.ndarray:
+def scaled(acc, a_scale, b_scale, bias, dtype) -> np.ndarray:
     """An integer accumulator times ``a_scale * b_scale`` (float32 multiplier), plus ``bias``, as ``dtype``."""
     multiplier = np.asarray(a_scale, np.float32) * np.asarray(b_scale, np.float32)
     y = acc.astype(np.float32) * multiplier
@@ -43,12 +43,12 @@ def _scaled(acc, a_scale, b_scale, bias, dtype) -> np.ndarray:
 
 @onnx_op("MatMulInteger16", since=1, domain=MS)
 def matmul_integer16_1(ctx, a, b):
-    return _integer_product(a, b).astype(np.int32)
+    return integer_product(a, b).astype(np.int32)
 
 
 @onnx_op("MatMulIntegerToFloat", since=1, domain=MS)
 def matmul_integer_to_float_1(ctx, a, b, a_scale, b_scale, a_zero_point=None, b_zero_point=None, bias=None):
-    return _scaled(_integer_product(a, b, a_zero_point, b_zero_point), a_scale, b_scale, bias,
+    return scaled(integer_product(a, b, a_zero_point, b_zero_point), a_scale, b_scale, bias,
                    np.asarray(a_scale).dtype)
 
 
@@ -56,7 +56,7 @@ def matmul_integer_to_float_1(ctx, a, b, a_scale, b_scale, a_zero_point=None, b_
 def dynamic_quantize_matmul_1(ctx, a, b, b_scale, b_zero_point=None, bias=None):
     """A quantized to uint8 over its own range (ONNX DynamicQuantizeLinear), then MatMulIntegerToFloat."""
     qa, a_scale, a_zero_point = quant.dynamic_quantize(a)
-    return _scaled(_integer_product(qa, b, a_zero_point, b_zero_point), a_scale, b_scale, bias,
+    return scaled(integer_product(qa, b, a_zero_point, b_zero_point), a_scale, b_scale, bias,
                    np.asarray(a).dtype)
 
 
@@ -70,7 +70,7 @@ def qgemm_1(ctx, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c=None, y_s
         a = a.T
     if transB:
         b = b.T
-    acc = _integer_product(a, b, a_zero_point, b_zero_point)
+    acc = integer_product(a, b, a_zero_point, b_zero_point)
     if c is not None:
         acc = acc + np.asarray(c).astype(np.int64)
     multiplier = np.float32(alpha) * np.asarray(a_scale, np.float32) * np.asarray(b_scale, np.float32)

@@ -15,7 +15,7 @@ import numpy as np
 from ....errors import ExecutionError
 from ....kernels import rnn as K
 from ..executor import onnx_op
-from .rnn import _NUM_DIRECTIONS, _activation_list
+from .rnn import NUM_DIRECTIONS, activation_list
 
 MS = "com.microsoft"
 
@@ -27,9 +27,9 @@ def attn_lstm(ctx, x, w, r, b=None, sequence_lens=None, initial_h=None, initial_
     missing = [name for name, value in (("QW", qw), ("MW", mw), ("V", v), ("M", m)) if value is None]
     if missing:
         raise ExecutionError(f"AttnLSTM needs its attention inputs; {', '.join(missing)} missing")
-    if direction not in _NUM_DIRECTIONS:
+    if direction not in NUM_DIRECTIONS:
         raise ExecutionError(f"direction must be forward, reverse or bidirectional, got {direction!r}")
-    num_directions = _NUM_DIRECTIONS[direction]
+    num_directions = NUM_DIRECTIONS[direction]
     w, r = np.asarray(w), np.asarray(r)
     hidden = r.shape[-1]
     if hidden_size is not None and hidden_size != hidden:
@@ -40,6 +40,6 @@ def attn_lstm(ctx, x, w, r, b=None, sequence_lens=None, initial_h=None, initial_
         raise ExecutionError(f"W must have shape {expected} (input_size + attention size columns), "
                              f"got {list(w.shape)}")
     b_w, b_r = (None, None) if b is None else np.split(np.asarray(b), 2, axis=-1)
-    specs = _activation_list("lstm", activations, activation_alpha, activation_beta, num_directions)
+    specs = activation_list("lstm", activations, activation_alpha, activation_beta, num_directions)
     return K.attention_lstm(x, w, r, b_w, b_r, initial_h, initial_c, p, sequence_lens, direction, specs, clip,
                             bool(input_forget), m, memory_seq_lens, qw, mw, v, aw)

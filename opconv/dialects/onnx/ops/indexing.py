@@ -11,7 +11,8 @@ import numpy as np
 
 from .... import budget
 from ....errors import ExecutionError
-from ....kernels import _common, gather_scatter, sort
+from ....kernels import gather_scatter, sort
+from ....kernels._common import normalize_axis
 from ..executor import onnx_op
 
 
@@ -80,7 +81,7 @@ def scatter_nd_16(ctx, data, indices, updates, *, reduction):
 def tensor_scatter_24(ctx, past_cache, update, write_indices=None, *, axis, mode):
     """Write ``update`` into a copy of the cache along ``axis``, batch ``b`` starting at ``write_indices[b]``."""
     cache, update = np.array(past_cache), np.asarray(update)
-    axis = _common.normalize_axis(axis, cache.ndim)
+    axis = normalize_axis(axis, cache.ndim)
     if axis == 0:
         raise ExecutionError("TensorScatter: axis must not be the batch axis 0")
     batch, seq, capacity = cache.shape[0], update.shape[axis], cache.shape[axis]
@@ -119,7 +120,7 @@ def compress_9(ctx, input, condition, *, axis):
     condition = np.asarray(condition, dtype=bool).reshape(-1)
     if axis is None:
         x, axis = x.reshape(-1), 0
-    axis = _common.normalize_axis(axis, x.ndim)
+    axis = normalize_axis(axis, x.ndim)
     if condition.size > x.shape[axis]:
         raise ExecutionError(f"Compress: condition of length {condition.size} is longer than dim {axis} "
                              f"({x.shape[axis]})")

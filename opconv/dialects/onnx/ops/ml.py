@@ -213,7 +213,7 @@ def dict_vectorizer_1(ctx, X, *, int64_vocabulary, string_vocabulary):
     keys = np.asarray(list(X), dtype=vocabulary.dtype)
     values = np.asarray(list(X.values()))
     dtype = _output_dtype(ctx, 0, values.dtype if values.size else np.float32)
-    zero = "" if dtype == object else 0
+    zero = "" if np.dtype(dtype).kind == "O" else 0
     # Each vocabulary entry takes the map's value for it; entries the map lacks are zero.
     out = _lookup(vocabulary, keys, values.astype(dtype), zero)
     return out[None, :]

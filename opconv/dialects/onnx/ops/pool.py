@@ -19,7 +19,7 @@ from ..executor import onnx_op
 from .conv import conv_pads, split_pads
 
 
-def _window(x, kernel_shape, strides, dilations, pads, auto_pad):
+def pool_window(x, kernel_shape, strides, dilations, pads, auto_pad):
     if kernel_shape is None:
         raise ExecutionError("kernel_shape is required")
     kernel = [int(k) for k in kernel_shape]
@@ -32,13 +32,13 @@ def _window(x, kernel_shape, strides, dilations, pads, auto_pad):
 @onnx_op("AveragePool", since=[1, 7, 10, 11, 19, 22])
 def average_pool(ctx, x, *, auto_pad, kernel_shape, pads, strides, count_include_pad=0, ceil_mode=0,
                  dilations=None):
-    kernel, begin, end = _window(x, kernel_shape, strides, dilations, pads, auto_pad)
+    kernel, begin, end = pool_window(x, kernel_shape, strides, dilations, pads, auto_pad)
     return P.pool(x, "avg", kernel, strides, begin, end, dilations, bool(ceil_mode), bool(count_include_pad))
 
 
 @onnx_op("MaxPool", since=[1, 8, 10, 11, 12, 22])
 def max_pool(ctx, x, *, auto_pad, kernel_shape, pads, strides, storage_order=0, ceil_mode=0, dilations=None):
-    kernel, begin, end = _window(x, kernel_shape, strides, dilations, pads, auto_pad)
+    kernel, begin, end = pool_window(x, kernel_shape, strides, dilations, pads, auto_pad)
     if ctx.output_used(1):
         return P.max_pool_with_indices(x, kernel, strides, begin, end, dilations, bool(ceil_mode), storage_order)
     y = P.pool(x, "max", kernel, strides, begin, end, dilations, bool(ceil_mode))
@@ -47,7 +47,7 @@ def max_pool(ctx, x, *, auto_pad, kernel_shape, pads, strides, storage_order=0, 
 
 @onnx_op("LpPool", since=[1, 2, 11, 18, 22])
 def lp_pool(ctx, x, *, auto_pad, kernel_shape, p, pads, strides, ceil_mode=0, dilations=None):
-    kernel, begin, end = _window(x, kernel_shape, strides, dilations, pads, auto_pad)
+    kernel, begin, end = pool_window(x, kernel_shape, strides, dilations, pads, auto_pad)
     return P.pool(x, "lp", kernel, strides, begin, end, dilations, bool(ceil_mode), p=float(p))
 
 

@@ -62,7 +62,7 @@ def _output_type(zero_point, output_dtype: int = 0) -> np.dtype:
     return np.asarray(zero_point).dtype if zero_point is not None else np.dtype(np.uint8)
 
 
-def _quantize(x, scale, zero_point, *, axis=1, block_size=0, output_dtype=0, saturate=1, precision=0):
+def quantize_along(x, scale, zero_point, *, axis=1, block_size=0, output_dtype=0, saturate=1, precision=0):
     x = np.asarray(x)
     return elementwise.quantize(x, _along(scale, x, axis, block_size), _along(zero_point, x, axis, block_size),
                                 _output_type(zero_point, output_dtype), bool(saturate),
@@ -76,35 +76,35 @@ def _quantize(x, scale, zero_point, *, axis=1, block_size=0, output_dtype=0, sat
 def quantize_linear_10(ctx, x, y_scale, y_zero_point=None):
     if np.asarray(y_scale).size != 1:
         raise ExecutionError("QuantizeLinear-10 takes one scale (per-tensor quantization)")
-    return _quantize(x, y_scale, y_zero_point)
+    return quantize_along(x, y_scale, y_zero_point)
 
 
 @onnx_op("QuantizeLinear", since=13)
 def quantize_linear_13(ctx, x, y_scale, y_zero_point=None, *, axis):
-    return _quantize(x, y_scale, y_zero_point, axis=axis)
+    return quantize_along(x, y_scale, y_zero_point, axis=axis)
 
 
 @onnx_op("QuantizeLinear", since=19)
 def quantize_linear_19(ctx, x, y_scale, y_zero_point=None, *, axis, saturate):
-    return _quantize(x, y_scale, y_zero_point, axis=axis, saturate=saturate)
+    return quantize_along(x, y_scale, y_zero_point, axis=axis, saturate=saturate)
 
 
 @onnx_op("QuantizeLinear", since=21)
 def quantize_linear_21(ctx, x, y_scale, y_zero_point=None, *, axis, block_size, output_dtype, saturate):
-    return _quantize(x, y_scale, y_zero_point, axis=axis, block_size=block_size, output_dtype=output_dtype,
+    return quantize_along(x, y_scale, y_zero_point, axis=axis, block_size=block_size, output_dtype=output_dtype,
                      saturate=saturate)
 
 
 @onnx_op("QuantizeLinear", since=[23, 24, 25, 28])
 def quantize_linear_23(ctx, x, y_scale, y_zero_point=None, *, axis, block_size, output_dtype, precision, saturate):
-    return _quantize(x, y_scale, y_zero_point, axis=axis, block_size=block_size, output_dtype=output_dtype,
+    return quantize_along(x, y_scale, y_zero_point, axis=axis, block_size=block_size, output_dtype=output_dtype,
                      saturate=saturate, precision=precision)
 
 
 # ---------------------------------------------------------------- DequantizeLinear
 
 
-def _dequantize(x, scale, zero_point, *, axis=1, block_size=0, output_dtype=0):
+def dequantize_along(x, scale, zero_point, *, axis=1, block_size=0, output_dtype=0):
     x = np.asarray(x)
     return elementwise.dequantize(x, _along(scale, x, axis, block_size), _along(zero_point, x, axis, block_size),
                                   onnx_dtype(output_dtype) if output_dtype else None)
@@ -114,22 +114,22 @@ def _dequantize(x, scale, zero_point, *, axis=1, block_size=0, output_dtype=0):
 def dequantize_linear_10(ctx, x, x_scale, x_zero_point=None):
     if np.asarray(x_scale).size != 1:
         raise ExecutionError("DequantizeLinear-10 takes one scale (per-tensor quantization)")
-    return _dequantize(x, x_scale, x_zero_point)
+    return dequantize_along(x, x_scale, x_zero_point)
 
 
 @onnx_op("DequantizeLinear", since=[13, 19])
 def dequantize_linear_13(ctx, x, x_scale, x_zero_point=None, *, axis):
-    return _dequantize(x, x_scale, x_zero_point, axis=axis)
+    return dequantize_along(x, x_scale, x_zero_point, axis=axis)
 
 
 @onnx_op("DequantizeLinear", since=21)
 def dequantize_linear_21(ctx, x, x_scale, x_zero_point=None, *, axis, block_size):
-    return _dequantize(x, x_scale, x_zero_point, axis=axis, block_size=block_size)
+    return dequantize_along(x, x_scale, x_zero_point, axis=axis, block_size=block_size)
 
 
 @onnx_op("DequantizeLinear", since=[23, 24, 25, 28])
 def dequantize_linear_23(ctx, x, x_scale, x_zero_point=None, *, axis, block_size, output_dtype):
-    return _dequantize(x, x_scale, x_zero_point, axis=axis, block_size=block_size, output_dtype=output_dtype)
+    return dequantize_along(x, x_scale, x_zero_point, axis=axis, block_size=block_size, output_dtype=output_dtype)
 
 
 # ---------------------------------------------------------------- DynamicQuantizeLinear

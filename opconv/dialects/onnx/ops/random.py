@@ -19,6 +19,7 @@ from ....errors import ExecutionError
 from ....kernels._common import is_float_dtype
 from ..executor import onnx_dtype, onnx_op
 
+
 def _float_dtype(code: int) -> np.dtype:
     dtype = np.dtype(onnx_dtype(code))
     if not is_float_dtype(dtype):

@@ -23,7 +23,7 @@ from ..executor import onnx_op
 
 #: gates per cell kind, the size of W's and R's second axis in units of hidden_size
 _GATES = {"rnn": 1, "gru": 3, "lstm": 4}
-_NUM_DIRECTIONS = {"forward": 1, "reverse": 1, "bidirectional": 2}
+NUM_DIRECTIONS = {"forward": 1, "reverse": 1, "bidirectional": 2}
 
 
 def _direction(direction: str) -> str:
@@ -31,7 +31,7 @@ def _direction(direction: str) -> str:
     return "forward" if direction == "foward" else direction
 
 
-def _activation_list(kind: str, activations, alphas, betas, num_directions: int):
+def activation_list(kind: str, activations, alphas, betas, num_directions: int):
     """``(name, alpha, beta)`` specs for the kernel, or None for the kernel's defaults."""
     if activations is None:
         return None
@@ -47,15 +47,15 @@ def _activation_list(kind: str, activations, alphas, betas, num_directions: int)
     return K.activation_specs(names, alphas or (), betas or ())
 
 
-def _recurrent(ctx, kind: str, x, w, r, b, sequence_lens, initial_h, initial_c=None, p=None, *,
+def recurrent(ctx, kind: str, x, w, r, b, sequence_lens, initial_h, initial_c=None, p=None, *,
                activation_alpha, activation_beta, activations, clip, direction, hidden_size, layout=0,
                input_forget=0, linear_before_reset=0, operand=None):
     """The part all versions of the three ops share: unpack ONNX's inputs and run the kernel (``operand``: see
     :func:`opconv.kernels.rnn.lstm`)."""
     direction = _direction(direction)
-    if direction not in _NUM_DIRECTIONS:
+    if direction not in NUM_DIRECTIONS:
         raise ExecutionError(f"direction must be forward, reverse or bidirectional, got {direction!r}")
-    num_directions = _NUM_DIRECTIONS[direction]
+    num_directions = NUM_DIRECTIONS[direction]
     w, r = np.asarray(w), np.asarray(r)
     if w.ndim != 3 or w.shape[0] != num_directions:
         raise ExecutionError(f"W must have shape [{num_directions}, {_GATES[kind]}*hidden_size, input_size] for "
@@ -69,7 +69,7 @@ def _recurrent(ctx, kind: str, x, w, r, b, sequence_lens, initial_h, initial_c=N
     b_w = b_r = None
     if b is not None:
         b_w, b_r = np.split(np.asarray(b), 2, axis=-1)
-    specs = _activation_list(kind, activations, activation_alpha, activation_beta, num_directions)
+    specs = activation_list(kind, activations, activation_alpha, activation_beta, num_directions)
     common = dict(sequence_lens=sequence_lens, direction=direction, activations=specs, clip=clip, layout=layout)
     if kind == "rnn":
         return K.rnn(x, w, r, b_w, b_r, initial_h, **common)
@@ -85,7 +85,7 @@ def _recurrent(ctx, kind: str, x, w, r, b, sequence_lens, initial_h, initial_c=N
 @onnx_op("RNN", since=1)
 def rnn_1(ctx, x, w, r, b=None, sequence_lens=None, initial_h=None, *, activation_alpha, activation_beta,
           activations, clip, direction, hidden_size, output_sequence):
-    return _recurrent(ctx, "rnn", x, w, r, b, sequence_lens, initial_h, activation_alpha=activation_alpha,
+    return recurrent(ctx, "rnn", x, w, r, b, sequence_lens, initial_h, activation_alpha=activation_alpha,
                       activation_beta=activation_beta, activations=activations, clip=clip, direction=direction,
                       hidden_size=hidden_size)
 
@@ -93,7 +93,7 @@ def rnn_1(ctx, x, w, r, b=None, sequence_lens=None, initial_h=None, *, activatio
 @onnx_op("RNN", since=[7, 14, 22])
 def rnn_7(ctx, x, w, r, b=None, sequence_lens=None, initial_h=None, *, activation_alpha, activation_beta,
           activations, clip, direction, hidden_size, layout=0):
-    return _recurrent(ctx, "rnn", x, w, r, b, sequence_lens, initial_h, activation_alpha=activation_alpha,
+    return recurrent(ctx, "rnn", x, w, r, b, sequence_lens, initial_h, activation_alpha=activation_alpha,
                       activation_beta=activation_beta, activations=activations, clip=clip, direction=direction,
                       hidden_size=hidden_size, layout=layout)
 
@@ -105,7 +105,7 @@ def rnn_7(ctx, x, w, r, b=None, sequence_lens=None, initial_h=None, *, activatio
 def gru_1(ctx, x, w, r, b=None, sequence_lens=None, initial_h=None, *, activation_alpha, activation_beta,
           activations, clip, direction, hidden_size, output_sequence, linear_before_reset=0):
     # linear_before_reset arrived in version 3; version 1 always resets before the linear transform.
-    return _recurrent(ctx, "gru", x, w, r, b, sequence_lens, initial_h, activation_alpha=activation_alpha,
+    return recurrent(ctx, "gru", x, w, r, b, sequence_lens, initial_h, activation_alpha=activation_alpha,
                       activation_beta=activation_beta, activations=activations, clip=clip, direction=direction,
                       hidden_size=hidden_size, linear_before_reset=linear_before_reset)
 
@@ -113,7 +113,7 @@ def gru_1(ctx, x, w, r, b=None, sequence_lens=None, initial_h=None, *, activatio
 @onnx_op("GRU", since=[7, 14, 22])
 def gru_7(ctx, x, w, r, b=None, sequence_lens=None, initial_h=None, *, activation_alpha, activation_beta,
           activations, clip, direction, hidden_size, linear_before_reset, layout=0):
-    return _recurrent(ctx, "gru", x, w, r, b, sequence_lens, initial_h, activation_alpha=activation_alpha,
+    return recurrent(ctx, "gru", x, w, r, b, sequence_lens, initial_h, activation_alpha=activation_alpha,
                       activation_beta=activation_beta, activations=activations, clip=clip, direction=direction,
                       hidden_size=hidden_size, layout=layout, linear_before_reset=linear_before_reset)
 
@@ -125,7 +125,7 @@ def gru_7(ctx, x, w, r, b=None, sequence_lens=None, initial_h=None, *, activatio
 def lstm_1(ctx, x, w, r, b=None, sequence_lens=None, initial_h=None, initial_c=None, p=None, *,
            activation_alpha, activation_beta, activations, clip, direction, hidden_size, input_forget,
            output_sequence):
-    return _recurrent(ctx, "lstm", x, w, r, b, sequence_lens, initial_h, initial_c, p,
+    return recurrent(ctx, "lstm", x, w, r, b, sequence_lens, initial_h, initial_c, p,
                       activation_alpha=activation_alpha, activation_beta=activation_beta, activations=activations,
                       clip=clip, direction=direction, hidden_size=hidden_size, input_forget=input_forget)
 
@@ -133,7 +133,7 @@ def lstm_1(ctx, x, w, r, b=None, sequence_lens=None, initial_h=None, initial_c=N
 @onnx_op("LSTM", since=[7, 14, 22])
 def lstm_7(ctx, x, w, r, b=None, sequence_lens=None, initial_h=None, initial_c=None, p=None, *,
            activation_alpha, activation_beta, activations, clip, direction, hidden_size, input_forget, layout=0):
-    return _recurrent(ctx, "lstm", x, w, r, b, sequence_lens, initial_h, initial_c, p,
+    return recurrent(ctx, "lstm", x, w, r, b, sequence_lens, initial_h, initial_c, p,
                       activation_alpha=activation_alpha, activation_beta=activation_beta, activations=activations,
                       clip=clip, direction=direction, hidden_size=hidden_size, layout=layout,
                       input_forget=input_forget)

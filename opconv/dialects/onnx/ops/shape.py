@@ -16,7 +16,8 @@ import numpy as np
 
 from .... import budget
 from ....errors import ExecutionError
-from ....kernels import _common, gather_scatter, linalg
+from ....kernels import gather_scatter, linalg
+from ....kernels._common import compute_dtype, is_int_dtype, normalize_axes, normalize_axis
 from ..executor import onnx_dtype, onnx_op
 
 
@@ -80,13 +81,13 @@ def concat_1(ctx, *inputs, axis):
 def concat_4(ctx, *inputs, axis):
     if not inputs:
         raise ExecutionError("Concat needs at least one input")
-    return np.concatenate(inputs, axis=_common.normalize_axis(axis, np.ndim(inputs[0])))
+    return np.concatenate(inputs, axis=normalize_axis(axis, np.ndim(inputs[0])))
 
 
 def _split(x: np.ndarray, axis: int, sizes: list[int] | None, parts: int) -> tuple:
     """``x`` cut along ``axis`` into ``sizes`` (or ``parts`` equal pieces when no sizes are given)."""
     x = np.asarray(x)
-    axis = _common.normalize_axis(axis, x.ndim)
+    axis = normalize_axis(axis, x.ndim)
     n = x.shape[axis]
     if sizes is None:
         if parts <= 0 or n % parts:
@@ -128,7 +129,7 @@ def split_18(ctx, input, split=None, *, axis, num_outputs):
     if num_outputs != ctx.num_outputs:
         raise ExecutionError(f"Split: num_outputs={num_outputs} but the node has {ctx.num_outputs} outputs")
     # Chunks of ceil(n / num_outputs), the last one smaller when n does not divide.
-    n = np.shape(input)[_common.normalize_axis(axis, np.ndim(input))]
+    n = np.shape(input)[normalize_axis(axis, np.ndim(input))]
     chunk = -(-n // num_outputs)
     sizes = [chunk] * (num_outputs - 1) + [n - chunk * (num_outputs - 1)]
     if sizes[-1] < 0:
@@ -156,7 +157,7 @@ def _squeeze(x: np.ndarray, axes) -> np.ndarray:
     x = np.asarray(x)
     if axes is None:
         return x.reshape([d for d in x.shape if d != 1])
-    axes = _common.normalize_axes(_ints(axes), x.ndim)
+    axes = normalize_axes(_ints(axes), x.ndim)
     if any(x.shape[a] != 1 for a in axes):
         raise ExecutionError(f"squeeze: axes {list(axes)} of shape {list(x.shape)} are not all 1")
     return x.reshape([d for i, d in enumerate(x.shape) if i not in axes])
@@ -165,7 +166,7 @@ def _squeeze(x: np.ndarray, axes) -> np.ndarray:
 def _unsqueeze(x: np.ndarray, axes) -> np.ndarray:
     x = np.asarray(x)
     # Axes index the output, whose rank is the input's plus one per axis.
-    axes = _common.normalize_axes(_ints(axes), x.ndim + len(_ints(axes)))
+    axes = normalize_axes(_ints(axes), x.ndim + len(_ints(axes)))
     shape = list(x.shape)
     for a in axes:
         shape.insert(a, 1)
@@ -223,7 +224,7 @@ def tile_1(ctx, input, tiles, axis):
     x = np.asarray(input)
     (axis,), (tiles,) = _ints(axis), _ints(tiles)
     repeats = [1] * x.ndim
-    repeats[_common.normalize_axis(axis, x.ndim)] = tiles
+    repeats[normalize_axis(axis, x.ndim)] = tiles
     return gather_scatter.tile(x, repeats)
 
 
@@ -238,7 +239,7 @@ def tile_6(ctx, input, repeats):
 def _pad(x: np.ndarray, pads: list[int], mode: str, value, axes=None) -> np.ndarray:
     """ONNX pads ``[begin per axis..., end per axis...]`` over ``axes`` (default: all dims)."""
     x = np.asarray(x)
-    axes = list(range(x.ndim)) if axes is None else [_common.normalize_axis(a, x.ndim) for a in _ints(axes)]
+    axes = list(range(x.ndim)) if axes is None else [normalize_axis(a, x.ndim) for a in _ints(axes)]
     if len(pads) != 2 * len(axes):
         raise ExecutionError(f"pad: {len(pads)} pads given for {len(axes)} axes (need 2 per axis)")
     begin, end = [0] * x.ndim, [0] * x.ndim
@@ -315,7 +316,7 @@ def depth_to_space_11(ctx, input, *, blocksize, mode):
 def center_crop_pad_18(ctx, input_data, shape, *, axes):
     # Crop windows start at floor((size - target) / 2); odd padding puts the extra element at the end.
     x = np.asarray(input_data)
-    axes = list(range(x.ndim)) if axes is None else [_common.normalize_axis(a, x.ndim) for a in axes]
+    axes = list(range(x.ndim)) if axes is None else [normalize_axis(a, x.ndim) for a in axes]
     target = _ints(shape)
     if len(target) != len(axes):
         raise ExecutionError(f"center_crop_pad: {len(target)} sizes for {len(axes)} axes")
@@ -364,7 +365,7 @@ def _range(start, limit, delta, compute_dtype) -> np.ndarray:
     start, limit, delta = (np.asarray(v).reshape(()).astype(compute_dtype) for v in (start, limit, delta))
     if delta == 0:
         raise ExecutionError("Range: delta must not be 0")
-    if _common.is_int_dtype(compute_dtype):
+    if is_int_dtype(compute_dtype):
         span, step = int(limit) - int(start), int(delta)
         count = max(-(-span // step), 0)  # exact integer ceil division
     else:
@@ -376,7 +377,7 @@ def _range(start, limit, delta, compute_dtype) -> np.ndarray:
 
 @onnx_op("Range", since=11)
 def range_11(ctx, start, limit, delta):
-    return _range(start, limit, delta, _common.compute_dtype(np.asarray(start).dtype))
+    return _range(start, limit, delta, compute_dtype(np.asarray(start).dtype))
 
 
 @onnx_op("Range", since=27)

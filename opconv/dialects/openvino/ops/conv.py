@@ -7,7 +7,6 @@ take the groups folded into the first axis, so the kernels here only reshape.
 
 from __future__ import annotations
 
-
 from ....kernels import conv as kc
 from ..executor import ov_op
 from ._common import explicit_pads, ints

@@ -22,8 +22,8 @@ import math
 import numpy as np
 
 from ....errors import ExecutionError
-from ....kernels._common import accumulator_dtype, downcast, per_dim
 from ....kernels import conv as kc
+from ....kernels._common import accumulator_dtype, downcast, per_dim
 from ..executor import ov_op
 from ._common import explicit_pads
 

@@ -67,6 +67,20 @@ def port_map_rules(entries, kind: str) -> list[_Rule]:
         raise ExecutionError(f"TensorIterator body has a malformed {kind} port map entry ({e})") from None
 
 
+def _iteration_count(sliced, inputs) -> int:
+    """The number of iterations the sliced inputs agree on."""
+    counts = set()
+    for r in sliced:
+        x = np.asarray(inputs[r.external])
+        counts.add(r.iterations(x.shape[r.axis % x.ndim]))
+    if len(counts) > 1:
+        raise ExecutionError(f"TensorIterator's sliced inputs disagree on the number of iterations: "
+                             f"{sorted(counts)}")
+    if not counts:
+        raise ExecutionError("TensorIterator has no sliced input, so its number of iterations is unknown")
+    return counts.pop()
+
+
 @ov_op("TensorIterator")
 def tensor_iterator(ctx, *inputs, body: Graph):
     if not isinstance(body, Graph):
@@ -77,16 +91,7 @@ def tensor_iterator(ctx, *inputs, body: Graph):
     back_edges = {edge["to"]: edge["from"] for edge in port_map.get("back_edges", ())}
 
     sliced = [r for r in in_rules if r.axis is not None]
-    counts = set()
-    for r in sliced:
-        x = np.asarray(inputs[r.external])
-        counts.add(r.iterations(x.shape[r.axis % x.ndim]))
-    if len(counts) > 1:
-        raise ExecutionError(f"TensorIterator's sliced inputs disagree on the number of iterations: "
-                             f"{sorted(counts)}")
-    if not counts:
-        raise ExecutionError("TensorIterator has no sliced input, so its number of iterations is unknown")
-    count = counts.pop()
+    count = _iteration_count(sliced, inputs)
 
     feeds: list = [None] * len(body.inputs)
     for r in in_rules:
