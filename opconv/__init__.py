@@ -23,6 +23,8 @@ Every error a caller can cause is an :class:`opconv.OpconvError`; a refused conv
 
 from __future__ import annotations
 
+from typing import Any
+
 from . import _package
 from .api import (
     DIALECTS,
@@ -64,7 +66,7 @@ __all__ = [
 _package.keep_functions_over_submodules(__name__, ("verify",))
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     # VerifyReport lives with verification, loaded on first use: a conversion never needs it.
     if name == "VerifyReport":
         from .verify import VerifyReport

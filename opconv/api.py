@@ -9,8 +9,8 @@ onnxruntime and onnx's own tools take it directly; an :class:`opconv.Model` (or 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, Union, overload
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard, Union, overload
 
 from .errors import OpconvError
 from .ir import Model
@@ -76,7 +76,7 @@ def load(source: ModelSource, dialect: str | None = None, *, base_dir: str | Non
     return dialects.get("onnx").load(proto, base_dir=base_dir)
 
 
-def _onnx_message(source: Any):
+def _onnx_message(source: Any) -> Any:
     """``source`` as something the ONNX loader reads (a ModelProto or its bytes), or a one-line refusal."""
     from .dialects.onnx.proto import messages
 
@@ -92,7 +92,7 @@ def _onnx_message(source: Any):
                       "the bytes of an ONNX model, or an object with .model_proto (torch.onnx's ONNXProgram)")
 
 
-def _is_proto(source: Any) -> bool:
+def _is_proto(source: Any) -> TypeGuard[onnx.ModelProto]:
     from .dialects.onnx.proto import messages
 
     return isinstance(source, messages.ModelProto)
@@ -158,10 +158,11 @@ def prepare(model: ModelSource, *, seed: int = 0) -> Session:
     d = dialects.get(model.dialect)
     if d.prepare is None:
         raise NotImplementedFeature(f"the {model.dialect} reference executor")
-    return d.prepare(model, seed=seed)
+    session: Session = d.prepare(model, seed=seed)
+    return session
 
 
-def run(model: ModelSource, inputs: Mapping[str, npt.ArrayLike | list | None], *, seed: int = 0) -> dict[str, Any]:
+def run(model: ModelSource, inputs: Mapping[str, npt.ArrayLike | list[Any] | None], *, seed: int = 0) -> dict[str, Any]:
     """Run ``model`` (anything :func:`load` takes) once with opconv's reference executor.
 
     Returns ``{output name: numpy array}``.
@@ -207,8 +208,11 @@ def convert(model: ModelSource, to: str, *, input_shapes: InputShapes | None = N
     if to not in DIALECTS:
         hint = " (OpenVINO IR is to='openvino')" if str(to).lower() in ("ir", "ov", "xml", "openvino_ir") else ""
         raise OpconvError(f"cannot convert to {to!r}: to= takes one of {_listed(DIALECTS)}{hint}")
-    source = model if _is_proto(model) and to == "onnx" else load(model)  # a protobuf stays one
-    if to == "onnx" and (_is_proto(source) or source.dialect == "onnx"):
+    if to == "onnx" and _is_proto(model):  # a protobuf stays one
+        _no_shape_options(input_shapes, dims, "a version conversion")
+        return model if opset is None else convert_version(model, opset)
+    source = load(model)
+    if to == "onnx" and source.dialect == "onnx":
         _no_shape_options(input_shapes, dims, "a version conversion")
         return source if opset is None else convert_version(source, opset)
     if source.dialect != "onnx":
@@ -227,16 +231,17 @@ def convert(model: ModelSource, to: str, *, input_shapes: InputShapes | None = N
         options["opset"] = DEFAULT_ONNX_OPSET if opset is None else opset
     else:
         options.update(input_shapes=input_shapes, dims=dims)
-    return converters.convert(source, to, **options)
+    converted: Model = converters.convert(source, to, **options)
+    return converted
 
 
-def _no_shape_options(input_shapes, dims, what: str) -> None:
+def _no_shape_options(input_shapes: InputShapes | None, dims: Dims | None, what: str) -> None:
     if input_shapes is not None or dims is not None:
         raise OpconvError(f"input_shapes= and dims= apply to conversions from ONNX to openvino or hlo, "
                           f"not to {what}")
 
 
-def _listed(names) -> str:
+def _listed(names: Iterable[str]) -> str:
     return ", ".join(repr(n) for n in names)
 
 
@@ -257,9 +262,12 @@ def convert_version(model: ModelSource, opset: int, *, decompose: bool = False) 
     from .dialects.onnx.io import to_proto
 
     if _is_proto(model):
-        return to_proto(convert_model(model, opset, decompose=True)) if decompose else convert_proto(model, opset)
+        proto: onnx.ModelProto = (to_proto(convert_model(model, opset, decompose=True)) if decompose
+                                  else convert_proto(model, opset))
+        return proto
     source = model if isinstance(model, (Model, str, os.PathLike)) else load(model, "onnx")
-    return convert_model(source, opset, decompose=decompose)
+    converted: Model = convert_model(source, opset, decompose=decompose)
+    return converted
 
 
 @overload
@@ -276,7 +284,7 @@ def decompose(model: ModelSource, domains: Sequence[str] = ("com.microsoft",)) -
     from .converters.decompose import decompose as decompose_model
     from .dialects.onnx.io import to_proto
 
-    result = decompose_model(load(model, "onnx"), tuple(domains))
+    result: Model = decompose_model(load(model, "onnx"), tuple(domains))
     return to_proto(result) if _is_proto(model) else result
 
 
@@ -293,7 +301,8 @@ def to_onnx(model: ModelSource, *, opset: int | None = None) -> onnx.ModelProto:
     source = load(model)
     if source.dialect != "onnx" or opset is not None:
         source = convert(source, to="onnx", opset=opset)
-    return to_proto(source)
+    proto: onnx.ModelProto = to_proto(source)
+    return proto
 
 
 def to_openvino(model: ModelSource, *, input_shapes: InputShapes | None = None,
@@ -320,7 +329,7 @@ def to_openvino(model: ModelSource, *, input_shapes: InputShapes | None = None,
 
 
 def verify(a: ModelSource, b: ModelSource | None = None,
-           inputs: Mapping[str, npt.ArrayLike | list | None] | None = None,
+           inputs: Mapping[str, npt.ArrayLike | list[Any] | None] | None = None,
            rtol: float | Mapping[str, float] | None = None, atol: float | Mapping[str, float] | None = None, *,
            seed: int = 0, input_shapes: InputShapes | None = None, dims: Dims | None = None,
            backends: str | tuple[str, str] | None = None, openvino_precision: str = "f32",

@@ -24,7 +24,7 @@ import sys
 import time
 import zlib
 from collections import ChainMap
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -32,7 +32,8 @@ import numpy as np
 
 from . import budget
 from .errors import BudgetError, ExecutionError, OpconvError
-from .ir import Graph, Node, SparseTensor, Value, free_inputs, outer_references
+from .ir import Graph, Model, Node, SparseTensor, Value, free_inputs, outer_references
+from .types import Dim, SparseTensorType
 
 Kernel = Callable[..., Any]
 
@@ -53,7 +54,8 @@ class OpRegistry:
         self.dialect = dialect
         self._by_op: dict[tuple[str, str], list[Registration]] = {}
 
-    def register(self, op: str, since: int | Iterable[int] = 1, domain: str = "", *, deterministic: bool = True):
+    def register(self, op: str, since: int | Iterable[int] = 1, domain: str = "", *,
+                 deterministic: bool = True) -> Callable[[Kernel], Kernel]:
         """Decorator: ``fn`` computes ``domain::op`` from version ``since`` (or each version in a list)."""
         versions = [since] if isinstance(since, int) else list(since)
 
@@ -106,7 +108,7 @@ Binder = Callable[[Node, "Interpreter"], BoundNode]
 @dataclass
 class _Plan:
     steps: list[BoundNode]
-    inputs: list[int]  # id() of each step's inputs, per step
+    inputs: list[list[int | None]]  # id() of each step's inputs (None: omitted), per step
     drops: list[list[int]]  # value ids no longer needed after each step
     donors: list[tuple[int, ...]]  # per step: input positions whose value dies there (see ExecContext.owns)
     foldable: list[bool]  # deterministic steps whose inputs are all constants
@@ -114,17 +116,19 @@ class _Plan:
     overridable: frozenset[int]  # id() of the graph inputs that are also initializers
     folded: dict[int, Any] | None = None  # outputs of the foldable steps, computed on the first run and kept
     volatile: frozenset[int] = frozenset()  # folded values that a feed of an overridable initializer would change
-    outputs: list[tuple] = field(default_factory=list)  # id() of each step's outputs (None: output not used)
+    # id() of each step's outputs (None: output not used)
+    outputs: list[tuple[int | None, ...]] = field(default_factory=list)
     declared: list[int] = field(default_factory=list)  # how many outputs each step's node declares
-    _records: dict = field(default_factory=dict)  # folded steps left out? -> the loop's per-step tuples
+    # folded steps left out? -> the loop's per-step tuples
+    _records: dict[str | bool, Any] = field(default_factory=dict)
 
-    def records(self, unfolded_only: bool) -> list[tuple]:
+    def records(self, unfolded_only: bool) -> list[tuple[Any, ...]]:
         """What the run loop reads per step, one tuple each, made once: every step, or (``unfolded_only``)
         the steps a run after the first computes when it overrides no initializer (not the folded ones).
         A pass that rewrites the plan's lists in place calls :meth:`changed` (a new ``steps`` list is seen)."""
         if self._records.get("steps") is not self.steps:
             self._records = {"steps": self.steps}
-        cached = self._records.get(unfolded_only)
+        cached: list[tuple[Any, ...]] | None = self._records.get(unfolded_only)
         if cached is None:
             cached = [(index, step, step.fn, step.attrs, step.node, ids, None not in ids, outs,
                        len(outs) == 1 and outs[0] is not None, declared, drop, donors)
@@ -145,7 +149,7 @@ class ExecContext:
 
     __slots__ = ("interpreter", "node", "env", "num_outputs", "owned")
 
-    def __init__(self, interpreter: Interpreter, node: Node, env: Mapping[int, Any],
+    def __init__(self, interpreter: Interpreter, node: Node, env: MutableMapping[int, Any],
                  owned: tuple[int, ...] = ()):
         self.interpreter = interpreter
         self.node = node
@@ -179,7 +183,7 @@ class ExecContext:
 class Interpreter:
     """Runs a graph with the kernels of one dialect."""
 
-    def __init__(self, binder: Binder, *, seed: int = 0, options: dict | None = None):
+    def __init__(self, binder: Binder, *, seed: int = 0, options: dict[str, Any] | None = None):
         self.binder = binder
         self.seed = seed
         self.options = options or {}
@@ -204,7 +208,7 @@ class Interpreter:
         foldable, overrides = _foldable(graph, steps)
         overridable = frozenset(id(v) for v in graph.inputs) & {id(v) for v in graph.initializers.values()}
         computed = {id(v) for n in graph.nodes for v in n.outputs if v is not None}
-        donors = []
+        donors: list[tuple[int, ...]] = []
         for step, drop in zip(steps, drops):
             ids = [id(v) if v is not None else None for v in step.node.inputs]
             # A value the node's subgraphs also read from outside (a Loop's `cond` read by its body) must stay
@@ -229,13 +233,13 @@ class Interpreter:
     # The per-node loop is one function on purpose: it is the executor's hot path, and a call per step for each
     # of its cases (folding, donation, size checks, error locations) costs measurable time on large models.
     def run_graph(self, graph: Graph, inputs: list[Any] | Mapping[str, Any],  # noqa: C901
-                  outer: Mapping[int, Any] | None = None, *, fold_only: bool = False) -> list[Any]:
+                  outer: MutableMapping[int, Any] | None = None, *, fold_only: bool = False) -> list[Any]:
         """Run ``graph``; ``inputs`` positional (subgraphs) or by name (top level)."""
         plan = self.plan(graph)
         local: dict[int, Any] = {}
         env = ChainMap(local, outer) if outer is not None else local
         for v in graph.initializers.values():
-            local[id(v)] = v.const.numpy()
+            local[id(v)] = v.const.numpy()  # type: ignore[union-attr]  # an initializer holds a const
         if isinstance(inputs, Mapping):
             for v in graph.inputs:
                 if v.name in inputs:
@@ -249,13 +253,14 @@ class Interpreter:
             fed = graph.inputs[:len(inputs)]
         # Folded steps reading an initializer this run overrides are computed afresh.
         overridden = plan.overridable.intersection(id(v) for v in fed) if plan.overridable else frozenset()
-        first_run = plan.folded is None
+        folded_before = plan.folded
+        first_run = folded_before is None
         folding: dict[int, Any] = {}  # kept only if this first run succeeds
         foldable_now = plan.foldable
         if overridden:
             foldable_now = [f and not (o & overridden) for f, o in zip(plan.foldable, plan.overrides)]
-        if not first_run:
-            local.update(plan.folded)
+        if folded_before is not None:
+            local.update(folded_before)
         unfolded: set[int] = set()  # values of foldable steps over the folding budget: computed when run
         limit = budget.max_bytes()
         # After the first run, without an override, the folded steps are not even visited.
@@ -328,7 +333,7 @@ class Interpreter:
         return [_lookup(env, id(v), None, graph) for v in graph.outputs]
 
 
-def _check_input_sizes(args: list, limit: int, where: str) -> None:
+def _check_input_sizes(args: list[Any], limit: int, where: str) -> None:
     for a in args:
         if type(a) is np.ndarray and a.nbytes > limit:
             budget.check(a.shape, a.itemsize, "an input", where=where)
@@ -370,7 +375,7 @@ def _foldable(graph: Graph, steps: list[BoundNode]) -> tuple[list[bool], list[fr
     return flags, overrides
 
 
-def _list_refcount(items: list, i: int) -> int:
+def _list_refcount(items: list[Any], i: int) -> int:
     return sys.getrefcount(items[i])
 
 
@@ -383,7 +388,7 @@ _ONLY_IN_LIST = _list_refcount([object()], 0)
 _ONLY_AS_BASE = _base_refcount(np.empty(2)[:1])
 
 
-def _sole_reference(args: list, i: int) -> bool:
+def _sole_reference(args: list[Any], i: int) -> bool:
     """Whether ``args[i]`` is a writable array that nothing but ``args`` refers to, nor to its memory.
 
     A view keeps a reference to its base, and a folded constant, a feed or another
@@ -399,7 +404,7 @@ def _sole_reference(args: list, i: int) -> bool:
     return type(a.base) is np.ndarray and a.base.base is None and _base_refcount(a) == _ONLY_AS_BASE
 
 
-def as_outputs(result: Any, node: Node) -> tuple:
+def as_outputs(result: Any, node: Node) -> tuple[Any, ...]:
     """A kernel's result as one value per node output.
 
     A tuple always holds one value per output (a kernel may return all of an op's outputs even when the node
@@ -422,7 +427,7 @@ def _lookup(env: Mapping[int, Any], vid: int, step: BoundNode | None, graph: Gra
                              where=where) from None
 
 
-def _all_values(graph: Graph):
+def _all_values(graph: Graph) -> Iterator[Value]:
     yield from graph.values()
     for n in graph.nodes:
         yield from (v for v in n.inputs if v is not None)
@@ -443,12 +448,12 @@ class RunProfile:
 
 
 class _KernelTimer:
-    def __init__(self):
+    def __init__(self) -> None:
         self.seconds = 0.0
         self.calls = 0
 
     def wrap(self, fn: Kernel) -> Kernel:
-        def timed(*args, **kwargs):
+        def timed(*args: Any, **kwargs: Any) -> Any:
             start = time.perf_counter()
             try:
                 return fn(*args, **kwargs)
@@ -463,7 +468,7 @@ class Session:
     as a runtime's session does.  It reads the model as it is when made; make a new one after
     changing the model.  Each dialect's executor subclasses it with its binder."""
 
-    def __init__(self, model, binder: Binder, *, seed: int = 0):
+    def __init__(self, model: Model, binder: Binder, *, seed: int = 0):
         self.model = model
         self._interpreter = Interpreter(binder, seed=seed)
         self._interpreter.fold(model.graph)  # binds every node now: errors surface before the first run
@@ -511,7 +516,7 @@ def check_feeds(graph: Graph, feeds: Mapping[str, Any], *, where: str | None = N
     dims that differ and symbolic dims bound inconsistently are all errors
     that name the input.
     """
-    from .types import SparseTensorType, TensorType, from_numpy
+    from .types import TensorType, from_numpy
 
     declared = {v.name: v for v in graph.inputs}
     required = [v.name for v in graph.inputs if v.const is None]
@@ -548,7 +553,7 @@ def check_feeds(graph: Graph, feeds: Mapping[str, Any], *, where: str | None = N
     return out
 
 
-def _check_sparse_feed(name: str, t, data, bound: FeedCheck, where: str | None) -> None:
+def _check_sparse_feed(name: str, t: SparseTensorType, data: Any, bound: FeedCheck, where: str | None) -> None:
     """A ``sparse_tensor`` input takes an :class:`opconv.ir.SparseTensor` (``SparseTensor.from_coo``)."""
     if not isinstance(data, SparseTensor):
         raise ExecutionError(f"input {name!r} is a sparse tensor: feed an opconv.ir.SparseTensor "
@@ -563,7 +568,8 @@ def _check_sparse_feed(name: str, t, data, bound: FeedCheck, where: str | None) 
         _check_shape(name, t.shape, data.dims, bound, where)
 
 
-def _check_shape(name: str, declared: tuple, actual: tuple, bound: FeedCheck, where: str | None) -> None:
+def _check_shape(name: str, declared: tuple[Dim, ...], actual: tuple[int, ...], bound: FeedCheck,
+                 where: str | None) -> None:
     if len(declared) != len(actual):
         raise ExecutionError(f"input {name!r} expects rank {len(declared)} "
                              f"({_fmt(declared)}), got shape {list(actual)}", where=where)
@@ -578,5 +584,5 @@ def _check_shape(name: str, declared: tuple, actual: tuple, bound: FeedCheck, wh
                                      where=where)
 
 
-def _fmt(shape: tuple) -> str:
+def _fmt(shape: tuple[Dim, ...]) -> str:
     return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"

@@ -21,12 +21,19 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .errors import GraphError
-from .types import TensorType, ValueType, element_type, from_numpy
+from .types import Shape, TensorType, ValueType, element_type, from_numpy
+
+if TYPE_CHECKING:
+    import onnx
+    import openvino
+    from numpy.typing import ArrayLike
+
+    from .api import Dims, InputShapes
 
 
 class Tensor:
@@ -59,7 +66,7 @@ class Tensor:
         self.nbytes = nbytes
 
     @classmethod
-    def from_array(cls, array, name: str = "", dtype: str | None = None) -> Tensor:
+    def from_array(cls, array: ArrayLike, name: str = "", dtype: str | None = None) -> Tensor:
         """Wrap an in-memory numpy array (a copy is not made)."""
         array = np.asarray(array)
         if dtype is None:
@@ -73,6 +80,7 @@ class Tensor:
     def numpy(self) -> np.ndarray:
         """The data as a numpy array (memory-mapped when the source allows)."""
         if self._array is None:
+            assert self._loader is not None  # a Tensor without an array always has a loader (__init__, release)
             array = self._loader()
             if tuple(array.shape) != self.shape:
                 raise GraphError(
@@ -102,7 +110,7 @@ class SparseTensor:
     dims: tuple[int, ...]
 
     @classmethod
-    def from_coo(cls, values, indices, dims) -> SparseTensor:
+    def from_coo(cls, values: ArrayLike, indices: ArrayLike, dims: Iterable[int]) -> SparseTensor:
         """A sparse run-time value (a feed for a ``sparse_tensor`` input) from numpy ``values`` and ``indices``:
         [NNZ] linear positions or [NNZ, rank] coordinates, as in ONNX's SparseTensorProto."""
         return cls(Tensor.from_array(np.asarray(values)), Tensor.from_array(np.asarray(indices, np.int64)),
@@ -138,10 +146,10 @@ class Value:
         self.const = const  # set for initializers / constants
         self.uses: list[tuple[Node, int]] = []  # (consumer node, input position)
         self.doc = ""
-        self.meta: dict = {}
+        self.meta: dict[str, Any] = {}
 
     @property
-    def shape(self):
+    def shape(self) -> Shape:
         return getattr(self.type, "shape", None)
 
     @property
@@ -180,7 +188,7 @@ class Node:
         self.attrs: dict[str, Attr] = (dict(attrs) if isinstance(attrs, dict) else {a.name: a for a in attrs}) \
             if attrs else {}
         self.doc = doc
-        self.meta: dict = {}
+        self.meta: dict[str, Any] = {}
         self.graph: Graph | None = None
         ins = self.inputs
         for v in inputs:  # append_input, inlined: graphs are built node by node
@@ -269,7 +277,7 @@ class Graph:
         self.initializers: dict[str, Value] = {}
         self.sparse_initializers: dict[str, SparseTensor] = {}
         self.doc = ""
-        self.meta: dict = {}
+        self.meta: dict[str, Any] = {}
         self.parent = parent
         self._names: set[str] | None = None
         self._counter = itertools.count()
@@ -349,9 +357,9 @@ class Graph:
             if v not in self.inputs:
                 yield v
         for n in self.nodes:
-            for v in n.outputs:
-                if v is not None:
-                    yield v
+            for out in n.outputs:
+                if out is not None:
+                    yield out
 
     def walk(self) -> Iterator[Node]:
         """Every node of this graph and, recursively, of its subgraphs."""
@@ -399,13 +407,13 @@ class Graph:
         self.nodes = ordered
 
     # -- builder ----------------------------------------------------------
-    def const(self, array, name: str = "const") -> Value:
+    def const(self, array: ArrayLike, name: str = "const") -> Value:
         """Add a constant initializer holding ``array``."""
         return self.add_initializer(self.unique_name(name), Tensor.from_array(np.asarray(array)))
 
     def op(self, op: str, *inputs: Value | None, domain: str = "", version: int | None = None,
            outputs: int = 1, name: str = "", attrs: dict[str, Attr] | None = None,
-           before: Node | None = None, **attr_values) -> Value | list[Value]:
+           before: Node | None = None, **attr_values: Any) -> Value | list[Value]:
         """Append a node and return its output value (a list when ``outputs`` > 1).
 
         Keyword arguments become attributes, typed by :func:`infer_attr`.
@@ -429,7 +437,7 @@ def _has_subgraphs(node: Node) -> bool:
         if node.attrs else False
 
 
-def _drop_use(uses: list, node: Node, i: int) -> None:
+def _drop_use(uses: list[tuple[Node, int]], node: Node, i: int) -> None:
     """Remove the entry ``(node, i)`` from a value's use list, if there.
 
     The entry is usually the first or the last (rewrites visit nodes in order and re-wire the
@@ -491,7 +499,7 @@ def infer_attr(name: str, value: Any) -> Attr:
         return Attr(name, "tensor", Tensor.from_array(value))
     for py, kind in _PY_ATTR_TYPES:
         if isinstance(value, py):
-            return Attr(name, kind, int(value) if py is bool else value)
+            return Attr(name, kind, int(bool(value)) if py is bool else value)
     if isinstance(value, (list, tuple)):
         items = [v.item() if isinstance(v, (np.integer, np.floating)) else v for v in value]
         if all(isinstance(v, (int, bool)) for v in items):
@@ -519,7 +527,7 @@ class Function:
     opsets: dict[str, int] = field(default_factory=dict)
     overload: str = ""
     doc: str = ""
-    meta: dict = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -540,7 +548,7 @@ class Model:
     producer_version: str = ""
     doc: str = ""
     metadata: dict[str, str] = field(default_factory=dict)
-    meta: dict = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
     path: str | None = None  # the file it was loaded from, for messages
 
     def weight_bytes(self) -> int:
@@ -548,7 +556,7 @@ class Model:
         stack = [self.graph] + [f.graph for f in self.functions]
         while stack:
             g = stack.pop()
-            total += sum(v.const.nbytes for v in g.initializers.values())
+            total += sum(v.const.nbytes for v in g.initializers.values() if v.const is not None)
             for n in g.nodes:
                 for a in n.attrs.values():
                     if isinstance(a.value, Tensor):
@@ -556,13 +564,13 @@ class Model:
                 stack.extend(n.subgraphs())
         return total
 
-    def to_onnx(self, *, opset: int | None = None):
+    def to_onnx(self, *, opset: int | None = None) -> onnx.ModelProto:
         """This model as an ``onnx.ModelProto`` (converted first unless ONNX; see :func:`opconv.to_onnx`)."""
         from .api import to_onnx
 
         return to_onnx(self, opset=opset)
 
-    def to_openvino(self, *, input_shapes=None, dims=None):
+    def to_openvino(self, *, input_shapes: InputShapes | None = None, dims: Dims | None = None) -> openvino.Model:
         """This model as an ``openvino.Model``, in memory (see :func:`opconv.to_openvino`)."""
         from .api import to_openvino
 

@@ -12,15 +12,18 @@ has ``shape=None``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any, SupportsInt
 
 import ml_dtypes
 import numpy as np
+from numpy.typing import DTypeLike
 
 from .errors import OpconvError
 
 Dim = int | str | None
-Shape = tuple | None  # tuple[Dim, ...] or None for unknown rank
+Shape = tuple[Dim, ...] | None  # None for unknown rank
 
 
 @dataclass(frozen=True)
@@ -28,7 +31,7 @@ class ElementType:
     """One element type: its canonical name, numpy dtype and storage width."""
 
     name: str
-    numpy: np.dtype | None  # None for types numpy cannot hold (string is object)
+    numpy: np.dtype[Any] | None  # None for types numpy cannot hold (string is object)
     bits: int  # storage bits per element (4 for int4, 0 for string)
     onnx: int  # TensorProto.DataType code
 
@@ -45,7 +48,7 @@ class ElementType:
         return self.name.startswith("complex")
 
 
-def _et(name, dtype, bits, onnx_code):
+def _et(name: str, dtype: DTypeLike, bits: int, onnx_code: int) -> ElementType:
     return ElementType(name, np.dtype(dtype) if dtype is not None else None, bits, onnx_code)
 
 
@@ -107,8 +110,8 @@ def from_onnx_code(code: int) -> ElementType:
         raise OpconvError(f"unknown ONNX element type code {code}") from None
 
 
-def from_numpy(dtype) -> ElementType:
-    dtype = np.dtype(dtype)
+def from_numpy(dtype_like: DTypeLike) -> ElementType:
+    dtype = np.dtype(dtype_like)
     if dtype.kind in "OUS":
         return ELEMENT_TYPES["string"]
     try:
@@ -177,7 +180,7 @@ class SparseTensorType:
 class TupleType:
     """An HLO tuple of ``elements`` (value types); a Python list of arrays at run time."""
 
-    elements: tuple = ()
+    elements: tuple[ValueType, ...] = ()
 
     def __str__(self) -> str:
         return "(" + ", ".join(map(str, self.elements)) + ")"
@@ -207,11 +210,12 @@ def type_signature(t: ValueType | None) -> str | None:
         return None if inner is None else f"map({t.key},{inner})"
     if isinstance(t, TupleType):
         inners = [type_signature(e) for e in t.elements]
-        return None if None in inners else f"tuple({','.join(inners)})"
+        known = [s for s in inners if s is not None]
+        return None if len(known) < len(inners) else f"tuple({','.join(known)})"
     raise TypeError(t)
 
 
-def shape_size(shape) -> int:
+def shape_size(shape: Iterable[SupportsInt | str]) -> int:
     n = 1
     for d in shape:
         n *= int(d)

@@ -208,7 +208,8 @@ Progress = Callable[[str, str, "float | None"], None]
 
 def verify(a: Any, b: Any = None, inputs: Mapping[str, Any] | None = None,
            rtol: float | Mapping[str, float] | None = None, atol: float | Mapping[str, float] | None = None, *,
-           seed: int = 0, input_shapes: Mapping[str, tuple] | None = None, dims: Mapping[str, int] | None = None,
+           seed: int = 0, input_shapes: Mapping[str, Sequence[int]] | None = None,
+           dims: Mapping[str, int] | None = None,
            backends: str | Sequence[str] | None = None, openvino_precision: str = "f32",
            expected: str | os.PathLike | Mapping[str, Any] | None = None,
            save_outputs: str | os.PathLike | None = None, progress: Progress | None = None, bisect: bool = False,
@@ -532,7 +533,7 @@ def _summarize(value: Any) -> dict:
 # random inputs
 # ---------------------------------------------------------------------------
 
-def random_inputs(model: Any, seed: int = 0, input_shapes: Mapping[str, tuple] | None = None,
+def random_inputs(model: Any, seed: int = 0, input_shapes: Mapping[str, Sequence[int]] | None = None,
                   dims: Mapping[str, int] | None = None, notes: list[str] | None = None) -> dict[str, Any]:
     """Seeded random values for every required input of ``model``.
 
