@@ -487,6 +487,12 @@ class Rule:
         self.replacement = replacement
         self.check = check
 
+    def match(self, graph: Graph, root: Node, outputs: set[int]) -> tuple[Match | None, str]:
+        """The match of the pattern anchored at ``root`` (``outputs``: ids of the graph's output values), or
+        None and why not."""
+        matcher = _Matcher(self.pattern, graph, outputs)
+        return matcher.match(root), matcher.why
+
     def __repr__(self) -> str:
         return f"Rule({self.name!r}, {self.pattern!r})"
 
@@ -692,10 +698,9 @@ class _Rewriter:
             return [f"no rule for {node.domain + '::' if node.domain else ''}{node.op}"]
         reasons = []
         for rule in candidates:
-            matcher = _Matcher(rule.pattern, graph, outputs)
-            match = matcher.match(node)
+            match, mismatch = rule.match(graph, node, outputs)
             if match is None:
-                reasons.append(f"{rule.name}: pattern does not match ({matcher.why})")
+                reasons.append(f"{rule.name}: pattern does not match ({mismatch})")
                 continue
             try:
                 why = rule.check(match) if rule.check is not None else None
