@@ -451,6 +451,20 @@ def dtype_of(value: Value) -> np.dtype:
     return np.dtype(element_type(value.dtype).numpy)
 
 
+def attr(node: Node, name: str, default: Any = None) -> Any:
+    """An ONNX attribute's plain value, or ``default`` when the node omits it."""
+    value = node.attr(name)
+    return default if value is None else value
+
+
+def const_input(m: Match, name: str, what: str) -> np.ndarray:
+    """The constant data of captured input ``name``; refuses when it is computed at run time."""
+    data = m.constant(name)
+    if data is None:
+        raise Refuse(f"{what} ({m[name].name!r}) must be a constant")
+    return data
+
+
 Replacement = Callable[["Builder", Match], "Value | Sequence[Value | None]"]
 Check = Callable[[Match], "str | None"]
 
