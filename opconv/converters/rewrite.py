@@ -77,9 +77,11 @@ from __future__ import annotations
 
 import inspect
 from collections import Counter
-from typing import Any, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..errors import BudgetError, ConversionError, GraphError
 from ..ir import Attr, Graph, Node, Value, infer_attr
@@ -116,7 +118,8 @@ class _PNode:
     __slots__ = ("op", "inputs", "domain", "version", "attrs", "n_outputs", "name", "commute", "shared",
                  "any_inputs")
 
-    def __init__(self, op: str | None, inputs: list, domain: str | None, version: Any, attrs: dict[str, Any],
+    def __init__(self, op: str | None, inputs: list[_Capture | _POut | None], domain: str | None, version: Any,
+                 attrs: dict[str, Any],
                  n_outputs: int, name: str | None, commute: bool, shared: bool, any_inputs: bool = False):
         self.op = op  # None: any op
         self.inputs = inputs  # of _Capture | _POut | None
@@ -146,12 +149,12 @@ class _POut:
 class _PatternOps:
     """The ``op`` object handed to a pattern function: ``op.Add(a, b)`` records a pattern node."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.nodes: list[_PNode] = []
 
-    def node(self, op: str | None, *inputs, _domain: str | None = "", _version: Any = None,
+    def node(self, op: str | None, *inputs: Any, _domain: str | None = "", _version: Any = None,
              _outputs: int = 1, _name: str | None = None, _commute: bool = False, _shared: bool = False,
-             _any_inputs: bool = False, **attrs) -> _POut | list[_POut]:
+             _any_inputs: bool = False, **attrs: Any) -> _POut | list[_POut]:
         for i, v in enumerate(inputs):
             if v is not None and not isinstance(v, (_Capture, _POut)):
                 raise GraphError(f"pattern {op or 'any'}: input {i} is {v!r}, not a pattern value")
@@ -164,17 +167,17 @@ class _PatternOps:
         outs = [_POut(pn, i) for i in range(_outputs)]
         return outs[0] if _outputs == 1 else outs
 
-    def any(self, *inputs, **options) -> _POut | list[_POut]:
+    def any(self, *inputs: Any, **options: Any) -> _POut | list[_POut]:
         """A node of any op with exactly these inputs."""
         return self.node(None, *inputs, **options)
 
-    def __getattr__(self, op: str):
+    def __getattr__(self, op: str) -> Callable[..., _POut | list[_POut]]:
         if op.startswith("_"):
             raise AttributeError(op)
         return lambda *inputs, **options: self.node(op, *inputs, **options)
 
 
-def _capture_names(fn: Callable) -> list[str]:
+def _capture_names(fn: Callable[..., Any]) -> list[str]:
     """The names of ``fn``'s parameters after ``op`` (read from its code: inspect.signature is slow at import).
 
     A generated pattern function (``def fn(op, *xs)``) lists them in its ``capture_names`` attribute.
@@ -207,7 +210,7 @@ class Pattern:
         if any(o.node is not root for o in outs):
             raise GraphError(f"pattern {fn.__name__}: all returned values must be outputs of one (root) node")
         self.name = fn.__name__
-        self.root = root
+        self.root: _PNode = root
         self.nodes = ops.nodes
         self.captures = params
         self._check_names()
@@ -267,7 +270,8 @@ def constant_value(value: Value | None) -> np.ndarray | None:
         return value.const.numpy()
     p = value.producer
     if p is not None and p.op == "Constant" and hasattr(p.attr("value"), "numpy"):
-        return p.attr("value").numpy()
+        data: np.ndarray = p.attr("value").numpy()
+        return data
     return None
 
 
@@ -282,10 +286,10 @@ def _version_matches(expected: Any, actual: int | None) -> bool:
         return True
     if callable(expected):
         return actual is not None and bool(expected(actual))
-    return actual == expected
+    return bool(actual == expected)
 
 
-def _trimmed(values: list) -> list:
+def _trimmed(values: list[Value | None]) -> list[Value | None]:
     """``values`` without trailing ``None`` (omitted optional inputs/outputs)."""
     end = len(values)
     while end and values[end - 1] is None:
@@ -298,14 +302,14 @@ class _Binding:
 
     __slots__ = ("values", "nodes")
 
-    def __init__(self, values: dict, nodes: dict):
+    def __init__(self, values: dict[str, Value], nodes: dict[int, Node]):
         self.values = values
         self.nodes = nodes  # id(_PNode) -> Node
 
-    def bind_value(self, name: str, value) -> "_Binding":
+    def bind_value(self, name: str, value: Value) -> _Binding:
         return _Binding({**self.values, name: value}, self.nodes)
 
-    def bind_node(self, pn: _PNode, node: Node) -> "_Binding":
+    def bind_node(self, pn: _PNode, node: Node) -> _Binding:
         return _Binding(self.values, {**self.nodes, id(pn): node})
 
 
@@ -364,14 +368,15 @@ class _Matcher:
                 return f"{node.label}: attribute {name}={node.attr(name)!r} does not match"
         return None
 
-    def _inputs(self, pvs: list, values: list, b: _Binding) -> Iterator[_Binding]:
+    def _inputs(self, pvs: list[_Capture | _POut | None], values: list[Value | None],
+                b: _Binding) -> Iterator[_Binding]:
         if not pvs:
             yield b
             return
         for b1 in self._value(pvs[0], values[0], b):
             yield from self._inputs(pvs[1:], values[1:], b1)
 
-    def _value(self, pv, value: Value | None, b: _Binding) -> Iterator[_Binding]:
+    def _value(self, pv: _Capture | _POut | None, value: Value | None, b: _Binding) -> Iterator[_Binding]:
         if pv is None or value is None:
             return iter((b,)) if pv is None and value is None else self.fail("optional input mismatch", b)
         if isinstance(pv, _Capture):
@@ -439,9 +444,10 @@ def rank_of(value: Value | None) -> int:
 def static_shape(value: Value) -> tuple[int, ...]:
     """The fully static shape of ``value``; refuses the rewrite otherwise."""
     shape = value.shape
-    if shape is None or not all(isinstance(d, int) and d >= 0 for d in shape):
+    dims = tuple(d for d in shape if isinstance(d, int) and d >= 0) if shape is not None else ()
+    if shape is None or len(dims) != len(shape):
         raise Refuse(f"the shape of {value.name!r} is not static ({shape})")
-    return tuple(shape)
+    return dims
 
 
 def dtype_of(value: Value) -> np.dtype:
@@ -461,7 +467,8 @@ def const_input(m: Match, name: str, what: str) -> np.ndarray:
     """The constant data of captured input ``name``; refuses when it is computed at run time."""
     data = m.constant(name)
     if data is None:
-        raise Refuse(f"{what} ({m[name].name!r}) must be a constant")
+        value = m[name]
+        raise Refuse(f"{what} ({value.name if value is not None else name!r}) must be a constant")
     return data
 
 
@@ -484,8 +491,9 @@ def branch_outputs_differ(then_branch: Graph, else_branch: Graph) -> str | None:
                 f"only at run time, both branches must give one"
         if yes.dtype != no.dtype:
             return f"branch output {k} is {yes.dtype} " + where.format(no.dtype) + " element type"
-        if tuple(yes.shape) != tuple(no.shape):
-            return f"branch output {k} has shape {list(yes.shape)} " + where.format(list(no.shape)) + " shape"
+        yes_shape, no_shape = list(yes.shape or ()), list(no.shape or ())  # both static (checked above)
+        if yes_shape != no_shape:
+            return f"branch output {k} has shape {yes_shape} " + where.format(no_shape) + " shape"
     return None
 
 
@@ -529,7 +537,7 @@ class RuleSet:
         both = self._by_op.get(node.op, []) + self._by_op.get(None, [])
         return [r for _, r in sorted(both, key=lambda t: t[0])]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Rule]:
         return iter(self.rules)
 
     def __len__(self) -> int:
@@ -558,23 +566,24 @@ class Builder:
         self.discarded: list[Graph] = []
 
     def op(self, op: str, *inputs: Value | None, _domain: str | None = None, _version: int | None = None,
-           _outputs: int = 1, _name: str | None = None, **attrs) -> Value | list[Value]:
+           _outputs: int = 1, _name: str | None = None, **attrs: Any) -> Value | list[Value]:
         hint = _name or (f"{self.before.name}/{op}" if self.before.name else op)
         typed = {k: infer_attr(k, v) if not isinstance(v, Attr) else v for k, v in attrs.items()}
         result = self.graph.op(op, *inputs, domain=self.domain if _domain is None else _domain,
                                version=self.version if _version is None else _version,
                                outputs=_outputs, name=hint, attrs=typed, before=self.before)
         first = result if isinstance(result, Value) else result[0]
+        assert first.producer is not None  # the node just made
         self.nodes.append(first.producer)
         return result
 
-    def const(self, array, name: str = "const") -> Value:
+    def const(self, array: ArrayLike, name: str = "const") -> Value:
         """A new constant (an initializer, which every dialect's graph uses for constants)."""
         v = self.graph.const(np.asarray(array), name)
         self.consts.append(v)
         return v
 
-    def __getattr__(self, op: str):
+    def __getattr__(self, op: str) -> Callable[..., Value | list[Value]]:
         if op.startswith("_"):
             raise AttributeError(op)
         return lambda *inputs, **options: self.op(op, *inputs, **options)
@@ -595,9 +604,9 @@ class Builder:
             self.consts.append(value)
         prefix = f"{self.before.name}/" if self.before.name else ""
         for node in list(branch.nodes):
-            for value in node.outputs:
-                if value is not None:
-                    value.name = graph.unique_name(value.name)
+            for out in node.outputs:
+                if out is not None:
+                    out.name = graph.unique_name(out.name)
             node.name = graph.unique_name(prefix + node.name) if node.name else node.name
             for sub in node.subgraphs():
                 sub.parent = graph
@@ -649,8 +658,8 @@ class RewriteReport:
 
     __slots__ = ("fired", "unmatched")
 
-    def __init__(self, fired: Counter | None = None, unmatched: list[Unmatched] | None = None):
-        self.fired = Counter() if fired is None else fired
+    def __init__(self, fired: Counter[str] | None = None, unmatched: list[Unmatched] | None = None):
+        self.fired: Counter[str] = Counter() if fired is None else fired
         self.unmatched = [] if unmatched is None else unmatched
 
     def reasons_for(self, node: Node) -> list[str]:
@@ -686,7 +695,7 @@ class _Rewriter:
         self.recursive = recursive
         self.skip = skip
         self.identity = identity
-        self.fired: Counter = Counter()
+        self.fired: Counter[str] = Counter()
         self.reasons: dict[int, Unmatched] = {}
 
     def graph(self, graph: Graph, where: str) -> None:
@@ -762,7 +771,7 @@ class _Rewriter:
             b.undo()
             return why
         for old, value in zip(m.outputs, new):
-            if old is not None and value is not old:
+            if old is not None and value is not None and value is not old:
                 if value.type is None:
                     value.type = old.type
                 old.replace_all_uses_with(value)
@@ -795,7 +804,7 @@ class _Rewriter:
         """Point graph outputs at the new values, which take the old values' names."""
         for old, value in zip(m.outputs, new):
             for i, out in enumerate(m.graph.outputs):
-                if out is old and value is not old:
+                if out is old and value is not None and value is not old:
                     value.name = old.name
                     value.doc = value.doc or old.doc
                     m.graph.outputs[i] = value
