@@ -122,9 +122,9 @@ def from_numpy(dtype_like: DTypeLike) -> ElementType:
 
 @dataclass(frozen=True)
 class TensorType:
-    """A tensor of ``dtype`` (canonical name) and ``shape`` (None = unknown rank)."""
+    """A tensor of ``dtype`` (canonical name; None = unknown) and ``shape`` (None = unknown rank)."""
 
-    dtype: str
+    dtype: str | None
     shape: Shape = None
 
     def __str__(self) -> str:
@@ -144,7 +144,7 @@ class TensorType:
 
 @dataclass(frozen=True)
 class SequenceType:
-    elem: ValueType
+    elem: ValueType | None  # None: unknown
 
     def __str__(self) -> str:
         return f"seq({self.elem})"
@@ -152,7 +152,7 @@ class SequenceType:
 
 @dataclass(frozen=True)
 class OptionalType:
-    elem: ValueType
+    elem: ValueType | None  # None: unknown
 
     def __str__(self) -> str:
         return f"optional({self.elem})"
@@ -160,8 +160,8 @@ class OptionalType:
 
 @dataclass(frozen=True)
 class MapType:
-    key: str
-    value: ValueType
+    key: str | None
+    value: ValueType | None
 
     def __str__(self) -> str:
         return f"map({self.key},{self.value})"
@@ -169,7 +169,7 @@ class MapType:
 
 @dataclass(frozen=True)
 class SparseTensorType:
-    dtype: str
+    dtype: str | None
     shape: Shape = None
 
     def __str__(self) -> str:

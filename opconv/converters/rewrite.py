@@ -744,7 +744,7 @@ class _Rewriter:
         b = Builder(m.graph, m.root, domain=m.root.domain if self.domain is None else self.domain,
                     version=m.root.version if self.version is None else self.version)
         try:
-            new = rule.replacement(b, m)
+            replaced = rule.replacement(b, m)
         except Refuse as e:
             b.undo()
             return str(e)
@@ -760,7 +760,7 @@ class _Rewriter:
         except Exception:
             b.undo()  # a buggy rule must not leave half a replacement in the graph
             raise
-        new = [new] if isinstance(new, Value) or new is None else list(new)
+        new: list[Value | None] = [replaced] if isinstance(replaced, Value) or replaced is None else list(replaced)
         if len(new) != m.n_outputs:
             b.undo()
             raise GraphError(f"rule {rule.name}: replacement returned {len(new)} values for {m.n_outputs} outputs")

@@ -23,6 +23,7 @@ import importlib.util
 import os
 import sys
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -102,7 +103,10 @@ def _messages() -> ModuleType:
 
 
 #: onnx's generated protobuf module: ``messages.ModelProto``, ``messages.TensorProto`` ...
-messages = _messages()
+if TYPE_CHECKING:  # the type checker reads the classes from onnx's stubs
+    from onnx import onnx_ml_pb2 as messages
+else:
+    messages = _messages()
 
 
 def infer_shapes(model, *, strict_mode: bool = False, data_prop: bool = False):
