@@ -269,7 +269,7 @@ def write_text(path: str, text: str) -> None:
 
 def remove_stale_temporaries(folder: str) -> list[str]:
     """Remove the temporaries in ``folder`` of writers that are no longer running; returns their paths."""
-    removed = []
+    removed: list[str] = []
     try:
         entries = os.scandir(folder)
     except OSError:

@@ -23,6 +23,7 @@ the difference may have started in any of them.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -190,7 +191,7 @@ def _pick_leaving(v: Value, leaving: list[Value], *, single: bool) -> Value | No
     declared may), or the last of them when ``v`` is its node's only output."""
     shape = v.shape if isinstance(v.type, TensorType) and v.type.is_static else None
     fits = [b for b in leaving if shape is None or not (isinstance(b.type, TensorType) and b.type.is_static)
-            or tuple(b.shape) == tuple(shape)]
+            or tuple(b.shape or ()) == tuple(shape)]
     return fits[-1] if len(fits) == 1 or (fits and single) else None
 
 
@@ -258,7 +259,8 @@ def first_divergence(model_a: Any, model_b: Any, feeds_a: Mapping[str, Any], fee
             unchecked = [n.name or n.op for n in model_a.graph.nodes[last_agreeing + 1:index]]
             producer = p.b.producer
             divergence = Divergence(
-                p.node.name, p.node.op, p.a.name, index, p.b.name, producer.name, producer.op,
+                p.node.name, p.node.op, p.a.name, index, p.b.name, producer.name if producer else "",
+                producer.op if producer else "",
                 [n.name for n in p.b_nodes], p.by, cmp, unchecked, error_histogram(value_a, value_b))
             return BisectReport(divergence, values, len(pairs), compared, runs, time.perf_counter() - start)
         del got_a, got_b
@@ -309,7 +311,7 @@ def _declared_bytes(v: Value) -> int:
         bits = element_type(t.dtype).bits
     except Exception:  # noqa: BLE001 - a type opconv cannot size is sized when it comes back
         return -1
-    return int(np.prod(t.shape, dtype=np.int64)) * max(bits, 8) // 8
+    return math.prod(d for d in t.shape or () if isinstance(d, int)) * max(bits, 8) // 8  # static: checked above
 
 
 def _nbytes(value: Any) -> int:

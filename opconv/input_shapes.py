@@ -108,7 +108,8 @@ class InputShapes:
     def static(self, name: str) -> tuple[int, ...] | None:
         """The static shape of input ``name``, or None while a dim is open."""
         shape = self.shapes[name]
-        return shape if shape is not None and all(isinstance(d, int) for d in shape) else None
+        dims = [d for d in shape if isinstance(d, int)] if shape is not None else []
+        return tuple(dims) if shape is not None and len(dims) == len(shape) else None
 
     def unresolved(self) -> list[str]:
         return [name for name in self.shapes if self.static(name) is None]
@@ -126,7 +127,8 @@ class InputShapes:
         if missing:
             raise OpconvError(f"input(s) {', '.join(map(repr, missing))} have unknown rank; give their shapes "
                               f"(--input-shape NAME=D0,D1,... or input_shapes= in Python)")
-        return {name: tuple(d if isinstance(d, int) else self.symbols.get(d, default) for d in shape)
+        return {name: tuple(d if isinstance(d, int) else self.symbols.get(d, default) if d is not None else default
+                            for d in shape or ())
                 for name, shape in self.shapes.items()}
 
     def require_static(self, target: str, where: str | None = None, error=OpconvError) -> None:

@@ -42,6 +42,7 @@ class Case:
 
     def load_model(self) -> onnx.ModelProto:
         if self.model is None:
+            assert self.path is not None  # a case has a model or a path
             self.model = onnx.load(self.path)
         return self.model
 
@@ -72,7 +73,7 @@ def node_cases() -> tuple[Case, ...]:
         raw = collect_testcases(None)
     return tuple(
         Case(c.name, "node", model=c.model,
-             datasets=[([_as_data(x) for x in i], [_as_data(x) for x in o]) for i, o in c.data_sets],
+             datasets=[([_as_data(x) for x in i], [_as_data(x) for x in o]) for i, o in c.data_sets or ()],
              rtol=c.rtol, atol=c.atol)
         for c in raw
     )

@@ -180,7 +180,7 @@ class SparseTensorType:
 class TupleType:
     """An HLO tuple of ``elements`` (value types); a Python list of arrays at run time."""
 
-    elements: tuple[ValueType, ...] = ()
+    elements: tuple[ValueType | None, ...] = ()  # None: unknown
 
     def __str__(self) -> str:
         return "(" + ", ".join(map(str, self.elements)) + ")"

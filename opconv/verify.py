@@ -246,7 +246,7 @@ def verify(a: Any, b: Any = None, inputs: Mapping[str, Any] | None = None,
         raise OpconvError("give two models, or one model and expected outputs" if b is None else
                           "give expected outputs or a second model, not both")
     backend_a, backend_b = _backend_names(backends)
-    settings = {"opconv": {"seed": seed}, "openvino": {"precision": openvino_precision}}  # per backend
+    settings: dict[str, dict[str, Any]] = {"opconv": {"seed": seed}, "openvino": {"precision": openvino_precision}}
     notes: list[str] = []
     if expected is not None:
         if backend_a != DEFAULT_BACKEND and not isinstance(backends, str):
@@ -263,10 +263,10 @@ def verify(a: Any, b: Any = None, inputs: Mapping[str, Any] | None = None,
     output_atol, global_atol = _per_output("atol", atol, out_pairs)
 
     generated = inputs is None
-    if generated:
+    if inputs is None:
         # drawn for A's model (B's when A is a reference), by A's names
         drawn_for = side_a if side_a.model is not None else side_b
-        if side_a.model is not None and not input_shapes and not dims:
+        if side_a.model is not None and side_b.model is not None and not input_shapes and not dims:
             input_shapes = _static_shapes_of(required_inputs(side_a.model), required_inputs(side_b.model), in_pairs)
         drawn = random_inputs(drawn_for.model, seed=seed, input_shapes=input_shapes, dims=dims, notes=notes)
         by_b = {y: x for x, y in in_pairs.items()} if drawn_for is side_b else {}
@@ -340,7 +340,7 @@ class _Side:
     stored_outputs: dict = field(default_factory=dict)
 
     @classmethod
-    def of_model(cls, source: Any, backend: str, settings: dict[str, dict]) -> _Side:
+    def of_model(cls, source: Any, backend: str, settings: dict[str, dict[str, Any]]) -> _Side:
         """``source`` loaded, to run on ``backend`` made with its ``settings`` (backend name -> keywords)."""
         import opconv
 
@@ -438,12 +438,12 @@ def compute_precision(model: Model) -> str | None:
     export computes in float16 even when its inputs and outputs are float32), else None."""
     counts: dict[str, int] = {}
     for value in model.graph.initializers.values():
-        dtype = value.const.dtype if value.const is not None else None
-        if dtype in _FLOAT_WIDTH:
-            counts[dtype] = counts.get(dtype, 0) + int(np.prod(value.const.shape, dtype=np.int64))
+        const = value.const
+        if const is not None and const.dtype in _FLOAT_WIDTH:
+            counts[const.dtype] = counts.get(const.dtype, 0) + int(np.prod(const.shape, dtype=np.int64))
     if not counts:
         return None
-    dtype = max(counts, key=counts.get)
+    dtype = max(counts, key=lambda d: counts[d])
     return dtype if _FLOAT_WIDTH[dtype] < 4 else None
 
 
@@ -459,7 +459,8 @@ def _static_shapes_of(ins_a: list[Value], ins_b: list[Value], in_pairs: dict[str
     declared_b = {v.name: v.shape for v in ins_b if isinstance(v.type, TensorType)}
     shapes = {}
     for v in ins_a:
-        mine, theirs = v.shape if isinstance(v.type, TensorType) else None, declared_b.get(in_pairs.get(v.name))
+        mine = v.shape if isinstance(v.type, TensorType) else None
+        theirs = declared_b.get(in_pairs[v.name]) if v.name in in_pairs else None
         if mine is None or theirs is None or all(isinstance(d, int) for d in mine) or len(mine) != len(theirs):
             continue
         if all(isinstance(d, int) and d >= 0 for d in theirs) and all(
@@ -573,8 +574,11 @@ def _tensor_type(v: Value) -> TensorType:
 
 
 def _random_value(v: Value, t: TensorType, shape: tuple, shapes: dict, rng: np.random.Generator) -> Any:
+    dtype = t.dtype
+    assert dtype is not None  # _tensor_type refuses a type without one
+
     def one() -> np.ndarray:
-        return _random_tensor(v, t.dtype, shape, shapes, rng)
+        return _random_tensor(v, dtype, shape, shapes, rng)
 
     if isinstance(v.type, SequenceType):
         return [one() for _ in range(_SEQUENCE_LENGTH)]
@@ -587,6 +591,7 @@ def _random_tensor(v: Value, dtype: str, shape: tuple, shapes: dict, rng: np.ran
     budget.check(shape, 16 if et.is_complex else 8, f"the random value of input {v.name!r}")
     if dtype == "string":
         return rng.choice(_WORDS, size=shape)
+    assert et.numpy is not None  # every type but string has one
     if dtype == "bool":
         return rng.random(shape) < 0.5
     if et.is_complex:

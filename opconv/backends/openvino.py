@@ -132,7 +132,7 @@ def _feeds(compiled, loaded: Model, feeds: Mapping[str, Any]) -> dict:
     out = {}
     for i, port in enumerate(compiled.inputs):
         name = next((n for n in port.get_names() if n in feeds), order[i] if i < len(order) else None)
-        if name not in feeds:
+        if name is None or name not in feeds:
             raise OpconvError(f"no value given for OpenVINO's input {port.get_any_name()!r}", where=loaded.path)
         out[port] = np.asarray(feeds[name])
     return out

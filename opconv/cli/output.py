@@ -13,6 +13,7 @@ import json
 import os
 import sys
 import time
+from typing import Any
 
 import click
 
@@ -149,7 +150,8 @@ class Progress:
 
 def error_json(e: OpconvError) -> dict:
     """An error as JSON: its type, message, file, exit code, and for a conversion every refused node."""
-    record = {"type": type(e).__name__, "message": e.message, "where": e.where, "exit_code": e.exit_code}
+    record: dict[str, Any] = {"type": type(e).__name__, "message": e.message, "where": e.where,
+                              "exit_code": e.exit_code}
     if isinstance(e, ConversionError):
         record["refused"] = [r.to_json() for r in e.refused]
     return {"ok": False, "error": record}

@@ -268,10 +268,10 @@ def linear_attention(q, k, v, state=None, decay=None, beta=None, *, rule: str = 
     rate = None if not delta else np.broadcast_to(upcast(beta), (batch, steps, kv_heads))
     out = np.empty((batch, steps, q_heads, dv), q.dtype)
     for t in range(steps):  # the recurrence is sequential in time
-        if gated:
+        if gated and gate is not None:
             s = gate[:, t, :, :, None] * s
         update = v[:, t]
-        if delta:
+        if delta and rate is not None:
             update = rate[:, t, :, None] * (update - np.einsum("bhkv,bhk->bhv", s, k[:, t]))
         s = s + k[:, t, :, :, None] * update[:, :, None, :]
         out[:, t] = scale * np.einsum("bhkv,bhk->bhv", repeat_kv_heads(s, q_heads), q[:, t])

@@ -73,7 +73,7 @@ def box_iou(box: np.ndarray, boxes: np.ndarray, offset: float = 0.0) -> np.ndarr
     return np.where(touching & (intersection > 0), iou, zero)
 
 
-def greedy_nms(boxes: np.ndarray, order: Sequence[int], threshold: float, limit: int | None = None,
+def greedy_nms(boxes: np.ndarray, order: Sequence[int] | np.ndarray, threshold: float, limit: int | None = None,
                offset: float = 0.0) -> np.ndarray:
     """Indices into ``boxes`` kept by greedy NMS over ``order``, in visiting order (at most ``limit``)."""
     order = np.asarray(order, dtype=np.int64)

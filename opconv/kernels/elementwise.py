@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 
 import ml_dtypes
 import numpy as np
@@ -75,7 +76,7 @@ def _check_divisor(b):
         raise ExecutionError("integer division by zero")
 
 
-_INT_DIVISIONS = {
+_INT_DIVISIONS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "trunc": lambda a, b: np.sign(a) * np.sign(b) * (np.abs(a) // np.abs(b)),
     "floor": np.floor_divide,
 }

@@ -118,7 +118,7 @@ def gather_elements(data: np.ndarray, indices: np.ndarray, axis: int = 0) -> np.
     data, indices = np.asarray(data), np.asarray(indices)
     axis = normalize_axis(axis, data.ndim)
     # `indices` may be smaller than `data` in the other dims, so index explicitly.
-    coords = list(np.indices(indices.shape, sparse=True))
+    coords: list[np.ndarray] = list(np.indices(indices.shape, sparse=True))
     coords[axis] = _wrap_indices(indices, data.shape[axis], "gather_elements")
     return data[tuple(coords)]
 
@@ -131,13 +131,13 @@ def gather_nd(data: np.ndarray, indices: np.ndarray, batch_dims: int = 0) -> np.
     ``indices.shape[-1]``.
     """
     data, indices = np.asarray(data), np.asarray(indices)
-    b, k = batch_dims, indices.shape[-1]
+    b, k = batch_dims, int(indices.shape[-1])
     batch_shape = data.shape[:b]
     indexed_shape = data.shape[b:b + k]
     idx = _wrap_indices(indices, indexed_shape, "gather_nd")
     flat_data = data.reshape((math.prod(batch_shape),) + data.shape[b:])
     flat_idx = idx.reshape(math.prod(batch_shape), -1, k)
-    batch = np.arange(flat_data.shape[0])[:, None]
+    batch = np.arange(len(flat_data)).reshape(-1, 1)
     gathered = flat_data[(batch,) + tuple(flat_idx[..., j] for j in range(k))]
     return gathered.reshape(indices.shape[:-1] + data.shape[b + k:])
 
@@ -147,9 +147,9 @@ def scatter_elements(data: np.ndarray, indices: np.ndarray, updates: np.ndarray,
     """Inverse of :func:`gather_elements`: ``out[p with p[axis] = indices[p]] (op)= updates[p]``."""
     data, updates = np.asarray(data), np.asarray(updates)
     axis = normalize_axis(axis, data.ndim)
-    coords = list(np.indices(updates.shape, sparse=True))
+    coords: list[np.ndarray] = list(np.indices(updates.shape, sparse=True))
     coords[axis] = _wrap_indices(indices, data.shape[axis], "scatter_elements")
-    targets = np.ravel_multi_index(np.broadcast_arrays(*coords), data.shape)
+    targets = np.ravel_multi_index(tuple(np.broadcast_arrays(*coords)), data.shape)
     return _scatter(data, targets, updates, _onnx_reduction(reduction))
 
 
@@ -392,7 +392,7 @@ def pad(x: np.ndarray, pads_begin: Sequence[int], pads_end: Sequence[int], mode:
         return out
     if any(n == 0 and (lo or hi) for n, (lo, hi) in zip(x.shape, width)):
         raise ExecutionError(f"pad mode {mode!r} cannot pad an empty dim")
-    return np.pad(x, width, mode=np_mode)
+    return np.pad(x, width, mode=np_mode)  # type: ignore[call-overload]  # numpy's stubs want a literal mode
 
 
 def strided_slice(x: np.ndarray, starts: Sequence[int], ends: Sequence[int], axes: Sequence[int] | None = None,
@@ -465,7 +465,7 @@ def col2im(x: np.ndarray, image_shape: Sequence[int], block_shape: Sequence[int]
     target = np.ravel_multi_index(np.broadcast_arrays(*coords), padded).reshape(-1)  # (prod(block) * L,)
     values = x.reshape(n * channels, -1)
     acc = np.zeros((n * channels, math.prod(padded)), dtype=accumulator_dtype(x.dtype))
-    np.add.at(acc, (slice(None), target), values)
+    np.add.at(acc, (slice(None), target), values)  # type: ignore[arg-type]  # stubs lack tuple indices
     out = acc.reshape((n, channels) + tuple(padded))
     crop = tuple(slice(pads[d], pads[d] + image[d]) for d in range(k))
     return out[(slice(None), slice(None)) + crop].astype(x.dtype)

@@ -125,7 +125,7 @@ def max_pool_with_indices(
         coords.append(out_pos * geometry.strides[i] - geometry.pads_begin[i] + offset * geometry.dilations[i])
     spatial = x.shape[2:]
     order = "C" if storage_order == 0 else "F"
-    spatial_index = np.ravel_multi_index(np.broadcast_arrays(*coords), spatial, order=order)
+    spatial_index = np.ravel_multi_index(np.broadcast_arrays(*coords), spatial, order=order)  # type: ignore[call-overload]  # stubs: no array tuple
     plane = np.arange(x.shape[0] * x.shape[1]).reshape(x.shape[:2] + (1,) * geometry.n)
     return values, (plane * math.prod(spatial) + spatial_index).astype(np.int64)
 

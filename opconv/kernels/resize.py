@@ -333,6 +333,7 @@ def resize_output_shape(
             full_scales[axis] = np.float32(scale)
             out[axis] = int(np.floor(np.float32(input_shape[axis]) * np.float32(scale)))
         return out, full_scales
+    assert sizes is not None  # exactly one of scales and sizes (checked above)
     ratios = [np.float32(size) / np.float32(input_shape[a]) for a, size in zip(axes, sizes)]
     if keep_aspect_ratio_policy == "stretch":
         for axis, size, ratio in zip(axes, sizes, ratios):

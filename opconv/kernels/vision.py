@@ -30,7 +30,9 @@ taps (at most ``4 ** n``) and, for the RoI kernels, over regions of interest.
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 from collections.abc import Sequence
 
 import numpy as np
@@ -53,8 +55,8 @@ def _gather_taps(x: np.ndarray, indices: list[np.ndarray], weights: list[np.ndar
     dim_strides = [math.prod(spatial[d + 1:]) for d in range(len(spatial))]
     out = np.zeros((b, c, indices[0].shape[1]), dtype=x.dtype)
     for taps in np.ndindex(*(i.shape[2] for i in indices)):
-        flat = sum(idx[..., t] * s for idx, t, s in zip(indices, taps, dim_strides))
-        w = math.prod(wt[..., t] for wt, t in zip(weights, taps))
+        flat = functools.reduce(operator.add, (idx[..., t] * s for idx, t, s in zip(indices, taps, dim_strides)))
+        w = functools.reduce(operator.mul, (wt[..., t] for wt, t in zip(weights, taps)))
         out += np.take_along_axis(flat_x, flat[:, None, :], axis=2) * w[:, None, :].astype(x.dtype)
     return out
 
@@ -283,7 +285,7 @@ def max_roi_pool(x: np.ndarray, rois: np.ndarray, pooled_shape: Sequence[int],
         # Rectangular bins are separable: max over columns, then over rows.
         col_max = np.where(cols[None, None], plane[:, :, None, :], low).max(axis=3)  # (C, H, pw)
         bin_max = np.where(rows[None, :, :, None], col_max[:, None, :, :], low).max(axis=2)  # (C, ph, pw)
-        empty = ~(rows.any(axis=1)[:, None] & cols.any(axis=1)[None, :])
+        empty = ~(np.asarray(rows.any(axis=1))[:, None] & np.asarray(cols.any(axis=1))[None, :])
         out[r] = np.where(empty, 0, bin_max)
     return out
 
@@ -372,7 +374,7 @@ def ps_roi_pool_average(x: np.ndarray, rois: np.ndarray, output_dim: int, group_
     for r, roi in enumerate(rois.astype(np.float32)):
         planes = xc[_roi_image(roi, batches)].reshape(output_dim, g, g, height, width)
         # The far corner is rounded after the +1 (they differ for a corner at -0.5).
-        corners = _round_half_away(roi[1:] + np.float32([0, 0, 1, 1])).astype(np.float32)
+        corners = _round_half_away(roi[1:] + np.array([0, 0, 1, 1], np.float32)).astype(np.float32)
         x1, y1, x2, y2 = corners * scale
         masks = []
         for start, end, size in ((y1, y2, height), (x1, x2, width)):
@@ -544,7 +546,7 @@ def _prior_output(boxes: np.ndarray, variance: Sequence[float]) -> np.ndarray:
     if len(variance) not in (1, 4):
         raise ExecutionError(f"prior boxes need 1 or 4 variances, got {len(variance)}")
     boxes = boxes.reshape(-1).astype(np.float32)
-    variances = np.tile(np.float32(variance if len(variance) == 4 else variance * 4), boxes.size // 4)
+    variances = np.tile(np.array(variance if len(variance) == 4 else variance * 4, np.float32), boxes.size // 4)
     return np.stack([boxes, variances])
 
 
@@ -687,7 +689,7 @@ def clustered_prior_boxes(layer_size: Sequence[int], image_size: Sequence[int], 
         step_w, step_h = image_w / width, image_h / height
     cx = ((np.arange(width, dtype=f32) + f32(offset)) * f32(step_w))[None, :, None]
     cy = ((np.arange(height, dtype=f32) + f32(offset)) * f32(step_h))[:, None, None]
-    half_w, half_h = np.float32(widths) / f32(2), np.float32(heights) / f32(2)
+    half_w, half_h = np.array(widths, f32) / f32(2), np.array(heights, f32) / f32(2)
     boxes = np.stack(np.broadcast_arrays((cx - half_w) / f32(image_w), (cy - half_h) / f32(image_h),
                                          (cx + half_w) / f32(image_w), (cy + half_h) / f32(image_h)), axis=-1)
     if clip:

@@ -190,11 +190,11 @@ class DialectSchemas:
     when an op is not found in the ones read so far, or when every entry is needed.
     """
 
-    def __init__(self, dialect: str, ops: Iterable[OpSchema] = (), *, raw: Iterable[tuple[dict, str]] = (),
-                 later: Iterable[Callable[[], list[tuple[dict, str]]]] = ()):
+    def __init__(self, dialect: str, ops: Iterable[OpSchema] = (), *, raw: Iterable[tuple[dict | OpText, str]] = (),
+                 later: Iterable[Callable[[], list[tuple[dict | OpText, str]]]] = ()):
         self.dialect = dialect
         self._by_name: dict[tuple[str, str], list[OpSchema]] = {}
-        self._pending: dict[tuple[str, str], list[tuple[dict, str]]] = {}
+        self._pending: dict[tuple[str, str], list[tuple[dict | OpText, str]]] = {}
         self._versions: dict[tuple[str, str], list[int]] = {}
         self._later = list(later)
         for op in ops:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import BinaryIO
 
 import numpy as np
 
@@ -125,12 +126,16 @@ class _SidecarReader:
 
     def tensor(self, dtype: str, shape: tuple[int, ...], offset: int, length: int) -> Tensor:
         np_dtype = element_type(dtype).numpy
+        if np_dtype is None:
+            raise ValueError(f"{dtype} has no fixed-size binary form")
         expected = budget.elements(shape) * np_dtype.itemsize  # Python ints: no overflow
         if length != expected:
             raise ValueError(f"{length} bytes stored, {expected} expected for {dtype}{list(shape)}")
         if offset + length > self.size:
             raise ValueError(f"bytes {offset}..{offset + length} lie outside {self.location!r} "
                              f"({self.size} bytes)")
+        if self.path is None:
+            raise ValueError("no weights file is open")
         where = WeightsSlice(self.path, offset, length)
         return Tensor(dtype, shape, loader=lambda: _map(where, np_dtype, shape), origin=where, nbytes=length)
 
@@ -149,12 +154,13 @@ class _SidecarWriter:
         self.open_file = open_file  # the sidecar's file is made on the first constant it takes
         self.location = location
         self.where = where
-        self.file = None
+        self.file: BinaryIO | None = None
         self.written = 0
 
     def add(self, tensor: Tensor, label: str) -> tuple[int, int]:
         if self.file is None:
             self.file = self.open_file()
+        assert self.file is not None
         pad = (-self.written) % _ALIGN
         if pad:
             self.file.write(b"\0" * pad)
@@ -169,6 +175,7 @@ class _SidecarWriter:
         # A sidecar constant is memory-mapped, so the chunks below read it piece by piece; the mapping
         # also keeps its bytes readable when this save replaces the very file it came from.
         np_dtype = element_type(tensor.dtype).numpy
+        assert np_dtype is not None  # the printer stores no string constant in the weights file
         budget.check(tensor.shape, np_dtype.itemsize, f"{label} in the weights file", where=self.where)
         array = np.asarray(tensor.numpy())
         if array.dtype != np_dtype:

@@ -38,7 +38,7 @@ import bisect
 import json
 import re
 from collections.abc import Iterator
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, NoReturn, Protocol
 
 import ml_dtypes
 import numpy as np
@@ -47,7 +47,7 @@ from ... import budget
 from ...errors import GraphError, ModelReadError, ModelWriteError
 from ...ir import Attr, Graph, Model, Node, Tensor, Value
 from ...schemas import OpSchema, dialect_schemas
-from ...types import ELEMENT_TYPES, TensorType, TupleType, element_type
+from ...types import ELEMENT_TYPES, TensorType, TupleType, ValueType, element_type
 
 DIALECT = "hlo"
 OPSETS = {"": 1}
@@ -286,7 +286,7 @@ class _Printer:
         for key, text in (("producer", m.producer), ("producer_version", m.producer_version), ("doc", m.doc)):
             if text:
                 header.append(f"{key}={quote(text)}")
-        if self.used_weights:
+        if self.used_weights and self.weights is not None:
             header.append(f"weights={quote(self.weights.location)}")
         if m.metadata:
             pairs = ", ".join(f"{quote(k)}: {quote(v)}" for k, v in m.metadata.items())
@@ -324,7 +324,7 @@ class _Printer:
     def body(self, g: Graph, scope: _PrintScope, indent: str) -> None:
         inputs = {id(v) for v in g.inputs}
         for name, v in g.initializers.items():
-            if id(v) in inputs:
+            if id(v) in inputs or v.const is None:
                 continue
             declared = "" if v.type == v.const.type else f": {self.type(v.type, f'constant {name!r}')}"
             scope.define(v)
@@ -472,7 +472,7 @@ def _lex(text: str) -> Iterator[_Tok | int]:
         if m is None:
             yield pos
             return
-        kind = m.lastgroup
+        kind = m.lastgroup or "skip"  # every alternative of the pattern is a named group
         if kind != "skip":
             yield _Tok(kind, m.group(), pos)
         pos = m.end()
@@ -565,7 +565,7 @@ class _Parser:
         try:
             return json.loads(tok.text, strict=False)
         except ValueError as e:
-            raise self.error(f"bad string literal ({e.msg})", tok) from None
+            raise self.error(f"bad string literal ({getattr(e, 'msg', e)})", tok) from None
 
     def name_of(self, tok: _Tok) -> str:
         return self.string(_Tok("string", tok.text[1:], tok.pos + 1)) if tok.text.startswith('%"') \
@@ -641,7 +641,7 @@ class _Parser:
             if graph.inputs:
                 self.punct(",")
             self.parameter(graph, scope)
-        declared = None
+        declared: list[tuple[_Tok, ValueType | None]] | None = None
         if self.accept("->"):
             self.punct("(")
             declared = []
@@ -659,7 +659,9 @@ class _Parser:
         while not self.at("}"):
             if graph.outputs:
                 self.punct(",")
-            graph.outputs.append(self.operand(scope, allow_none=False))
+            value = self.operand(scope, allow_none=False)
+            assert value is not None  # allow_none=False
+            graph.outputs.append(value)
         self.punct("}")
         if declared is not None:
             if len(declared) != len(graph.outputs):
@@ -761,7 +763,7 @@ class _Parser:
         name = node_name if node_name is not None else _default_node_name(outputs)
         graph.add_node(Node(op_tok.text, inputs, outputs, domain="", version=1, name=name, attrs=attrs))
         for r, v in zip(results, outputs):
-            if r is not None:
+            if r is not None and v is not None:
                 self.define(scope, v, r[0])
 
     def attributes(self, schema: OpSchema) -> dict[str, Attr]:
@@ -827,7 +829,7 @@ class _Parser:
         if depth >= MAX_DEPTH:
             raise self.error(f"tuple types nest deeper than {MAX_DEPTH} levels", tok)
         if self.accept("("):
-            elements = []
+            elements: list[ValueType | None] = []
             while not self.accept(")"):
                 if elements:
                     self.punct(",")
@@ -880,7 +882,7 @@ class _Parser:
         t = self.value_type()
         if not isinstance(t, TensorType) or t.dtype is None or not t.is_static:
             raise self.error(f"a constant needs an element type and a static shape, got {format_type(t)}", tok)
-        shape = tuple(t.shape)
+        shape = tuple(d for d in t.shape or () if isinstance(d, int))  # all of them: the shape is static
         count = budget.elements(shape)
         if self.at("weights"):
             return self.weights_tensor(t.dtype, shape)
@@ -902,7 +904,7 @@ class _Parser:
                 raise self.error(f"the {key} must be a non-negative integer, found {number.text}", number)
             fields[key] = int(number.text)
         self.punct(")")
-        if not self.weights_open:
+        if not self.weights_open or self.weights is None:
             raise self.error("weights(...) needs a weights file named in the module header "
                              "(HloModule name, weights=\"file\")", tok)
         if dtype == "string":
@@ -942,7 +944,7 @@ class _Parser:
         if et.is_complex:
             part = np.dtype(np.float32 if dtype == "complex64" else np.float64)
             flat = [t for pair in items for t in pair]
-            return self.floats(flat, part).view(et.numpy)
+            return self.floats(flat, part).view(np.dtype(dtype))  # complex64 / complex128
         return self.floats(items, np.dtype(et.numpy))
 
     def element_token(self) -> _Tok | _Bits:
@@ -959,7 +961,7 @@ class _Parser:
         self.punct(")")
         return bits
 
-    def bad_element(self, tok, wanted: str):
+    def bad_element(self, tok, wanted: str) -> NoReturn:
         tok = tok.tok if isinstance(tok, _Bits) else tok
         raise self.error(f"expected {wanted} as a constant element, found {describe(tok)}", tok)
 

@@ -86,8 +86,9 @@ class _Binder:
         if reg is not None:
             # A kernel registered for an older version only: the schema changed since, and no kernel says
             # the new version means the same; refusing is safer than running old semantics.
-            raise ExecutionError(f"no kernel for {node.op} version {schema.version} (only from version "
-                                 f"{reg.since})", where=label)
+            version = schema.version if schema else "?"
+            raise ExecutionError(f"no kernel for {node.op} version {version} (only from version {reg.since})",
+                                 where=label)
         # The schema's notes say why, when its source knows (e.g. onnxruntime runs the op on GPUs only).
         why = f"; {schema.notes}" if schema is not None and schema.notes else ""
         raise ExecutionError(f"opconv's ONNX executor has no kernel for {domain + '::' if domain else ''}"
@@ -177,7 +178,7 @@ def _schema_function(op: str, version: int, domain: str) -> Function | None:
         schema = onnx.defs.get_schema(op, version, domain)
     except onnx.defs.SchemaError:
         return None
-    if not schema.has_function:
+    if not getattr(schema, "has_function", False):  # not in onnx's stubs
         return None
     proto = schema.function_body
     from .io import function_from_proto

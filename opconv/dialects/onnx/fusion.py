@@ -185,7 +185,8 @@ class _FusedConv:
 
     def _refold_if_changed(self, w, b, scale, bias, mean, var) -> None:
         sources = (w, b, scale, bias, mean, var)
-        if len(sources) != len(self._sources) or any(s is not t for s, t in zip(sources, self._sources)):
+        known = self._sources
+        if known is None or len(sources) != len(known) or any(s is not t for s, t in zip(sources, known)):
             self._folded = self._fold(*sources)
             self._sources = sources
 
@@ -224,7 +225,7 @@ _SCORES = [("Mul", ("MatMul", Q, K), SCALAR), ("Div", ("MatMul", Q, K), SCALAR),
 _SOFTMAX = [("Softmax", s) for scores in _SCORES for s in (("Add", scores, MASK), scores)]
 # scaled_dot_product_attention's export also zeroes the NaN of a fully masked row
 _WEIGHTS = _SOFTMAX + [("Where", ("IsNaN", (SHARED, "p", p)), 0.0, (SHARED, "p", p)) for p in _SOFTMAX]
-TRANSFORMER_PATTERNS = {
+TRANSFORMER_PATTERNS: dict[str, list[tuple[Any, ...]]] = {
     # torch's exports of nn.GELU / BERT's gelu: x * (1 + erf(x / sqrt 2)) * 0.5, or 0.5 x first
     "Gelu": [("Mul", ("Mul", X, _ERF_GELU), 0.5), ("Mul", ("Mul", X, 0.5), _ERF_GELU)],
     # GPT-2's gelu_new: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))

@@ -130,7 +130,7 @@ class _Reader:
             meta["training_info"] = [t.SerializeToString() for t in p.training_info]
         if p.configuration:
             meta["configuration"] = [c.SerializeToString() for c in p.configuration]
-        if any(isinstance(v.const.origin, ExternalData) for v in graph.initializers.values()):
+        if any(v.const is not None and isinstance(v.const.origin, ExternalData) for v in graph.initializers.values()):
             meta["external_data"] = True
         texts = [p.producer_name, p.producer_version, p.doc_string, p.domain,
                  *(t for m in p.metadata_props for t in (m.key, m.value))]
@@ -173,7 +173,7 @@ class _Reader:
         nodes = []
         define = local.names.setdefault  # _Scope.define, inlined
         for np_ in p.node:
-            outs = []
+            outs: list[Value | None] = []
             for name in np_.output:
                 if name:
                     if type(name) is not str:
@@ -184,7 +184,8 @@ class _Reader:
                 else:
                     outs.append(None)
             nodes.append((np_, outs))
-        defined, resolve, versions = local.names.get, local.resolve, {}
+        defined, resolve = local.names.get, local.resolve
+        versions: dict[str, int | None] = {}
         for np_, outs in nodes:
             domain = np_.domain
             version = versions.get(domain)
@@ -409,7 +410,7 @@ class _Scope:
                 return s.names[name]
             s = s.parent
         if type(name) is not str:
-            raise ValueError(f"the name {bytes(name[:40])!r} is not UTF-8 text")
+            raise ValueError(f"the name {name[:40]!r} is not UTF-8 text")  # bytes: protobuf could not decode it
         v = Value(name)  # used but never defined: kept so `check` can report it
         self.names[name] = v
         self.undefined.append(v)
@@ -653,7 +654,8 @@ class _Writer:
         # Messages are built in place (``add``) rather than built and appended: an append copies.
         _set(p, name=g.name, doc_string=g.doc)
         for v in g.initializers.values():
-            self.tensor_into(p.initializer.add(), v.const, v.name, allow_external=top)
+            if v.const is not None:  # an initializer always holds one
+                self.tensor_into(p.initializer.add(), v.const, v.name, allow_external=top)
         for st in g.sparse_initializers.values():
             p.sparse_initializer.append(self.sparse(st))
         for v in g.inputs:
@@ -862,7 +864,7 @@ def type_proto(t: ValueType) -> pb.TypeProto:
         if t.elem is not None:
             p.optional_type.elem_type.CopyFrom(type_proto(t.elem))
     elif isinstance(t, MapType):
-        p.map_type.key_type = element_type(t.key).onnx
+        p.map_type.key_type = element_type(t.key).onnx if t.key is not None else 0  # 0: undefined, as read
         if t.value is not None:
             p.map_type.value_type.CopyFrom(type_proto(t.value))
     return p

@@ -46,6 +46,8 @@ def _load_submodule(name: str, filename_prefix: str) -> ModuleType:
     if not candidates:
         raise ImportError(f"{name} not found in {folder}")
     spec = importlib.util.spec_from_file_location(name, os.path.join(folder, candidates[0]))
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{name} cannot be loaded from {folder}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:

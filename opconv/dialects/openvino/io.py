@@ -318,11 +318,12 @@ class _Reader:
                 results.append(layer)
             else:
                 node = self.node(layer, op)
-                if any(p.type == "graph" for p in self.schemas.find(op, 1, OPSET).attributes):
+                if any(p.type == "graph" for p in self.schema(op).attributes):
                     node.attrs["body"] = Attr("body", "graph", self.body(layer, g))
                 g.add_node(node)
                 for port, value in zip(layer.outputs, node.outputs):
-                    values[(layer.id, port.id)] = value
+                    if value is not None:  # self.node makes every output
+                        values[(layer.id, port.id)] = value
                 wiring.append((node, layer))
         for node, layer in wiring:
             for port in sorted(layer.inputs, key=lambda p: p.id):
@@ -344,8 +345,8 @@ class _Reader:
     def body(self, layer: _Layer, outer: Graph) -> Graph:
         """A layer's ``<body>`` as a graph, its ``<port_map>``/``<back_edges>`` as ``meta["port_map"]``."""
         el = layer.element
-        body_el = el.find("body")
-        if body_el is None or body_el.find("layers") is None:
+        body_el = el.find("body") if el is not None else None
+        if el is None or body_el is None or body_el.find("layers") is None:
             raise self.error(f"{layer.label}: a {layer.type} needs a <body> with <layers>")
         layers = self.layers(body_el.find("layers"))
         body = self.graph(f"{layer.name or layer.id}/body", layers, self.edges(body_el.find("edges"), layers))
@@ -356,7 +357,7 @@ class _Reader:
         input_ports = {p.id: k for k, p in enumerate(sorted(layer.inputs, key=lambda p: p.id))}
         output_ports = {p.id: k for k, p in enumerate(layer.outputs)}
         port_map_el = el.find("port_map")
-        entries = {"inputs": [], "outputs": []}
+        entries: dict[str, list[dict[str, Any]]] = {"inputs": [], "outputs": []}
         for kind, ports, internal in (("input", input_ports, body_inputs), ("output", output_ports, body_outputs)):
             for entry in (port_map_el.iterchildren(kind) if port_map_el is not None else ()):
                 where = f"{layer.label}: port_map {kind} on line {entry.sourceline}"
@@ -410,6 +411,13 @@ class _Reader:
             raise self.error(f"{layer.label}: {UNSUPPORTED_OPS[op]}")
         return op
 
+    def schema(self, op: str) -> OpSchema:
+        """The schema of ``op`` (an operation :meth:`op_name` accepted)."""
+        schema = self.schemas.find(op, 1, OPSET)
+        if schema is None:
+            raise self.error(f"{op} is not an {OPSET} operation")
+        return schema
+
     def single_output(self, layer: _Layer) -> _Port:
         if len(layer.outputs) != 1:
             raise self.error(f"{layer.label}: a {layer.type} has exactly one output port, "
@@ -453,7 +461,7 @@ class _Reader:
 
     # -- layer kinds -------------------------------------------------------------
     def parameter(self, g: Graph, layer: _Layer) -> Value:
-        attrs = self.attrs(layer, self.schemas.find("Parameter", 1, OPSET))
+        attrs = self.attrs(layer, self.schema("Parameter"))
         port = self.single_output(layer)
         port_type = self.port_type(layer, port)
         if "element_type" in attrs and "shape" in attrs:
@@ -471,7 +479,7 @@ class _Reader:
         return value
 
     def constant(self, g: Graph, layer: _Layer) -> Value:
-        attrs = self.attrs(layer, self.schemas.find("Constant", 1, OPSET))
+        attrs = self.attrs(layer, self.schema("Constant"))
         missing = [k for k in ("element_type", "shape", "offset", "size") if k not in attrs]
         if missing:
             raise self.error(f"{layer.label}: Const lacks {', '.join(missing)}")
@@ -479,7 +487,10 @@ class _Reader:
         offset, size = attrs["offset"].value, attrs["size"].value
         if any(d is None for d in shape):
             raise self.error(f"{layer.label}: Const has a dynamic shape {layer.data['shape']!r}")
-        expected = budget.elements(shape) * element_type(dtype).numpy.itemsize  # Python ints: no overflow
+        np_dtype = element_type(dtype).numpy
+        if np_dtype is None:
+            raise self.error(f"{layer.label}: a Const of {dtype} has no fixed-size binary form")
+        expected = budget.elements(shape) * np_dtype.itemsize  # Python ints: no overflow
         if size != expected:
             raise self.error(f"{layer.label}: Const size {size} does not match {expected} bytes of "
                              f"{_ELEMENT_NAMES[dtype]}{list(shape)}")
@@ -503,7 +514,7 @@ class _Reader:
         return self.bin_size
 
     def node(self, layer: _Layer, op: str) -> Node:
-        schema = self.schemas.find(op, 1, OPSET)
+        schema = self.schema(op)
         single = len(layer.outputs) == 1
         outputs = []
         for port in layer.outputs:
@@ -549,6 +560,7 @@ class _BinSlice(NamedTuple):
 
 def _map(where: _BinSlice, dtype: str, shape) -> np.ndarray:
     np_dtype = element_type(dtype).numpy
+    assert np_dtype is not None  # checked when the Const was read
     if where.length == 0:  # np.memmap cannot map zero bytes
         return np.zeros(shape, np_dtype)
     return np.memmap(where.path, dtype=np_dtype, mode="r", offset=where.offset, shape=tuple(shape))
@@ -585,18 +597,18 @@ def _chunks(array: np.ndarray, per_chunk: int, fills: dict[tuple, np.ndarray]):
         full = fills[key][:array.nbytes]
         whole, rest = divmod(array.size, full.size // array.itemsize)
         for _ in range(whole):
-            yield memoryview(full)
+            yield full.data
         if rest:
-            yield memoryview(full[:rest * array.itemsize])
+            yield full[:rest * array.itemsize].data
         return
     if array.flags.c_contiguous:
         flat = array.reshape(-1)
         for start in range(0, flat.size, per_chunk):
-            yield memoryview(flat[start:start + per_chunk].view(np.uint8))  # written as is, no copy
+            yield flat[start:start + per_chunk].view(np.uint8).data  # written as is, no copy
         return
     for chunk in np.nditer(array, flags=["external_loop", "buffered", "zerosize_ok"], buffersize=per_chunk,
                            order="C"):
-        yield chunk.tobytes()
+        yield np.asarray(chunk).tobytes()
 
 
 # ---------------------------------------------------------------------------
@@ -811,6 +823,8 @@ class _Writer:
 
     def constant(self, value: Value) -> None:
         tensor = value.const
+        if tensor is None:
+            raise self.error(f"constant {value.name!r} holds no data")
         if tensor.dtype not in _ELEMENT_NAMES:
             raise self.error(f"constant {value.name!r} is {tensor.dtype}, which IR v10 cannot hold")
         offset, size = self.write_weights(tensor, value.name)
@@ -880,6 +894,8 @@ class _Writer:
             inputs.pop()
         if any(v is None for v in inputs) or any(v is None for v in node.outputs):
             raise self.error(f"{node.label}: IR has no way to omit an input or output that is not the last")
+        ins = [v for v in inputs if v is not None]
+        outs = [v for v in node.outputs if v is not None]
         bodies = [self.body_graph(node, schema, a) for a in node.attrs.values() if a.type == "graph"]
         data = {name: self.encode(node, attr) for name, attr in node.attrs.items() if attr.type != "graph"}
         # Defaults are written out: readers differ on an absent attribute (OpenVINO reads a missing
@@ -887,22 +903,22 @@ class _Writer:
         for a in schema.attributes:
             if a.name not in data and a.default is not None and a.type != "graph":
                 data[a.name] = self.encode(node, Attr(a.name, a.type, a.default))
-        fallback = node.outputs[0].name if node.outputs else node.op
+        fallback = outs[0].name if outs else node.op
         lid, el = self.layer(node.name or fallback, WRITE_SPELLINGS.get(schema.name, schema.name),
                              data)
         # A body comes after the ports; its port map and back edges before them, as OpenVINO writes them.
-        body_els = [self.body(el, node, body, len(inputs)) for body in bodies]
-        if inputs:
+        body_els = [self.body(el, node, body, len(ins)) for body in bodies]
+        if ins:
             ports = etree.SubElement(el, "input")
-            for i, value in enumerate(inputs):
+            for i, value in enumerate(ins):
                 self.port(ports, i, value, f"input {i} of {node.label}")
-        if node.outputs:
+        if outs:
             ports = etree.SubElement(el, "output")
-            for j, value in enumerate(node.outputs):
-                self.port(ports, len(inputs) + j, value, f"output {j} of {node.label}", id(value) in self.outputs)
-                self.sources[id(value)] = (lid, len(inputs) + j)
+            for j, value in enumerate(outs):
+                self.port(ports, len(ins) + j, value, f"output {j} of {node.label}", id(value) in self.outputs)
+                self.sources[id(value)] = (lid, len(ins) + j)
         el.extend(body_els)
-        for i, value in enumerate(inputs):
+        for i, value in enumerate(ins):
             self.connect(value, lid, i, node.label)
 
     def schema(self, node: Node) -> OpSchema:

@@ -257,16 +257,16 @@ _EXPLICIT_BROADCAST = {"Add", "Div", "ShiftRightLogical", "ShiftRightArithmetic"
 
 
 def _binary_kernel(function, explicit_broadcast: bool):
-    if explicit_broadcast:
-        def kernel(ctx, a, b, *, broadcast_dimensions=None):
-            a, b = broadcast_operands(a, b, broadcast_dimensions)
-            a, b = np.broadcast_arrays(a, b)
-            return function(a, b)
-    else:
-        def kernel(ctx, a, b):
-            a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
-            return function(a, b)
-    return kernel
+    def explicit_kernel(ctx, a, b, *, broadcast_dimensions=None):
+        a, b = broadcast_operands(a, b, broadcast_dimensions)
+        a, b = np.broadcast_arrays(a, b)
+        return function(a, b)
+
+    def kernel(ctx, a, b):
+        a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
+        return function(a, b)
+
+    return explicit_kernel if explicit_broadcast else kernel
 
 
 for _name, _function in _BINARY.items():

@@ -57,7 +57,7 @@ def result_shape(ctx, i: int = 0) -> tuple[int, ...]:
     t = result_type(ctx, i)
     if not t.is_static:
         raise ExecutionError(f"{ctx.node.op} needs a static result shape, the result type is {t}")
-    return tuple(int(d) for d in t.shape)
+    return tuple(d for d in t.shape or () if isinstance(d, int))  # all of them: the shape is static
 
 
 def _ints(x) -> list[int]:

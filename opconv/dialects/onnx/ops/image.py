@@ -51,6 +51,7 @@ def _decode_pnm(data: bytes) -> np.ndarray:
     for _ in range(2 if bitmap else 3):  # width, height[, maxval]
         m = _PNM_TOKEN.match(data, pos)
         _check(m is not None, "truncated PNM header")
+        assert m is not None
         header.append(int(m.group(1)))
         pos = m.end()
     width, height = header[:2]
@@ -161,6 +162,7 @@ def _decode_png(data: bytes) -> np.ndarray:
         raise ExecutionError("interlaced (Adam7) PNG is not supported by opconv")
     channels = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}.get(color)
     _check(channels is not None, f"unknown PNG color type {color}")
+    assert channels is not None
     if depth != 8 and not (color in (0, 3) and depth in (1, 2, 4)):
         raise ExecutionError(f"{depth}-bit PNG of color type {color} is not supported by opconv")
     try:

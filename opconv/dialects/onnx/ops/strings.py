@@ -37,7 +37,7 @@ _TURKIC = ("tr", "az")
 
 
 def _change_case(x: np.ndarray, action: str, locale: str | None) -> np.ndarray:
-    turkic = bool(locale) and locale.replace("-", "_").split("_")[0].lower() in _TURKIC
+    turkic = bool(locale) and locale is not None and locale.replace("-", "_").split("_")[0].lower() in _TURKIC
     if action == "LOWER":
         return np.char.lower(np.char.replace(x, "I", "ı") if turkic else x)
     if action == "UPPER":

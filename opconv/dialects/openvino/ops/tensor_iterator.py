@@ -102,7 +102,7 @@ def tensor_iterator(ctx, *inputs, body: Graph):
     for i in range(count):
         for r in sliced:
             x = np.asarray(inputs[r.external])
-            axis = r.axis % x.ndim
+            axis = (r.axis or 0) % x.ndim  # set: a sliced rule
             at = r.offset(x.shape[axis], i)
             feeds[r.internal] = np.take(x, np.arange(at, at + r.part_size), axis=axis)
         missing = [k for k, f in enumerate(feeds) if f is None]
