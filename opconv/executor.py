@@ -232,8 +232,10 @@ class Interpreter:
     # -- run --------------------------------------------------------------
     # The per-node loop is one function on purpose: it is the executor's hot path, and a call per step for each
     # of its cases (folding, donation, size checks, error locations) costs measurable time on large models.
-    def run_graph(self, graph: Graph, inputs: list[Any] | Mapping[str, Any],  # noqa: C901
-                  outer: MutableMapping[int, Any] | None = None, *, fold_only: bool = False) -> list[Any]:
+    def run_graph(  # noqa: C901
+        self, graph: Graph, inputs: list[Any] | Mapping[str, Any], outer: MutableMapping[int, Any] | None = None,
+        *, fold_only: bool = False,
+    ) -> list[Any]:
         """Run ``graph``; ``inputs`` positional (subgraphs) or by name (top level)."""
         plan = self.plan(graph)
         local: dict[int, Any] = {}
