@@ -21,17 +21,19 @@ pytest.importorskip("onnxruntime")
 from tests.runtimes import run_ort  # noqa: E402
 
 MS = "com.microsoft"
-VOCAB, HEADS, HEAD_SIZE, FEATURES, FRAMES = 16, 2, 4, 3, 6
+VOCAB, HEADS, HEAD_SIZE, FEATURES, FRAMES = 64, 2, 4, 3, 6
 HIDDEN = HEADS * HEAD_SIZE
-# Whisper's special tokens, in its tokenizer's order, then the timestamps from BEGIN_TIMESTAMP to the last id
+# Whisper's special tokens, in its tokenizer's order, then the timestamps from BEGIN_TIMESTAMP to the last id (the
+# last 4 are more than 50 steps in: onnxruntime's rules bar them as the first timestamp)
 EOS, START, TRANSLATE, TRANSCRIBE, START_OF_LM, NO_SPEECH, NO_TIMESTAMPS, BEGIN_TIMESTAMP = 1, 2, 3, 4, 5, 6, 7, 9
 FLOAT, INT32 = onnx.TensorProto.FLOAT, onnx.TensorProto.INT32
 
 
-def _weights(rng, layers: int, stamp_bias: float) -> dict:
+def _weights(rng, layers: int, stamp_bias: float, late_stamp_bias: float) -> dict:
     weights = {"embed": rng.uniform(-1, 1, (VOCAB, HIDDEN)), "audio": rng.uniform(-1, 1, (FEATURES, HIDDEN)),
                "out": rng.uniform(-2.5, 2.5, (HIDDEN, VOCAB)),
-               "stamp_bias": np.where(np.arange(VOCAB) >= BEGIN_TIMESTAMP, stamp_bias, 0.0)}
+               "stamp_bias": np.where(np.arange(VOCAB) >= BEGIN_TIMESTAMP, stamp_bias, 0.0)
+               + np.where(np.arange(VOCAB) >= BEGIN_TIMESTAMP + 51, late_stamp_bias, 0.0)}
     for layer in range(layers):
         for name in ("self_k", "self_v", "cross_k", "cross_v"):
             weights[f"{name}{layer}"] = rng.uniform(-1, 1, (HIDDEN, HIDDEN))
@@ -72,15 +74,16 @@ def _graph(name, nodes, inputs, outputs, weights):
 
 
 def whisper_subgraphs(seed: int, layers: int = 2, decoder_takes_hidden_states: bool = True,
-                      interleaved: bool = False, stamp_bias: float = 0.0, decoder_reads_sequence: bool = False):
+                      interleaved: bool = False, stamp_bias: float = 0.0, late_stamp_bias: float = 0.0,
+                      decoder_reads_sequence: bool = False):
     """(encoder, decoder) subgraphs of a tiny Whisper-shaped model with ``layers`` layers and random weights.
 
     ``interleaved`` lays the caches out layer by layer (self key, self value, cross key, cross value), as
     onnxruntime's own export does, instead of every self cache first; ``stamp_bias`` is added to the timestamps'
-    logits (to make them likely); ``decoder_reads_sequence`` declares the decoder's input_ids (B, L), so that it
+    logits (to make them likely), ``late_stamp_bias`` to those of the last four; ``decoder_reads_sequence`` declares the decoder's input_ids (B, L), so that it
     is fed the whole sequence each step.
     """
-    weights = _weights(np.random.default_rng(seed), layers, stamp_bias)
+    weights = _weights(np.random.default_rng(seed), layers, stamp_bias, late_stamp_bias)
     # encoder: audio (B, F, T) -> hidden (B, T, D); prompt tokens -> self K/V; hidden -> cross K/V
     nodes = [helper.make_node("Transpose", ["encoder_input_ids"], ["frames"], perm=[0, 2, 1]),
              helper.make_node("MatMul", ["frames", "audio"], ["encoder_hidden_states"]),
@@ -188,6 +191,8 @@ CASES = {
     "timestamps-long-prompt": ({"beams": 4, "returned": 3, "max_length": 12, "logits_processor": 1,
                                 "decoder_input_ids": np.array([[START, TRANSCRIBE, 12], [START, 3, 10]], np.int32)},
                                {"stamp_bias": 1.0}, {}),
+    "timestamps-late-first": ({"beams": 2, "returned": 2, "max_length": 12, "logits_processor": 1},
+                              {"stamp_bias": 1.0, "late_stamp_bias": 4.0}, {}),
     "temperature": ({"beams": 3, "returned": 2, "temperature": 0.6}, {}, {}),
     "masks": ({"beams": 3, "returned": 3, "min_length": 7, "vocab_mask": (np.arange(VOCAB) % 5 != 0).astype(np.int32),
                "prefix_vocab_mask": np.tile(np.arange(VOCAB) < 9, (2, 1)).astype(np.int32)}, {}, {}),

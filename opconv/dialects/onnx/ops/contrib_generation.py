@@ -1,5 +1,5 @@
-"""ONNX Runtime's text generation loops (com.microsoft): GreedySearch and BeamSearch for decoder-only (GPT-2
-style) models.
+"""ONNX Runtime's text generation loops (com.microsoft): GreedySearch, Sampling and BeamSearch for decoder-only
+(GPT-2 style) models, and WhisperBeamSearch for Whisper's encoder-decoder (described at its kernel below).
 
 The ``decoder`` subgraph maps ``(input_ids, position_ids, attention_mask, past_0..past_{L-1})``
 (int32 ids, positions and mask; pasts ``(2, B, N, P, H)``) to ``(logits, present_0..)``.  The first
