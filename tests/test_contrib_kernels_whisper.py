@@ -80,8 +80,8 @@ def whisper_subgraphs(seed: int, layers: int = 2, decoder_takes_hidden_states: b
 
     ``interleaved`` lays the caches out layer by layer (self key, self value, cross key, cross value), as
     onnxruntime's own export does, instead of every self cache first; ``stamp_bias`` is added to the timestamps'
-    logits (to make them likely), ``late_stamp_bias`` to those of the last four; ``decoder_reads_sequence`` declares the decoder's input_ids (B, L), so that it
-    is fed the whole sequence each step.
+    logits (to make them likely), ``late_stamp_bias`` to those of the last four; ``decoder_reads_sequence``
+    declares the decoder's input_ids (B, L), so that it is fed the whole sequence each step.
     """
     weights = _weights(np.random.default_rng(seed), layers, stamp_bias, late_stamp_bias)
     # encoder: audio (B, F, T) -> hidden (B, T, D); prompt tokens -> self K/V; hidden -> cross K/V
