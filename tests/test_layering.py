@@ -11,7 +11,7 @@ Read from the source with ``ast``; a deferred import (inside a function) counts 
 
 from __future__ import annotations
 
-from tests.imports import Import, package_imports
+from tests.imports import PACKAGE_DIR, Import, package_imports
 
 CONVERTERS = "opconv.converters"
 
@@ -46,14 +46,15 @@ def _imported(imp: Import) -> str:
     return f"{imp.target}.{imp.name}" if imp.name and imp.name != "*" else imp.target
 
 
+# The direction packages (onnx_to_openvino, hlo_to_onnx, onnx_versions ...): the subpackages of the converters.
+DIRECTIONS = frozenset(f"{CONVERTERS}.{init.parent.name}"
+                       for init in (PACKAGE_DIR / "converters").glob("*/__init__.py"))
+
+
 def _direction(module: str) -> str | None:
     """``opconv.converters.<direction>`` for a module inside a direction package, else None."""
-    parts = module.split(".")
-    if module.startswith(CONVERTERS + ".") and len(parts) > 2:
-        direction = ".".join(parts[:3])
-        if any(i.importer.startswith(direction + ".") for i in package_imports()):  # a package, not a module
-            return direction
-    return None
+    direction = ".".join(module.split(".")[:3])
+    return direction if direction in DIRECTIONS else None
 
 
 def _exception_for(imp: Import) -> tuple[str, str] | None:
