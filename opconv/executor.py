@@ -141,15 +141,18 @@ class _Plan:
 class ExecContext:
     """What a kernel may ask of the interpreter while it runs."""
 
-    __slots__ = ("interpreter", "node", "env", "num_outputs", "owned")
+    __slots__ = ("interpreter", "node", "env", "owned")
 
-    def __init__(self, interpreter: "Interpreter", node: Node, env: Mapping[int, Any],
+    def __init__(self, interpreter: "Interpreter", node: Node | None, env: Mapping[int, Any],
                  owned: tuple[int, ...] = ()):
         self.interpreter = interpreter
         self.node = node
         self.env = env
-        self.num_outputs = len(node.outputs)
         self.owned = owned
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.node.outputs)
 
     def owns(self, i: int) -> bool:
         """Whether the kernel may overwrite input ``i``'s array (and return it as a result)."""
@@ -257,6 +260,8 @@ class Interpreter:
         # After the first run, without an override, the folded steps are not even visited.
         skip_folded = not first_run and foldable_now is plan.foldable
         foldable = False
+        # One context per run, pointed at each step in turn (kernels use it only while they run).
+        ctx = ExecContext(self, None, env)
         for (index, step, fn, attrs, node, input_ids, dense, output_ids, single, declared, drop,
              donors) in plan.records(skip_folded):
             if not skip_folded:
@@ -285,7 +290,7 @@ class Interpreter:
                 for i in donors:  # dying values leave the environment now, so only `args` holds them
                     local.pop(input_ids[i], None)
                 owned = tuple(i for i in donors if _sole_reference(args, i))
-            ctx = ExecContext(self, node, env, owned)
+            ctx.node, ctx.owned = node, owned
             try:
                 result = fn(ctx, *args, **attrs)
             except OpconvError as e:
