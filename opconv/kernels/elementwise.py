@@ -142,6 +142,9 @@ def power(x, y):
     x, y = np.asarray(x), np.asarray(y)
     if is_float_dtype(x.dtype) and x.dtype != np.float64 and y.size == 1 and y.ndim <= x.ndim:
         n = y.reshape(()).item()
+        if n == 2 and x.dtype == np.float32:  # the exact square rounded once, as from float64: the same bits
+            with np.errstate(over="ignore", under="ignore"):
+                return np.multiply(x, x)
         if n in _SMALL_INTEGER_POWERS:
             # numpy's float32 pow runs ~100x slower than products (x**3 of Gelu's tanh form); float64 products
             # of float32 numbers are within 2**-48 of the power, so the rounded result is the correctly
