@@ -307,7 +307,8 @@ def erf(x):
 def sigmoid(x):
     # exp of a non-positive argument only, so nothing overflows.
     e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+    total = 1 + e  # shared by both branches
+    return np.where(x >= 0, 1 / total, e / total)
 
 
 @_float_op
