@@ -26,7 +26,7 @@ import zlib
 from collections import ChainMap
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -147,15 +147,19 @@ class _Plan:
 class ExecContext:
     """What a kernel may ask of the interpreter while it runs."""
 
-    __slots__ = ("interpreter", "node", "env", "num_outputs", "owned")
+    __slots__ = ("interpreter", "node", "env", "owned")
 
-    def __init__(self, interpreter: Interpreter, node: Node, env: MutableMapping[int, Any],
+    def __init__(self, interpreter: Interpreter, node: Node | None, env: MutableMapping[int, Any],
                  owned: tuple[int, ...] = ()):
         self.interpreter = interpreter
-        self.node = node
+        # None only until a run points the context at its first step: a kernel always sees its node.
+        self.node = cast(Node, node)
         self.env = env
-        self.num_outputs = len(node.outputs)
         self.owned = owned
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.node.outputs)
 
     def owns(self, i: int) -> bool:
         """Whether the kernel may overwrite input ``i``'s array (and return it as a result)."""
@@ -268,6 +272,8 @@ class Interpreter:
         # After the first run, without an override, the folded steps are not even visited.
         skip_folded = not first_run and foldable_now is plan.foldable
         foldable = False
+        # One context per run, pointed at each step in turn (kernels use it only while they run).
+        ctx = ExecContext(self, None, env)
         for (index, step, fn, attrs, node, input_ids, dense, output_ids, single, declared, drop,
              donors) in plan.records(skip_folded):
             if not skip_folded:
@@ -296,7 +302,7 @@ class Interpreter:
                 for i in donors:  # dying values leave the environment now, so only `args` holds them
                     local.pop(input_ids[i], None)
                 owned = tuple(i for i in donors if _sole_reference(args, i))
-            ctx = ExecContext(self, node, env, owned)
+            ctx.node, ctx.owned = node, owned
             try:
                 result = fn(ctx, *args, **attrs)
             except OpconvError as e:

@@ -1,5 +1,6 @@
 """The ONNX executor's transformer fusions (fusion.fuse_transformer_patterns): torch's exports of the erf and
-tanh Gelus, attention's MatMul-Scale-Mask-Softmax-MatMul and a MatMul with its bias Add each run as one step.
+tanh Gelus, attention's MatMul-Scale-Mask-Softmax-MatMul, a MatMul with its bias Add and LLaMA's RMSNorm each run
+as one step.
 
 Each fused graph is checked against onnxruntime and, bit for bit, against the same session without the
 fusion; graphs that must not fuse (an inner value read elsewhere, another constant, a Relu already fused into
@@ -65,6 +66,20 @@ def _linear():
     return nodes, constants
 
 
+def _rms_norm(cast: bool):
+    """LLaMA's RMSNorm as torch exports it: w * Cast(x * (1 / sqrt(mean(x^2, -1) + eps))), x read twice."""
+    nodes = [helper.make_node("Sigmoid", ["a"], ["x"]), helper.make_node("Pow", ["x", "two"], ["x2"]),
+             helper.make_node("ReduceMean", ["x2"], ["ms"], axes=[-1]),
+             helper.make_node("Add", ["ms", "eps"], ["mse"]), helper.make_node("Sqrt", ["mse"], ["rms"]),
+             helper.make_node("Div", ["one", "rms"], ["inv"]), helper.make_node("Mul", ["x", "inv"], ["n"])]
+    if cast:
+        nodes.append(helper.make_node("Cast", ["n"], ["nc"], to=TensorProto.FLOAT))
+    nodes.append(helper.make_node("Mul", ["w", "nc" if cast else "n"], ["y"]))
+    constants = [_scalar("two", 2), _scalar("eps", 1e-6), _scalar("one", 1),
+                 numpy_helper.from_array(RNG.standard_normal(16).astype(np.float32), "w")]
+    return nodes, constants
+
+
 def _attention(mask: bool, divide: bool, cast: bool, sdpa: bool = False):
     """softmax(q k * scale [+ mask]) v over (batch, heads, sequence, width), k given transposed; ``sdpa``: as
     torch exports scaled_dot_product_attention (q and k each scaled, NaN weights of -inf rows zeroed)."""
@@ -118,6 +133,8 @@ CASES = {
     "erf gelu, 0.5 x first": (_erf_gelu(True), "Gelu", 6),
     "tanh gelu": (_tanh_gelu(), "Gelu (tanh)", 9),
     "matmul + bias": (_linear(), "MatMul + bias", 3),
+    "rms norm": (_rms_norm(True), "RMSNorm", 8),
+    "rms norm without the cast": (_rms_norm(False), "RMSNorm", 7),
 }
 
 

@@ -29,6 +29,9 @@ CONV_CASES = [
     ((1, 3, 8, 8), (3, 1, 2, 2), {"group": 3, "strides": [2, 1]}),
     ((2, 3, 9, 10), (6, 1, 3, 3), {"group": 3, "dilations": [2, 1], "strides": [1, 2], "pads": [1, 2, 0, 1]}),
     ((1, 2, 5, 7, 6), (2, 1, 2, 3, 3), {"group": 2, "strides": [2, 1, 3], "pads": [0, 1, 1, 1, 0, 2]}),
+    # enough channels for the depthwise products to take several blocks of channels
+    ((1, 64, 40, 40), (64, 1, 3, 3), {"group": 64, "pads": [1, 1, 1, 1]}),
+    ((2, 96, 31, 31), (96, 1, 3, 3), {"group": 96, "pads": [1, 1, 1, 1], "strides": [2, 2]}),
 ]
 
 

@@ -143,6 +143,9 @@ def power(x, y):
     x, y = np.asarray(x), np.asarray(y)
     if is_float_dtype(x.dtype) and x.dtype != np.float64 and y.size == 1 and y.ndim <= x.ndim:
         n = y.reshape(()).item()
+        if n == 2 and x.dtype == np.float32:  # the exact square rounded once, as from float64: the same bits
+            with np.errstate(over="ignore", under="ignore"):
+                return np.multiply(x, x)
         if n in _SMALL_INTEGER_POWERS:
             # numpy's float32 pow runs ~100x slower than products (x**3 of Gelu's tanh form); float64 products
             # of float32 numbers are within 2**-48 of the power, so the rounded result is the correctly
@@ -305,7 +308,8 @@ def erf(x):
 def sigmoid(x):
     # exp of a non-positive argument only, so nothing overflows.
     e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+    total = 1 + e  # shared by both branches
+    return np.where(x >= 0, 1 / total, e / total)
 
 
 @_float_op

@@ -49,7 +49,19 @@ from ._common import accumulator_dtype, normalize_axis, per_dim, window_output_s
 
 def _wrap_indices(indices, size, what: str) -> np.ndarray:
     """int64 indices with negatives counted from ``size``; raise if out of range."""
-    indices = np.asarray(indices).astype(np.int64)
+    indices = np.asarray(indices)
+    if type(size) is int and indices.dtype.kind in "iu":
+        # The common cases in fewer numpy calls (a few microseconds each on the small index arrays of
+        # shape computations): one index in Python, or indices already within [0, size).
+        if indices.ndim == 0:
+            i = int(indices)
+            i = i + size if i < 0 else i
+            if not 0 <= i < size:
+                raise ExecutionError(f"{what}: index out of range")
+            return np.array(i, dtype=np.int64)
+        if indices.size and indices.min() >= 0 and indices.max() < size:
+            return indices.astype(np.int64)
+    indices = indices.astype(np.int64)
     size = np.asarray(size, dtype=np.int64)
     wrapped = np.where(indices < 0, indices + size, indices)
     if wrapped.size and ((wrapped < 0) | (wrapped >= size)).any():
@@ -404,11 +416,11 @@ def strided_slice(x: np.ndarray, starts: Sequence[int], ends: Sequence[int], axe
     ones, so out-of-range bounds (e.g. INT64_MAX) mean "to the end".
     """
     x = np.asarray(x)
-    starts = [int(v) for v in np.asarray(starts).reshape(-1)]
-    ends = [int(v) for v in np.asarray(ends).reshape(-1)]
+    starts = [int(v) for v in np.asarray(starts).reshape(-1).tolist()]  # tolist: Python numbers at once
+    ends = [int(v) for v in np.asarray(ends).reshape(-1).tolist()]
     axes = list(range(len(starts))) if axes is None else [normalize_axis(int(a), x.ndim)
-                                                             for a in np.asarray(axes).reshape(-1)]
-    steps = [1] * len(starts) if steps is None else [int(v) for v in np.asarray(steps).reshape(-1)]
+                                                             for a in np.asarray(axes).reshape(-1).tolist()]
+    steps = [1] * len(starts) if steps is None else [int(v) for v in np.asarray(steps).reshape(-1).tolist()]
     if not len(starts) == len(ends) == len(axes) == len(steps):
         raise ExecutionError(f"slice: starts, ends, axes and steps differ in length "
                              f"({len(starts)}, {len(ends)}, {len(axes)}, {len(steps)})")

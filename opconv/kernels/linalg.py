@@ -25,7 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import ExecutionError
-from ._common import accumulator_dtype, downcast, normalize_axes, upcast
+from ._common import accumulator_dtype, downcast, upcast
 
 
 def _result_dtype(*arrays) -> np.dtype:
@@ -137,7 +137,7 @@ def transpose(x: np.ndarray, perm: Sequence[int] | None = None) -> np.ndarray:
     """Transpose with ``perm`` (default: reverse the dims), negative entries allowed."""
     x = np.asarray(x)
     perm = None if perm is None else [p % x.ndim for p in perm]
-    if perm is not None and normalize_axes(perm, x.ndim) != tuple(range(x.ndim)):
+    if perm is not None and (len(perm) != x.ndim or sorted(perm) != list(range(x.ndim))):
         raise ExecutionError(f"{list(perm)} is not a permutation of {x.ndim} dims")
     return np.transpose(x, perm)
 

@@ -24,9 +24,9 @@ applied by that step to its fresh output, in place, while the output is still
 in cache: one step fewer and no second trip through memory.
 
 torch's exports of the erf and tanh Gelus, of attention's MatMul-Scale-Mask-
-Softmax-MatMul and a MatMul followed by its bias Add (``TRANSFORMER_PATTERNS``) run as one step that
-computes the same operations on the same values, in the buffers it allocated: the same bits, with 2-8 fewer
-steps and kernel calls each.
+Softmax-MatMul, a MatMul followed by its bias Add and LLaMA's RMSNorm (``TRANSFORMER_PATTERNS``) run as one
+step that computes the same operations on the same values, in the buffers it allocated: the same bits, with 2-8
+fewer steps and kernel calls each.
 """
 
 from __future__ import annotations
@@ -234,6 +234,9 @@ TRANSFORMER_PATTERNS: dict[str, list[tuple[Any, ...]]] = {
     "Attention": [("MatMul", w, V) for weights in _WEIGHTS for w in (weights, ("Cast", weights))],
     # a linear layer's product and its bias
     "MatMul + bias": [("Add", ("MatMul", X, W), BIAS)],
+    # LLaMA's RMSNorm as torch exports it: w * Cast(x * (1 / sqrt(mean(x^2) + eps))), or without the Cast
+    "RMSNorm": [("Mul", W, inner) for normalized in [("Mul", X, ("Div", 1.0, ("Sqrt", ("Add", (
+        "ReduceMean", ("Pow", X, 2.0)), SCALAR))))] for inner in (("Cast", normalized), normalized)],
 }
 
 #: ops a fused pattern computes with numpy directly: the kernels' own arithmetic for two operands of one

@@ -23,7 +23,7 @@ from ..executor import onnx_dtype, onnx_op
 
 def _ints(t) -> list[int]:
     """A shape-like input or attribute (any int tensor, scalar or list) as Python ints."""
-    return [int(v) for v in np.asarray(t).reshape(-1)]
+    return [int(v) for v in np.asarray(t).reshape(-1).tolist()]  # tolist: Python numbers in one call
 
 
 # ---------------------------------------------------------------- Reshape
@@ -166,7 +166,8 @@ def _squeeze(x: np.ndarray, axes) -> np.ndarray:
 def _unsqueeze(x: np.ndarray, axes) -> np.ndarray:
     x = np.asarray(x)
     # Axes index the output, whose rank is the input's plus one per axis.
-    axes = normalize_axes(_ints(axes), x.ndim + len(_ints(axes)))
+    axes = _ints(axes)
+    axes = normalize_axes(axes, x.ndim + len(axes))
     shape = list(x.shape)
     for a in axes:
         shape.insert(a, 1)
@@ -215,7 +216,9 @@ def expand_8(ctx, input, shape):
     except ValueError:
         raise ExecutionError(f"expand: shape {_ints(shape)} does not broadcast with {list(x.shape)}") from None
     budget.check(out_shape, x.dtype.itemsize, "Expand's output")
-    return np.array(np.broadcast_to(x, out_shape))
+    out = np.empty(out_shape, x.dtype)  # a copy into a new array: np.broadcast_to's view costs more
+    np.copyto(out, x)
+    return out
 
 
 @onnx_op("Tile", since=1)
