@@ -546,13 +546,13 @@ def test_decomposition_coverage_of_onnxruntime_cpu_operators(capsys):
     an operator onnxruntime knows and is exercised by a test above."""
     import json
 
-    from opconv.converters.decompose import DECOMPOSITIONS
+    from opconv.converters.decompose import decompositions
 
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ort_cpu_contrib_ops.json")) as f:
         listing = json.load(f)
     cpu_ops = {op["name"] for op in listing["ops"] if op["domain"] == MS}
     gpu_only = {op if isinstance(op, str) else op["name"] for op in listing["no_cpu_kernel"]}
-    registered = {op for (domain, op), versions in DECOMPOSITIONS.items()
+    registered = {op for (domain, op), versions in decompositions().items()
                   if domain == MS and any(fn is not None for fn in versions.values())}
     assert registered <= cpu_ops | gpu_only, registered - cpu_ops - gpu_only
     with open(__file__) as f:
