@@ -18,7 +18,7 @@ pipeline's, reused from :mod:`..onnx_to_openvino`):
 5. **Rewrite** with the fusion rules (:mod:`.fusion`, first, so that they
    claim their nodes) and the per-family rules (:mod:`.elementwise`,
    :mod:`.nn`, :mod:`.shape`, :mod:`.image`,
-   :mod:`.rnn`, :mod:`.control`, :mod:`.quantize`).  Each rule types every value
+   :mod:`.control`, :mod:`.quantize`).  Each rule types every value
    it creates.  Every node left unconverted is listed in one
    :class:`~opconv.errors.ConversionError`.
 
@@ -45,12 +45,12 @@ from .. import register
 from ..decompose import decompose_contrib
 from ..static_inputs import static_copy
 from ..rewrite import RuleSet, convert_graph
-from . import control, elementwise, fusion, image, nn, quantize, rnn, shape
+from . import control, elementwise, fusion, image, nn, quantize, shape
 from ._common import hlo
 
 # Every rule of the direction; fusions first (within one anchor op, list order is the priority).
 RULES = RuleSet(fusion.RULES + elementwise.RULES + nn.RULES + shape.RULES + image.RULES
-                + rnn.RULES + control.RULES + quantize.RULES)
+                + control.RULES + quantize.RULES)
 
 # The dialect's fused (vendor) ops, counted in the result's statistics.
 FUSED_OPS = ("ConvBias", "DotGeneralBias", "LayerNorm", "Gelu", "BatchNormInference", "GroupNorm", "InstanceNorm",

@@ -52,7 +52,7 @@ from ..rewrite import Builder, RuleSet, convert_graph
 from ...dialects.openvino.io import ELEMENT_TYPES
 from ...dialects.openvino.ops import elementwise as ov_elementwise
 from . import (activations, attention, causal_conv, control_flow, cumulative, dequantize, einsum, elementwise,
-               deform_conv, grids, movement, nn, quantize, resize, rnn, scatter, shape)
+               deform_conv, grids, movement, nn, quantize, resize, scatter, shape)
 from ..decompose import decompose_contrib
 from ..static_inputs import WEIGHTLESS_BYTES, static_copy
 from ._common import OPSET, ov
@@ -64,7 +64,7 @@ DIALECT = "openvino"
 
 
 # Every rule of the direction; within one anchor op, list order is the priority.
-RULES = RuleSet(elementwise.RULES + nn.RULES + shape.RULES + rnn.RULES + movement.RULES
+RULES = RuleSet(elementwise.RULES + nn.RULES + shape.RULES + movement.RULES
                 + activations.RULES + attention.RULES + resize.RULES
                 + cumulative.RULES + grids.RULES + einsum.RULES + scatter.RULES
                 + dequantize.RULES + quantize.RULES + causal_conv.RULES + control_flow.RULES
