@@ -30,7 +30,8 @@ from .registry import COMPOSITES, DROPPABLE, MS, Emitter, Refusal, decomposition
 
 lowering.discover(__name__)  # every module registers its decompositions beside its code
 
-__all__ = ["decompose", "decompose_contrib", "decompose_composites", "decompositions", "has_contrib"]
+__all__ = ["decompose", "decompose_contrib", "decompose_composites", "decompositions", "has_contrib",
+           "is_composite", "replace_in_step"]
 
 #: the domains decomposed by default
 DEFAULT_DOMAINS = (MS, nchwc.NCHWC)
@@ -89,8 +90,11 @@ def decompose(model, domains: Iterable[str] = DEFAULT_DOMAINS, *, strict: bool =
     require_valid(source)
     copy = io.load(io.to_proto(source))
     copy.path = source.path
+    if composites:  # they read their inputs' shapes
+        from ..static_inputs import with_inferred_types
+        copy = with_inferred_types(copy)
     wanted = set(domains)
-    refused = _decompose_model(copy, lambda node: _is_candidate(node, wanted) or (composites and _is_composite(node)))
+    refused = _decompose_model(copy, lambda node: _is_candidate(node, wanted) or (composites and is_composite(node)))
     if refused and strict:
         _refuse(refused, source.path)
     remaining = {_domain(n) for n in copy.graph.walk()}
@@ -100,7 +104,8 @@ def decompose(model, domains: Iterable[str] = DEFAULT_DOMAINS, *, strict: bool =
     return copy
 
 
-def _is_composite(node) -> bool:
+def is_composite(node) -> bool:
+    """Whether ``node`` is an ai.onnx composite the pass decomposes on request."""
     return (_domain(node), node.op) in COMPOSITES
 
 
@@ -108,9 +113,9 @@ def decompose_composites(model: Model) -> bool:
     """Decompose the ai.onnx composites of ``model`` in place (a converter's private copy, its shapes static):
     whether there were any.  Raises :class:`ConversionError` with the reasons of the nodes it cannot decompose
     (no target has another form of them)."""
-    if not any(_is_composite(node) for node in model.graph.walk()):
+    if not any(is_composite(node) for node in model.graph.walk()):
         return False
-    refused = _decompose_model(model, _is_composite)
+    refused = _decompose_model(model, is_composite)
     if refused:
         _refuse(refused, model.path)
     return True
@@ -162,12 +167,7 @@ def _decompose_graph(graph: Graph, opsets: dict, opset: int, is_candidate, refus
             refused[f"no decomposition of {node.domain or 'ai.onnx'}::{node.op}"].append(label)
             graph.nodes.append(node)
             continue
-        try:
-            schema = schema_lookup("onnx", node.op, node.version or 1, _domain(node))
-            defaults = {a.name: a.default for a in schema.attributes if a.default is not None}
-        except SchemaError:  # a schema-less node only loses the defaults
-            defaults = {}
-        emitter = Emitter(graph, node, opset, defaults)
+        emitter = Emitter(graph, node, opset, _defaults(node))
         try:
             results = fn(emitter)
             _bind_outputs(emitter, node, results)
@@ -184,6 +184,66 @@ def _decompose_graph(graph: Graph, opsets: dict, opset: int, is_candidate, refus
             node_added.graph = graph
         _drop_unread_constants(graph, node)
     graph.topological_sort()  # onnxruntime's float16 converter leaves graphs unsorted, which ONNX forbids
+
+
+def _defaults(node) -> dict:
+    """The attribute defaults of ``node``'s schema (none for a schema-less node)."""
+    try:
+        schema = schema_lookup("onnx", node.op, node.version or 1, _domain(node))
+    except SchemaError:
+        return {}
+    return {a.name: a.default for a in schema.attributes if a.default is not None}
+
+
+def replace_in_step(ctx, node, decomposition) -> None:
+    """Let ``decomposition`` (a function of an :class:`Emitter`) replace ``node`` in a version converter step
+    (``ctx``, its nodes at the step's opset): a downgrade below an op's first version is the op's decomposition,
+    so that each formula exists once.  Raises the step's ``Refuse`` with the decomposition's reason."""
+    from ..rewrite import Refuse
+
+    for value in node.inputs:  # the decompositions read their inputs' types
+        if value is not None and value.type is None:
+            value.type = ctx.converter.type_of(value)
+    e = Emitter(ctx.graph, node, ctx.version, _defaults(node))
+    try:
+        results = decomposition(e)
+    except Refusal as why:
+        for emitted in e.nodes:
+            emitted.detach()
+        raise Refuse(str(why)) from None
+    _type_emitted(e, ctx.version)  # later steps (a Mul taken below opset 7) read the types of what it made
+    placed = {}
+    for value in e.constants:  # through the step's constants (a function body has Constant nodes instead)
+        placed[id(value)] = made = ctx.const(value.const.numpy(), "const")
+        value.replace_all_uses_with(made)
+    for emitted in e.nodes:
+        ctx.graph.nodes.append(emitted)
+        emitted.graph = ctx.graph
+        ctx.created.append(emitted)
+    ctx.converter.changed.add(ctx.graph)
+    ctx.replace(node, [None if v is None else placed.get(id(v), v) for v in results])
+
+
+def _type_emitted(e: Emitter, opset: int) -> None:
+    """Give the values ``e`` emitted their types by ONNX shape inference over the emitted nodes alone."""
+    from ...dialects.onnx import io
+    from ...dialects.onnx.proto import inference_failures, infer_shapes
+
+    sub = Graph("decomposition")
+    sub.nodes = list(e.nodes)  # a view for the protobuf: the nodes stay in their graph
+    made = {id(v) for n in e.nodes for v in n.outputs if v is not None}
+    read = {id(v): v for n in e.nodes for v in n.inputs if v is not None and id(v) not in made}
+    sub.inputs = [v for v in read.values() if v.const is None]
+    sub.initializers = {v.name: v for v in list(read.values()) + e.constants if v.const is not None}
+    sub.outputs = [v for n in e.nodes for v in n.outputs if v is not None]
+    try:
+        inferred = io.load(infer_shapes(io.to_proto(Model(sub, "onnx", {"": opset})), data_prop=True))
+    except inference_failures():  # types are a help to the later steps, which refuse without them
+        return
+    types = {v.name: v.type for v in inferred.graph.outputs}
+    for value in sub.outputs:
+        if value.type is None and types.get(value.name) is not None:
+            value.type = types[value.name]
 
 
 def _drop_unread_droppable(graph: Graph) -> None:
