@@ -1154,6 +1154,8 @@ COMPOSITE_CASES = {
         "RotaryEmbedding", {"X": rand(2, 3, 8), "cos": rand(16, 2), "sin": rand(16, 2),
                             "ids": np.array([[0, 3, 5], [7, 1, 2]], np.int64)},
         {"Y": [2, 3, 8]}, 23, num_heads=2, rotary_embedding_dim=4, interleaved=1),
+    "RMSNormalization": lambda: _one_node(
+        "RMSNormalization", {"X": rand(2, 3, 4), "scale": rand(3, 4)}, {"Y": [2, 3, 4]}, 23, axis=1, epsilon=1e-3),
     "SoftmaxCrossEntropyLoss": lambda: _one_node(
         "SoftmaxCrossEntropyLoss", {"scores": rand(3, 5, 2), "labels": np.array([[0, 4], [2, -1], [1, 1]], np.int64)},
         {"loss": [], "log_prob": [3, 5, 2]}, 13, ignore_index=-1),
@@ -1178,9 +1180,9 @@ def test_composites_decompose_on_request_as_onnxruntime_computes(op):
     _same_outputs(model, feeds, decomposed)
 
 
-@pytest.mark.parametrize("op", ["Attention", "RotaryEmbedding"])
+@pytest.mark.parametrize("op", ["Attention", "RMSNormalization", "RotaryEmbedding"])
 def test_downgrade_below_the_first_version_is_the_decomposition(op):
-    """Attention-23 and RotaryEmbedding-23 taken to opset 22 are the composites' decompositions, which
+    """Attention-23, RMSNormalization-23 and RotaryEmbedding-23 taken to opset 22 are the composites' decompositions, which
     onnxruntime runs to the original's outputs."""
     model, feeds = COMPOSITE_CASES[op]()
     down = opconv.convert_version(model, 22)

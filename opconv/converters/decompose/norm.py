@@ -4,7 +4,10 @@ BranchwiseRMSNorm and EngramGate (com.microsoft).
 
 Layer norms become ai.onnx LayerNormalization from opset 17 (computing in float32 for float16 inputs, as
 onnxruntime's kernels do), else ReduceMean/Sub/Mul/Sqrt arithmetic in float32; RMS norms are always that
-arithmetic (RMSNormalization is an opset-23 operator).  The optional statistics outputs are float32.
+arithmetic (RMSNormalization is an opset-23 operator, itself decomposed by the same function for every target,
+and by the version converter below opset 23; LayerNormalization-17 keeps its targets' own forms, HLO having a
+fused LayerNorm, and only the version converter's downgrade below 17 uses :func:`layer_norm`).  The optional
+statistics outputs are float32.
 """
 
 from __future__ import annotations
@@ -62,16 +65,25 @@ def layer_normalization_17(e: Emitter):
                            float(e.attr("epsilon", 1e-5)), int(e.attr("stash_type", 1))))
 
 
-def rms_norm(e: Emitter, x, scale, axis: int, epsilon: float):
-    """(normalized, inv_rms) of ``x`` over ``axis`` onwards."""
-    wide, dtype = _widen(e, x)
+def rms_norm(e: Emitter, x, scale, axis: int, epsilon: float, stash_type: int = 1):
+    """(normalized, inv_rms) of ``x`` over ``axis`` onwards: ``x / sqrt(mean(x^2) + epsilon) * scale``, computed in
+    float32 for narrower inputs unless ``stash_type`` is 0."""
+    wide, dtype = _widen(e, x) if stash_type == 1 else (x, e.dtype(x))
+    work = dtype if wide is x else _WIDE
     mean_square = e.reduce("ReduceMean", e("Mul", wide, wide), _axes(e, x, axis))
-    inv_rms = e("Reciprocal", e("Sqrt", e("Add", mean_square, e.scalar(epsilon, e.dtype(wide)
-                                                                        if dtype == "float64" else _WIDE))))
+    inv_rms = e("Reciprocal", e("Sqrt", e("Add", mean_square, e.scalar(epsilon, work))))
     y = e("Mul", wide, inv_rms)
-    if dtype != e.dtype(wide):
+    if dtype != work:
         y = e.cast(y, dtype)
     return e("Mul", y, scale), inv_rms
+
+
+@decomposes("RMSNormalization", domain="", since=23, composite=True)
+def rms_normalization_23(e: Emitter):
+    """ai.onnx RMSNormalization, decomposed for every target (and the version converter's downgrade below 23)."""
+    y, _ = rms_norm(e, e.input(0), e.input(1), int(e.attr("axis", -1)), float(e.attr("epsilon", 1e-5)),
+                    int(e.attr("stash_type", 1)))
+    return [y]
 
 
 @decomposes("LayerNormalization", domain="", since=1)

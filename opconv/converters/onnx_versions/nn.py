@@ -187,6 +187,13 @@ def layernorm_decomposed(ctx, node):
     replace_in_step(ctx, node, layer_normalization_17)  # the decomposition's formula: one copy of it
 
 
+@downgrade("RMSNormalization", 23)
+def rms_normalization_decomposed(ctx, node):
+    from ..decompose import replace_in_step
+    from ..decompose.norm import rms_normalization_23
+    replace_in_step(ctx, node, rms_normalization_23)  # the decomposition the converters use: one copy of it
+
+
 @downgrade("Attention", 23)
 def attention_decomposed(ctx, node):
     from ..decompose import replace_in_step
