@@ -3,9 +3,13 @@
 The picked log-probability of each position is ``GatherElements`` of the class axis at the target (an ignored
 target reads class 0 instead, so that any integer may be ignored, in range or not); ignored positions get
 weight 0, and the mean reduction divides by the sum of the weights actually used (the count without weights).
+Inputs of more than one spatial axis are computed on one flattened spatial axis (the loss is per position, so
+this is exact; OpenVINO 2023.0's CPU plugin cannot compile these steps on the 7-D tensors of ``N, C, d1 ... d5``).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -47,9 +51,27 @@ def nll(e: Emitter, log_prob, target, weight):
     return e("Div", total, e("ReduceSum", scale, keepdims=0))
 
 
+def _flattened(e: Emitter, x, target):
+    """(``x`` as (N, C, D), ``target`` as (N, D), the shape to give back to a per-position result, or None)."""
+    shape = e.static_shape(x)
+    if shape is None or len(shape) <= 3:
+        return x, target, None
+    flat = [shape[0], shape[1], math.prod(shape[2:])]
+    return e("Reshape", x, e.ints(flat)), e("Reshape", target, e.ints([flat[0], flat[2]])), list(shape)
+
+
+def _losses(e: Emitter, log_prob, target, shape):
+    """The node's loss of the flattened inputs, given its per-position shape back (reduction "none")."""
+    loss = nll(e, log_prob, target, e.input(2))
+    if shape is None or e.attr("reduction", "mean") != "none":
+        return loss
+    return e("Reshape", loss, e.ints(shape[:1] + shape[2:]))
+
+
 @decomposes("NegativeLogLikelihoodLoss", domain="", since=12, composite=True)
 def negative_log_likelihood_loss_12(e: Emitter):
-    return [nll(e, e.input(0), e.input(1), e.input(2))]
+    log_prob, target, shape = _flattened(e, e.input(0), e.input(1))
+    return [_losses(e, log_prob, target, shape)]
 
 
 def _log_softmax_of_classes(e: Emitter, scores):
@@ -67,5 +89,9 @@ def _log_softmax_of_classes(e: Emitter, scores):
 
 @decomposes("SoftmaxCrossEntropyLoss", domain="", since=12, composite=True)
 def softmax_cross_entropy_loss_12(e: Emitter):
-    log_prob = _log_softmax_of_classes(e, e.input(0))
-    return [nll(e, log_prob, e.input(1), e.input(2)), log_prob if e.output_used(1) else None]
+    scores, target, shape = _flattened(e, e.input(0), e.input(1))
+    log_prob = _log_softmax_of_classes(e, scores)
+    given = None
+    if e.output_used(1):
+        given = log_prob if shape is None else e("Reshape", log_prob, e.ints(shape))
+    return [_losses(e, log_prob, target, shape), given]
