@@ -161,7 +161,10 @@ def recurrent_1(e: Emitter):
 
     # Time-major (T, B, I); the input projection of every step at once, then split per step.
     xt = x if layout == 0 else e("Transpose", x, perm=[1, 0, 2])
-    lens_value = None if lens is None else (e.const(lens) if isinstance(lens, np.ndarray) else lens)
+    lens_value = None
+    if lens is not None:
+        e.require_opset(9, "masking the steps past sequence_lens (Where, Greater of integers)")
+        lens_value = e.const(lens) if isinstance(lens, np.ndarray) else lens
     ys, hs, cs = [], [], []
     for d, reverse in enumerate(reverses):
         def pick(v):
