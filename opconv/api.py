@@ -271,12 +271,16 @@ def convert_version(model: ModelSource, opset: int, *, decompose: bool = False) 
 
 
 @overload
-def decompose(model: onnx.ModelProto, domains: Sequence[str] = ...) -> onnx.ModelProto: ...
+def decompose(model: onnx.ModelProto, domains: Sequence[str] = ..., *, composites: bool = ...) -> onnx.ModelProto: ...
 @overload
-def decompose(model: ModelSource, domains: Sequence[str] = ...) -> Model: ...
-def decompose(model: ModelSource, domains: Sequence[str] = ("com.microsoft",)) -> Model | onnx.ModelProto:
+def decompose(model: ModelSource, domains: Sequence[str] = ..., *, composites: bool = ...) -> Model: ...
+def decompose(model: ModelSource, domains: Sequence[str] = ("com.microsoft",), *,
+              composites: bool = False) -> Model | onnx.ModelProto:
     """Rewrite the contrib operators of ``model`` in ``domains`` (and onnxruntime's ai.onnx-domain ones) into standard
-    ai.onnx operators at the model's opset, so that any runtime reads the result.
+    ai.onnx operators at the model's opset, so that any runtime reads the result.  With ``composites``, the ai.onnx
+    composites too (Attention, RNN/GRU/LSTM unrolled, RotaryEmbedding, NegativeLogLikelihoodLoss,
+    SoftmaxCrossEntropyLoss), as the converters to OpenVINO and HLO do; those need the static shapes of their
+    inputs (an RNN's sequence length).
 
     Returns an ``onnx.ModelProto`` when given one, else a :class:`Model`; raises
     :class:`~opconv.ConversionError` naming every node it cannot rewrite.
@@ -284,7 +288,7 @@ def decompose(model: ModelSource, domains: Sequence[str] = ("com.microsoft",)) -
     from .converters.decompose import decompose as decompose_model
     from .dialects.onnx.io import to_proto
 
-    result: Model = decompose_model(load(model, "onnx"), tuple(domains))
+    result: Model = decompose_model(load(model, "onnx"), tuple(domains), composites=composites)
     return to_proto(result) if _is_proto(model) else result
 
 

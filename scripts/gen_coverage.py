@@ -9,7 +9,7 @@ The tables are read from the registries themselves, never written by hand:
 * translators: the ``RULES`` of each direction's package in ``opconv/converters/``, keyed by the op of each
   rule's pattern root (the op a rule is anchored at);
 * version adapters: ``UPGRADES`` / ``DOWNGRADES`` of ``opconv/converters/onnx_versions/registry.py``;
-* contrib decompositions: ``DECOMPOSITIONS`` of ``opconv/converters/decompose/registry.py``;
+* contrib decompositions: ``decompositions()`` of ``opconv/converters/decompose/registry.py``;
 * StableHLO emitters: ``EMITTERS`` of ``opconv/dialects/hlo/stablehlo/_writer.py``.
 
 The operator lists come from the schemas (``opconv/schemas/*.json``).  The output depends only on the tree,
@@ -126,7 +126,7 @@ def _onnx_tables() -> tuple[list[str], dict]:
     contrib_domains = sorted({d or "ai.onnx" for d, _, _ in contrib})
     for domain, op, versions in contrib:
         key = (domain, op)
-        decompositions = decompose_registry.DECOMPOSITIONS.get(key, {})
+        decompositions = decompose_registry.decompositions().get(key, {})
         decomposed = sorted(v for v, fn in decompositions.items() if fn is not None)
         row = [f"`{op}`", domain or "ai.onnx", _versions(versions), _versions(kernels.get(key)), _versions(decomposed),
                _yes(key in to_openvino), _yes(key in to_hlo)]
@@ -227,7 +227,7 @@ def _registry_sizes() -> list[str]:
     for name, table in (("upgrade", version_registry.UPGRADES), ("downgrade", version_registry.DOWNGRADES)):
         rows.append([f"{name} adapters", f"`@{name}`", str(len(table)), str(len({op for op, _ in table}))])
     decompositions = {key: [v for v, fn in by_version.items() if fn is not None]
-                      for key, by_version in decompose_registry.DECOMPOSITIONS.items()}
+                      for key, by_version in decompose_registry.decompositions().items()}
     rows.append(["contrib decompositions", "`@decomposes`", str(sum(map(len, decompositions.values()))),
                  str(sum(bool(v) for v in decompositions.values()))])
     rows.append(["StableHLO emitters", "`@emitter`", str(len(_writer.EMITTERS)), str(len(_writer.EMITTERS))])

@@ -546,13 +546,13 @@ def test_decomposition_coverage_of_onnxruntime_cpu_operators(capsys):
     an operator onnxruntime knows and is exercised by a test above."""
     import json
 
-    from opconv.converters.decompose import DECOMPOSITIONS
+    from opconv.converters.decompose import decompositions
 
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ort_cpu_contrib_ops.json")) as f:
         listing = json.load(f)
     cpu_ops = {op["name"] for op in listing["ops"] if op["domain"] == MS}
     gpu_only = {op if isinstance(op, str) else op["name"] for op in listing["no_cpu_kernel"]}
-    registered = {op for (domain, op), versions in DECOMPOSITIONS.items()
+    registered = {op for (domain, op), versions in decompositions().items()
                   if domain == MS and any(fn is not None for fn in versions.values())}
     assert registered <= cpu_ops | gpu_only, registered - cpu_ops - gpu_only
     with open(__file__) as f:
@@ -1117,3 +1117,86 @@ def test_decoder_masked_multi_head_attention_cross(with_mask):
               "value": rng.uniform(-1, 1, (batch, heads, kv_len, head)).astype(np.float32),
               "mask_index": mask if with_mask else None}
     assert_decomposes("DecoderMaskedMultiHeadAttention", inputs, ("Y",), opsets=(13,), num_heads=heads)
+
+
+
+# ---------------------------------------------------------------------------
+# ai.onnx composites (--composites; the converters run the same pass) and the downgrades that share them
+# ---------------------------------------------------------------------------
+
+def _one_node(op, inputs: dict, outputs: dict, opset: int, initializers=(), **attrs):
+    """A one-node ai.onnx model and its feeds; ``inputs``: name -> array, ``outputs``: name -> float shape."""
+    node = helper.make_node(op, list(inputs), list(outputs), **attrs)
+    graph = helper.make_graph(
+        [node], op.lower(),
+        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+         for n, v in inputs.items() if n not in initializers],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outputs.items()],
+        [onnx.numpy_helper.from_array(inputs[n], n) for n in initializers])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 10
+    return model, {n: v for n, v in inputs.items() if n not in initializers}
+
+
+COMPOSITE_CASES = {
+    "LSTM": lambda: _one_node(
+        "LSTM", {"X": rand(5, 2, 3), "W": rand(2, 16, 3), "R": rand(2, 16, 4), "B": rand(2, 32),
+                 "sequence_lens": np.array([5, 3], np.int32)},
+        {"Y": [5, 2, 2, 4], "Y_h": [2, 2, 4], "Y_c": [2, 2, 4]}, 14, ("W", "R", "B"), hidden_size=4,
+        direction="bidirectional", clip=2.0),
+    "GRU": lambda: _one_node(
+        "GRU", {"X": rand(4, 2, 3), "W": rand(1, 15, 3), "R": rand(1, 15, 5)}, {"Y": [4, 1, 2, 5]}, 14,
+        hidden_size=5, direction="reverse", linear_before_reset=1),
+    "Attention": lambda: _one_node(
+        "Attention", {"Q": rand(2, 4, 3, 8), "K": rand(2, 2, 5, 8), "V": rand(2, 2, 5, 8), "attn_mask": rand(3, 5)},
+        {"Y": [2, 4, 3, 8]}, 23, is_causal=1, softcap=2.0),
+    "RotaryEmbedding": lambda: _one_node(
+        "RotaryEmbedding", {"X": rand(2, 3, 8), "cos": rand(16, 2), "sin": rand(16, 2),
+                            "ids": np.array([[0, 3, 5], [7, 1, 2]], np.int64)},
+        {"Y": [2, 3, 8]}, 23, num_heads=2, rotary_embedding_dim=4, interleaved=1),
+    "RMSNormalization": lambda: _one_node(
+        "RMSNormalization", {"X": rand(2, 3, 4), "scale": rand(3, 4)}, {"Y": [2, 3, 4]}, 23, axis=1, epsilon=1e-3),
+    "SoftmaxCrossEntropyLoss": lambda: _one_node(
+        "SoftmaxCrossEntropyLoss", {"scores": rand(3, 5, 2), "labels": np.array([[0, 4], [2, -1], [1, 1]], np.int64)},
+        {"loss": [], "log_prob": [3, 5, 2]}, 13, ignore_index=-1),
+}
+
+
+def _same_outputs(model, feeds, other) -> None:
+    names = [o.name for o in model.graph.output]
+    for name, want, got in zip(names, run_ort(model, feeds), run_ort(other, feeds)):
+        cmp = compare_arrays(name, want, got)
+        assert cmp.ok, cmp.message
+
+
+@pytest.mark.parametrize("op", sorted(COMPOSITE_CASES))
+def test_composites_decompose_on_request_as_onnxruntime_computes(op):
+    """``decompose(composites=True)`` leaves standard ops only and gives onnxruntime's outputs of the original
+    (both run in onnxruntime); without it the composite stays."""
+    model, feeds = COMPOSITE_CASES[op]()
+    assert op in {n.op_type for n in opconv.decompose(model).graph.node}
+    decomposed = opconv.decompose(model, composites=True)
+    assert op not in {n.op_type for n in decomposed.graph.node}
+    _same_outputs(model, feeds, decomposed)
+
+
+@pytest.mark.parametrize("op", ["Attention", "RMSNormalization", "RotaryEmbedding"])
+def test_downgrade_below_the_first_version_is_the_decomposition(op):
+    """Attention-23, RMSNormalization-23 and RotaryEmbedding-23 taken to opset 22 are the composites' decompositions, which
+    onnxruntime runs to the original's outputs."""
+    model, feeds = COMPOSITE_CASES[op]()
+    down = opconv.convert_version(model, 22)
+    assert op not in {n.op_type for n in down.graph.node} and down.opset_import[0].version == 22
+    _same_outputs(model, feeds, down)
+
+
+def test_cli_decompose_composites(tmp_path):
+    model, feeds = COMPOSITE_CASES["LSTM"]()
+    path, out = tmp_path / "lstm.onnx", tmp_path / "standard.onnx"
+    onnx.save(model, path)
+    result = CliRunner().invoke(cli, ["decompose", str(path), "--composites", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "(1 node(s) decomposed" in result.output
+    written = onnx.load(out)
+    assert "LSTM" not in {n.op_type for n in written.graph.node}
+    _same_outputs(model, feeds, written)

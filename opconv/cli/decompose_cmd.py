@@ -1,4 +1,5 @@
-"""``opconv decompose``: rewrite ONNX Runtime's contrib operators into standard ai.onnx operators."""
+"""``opconv decompose``: rewrite ONNX Runtime's contrib operators (and on request the ai.onnx composites) into
+standard ai.onnx operators."""
 
 from __future__ import annotations
 
@@ -25,8 +26,12 @@ def default_output(model_path: str) -> str:
 @click.option("--domain", "domains", multiple=True, default=("com.microsoft", "com.microsoft.nchwc"),
               show_default=True,
               help="A domain whose operators are decomposed (repeatable).")
+@click.option("--composites", is_flag=True,
+              help="Also decompose the ai.onnx composites (Attention, RNN/GRU/LSTM unrolled, RotaryEmbedding, "
+                   "NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss), as onnx-to-ir and onnx-to-hlo do; "
+                   "their input shapes must be static.")
 @json_option
-def decompose(model, output, domains, as_json):
+def decompose(model, output, domains, composites, as_json):
     """Rewrite the contrib operators of an ONNX MODEL (ONNX Runtime's com.microsoft ones, the blocked-layout
     com.microsoft.nchwc ones its level-3 optimizer writes, and its ai.onnx-domain LayerNormalization-1 /
     SimplifiedLayerNormalization-1) into standard ai.onnx operators at the model's opset, so that any runtime
@@ -39,16 +44,19 @@ def decompose(model, output, domains, as_json):
     Examples:
       opconv decompose bert_optimized.onnx
       opconv decompose model.onnx -o standard.onnx
+      opconv decompose lstm.onnx --composites
 
     Exit code 0 when written, 2 when the model cannot be read or decomposed.
     """
     import opconv
+    from ..converters.decompose import is_composite
 
     with Conversion("decompose", model, "onnx", as_json=as_json) as conv:
         source = conv.load()
         target = conv.output_path(output, default_output(model), "onnx")
-        before = sum(1 for n in source.graph.walk() if n.domain in domains)
-        result = conv.convert("decomposing", lambda m: opconv.decompose(m, domains=domains), source)
+        before = sum(1 for n in source.graph.walk() if n.domain in domains or (composites and is_composite(n)))
+        result = conv.convert("decomposing", lambda m: opconv.decompose(m, domains=domains, composites=composites),
+                              source)
         conv.save(result, target)
-        conv.report(f"wrote {' and '.join(conv.files)} ({before} contrib node(s) decomposed, "
+        conv.report(f"wrote {' and '.join(conv.files)} ({before} node(s) decomposed, "
                     f"{len(list(result.graph.walk()))} nodes)", decomposed=before)

@@ -8,7 +8,10 @@ the copy gets the caller's lazy, memory-mapped tensors back, so no weight is
 read or copied), fixes the graph inputs' shapes (declared, or bound from the caller's shapes and symbol values by
 :class:`opconv.input_shapes.InputShapes`) and runs ONNX shape inference.  Constant
 folding (:mod:`.fold`) and :func:`with_inferred_types` then alternate until
-nothing changes, so that folded shapes make more of the graph static.
+nothing changes, so that folded shapes make more of the graph static; then the
+ai.onnx composites (Attention, RNN/GRU/LSTM, RotaryEmbedding, the losses) are
+decomposed into standard ops once, for both targets (:func:`.decompose.decompose_composites`),
+and the fold/infer rounds run again over what they became.
 """
 
 from __future__ import annotations
@@ -44,6 +47,17 @@ def static_copy(model: Model, input_shapes: Mapping[str, Sequence[int]] | None, 
     copy = copy_with_static_inputs(model, input_shapes, where, target, dims)
     drop_input_defaults(copy.graph)
     loops = LoopTyping()
+    copy = _settle(copy, loops)
+    # The composites (Attention, LSTM, the losses ...) become standard ops once their shapes are static (an RNN
+    # is unrolled over its sequence length), and the nodes they became are folded and typed in turn.
+    from .decompose import decompose_composites
+    if decompose_composites(copy):
+        copy = _settle(with_inferred_types(copy), loops)
+    return copy
+
+
+def _settle(copy: Model, loops: LoopTyping) -> Model:
+    """Fold and infer types again until neither changes anything (at most :data:`MAX_ROUNDS` rounds)."""
     for _ in range(MAX_ROUNDS):
         # An If on a now-constant condition gives way to its taken branch, whose nodes may fold in turn.
         inlined = inline_constant_ifs(copy.graph)

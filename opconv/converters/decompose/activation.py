@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from .registry import Emitter, decomposes
+from .registry import Emitter, Refusal, decomposes
 
 
 def _with_bias(e: Emitter, x, bias):
@@ -27,6 +27,14 @@ def gelu(e: Emitter, x, approximate: str = "none"):
     else:
         shaped = e("Erf", e("Mul", x, e.scalar(1 / math.sqrt(2), dtype)))
     return e("Mul", half, e("Add", shaped, e.scalar(1.0, dtype)))
+
+
+def gelu_20(e: Emitter):
+    """ai.onnx Gelu-20 in older operators: the version converter's downgrade below opset 20."""
+    approximate = e.attr("approximate", "none")
+    if approximate not in ("none", "tanh"):
+        raise Refusal(f"unknown approximate={approximate!r}")
+    return [gelu(e, e.input(0), approximate)]
 
 
 @decomposes("Gelu")

@@ -4,7 +4,10 @@ BranchwiseRMSNorm and EngramGate (com.microsoft).
 
 Layer norms become ai.onnx LayerNormalization from opset 17 (computing in float32 for float16 inputs, as
 onnxruntime's kernels do), else ReduceMean/Sub/Mul/Sqrt arithmetic in float32; RMS norms are always that
-arithmetic (RMSNormalization is an opset-23 operator).  The optional statistics outputs are float32.
+arithmetic (RMSNormalization is an opset-23 operator, itself decomposed by the same function for every target,
+and by the version converter below opset 23; LayerNormalization-17 keeps its targets' own forms, HLO having a
+fused LayerNorm, and only the version converter's downgrade below 17 uses :func:`layer_norm`).  The optional
+statistics outputs are float32.
 """
 
 from __future__ import annotations
@@ -19,12 +22,12 @@ _WIDE = "float32"  # onnxruntime's statistics type, and the type narrower inputs
 
 
 def _axes(e: Emitter, x, axis: int) -> list[int]:
+    rank = e.rank(x)
+    if rank is not None:
+        return list(range(axis + rank if axis < 0 else axis, rank))
     if axis < 0:
         return list(range(axis, 0))
-    rank = e.rank(x)
-    if rank is None:
-        raise Refusal(f"axis={axis} needs the input's rank, which is unknown")
-    return list(range(axis, rank))
+    raise Refusal(f"axis={axis} needs the input's rank, which is unknown")
 
 
 def _widen(e: Emitter, x):
@@ -32,21 +35,23 @@ def _widen(e: Emitter, x):
     return (x, dtype) if dtype in ("float32", "float64") else (e.cast(x, _WIDE), dtype)
 
 
-def layer_norm(e: Emitter, x, scale, bias, axis: int, epsilon: float):
-    """(normalized, mean, inv_std_dev) of ``x`` over ``axis`` onwards."""
+def layer_norm(e: Emitter, x, scale, bias, axis: int, epsilon: float, stash_type: int = 1):
+    """(normalized, mean, inv_std_dev) of ``x`` over ``axis`` onwards; before opset 17 (the version converter's
+    downgrade of LayerNormalization-17 too) ``(x - mean) / sqrt(var + epsilon) * scale + bias``, computed in
+    float32 for narrower inputs unless ``stash_type`` is 0."""
     if e.opset >= 17:
         y, mean, inv_std = e("LayerNormalization", *([x, scale, bias] if bias is not None else [x, scale]),
-                             outputs=3, axis=axis, epsilon=float(epsilon), stash_type=1)
+                             outputs=3, axis=axis, epsilon=float(epsilon), stash_type=stash_type)
         return y, mean, inv_std
-    wide, dtype = _widen(e, x)
+    wide, dtype = _widen(e, x) if stash_type == 1 else (x, e.dtype(x))
+    work = dtype if wide is x else _WIDE
     axes = _axes(e, x, axis)
     mean = e.reduce("ReduceMean", wide, axes)
     centred = e("Sub", wide, mean)
     variance = e.reduce("ReduceMean", e("Mul", centred, centred), axes)
-    inv_std = e("Reciprocal", e("Sqrt", e("Add", variance, e.scalar(epsilon, e.dtype(wide) if dtype == "float64"
-                                                                     else _WIDE))))
+    inv_std = e("Reciprocal", e("Sqrt", e("Add", variance, e.scalar(epsilon, work))))
     y = e("Mul", centred, inv_std)
-    if dtype != e.dtype(wide):
+    if dtype != work:
         y = e.cast(y, dtype)
     y = e("Mul", y, scale)
     if bias is not None:
@@ -54,16 +59,31 @@ def layer_norm(e: Emitter, x, scale, bias, axis: int, epsilon: float):
     return y, mean, inv_std
 
 
-def rms_norm(e: Emitter, x, scale, axis: int, epsilon: float):
-    """(normalized, inv_rms) of ``x`` over ``axis`` onwards."""
-    wide, dtype = _widen(e, x)
+def layer_normalization_17(e: Emitter):
+    """ai.onnx LayerNormalization-17 in older operators: the version converter's downgrade below opset 17."""
+    return list(layer_norm(e, e.input(0), e.input(1), e.input(2), int(e.attr("axis", -1)),
+                           float(e.attr("epsilon", 1e-5)), int(e.attr("stash_type", 1))))
+
+
+def rms_norm(e: Emitter, x, scale, axis: int, epsilon: float, stash_type: int = 1):
+    """(normalized, inv_rms) of ``x`` over ``axis`` onwards: ``x / sqrt(mean(x^2) + epsilon) * scale``, computed in
+    float32 for narrower inputs unless ``stash_type`` is 0."""
+    wide, dtype = _widen(e, x) if stash_type == 1 else (x, e.dtype(x))
+    work = dtype if wide is x else _WIDE
     mean_square = e.reduce("ReduceMean", e("Mul", wide, wide), _axes(e, x, axis))
-    inv_rms = e("Reciprocal", e("Sqrt", e("Add", mean_square, e.scalar(epsilon, e.dtype(wide)
-                                                                        if dtype == "float64" else _WIDE))))
+    inv_rms = e("Reciprocal", e("Sqrt", e("Add", mean_square, e.scalar(epsilon, work))))
     y = e("Mul", wide, inv_rms)
-    if dtype != e.dtype(wide):
+    if dtype != work:
         y = e.cast(y, dtype)
     return e("Mul", y, scale), inv_rms
+
+
+@decomposes("RMSNormalization", domain="", since=23, composite=True)
+def rms_normalization_23(e: Emitter):
+    """ai.onnx RMSNormalization, decomposed for every target (and the version converter's downgrade below 23)."""
+    y, _ = rms_norm(e, e.input(0), e.input(1), int(e.attr("axis", -1)), float(e.attr("epsilon", 1e-5)),
+                    int(e.attr("stash_type", 1)))
+    return [y]
 
 
 @decomposes("LayerNormalization", domain="", since=1)

@@ -27,20 +27,19 @@ from .registry import Emitter, Refusal, decomposes
 
 _DIRECTIONS = {"forward": (False,), "reverse": (True,), "bidirectional": (False, True)}
 
-#: the LSTM activations as ai.onnx operators: name -> (emitter, x, alpha, beta) -> value
-_ACTIVATIONS = {
-    "sigmoid": lambda e, x, a, b: e("Sigmoid", x),
-    "tanh": lambda e, x, a, b: e("Tanh", x),
-    "relu": lambda e, x, a, b: e("Relu", x),
-    "softsign": lambda e, x, a, b: e("Softsign", x),
-    "softplus": lambda e, x, a, b: e("Softplus", x),
-    "leakyrelu": lambda e, x, a, b: e("LeakyRelu", x, alpha=float(a)),
-    "elu": lambda e, x, a, b: e("Elu", x, alpha=float(a)),
-    "thresholdedrelu": lambda e, x, a, b: e("ThresholdedRelu", x, alpha=float(a)),
-    "hardsigmoid": lambda e, x, a, b: e("HardSigmoid", x, alpha=float(a), beta=float(b)),
-    "affine": lambda e, x, a, b: e("Add", e("Mul", x, e.scalar(a, "float32")), e.scalar(b, "float32")),
-    "scaledtanh": lambda e, x, a, b: e("Mul", e("Tanh", e("Mul", x, e.scalar(b, "float32"))),
-                                       e.scalar(a, "float32")),
+#: the recurrent activations as ai.onnx operators: name -> (emitter, x, alpha, beta, element type) -> value
+ACTIVATIONS = {
+    "sigmoid": lambda e, x, a, b, t: e("Sigmoid", x),
+    "tanh": lambda e, x, a, b, t: e("Tanh", x),
+    "relu": lambda e, x, a, b, t: e("Relu", x),
+    "softsign": lambda e, x, a, b, t: e("Softsign", x),
+    "softplus": lambda e, x, a, b, t: e("Softplus", x),
+    "leakyrelu": lambda e, x, a, b, t: e("LeakyRelu", x, alpha=float(a)),
+    "elu": lambda e, x, a, b, t: e("Elu", x, alpha=float(a)),
+    "thresholdedrelu": lambda e, x, a, b, t: e("ThresholdedRelu", x, alpha=float(a)),
+    "hardsigmoid": lambda e, x, a, b, t: e("HardSigmoid", x, alpha=float(a), beta=float(b)),
+    "affine": lambda e, x, a, b, t: e("Add", e("Mul", x, e.scalar(a, t)), e.scalar(b, t)),
+    "scaledtanh": lambda e, x, a, b, t: e("Mul", e("Tanh", e("Mul", x, e.scalar(b, t))), e.scalar(a, t)),
 }
 
 
@@ -61,15 +60,19 @@ def _fake_quantized(e: Emitter, x):
     return e("DequantizeLinear", q, scale, zero_point)
 
 
-def _activations(e: Emitter, directions: int) -> list[list[tuple]]:
-    """Per direction, the (name, alpha, beta) of the f, g, h activations."""
-    names = list(e.attr("activations") or ["Sigmoid", "Tanh", "Tanh"])
-    per_direction = len(DEFAULT_ACTIVATIONS["lstm"])
+def activations(e: Emitter, kind: str, directions: int) -> list[list[tuple]]:
+    """Per direction, the (name, alpha, beta) of the f, g, h activations of a ``kind`` ("rnn", "gru", "lstm")
+    layer (one list for every direction, or one per direction)."""
+    defaults = DEFAULT_ACTIVATIONS[kind]
+    names = [n.decode() if isinstance(n, bytes) else n for n in e.attr("activations") or defaults]
+    per_direction = len(defaults)
+    if kind == "rnn" and directions == 1 and len(names) == 2:
+        names = names[:1]  # RNN's schema default lists one activation per direction of a bidirectional layer
     if len(names) not in (per_direction, per_direction * directions):
         raise Refusal(f"{len(names)} activations for {directions} direction(s)")
     specs = [activation_parameters(s) for s in activation_specs(names, e.attr("activation_alpha") or (),
                                                                 e.attr("activation_beta") or ())]
-    unknown = sorted({name for name, _, _ in specs} - set(_ACTIVATIONS))
+    unknown = sorted({name for name, _, _ in specs} - set(ACTIVATIONS))
     if unknown:
         raise Refusal(f"activation {unknown[0]!r} is not decomposed")
     if len(specs) == per_direction:
@@ -77,28 +80,37 @@ def _activations(e: Emitter, directions: int) -> list[list[tuple]]:
     return [specs[d * per_direction:(d + 1) * per_direction] for d in range(directions)]
 
 
+def gate_function(e: Emitter, acts, clip, dtype: str):
+    """``gate(x, role)``: the activation of role ``role`` (f, g, h) of ``x`` clipped to ``clip`` first."""
+    def gate(x, role: int, clipped: bool = True):
+        if clip is not None and clipped:
+            x = (e("Clip", x, e.scalar(-clip, dtype), e.scalar(clip, dtype)) if e.opset >= 11
+                 else e("Clip", x, min=-float(clip), max=float(clip)))
+        name, alpha, beta = acts[role]
+        return ACTIVATIONS[name](e, x, alpha, beta, dtype)
+    return gate
+
+
+def lstm_step(e: Emitter, pre, c, peepholes, gate, input_forget: bool, hidden: int, dtype: str):
+    """The LSTM gates on the pre-activations ``pre`` (B, 4H, gates i, o, f, c): the new (H, C)."""
+    x_i, x_o, x_f, x_c = e.split(pre, [hidden] * 4, axis=1)
+    p_i, p_o, p_f = peepholes or (None, None, None)
+    i = gate(x_i if p_i is None else e("Add", x_i, e("Mul", p_i, c)), 0)
+    if input_forget:
+        forget = e("Sub", e.scalar(1.0, dtype), i)
+    else:
+        forget = gate(x_f if p_f is None else e("Add", x_f, e("Mul", p_f, c)), 0)
+    c_new = e("Add", e("Mul", forget, c), e("Mul", i, gate(x_c, 1)))
+    o = gate(x_o if p_o is None else e("Add", x_o, e("Mul", p_o, c_new)), 0)
+    return e("Mul", o, gate(c_new, 2, clipped=False)), c_new
+
+
 def _step(body: Emitter, inputs, xw, recurrent, peepholes, acts, clip, input_forget: bool, hidden: int):
     """The Loop body's nodes: (iteration, condition, H, C) -> (condition, H', C', H' stacked)."""
     iteration, condition, h, c = inputs
-
-    def gate(x, role: int):
-        if clip is not None:
-            x = body("Clip", x, body.scalar(-clip, "float32"), body.scalar(clip, "float32"))
-        name, alpha, beta = acts[role]
-        return _ACTIVATIONS[name](body, x, alpha, beta)
-
     pre = body("Add", body("Gather", xw, iteration, axis=0), body("MatMul", _fake_quantized(body, h), recurrent))
-    x_i, x_o, x_f, x_c = body.split(pre, [hidden] * 4, axis=1)
-    p_i, p_o, p_f = peepholes or (None, None, None)
-    i = gate(x_i if p_i is None else body("Add", x_i, body("Mul", p_i, c)), 0)
-    if input_forget:
-        forget = body("Sub", body.scalar(1.0, "float32"), i)
-    else:
-        forget = gate(x_f if p_f is None else body("Add", x_f, body("Mul", p_f, c)), 0)
-    c_new = body("Add", body("Mul", forget, c), body("Mul", i, gate(x_c, 1)))
-    o = gate(x_o if p_o is None else body("Add", x_o, body("Mul", p_o, c_new)), 0)
-    name, alpha, beta = acts[2]
-    h_new = body("Mul", o, _ACTIVATIONS[name](body, c_new, alpha, beta))
+    h_new, c_new = lstm_step(body, pre, c, peepholes, gate_function(body, acts, clip, "float32"), input_forget,
+                             hidden, "float32")
     return [body("Identity", condition), h_new, c_new, body("Identity", h_new)]
 
 
@@ -148,7 +160,7 @@ def dynamic_quantize_lstm(e: Emitter):
     if weights.shape[0] != len(reverses) or recurrents.shape != (len(reverses), hidden, 4 * hidden):
         raise Refusal(f"W {list(weights.shape)} and R {list(recurrents.shape)} do not fit direction {direction!r} "
                       f"and hidden_size {hidden}")
-    acts = _activations(e, len(reverses))
+    acts = activations(e, "lstm", len(reverses))
     clip = e.attr("clip")
     input_forget = bool(e.attr("input_forget", 0))
 

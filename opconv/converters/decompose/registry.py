@@ -2,7 +2,8 @@
 
 A decomposition is a function ``(e: Emitter) -> list of output values`` registered beside its code with
 ``@decomposes(op, domain=..., since=...)``; the pass picks, for a node, the registration with the highest
-``since`` not above the node's domain version (as the kernel registry does).  It reads the node through
+``since`` not above the node's domain version (as the kernel registry does): the registrations are the
+lowering registry's route ("onnx", "standard") (:mod:`opconv.converters.lowering`).  It reads the node through
 ``e`` (inputs, attributes with their schema defaults, element types) and emits standard ai.onnx nodes at
 the model's ai.onnx opset through ``e`` too; nothing reaches the graph unless it returns normally, so a
 decomposition refuses by raising :class:`Refusal` with a reason at any point.
@@ -15,41 +16,61 @@ from typing import Any, Callable
 import numpy as np
 
 from ...ir import Node, Tensor, Value, infer_attr
+from .. import lowering
+from ..lowering import lower
 
 MS = "com.microsoft"
 
 Decomposition = Callable[["Emitter"], list]
-#: (domain, op) -> {since version: decomposition}
-DECOMPOSITIONS: dict[tuple[str, str], dict[int, Decomposition | None]] = {}
-
 
 #: Node.meta key of emitted nodes the pass may drop once nothing reads them (a layout change later nodes undo)
 DROPPABLE = "decompose_droppable"
+
+#: the (domain, op) pairs of ai.onnx composites (Attention, LSTM ...): decomposed only when asked, as the converters
+#: do once shapes are static (``decompose_composites``); the contrib pass leaves them alone
+COMPOSITES: set[tuple[str, str]] = set()
 
 
 class Refusal(Exception):
     """A node this pass cannot decompose; the message is the reason (shared by every node it applies to)."""
 
 
-def decomposes(op: str, *, domain: str = MS, since: int = 1):
-    """Register a decomposition of ``domain::op`` for node versions from ``since`` on."""
-    def wrap(fn: Decomposition) -> Decomposition:
-        DECOMPOSITIONS.setdefault((domain, op), {})[since] = fn
-        return fn
-    return wrap
+def decomposes(op: str, *, domain: str = MS, since: int = 1, composite: bool = False):
+    """Register a decomposition of ``domain::op`` for node versions from ``since`` on, on the lowering route
+    ("onnx", "standard"); ``composite``: an ai.onnx operator decomposed only on request."""
+    if composite:
+        COMPOSITES.add(("" if domain == "ai.onnx" else domain, op))
+    return lower("onnx", "standard", op, since=since, domain=domain)
+
+
+def keep_standard(e: "Emitter") -> list:
+    """The "decomposition" of an ai.onnx op ONNX itself defines: the pass leaves such nodes as they are."""
+    raise AssertionError("keep_standard is a marker, never called")
 
 
 def standard(op: str, *, since: int, domain: str = "") -> None:
     """Mark ``domain::op`` from version ``since`` on as a standard operator the pass leaves alone
     (onnxruntime defines some ai.onnx-domain operators before ONNX does, e.g. LayerNormalization-1)."""
-    DECOMPOSITIONS.setdefault((domain, op), {})[since] = None
+    lower("onnx", "standard", op, since=since, domain=domain)(keep_standard)
+
+
+def registered(domain: str, op: str) -> bool:
+    """Whether ``domain::op`` has a registration (a decomposition or a standard mark) at some version."""
+    return lowering.find("onnx", "standard", op, None, domain) is not None
+
+
+def decompositions() -> dict[tuple[str, str], dict[int, Decomposition | None]]:
+    """Every registration: (domain, op) -> {since version: decomposition, None where the op is standard}."""
+    table: dict[tuple[str, str], dict[int, Decomposition | None]] = {}
+    for t in lowering.translators("onnx", "standard"):
+        table.setdefault((t.domain, t.op), {})[t.since] = None if t.fn is keep_standard else t.fn
+    return table
 
 
 def lookup(domain: str, op: str, version: int) -> Decomposition | None:
     """The decomposition in force for ``domain::op`` at ``version``; None when there is none (or it is standard)."""
-    versions = DECOMPOSITIONS.get((domain, op))
-    usable = [v for v in versions or () if v <= version]
-    return versions[max(usable)] if usable else None
+    found = lowering.find("onnx", "standard", op, version, domain)
+    return None if found is None or found.fn is keep_standard else found.fn
 
 
 #: ops whose output has their first input's dim 0 (as the first dims of a transformer's layers keep the batch)

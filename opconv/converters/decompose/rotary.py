@@ -85,15 +85,18 @@ def m_rotary_embedding(e: Emitter):
     return [e("Reshape", result, e.ints([0, 0, -1])) if rank == 3 else result]
 
 
-def rotate(e: Emitter, work, head_axis: int, positions, cos_cache, sin_cache, rotary_dim: int, interleaved: bool):
+def rotate(e: Emitter, work, head_axis: int, positions, cos_cache, sin_cache, rotary_dim: int, interleaved: bool,
+           head_size: int | None = None):
     """Rotate the first ``rotary_dim`` features of the 4-D ``work`` (heads on ``head_axis``, features last) by the
     angles of ``positions`` (B, S) in the caches."""
     return rotate_by(e, work, head_axis, e("Gather", cos_cache, positions, axis=0),
-                     e("Gather", sin_cache, positions, axis=0), rotary_dim, interleaved)
+                     e("Gather", sin_cache, positions, axis=0), rotary_dim, interleaved, head_size)
 
 
-def rotate_by(e: Emitter, work, head_axis: int, cos, sin, rotary_dim: int, interleaved: bool):
-    """Rotate as :func:`rotate` by the angles' cosines and sines ``(B, S, rotary_dim / 2)``."""
+def rotate_by(e: Emitter, work, head_axis: int, cos, sin, rotary_dim: int, interleaved: bool,
+              head_size: int | None = None):
+    """Rotate as :func:`rotate` by the angles' cosines and sines ``(B, S, rotary_dim / 2)``; the features past
+    ``rotary_dim`` pass through (none when ``head_size``, if known, is ``rotary_dim``: no empty slice)."""
     half = rotary_dim // 2
     cos = e.unsqueeze(cos, [head_axis])  # (B, S, 1, d/2) or (B, 1, S, d/2)
     sin = e.unsqueeze(sin, [head_axis])
@@ -110,6 +113,7 @@ def rotate_by(e: Emitter, work, head_axis: int, cos, sin, rotary_dim: int, inter
         rotated = e("Reshape", pairs, e.ints([0, 0, 0, -1]))
     else:
         rotated = e("Concat", out_first, out_second, axis=3)
+    if head_size == rotary_dim:
+        return rotated
     passed = e.slice(work, [rotary_dim], [np.iinfo(np.int64).max], [3])
-    result = e("Concat", rotated, passed, axis=3)
-    return result
+    return e("Concat", rotated, passed, axis=3)

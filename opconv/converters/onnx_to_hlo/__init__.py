@@ -10,13 +10,15 @@ pipeline's, reused from :mod:`..onnx_to_openvino`):
 3. **ONNX shape inference** on the copy, then **constant folding**
    (:func:`opconv.converters.fold.fold_constants`): shape computations
    become constants, so Reshape targets, Slice bounds and Pad amounts are
-   static.
+   static; then the ai.onnx composites (Attention, RNN/GRU/LSTM,
+   RotaryEmbedding, the losses) become standard ops, as for OpenVINO
+   (:func:`opconv.converters.decompose.decompose_composites`).
 4. **Type completion**: a value whose type inference left open gets the type
    of the array opconv's ONNX executor computes for it on inputs of ones.
 5. **Rewrite** with the fusion rules (:mod:`.fusion`, first, so that they
    claim their nodes) and the per-family rules (:mod:`.elementwise`,
-   :mod:`.nn`, :mod:`.shape`, :mod:`.image`, :mod:`.loss`, :mod:`.attention`,
-   :mod:`.rnn`, :mod:`.control`, :mod:`.quantize`).  Each rule types every value
+   :mod:`.nn`, :mod:`.shape`, :mod:`.image`,
+   :mod:`.control`, :mod:`.quantize`).  Each rule types every value
    it creates.  Every node left unconverted is listed in one
    :class:`~opconv.errors.ConversionError`.
 
@@ -43,12 +45,12 @@ from .. import register
 from ..decompose import decompose_contrib
 from ..static_inputs import static_copy
 from ..rewrite import RuleSet, convert_graph
-from . import attention, control, elementwise, fusion, image, loss, nn, quantize, rnn, shape
+from . import control, elementwise, fusion, image, nn, quantize, shape
 from ._common import hlo
 
 # Every rule of the direction; fusions first (within one anchor op, list order is the priority).
-RULES = RuleSet(fusion.RULES + elementwise.RULES + nn.RULES + shape.RULES + image.RULES + loss.RULES
-                + attention.RULES + rnn.RULES + control.RULES + quantize.RULES)
+RULES = RuleSet(fusion.RULES + elementwise.RULES + nn.RULES + shape.RULES + image.RULES
+                + control.RULES + quantize.RULES)
 
 # The dialect's fused (vendor) ops, counted in the result's statistics.
 FUSED_OPS = ("ConvBias", "DotGeneralBias", "LayerNorm", "Gelu", "BatchNormInference", "GroupNorm", "InstanceNorm",

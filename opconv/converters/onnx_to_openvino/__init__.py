@@ -14,10 +14,12 @@ Steps of :func:`onnx_to_openvino`:
    the static input shapes, so rules that need a static shape (Flatten, Squeeze
    without axes) or a rank (Softmax, Concat with a negative axis) see them.
 4. **Constant folding** (:mod:`opconv.converters.fold`): shape computations over static shapes
-   become constants, so Reshape targets and axes computed at run time convert.
+   become constants, so Reshape targets and axes computed at run time convert; then the ai.onnx composites
+   (Attention, RNN/GRU/LSTM, RotaryEmbedding, the losses) become standard ops, as for HLO
+   (:func:`opconv.converters.decompose.decompose_composites`, inside ``static_copy``).
 5. **Rewrite** with the rule modules of this package (one per op family:
    :mod:`.elementwise`, :mod:`.nn`, :mod:`.shape`, :mod:`.movement`,
-   :mod:`.losses`, :mod:`.scatter`, ...) through
+   :mod:`.resize`, :mod:`.scatter`, ...) through
    :func:`~opconv.converters.rewrite.convert_graph`: every node that no rule
    converts is listed in one :class:`~opconv.errors.ConversionError`.
 6. **Port types**: IR v10 stores an element type and dims on every port.  They
@@ -50,7 +52,7 @@ from ..rewrite import Builder, RuleSet, convert_graph
 from ...dialects.openvino.io import ELEMENT_TYPES
 from ...dialects.openvino.ops import elementwise as ov_elementwise
 from . import (activations, attention, causal_conv, control_flow, cumulative, dequantize, einsum, elementwise,
-               deform_conv, grids, losses, movement, nn, quantize, resize, rnn, rotary, scatter, shape)
+               deform_conv, grids, movement, nn, quantize, resize, scatter, shape)
 from ..decompose import decompose_contrib
 from ..static_inputs import WEIGHTLESS_BYTES, static_copy
 from ._common import OPSET, ov
@@ -62,11 +64,11 @@ DIALECT = "openvino"
 
 
 # Every rule of the direction; within one anchor op, list order is the priority.
-RULES = RuleSet(elementwise.RULES + nn.RULES + shape.RULES + rnn.RULES + movement.RULES
-                + activations.RULES + attention.RULES + resize.RULES + losses.RULES
+RULES = RuleSet(elementwise.RULES + nn.RULES + shape.RULES + movement.RULES
+                + activations.RULES + attention.RULES + resize.RULES
                 + cumulative.RULES + grids.RULES + einsum.RULES + scatter.RULES
                 + dequantize.RULES + quantize.RULES + causal_conv.RULES + control_flow.RULES
-                + rotary.RULES + deform_conv.RULES)
+                + deform_conv.RULES)
 
 
 @register("onnx", "openvino")

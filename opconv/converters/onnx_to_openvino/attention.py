@@ -1,12 +1,7 @@
-"""ONNX attention operators decomposed into opset1 MatMul / SoftMax / Select.
+"""ONNX linear and flex attention decomposed into opset1 MatMul / SoftMax layers.
 
-Attention (opset 23-25) follows the operator's definition step by step: 3-D
-inputs split into heads, the past cache concatenated, K/V heads repeated for
-grouped-query attention, Q and K each scaled by sqrt(scale), optional softcap,
-the bias built from the mask, the padding keys of ``nonpad_kv_seqlen`` and the
-causal / sliding-window band (``lower <= i + offset - j <= upper``, constant
-unless the offset comes from ``nonpad_kv_seqlen``), a softmax whose rows that
-the bias masks completely are set to 0, and the product with V.
+(ai.onnx Attention itself is decomposed into standard ops before conversion, for every target:
+:mod:`opconv.converters.decompose.onnx_attention`.)
 
 LinearAttention (opset 27) unrolls its recurrence over the static time steps;
 FlexAttention (ai.onnx.preview) inlines its score_mod / prob_mod subgraphs, each converted with the
@@ -21,9 +16,6 @@ import math
 import numpy as np
 
 from ._common import OPSET, Refuse, Rule, attr, captures, const, dtype_of, i64, ov, pattern, static_shape
-
-MAX_OPTIONAL = 4  # attn_mask, past_key, past_value, nonpad_kv_seqlen
-
 
 def _bin(b, op, a, c):
     return ov(b, op, a, c, auto_broadcast="numpy")
@@ -44,160 +36,6 @@ def _repeat_heads(b, x, shape, times: int):
     grown = ov(b, "Reshape", x, i64(b, [batch, heads, 1, seq, size], "grow"), special_zero=False)
     wide = ov(b, "Broadcast", grown, i64(b, [batch, heads, times, seq, size], "wide"), mode="numpy")
     return ov(b, "Reshape", wide, i64(b, [batch, heads * times, seq, size], "merged"), special_zero=False)
-
-
-def _mask_bias(b, mask, dtype, kv_len: int):
-    """The additive bias of ``attn_mask`` (bool: 0 where attended, -inf elsewhere), padded to ``kv_len`` keys."""
-    shape = static_shape(mask)
-    if mask.dtype == "bool":
-        mask = ov(b, "Select", mask, const(b, 0, dtype, "zero"), const(b, -np.inf, dtype, "minus_inf"),
-                  auto_broadcast="numpy")
-    elif mask.dtype != np.dtype(dtype).name:
-        raise Refuse(f"attn_mask of {mask.dtype} with inputs of {np.dtype(dtype).name}")
-    missing = kv_len - shape[-1]
-    if missing < 0:
-        raise Refuse("attn_mask is longer than the keys")
-    if missing:
-        rank = len(shape)
-        mask = ov(b, "Pad", mask, i64(b, [0] * rank, "pads_begin"), i64(b, [0] * (rank - 1) + [missing], "pads_end"),
-                  const(b, -np.inf, dtype, "minus_inf"), pad_mode="constant")
-    return mask
-
-
-def _band_limits(node) -> tuple[int | None, int | None]:
-    """(lower, upper) bounds on ``i + offset - j`` from ``is_causal`` and the sliding window (None: unbounded)."""
-    left, right = int(attr(node, "left_window_size", -1)), int(attr(node, "right_window_size", -1))
-    lowers = ([0] if attr(node, "is_causal", 0) else []) + ([-right] if right >= 0 else [])
-    return (max(lowers) if lowers else None), (left if left >= 0 else None)
-
-
-def _band(b, lower, upper, q_len: int, kv_len: int, offset):
-    """Where query ``i`` may attend key ``j``: ``lower <= i + offset - j <= upper``.
-
-    ``offset`` (the count of valid keys before the query block) is an int, which
-    makes the band a constant bool array, or a (B, 1, 1, 1) float32 value from
-    ``nonpad_kv_seqlen``, which makes it a per-batch (B, 1, q, kv) boolean value.
-    """
-    distance = np.arange(q_len)[:, None] - np.arange(kv_len)[None, :]
-    if isinstance(offset, int):
-        allowed = np.ones(distance.shape, bool)
-        if lower is not None:
-            allowed &= distance + offset >= lower
-        if upper is not None:
-            allowed &= distance + offset <= upper
-        return allowed
-    diff = _bin(b, "Add", const(b, distance, np.float32, "distance"), offset)
-    allowed = None
-    if lower is not None:
-        allowed = _bin(b, "GreaterEqual", diff, const(b, lower, np.float32, "lower"))
-    if upper is not None:
-        below = _bin(b, "LessEqual", diff, const(b, upper, np.float32, "upper"))
-        allowed = below if allowed is None else _bin(b, "LogicalAnd", allowed, below)
-    return allowed
-
-
-def _as_bias(b, allowed, dtype):
-    """0 where ``allowed`` (a constant bool array or a boolean value), -inf elsewhere."""
-    if isinstance(allowed, np.ndarray):
-        return b.const(np.where(allowed, 0, -np.inf).astype(dtype), "position_bias")
-    return ov(b, "Select", allowed, const(b, 0, dtype, "zero"), const(b, -np.inf, dtype, "minus_inf"),
-              auto_broadcast="numpy")
-
-
-def _attention(b, m):
-    node = m.root
-    inputs = list(node.inputs) + [None] * 7
-    q, k, v, mask, past_key, past_value, kv_lengths = inputs[:7]
-    if (past_key is None) != (past_value is None):
-        raise Refuse("past_key and past_value must come together")
-    if kv_lengths is not None and past_key is not None:
-        raise Refuse("nonpad_kv_seqlen together with past_key / past_value")
-    dtype = dtype_of(q)
-    if q.dtype == "bfloat16":
-        raise Refuse("Attention on bfloat16, which IR v10 has no element type for")
-    if np.dtype(dtype) not in (np.float32, np.float16):
-        raise Refuse(f"Attention on {q.dtype} (the opset1 decomposition is checked on float32 and float16)")
-    precision = attr(node, "softmax_precision")
-    # float16 inputs with softmax_precision=1 get a float32 SoftMax; a double softmax of float32 scores, rounded
-    # back to float32 as the definition does, differs from a float32 one by a few ulps, so it runs in float32.
-    if not (precision in (None, 1) or (precision, np.dtype(dtype)) in ((10, np.float16), (11, np.float32))):
-        raise Refuse(f"softmax_precision={precision} on {q.dtype}")
-    q_shape, k_shape, v_shape = static_shape(q), static_shape(k), static_shape(v)
-    three_d = len(q_shape) == 3
-    if three_d:
-        q_heads, kv_heads = int(attr(node, "q_num_heads", 0)), int(attr(node, "kv_num_heads", 0))
-        q, q_shape = _heads(b, q, q_shape, q_heads)
-        k, k_shape = _heads(b, k, k_shape, kv_heads)
-        v, v_shape = _heads(b, v, v_shape, kv_heads)
-    elif len(q_shape) != 4:
-        raise Refuse(f"Attention inputs of rank {len(q_shape)}")
-    if past_key is not None:
-        pk, pv = static_shape(past_key), static_shape(past_value)
-        k = ov(b, "Concat", past_key, k, axis=2)
-        v = ov(b, "Concat", past_value, v, axis=2)
-        k_shape = k_shape[:2] + (k_shape[2] + pk[2],) + k_shape[3:]
-        v_shape = v_shape[:2] + (v_shape[2] + pv[2],) + v_shape[3:]
-    present_key, present_value = k, v
-    batch, heads, q_len, head_size = q_shape
-    kv_len = k_shape[2]
-    if heads != k_shape[1]:
-        if heads % k_shape[1] or k_shape[1] != v_shape[1]:
-            raise Refuse(f"{heads} query heads do not group over {k_shape[1]} key heads")
-        k = _repeat_heads(b, k, k_shape, heads // k_shape[1])
-        v = _repeat_heads(b, v, v_shape, heads // v_shape[1])
-
-    scale = attr(node, "scale")
-    root = const(b, math.sqrt(1 / math.sqrt(head_size) if scale is None else float(scale)), dtype, "sqrt_scale")
-    scores = ov(b, "MatMul", _bin(b, "Multiply", q, root),
-                _bin(b, "Multiply", ov(b, "Transpose", k, i64(b, [0, 1, 3, 2], "perm")), root),
-                transpose_a=False, transpose_b=False)
-    softcap = float(attr(node, "softcap", 0.0))
-    if softcap > 0:
-        cap = const(b, softcap, dtype, "softcap")
-        scores = _bin(b, "Multiply", ov(b, "Tanh", _bin(b, "Divide", scores, cap)), cap)
-
-    terms = [] if mask is None else [_mask_bias(b, mask, dtype, kv_len)]
-    offset = 0 if past_key is None else static_shape(past_key)[2]
-    if kv_lengths is not None:
-        lengths = ov(b, "Reshape", ov(b, "Convert", kv_lengths, destination_type="float32"),
-                     i64(b, [batch, 1, 1, 1], "per_batch"), special_zero=False)
-        keys = const(b, np.arange(kv_len), np.float32, "key_positions")
-        terms.append(_as_bias(b, _bin(b, "Less", keys, lengths), dtype))  # padding keys
-    lower, upper = _band_limits(node)
-    if lower is not None or upper is not None:
-        if kv_lengths is not None:
-            offset = _bin(b, "Subtract", lengths, const(b, q_len, np.float32, "q_len"))
-        terms.append(_as_bias(b, _band(b, lower, upper, q_len, kv_len, offset), dtype))
-    bias = None
-    for term in terms:
-        bias = term if bias is None else _bin(b, "Add", bias, term)
-    biased = scores if bias is None else _bin(b, "Add", scores, bias)
-    mode = int(attr(node, "qk_matmul_output_mode", 0))
-    qk_out = {0: scores, 1: scores, 2: biased}.get(mode)
-
-    if precision == 1 and np.dtype(dtype) != np.float32:
-        weights = ov(b, "Convert", ov(b, "SoftMax", ov(b, "Convert", biased, destination_type="float32"), axis=3),
-                     destination_type=np.dtype(dtype).name)
-    else:
-        weights = ov(b, "SoftMax", biased, axis=3)
-    if bias is not None:
-        # Rows the bias masks completely: SoftMax gives NaN there, the definition gives 0.
-        axis = i64(b, [-1], "last_axis")
-        hits = ov(b, "Convert", _bin(b, "Equal", bias, const(b, -np.inf, dtype, "minus_inf")),
-                  destination_type=np.dtype(dtype).name)
-        masked_row = _bin(b, "Equal", ov(b, "ReduceMin", hits, axis, keep_dims=True), const(b, 1, dtype, "one"))
-        weights = ov(b, "Select", masked_row, const(b, 0, dtype, "zero"), weights, auto_broadcast="numpy")
-    if mode == 3:
-        qk_out = weights
-    if qk_out is None:
-        raise Refuse(f"qk_matmul_output_mode={mode}")
-    y = ov(b, "MatMul", weights, v, transpose_a=False, transpose_b=False)
-    if three_d:
-        y = ov(b, "Reshape", ov(b, "Transpose", y, i64(b, [0, 2, 1, 3], "perm")), i64(b, [batch, q_len, -1], "merge"),
-               special_zero=False)
-    wanted = node.outputs + [None] * 4
-    return [y] + [value if wanted[i + 1] is not None else None
-                  for i, value in enumerate((present_key, present_value, qk_out))]
 
 
 # ---------------------------------------------------------------------------
@@ -402,7 +240,6 @@ def _optional_patterns(op: str, required: list[str], optional: int, outputs: int
     return rules
 
 
-RULES = (_optional_patterns("Attention", ["q", "k", "v"], MAX_OPTIONAL, 4, _attention)
-         + _optional_patterns("LinearAttention", ["q", "k", "v"], 3, 2, _linear_attention)
+RULES = (_optional_patterns("LinearAttention", ["q", "k", "v"], 3, 2, _linear_attention)
          + [Rule("FlexAttention-decomposed", pattern("FlexAttention", ["q", "k", "v"], _domain="ai.onnx.preview"),
                  _flex_attention)])

@@ -164,22 +164,9 @@ def mish_as_softplus_tanh(ctx, node):
 
 @downgrade("Gelu", 20)
 def gelu_as_erf_or_tanh(ctx, node):
-    x = node.inputs[0]
-    ctx.shape(x)  # completes x's type from inference
-    approximate = node.attr("approximate", "none")
-    if isinstance(approximate, bytes):
-        approximate = approximate.decode()
-    half = _like(ctx.op("Mul", x, _scalar(ctx, 0.5, x)), x)
-    if approximate == "tanh":
-        cube = _like(ctx.op("Mul", _like(ctx.op("Mul", x, x), x), x), x)
-        inner = _like(ctx.op("Add", x, _like(ctx.op("Mul", cube, _scalar(ctx, 0.044715, x)), x)), x)
-        core = _like(ctx.op("Tanh", _like(ctx.op("Mul", inner, _scalar(ctx, np.sqrt(2.0 / np.pi), x)), x)), x)
-    elif approximate == "none":
-        core = _like(ctx.op("Erf", _like(ctx.op("Div", x, _scalar(ctx, np.sqrt(2.0), x)), x)), x)
-    else:
-        raise Refuse(f"unknown approximate={approximate!r}")
-    one_plus = _like(ctx.op("Add", core, _scalar(ctx, 1.0, x)), x)
-    ctx.replace(node, [_like(ctx.op("Mul", half, one_plus), x)])
+    from ..decompose import replace_in_step
+    from ..decompose.activation import gelu_20
+    replace_in_step(ctx, node, gelu_20)  # the decomposition's formula: one copy of it
 
 
 @downgrade(("LessOrEqual", "GreaterOrEqual"), 12)

@@ -180,43 +180,32 @@ def dft_axis_to_attribute(ctx, node):
 
 # -- normalizations decomposed -------------------------------------------------------------------
 
-def _typed(v, dtype, shape):
-    v.type = TensorType(dtype, shape) if dtype is not None else None
-    return v
-
-
 @downgrade("LayerNormalization", 17)
 def layernorm_decomposed(ctx, node):
-    """(x - mean) / sqrt(var + epsilon) * scale + bias over the axes from ``axis`` to the last."""
-    x, scale = node.inputs[0], node.inputs[1]
-    bias = node.inputs[2] if len(node.inputs) > 2 else None
-    shape = ctx.shape(x)
-    if shape is None:
-        raise Refuse("the input rank is unknown")
-    rank = len(shape)
-    axis = int(node.attr("axis", -1))
-    axis = axis + rank if axis < 0 else axis
-    eps = float(node.attr("epsilon", 1e-5))
-    dtype = ctx.dtype(x) or "float32"
-    stash = "float32" if int(node.attr("stash_type", 1)) == 1 and dtype in ("float16", "bfloat16") else dtype
-    axes = list(range(axis, rank))
-    reduced = tuple(1 if i >= axis else d for i, d in enumerate(shape))
-    xs = ctx.cast(x, stash) if stash != dtype else x
-    mean = _typed(ctx.op("ReduceMean", xs, axes=axes, keepdims=1), stash, reduced)
-    d = _typed(ctx.op("Sub", xs, mean), stash, shape)
-    var = _typed(ctx.op("ReduceMean", _typed(ctx.op("Mul", d, d), stash, shape), axes=axes, keepdims=1),
-                 stash, reduced)
-    np_stash = element_type(stash).numpy
-    std = _typed(ctx.op("Sqrt", _typed(ctx.op("Add", var, ctx.const(np.array(eps, np_stash), "epsilon")),
-                                       stash, reduced)), stash, reduced)
-    inv = _typed(ctx.op("Reciprocal", std), stash, reduced)
-    y = _typed(ctx.op("Mul", d, inv), stash, shape)
-    if stash != dtype:
-        y = ctx.cast(y, dtype)
-    y = _typed(ctx.op("Mul", y, scale), dtype, shape)
-    if bias is not None:
-        y = _typed(ctx.op("Add", y, bias), dtype, shape)
-    ctx.replace(node, [y, mean, inv][:len(node.outputs)])
+    from ..decompose import replace_in_step
+    from ..decompose.norm import layer_normalization_17
+    replace_in_step(ctx, node, layer_normalization_17)  # the decomposition's formula: one copy of it
+
+
+@downgrade("RMSNormalization", 23)
+def rms_normalization_decomposed(ctx, node):
+    from ..decompose import replace_in_step
+    from ..decompose.norm import rms_normalization_23
+    replace_in_step(ctx, node, rms_normalization_23)  # the decomposition the converters use: one copy of it
+
+
+@downgrade("Attention", 23)
+def attention_decomposed(ctx, node):
+    from ..decompose import replace_in_step
+    from ..decompose.onnx_attention import attention_23
+    replace_in_step(ctx, node, attention_23)  # the decomposition the converters use: one copy of it
+
+
+@downgrade("RotaryEmbedding", 23)
+def rotary_embedding_decomposed(ctx, node):
+    from ..decompose import replace_in_step
+    from ..decompose.onnx_rotary import rotary_embedding_23
+    replace_in_step(ctx, node, rotary_embedding_23)  # the decomposition the converters use: one copy of it
 
 
 @downgrade("GroupNormalization", 18)
