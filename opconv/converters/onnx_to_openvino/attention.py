@@ -20,6 +20,7 @@ import math
 
 import numpy as np
 
+from .. import lowering
 from ._common import OPSET, Refuse, Rule, attr, captures, const, dtype_of, i64, ov, pattern, static_shape
 
 MAX_OPTIONAL = 4  # attn_mask, past_key, past_value, nonpad_kv_seqlen
@@ -406,3 +407,5 @@ RULES = (_optional_patterns("Attention", ["q", "k", "v"], MAX_OPTIONAL, 4, _atte
          + _optional_patterns("LinearAttention", ["q", "k", "v"], 3, 2, _linear_attention)
          + [Rule("FlexAttention-decomposed", pattern("FlexAttention", ["q", "k", "v"], _domain="ai.onnx.preview"),
                  _flex_attention)])
+
+lowering.add_rules("onnx", "openvino", RULES)  # pattern rules until the decompose-once pass replaces them

@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from .. import lowering
 from ._common import Refuse, Rule, attr, captures, const, dtype_of, i64, ov, static_shape
 from .nn import _log_softmax_along
 
@@ -143,3 +144,5 @@ RULES = [
     Rule("SoftmaxCrossEntropyLoss-weight-decomposed", _sce_pattern(["x", "target", "weight"]),
          _softmax_cross_entropy),
 ]
+
+lowering.add_rules("onnx", "openvino", RULES)  # pattern rules until the decompose-once pass replaces them

@@ -24,6 +24,7 @@ import numpy as np
 from ...kernels import rnn as K
 from ...ir import Attr
 from ...types import TensorType, element_type
+from .. import lowering
 from ._common import (Refuse, Rule, _schema_attrs, attr, const, constant_value, dtype_of, i64, ov,
                       static_shape)
 
@@ -292,3 +293,5 @@ def _pattern(kind: str, n_outputs: int):
 # Any of the many optional inputs may be omitted: the replacement reads the node's inputs.
 RULES = [Rule(f"{kind.lower()}-unrolled", _pattern(kind, 3 if kind == "LSTM" else 2), _recurrent)
          for kind in ("LSTM", "GRU", "RNN")]
+
+lowering.add_rules("onnx", "openvino", RULES)  # pattern rules until the decompose-once pass replaces them

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import lowering
 from ._common import Refuse, Rule, attr, dtype_of, i64, ov, pattern, static_shape
 
 
@@ -107,3 +108,5 @@ RULES = [
     Rule("RotaryEmbedding-decomposed", pattern("RotaryEmbedding", ["x", "cos", "sin", "ids"]), _rotary_embedding),
     Rule("RotaryEmbedding-cached-decomposed", pattern("RotaryEmbedding", ["x", "cos", "sin"]), _rotary_embedding),
 ]
+
+lowering.add_rules("onnx", "openvino", RULES)  # pattern rules until the decompose-once pass replaces them
