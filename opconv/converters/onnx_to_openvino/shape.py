@@ -59,14 +59,16 @@ def _concat(b, m):
     return ov(b, "Concat", *inputs, axis=axis)
 
 
-@lower("onnx", "openvino", "Squeeze", inputs=1, names=("x",))
-def _squeeze_1(b, m):
-    return _squeeze(b, m, attr(m.root, "axes"))
+@lower("onnx", "openvino", ("Squeeze", "Unsqueeze"), inputs=1, names=("x",))
+def _axes_attribute(b, m):
+    """Squeeze/Unsqueeze before opset 13: the axes attribute."""
+    return _AXES_OPS[m.root.op](b, m, attr(m.root, "axes"))
 
 
-@lower("onnx", "openvino", "Squeeze", since=13, inputs=(1, 2), names=("x", "axes"))
-def _squeeze_13(b, m):
-    return _squeeze(b, m, axes_input(m, "axes"))
+@lower("onnx", "openvino", ("Squeeze", "Unsqueeze"), since=13, inputs=(1, 2), names=("x", "axes"))
+def _axes_input(b, m):
+    """Squeeze/Unsqueeze from opset 13: the axes input."""
+    return _AXES_OPS[m.root.op](b, m, axes_input(m, "axes"))
 
 
 def _squeeze(b, m, axes):
@@ -77,22 +79,15 @@ def _squeeze(b, m, axes):
     return ov(b, "Squeeze", m["x"], i64(b, sorted(int(a) % rank for a in axes), "axes"))
 
 
-@lower("onnx", "openvino", "Unsqueeze", inputs=1, names=("x",))
-def _unsqueeze_1(b, m):
-    return _unsqueeze(b, m, attr(m.root, "axes"))
-
-
-@lower("onnx", "openvino", "Unsqueeze", since=13, inputs=(1, 2), names=("x", "axes"))
-def _unsqueeze_13(b, m):
-    return _unsqueeze(b, m, axes_input(m, "axes"))
-
-
 def _unsqueeze(b, m, axes):
     rank = rank_of(m["x"])
     if not axes:
         raise Refuse("Unsqueeze needs axes")
     rank_after = rank + len(axes)
     return ov(b, "Unsqueeze", m["x"], i64(b, sorted(int(a) % rank_after for a in axes), "axes"))
+
+
+_AXES_OPS = {"Squeeze": _squeeze, "Unsqueeze": _unsqueeze}
 
 
 @lower("onnx", "openvino", "Identity", inputs=1, names=("x",))
