@@ -34,17 +34,18 @@ def _expand(b, m):
 
 @lower("onnx", "openvino", "Slice", inputs=1, names=("x",))
 def _slice_1(b, m):
-    node = m.root
-    return _slice(b, m, list(attr(node, "starts", [])), list(attr(node, "ends", [])), attr(node, "axes"), None)
+    node, shape = m.root, static_shape(m["x"])
+    return _slice(b, m, shape, list(attr(node, "starts", [])), list(attr(node, "ends", [])), attr(node, "axes"), None)
 
 
 @lower("onnx", "openvino", "Slice", since=10, inputs=(3, 4, 5), names=("x", "starts", "ends", "axes", "steps"))
 def _slice_10(b, m):
-    return _slice(b, m, axes_input(m, "starts"), axes_input(m, "ends"), axes_input(m, "axes"), axes_input(m, "steps"))
-
-
-def _slice(b, m, starts: list, ends: list, axes: list | None, steps: list | None):
     shape = static_shape(m["x"])
+    return _slice(b, m, shape, axes_input(m, "starts"), axes_input(m, "ends"), axes_input(m, "axes"),
+                  axes_input(m, "steps"))
+
+
+def _slice(b, m, shape: tuple[int, ...], starts: list, ends: list, axes: list | None, steps: list | None):
     rank = len(shape)
     axes = list(range(len(starts))) if axes is None else [int(a) % rank for a in axes]
     steps = [1] * len(starts) if steps is None else steps
