@@ -55,8 +55,9 @@ def i64(b: Builder, values, name: str = "const") -> Value:
     return b.const(np.asarray(values, dtype=np.int64).reshape(-1), name)
 
 
-def axes_input(m: Match, name: str) -> list[int] | None:
-    """The constant axes (or steps ...) given as input ``name``, as a list; None when the node omits it."""
+def constant_list(m: Match, name: str) -> list | None:
+    """The constant input ``name`` (axes, pads, starts ...) as a flat list; None when the node omits it; refuses
+    one computed at run time."""
     return None if m[name] is None else const_input(m, name, name).reshape(-1).tolist()
 
 
@@ -123,6 +124,6 @@ def variadic_rule(name: str, op: str, replacement, arities) -> Rule:
     return Rule(name, pattern(op, [], _any_inputs=True), replacement, check=takes_inputs)
 
 
-__all__ = ["OPSET", "ov", "const", "i64", "variadic_inputs", "axes_input", "attr", "rank_of", "static_shape", "const_input", "dtype_of",
-           "captures", "pattern", "rules_for_arities", "variadic_rule", "constant_value", "Refuse", "Rule", "Match",
-           "Builder"]
+__all__ = ["OPSET", "ov", "const", "i64", "variadic_inputs", "constant_list", "attr", "rank_of", "static_shape",
+           "const_input", "dtype_of", "captures", "pattern", "rules_for_arities", "variadic_rule", "constant_value",
+           "Refuse", "Rule", "Match", "Builder"]

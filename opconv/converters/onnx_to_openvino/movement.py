@@ -13,7 +13,7 @@ import numpy as np
 from ... import budget
 from ...types import from_onnx_code
 from ..lowering import lower
-from ._common import (Refuse, attr, axes_input, const, const_input, constant_value, dtype_of, i64, ov, rank_of,
+from ._common import (Refuse, attr, const, const_input, constant_list, constant_value, dtype_of, i64, ov, rank_of,
                       static_shape)
 
 
@@ -41,8 +41,8 @@ def _slice_1(b, m):
 @lower("onnx", "openvino", "Slice", since=10, inputs=(3, 4, 5), names=("x", "starts", "ends", "axes", "steps"))
 def _slice_10(b, m):
     shape = static_shape(m["x"])
-    return _slice(b, m, shape, axes_input(m, "starts"), axes_input(m, "ends"), axes_input(m, "axes"),
-                  axes_input(m, "steps"))
+    return _slice(b, m, shape, constant_list(m, "starts"), constant_list(m, "ends"), constant_list(m, "axes"),
+                  constant_list(m, "steps"))
 
 
 def _slice(b, m, shape: tuple[int, ...], starts: list, ends: list, axes: list | None, steps: list | None):
@@ -146,29 +146,41 @@ def _split(b, m):
 PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "edge"}
 
 
-@lower("onnx", "openvino", "Pad", inputs=range(1, 5))
-def _pad(b, m):
-    node = m.root
-    x = node.inputs[0]
-    rank = rank_of(x)
+@lower("onnx", "openvino", "Pad", inputs=1, names=("x",))
+def _pad_1(b, m):
+    """Pads and value from the attributes."""
+    node, x = m.root, m["x"]
+    rank, mode = rank_of(x), _pad_mode(node)
+    pads = list(attr(node, "pads", attr(node, "paddings", [])))
+    return _pad(b, m, mode, pads, const(b, float(attr(node, "value", 0.0)), dtype_of(x), "pad_value"),
+                list(range(rank)))
+
+
+@lower("onnx", "openvino", "Pad", since=11, inputs=range(2, 5), names=("x", "pads", "value", "axes"))
+def _pad_11(b, m):
+    """Pads, value and (from opset 18) axes from the inputs."""
+    x, value = m["x"], m["value"]
+    rank, mode = rank_of(x), _pad_mode(m.root)
+    pads = constant_list(m, "pads")
+    axes = list(range(rank)) if m["axes"] is None else [int(a) % rank for a in constant_list(m, "axes")]
+    if value is not None and value.shape is not None and len(value.shape) == 1:
+        value = ov(b, "Squeeze", value, i64(b, [0], "axes"))
+    if value is None:
+        value = const(b, 0, dtype_of(x), "pad_value")
+    return _pad(b, m, mode, pads, value, axes)
+
+
+def _pad_mode(node) -> str:
     mode = attr(node, "mode", "constant")
     mode = mode.decode() if isinstance(mode, bytes) else mode
     if mode not in PAD_MODES:
         raise Refuse(f"Pad mode {mode!r} has no opset1 equivalent")
-    if (node.version or 11) < 11:
-        pads = list(attr(node, "pads", attr(node, "paddings", [])))
-        value = const(b, float(attr(node, "value", 0.0)), dtype_of(x), "pad_value")
-        axes = list(range(rank))
-    else:
-        inputs = list(node.inputs) + [None] * 4
-        pads = _const_operand(inputs[1], "pads").reshape(-1).tolist()
-        axes = list(range(rank)) if inputs[3] is None else \
-            [int(a) % rank for a in _const_operand(inputs[3], "axes").reshape(-1)]
-        value = inputs[2]
-        if value is not None and value.shape is not None and len(value.shape) == 1:
-            value = ov(b, "Squeeze", value, i64(b, [0], "axes"))
-        if value is None:
-            value = const(b, 0, dtype_of(x), "pad_value")
+    return mode
+
+
+def _pad(b, m, mode: str, pads: list, value, axes: list[int]):
+    x = m["x"]
+    rank = rank_of(x)
     if len(pads) != 2 * len(axes):
         raise Refuse(f"{len(pads)} pads for {len(axes)} axes")
     begin, end = [0] * rank, [0] * rank
@@ -193,13 +205,6 @@ def _pad_border(shape, begin, end) -> np.ndarray:
     border[tuple(slice(max(lo, 0), max(lo, 0) + n + min(lo, 0) + min(hi, 0))
                  for n, lo, hi in zip(shape, begin, end))] = False
     return border
-
-
-def _const_operand(value, what: str) -> np.ndarray:
-    data = constant_value(value)
-    if data is None:
-        raise Refuse(f"{what} ({value.name!r}) must be a constant")
-    return np.asarray(data)
 
 
 @lower("onnx", "openvino", "Tile", inputs=2, names=("x", "repeats"))

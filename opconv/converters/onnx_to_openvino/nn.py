@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..lowering import lower
-from ._common import Refuse, attr, axes_input, const, const_input, dtype_of, i64, ov, rank_of, static_shape
+from ._common import Refuse, attr, const, const_input, constant_list, dtype_of, i64, ov, rank_of, static_shape
 
 # ONNX auto_pad -> opset1 auto_pad ("NOTSET" means the explicit `pads`).
 AUTO_PAD = {"NOTSET": "explicit", "SAME_UPPER": "same_upper", "SAME_LOWER": "same_lower", "VALID": "valid"}
@@ -117,16 +117,24 @@ def _transposed_pads(node, window: dict, sizes, kernel, output_shape) -> None:
     window.update(pads_begin=begin, pads_end=end, auto_pad="explicit", output_padding=padding)
 
 
-@lower("onnx", "openvino", "TopK", inputs=(1, 2), names=("x", "k"))
-def _top_k(b, m):
+@lower("onnx", "openvino", "TopK", inputs=1, names=("x",))
+def _top_k_1(b, m):
+    return _top_k(b, m, lambda: int(attr(m.root, "k")))
+
+
+@lower("onnx", "openvino", "TopK", since=10, inputs=2, names=("x", "k"))
+def _top_k_10(b, m):
+    return _top_k(b, m, lambda: int(const_input(m, "k", "k").reshape(-1)[0]))
+
+
+def _top_k(b, m, read_k):
+    """TopK of ``read_k()`` elements (read once the data's shape is known: the attribute, or from opset 10 the
+    constant input)."""
     x = m["x"]
     shape = static_shape(x)
     node = m.root
     axis = int(attr(node, "axis", -1)) % len(shape)
-    if (node.version or 11) < 10:
-        k = int(attr(node, "k"))
-    else:
-        k = int(const_input(m, "k", "k").reshape(-1)[0])
+    k = read_k()
     if not 0 < k <= shape[axis]:
         raise Refuse(f"k={k} for a dim of {shape[axis]}")
     if not attr(node, "sorted", 1):
@@ -648,7 +656,7 @@ def _reduce_1(b, m):
        names=("x", "axes"))
 def _reduce_axes_input(b, m):
     """The axes input (ReduceSum's from opset 13, the other reductions' from 18)."""
-    return _reduce(b, m, axes_input(m, "axes"))
+    return _reduce(b, m, constant_list(m, "axes"))
 
 
 def _reduce(b, m, axes):

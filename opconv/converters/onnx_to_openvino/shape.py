@@ -7,7 +7,7 @@ import numpy as np
 from ...ir import Tensor
 from ...types import from_onnx_code
 from ..lowering import lower
-from ._common import Refuse, attr, axes_input, const_input, i64, ov, rank_of, static_shape, variadic_inputs
+from ._common import Refuse, attr, const_input, constant_list, i64, ov, rank_of, static_shape, variadic_inputs
 
 
 @lower("onnx", "openvino", "Reshape", inputs=1, names=("x",))
@@ -68,7 +68,7 @@ def _axes_attribute(b, m):
 @lower("onnx", "openvino", ("Squeeze", "Unsqueeze"), since=13, inputs=(1, 2), names=("x", "axes"))
 def _axes_input(b, m):
     """Squeeze/Unsqueeze from opset 13: the axes input."""
-    return _AXES_OPS[m.root.op](b, m, axes_input(m, "axes"))
+    return _AXES_OPS[m.root.op](b, m, constant_list(m, "axes"))
 
 
 def _squeeze(b, m, axes):
