@@ -81,3 +81,26 @@ def test_one_registration_per_op_and_version():
     assert lowering.find(SRC, DST, "Neg", 7).fn is _neg_6
     assert lowering.find_exact(SRC, DST, "Neg", 6).fn is _neg_6
     assert lowering.find(SRC, DST, "Neg", 0) is None
+
+
+@lowering.lower(SRC, DST, "Pair", inputs=1)
+def _pair_first_only(b, m):
+    return b.op("First", m.root.inputs[0])
+
+
+def _pair_graph(second_used: bool):
+    g = Graph("g")
+    x = g.add_input("x", F32)
+    first, second = Value("first", F32), Value("second", F32)
+    g.add_node(Node("Pair", [x], [first, second], domain="", version=1))
+    g.outputs = [first, second] if second_used else [first]
+    return g
+
+
+def test_a_translator_may_leave_out_unused_trailing_outputs():
+    g = _pair_graph(second_used=False)
+    convert_graph(g, lowering.rule_set(SRC, DST), "dst", 1)
+    assert _ops(g) == ["First"]
+    g = _pair_graph(second_used=True)
+    with pytest.raises(ConversionError, match="output 'second' of .* is used, and Pair-1 does not compute it"):
+        convert_graph(g, lowering.rule_set(SRC, DST), "dst", 1)

@@ -231,7 +231,7 @@ def test_if_whose_condition_is_constant_once_shapes_are_fixed(tmp_path, rows):
 def test_if_whose_branches_differ_in_shape_is_refused_saying_where():
     with pytest.raises(ConversionError) as caught:
         opconv.convert(opconv.load(_if_model(else_output=("ReduceSum", [1, 1]))), to="openvino")
-    assert ("node 'choose' (If): If-to-inlined branches: branch output 0 has shape [2, 3] in then_branch ('t') and "
+    assert ("node 'choose' (If): onnx->openvino:If: branch output 0 has shape [2, 3] in then_branch ('t') and "
             "[1, 1] in else_branch ('e')") in str(caught.value)
 
 

@@ -37,8 +37,8 @@ import pkgutil
 from typing import Any, Callable, Iterable, Sequence
 
 from ..errors import GraphError
-from ..ir import Graph, Node
-from .rewrite import Builder, Check, Match, Pattern, Rule, RuleSet, same_domain
+from ..ir import Graph, Node, Value
+from .rewrite import Builder, Check, Match, Pattern, Refuse, Rule, RuleSet, same_domain
 
 Route = tuple[str, str]
 
@@ -202,11 +202,11 @@ def discover(package: str) -> None:
 class _OpAnchor(Pattern):
     """The one-node "pattern" of a dispatching rule: any node of ``domain::op``, any inputs, all outputs."""
 
-    def __init__(self, op: str, domain: str):  # noqa: no pattern function to build
-        self.name = op
-        self.root = None
-        self.nodes = []
-        self.captures = []
+    def __init__(self, op: str, domain: str):
+        def anchor(p):  # one node with any inputs: what the registries' readers (docs/coverage.md) see
+            return p.node(op, _domain=domain, _any_inputs=True)
+        anchor.__name__ = op
+        super().__init__(anchor)
         self.op = op
         self.domain = domain
 
@@ -257,7 +257,21 @@ class DispatchRule(Rule):
     def _replace(self, b: Builder, m: Match):
         t = self.translator(m.root)
         assert t is not None  # _check ran first
-        return self.call(t, b, m)
+        return _fit_outputs(m, t, self.call(t, b, m))
+
+
+def _fit_outputs(m: Match, t: Translator, result) -> list:
+    """The translator's values, one per output of the node: values past the node's outputs (optional outputs
+    it omits) are dropped; outputs the translator gives no value for must be unused, and go with the node."""
+    values = [result] if isinstance(result, Value) or result is None else list(result)
+    outputs = m.root.outputs
+    if len(values) >= len(outputs):
+        return values[:len(outputs)]
+    graph_outputs = {id(v) for v in m.graph.outputs}
+    for old in outputs[len(values):]:
+        if old is not None and (old.uses or id(old) in graph_outputs):
+            raise Refuse(f"output {old.name!r} of {m.root.label} is used, and {t.label} does not compute it")
+    return values + list(outputs[len(values):])  # unused: removed with the node, nothing replaces them
 
 
 def call_with_match(t: Translator, b: Builder, m: Match):

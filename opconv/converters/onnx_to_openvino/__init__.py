@@ -17,11 +17,22 @@ Steps of :func:`onnx_to_openvino`:
    become constants, so Reshape targets and axes computed at run time convert; then the ai.onnx composites
    (Attention, RNN/GRU/LSTM, RotaryEmbedding, the losses) become standard ops, as for HLO
    (:func:`opconv.converters.decompose.decompose_composites`, inside ``static_copy``).
-5. **Rewrite** with the rule modules of this package (one per op family:
-   :mod:`.elementwise`, :mod:`.nn`, :mod:`.shape`, :mod:`.movement`,
-   :mod:`.resize`, :mod:`.scatter`, ...) through
-   :func:`~opconv.converters.rewrite.convert_graph`: every node that no rule
-   converts is listed in one :class:`~opconv.errors.ConversionError`.
+5. **Rewrite** with the translators of this package's modules (one per op
+   family: :mod:`.elementwise`, :mod:`.nn`, :mod:`.shape`, :mod:`.movement`,
+   :mod:`.scatter`, ...), each registered beside its code with
+   ``@lower("onnx", "openvino", op, since=V, inputs=..., names=...)``:
+   :func:`~opconv.converters.lowering.discover` imports every module of the
+   package (no list to keep), and a node is translated by the registration of
+   its op with the highest ``since`` not above its version.  A translator is
+   called as ``fn(builder, match)``: ``match.root`` is the ONNX node and
+   ``match["x"]`` its input named ``x`` by position (None when omitted); it
+   returns the opset1 values of the node's outputs (the node's unused trailing
+   outputs may be left out) or raises ``Refuse(reason)``.  The module
+   :mod:`.attention` (LinearAttention, FlexAttention: only OpenVINO needs
+   them) still adds pattern rules (``lowering.add_rules``).  Through
+   :func:`~opconv.converters.rewrite.convert_graph`, every node left
+   unconverted is listed in one :class:`~opconv.errors.ConversionError` with
+   the reason.
 6. **Port types**: IR v10 stores an element type and dims on every port.  They
    are computed by running opconv's own opset1 executor once on inputs of ones
    with the static input shapes and recording every value's array type.  This
@@ -48,11 +59,10 @@ from ...errors import ConversionError
 from ...ir import Model, Tensor, Value
 from ...types import TensorType, element_type, from_numpy
 from .. import register
-from ..rewrite import Builder, RuleSet, convert_graph
+from .. import lowering
+from ..rewrite import Builder, convert_graph
 from ...dialects.openvino.io import ELEMENT_TYPES
 from ...dialects.openvino.ops import elementwise as ov_elementwise
-from . import (activations, attention, causal_conv, control_flow, cumulative, dequantize, einsum, elementwise,
-               deform_conv, grids, movement, nn, quantize, resize, scatter, shape)
 from ..decompose import decompose_contrib
 from ..static_inputs import WEIGHTLESS_BYTES, static_copy
 from ._common import OPSET, ov
@@ -63,12 +73,9 @@ IR_ELEMENT_TYPES = frozenset(ELEMENT_TYPES.values())
 DIALECT = "openvino"
 
 
-# Every rule of the direction; within one anchor op, list order is the priority.
-RULES = RuleSet(elementwise.RULES + nn.RULES + shape.RULES + movement.RULES
-                + activations.RULES + attention.RULES + resize.RULES
-                + cumulative.RULES + grids.RULES + einsum.RULES + scatter.RULES
-                + dequantize.RULES + quantize.RULES + causal_conv.RULES + control_flow.RULES
-                + deform_conv.RULES)
+# Every module of the package registers its translators; the rule set dispatches each node by op and version.
+lowering.discover(__name__)
+RULES = lowering.rule_set("onnx", "openvino")
 
 
 @register("onnx", "openvino")

@@ -1,6 +1,6 @@
-"""Helpers shared by the ONNX -> OpenVINO opset1 rule modules.
+"""Helpers shared by the ONNX -> OpenVINO opset1 translators.
 
-Rules build opset1 nodes with :func:`ov`, which types every attribute from the
+Translators build opset1 nodes with :func:`ov`, which types every attribute from the
 OpenVINO schema (the IR writer encodes attributes by their schema type, so an
 untyped ``True`` would be written as an int).  Attribute names may be given in
 their Python-safe spelling (``exclude_pad`` for ``exclude-pad``).
@@ -55,6 +55,25 @@ def i64(b: Builder, values, name: str = "const") -> Value:
     return b.const(np.asarray(values, dtype=np.int64).reshape(-1), name)
 
 
+def constant_list(m: Match, name: str) -> list | None:
+    """The constant input ``name`` (axes, pads, starts ...) as a flat list; None when the node omits it; refuses
+    one computed at run time."""
+    return None if m[name] is None else const_input(m, name, name).reshape(-1).tolist()
+
+
+def variadic_inputs(m: Match) -> list[Value]:
+    """The inputs of a variadic op's node (trailing omitted ones dropped); refuses one omitted before the last."""
+    inputs = list(m.root.inputs)
+    while inputs and inputs[-1] is None:
+        inputs.pop()
+    if any(v is None for v in inputs):
+        raise Refuse(f"{m.root.label} omits an input before its last")
+    return inputs
+
+
+# The pattern helpers below multiplied one-node rules by arity; the translators of this package no longer use
+# them (onnx_to_hlo still does).
+
 def captures(fn: Callable, names: list[str]) -> Callable:
     """Name the captures of a ``(op, *inputs)`` pattern function.
 
@@ -105,6 +124,6 @@ def variadic_rule(name: str, op: str, replacement, arities) -> Rule:
     return Rule(name, pattern(op, [], _any_inputs=True), replacement, check=takes_inputs)
 
 
-__all__ = ["OPSET", "ov", "const", "i64", "attr", "rank_of", "static_shape", "const_input", "dtype_of",
-           "captures", "pattern", "rules_for_arities", "variadic_rule", "constant_value", "Refuse", "Rule", "Match",
-           "Builder"]
+__all__ = ["OPSET", "ov", "const", "i64", "variadic_inputs", "constant_list", "attr", "rank_of", "static_shape",
+           "const_input", "dtype_of", "captures", "pattern", "rules_for_arities", "variadic_rule", "constant_value",
+           "Refuse", "Rule", "Match", "Builder"]

@@ -11,7 +11,8 @@ import math
 
 import numpy as np
 
-from ._common import Refuse, Rule, attr, const, dtype_of, ov, pattern, variadic_rule
+from ..lowering import lower
+from ._common import Refuse, attr, const, dtype_of, ov
 
 
 def _float_input(m, name: str = "x"):
@@ -36,20 +37,24 @@ def _softplus_of(b, x):
     return _bin(b, "Add", positive, tail)
 
 
+@lower("onnx", "openvino", "Softplus", inputs=1, names=("x",))
 def _softplus(b, m):
     return _softplus_of(b, _float_input(m))
 
 
+@lower("onnx", "openvino", "Softsign", inputs=1, names=("x",))
 def _softsign(b, m):
     x = _float_input(m)
     return _bin(b, "Divide", x, _bin(b, "Add", _c(b, x, 1, "one"), ov(b, "Abs", x)))
 
 
+@lower("onnx", "openvino", "Mish", inputs=1, names=("x",))
 def _mish(b, m):
     x = _float_input(m)
     return _bin(b, "Multiply", x, ov(b, "Tanh", _softplus_of(b, x)))
 
 
+@lower("onnx", "openvino", "Gelu", inputs=1, names=("x",))
 def _gelu(b, m):
     x = _float_input(m)
     approximate = attr(m.root, "approximate", "none")
@@ -72,22 +77,26 @@ def _hard_sigmoid_of(b, x, alpha: float, beta: float):
     return ov(b, "HardSigmoid", x, _c(b, x, alpha, "alpha"), _c(b, x, beta, "beta"))
 
 
+@lower("onnx", "openvino", "HardSigmoid", inputs=1, names=("x",))
 def _hard_sigmoid(b, m):
     x = _float_input(m)
     return _hard_sigmoid_of(b, x, float(attr(m.root, "alpha", 0.2)), float(attr(m.root, "beta", 0.5)))
 
 
+@lower("onnx", "openvino", "HardSwish", inputs=1, names=("x",))
 def _hard_swish(b, m):
     x = _float_input(m)
     return _bin(b, "Multiply", x, _hard_sigmoid_of(b, x, 1 / 6, 0.5))
 
 
+@lower("onnx", "openvino", "Selu", inputs=1, names=("x",))
 def _selu(b, m):
     x = _float_input(m)
     return ov(b, "Selu", x, _c(b, x, float(attr(m.root, "alpha", 1.67326319217681884765625)), "alpha"),
               _c(b, x, float(attr(m.root, "gamma", 1.05070102214813232421875)), "lambda"))
 
 
+@lower("onnx", "openvino", "Celu", inputs=1, names=("x",))
 def _celu(b, m):
     x = _float_input(m)
     alpha = float(attr(m.root, "alpha", 1.0))
@@ -96,12 +105,14 @@ def _celu(b, m):
     return _bin(b, "Add", _bin(b, "Maximum", x, _c(b, x, 0, "zero")), negative)
 
 
+@lower("onnx", "openvino", "ThresholdedRelu", inputs=1, names=("x",))
 def _thresholded_relu(b, m):
     x = _float_input(m)
     above = _bin(b, "Greater", x, _c(b, x, float(attr(m.root, "alpha", 1.0)), "alpha"))
     return ov(b, "Select", above, x, _c(b, x, 0, "zero"), auto_broadcast="numpy")
 
 
+@lower("onnx", "openvino", "Shrink", inputs=1, names=("x",))
 def _shrink(b, m):
     x = m["x"]
     lambd, bias = float(attr(m.root, "lambd", 0.5)), float(attr(m.root, "bias", 0.0))
@@ -114,6 +125,7 @@ def _shrink(b, m):
               _bin(b, "Subtract", x, _c(b, x, bias, "bias")), low, auto_broadcast="numpy")
 
 
+@lower("onnx", "openvino", "Swish", inputs=1, names=("x",))
 def _swish(b, m):
     x = _float_input(m)
     alpha = float(attr(m.root, "alpha", 1.0))
@@ -121,22 +133,26 @@ def _swish(b, m):
     return _bin(b, "Multiply", x, ov(b, "Sigmoid", scaled))
 
 
+@lower("onnx", "openvino", "SwiGLU", inputs=2, names=("x", "value"))
 def _swiglu(b, m):
     """Swish(a) * b: the gate's Swish with the node's alpha, times the value input."""
     return _bin(b, "Multiply", _swish(b, m), m["value"])
 
 
+@lower("onnx", "openvino", "PRelu", inputs=2, names=("x", "slope"))
 def _prelu(b, m):
     x, slope = m["x"], m["slope"]
     zero = _c(b, x, 0, "zero")
     return ov(b, "Select", _bin(b, "Less", x, zero), _bin(b, "Multiply", x, slope), x, auto_broadcast="numpy")
 
 
+@lower("onnx", "openvino", "IsNaN", inputs=1, names=("x",))
 def _is_nan(b, m):
     x = _float_input(m)
     return _bin(b, "NotEqual", x, x)
 
 
+@lower("onnx", "openvino", "IsInf", inputs=1, names=("x",))
 def _is_inf(b, m):
     x = _float_input(m)
     positive, negative = attr(m.root, "detect_positive", 1), attr(m.root, "detect_negative", 1)
@@ -150,6 +166,7 @@ def _is_inf(b, m):
     return tests[0] if len(tests) == 1 else _bin(b, "LogicalOr", *tests)
 
 
+@lower("onnx", "openvino", "Round", inputs=1, names=("x",))
 def _round(b, m):
     x = _float_input(m)
     return round_half_even(b, x, dtype_of(x))
@@ -168,6 +185,7 @@ def round_half_even(b, x, dtype):
               auto_broadcast="numpy")
 
 
+@lower("onnx", "openvino", "Asinh", inputs=1, names=("x",))
 def _asinh(b, m):
     x = _float_input(m)
     root = ov(b, "Sqrt", _bin(b, "Add", _bin(b, "Multiply", x, x), _c(b, x, 1, "one")))
@@ -176,72 +194,16 @@ def _asinh(b, m):
     return _bin(b, "Multiply", ov(b, "Sign", x), magnitude)
 
 
+@lower("onnx", "openvino", "Acosh", inputs=1, names=("x",))
 def _acosh(b, m):
     x = _float_input(m)
     root = ov(b, "Sqrt", _bin(b, "Subtract", _bin(b, "Multiply", x, x), _c(b, x, 1, "one")))
     return ov(b, "Log", _bin(b, "Add", x, root))
 
 
+@lower("onnx", "openvino", "Atanh", inputs=1, names=("x",))
 def _atanh(b, m):
     x = _float_input(m)
     one = _c(b, x, 1, "one")
     ratio = _bin(b, "Divide", _bin(b, "Add", one, x), _bin(b, "Subtract", one, x))
     return _bin(b, "Multiply", ov(b, "Log", ratio), _c(b, x, 0.5, "half"))
-
-
-# ---------------------------------------------------------------------------
-# Variadic Sum / Max / Min / Mean: a chain of binary ops
-# ---------------------------------------------------------------------------
-
-VARIADIC = {"Sum": "Add", "Max": "Maximum", "Min": "Minimum", "Mean": "Add"}
-
-
-def _variadic(ov_op: str):
-    def replace(b, m):
-        inputs = [v for v in m.root.inputs if v is not None]
-        kinds = {v.dtype for v in inputs}
-        if len(kinds) != 1 or None in kinds:
-            raise Refuse(f"inputs have different or unknown element types ({sorted(map(str, kinds))})")
-        if len(inputs) == 1 and m.root.op != "Mean":
-            return ov(b, "Convert", inputs[0], destination_type=inputs[0].dtype)
-        total = inputs[0]
-        for v in inputs[1:]:
-            total = _bin(b, ov_op, total, v)
-        if m.root.op == "Mean":
-            if np.dtype(dtype_of(inputs[0])).kind != "f":
-                raise Refuse("Mean of integers")
-            total = _bin(b, "Divide", total, _c(b, inputs[0], len(inputs), "count"))
-        return total
-    return replace
-
-
-def _rules():
-    rules = [
-        Rule("Softplus-decomposed", pattern("Softplus", ["x"]), _softplus),
-        Rule("Softsign-decomposed", pattern("Softsign", ["x"]), _softsign),
-        Rule("Mish-decomposed", pattern("Mish", ["x"]), _mish),
-        Rule("Gelu-decomposed", pattern("Gelu", ["x"]), _gelu),
-        Rule("HardSigmoid-to-HardSigmoid", pattern("HardSigmoid", ["x"]), _hard_sigmoid),
-        Rule("HardSwish-to-HardSigmoid", pattern("HardSwish", ["x"]), _hard_swish),
-        Rule("Selu-to-Selu", pattern("Selu", ["x"]), _selu),
-        Rule("Celu-decomposed", pattern("Celu", ["x"]), _celu),
-        Rule("ThresholdedRelu-to-Select", pattern("ThresholdedRelu", ["x"]), _thresholded_relu),
-        Rule("Shrink-to-Select", pattern("Shrink", ["x"]), _shrink),
-        Rule("Swish-decomposed", pattern("Swish", ["x"]), _swish),
-        Rule("SwiGLU-decomposed", pattern("SwiGLU", ["x", "value"]), _swiglu),
-        Rule("PRelu-to-Select", pattern("PRelu", ["x", "slope"]), _prelu),
-        Rule("IsNaN-to-NotEqual", pattern("IsNaN", ["x"]), _is_nan),
-        Rule("IsInf-to-Equal", pattern("IsInf", ["x"]), _is_inf),
-        Rule("Round-decomposed", pattern("Round", ["x"]), _round),
-        Rule("Asinh-decomposed", pattern("Asinh", ["x"]), _asinh),
-        Rule("Acosh-decomposed", pattern("Acosh", ["x"]), _acosh),
-        Rule("Atanh-decomposed", pattern("Atanh", ["x"]), _atanh),
-    ]
-    for onnx_op, ov_op in VARIADIC.items():
-        # Two-input Max/Min are the element-wise rules' (ONNX opset >= 8 broadcasts them).
-        arities = range(1, 17) if onnx_op in ("Sum", "Mean") else [1] + list(range(3, 17))
-        rules.append(variadic_rule(f"{onnx_op}-chained", onnx_op, _variadic(ov_op), arities))
-    return rules
-
-
-RULES = _rules()

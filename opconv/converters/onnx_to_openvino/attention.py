@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from .. import lowering
 from ._common import OPSET, Refuse, Rule, attr, captures, const, dtype_of, i64, ov, pattern, static_shape
 
 def _bin(b, op, a, c):
@@ -243,3 +244,5 @@ def _optional_patterns(op: str, required: list[str], optional: int, outputs: int
 RULES = (_optional_patterns("LinearAttention", ["q", "k", "v"], 3, 2, _linear_attention)
          + [Rule("FlexAttention-decomposed", pattern("FlexAttention", ["q", "k", "v"], _domain="ai.onnx.preview"),
                  _flex_attention)])
+
+lowering.add_rules("onnx", "openvino", RULES)  # pattern rules until the decompose-once pass replaces them

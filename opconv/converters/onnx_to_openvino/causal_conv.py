@@ -8,15 +8,15 @@ last ``k - 1`` time steps of the padded sequence as the next state.
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 
-from ._common import Refuse, Rule, attr, captures, const, dtype_of, i64, ov, static_shape
+from ..lowering import lower
+from ._common import Refuse, attr, const, dtype_of, i64, ov, static_shape
 
 ACTIVATIONS = ("none", "silu", "swish")  # swish is the same function as silu here (beta = 1)
 
 
+@lower("onnx", "openvino", "CausalConvWithState", inputs=(2, 3, 4), names=("x", "w", "bias", "past"))
 def _causal_conv(b, m):
     node = m.root
     x, weight, bias, past = (list(node.inputs) + [None] * 4)[:4]
@@ -35,7 +35,7 @@ def _causal_conv(b, m):
         past = const(b, np.zeros((batch, channels, k - 1)), dtype, "zero_state")
     padded = ov(b, "Concat", past, x, axis=2)
 
-    data = m.constant("w") if "w" in m.values else None
+    data = m.constant("w")
     grouped = b.const(np.asarray(data).reshape(channels, 1, 1, k), f"{weight.name}/grouped") if data is not None \
         else ov(b, "Reshape", weight, i64(b, [channels, 1, 1, k], "grouped_shape"), special_zero=False)
     y = ov(b, "GroupConvolution", padded, grouped, strides=[1], pads_begin=[0], pads_end=[0], dilations=[1],
@@ -50,26 +50,3 @@ def _causal_conv(b, m):
                i64(b, [batch, channels, length + k - 1], "end"), i64(b, [1, 1, 1], "stride"),
                begin_mask=[0, 0, 0], end_mask=[0, 0, 0], new_axis_mask=[], shrink_axis_mask=[], ellipsis_mask=[])
     return [y, state]
-
-
-def _patterns() -> list[Rule]:
-    """One pattern per arrangement of the optional bias and past_state (given or omitted)."""
-    rules = []
-    for given in itertools.product((True, False), repeat=2):
-        names = ["x", "w"] + [name for name, g in zip(("bias", "past"), given) if g]
-
-        def fn(op, *captured, _given=given):
-            rest = iter(captured[2:])
-            values = list(captured[:2]) + [next(rest) if g else None for g in _given]
-            while values[-1] is None:
-                values.pop()  # trailing omitted inputs are not inputs
-            return op.node("CausalConvWithState", *values, _outputs=2)
-
-        fn = captures(fn, names)
-        fn.__name__ = "CausalConvWithState"
-        suffix = "".join("1" if g else "0" for g in given)
-        rules.append(Rule(f"CausalConvWithState-decomposed-{suffix}", fn, _causal_conv))
-    return rules
-
-
-RULES = _patterns()

@@ -8,7 +8,7 @@ branches (see :func:`if_branches`).  The rest of this docstring is about the
 TensorIterator.
 
 The rewrite engine converts a node's body before the node, so the body these
-rules see is already opset1; they turn it into a TensorIterator body in place
+translators see is already opset1; they turn it into a TensorIterator body in place
 (the converter works on a copy of the model).  A TensorIterator body reads
 only its own Parameters, so:
 
@@ -47,10 +47,9 @@ from ...errors import ExecutionError
 from ...ir import Graph, Model, Value, outer_references
 from ...types import TensorType, element_type, from_numpy
 from ..rewrite import Builder, Match, branch_outputs_differ, same_domain
-from ._common import OPSET, Refuse, Rule, attr, constant_value, dtype_of, ov, static_shape
+from ..lowering import lower
+from ._common import OPSET, Refuse, attr, constant_value, dtype_of, ov, static_shape
 
-#: the most outputs a Scan or Loop may have (the rule's pattern claims this many)
-MAX_OUTPUTS = 32
 #: the longest static trip count converted: the iteration numbers are a constant of this many int64
 MAX_TRIP_COUNT = 1 << 20
 
@@ -140,7 +139,7 @@ class _Body:
         value = self.value_of(k)
         param = self.params[back_to]
         if tuple(static_shape(value)) != tuple(body_shape) or value.dtype != param.dtype:
-            # Refused after the body was changed: no other rule converts the node, so the conversion fails.
+            # Refused after the body was changed: no other translator converts the node, so the conversion fails.
             raise Refuse(f"body output {self.old_outputs[k].name!r} is {value.type}, its input "
                          f"{param.dtype}{list(body_shape)}: a carried value must keep its type and shape")
         if tuple(body_shape) != tuple(shape):
@@ -245,6 +244,7 @@ def _with_unit(shape, axis: int) -> tuple:
 # Scan
 # ---------------------------------------------------------------------------
 
+@lower("onnx", "openvino", "Scan")
 def scan(b: Builder, m: Match):
     node = m.root
     version = node.version or 1
@@ -322,6 +322,7 @@ def _check_sequence_lens(lens: Value | None, inputs: list, node) -> None:
 # Loop
 # ---------------------------------------------------------------------------
 
+@lower("onnx", "openvino", "Loop")
 def loop(b: Builder, m: Match):
     node = m.root
     inputs = list(node.inputs) + [None] * (2 - len(node.inputs))
@@ -411,6 +412,7 @@ def _check_condition_kept(body: Graph) -> None:
 # If
 # ---------------------------------------------------------------------------
 
+@lower("onnx", "openvino", "If")
 def if_branches(b: Builder, m: Match):
     """If -> the branch a constant condition takes, inlined; else both branches and a Select per output.
 
@@ -457,28 +459,3 @@ def _require_opset1(name: str, branch: Graph) -> None:
     left = [n.label for n in branch.walk() if not (same_domain(n.domain, OPSET) and n.version == 1)]
     if left:
         raise Refuse(f"its {name} keeps {len(left)} node(s) outside opset1 ({', '.join(left[:3])})")
-
-
-# ---------------------------------------------------------------------------
-# Rules
-# ---------------------------------------------------------------------------
-
-def _at_most_max_outputs(m: Match) -> str | None:
-    count = len(m.root.outputs)
-    return None if count <= MAX_OUTPUTS else f"it has {count} outputs, more than the {MAX_OUTPUTS} converted"
-
-
-def _rule(op: str, replacement) -> Rule:
-    """One rule for every output count: the pattern claims MAX_OUTPUTS outputs, those the node lacks are None."""
-    def pattern(p):
-        return p.node(op, _any_inputs=True, _outputs=MAX_OUTPUTS)
-    pattern.__name__ = op
-
-    def replace(b: Builder, m: Match):
-        outputs = replacement(b, m)
-        return outputs + [None] * (MAX_OUTPUTS - len(outputs))
-    target = "inlined branches" if op == "If" else "TensorIterator"
-    return Rule(f"{op}-to-{target}", pattern, replace, check=_at_most_max_outputs)
-
-
-RULES = [_rule("Scan", scan), _rule("Loop", loop), _rule("If", if_branches)]

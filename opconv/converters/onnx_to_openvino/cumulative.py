@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import Refuse, Rule, attr, const_input, dtype_of, i64, ov, pattern, static_shape
+from ..lowering import lower
+from ._common import Refuse, attr, const_input, dtype_of, i64, ov, static_shape
 
 
 def _shifted(b, x, shape, dtype, axis: int, step: int, identity, toward_end: bool):
@@ -31,28 +32,26 @@ def _shifted(b, x, shape, dtype, axis: int, step: int, identity, toward_end: boo
     return ov(b, "Concat", *parts, axis=axis)
 
 
-def _scan(combine: str, identity):
-    def replace(b, m):
-        x = m["x"]
-        shape = static_shape(x)
-        dtype = dtype_of(x)
-        if not shape:
-            raise Refuse("a scalar has no axis to accumulate along")
-        axis = int(np.asarray(const_input(m, "axis", "the axis")).reshape(())) % len(shape)
-        reverse = bool(attr(m.root, "reverse", 0))
-        y = x
-        if attr(m.root, "exclusive", 0):
-            y = _shifted(b, y, shape, dtype, axis, 1, identity, not reverse) if shape[axis] > 1 else \
-                b.const(np.full(shape, identity, dtype), "scan_identity")
-        step = 1
-        while step < shape[axis]:
-            y = ov(b, combine, y, _shifted(b, y, shape, dtype, axis, step, identity, not reverse), auto_broadcast="numpy")
-            step *= 2
-        return y
-    return replace
+#: op -> (the opset1 op that combines two elements, its identity)
+SCANS = {"CumSum": ("Add", 0), "CumProd": ("Multiply", 1)}
 
 
-RULES = [
-    Rule("CumSum-log-step-scan", pattern("CumSum", ["x", "axis"]), _scan("Add", 0)),
-    Rule("CumProd-log-step-scan", pattern("CumProd", ["x", "axis"]), _scan("Multiply", 1)),
-]
+@lower("onnx", "openvino", tuple(SCANS), inputs=2, names=("x", "axis"))
+def _scan(b, m):
+    combine, identity = SCANS[m.root.op]
+    x = m["x"]
+    shape = static_shape(x)
+    dtype = dtype_of(x)
+    if not shape:
+        raise Refuse("a scalar has no axis to accumulate along")
+    axis = int(np.asarray(const_input(m, "axis", "the axis")).reshape(())) % len(shape)
+    reverse = bool(attr(m.root, "reverse", 0))
+    y = x
+    if attr(m.root, "exclusive", 0):
+        y = _shifted(b, y, shape, dtype, axis, 1, identity, not reverse) if shape[axis] > 1 else \
+            b.const(np.full(shape, identity, dtype), "scan_identity")
+    step = 1
+    while step < shape[axis]:
+        y = ov(b, combine, y, _shifted(b, y, shape, dtype, axis, step, identity, not reverse), auto_broadcast="numpy")
+        step *= 2
+    return y

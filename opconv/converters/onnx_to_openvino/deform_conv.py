@@ -31,7 +31,8 @@ import math
 
 import numpy as np
 
-from ._common import Refuse, Rule, attr, const, dtype_of, i64, ov, static_shape
+from ..lowering import lower
+from ._common import Refuse, attr, const, dtype_of, i64, ov, static_shape
 
 
 def _output_size(size: int, kernel: int, stride: int, dilation: int, begin: int, end: int) -> int:
@@ -107,6 +108,7 @@ def _modulated(b, m, padded, geometry):
     return ov(b, "GroupConvolution", stacked, w_grouped, **window)
 
 
+@lower("onnx", "openvino", "DeformConv", inputs=(3, 4, 5), names=("x", "w", "offset", "bias", "mask"))
 def _deform_conv(b, m):
     node = m.root
     x, w, offset = m["x"], m["w"], m["offset"]
@@ -154,14 +156,3 @@ def _deform_conv(b, m):
     if bias is None:
         return y
     return ov(b, "Add", y, _reshape(b, bias, [1, out_channels, 1, 1], "bias_shape"), auto_broadcast="numpy")
-
-
-RULES = [
-    Rule("DeformConv-to-DeformableConvolution", lambda op, x, w, offset: op.DeformConv(x, w, offset),
-         _deform_conv),
-    Rule("DeformConv-bias-to-DeformableConvolution",
-         lambda op, x, w, offset, bias: op.DeformConv(x, w, offset, bias), _deform_conv),
-    Rule("DeformConv-mask-per-tap", lambda op, x, w, offset, mask: op.DeformConv(x, w, offset, None, mask), _deform_conv),
-    Rule("DeformConv-bias-mask-per-tap", lambda op, x, w, offset, bias, mask: op.DeformConv(x, w, offset, bias, mask),
-         _deform_conv),
-]

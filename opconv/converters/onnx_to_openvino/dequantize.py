@@ -7,7 +7,8 @@ QuantizeLinear is in :mod:`.quantize`: its rounding must not trust OpenVINO's di
 from __future__ import annotations
 
 from ...types import from_onnx_code
-from ._common import Refuse, Rule, attr, dtype_of, i64, ov, pattern, rank_of, static_shape
+from ..lowering import lower
+from ._common import Refuse, attr, dtype_of, i64, ov, rank_of, static_shape
 
 INTEGER_INPUTS = {"uint8", "int8", "uint16", "int16", "int32"}
 
@@ -38,6 +39,7 @@ def _axis_and_block(m) -> tuple[int, int]:
     return int(attr(m.root, "axis", 1)) % max(rank, 1), int(attr(m.root, "block_size", 0))
 
 
+@lower("onnx", "openvino", "DequantizeLinear", inputs=(2, 3), names=("x", "scale", "zero_point"))
 def _dequantize(b, m):
     x, scale = m["x"], m["scale"]
     if x.dtype not in INTEGER_INPUTS:
@@ -52,10 +54,3 @@ def _dequantize(b, m):
         y = ov(b, "Subtract", y, ov(b, "Convert", _spread(b, zero_point, x, axis, block),
                                     destination_type=scale.dtype), auto_broadcast="numpy")
     return ov(b, "Multiply", y, _spread(b, scale, x, axis, block), auto_broadcast="numpy")
-
-
-RULES = [
-    Rule("DequantizeLinear-decomposed", pattern("DequantizeLinear", ["x", "scale"]), _dequantize),
-    Rule("DequantizeLinear-zero-point-decomposed", pattern("DequantizeLinear", ["x", "scale", "zero_point"]),
-         _dequantize),
-]

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import Refuse, Rule, attr, i64, ov, pattern, static_shape
+from ..lowering import lower
+from ._common import Refuse, attr, i64, ov, static_shape
 
 
 def _parse(equation: str, ranks: list[int]) -> tuple[list[str], str]:
@@ -64,6 +65,7 @@ def _reshape(b, x, shape: list[int]):
     return ov(b, "Reshape", x, i64(b, shape, "shape"), special_zero=False)
 
 
+@lower("onnx", "openvino", "Einsum", inputs=(1, 2))
 def _einsum(b, m):
     operands = list(m.root.inputs)
     shapes = [static_shape(v) for v in operands]
@@ -97,9 +99,3 @@ def _einsum(b, m):
         return ov(b, "Squeeze", product, i64(b, [0, 1, 2], "axes"))
     product = _reshape(b, product, [dims[x] for x in labels])
     return _transpose(b, product, labels, out)
-
-
-RULES = [
-    Rule("Einsum-1-to-ReduceSum-Transpose", pattern("Einsum", ["x0"]), _einsum),
-    Rule("Einsum-2-to-MatMul", pattern("Einsum", ["x0", "x1"]), _einsum),
-]

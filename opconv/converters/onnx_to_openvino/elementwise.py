@@ -1,14 +1,15 @@
 """Element-wise ONNX ops: arithmetic (numpy broadcasting), unary math and activations.
 
-One-to-one maps are tables (ONNX op -> opset1 op) turned into rules in a loop,
-so each line states one mapping.
+One-to-one maps are tables (ONNX op -> opset1 op), each line stating one mapping; one translator serves every
+op of a table and reads the opset1 op from it.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ._common import Refuse, Rule, attr, const, dtype_of, ov, pattern
+from ..lowering import lower
+from ._common import Refuse, attr, const, dtype_of, ov, variadic_inputs
 
 # ONNX binary ops with numpy broadcasting (opset 7 on; earlier versions used the `broadcast` attribute).
 BINARY = {
@@ -17,8 +18,6 @@ BINARY = {
     "Mul": "Multiply",
     "Div": "Divide",
     "Pow": "Power",
-    "Max": "Maximum",
-    "Min": "Minimum",
     "Equal": "Equal",
     "Less": "Less",
     "Greater": "Greater",
@@ -54,18 +53,20 @@ UNARY = {
 }
 
 
-def _binary(ov_op: str):
-    def replace(b, m):
-        a, c = m["a"], m["b"]
-        if a.dtype is not None and c.dtype is not None and a.dtype != c.dtype:
-            if ov_op == "Power":
-                return _mixed_power(b, a, c)
-            raise Refuse(f"inputs have different element types ({a.dtype}, {c.dtype})")
-        extra = {}
-        if ov_op == "Divide" and a.dtype is not None and np.dtype(dtype_of(a)).kind in "iu":
-            extra["m_pythondiv"] = False  # ONNX integer Div truncates toward zero, like C
-        return ov(b, ov_op, a, c, auto_broadcast="numpy", **extra)
-    return replace
+@lower("onnx", "openvino", tuple(BINARY), since=7, inputs=2, names=("a", "b"))
+def _binary(b, m):
+    return _binary_op(b, BINARY[m.root.op], m["a"], m["b"])
+
+
+def _binary_op(b, ov_op: str, a, c):
+    if a.dtype is not None and c.dtype is not None and a.dtype != c.dtype:
+        if ov_op == "Power":
+            return _mixed_power(b, a, c)
+        raise Refuse(f"inputs have different element types ({a.dtype}, {c.dtype})")
+    extra = {}
+    if ov_op == "Divide" and a.dtype is not None and np.dtype(dtype_of(a)).kind in "iu":
+        extra["m_pythondiv"] = False  # ONNX integer Div truncates toward zero, like C
+    return ov(b, ov_op, a, c, auto_broadcast="numpy", **extra)
 
 
 def _mixed_power(b, base, exponent):
@@ -79,20 +80,24 @@ def _mixed_power(b, base, exponent):
     return ov(b, "Convert", wide, destination_type=base.dtype)
 
 
-def _unary(ov_op: str):
-    return lambda b, m: ov(b, ov_op, m["x"])
+@lower("onnx", "openvino", tuple(UNARY), inputs=1, names=("x",))
+def _unary(b, m):
+    return ov(b, UNARY[m.root.op], m["x"])
 
 
+@lower("onnx", "openvino", "LeakyRelu", inputs=1, names=("x",))
 def _leaky_relu(b, m):
     x = m["x"]
     slope = const(b, [attr(m.root, "alpha", 0.01)], dtype_of(x), "slope")
     return ov(b, "PReLU", x, slope)
 
 
+@lower("onnx", "openvino", "Elu", inputs=1, names=("x",))
 def _elu(b, m):
     return ov(b, "Elu", m["x"], alpha=float(attr(m.root, "alpha", 1.0)))
 
 
+@lower("onnx", "openvino", "Reciprocal", inputs=1, names=("x",))
 def _reciprocal(b, m):
     x = m["x"]
     if np.dtype(dtype_of(x)).kind != "f":
@@ -100,18 +105,28 @@ def _reciprocal(b, m):
     return ov(b, "Divide", const(b, 1, dtype_of(x), "one"), x, auto_broadcast="numpy")
 
 
+@lower("onnx", "openvino", "Where", inputs=3, names=("cond", "a", "b"))
 def _where(b, m):
     return ov(b, "Select", m["cond"], m["a"], m["b"], auto_broadcast="numpy")
 
 
-def _clip(b, m):
-    """Clamp when the bounds are known (attributes before opset 11, constant inputs from 11); a bound computed
-    at run time becomes Maximum / Minimum."""
-    x = m["x"]
+def _limits(x):
     dtype = dtype_of(x)
-    info = np.finfo(dtype) if np.dtype(dtype).kind == "f" else np.iinfo(dtype)
-    if m.root.version is not None and m.root.version < 11:
-        return ov(b, "Clamp", x, min=float(attr(m.root, "min", info.min)), max=float(attr(m.root, "max", info.max)))
+    return np.finfo(dtype) if np.dtype(dtype).kind == "f" else np.iinfo(dtype)
+
+
+@lower("onnx", "openvino", "Clip", inputs=1, names=("x",))
+def _clip_1(b, m):
+    """Clamp between the ``min`` and ``max`` attributes (the type's limits when omitted)."""
+    x, info = m["x"], _limits(m["x"])
+    return ov(b, "Clamp", x, min=float(attr(m.root, "min", info.min)), max=float(attr(m.root, "max", info.max)))
+
+
+@lower("onnx", "openvino", "Clip", since=11, inputs=(1, 2, 3), names=("x", "lo", "hi"))
+def _clip_11(b, m):
+    """Clamp when the bounds are constant inputs (or omitted); a bound computed at run time becomes Maximum /
+    Minimum."""
+    x, info = m["x"], _limits(m["x"])
     bounds, dynamic = [], []
     for i, name, default in ((1, "lo", info.min), (2, "hi", info.max)):
         v = m.root.inputs[i] if len(m.root.inputs) > i else None
@@ -127,6 +142,7 @@ def _clip(b, m):
     return y
 
 
+@lower("onnx", "openvino", "Mod", inputs=2, names=("a", "b"))
 def _mod(b, m):
     a, c = m["a"], m["b"]
     if a.dtype != c.dtype:
@@ -152,6 +168,7 @@ def _mod(b, m):
     return ov(b, "Mod" if attr(m.root, "fmod", 0) else "FloorMod", a, c, auto_broadcast="numpy")
 
 
+@lower("onnx", "openvino", "BitwiseNot", inputs=1, names=("x",))
 def _bitwise_not(b, m):
     """~x without bit operations: -x - 1 in two's complement, max - x for unsigned integers."""
     x = m["x"]
@@ -163,6 +180,7 @@ def _bitwise_not(b, m):
     return ov(b, "Subtract", ov(b, "Negative", x), const(b, 1, dtype, "one"), auto_broadcast="numpy")
 
 
+@lower("onnx", "openvino", "BitShift", inputs=2, names=("a", "b"))
 def _bit_shift(b, m):
     """x * 2**y or floor(x / 2**y) for unsigned x; the power is exact in float32 up to 2**31."""
     x, y = m["a"], m["b"]
@@ -229,28 +247,26 @@ def _signed_bit_shift(b, m, x, y, kind: np.dtype):
     return result if bits == 32 else ov(b, "Convert", result, destination_type=x.dtype)
 
 
-def _rules():
-    rules = []
-    for onnx_op, ov_op in BINARY.items():
-        rules.append(Rule(f"{onnx_op}-to-{ov_op}",
-                          pattern(onnx_op, ["a", "b"], _version=lambda v: v is None or v >= 7),
-                          _binary(ov_op)))
-    for onnx_op, ov_op in UNARY.items():
-        rules.append(Rule(f"{onnx_op}-to-{ov_op}", pattern(onnx_op, ["x"]), _unary(ov_op)))
-    rules += [
-        Rule("LeakyRelu-to-PReLU", lambda op, x: op.LeakyRelu(x), _leaky_relu),
-        Rule("Reciprocal-to-Divide", pattern("Reciprocal", ["x"]), _reciprocal),
-        Rule("Where-to-Select", pattern("Where", ["cond", "a", "b"]), _where),
-        Rule("Mod-to-FloorMod", pattern("Mod", ["a", "b"]), _mod),
-        Rule("BitShift-decomposed", pattern("BitShift", ["a", "b"]), _bit_shift),
-        Rule("BitwiseNot-decomposed", pattern("BitwiseNot", ["x"]), _bitwise_not),
-        Rule("Elu-to-Elu", lambda op, x: op.Elu(x), _elu),
-        Rule("Clip-to-Clamp", lambda op, x: op.Clip(x), _clip),
-        Rule("Clip-min-to-Clamp", lambda op, x, lo: op.Clip(x, lo), _clip),
-        Rule("Clip-max-to-Clamp", lambda op, x, hi: op.Clip(x, None, hi), _clip),
-        Rule("Clip-min-max-to-Clamp", lambda op, x, lo, hi: op.Clip(x, lo, hi), _clip),
-    ]
-    return rules
+# Sum / Max / Min / Mean of any number of inputs: a chain of binary ops.
+VARIADIC = {"Sum": "Add", "Max": "Maximum", "Min": "Minimum", "Mean": "Add"}
 
 
-RULES = _rules()
+@lower("onnx", "openvino", tuple(VARIADIC), inputs=range(1, 17))
+def _variadic(b, m):
+    inputs = variadic_inputs(m)
+    ov_op = VARIADIC[m.root.op]
+    if len(inputs) == 2 and m.root.op in ("Max", "Min"):
+        return _binary_op(b, ov_op, *inputs)
+    kinds = {v.dtype for v in inputs}
+    if len(kinds) != 1 or None in kinds:
+        raise Refuse(f"inputs have different or unknown element types ({sorted(map(str, kinds))})")
+    if len(inputs) == 1 and m.root.op != "Mean":
+        return ov(b, "Convert", inputs[0], destination_type=inputs[0].dtype)
+    total = inputs[0]
+    for v in inputs[1:]:
+        total = ov(b, ov_op, total, v, auto_broadcast="numpy")
+    if m.root.op == "Mean":
+        if np.dtype(dtype_of(inputs[0])).kind != "f":
+            raise Refuse("Mean of integers")
+        total = ov(b, "Divide", total, const(b, len(inputs), dtype_of(inputs[0]), "count"), auto_broadcast="numpy")
+    return total

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import Refuse, Rule, attr, const_input, dtype_of, i64, ov, pattern, static_shape
+from ..lowering import lower
+from ._common import Refuse, attr, const_input, dtype_of, i64, ov, static_shape
 
 
 def _positions(n: int, align_corners: bool) -> np.ndarray:
@@ -19,6 +20,7 @@ def _positions(n: int, align_corners: bool) -> np.ndarray:
     return (2.0 * i + 1.0) / n - 1.0
 
 
+@lower("onnx", "openvino", "AffineGrid", inputs=2, names=("theta", "size"))
 def _affine_grid(b, m):
     theta = m["theta"]
     batch, k, k1 = static_shape(theta)
@@ -33,6 +35,3 @@ def _affine_grid(b, m):
     base = b.const(homogeneous[None].astype(dtype_of(theta)), "positions")
     grid = ov(b, "MatMul", base, theta, transpose_a=False, transpose_b=True)
     return ov(b, "Reshape", grid, i64(b, [batch, *spatial, k], "grid_shape"), special_zero=False)
-
-
-RULES = [Rule("AffineGrid-to-MatMul", pattern("AffineGrid", ["theta", "size"]), _affine_grid)]

@@ -1,7 +1,7 @@
 """Data-movement ONNX ops: Expand, Slice, Gather, Split, Pad, CenterCropPad, Tile, Shape, EyeLike,
 ReverseSequence, depth/space shuffles, Trilu.
 
-opset1 wants static shapes, so every rule here reads its input's shape
+opset1 wants static shapes, so every translator here reads its input's shape
 (known after the converter's shape inference) and states the output's
 geometry with constants.
 """
@@ -12,12 +12,12 @@ import numpy as np
 
 from ... import budget
 from ...types import from_onnx_code
-from ._common import (Refuse, Rule, attr, captures, const, const_input, constant_value, dtype_of, i64, ov, pattern,
-                      rank_of, variadic_rule, static_shape)
+from ..lowering import lower
+from ._common import (Refuse, attr, const, const_input, constant_list, constant_value, dtype_of, i64, ov, rank_of,
+                      static_shape)
 
-MAX_SPLIT_OUTPUTS = 16
 
-
+@lower("onnx", "openvino", "Expand", inputs=2, names=("x", "shape"))
 def _expand(b, m):
     shape = static_shape(m["x"])
     target = [int(d) for d in const_input(m, "shape", "the target shape").reshape(-1)]
@@ -32,21 +32,21 @@ def _expand(b, m):
 # Slice -> StridedSlice
 # ---------------------------------------------------------------------------
 
-def _slice_operands(m) -> tuple[list, list, list | None, list | None]:
-    node = m.root
-    if (node.version or 13) < 10:
-        return list(attr(node, "starts", [])), list(attr(node, "ends", [])), attr(node, "axes"), None
-    starts = const_input(m, "starts", "starts").reshape(-1).tolist()
-    ends = const_input(m, "ends", "ends").reshape(-1).tolist()
-    axes = None if m.values.get("axes") is None else const_input(m, "axes", "axes").reshape(-1).tolist()
-    steps = None if m.values.get("steps") is None else const_input(m, "steps", "steps").reshape(-1).tolist()
-    return starts, ends, axes, steps
+@lower("onnx", "openvino", "Slice", inputs=1, names=("x",))
+def _slice_1(b, m):
+    node, shape = m.root, static_shape(m["x"])
+    return _slice(b, m, shape, list(attr(node, "starts", [])), list(attr(node, "ends", [])), attr(node, "axes"), None)
 
 
-def _slice(b, m):
+@lower("onnx", "openvino", "Slice", since=10, inputs=(3, 4, 5), names=("x", "starts", "ends", "axes", "steps"))
+def _slice_10(b, m):
     shape = static_shape(m["x"])
+    return _slice(b, m, shape, constant_list(m, "starts"), constant_list(m, "ends"), constant_list(m, "axes"),
+                  constant_list(m, "steps"))
+
+
+def _slice(b, m, shape: tuple[int, ...], starts: list, ends: list, axes: list | None, steps: list | None):
     rank = len(shape)
-    starts, ends, axes, steps = _slice_operands(m)
     axes = list(range(len(starts))) if axes is None else [int(a) % rank for a in axes]
     steps = [1] * len(starts) if steps is None else steps
     if len(set(axes)) != len(axes):
@@ -86,6 +86,7 @@ def _non_negative_indices(b, m, dim: int):
     return ov(b, "Select", negative, wrapped, indices, auto_broadcast="numpy")
 
 
+@lower("onnx", "openvino", "Gather", inputs=2, names=("x", "indices"))
 def _gather(b, m):
     shape = static_shape(m["x"])
     axis = int(attr(m.root, "axis", 0)) % len(shape)
@@ -122,6 +123,7 @@ def _split_lengths(m, dim: int, count: int) -> list[int]:
     return lengths
 
 
+@lower("onnx", "openvino", "Split", inputs=(1, 2), names=("x", "split"))
 def _split(b, m):
     shape = static_shape(m["x"])
     axis = int(attr(m.root, "axis", 0)) % len(shape)
@@ -134,13 +136,7 @@ def _split(b, m):
     for i, n in enumerate(lengths):
         if not n:
             outputs[i] = None  # unread and empty: no value replaces it
-    return [next(parts) if n else None for n in lengths] + [None] * (MAX_SPLIT_OUTPUTS - len(lengths))
-
-
-def _split_pattern(names):
-    fn = captures(lambda p, *xs: p.node("Split", *xs, _outputs=MAX_SPLIT_OUTPUTS), names)
-    fn.__name__ = "Split"
-    return fn
+    return [next(parts) if n else None for n in lengths]
 
 
 # ---------------------------------------------------------------------------
@@ -150,28 +146,41 @@ def _split_pattern(names):
 PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "edge"}
 
 
-def _pad(b, m):
-    node = m.root
-    x = node.inputs[0]
-    rank = rank_of(x)
+@lower("onnx", "openvino", "Pad", inputs=1, names=("x",))
+def _pad_1(b, m):
+    """Pads and value from the attributes."""
+    node, x = m.root, m["x"]
+    rank, mode = rank_of(x), _pad_mode(node)
+    pads = list(attr(node, "pads", attr(node, "paddings", [])))
+    return _pad(b, m, mode, pads, const(b, float(attr(node, "value", 0.0)), dtype_of(x), "pad_value"),
+                list(range(rank)))
+
+
+@lower("onnx", "openvino", "Pad", since=11, inputs=range(2, 5), names=("x", "pads", "value", "axes"))
+def _pad_11(b, m):
+    """Pads, value and (from opset 18) axes from the inputs."""
+    x, value = m["x"], m["value"]
+    rank, mode = rank_of(x), _pad_mode(m.root)
+    pads = constant_list(m, "pads")
+    axes = list(range(rank)) if m["axes"] is None else [int(a) % rank for a in constant_list(m, "axes")]
+    if value is not None and value.shape is not None and len(value.shape) == 1:
+        value = ov(b, "Squeeze", value, i64(b, [0], "axes"))
+    if value is None:
+        value = const(b, 0, dtype_of(x), "pad_value")
+    return _pad(b, m, mode, pads, value, axes)
+
+
+def _pad_mode(node) -> str:
     mode = attr(node, "mode", "constant")
     mode = mode.decode() if isinstance(mode, bytes) else mode
     if mode not in PAD_MODES:
         raise Refuse(f"Pad mode {mode!r} has no opset1 equivalent")
-    if (node.version or 11) < 11:
-        pads = list(attr(node, "pads", attr(node, "paddings", [])))
-        value = const(b, float(attr(node, "value", 0.0)), dtype_of(x), "pad_value")
-        axes = list(range(rank))
-    else:
-        inputs = list(node.inputs) + [None] * 4
-        pads = _const_operand(inputs[1], "pads").reshape(-1).tolist()
-        axes = list(range(rank)) if inputs[3] is None else \
-            [int(a) % rank for a in _const_operand(inputs[3], "axes").reshape(-1)]
-        value = inputs[2]
-        if value is not None and value.shape is not None and len(value.shape) == 1:
-            value = ov(b, "Squeeze", value, i64(b, [0], "axes"))
-        if value is None:
-            value = const(b, 0, dtype_of(x), "pad_value")
+    return mode
+
+
+def _pad(b, m, mode: str, pads: list, value, axes: list[int]):
+    x = m["x"]
+    rank = rank_of(x)
     if len(pads) != 2 * len(axes):
         raise Refuse(f"{len(pads)} pads for {len(axes)} axes")
     begin, end = [0] * rank, [0] * rank
@@ -198,13 +207,7 @@ def _pad_border(shape, begin, end) -> np.ndarray:
     return border
 
 
-def _const_operand(value, what: str) -> np.ndarray:
-    data = constant_value(value)
-    if data is None:
-        raise Refuse(f"{what} ({value.name!r}) must be a constant")
-    return np.asarray(data)
-
-
+@lower("onnx", "openvino", "Tile", inputs=2, names=("x", "repeats"))
 def _tile(b, m):
     repeats = const_input(m, "repeats", "repeats").reshape(-1)
     if (repeats <= 0).any():
@@ -216,6 +219,7 @@ def _tile(b, m):
 # Shape readers, depth/space, Trilu
 # ---------------------------------------------------------------------------
 
+@lower("onnx", "openvino", "Shape", inputs=1, names=("x",))
 def _shape(b, m):
     shape = static_shape(m["x"])
     start = int(attr(m.root, "start", 0))
@@ -226,10 +230,12 @@ def _shape(b, m):
     return b.const(data, m.root.outputs[0].name)
 
 
+@lower("onnx", "openvino", "Size", inputs=1, names=("x",))
 def _size(b, m):
     return b.const(np.asarray(int(np.prod(static_shape(m["x"]), dtype=np.int64)), np.int64), m.root.outputs[0].name)
 
 
+@lower("onnx", "openvino", "DepthToSpace", inputs=1, names=("x",))
 def _depth_to_space(b, m):
     mode = attr(m.root, "mode", "DCR")
     mode = mode.decode() if isinstance(mode, bytes) else mode
@@ -237,6 +243,7 @@ def _depth_to_space(b, m):
               mode="blocks_first" if mode == "DCR" else "depth_first")
 
 
+@lower("onnx", "openvino", "SpaceToDepth", inputs=1, names=("x",))
 def _space_to_depth(b, m):
     # ONNX SpaceToDepth (DCR, the only mode before opset 28) is opset1's "blocks_first".
     mode = attr(m.root, "mode", "DCR")
@@ -245,6 +252,7 @@ def _space_to_depth(b, m):
               mode="blocks_first" if mode == "DCR" else "depth_first")
 
 
+@lower("onnx", "openvino", "Trilu", inputs=(1, 2), names=("x", "k"))
 def _trilu(b, m):
     """x where the element is inside the triangle, else 0: a constant mask over the last two axes."""
     shape = static_shape(m["x"])
@@ -270,6 +278,7 @@ def _trilu(b, m):
     return ov(b, "Select", mask, x, zero, auto_broadcast="numpy")
 
 
+@lower("onnx", "openvino", "ConstantOfShape", inputs=1, names=("shape",))
 def _constant_of_shape(b, m):
     shape = [int(d) for d in const_input(m, "shape", "the shape").reshape(-1)]
     if 0 in shape:
@@ -280,6 +289,7 @@ def _constant_of_shape(b, m):
     return b.const(np.full(shape, fill[0], fill.dtype), m.root.outputs[0].name)
 
 
+@lower("onnx", "openvino", "EyeLike", inputs=1, names=("x",))
 def _eye_like(b, m):
     """EyeLike depends on its input's shape only: a constant once the shape is static."""
     rows, cols = static_shape(m["x"])
@@ -288,6 +298,7 @@ def _eye_like(b, m):
     return b.const(np.eye(rows, cols, int(attr(m.root, "k", 0)), dtype=np_dtype), m.root.outputs[0].name)
 
 
+@lower("onnx", "openvino", "CenterCropPad", inputs=2, names=("x", "shape"))
 def _center_crop_pad(b, m):
     """Crop (centred, the extra element on the end side) then zero-pad (centred, the extra element at the end)."""
     shape = static_shape(m["x"])
@@ -318,6 +329,7 @@ def _center_crop_pad(b, m):
     return y
 
 
+@lower("onnx", "openvino", "ReverseSequence", inputs=2, names=("x", "lengths"))
 def _reverse_sequence(b, m):
     """Gather from the two leading axes flattened: position t of batch entry n reads ``len[n] - 1 - t`` while
     ``t < len[n]``, and itself after."""
@@ -344,6 +356,7 @@ def _reverse_sequence(b, m):
     return ov(b, "Gather", rows, flat, i64(b, [0], "axis"))
 
 
+@lower("onnx", "openvino", "Range", inputs=3, names=("start", "limit", "delta"))
 def _range(b, m):
     start, limit, delta = (const_input(m, n, n).reshape(()) for n in ("start", "limit", "delta"))
     budget.check_range(start, limit, delta, np.asarray(start).dtype.itemsize, where=m.root.label)
@@ -353,6 +366,7 @@ def _range(b, m):
     return b.const(data, m.root.outputs[0].name)
 
 
+@lower("onnx", "openvino", "GatherElements", inputs=2, names=("x", "indices"))
 def _gather_elements(b, m):
     """Gather from the flattened data at flat offsets: the indices along ``axis``, the element's own elsewhere."""
     shape = static_shape(m["x"])
@@ -367,30 +381,3 @@ def _gather_elements(b, m):
     flat = ov(b, "Add", flat, b.const(np.asarray(others, np.int64), "offsets"), auto_broadcast="numpy")
     data = ov(b, "Reshape", m["x"], i64(b, [-1], "flat"), special_zero=False)
     return ov(b, "Gather", data, flat, i64(b, [0], "axis"))
-
-
-RULES = [
-    Rule("Expand-to-Broadcast", pattern("Expand", ["x", "shape"]), _expand),
-    Rule("Slice1-to-StridedSlice", pattern("Slice", ["x"]), _slice),
-    Rule("Slice-to-StridedSlice", pattern("Slice", ["x", "starts", "ends"]), _slice),
-    Rule("Slice-axes-to-StridedSlice", pattern("Slice", ["x", "starts", "ends", "axes"]), _slice),
-    Rule("Slice-steps-to-StridedSlice", pattern("Slice", ["x", "starts", "ends", "axes", "steps"]), _slice),
-    Rule("Gather-to-Gather", pattern("Gather", ["x", "indices"]), _gather),
-    Rule("GatherElements-to-Gather", pattern("GatherElements", ["x", "indices"]), _gather_elements),
-    Rule("ConstantOfShape-folded", pattern("ConstantOfShape", ["shape"]), _constant_of_shape),
-    Rule("Range-folded", pattern("Range", ["start", "limit", "delta"]), _range),
-    Rule("EyeLike-folded", pattern("EyeLike", ["x"]), _eye_like),
-    Rule("ReverseSequence-to-Gather", pattern("ReverseSequence", ["x", "lengths"]), _reverse_sequence),
-    Rule("CenterCropPad-to-StridedSlice-Pad", pattern("CenterCropPad", ["x", "shape"]), _center_crop_pad),
-    Rule("Split-to-VariadicSplit", _split_pattern(["x"]), _split),
-    Rule("Split-sizes-to-VariadicSplit", _split_pattern(["x", "split"]), _split),
-    variadic_rule("Pad-to-Pad", "Pad", _pad, range(1, 5)),
-    Rule("Pad-axes-to-Pad", lambda op, x, pads, axes: op.Pad(x, pads, None, axes), _pad),
-    Rule("Tile-to-Tile", pattern("Tile", ["x", "repeats"]), _tile),
-    Rule("Shape-folded", pattern("Shape", ["x"]), _shape),
-    Rule("Size-folded", pattern("Size", ["x"]), _size),
-    Rule("DepthToSpace-to-DepthToSpace", pattern("DepthToSpace", ["x"]), _depth_to_space),
-    Rule("SpaceToDepth-to-SpaceToDepth", pattern("SpaceToDepth", ["x"]), _space_to_depth),
-    Rule("Trilu-to-Select", pattern("Trilu", ["x"]), _trilu),
-    Rule("Trilu-k-to-Select", pattern("Trilu", ["x", "k"]), _trilu),
-]

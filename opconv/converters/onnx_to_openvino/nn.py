@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import (Refuse, Rule, attr, captures, const, const_input, dtype_of, i64, ov, pattern, rank_of,
-                      static_shape)
+from ..lowering import lower
+from ._common import Refuse, attr, const, const_input, constant_list, dtype_of, i64, ov, rank_of, static_shape
 
 # ONNX auto_pad -> opset1 auto_pad ("NOTSET" means the explicit `pads`).
 AUTO_PAD = {"NOTSET": "explicit", "SAME_UPPER": "same_upper", "SAME_LOWER": "same_lower", "VALID": "valid"}
@@ -31,6 +31,7 @@ def _window(node, spatial: int) -> dict:
 # Convolution
 # ---------------------------------------------------------------------------
 
+@lower("onnx", "openvino", "Conv", inputs=(2, 3), names=("x", "w", "bias"))
 def _conv(b, m):
     x, w = m["x"], m["w"]
     node = m.root
@@ -66,6 +67,7 @@ def _channel_vector(b, m, name: str, rank: int):
     return ov(b, "Reshape", m[name], i64(b, shape), special_zero=False)
 
 
+@lower("onnx", "openvino", "ConvTranspose", inputs=(2, 3), names=("x", "w", "bias"))
 def _conv_transpose(b, m):
     x, w = m["x"], m["w"]
     node = m.root
@@ -115,15 +117,24 @@ def _transposed_pads(node, window: dict, sizes, kernel, output_shape) -> None:
     window.update(pads_begin=begin, pads_end=end, auto_pad="explicit", output_padding=padding)
 
 
-def _top_k(b, m):
+@lower("onnx", "openvino", "TopK", inputs=1, names=("x",))
+def _top_k_1(b, m):
+    return _top_k(b, m, lambda: int(attr(m.root, "k")))
+
+
+@lower("onnx", "openvino", "TopK", since=10, inputs=2, names=("x", "k"))
+def _top_k_10(b, m):
+    return _top_k(b, m, lambda: int(const_input(m, "k", "k").reshape(-1)[0]))
+
+
+def _top_k(b, m, read_k):
+    """TopK of ``read_k()`` elements (read once the data's shape is known: the attribute, or from opset 10 the
+    constant input)."""
     x = m["x"]
     shape = static_shape(x)
     node = m.root
     axis = int(attr(node, "axis", -1)) % len(shape)
-    if (node.version or 11) < 10:
-        k = int(attr(node, "k"))
-    else:
-        k = int(const_input(m, "k", "k").reshape(-1)[0])
+    k = read_k()
     if not 0 < k <= shape[axis]:
         raise Refuse(f"k={k} for a dim of {shape[axis]}")
     if not attr(node, "sorted", 1):
@@ -167,6 +178,7 @@ def _needs_windows(m) -> bool:
     return False
 
 
+@lower("onnx", "openvino", "MaxPool", inputs=1, names=("x",))
 def _max_pool(b, m):
     if attr(m.root, "storage_order", 0):
         raise Refuse("storage_order=1 only changes the Indices output, which opset1 MaxPool does not have")
@@ -177,6 +189,7 @@ def _max_pool(b, m):
     return ov(b, "MaxPool", m["x"], **_pool_attrs(m))
 
 
+@lower("onnx", "openvino", "AveragePool", inputs=1, names=("x",))
 def _avg_pool(b, m):
     if _needs_windows(m):
         total, counts = _pool_by_windows(b, m, m["x"], 0, "Add")
@@ -242,6 +255,7 @@ def _pool_by_windows(b, m, x, fill, combine: str):
     return total, counts
 
 
+@lower("onnx", "openvino", "LpPool", inputs=1, names=("x",))
 def _lp_pool(b, m):
     """(sum of |x|**p over the window) ** (1/p): an average over the whole window (padding counts as zero)
     times the window's size."""
@@ -259,17 +273,20 @@ def _lp_pool(b, m):
     return ov(b, "Power", total, const(b, 1.0 / p, dtype, "inverse_p"), auto_broadcast="numpy")
 
 
-def _global_pool(reduce_op: str):
-    def replace(b, m):
-        rank = rank_of(m["x"])
-        return ov(b, reduce_op, m["x"], i64(b, list(range(2, rank)), "spatial_axes"), keep_dims=True)
-    return replace
+GLOBAL_POOLS = {"GlobalAveragePool": "ReduceMean", "GlobalMaxPool": "ReduceMax"}
+
+
+@lower("onnx", "openvino", tuple(GLOBAL_POOLS), inputs=1, names=("x",))
+def _global_pool(b, m):
+    rank = rank_of(m["x"])
+    return ov(b, GLOBAL_POOLS[m.root.op], m["x"], i64(b, list(range(2, rank)), "spatial_axes"), keep_dims=True)
 
 
 # ---------------------------------------------------------------------------
 # Normalization
 # ---------------------------------------------------------------------------
 
+@lower("onnx", "openvino", "BatchNormalization", inputs=5, names=("x", "scale", "bias", "mean", "var"))
 def _batch_norm(b, m):
     node = m.root
     if attr(node, "training_mode", 0):
@@ -315,6 +332,7 @@ def _float32_stash(m, x) -> None:
                      "decomposition would compute them in the narrower type")
 
 
+@lower("onnx", "openvino", "LayerNormalization", inputs=(2, 3), names=("x", "scale", "bias"))
 def _layer_norm(b, m):
     """(x - mean) / sqrt(var + eps) * scale + bias over the axes from ``axis`` on (opset1 MVN has no axes)."""
     x = m["x"]
@@ -331,25 +349,7 @@ def _layer_norm(b, m):
     return [y, mean if len(outputs) > 1 else None, inv_std if len(outputs) > 2 else None]
 
 
-def _layer_norm_pattern(names):
-    fn = captures(lambda p, *xs: p.node("LayerNormalization", *xs, _outputs=3), names)
-    fn.__name__ = "LayerNormalization"
-    return fn
-
-
-def _rms_norm(b, m):
-    x = m["x"]
-    rank = rank_of(x)
-    _float32_stash(m, x)
-    axis = int(attr(m.root, "axis", -1))
-    axes = i64(b, list(range(axis % rank, rank)), "norm_axes")
-    square = ov(b, "ReduceMean", ov(b, "Multiply", x, x, auto_broadcast="numpy"), axes, keep_dims=True)
-    eps = const(b, float(attr(m.root, "epsilon", 1e-5)), dtype_of(x), "epsilon")
-    rms = ov(b, "Sqrt", ov(b, "Add", square, eps, auto_broadcast="numpy"))
-    y = ov(b, "Divide", x, rms, auto_broadcast="numpy")
-    return ov(b, "Multiply", y, m["scale"], auto_broadcast="numpy")
-
-
+@lower("onnx", "openvino", "InstanceNormalization", inputs=3, names=("x", "scale", "bias"))
 def _instance_norm(b, m):
     x = m["x"]
     rank = rank_of(x)
@@ -360,6 +360,7 @@ def _instance_norm(b, m):
     return ov(b, "Add", y, _channel_vector(b, m, "bias", rank), auto_broadcast="numpy")
 
 
+@lower("onnx", "openvino", "GroupNormalization", inputs=3, names=("x", "scale", "bias"))
 def _group_norm(b, m):
     x = m["x"]
     shape = static_shape(x)
@@ -378,6 +379,7 @@ def _group_norm(b, m):
     return ov(b, "Add", y, _channel_vector(b, m, "bias", len(shape)), auto_broadcast="numpy")
 
 
+@lower("onnx", "openvino", "MeanVarianceNormalization", inputs=1, names=("x",))
 def _mean_variance_norm(b, m):
     x = m["x"]
     rank = rank_of(x)
@@ -386,6 +388,7 @@ def _mean_variance_norm(b, m):
     return ov(b, "Multiply", centred, inv_std, auto_broadcast="numpy")
 
 
+@lower("onnx", "openvino", "LpNormalization", inputs=1, names=("x",))
 def _lp_norm(b, m):
     x = m["x"]
     rank = rank_of(x)
@@ -406,6 +409,7 @@ def _lp_norm(b, m):
     return ov(b, "Divide", x, safe, auto_broadcast="numpy")
 
 
+@lower("onnx", "openvino", "LRN", inputs=1, names=("x",))
 def _lrn(b, m):
     x = m["x"]
     node = m.root
@@ -422,6 +426,7 @@ def _lrn(b, m):
     return ov(b, "Multiply", y, const(b, bias ** -beta, dtype_of(x), "bias_scale"), auto_broadcast="numpy")
 
 
+@lower("onnx", "openvino", "MaxRoiPool", inputs=2, names=("x", "rois"))
 def _max_roi_pool(b, m):
     node = m.root
     pooled_h, pooled_w = (int(d) for d in attr(node, "pooled_shape"))
@@ -434,10 +439,12 @@ def _max_roi_pool(b, m):
 # Matrix products and softmax
 # ---------------------------------------------------------------------------
 
+@lower("onnx", "openvino", "MatMul", inputs=2, names=("a", "b"))
 def _matmul(b, m):
     return ov(b, "MatMul", m["a"], m["b"], transpose_a=False, transpose_b=False)
 
 
+@lower("onnx", "openvino", "Gemm", inputs=(2, 3), names=("a", "b", "c"))
 def _gemm(b, m):
     node = m.root
     a = m["a"]
@@ -485,10 +492,12 @@ def _over_softmax_axis(b, m, build):
     return ov(b, "Reshape", build(flat, 1), i64(b, shape, "shape"), special_zero=False)
 
 
+@lower("onnx", "openvino", "Softmax", inputs=1, names=("x",))
 def _softmax(b, m):
     return _over_softmax_axis(b, m, lambda x, axis: ov(b, "SoftMax", x, axis=axis))
 
 
+@lower("onnx", "openvino", "LogSoftmax", inputs=1, names=("x",))
 def _log_softmax(b, m):
     return _over_softmax_axis(b, m, lambda x, axis: _log_softmax_along(b, x, axis))
 
@@ -519,20 +528,21 @@ def _top1_index(b, x, axis: int, mode: str, dim: int, last: bool):
     return index
 
 
-def _arg(mode: str):
-    def replace(b, m):
-        x = m["x"]
-        shape = static_shape(x)
-        if not shape:
-            raise Refuse("ArgMax/ArgMin of a scalar")
-        axis = int(attr(m.root, "axis", 0)) % len(shape)
-        index = _top1_index(b, x, axis, mode, shape[axis], bool(attr(m.root, "select_last_index", 0)))
-        if attr(m.root, "keepdims", 1):
-            return index
-        return ov(b, "Squeeze", index, i64(b, [axis], "axis"))
-    return replace
+@lower("onnx", "openvino", ("ArgMax", "ArgMin"), inputs=1, names=("x",))
+def _arg(b, m):
+    x = m["x"]
+    shape = static_shape(x)
+    if not shape:
+        raise Refuse("ArgMax/ArgMin of a scalar")
+    axis = int(attr(m.root, "axis", 0)) % len(shape)
+    mode = "max" if m.root.op == "ArgMax" else "min"
+    index = _top1_index(b, x, axis, mode, shape[axis], bool(attr(m.root, "select_last_index", 0)))
+    if attr(m.root, "keepdims", 1):
+        return index
+    return ov(b, "Squeeze", index, i64(b, [axis], "axis"))
 
 
+@lower("onnx", "openvino", "OneHot", inputs=3, names=("indices", "depth", "values"))
 def _one_hot(b, m):
     """opset1 OneHot, after ONNX's extras: any numeric indices (truncated), negative ones from the end, and the
     (off, on) pair as one input."""
@@ -550,6 +560,7 @@ def _one_hot(b, m):
     return ov(b, "OneHot", index, b.const(np.asarray(depth, np.int64), "depth"), on, off, axis=axis)
 
 
+@lower("onnx", "openvino", "Hardmax", inputs=1, names=("x",))
 def _hardmax(b, m):
     x = m["x"]
     shape = static_shape(x)
@@ -560,7 +571,7 @@ def _hardmax(b, m):
               const(b, 0, dtype, "off"), axis=axis)
 
 
-# ONNX reductions -> (the opset from which `axes` is an input, how to build it from opset1 ops).
+# ONNX reductions -> how to build them from opset1 ops.
 def _plain(ov_op: str):
     def build(b, x, axes, keep):
         if x.dtype == "bool":  # OpenVINO reduces numbers only; max/min over 0/1 is any/all
@@ -607,82 +618,47 @@ def _log_sum_exp(b, x, axes, keep):
 
 
 REDUCTIONS = {
-    "ReduceSum": (13, _plain("ReduceSum")),
-    "ReduceMean": (18, _plain("ReduceMean")),
-    "ReduceMax": (18, _plain("ReduceMax")),
-    "ReduceMin": (18, _plain("ReduceMin")),
-    "ReduceProd": (18, _plain("ReduceProd")),
-    "ReduceL1": (18, _sum_of(lambda b, x: ov(b, "Abs", x))),
-    "ReduceL2": (18, lambda b, x, axes, keep: ov(b, "Sqrt", _sum_of(_square)(b, x, axes, keep))),
-    "ReduceSumSquare": (18, _sum_of(_square)),
-    "ReduceLogSum": (18, lambda b, x, axes, keep: ov(b, "Log", _plain("ReduceSum")(b, x, axes, keep))),
-    "ReduceLogSumExp": (18, _log_sum_exp),
+    "ReduceSum": _plain("ReduceSum"),
+    "ReduceMean": _plain("ReduceMean"),
+    "ReduceMax": _plain("ReduceMax"),
+    "ReduceMin": _plain("ReduceMin"),
+    "ReduceProd": _plain("ReduceProd"),
+    "ReduceL1": _sum_of(lambda b, x: ov(b, "Abs", x)),
+    "ReduceL2": lambda b, x, axes, keep: ov(b, "Sqrt", _sum_of(_square)(b, x, axes, keep)),
+    "ReduceSumSquare": _sum_of(_square),
+    "ReduceLogSum": lambda b, x, axes, keep: ov(b, "Log", _plain("ReduceSum")(b, x, axes, keep)),
+    "ReduceLogSumExp": _log_sum_exp,
 }
 
 
-def _reduce(build, axes_input_since: int):
-    def replace(b, m):
-        node, x = m.root, m["x"]
-        shape = static_shape(x)
-        rank = len(shape)
-        if 0 in shape:
-            raise Refuse("reducing an empty tensor (opset1 has no empty tensors)")
-        if (node.version or axes_input_since) < axes_input_since:
-            axes = attr(node, "axes")
-        else:
-            axes = None if m.values.get("axes") is None else const_input(m, "axes", "axes").reshape(-1).tolist()
-        if not axes:
-            if attr(node, "noop_with_empty_axes", 0):
-                if node.op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"):
-                    return x  # reducing nothing: each element is its own sum, mean, extreme, product
-                raise Refuse(f"noop_with_empty_axes=1 with no axes on {node.op} is not mapped")
-            axes = list(range(rank))
-        axes = sorted(int(a) % max(rank, 1) for a in axes)
-        if rank == 0:
-            raise Refuse("reducing a scalar")
-        return build(b, x, i64(b, axes, "axes"), bool(attr(node, "keepdims", 1)))
-    return replace
+@lower("onnx", "openvino", tuple(REDUCTIONS), inputs=1, names=("x",))
+def _reduce_1(b, m):
+    """The axes attribute."""
+    return _reduce(b, m, attr(m.root, "axes"))
 
 
-def _reduce_rules():
-    rules = []
-    for onnx_op, (since, build) in REDUCTIONS.items():
-        rules.append(Rule(f"{onnx_op}-decomposed", pattern(onnx_op, ["x"]), _reduce(build, since)))
-        rules.append(Rule(f"{onnx_op}-axes-decomposed", pattern(onnx_op, ["x", "axes"]), _reduce(build, since)))
-    return rules
+@lower("onnx", "openvino", "ReduceSum", since=13, inputs=(1, 2), names=("x", "axes"))
+@lower("onnx", "openvino", tuple(op for op in REDUCTIONS if op != "ReduceSum"), since=18, inputs=(1, 2),
+       names=("x", "axes"))
+def _reduce_axes_input(b, m):
+    """The axes input (ReduceSum's from opset 13, the other reductions' from 18)."""
+    return _reduce(b, m, constant_list(m, "axes"))
 
 
-RULES = _reduce_rules() + [
-    Rule("Conv-to-Convolution", pattern("Conv", ["x", "w"]), _conv),
-    Rule("Conv-bias-to-Convolution", pattern("Conv", ["x", "w", "bias"]), _conv),
-    Rule("ConvTranspose-to-BackpropData", pattern("ConvTranspose", ["x", "w"]), _conv_transpose),
-    Rule("ConvTranspose-bias-to-BackpropData", pattern("ConvTranspose", ["x", "w", "bias"]), _conv_transpose),
-    Rule("TopK1-to-TopK", pattern("TopK", ["x"], _outputs=2), _top_k),
-    Rule("TopK-to-TopK", pattern("TopK", ["x", "k"], _outputs=2), _top_k),
-    Rule("MaxPool-to-MaxPool", pattern("MaxPool", ["x"]), _max_pool),
-    Rule("AveragePool-to-AvgPool", pattern("AveragePool", ["x"]), _avg_pool),
-    Rule("LpPool-to-AvgPool", pattern("LpPool", ["x"]), _lp_pool),
-    Rule("GlobalAveragePool-to-ReduceMean", pattern("GlobalAveragePool", ["x"]), _global_pool("ReduceMean")),
-    Rule("GlobalMaxPool-to-ReduceMax", pattern("GlobalMaxPool", ["x"]), _global_pool("ReduceMax")),
-    Rule("BatchNormalization-to-Multiply-Add",
-         pattern("BatchNormalization", ["x", "scale", "bias", "mean", "var"]), _batch_norm),
-    Rule("LayerNormalization-decomposed", _layer_norm_pattern(["x", "scale"]), _layer_norm),
-    Rule("LayerNormalization-bias-decomposed", _layer_norm_pattern(["x", "scale", "bias"]), _layer_norm),
-    Rule("RMSNormalization-decomposed", pattern("RMSNormalization", ["x", "scale"]), _rms_norm),
-    Rule("InstanceNormalization-decomposed", pattern("InstanceNormalization", ["x", "scale", "bias"]),
-         _instance_norm),
-    Rule("GroupNormalization-decomposed", pattern("GroupNormalization", ["x", "scale", "bias"]), _group_norm),
-    Rule("MeanVarianceNormalization-decomposed", pattern("MeanVarianceNormalization", ["x"]), _mean_variance_norm),
-    Rule("LpNormalization-decomposed", pattern("LpNormalization", ["x"]), _lp_norm),
-    Rule("LRN-to-LRN", pattern("LRN", ["x"]), _lrn),
-    Rule("MaxRoiPool-to-ROIPooling", pattern("MaxRoiPool", ["x", "rois"]), _max_roi_pool),
-    Rule("LogSoftmax-decomposed", pattern("LogSoftmax", ["x"]), _log_softmax),
-    Rule("Hardmax-to-OneHot", pattern("Hardmax", ["x"]), _hardmax),
-    Rule("OneHot-to-OneHot", pattern("OneHot", ["indices", "depth", "values"]), _one_hot),
-    Rule("ArgMax-to-TopK", pattern("ArgMax", ["x"]), _arg("max")),
-    Rule("ArgMin-to-TopK", pattern("ArgMin", ["x"]), _arg("min")),
-    Rule("MatMul-to-MatMul", pattern("MatMul", ["a", "b"]), _matmul),
-    Rule("Gemm-to-MatMul", pattern("Gemm", ["a", "b"]), _gemm),
-    Rule("Gemm-bias-to-MatMul-Add", pattern("Gemm", ["a", "b", "c"]), _gemm),
-    Rule("Softmax-to-SoftMax", pattern("Softmax", ["x"]), _softmax),
-]
+def _reduce(b, m, axes):
+    node, x = m.root, m["x"]
+    shape = static_shape(x)
+    rank = len(shape)
+    if 0 in shape:
+        raise Refuse("reducing an empty tensor (opset1 has no empty tensors)")
+    if not axes:
+        if attr(node, "noop_with_empty_axes", 0):
+            if node.op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"):
+                return x  # reducing nothing: each element is its own sum, mean, extreme, product
+            raise Refuse(f"noop_with_empty_axes=1 with no axes on {node.op} is not mapped")
+        axes = list(range(rank))
+    axes = sorted(int(a) % max(rank, 1) for a in axes)
+    if rank == 0:
+        raise Refuse("reducing a scalar")
+    build = REDUCTIONS[node.op]
+    return build(b, x, i64(b, axes, "axes"), bool(attr(node, "keepdims", 1)))

@@ -39,7 +39,8 @@ import weakref
 import numpy as np
 
 from ...types import from_onnx_code
-from ._common import Refuse, Rule, attr, const, i64, ov, pattern, rank_of, static_shape
+from ..lowering import lower
+from ._common import Refuse, attr, const, i64, ov, rank_of, static_shape
 from .dequantize import _spread
 from .nn import _window
 
@@ -270,6 +271,7 @@ def quantize(b, x, scale, zero_point, target: str, positive: bool = False):
 # QuantizeLinear
 # ---------------------------------------------------------------------------
 
+@lower("onnx", "openvino", "QuantizeLinear", inputs=(2, 3), names=("x", "scale", "zero_point"))
 def _quantize_linear(b, m):
     x, scale = m["x"], m["scale"]
     zero_point = m.values.get("zero_point")
@@ -298,6 +300,7 @@ def _quantize_linear(b, m):
 # DynamicQuantizeLinear
 # ---------------------------------------------------------------------------
 
+@lower("onnx", "openvino", "DynamicQuantizeLinear", inputs=1, names=("x",))
 def _dynamic_quantize_linear(b, m):
     x = m["x"]
     if x.dtype != "float32":
@@ -368,6 +371,7 @@ def _exact_sum(b, a, w, axes: tuple[int, int], lengths: list[int], product):
     return total
 
 
+@lower("onnx", "openvino", "MatMulInteger", inputs=(2, 3, 4), names=("a", "b", "a_zero_point", "b_zero_point"))
 def _matmul_integer(b, m):
     a, w = m["a"], m["b"]
     a_shape = static_shape(a)
@@ -396,6 +400,7 @@ def _channel_column(b, ones: int):
     return lambda v: ov(b, "Reshape", v, i64(b, [-1] + [1] * ones, "per_channel"), special_zero=False)
 
 
+@lower("onnx", "openvino", "ConvInteger", inputs=(2, 3, 4), names=("x", "w", "x_zero_point", "w_zero_point"))
 def _conv_integer(b, m):
     x, w = m["x"], m["w"]
     node = m.root
@@ -518,6 +523,8 @@ def _per_tensor(m, *names):
             raise Refuse(f"{m.root.op} with a {name} of shape {list(static_shape(m[name]))} (per tensor only)")
 
 
+@lower("onnx", "openvino", "QLinearMatMul", inputs=8,
+       names=("a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale", "y_zero_point"))
 def _qlinear_matmul(b, m):
     _per_tensor(m, "a_scale", "a_zero_point", "y_scale", "y_zero_point")
     a_shape = static_shape(m["a"])
@@ -528,6 +535,8 @@ def _qlinear_matmul(b, m):
                        (m["a_scale"], m["b_scale"], m["y_scale"]), m["y_zero_point"])
 
 
+@lower("onnx", "openvino", "QLinearConv", inputs=8,
+       names=("x", "x_scale", "x_zero_point", "w", "w_scale", "w_zero_point", "y_scale", "y_zero_point"))
 def _qlinear_conv(b, m):
     _per_tensor(m, "x_scale", "x_zero_point", "y_scale", "y_zero_point")
     node = m.root
@@ -544,26 +553,3 @@ def _qlinear_conv(b, m):
     spread = _channel_column(b, spatial) if _is_vector(m["w_scale"]) else None  # against [N, C, spatial...]
     return _requantize(b, m, total, int(np.prod(w_shape[1:])), (range_x, range_w),
                        (m["x_scale"], m["w_scale"], m["y_scale"]), m["y_zero_point"], spread)
-
-
-_QLINEAR_MATMUL = ["a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale", "y_zero_point"]
-_QLINEAR_CONV = ["x", "x_scale", "x_zero_point", "w", "w_scale", "w_zero_point", "y_scale", "y_zero_point"]
-
-
-RULES = [
-    Rule("QuantizeLinear-exact-rounding", pattern("QuantizeLinear", ["x", "scale"]), _quantize_linear),
-    Rule("QuantizeLinear-zero-point-exact-rounding", pattern("QuantizeLinear", ["x", "scale", "zero_point"]),
-         _quantize_linear),
-    Rule("DynamicQuantizeLinear-exact-rounding", pattern("DynamicQuantizeLinear", ["x"], _outputs=3),
-         _dynamic_quantize_linear),
-    Rule("MatMulInteger-float32", pattern("MatMulInteger", ["a", "b"]), _matmul_integer),
-    Rule("MatMulInteger-zero-point-float32", pattern("MatMulInteger", ["a", "b", "a_zero_point"]), _matmul_integer),
-    Rule("MatMulInteger-zero-points-float32", pattern("MatMulInteger", ["a", "b", "a_zero_point", "b_zero_point"]),
-         _matmul_integer),
-    Rule("QLinearMatMul-exact-requantization", pattern("QLinearMatMul", _QLINEAR_MATMUL), _qlinear_matmul),
-    Rule("QLinearConv-exact-requantization", pattern("QLinearConv", _QLINEAR_CONV), _qlinear_conv),
-    Rule("ConvInteger-float32", pattern("ConvInteger", ["x", "w"]), _conv_integer),
-    Rule("ConvInteger-zero-point-float32", pattern("ConvInteger", ["x", "w", "x_zero_point"]), _conv_integer),
-    Rule("ConvInteger-zero-points-float32", pattern("ConvInteger", ["x", "w", "x_zero_point", "w_zero_point"]),
-         _conv_integer),
-]

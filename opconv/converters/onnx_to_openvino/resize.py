@@ -41,7 +41,8 @@ import numpy as np
 
 from ...kernels import resize as R
 from ...kernels._common import compute_dtype
-from ._common import Refuse, Rule, attr, captures, const, constant_value, dtype_of, i64, ov, static_shape
+from ..lowering import lower
+from ._common import Refuse, attr, const, constant_value, dtype_of, i64, ov, static_shape
 
 #: The largest constant weight matrix (or probe) the MatMul lowering builds for one axis.
 MAX_MATRIX_BYTES = 64 << 20
@@ -258,6 +259,7 @@ def _is_identity(mapped: np.ndarray, n: int) -> bool:
     return bool(np.all(np.diagonal(mapped) == 1)) and np.count_nonzero(mapped) == n
 
 
+@lower("onnx", "openvino", ("Resize", "Upsample"), inputs=(1, 2, 3, 4))
 def _resize(b, m):
     node = m.root
     x = node.inputs[0]
@@ -285,24 +287,3 @@ def _resize(b, m):
     # The CPU plugin cannot load a boolean Interpolate.
     y = None if dtype == np.bool_ else _interpolate(b, x, spec, maps, probe_dtype)
     return y if y is not None else _by_axis(b, x, spec, maps, dtype)
-
-
-# Input arrangements: (x), (x, scales), (x, [roi], scales), (x, [roi], "", sizes), all four.
-_ARRANGEMENTS = ([True], [True, True], [True, True, True], [True, False, True], [True, False, False, True],
-                 [True, True, False, True], [True, True, True, True])
-
-
-def _pattern(op: str, given: list[bool]):
-    names = [f"x{i}" for i, g in enumerate(given) if g]
-
-    def fn(p, *captured):
-        values = iter(captured)
-        return p.node(op, *[next(values) if g else None for g in given])
-
-    fn = captures(fn, names)
-    fn.__name__ = op
-    return fn
-
-
-RULES = [Rule(f"{op}-{''.join('1' if g else '0' for g in given)}", _pattern(op, given), _resize)
-         for op in ("Resize", "Upsample") for given in _ARRANGEMENTS]

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import Refuse, Rule, attr, const, const_input, dtype_of, i64, ov, pattern, static_shape
+from ..lowering import lower
+from ._common import Refuse, attr, const, const_input, dtype_of, i64, ov, static_shape
 
 MAX_ONE_HOT_ELEMENTS = 1 << 24
 
@@ -93,6 +94,7 @@ def _reduction(node) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
+@lower("onnx", "openvino", ("ScatterElements", "Scatter"), inputs=3, names=("x", "indices", "updates"))
 def _scatter_elements(b, m):
     shape = static_shape(m["x"])
     index_shape = static_shape(m["indices"])
@@ -104,6 +106,7 @@ def _scatter_elements(b, m):
     return _scatter_rows(b, m["x"], shape, offsets, count, m["updates"], 1, _reduction(m.root))
 
 
+@lower("onnx", "openvino", "ScatterND", inputs=3, names=("x", "indices", "updates"))
 def _scatter_nd(b, m):
     shape = static_shape(m["x"])
     index_shape = static_shape(m["indices"])
@@ -116,6 +119,7 @@ def _scatter_nd(b, m):
     return _scatter_rows(b, m["x"], shape, offsets, count, m["updates"], row, _reduction(m.root))
 
 
+@lower("onnx", "openvino", "GatherND", inputs=2, names=("x", "indices"))
 def _gather_nd(b, m):
     shape = static_shape(m["x"])
     index_shape = static_shape(m["indices"])
@@ -136,6 +140,7 @@ def _gather_nd(b, m):
     return ov(b, "Gather", data, offsets, i64(b, [0], "axis"))
 
 
+@lower("onnx", "openvino", "Col2Im", inputs=3, names=("x", "image_shape", "block_shape"))
 def _col2im(b, m):
     cols = m["x"]
     batch, rows, count = static_shape(cols)
@@ -163,12 +168,3 @@ def _col2im(b, m):
     columns = ov(b, "Reshape", cols, i64(b, [batch, channels, per_block * count], "columns"), special_zero=False)
     summed = ov(b, "MatMul", columns, b.const(placement, "placement"), transpose_a=False, transpose_b=False)
     return ov(b, "Reshape", summed, i64(b, [batch, channels, *image], "image"), special_zero=False)
-
-
-RULES = [
-    Rule("Col2Im-to-MatMul", pattern("Col2Im", ["x", "image_shape", "block_shape"]), _col2im),
-    Rule("ScatterElements-one-hot", pattern("ScatterElements", ["x", "indices", "updates"]), _scatter_elements),
-    Rule("Scatter-one-hot", pattern("Scatter", ["x", "indices", "updates"]), _scatter_elements),
-    Rule("ScatterND-one-hot", pattern("ScatterND", ["x", "indices", "updates"]), _scatter_nd),
-    Rule("GatherND-to-Gather", pattern("GatherND", ["x", "indices"]), _gather_nd),
-]

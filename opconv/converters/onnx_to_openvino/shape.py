@@ -6,27 +6,32 @@ import numpy as np
 
 from ...ir import Tensor
 from ...types import from_onnx_code
-from ._common import Refuse, Rule, attr, const_input, i64, ov, pattern, rank_of, variadic_rule, static_shape
+from ..lowering import lower
+from ._common import Refuse, attr, const_input, constant_list, i64, ov, rank_of, static_shape, variadic_inputs
 
-MAX_CONCAT_INPUTS = 64  # Concat is variadic; one pattern per input count up to this
+
+@lower("onnx", "openvino", "Reshape", inputs=1, names=("x",))
+def _reshape_1(b, m):
+    return _reshape_to(b, m, np.asarray(attr(m.root, "shape", []), dtype=np.int64))
 
 
-def _reshape(b, m):
-    node = m.root
-    if node.version is not None and node.version < 5:
-        shape = np.asarray(attr(node, "shape", []), dtype=np.int64)
-    else:
-        out = node.outputs[0].shape
-        if m.constant("shape") is None and out is not None and all(isinstance(d, int) and d > 0 for d in out):
-            # A target computed from shapes that folding resolved only after re-inference: the inferred output
-            # shape is that target.
-            return ov(b, "Reshape", m["x"], i64(b, out, "shape"), special_zero=False)
-        shape = np.asarray(const_input(m, "shape", "the target shape"), dtype=np.int64)
-    if attr(node, "allowzero", 0) and (shape == 0).any():
+@lower("onnx", "openvino", "Reshape", since=5, inputs=2, names=("x", "shape"))
+def _reshape_5(b, m):
+    out = m.root.outputs[0].shape
+    if m.constant("shape") is None and out is not None and all(isinstance(d, int) and d > 0 for d in out):
+        # A target computed from shapes that folding resolved only after re-inference: the inferred output
+        # shape is that target.
+        return ov(b, "Reshape", m["x"], i64(b, out, "shape"), special_zero=False)
+    return _reshape_to(b, m, np.asarray(const_input(m, "shape", "the target shape"), dtype=np.int64))
+
+
+def _reshape_to(b, m, shape: np.ndarray):
+    if attr(m.root, "allowzero", 0) and (shape == 0).any():
         raise Refuse("allowzero=1 with a 0 in the shape (an empty dim) has no special_zero equivalent")
     return ov(b, "Reshape", m["x"], i64(b, shape, "shape"), special_zero=True)
 
 
+@lower("onnx", "openvino", "Flatten", inputs=1, names=("x",))
 def _flatten(b, m):
     shape = static_shape(m["x"])
     axis = int(attr(m.root, "axis", 1))
@@ -36,14 +41,16 @@ def _flatten(b, m):
     return ov(b, "Reshape", m["x"], i64(b, target, "shape"), special_zero=False)
 
 
+@lower("onnx", "openvino", "Transpose", inputs=1, names=("x",))
 def _transpose(b, m):
     rank = rank_of(m["x"])
     perm = attr(m.root, "perm") or list(reversed(range(rank)))
     return ov(b, "Transpose", m["x"], i64(b, perm, "perm"))
 
 
+@lower("onnx", "openvino", "Concat", inputs=range(1, 65))
 def _concat(b, m):
-    inputs = [v for v in m.root.inputs if v is not None]
+    inputs = variadic_inputs(m)
     axis = int(attr(m.root, "axis", 0))
     if axis < 0:
         axis += rank_of(inputs[0])
@@ -52,36 +59,39 @@ def _concat(b, m):
     return ov(b, "Concat", *inputs, axis=axis)
 
 
-def _axes(m, name: str, rank_after: int) -> list[int] | None:
-    """Squeeze/Unsqueeze axes: the attribute before opset 13, the constant input from 13; non-negative."""
-    if m.root.version is not None and m.root.version < 13:
-        axes = attr(m.root, "axes")
-    else:
-        axes = None if m.values.get(name) is None else const_input(m, name, "axes").tolist()
-    if axes is None:
-        return None
-    return sorted(int(a) % rank_after for a in np.asarray(axes).reshape(-1))
+@lower("onnx", "openvino", ("Squeeze", "Unsqueeze"), inputs=1, names=("x",))
+def _axes_attribute(b, m):
+    """Squeeze/Unsqueeze before opset 13: the axes attribute."""
+    return _AXES_OPS[m.root.op](b, m, attr(m.root, "axes"))
 
 
-def _squeeze(b, m):
-    axes = _axes(m, "axes", rank_of(m["x"]))
-    if axes is None:
-        shape = static_shape(m["x"])
-        axes = [i for i, d in enumerate(shape) if d == 1]
-    return ov(b, "Squeeze", m["x"], i64(b, axes, "axes"))
+@lower("onnx", "openvino", ("Squeeze", "Unsqueeze"), since=13, inputs=(1, 2), names=("x", "axes"))
+def _axes_input(b, m):
+    """Squeeze/Unsqueeze from opset 13: the axes input."""
+    return _AXES_OPS[m.root.op](b, m, constant_list(m, "axes"))
 
 
-def _unsqueeze(b, m):
+def _squeeze(b, m, axes):
+    """Squeeze ``axes``, or (None) every static dim of 1."""
     rank = rank_of(m["x"])
-    raw = attr(m.root, "axes") if (m.root.version or 13) < 13 else None
-    count = len(raw) if raw is not None else (
-        np.asarray(const_input(m, "axes", "axes")).size if m.values.get("axes") is not None else 0)
-    axes = _axes(m, "axes", rank + count)
+    if axes is None:
+        axes = [i for i, d in enumerate(static_shape(m["x"])) if d == 1]
+    return ov(b, "Squeeze", m["x"], i64(b, sorted(int(a) % rank for a in axes), "axes"))
+
+
+def _unsqueeze(b, m, axes):
+    rank = rank_of(m["x"])
     if not axes:
         raise Refuse("Unsqueeze needs axes")
-    return ov(b, "Unsqueeze", m["x"], i64(b, axes, "axes"))
+    rank_after = rank + len(axes)
+    return ov(b, "Unsqueeze", m["x"], i64(b, sorted(int(a) % rank_after for a in axes), "axes"))
 
 
+_AXES_OPS = {"Squeeze": _squeeze, "Unsqueeze": _unsqueeze}
+
+
+@lower("onnx", "openvino", "Identity", inputs=1, names=("x",))
+@lower("onnx", "openvino", "Dropout", inputs=(1, 2, 3), names=("x", "ratio", "training"))
 def _pass_through(b, m):
     """Inference-time Identity/Dropout: consumers read the input directly."""
     mode = m.values.get("training")
@@ -102,6 +112,7 @@ _CONSTANT_VALUES = {
 }
 
 
+@lower("onnx", "openvino", "Constant", inputs=0)
 def _constant(b, m):
     for name, make in _CONSTANT_VALUES.items():
         value = m.root.attr(name)
@@ -110,6 +121,7 @@ def _constant(b, m):
     raise Refuse(f"Constant with {', '.join(m.root.attrs) or 'no'} attribute is not supported")
 
 
+@lower("onnx", "openvino", "Cast", inputs=1, names=("x",))
 def _cast(b, m):
     code = int(attr(m.root, "to", 0))
     try:
@@ -119,28 +131,9 @@ def _cast(b, m):
     return ov(b, "Convert", m["x"], destination_type=target)
 
 
+@lower("onnx", "openvino", "CastLike", inputs=2, names=("x", "like"))
 def _cast_like(b, m):
     target = m["like"].dtype
     if target is None:
         raise Refuse(f"the element type of {m['like'].name!r} is unknown")
     return ov(b, "Convert", m["x"], destination_type=target)
-
-
-RULES = [
-    Rule("Reshape-to-Reshape", pattern("Reshape", ["x", "shape"]), _reshape),
-    Rule("Reshape1-to-Reshape", pattern("Reshape", ["x"], _version=lambda v: v is not None and v < 5), _reshape),
-    Rule("Flatten-to-Reshape", pattern("Flatten", ["x"]), _flatten),
-    Rule("Transpose-to-Transpose", pattern("Transpose", ["x"]), _transpose),
-    variadic_rule("Concat-to-Concat", "Concat", _concat, range(1, MAX_CONCAT_INPUTS + 1)),
-    Rule("Squeeze-to-Squeeze", pattern("Squeeze", ["x"]), _squeeze),
-    Rule("Squeeze-axes-to-Squeeze", pattern("Squeeze", ["x", "axes"]), _squeeze),
-    Rule("Unsqueeze-to-Unsqueeze", pattern("Unsqueeze", ["x"]), _unsqueeze),
-    Rule("Unsqueeze-axes-to-Unsqueeze", pattern("Unsqueeze", ["x", "axes"]), _unsqueeze),
-    Rule("Identity-removed", pattern("Identity", ["x"]), _pass_through),
-    Rule("Dropout-removed", pattern("Dropout", ["x"]), _pass_through),
-    Rule("Dropout-ratio-removed", pattern("Dropout", ["x", "ratio"]), _pass_through),
-    Rule("Dropout-mode-removed", pattern("Dropout", ["x", "ratio", "training"]), _pass_through),
-    Rule("Constant-to-Const", pattern("Constant", []), _constant),
-    Rule("Cast-to-Convert", pattern("Cast", ["x"]), _cast),
-    Rule("CastLike-to-Convert", pattern("CastLike", ["x", "like"]), _cast_like),
-]
