@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...types import TensorType, from_onnx_code
+from .. import lowering
 from ._common import (Refuse, attr, binary, broadcast, broadcast_in_dim, compare, convert, dtype_of, full, hlo,
                       iota, op_rules, out_type, reshape, scalar, select, shape_of, static_type, transpose, unary)
 from ._common import concat as _concat
@@ -130,3 +131,4 @@ def _attention(b, m):
 
 
 RULES = op_rules("Attention-decomposed", "Attention", _attention, 7, 3, _outputs=4)
+lowering.add_rules("onnx", "hlo", RULES)

@@ -8,6 +8,7 @@ and the mean reduction divides by the sum of the weights actually used.
 from __future__ import annotations
 
 from ...types import TensorType
+from .. import lowering
 from ._common import (Refuse, attr, binary, compare, convert, dtype_of, full, hlo, iota, op_rules, out_type, reduce,
                       reshape, scalar, select, shape_of, unary)
 from ._common import concat as _concat
@@ -91,3 +92,4 @@ def _softmax_cross_entropy(b, m):
 RULES = (op_rules("NegativeLogLikelihoodLoss-decomposed", "NegativeLogLikelihoodLoss", _nll, 3, 2)
          + op_rules("SoftmaxCrossEntropyLoss-decomposed", "SoftmaxCrossEntropyLoss", _softmax_cross_entropy, 3, 2,
                     _outputs=2))
+lowering.add_rules("onnx", "hlo", RULES)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...types import TensorType
+from .. import lowering
 from ._common import (Refuse, attr, binary, concat, const_input, dtype_of, full, hlo, op_rules, optional_input,
                       reshape, scalar, shape_of, slice_, unary)
 
@@ -153,3 +154,4 @@ def _run(b, m, kind: str):
 RULES = (op_rules("RNN-unrolled", "RNN", lambda b, m: _run(b, m, "RNN"), 6, 3, _outputs=2)
          + op_rules("GRU-unrolled", "GRU", lambda b, m: _run(b, m, "GRU"), 6, 3, _outputs=2)
          + op_rules("LSTM-unrolled", "LSTM", lambda b, m: _run(b, m, "LSTM"), 8, 3, _outputs=3))
+lowering.add_rules("onnx", "hlo", RULES)
