@@ -242,7 +242,8 @@ HLO_TYPES = frozenset(("bool", "int8", "int16", "int32", "int64", "uint8", "uint
                        "bfloat16", "float32", "float64", "complex64", "complex128"))
 
 
-@lower("onnx", "hlo", ("Cast", "CastLike"), inputs=(1, 2))
+@lower("onnx", "hlo", "Cast", inputs=1)
+@lower("onnx", "hlo", "CastLike", inputs=(1, 2))
 def _cast(b, m):
     x = m.root.inputs[0]
     t = out_type(m)
