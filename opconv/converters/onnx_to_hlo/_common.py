@@ -1,4 +1,4 @@
-"""Helpers shared by the ONNX -> HLO rule modules.
+"""Helpers shared by the ONNX -> HLO translator modules.
 
 Translators (registered with :func:`opconv.converters.lowering.lower`) and fusions are called as
 ``fn(builder, match)``.  Every HLO value carries a static :class:`~opconv.types.TensorType`, so rules
