@@ -22,16 +22,8 @@ CONVERTERS = "opconv.converters"
 REFACTOR_EXCEPTIONS = {
     # The OpenVINO->ONNX and HLO->ONNX directions share one rule machinery, reached through openvino_to_onnx.
     ("opconv.converters.hlo_to_onnx", "opconv.converters.openvino_to_onnx._keep_io_types_only"),
-    ("opconv.converters.hlo_to_onnx._common", "opconv.converters.openvino_to_onnx._common"),
-    # The ONNX->HLO direction builds its Rule lists with ONNX->OpenVINO's pattern helpers.
-    ("opconv.converters.onnx_to_hlo._common", "opconv.converters.onnx_to_openvino._common"),
     # Private helpers shared inside the ONNX->OpenVINO and version-converter packages, and the ONNX reader's
     # attribute decoding reached by the version converter: replaced by the shared attribute codec / registry.
-    ("opconv.converters.onnx_to_openvino.control_flow", "opconv.converters.onnx_to_openvino._TypeRun"),
-    ("opconv.converters.onnx_to_openvino.losses", "opconv.converters.onnx_to_openvino.nn._log_softmax_along"),
-    ("opconv.converters.onnx_to_openvino.quantize", "opconv.converters.onnx_to_openvino.dequantize._spread"),
-    ("opconv.converters.onnx_to_openvino.quantize", "opconv.converters.onnx_to_openvino.nn._window"),
-    ("opconv.converters.onnx_to_openvino.rnn", "opconv.converters.onnx_to_openvino._common._schema_attrs"),
     ("opconv.converters.onnx_versions.driver", "opconv.dialects.onnx.io._Reader"),
     ("opconv.converters.onnx_versions.proto_path", "opconv.converters.onnx_versions.driver._ONNX_DOMAINS"),
 }

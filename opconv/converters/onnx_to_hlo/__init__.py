@@ -15,11 +15,19 @@ pipeline's, reused from :mod:`..onnx_to_openvino`):
    (:func:`opconv.converters.decompose.decompose_composites`).
 4. **Type completion**: a value whose type inference left open gets the type
    of the array opconv's ONNX executor computes for it on inputs of ones.
-5. **Rewrite** with the fusion rules (:mod:`.fusion`, first, so that they
-   claim their nodes) and the per-family rules (:mod:`.elementwise`,
-   :mod:`.nn`, :mod:`.shape`, :mod:`.image`,
-   :mod:`.control`, :mod:`.quantize`).  Each rule types every value
-   it creates.  Every node left unconverted is listed in one
+5. **Rewrite** with the route's rules from the lowering registry
+   (:mod:`opconv.converters.lowering`, route ``("onnx", "hlo")``): every module
+   of this package is imported by :func:`~opconv.converters.lowering.discover`
+   (no list to keep), each registering its translators beside their code with
+   ``@lower("onnx", "hlo", op, since=version)`` -- a node is translated by the
+   registration with the highest ``since`` not above its version -- and the
+   multi-node fusions of :mod:`.fusion` with ``add_rules``, which the registry
+   tries before the single-node translators of their root op.  Translators are
+   called as ``fn(builder, match)``: ``match.root`` is the ONNX node (and
+   ``match["name"]`` its input of a name given with ``names=``); they return the
+   values of the node's outputs and raise :class:`~opconv.converters.rewrite.Refuse`
+   with the reason for what they cannot take.  Each translator types every
+   value it creates.  Every node left unconverted is listed in one
    :class:`~opconv.errors.ConversionError`.
 
 The result's ``meta["conversion"]`` holds the rewrite statistics:
@@ -41,16 +49,16 @@ from ... import budget
 from ...errors import ConversionError, OpconvError
 from ...ir import Model, Value
 from ...types import TensorType, element_type, from_numpy
-from .. import register
+from .. import lowering, register
 from ..decompose import decompose_contrib
+from ..rewrite import convert_graph
 from ..static_inputs import static_copy
-from ..rewrite import RuleSet, convert_graph
-from . import control, elementwise, fusion, image, nn, quantize, shape
+from . import fusion
 from ._common import hlo
 
-# Every rule of the direction; fusions first (within one anchor op, list order is the priority).
-RULES = RuleSet(fusion.RULES + elementwise.RULES + nn.RULES + shape.RULES + image.RULES
-                + control.RULES + quantize.RULES)
+lowering.discover(__name__)
+# Every rule of the direction: the fusions, then one rule per op dispatching on the node's version.
+RULES = lowering.rule_set("onnx", "hlo")
 
 # The dialect's fused (vendor) ops, counted in the result's statistics.
 FUSED_OPS = ("ConvBias", "DotGeneralBias", "LayerNorm", "Gelu", "BatchNormInference", "GroupNorm", "InstanceNorm",

@@ -1,6 +1,7 @@
-"""Helpers shared by the ONNX -> HLO rule modules.
+"""Helpers shared by the ONNX -> HLO translator modules.
 
-Every HLO value carries a static :class:`~opconv.types.TensorType`, so rules
+Translators (registered with :func:`opconv.converters.lowering.lower`) and fusions are called as
+``fn(builder, match)``.  Every HLO value carries a static :class:`~opconv.types.TensorType`, so rules
 build nodes with :func:`hlo`, which types the attributes from the HLO schema
 (through :func:`~opconv.dialects.hlo.build.hlo_node`) and sets the type of
 every output.  The small builders below (:func:`broadcast`, :func:`reshape`,
@@ -19,7 +20,6 @@ import numpy as np
 from ...dialects.hlo.build import hlo_node
 from ...ir import Value
 from ...types import TensorType, element_type, from_numpy
-from ..onnx_to_openvino._common import captures, pattern, rules_for_arities
 from ..rewrite import Builder, Match, Refuse, Rule, attr, const_input
 
 Shape = tuple[int, ...]
@@ -243,36 +243,9 @@ def reduce(b: Builder, x: Value, axes: Sequence[int], computation: str, keepdims
     return y
 
 
-def op_rules(name: str, op: str, replacement, max_inputs: int, min_inputs: int = 1, check=None,
-             **pattern_options) -> list[Rule]:
-    """Rules for ``op`` with every combination of present and omitted optional inputs.
-
-    Input ``i`` is captured as ``x{i}`` when present; the replacement reads
-    ``m.root.inputs`` (or ``m["x2"]``).  ``min_inputs`` leading inputs are required.
-    """
-    import itertools
-
-    rules = []
-    for n in range(max(min_inputs, 0), max_inputs + 1):
-        optional = range(min_inputs, n - 1)  # the last input of each arity is present (trailing ones trimmed)
-        for omitted in itertools.chain.from_iterable(itertools.combinations(optional, k)
-                                                     for k in range(len(optional) + 1)):
-            present = [i for i in range(n) if i not in omitted]
-
-            def fn(p, *xs, _n=n, _present=present):
-                bound = dict(zip(_present, xs))
-                return p.node(op, *[bound.get(i) for i in range(_n)], **pattern_options)
-
-            fn = captures(fn, [f"x{i}" for i in present])
-            fn.__name__ = op
-            suffix = "".join("x" if i in present else "_" for i in range(n))
-            rules.append(Rule(f"{name}-{suffix or 0}", fn, replacement, check=check))
-    return rules
-
-
-def const_ints(m: Match, name: str, what: str) -> list[int]:
-    """A constant integer input as a list (refuses when computed at run time)."""
-    return [int(v) for v in np.asarray(const_input(m, name, what)).reshape(-1)]
+def const_ints(m: Match, name: str, what: str | None = None) -> list[int]:
+    """The constant integer input bound as ``name`` as a list (refuses when computed at run time)."""
+    return [int(v) for v in np.asarray(const_input(m, name, what or name)).reshape(-1)]
 
 
 def dropped(m: Match, index: int, stand_in: Value) -> Value | None:
@@ -295,8 +268,8 @@ def optional_input(m: Match, index: int) -> Value | None:
     return inputs[index] if len(inputs) > index else None
 
 
-__all__ = ["Builder", "Match", "Refuse", "Rule", "attr", "captures", "const_input", "pattern", "rules_for_arities",
+__all__ = ["Builder", "Match", "Refuse", "Rule", "attr", "const_input",
            "static_type", "shape_of", "dtype_of", "np_dtype", "out_type", "is_float", "normalize_axis", "hlo",
            "const", "scalar", "full", "broadcast_in_dim", "broadcast", "broadcast_all", "binary", "unary",
            "multiply", "compare", "select", "convert", "reshape", "transpose", "slice_", "concat", "iota", "reduce",
-           "REDUCE_INIT", "op_rules", "const_ints", "optional_input", "dropped", "from_numpy", "TensorType"]
+           "REDUCE_INIT", "const_ints", "optional_input", "dropped", "from_numpy", "TensorType"]

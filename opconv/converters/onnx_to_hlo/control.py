@@ -13,12 +13,13 @@ import numpy as np
 
 from ...ir import Graph
 from ...types import TensorType
+from ..lowering import lower
 from ..rewrite import branch_outputs_differ, constant_value
-from ._common import (Refuse, Rule, concat, convert, full, hlo, out_type, reshape, rules_for_arities, shape_of,
-                      static_type)
+from ._common import Refuse, concat, convert, full, hlo, out_type, reshape, shape_of, static_type
 
 
-def _if(b, m):
+@lower("onnx", "hlo", "If", inputs=1)
+def _if_(b, m):
     """A constant condition (after folding: once input shapes are fixed) inlines the taken branch, whose outputs
     may then differ from the other's; a run-time one needs both branches to give the If's one type."""
     node = m.root
@@ -42,19 +43,10 @@ def _if(b, m):
     types = [out_type(m, i) for i in range(len(node.outputs))]
     pred = reshape(b, cond, ())
     outs = hlo(b, "If", pred, types=types, true_branch=then_branch, false_branch=else_branch)
-    outs = outs if isinstance(outs, list) else [outs]
-    return (outs + [None] * m.n_outputs)[:m.n_outputs]
+    return outs if isinstance(outs, list) else [outs]
 
 
-RULES = []
-for _n in range(1, 9):
-    RULES += rules_for_arities(f"If-{_n}-to-If", "If", _if, [1], _outputs=_n)
-
-
-#: the most outputs a Loop may have (its rule's pattern claims this many)
-MAX_LOOP_OUTPUTS = 32
-
-
+@lower("onnx", "hlo", "Loop")
 def _loop(b, m):
     """Loop -> While carrying (iteration, condition, values..., scan buffers...); the bound M is read by the cond
     region.  A scan output (stacked per iteration) needs the count fixed, so that its shape is: a constant M and
@@ -100,7 +92,7 @@ def _loop(b, m):
                            type=t))
     body.outputs = [step] + list(body.outputs[:1 + len(initial)]) + written
     outs = hlo(b, "While", i0, c0, *initial, *buffers, types=types, cond=cond, body=body)
-    return (outs[2:] + [None] * MAX_LOOP_OUTPUTS)[:MAX_LOOP_OUTPUTS]
+    return outs[2:]
 
 
 def _fixed_trip_count(trip, cond0, body) -> int:
@@ -122,9 +114,3 @@ def _fixed_trip_count(trip, cond0, body) -> int:
                      f"({body.outputs[0].name!r}) may become false")
     return max(int(np.asarray(data).reshape(())), 0)
 
-
-def _loop_pattern(p):
-    return p.node("Loop", _any_inputs=True, _outputs=MAX_LOOP_OUTPUTS)
-
-
-RULES.append(Rule("Loop-to-While", _loop_pattern, _loop))

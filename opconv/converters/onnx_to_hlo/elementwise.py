@@ -1,7 +1,7 @@
 """Element-wise ONNX ops: arithmetic and comparisons (explicit BroadcastInDim), unary math, activations, Cast, Where.
 
-One-to-one maps are tables (ONNX op -> HLO op) turned into rules in a loop;
-decompositions are small functions over the typed builders of ``_common``.
+One-to-one maps are tables (ONNX op -> HLO op) that one translator serves for every op of the table;
+decompositions are small translators over the typed builders of ``_common``.
 """
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ from __future__ import annotations
 import numpy as np
 
 from ...types import element_type
-from ._common import (Refuse, attr, binary, broadcast_all, broadcast_in_dim, reshape, compare, const_input, convert, dtype_of, full,
-                      hlo, is_float, np_dtype, op_rules, optional_input, out_type, rules_for_arities, scalar, select,
-                      shape_of, static_type, unary)
+from ..lowering import lower
+from ._common import (Refuse, attr, binary, broadcast_all, broadcast_in_dim, reshape, compare, const_input, convert,
+                      dtype_of, full, hlo, is_float, np_dtype, optional_input, out_type, scalar, select, shape_of,
+                      static_type, unary)
 
 # ONNX binary op -> HLO op, both with numpy-style operands broadcast explicitly (opset 7 on).
 BINARY = {
@@ -26,59 +27,66 @@ COMPARISONS = {"Equal": "EQ", "Less": "LT", "Greater": "GT", "LessOrEqual": "LE"
 # ONNX variadic op -> the HLO binary op folding its inputs left to right.
 VARIADIC = {"Sum": "Add", "Max": "Max", "Min": "Min", "Mean": "Add"}
 
-UNARY = {
-    "Abs": "Abs", "Neg": "Neg", "Exp": "Exp", "Log": "Log", "Sqrt": "Sqrt", "Ceil": "Ceil", "Floor": "Floor",
-    "Sin": "Sin", "Cos": "Cos", "Tan": "Tan", "Asin": "Asin", "Acos": "Acos", "Atan": "Atan", "Sinh": "Sinh",
-    "Asinh": "Asinh", "Atanh": "Atanh", "Tanh": "Tanh", "Sigmoid": "Sigmoid", "Erf": "Erf", "Sign": "Sign",
-    "Not": "Not", "BitwiseNot": "Not", "Relu": "Relu", "Round": "RoundNearestEven", "HardSwish": "HardSwish",
-    "Mish": "Mish",
+# ONNX unary op -> HLO op, for any element type / for floating-point inputs only.
+UNARY = {"Abs": "Abs", "Neg": "Neg", "Ceil": "Ceil", "Floor": "Floor", "Sign": "Sign", "Not": "Not",
+         "BitwiseNot": "Not", "Relu": "Relu"}
+FLOAT_UNARY = {
+    "Exp": "Exp", "Log": "Log", "Sqrt": "Sqrt", "Sin": "Sin", "Cos": "Cos", "Tan": "Tan", "Asin": "Asin",
+    "Acos": "Acos", "Atan": "Atan", "Sinh": "Sinh", "Asinh": "Asinh", "Atanh": "Atanh", "Tanh": "Tanh",
+    "Sigmoid": "Sigmoid", "Erf": "Erf", "Round": "RoundNearestEven", "HardSwish": "HardSwish", "Mish": "Mish",
 }
 
 
-def _binary(op: str):
-    def replace(b, m):
-        x, y = m.root.inputs[:2]
-        t = out_type(m)
-        if op == "Pow" and dtype_of(y) != dtype_of(x):
-            y = convert(b, y, dtype_of(x))  # HLO Pow: one element type
-        return binary(b, op, x, y, t.dtype)
-    return replace
+def _float_input(m) -> str | None:
+    """The check of translators whose HLO ops take floating-point operands only."""
+    x = m.root.inputs[0]
+    return None if is_float(x) else f"{m.root.op} of {dtype_of(x)} is not an HLO floating-point op"
 
 
-def _compare(direction: str):
-    return lambda b, m: compare(b, m.root.inputs[0], m.root.inputs[1], direction)
+@lower("onnx", "hlo", tuple(BINARY), since=7, inputs=2)
+def _binary_op(b, m):
+    op = BINARY[m.root.op]
+    x, y = m.root.inputs[:2]
+    t = out_type(m)
+    if op == "Pow" and dtype_of(y) != dtype_of(x):
+        y = convert(b, y, dtype_of(x))  # HLO Pow: one element type
+    return binary(b, op, x, y, t.dtype)
 
 
-def _variadic(op: str, mean: bool = False):
-    def replace(b, m):
-        values = [v for v in m.root.inputs if v is not None]
-        y = values[0]
-        for v in values[1:]:
-            y = binary(b, op, y, v)
-        if len(values) == 1:
-            y = unary(b, "Copy", y)
-        if mean and len(values) > 1:
-            y = binary(b, "Div", y, scalar(b, len(values), dtype_of(y), "count"))
-        return y
-    return replace
+@lower("onnx", "hlo", tuple(COMPARISONS), since=7, inputs=2)
+def _comparison(b, m):
+    return compare(b, m.root.inputs[0], m.root.inputs[1], COMPARISONS[m.root.op])
 
 
-def _unary(op: str):
-    return lambda b, m: unary(b, op, m.root.inputs[0])
+@lower("onnx", "hlo", tuple(VARIADIC), since=6, inputs=range(1, 9))
+def _variadic(b, m):
+    op = VARIADIC[m.root.op]
+    values = [v for v in m.root.inputs if v is not None]
+    y = values[0]
+    for v in values[1:]:
+        y = binary(b, op, y, v)
+    if len(values) == 1:
+        y = unary(b, "Copy", y)
+    if m.root.op == "Mean" and len(values) > 1:
+        y = binary(b, "Div", y, scalar(b, len(values), dtype_of(y), "count"))
+    return y
 
 
-def _float_only(fn):
-    def replace(b, m):
-        if not is_float(m.root.inputs[0]):
-            raise Refuse(f"{m.root.op} of {dtype_of(m.root.inputs[0])} is not an HLO floating-point op")
-        return fn(b, m)
-    return replace
+@lower("onnx", "hlo", tuple(UNARY), inputs=1)
+def _unary_op(b, m):
+    return unary(b, UNARY[m.root.op], m.root.inputs[0])
+
+
+@lower("onnx", "hlo", tuple(FLOAT_UNARY), inputs=1, check=_float_input)
+def _float_unary_op(b, m):
+    return unary(b, FLOAT_UNARY[m.root.op], m.root.inputs[0])
 
 
 def _s(b, x, value):
     return scalar(b, value, dtype_of(x))
 
 
+@lower("onnx", "hlo", "Cosh", inputs=1, check=_float_input)
 def _cosh(b, m):
     x = m.root.inputs[0]
     e = unary(b, "Exp", x)
@@ -86,22 +94,26 @@ def _cosh(b, m):
     return binary(b, "Mul", binary(b, "Add", e, en), _s(b, x, 0.5))
 
 
+@lower("onnx", "hlo", "Acosh", inputs=1, check=_float_input)
 def _acosh(b, m):
     x = m.root.inputs[0]
     root = unary(b, "Sqrt", binary(b, "Sub", binary(b, "Mul", x, x), _s(b, x, 1)))
     return unary(b, "Log", binary(b, "Add", x, root))
 
 
+@lower("onnx", "hlo", "Reciprocal", inputs=1, check=_float_input)
 def _reciprocal(b, m):
     x = m.root.inputs[0]
     return binary(b, "Div", _s(b, x, 1), x)
 
 
+@lower("onnx", "hlo", "Softsign", inputs=1)
 def _softsign(b, m):
     x = m.root.inputs[0]
     return binary(b, "Div", x, binary(b, "Add", _s(b, x, 1), unary(b, "Abs", x)))
 
 
+@lower("onnx", "hlo", "Softplus", inputs=1, check=_float_input)
 def _softplus(b, m):
     x = m.root.inputs[0]
     # log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)): exact for every x (no threshold switch).
@@ -109,10 +121,12 @@ def _softplus(b, m):
     return binary(b, "Add", binary(b, "Max", x, _s(b, x, 0)), tail)
 
 
+@lower("onnx", "hlo", "Elu", inputs=1)
 def _elu(b, m):
     return unary(b, "Elu", m.root.inputs[0], alpha=float(attr(m.root, "alpha", 1.0)))
 
 
+@lower("onnx", "hlo", "Selu", inputs=1)
 def _selu(b, m):
     x = m.root.inputs[0]
     alpha = float(attr(m.root, "alpha", 1.67326319217681884765625))
@@ -120,6 +134,7 @@ def _selu(b, m):
     return binary(b, "Mul", unary(b, "Elu", x, alpha=alpha), _s(b, x, gamma))
 
 
+@lower("onnx", "hlo", "Celu", inputs=1)
 def _celu(b, m):
     x = m.root.inputs[0]
     alpha = float(attr(m.root, "alpha", 1.0))
@@ -127,21 +142,25 @@ def _celu(b, m):
     return binary(b, "Add", binary(b, "Max", x, _s(b, x, 0)), binary(b, "Min", neg, _s(b, x, 0)))
 
 
+@lower("onnx", "hlo", "LeakyRelu", inputs=1)
 def _leaky_relu(b, m):
     return unary(b, "LeakyRelu", m.root.inputs[0], alpha=float(attr(m.root, "alpha", 0.01)))
 
 
+@lower("onnx", "hlo", "ThresholdedRelu", inputs=1)
 def _thresholded_relu(b, m):
     x = m.root.inputs[0]
     alpha = float(attr(m.root, "alpha", 1.0))
     return select(b, compare(b, x, _s(b, x, alpha), "GT"), x, full(b, 0, dtype_of(x), shape_of(x)))
 
 
+@lower("onnx", "hlo", "HardSigmoid", inputs=1)
 def _hard_sigmoid(b, m):
     return unary(b, "HardSigmoid", m.root.inputs[0], slope=float(attr(m.root, "alpha", 0.2)),
                  offset=float(attr(m.root, "beta", 0.5)))
 
 
+@lower("onnx", "hlo", "Shrink", inputs=1)
 def _shrink(b, m):
     x = m.root.inputs[0]
     lambd, bias = float(attr(m.root, "lambd", 0.5)), float(attr(m.root, "bias", 0.0))
@@ -150,11 +169,13 @@ def _shrink(b, m):
     return select(b, compare(b, x, _s(b, x, lambd), "GT"), binary(b, "Sub", x, _s(b, x, bias)), low)
 
 
+@lower("onnx", "hlo", "Gelu", inputs=1)
 def _gelu(b, m):
     approximate = attr(m.root, "approximate", "none")
     return unary(b, "Gelu", m.root.inputs[0], approximate=approximate == "tanh")
 
 
+@lower("onnx", "hlo", "Swish", inputs=1)
 def _swish(b, m):
     x = m.root.inputs[0]
     alpha = float(attr(m.root, "alpha", 1.0))
@@ -163,12 +184,14 @@ def _swish(b, m):
     return binary(b, "Mul", x, unary(b, "Sigmoid", binary(b, "Mul", x, _s(b, x, alpha))))
 
 
+@lower("onnx", "hlo", "PRelu", inputs=2)
 def _prelu(b, m):
     x, slope = m.root.inputs[:2]
     x, slope = broadcast_all(b, x, slope)
     return hlo(b, "PRelu", x, slope, type=static_type(x))
 
 
+@lower("onnx", "hlo", "Mod", inputs=2)
 def _mod(b, m):
     x, y = m.root.inputs[:2]
     r = binary(b, "Rem", x, y)  # C fmod: the sign of the dividend
@@ -183,6 +206,7 @@ def _mod(b, m):
     return select(b, fix, binary(b, "Add", r, y), r)
 
 
+@lower("onnx", "hlo", "BitShift", inputs=2)
 def _bitshift(b, m):
     x, y = m.root.inputs[:2]
     # Right shifts of signed integers keep the sign (arithmetic), of unsigned ones shift in zeros.
@@ -193,11 +217,13 @@ def _bitshift(b, m):
     return binary(b, op, x, y)
 
 
+@lower("onnx", "hlo", "IsNaN", inputs=1)
 def _is_nan(b, m):
     x = m.root.inputs[0]
     return compare(b, x, x, "NE")
 
 
+@lower("onnx", "hlo", "IsInf", inputs=1)
 def _is_inf(b, m):
     x = m.root.inputs[0]
     pos, neg = int(attr(m.root, "detect_positive", 1)), int(attr(m.root, "detect_negative", 1))
@@ -216,6 +242,8 @@ HLO_TYPES = frozenset(("bool", "int8", "int16", "int32", "int64", "uint8", "uint
                        "bfloat16", "float32", "float64", "complex64", "complex128"))
 
 
+@lower("onnx", "hlo", "Cast", inputs=1)
+@lower("onnx", "hlo", "CastLike", inputs=(1, 2))
 def _cast(b, m):
     x = m.root.inputs[0]
     t = out_type(m)
@@ -229,6 +257,7 @@ def _cast(b, m):
     return unary(b, "Convert", x, t.dtype)
 
 
+@lower("onnx", "hlo", "BitCast", inputs=1)
 def _bitcast(b, m):
     t = out_type(m)
     if dtype_of(m.root.inputs[0]) not in HLO_TYPES or t.dtype not in HLO_TYPES:
@@ -252,6 +281,7 @@ def _axis_broadcast(b, m, v, x, axis_attr: str = "axis"):
 QUANT_TYPES = ("int8", "uint8", "int16", "uint16", "int32")
 
 
+@lower("onnx", "hlo", "DequantizeLinear", inputs=(2, 3))
 def _dequantize(b, m):
     node = m.root
     x, scale = node.inputs[:2]
@@ -265,6 +295,7 @@ def _dequantize(b, m):
     return binary(b, "Mul", y, _axis_broadcast(b, m, scale, x))
 
 
+@lower("onnx", "hlo", "QuantizeLinear", inputs=(2, 3))
 def _quantize(b, m):
     node = m.root
     x, scale = node.inputs[:2]
@@ -281,91 +312,76 @@ def _quantize(b, m):
     return convert(b, y, t.dtype)
 
 
+@lower("onnx", "hlo", "Where", inputs=3)
 def _where(b, m):
     cond, x, y = m.root.inputs[:3]
     return select(b, cond, x, y)
 
 
-def _clip(b, m):
-    x = m.root.inputs[0]
+def _limits(x):
     dt = np_dtype(x)
-    info = np.finfo(dt) if dt.kind == "f" else np.iinfo(dt)
-    if (m.root.version or 11) < 11:
-        lo = _s(b, x, attr(m.root, "min", info.min))
-        hi = _s(b, x, attr(m.root, "max", info.max))
-    else:
-        lo, hi = optional_input(m, 1), optional_input(m, 2)
-        lo = _s(b, x, info.min) if lo is None else lo
-        hi = _s(b, x, info.max) if hi is None else hi
-        if shape_of(lo) != () or shape_of(hi) != ():
-            lo, hi = (v if shape_of(v) == () else _reshape_scalar(b, v) for v in (lo, hi))
+    return np.finfo(dt) if dt.kind == "f" else np.iinfo(dt)
+
+
+@lower("onnx", "hlo", "Clip", since=1, inputs=1)
+def _clip_1(b, m):
+    """Clip-1 and -6: the bounds are attributes."""
+    x = m.root.inputs[0]
+    info = _limits(x)
+    lo = _s(b, x, attr(m.root, "min", info.min))
+    hi = _s(b, x, attr(m.root, "max", info.max))
+    return hlo(b, "Clamp", lo, x, hi, type=static_type(x))
+
+
+@lower("onnx", "hlo", "Clip", since=11, inputs=(1, 2, 3))
+def _clip_11(b, m):
+    """Clip-11 on: the bounds are optional scalar inputs."""
+    x = m.root.inputs[0]
+    info = _limits(x)
+    lo, hi = optional_input(m, 1), optional_input(m, 2)
+    lo = _s(b, x, info.min) if lo is None else lo
+    hi = _s(b, x, info.max) if hi is None else hi
+    if shape_of(lo) != () or shape_of(hi) != ():
+        lo, hi = (v if shape_of(v) == () else _reshape_scalar(b, v) for v in (lo, hi))
     return hlo(b, "Clamp", lo, x, hi, type=static_type(x))
 
 
 def _reshape_scalar(b, v):
-    from ._common import reshape
     if int(np.prod(shape_of(v))) != 1:
         raise Refuse(f"Clip bound {v.name!r} is not a scalar")
     return reshape(b, v, ())
 
 
+@lower("onnx", "hlo", "Identity", inputs=1)
 def _identity(b, m):
     return m.root.inputs[0]
 
 
-def _dropout(b, m):
+def _inference_dropout(b, m):
+    """Dropout at inference: the data, and a mask of ones when the mask is an output."""
     node = m.root
-    if (node.version or 12) >= 12:
-        training = optional_input(m, 2)
-        if training is not None:
-            data = const_input(m, f"x{2}", "Dropout's training_mode")
-            if bool(np.asarray(data).reshape(())):
-                raise Refuse("Dropout with training_mode=true draws random masks")
-    elif not attr(node, "is_test", 1 if (node.version or 7) >= 7 else 0):
-        raise Refuse("Dropout in training mode draws random masks")
-    outs = [node.inputs[0], None]
-    if len(node.outputs) > 1 and node.outputs[1] is not None:
-        mask_type = static_type(node.outputs[1])
-        outs[1] = full(b, True if mask_type.dtype == "bool" else 1, mask_type.dtype, mask_type.shape)
+    outs = [node.inputs[0]]
+    if len(node.outputs) > 1:
+        mask = node.outputs[1]
+        mask_type = static_type(mask) if mask is not None else None
+        outs.append(None if mask_type is None
+                    else full(b, True if mask_type.dtype == "bool" else 1, mask_type.dtype, mask_type.shape))
     return outs
 
 
-def _rules():
-    rules = []
-    for onnx_op, op in BINARY.items():
-        rules += rules_for_arities(f"{onnx_op}-to-{op}", onnx_op, _binary(op), [2],
-                                  _version=lambda v: v is None or v >= 7)
-    for onnx_op, direction in COMPARISONS.items():
-        rules += rules_for_arities(f"{onnx_op}-to-Compare", onnx_op, _compare(direction), [2],
-                                  _version=lambda v: v is None or v >= 7)
-    for onnx_op, op in VARIADIC.items():
-        rules += rules_for_arities(f"{onnx_op}-to-{op}", onnx_op, _variadic(op, onnx_op == "Mean"), range(1, 9),
-                                  _version=lambda v: v is None or v >= 6)
-    for onnx_op, op in UNARY.items():
-        replace = _unary(op)
-        if onnx_op in ("Round", "Erf", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt") or onnx_op in (
-                "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Asinh", "Atanh", "HardSwish", "Mish"):
-            replace = _float_only(replace)
-        rules += rules_for_arities(f"{onnx_op}-to-{op}", onnx_op, replace, [1])
-    decompositions = {
-        "Cosh": _float_only(_cosh), "Acosh": _float_only(_acosh), "Reciprocal": _float_only(_reciprocal),
-        "Softsign": _softsign, "Softplus": _float_only(_softplus), "Elu": _elu, "Selu": _selu, "Celu": _celu,
-        "LeakyRelu": _leaky_relu, "ThresholdedRelu": _thresholded_relu, "HardSigmoid": _hard_sigmoid,
-        "Shrink": _shrink, "Gelu": _gelu, "Swish": _swish, "IsNaN": _is_nan, "IsInf": _is_inf, "Cast": _cast,
-        "CastLike": _cast, "Identity": _identity,
-    }
-    for onnx_op, replace in decompositions.items():
-        rules += rules_for_arities(f"{onnx_op}-to-HLO", onnx_op, replace, [1, 2] if onnx_op == "CastLike" else [1])
-    rules += rules_for_arities("PRelu-to-PRelu", "PRelu", _prelu, [2])
-    rules += rules_for_arities("Mod-to-Rem", "Mod", _mod, [2])
-    rules += rules_for_arities("BitShift-to-Shift", "BitShift", _bitshift, [2])
-    rules += rules_for_arities("BitCast-to-BitcastConvert", "BitCast", _bitcast, [1])
-    rules += op_rules("DequantizeLinear-to-Convert", "DequantizeLinear", _dequantize, 3, 2)
-    rules += op_rules("QuantizeLinear-to-Convert", "QuantizeLinear", _quantize, 3, 2)
-    rules += rules_for_arities("Where-to-Select", "Where", _where, [3])
-    rules += op_rules("Clip-to-Clamp", "Clip", _clip, 3)
-    rules += op_rules("Dropout-to-identity", "Dropout", _dropout, 3, _outputs=2)
-    return rules
+@lower("onnx", "hlo", "Dropout", since=1, inputs=1, outputs=(1, 2))
+def _dropout_1(b, m):
+    """Dropout-1 to -10: ``is_test`` (default 0 before version 7, gone in 7) says inference."""
+    if not attr(m.root, "is_test", 1 if (m.root.version or 7) >= 7 else 0):
+        raise Refuse("Dropout in training mode draws random masks")
+    return _inference_dropout(b, m)
 
 
-RULES = _rules()
+@lower("onnx", "hlo", "Dropout", since=12, inputs=(1, 2, 3), outputs=(1, 2),
+       names=("data", "ratio", "training_mode"))
+def _dropout_12(b, m):
+    """Dropout-12 on: the ``training_mode`` input, when given, must be a constant false."""
+    if m["training_mode"] is not None:
+        if bool(np.asarray(const_input(m, "training_mode", "Dropout's training_mode")).reshape(())):
+            raise Refuse("Dropout with training_mode=true draws random masks")
+    return _inference_dropout(b, m)

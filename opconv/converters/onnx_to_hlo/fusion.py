@@ -7,7 +7,8 @@ check verifies the constants (0.5, sqrt 2, epsilon, axes) so that only the
 exact formula fuses.  Variants (operand order, Pow or Mul for the square)
 are generated in loops.  Rules are anchored at the last node of the
 pattern, which the engine visits before the nodes it consumes, so a fusion
-always wins over the one-to-one rules of its parts.
+always wins over the one-to-one rules of its parts; the lowering registry tries them, in this
+module's order, before the single-node translators of their root op.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import math
 import numpy as np
 
 from ...types import TensorType
+from ..lowering import add_rules
 from ._common import (Refuse, Rule, binary, broadcast, dtype_of, full, hlo, is_float, normalize_axis, reshape,
                       shape_of, static_type)
 from .nn import conv_attrs, dot
@@ -192,8 +194,7 @@ def _ln_pattern(axes_input: bool, square: str, affine: str):
         return body(op, named["x"], named.get("a1"), named.get("a2"), named.get("two"), named["eps"],
                     named.get("scale"), named.get("bias"))
 
-    from ._common import captures
-    fn = captures(fn, params)
+    fn.capture_names = params  # the engine reads a generated pattern's captures here
     fn.__name__ = f"layer_norm_{'axes_in' if axes_input else 'axes_attr'}_{square}_{affine}"
     return fn
 
@@ -291,13 +292,13 @@ def _gelu_outer(arrangement: str, inner):
 
 
 def _gelu_patterns(kind: str):
-    from ._common import captures
     fns = []
     inners = {"erf": [("div", _gelu_erf_inner, ["s"]), ("mul", _gelu_erf_inner_mul, ["s"])],
               "tanh": [("pow", _gelu_tanh_inner, ["s", "c", "three"])]}[kind]
     for inner_name, inner, extra in inners:
         for arrangement in ("x*plus*half", "x*half*plus", "x*(plus*half)"):
-            fn = captures(_gelu_outer(arrangement, inner), ["x", "one", "half"] + extra)
+            fn = _gelu_outer(arrangement, inner)
+            fn.capture_names = ["x", "one", "half"] + extra
             fn.__name__ = f"gelu_{kind}_{inner_name}_{arrangement}"
             fns.append(fn)
     return fns
@@ -382,6 +383,7 @@ def _rules():
 
 
 RULES = _rules()
+add_rules("onnx", "hlo", RULES)
 
 
 def fusion_counts(fired) -> dict[str, int]:

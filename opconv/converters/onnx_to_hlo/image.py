@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import Refuse, attr, const_input, hlo, optional_input, out_type, op_rules, shape_of
+from ..lowering import lower
+from ._common import Refuse, attr, const_input, hlo, out_type, shape_of
 
 
 def _s(value, default: str) -> str:
@@ -20,12 +21,16 @@ COORDINATE_MODES = {"HALF_PIXEL", "ASYMMETRIC", "PYTORCH_HALF_PIXEL", "TF_HALF_P
                     "TF_CROP_AND_RESIZE"}
 
 
-def _given(m, index: int, what: str):
-    """A constant optional input, ``None`` when omitted or empty."""
-    if optional_input(m, index) is None:
+def _given(m, name: str):
+    """The constant optional input bound as ``name``, ``None`` when omitted or empty."""
+    if m[name] is None:
         return None
-    data = np.asarray(const_input(m, f"x{index}", what))
+    data = np.asarray(const_input(m, name, name))
     return None if data.size == 0 else data
+
+
+def _scales_input(m) -> list[float]:
+    return [float(s) for s in np.asarray(const_input(m, "scales", "scales")).reshape(-1)]
 
 
 def _legacy_scales(b, m, scales):
@@ -44,25 +49,32 @@ def _legacy_scales(b, m, scales):
                coordinate_transformation_mode="ASYMMETRIC", nearest_mode=nearest)
 
 
-def _upsample(b, m):
-    node = m.root
-    version = node.version or 9
-    if version < 7:
-        scales = [1.0, 1.0, float(attr(node, "height_scale")), float(attr(node, "width_scale"))]
-    elif version < 9:
-        scales = [float(s) for s in attr(node, "scales")]
-    else:
-        scales = [float(s) for s in np.asarray(const_input(m, "x1", "scales")).reshape(-1)]
+@lower("onnx", "hlo", "Upsample", since=1, inputs=1)
+def _upsample_1(b, m):
+    scales = [1.0, 1.0, float(attr(m.root, "height_scale")), float(attr(m.root, "width_scale"))]
     return _legacy_scales(b, m, scales)
 
 
-def _resize(b, m):
+@lower("onnx", "hlo", "Upsample", since=7, inputs=1)
+def _upsample_7(b, m):
+    return _legacy_scales(b, m, [float(s) for s in attr(m.root, "scales")])
+
+
+@lower("onnx", "hlo", "Upsample", since=9, inputs=2, names=("x", "scales"))
+def _upsample_9(b, m):
+    return _legacy_scales(b, m, _scales_input(m))
+
+
+@lower("onnx", "hlo", "Resize", since=10, inputs=2, names=("x", "scales"))
+def _resize_10(b, m):
+    return _legacy_scales(b, m, _scales_input(m))
+
+
+@lower("onnx", "hlo", "Resize", since=11, inputs=range(1, 5), names=("x", "roi", "scales", "sizes"))
+def _resize_11(b, m):
     node = m.root
     x = node.inputs[0]
     rank = len(shape_of(x))
-    version = node.version or 19
-    if version < 11:
-        return _legacy_scales(b, m, [float(s) for s in np.asarray(const_input(m, "x1", "scales")).reshape(-1)])
     if attr(node, "antialias", 0):
         raise Refuse("antialias=1 is not mapped")
     coord = _s(attr(node, "coordinate_transformation_mode"), "half_pixel")
@@ -70,7 +82,7 @@ def _resize(b, m):
         raise Refuse(f"coordinate_transformation_mode {coord.lower()!r} has no HLO form")
     axes = attr(node, "axes")
     axes = list(range(rank)) if axes is None else [int(a) % rank for a in axes]
-    roi, scales, sizes = _given(m, 1, "roi"), _given(m, 2, "scales"), _given(m, 3, "sizes")
+    roi, scales, sizes = _given(m, "roi"), _given(m, "scales"), _given(m, "sizes")
     if sizes is not None and _s(attr(node, "keep_aspect_ratio_policy"), "stretch") != "STRETCH":
         raise Refuse("keep_aspect_ratio_policy other than stretch is not mapped")
     full_scales, full_sizes, full_roi = None, None, None
@@ -100,6 +112,7 @@ def _resize(b, m):
                cubic_coeff_a=float(attr(node, "cubic_coeff_a", -0.75)))
 
 
+@lower("onnx", "hlo", "RoiAlign", inputs=3)
 def _roi_align(b, m):
     node = m.root
     x, rois, batch = node.inputs[:3]
@@ -112,6 +125,7 @@ def _roi_align(b, m):
                spatial_scale=float(attr(node, "spatial_scale", 1.0)))
 
 
+@lower("onnx", "hlo", "MaxRoiPool", inputs=2)
 def _max_roi_pool(b, m):
     node = m.root
     x, rois = node.inputs[:2]
@@ -124,6 +138,7 @@ GRID_MODES = {"BILINEAR": "LINEAR", "LINEAR": "LINEAR", "NEAREST": "NEAREST"}
 GRID_PADDING = {"ZEROS": "PAD_VALUE", "BORDER": "PAD_EDGE", "REFLECTION": "PAD_REFLECT"}
 
 
+@lower("onnx", "hlo", "GridSample", inputs=2)
 def _grid_sample(b, m):
     node = m.root
     x, grid = node.inputs[:2]
@@ -133,10 +148,3 @@ def _grid_sample(b, m):
         raise Refuse(f"mode {mode.lower()!r} / padding_mode {padding.lower()!r} has no HLO form")
     return hlo(b, "GridSample", x, grid, type=out_type(m), mode=GRID_MODES[mode],
                align_corners=bool(attr(node, "align_corners", 0)), padding_mode=GRID_PADDING[padding])
-
-
-RULES = (op_rules("Resize-to-Resize", "Resize", _resize, 4)
-         + op_rules("Upsample-to-Resize", "Upsample", _upsample, 2)
-         + op_rules("RoiAlign-to-RoiAlign", "RoiAlign", _roi_align, 3, 3)
-         + op_rules("MaxRoiPool-to-MaxRoiPool", "MaxRoiPool", _max_roi_pool, 2, 2)
-         + op_rules("GridSample-to-GridSample", "GridSample", _grid_sample, 2, 2))

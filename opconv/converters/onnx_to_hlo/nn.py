@@ -6,9 +6,10 @@ import numpy as np
 
 from ...kernels.conv import conv_transpose_pads
 from ...types import TensorType
+from ..lowering import lower
 from ._common import (Refuse, attr, binary, broadcast, broadcast_in_dim, compare, const_ints, convert, dropped,
-                      dtype_of, full, hlo, iota, is_float, normalize_axis, op_rules, optional_input, out_type, reduce,
-                      reshape, rules_for_arities, scalar, shape_of, static_type, transpose, unary)
+                      dtype_of, full, hlo, iota, is_float, normalize_axis, optional_input, out_type, reduce,
+                      reshape, scalar, shape_of, static_type, transpose, unary)
 
 
 def _str(value, default: str) -> str:
@@ -65,6 +66,7 @@ def conv_attrs(node, x_shape, w_shape) -> dict:
                 **_conv_dims(spatial))
 
 
+@lower("onnx", "hlo", "Conv", inputs=(2, 3))
 def _conv(b, m):
     node = m.root
     x, w = node.inputs[:2]
@@ -76,6 +78,7 @@ def _conv(b, m):
     return hlo(b, "ConvBias", x, w, bias, type=t, **attrs)
 
 
+@lower("onnx", "hlo", "ConvTranspose", inputs=(2, 3))
 def _conv_transpose(b, m):
     node = m.root
     x, w = node.inputs[:2]
@@ -136,6 +139,7 @@ def _pool_common(node, rank: int) -> dict:
     return out
 
 
+@lower("onnx", "hlo", "MaxPool", inputs=1)
 def _max_pool(b, m):
     node = m.root
     x = node.inputs[0]
@@ -145,9 +149,10 @@ def _max_pool(b, m):
     with_indices = len(node.outputs) > 1 and node.outputs[1] is not None
     if with_indices:
         return hlo(b, "MaxPool", x, types=[out_type(m, 0), out_type(m, 1)], return_indices=True, **attrs)
-    return [hlo(b, "MaxPool", x, type=out_type(m), **attrs), None]
+    return [hlo(b, "MaxPool", x, type=out_type(m), **attrs)] + [None] * (len(node.outputs) - 1)
 
 
+@lower("onnx", "hlo", "AveragePool", inputs=1)
 def _avg_pool(b, m):
     node = m.root
     x = node.inputs[0]
@@ -159,13 +164,13 @@ def _avg_pool(b, m):
                count_include_pad=bool(attr(node, "count_include_pad", 0)), **attrs)
 
 
-def _global_pool(op: str):
-    def replace(b, m):
-        x = m.root.inputs[0]
-        return hlo(b, op, x, type=out_type(m), dims=list(range(2, len(shape_of(x)))))
-    return replace
+@lower("onnx", "hlo", ("GlobalAveragePool", "GlobalMaxPool"), inputs=1)
+def _global_pool(b, m):
+    x = m.root.inputs[0]
+    return hlo(b, m.root.op, x, type=out_type(m), dims=list(range(2, len(shape_of(x)))))
 
 
+@lower("onnx", "hlo", "LpPool", inputs=1)
 def _lp_pool(b, m):
     node = m.root
     x = node.inputs[0]
@@ -187,6 +192,7 @@ def _lp_pool(b, m):
     return binary(b, "Pow", summed, scalar(b, 1.0 / p, dtype_of(x)))
 
 
+@lower("onnx", "hlo", "GlobalLpPool", inputs=1)
 def _global_lp_pool(b, m):
     x = m.root.inputs[0]
     p = float(attr(m.root, "p", 2))
@@ -246,6 +252,7 @@ def dot(b, a, c, bias=None):
     return y
 
 
+@lower("onnx", "hlo", "MatMul", inputs=2)
 def _matmul(b, m):
     a, c = m.root.inputs[:2]
     return dot(b, a, c)
@@ -261,6 +268,7 @@ def gemm_bias_vector(b, c, n: int):
     return None
 
 
+@lower("onnx", "hlo", "Gemm", inputs=(2, 3))
 def _gemm(b, m):
     node = m.root
     a, w = node.inputs[:2]
@@ -293,6 +301,7 @@ def _gemm(b, m):
 # Normalization
 # ---------------------------------------------------------------------------
 
+@lower("onnx", "hlo", "BatchNormalization", inputs=5)
 def _batch_norm(b, m):
     node = m.root
     version = node.version or 15
@@ -310,11 +319,13 @@ def _batch_norm(b, m):
     return [y] + [dropped(m, i, x) for i in range(1, m.n_outputs)]
 
 
+@lower("onnx", "hlo", "InstanceNormalization", inputs=3)
 def _instance_norm(b, m):
     x, scale, bias = m.root.inputs[:3]
     return hlo(b, "InstanceNorm", x, scale, bias, type=out_type(m), epsilon=float(attr(m.root, "epsilon", 1e-5)))
 
 
+@lower("onnx", "hlo", "LayerNormalization", inputs=(2, 3))
 def _layer_norm(b, m):
     node = m.root
     x, scale = node.inputs[:2]
@@ -337,6 +348,7 @@ def _layer_norm(b, m):
     return (list(outs) + [None] * m.n_outputs)[:m.n_outputs]
 
 
+@lower("onnx", "hlo", "GroupNormalization", inputs=3)
 def _group_norm(b, m):
     node = m.root
     x, scale, bias = node.inputs[:3]
@@ -351,6 +363,7 @@ def _group_norm(b, m):
                epsilon=float(attr(node, "epsilon", 1e-5)))
 
 
+@lower("onnx", "hlo", "LRN", inputs=1)
 def _lrn(b, m):
     node = m.root
     x = node.inputs[0]
@@ -368,6 +381,7 @@ def _lrn(b, m):
     return binary(b, "Div", x, binary(b, "Pow", base, scalar(b, beta, dt)))
 
 
+@lower("onnx", "hlo", "MeanVarianceNormalization", inputs=1)
 def _mvn(b, m):
     x = m.root.inputs[0]
     axes = list(attr(m.root, "axes", [0, 2, 3]))
@@ -380,6 +394,7 @@ def _mvn(b, m):
     return binary(b, "Div", centred, binary(b, "Add", unary(b, "Sqrt", var), scalar(b, 1e-9, dt)))
 
 
+@lower("onnx", "hlo", "LpNormalization", inputs=1)
 def _lp_norm(b, m):
     x = m.root.inputs[0]
     axis = normalize_axis(int(attr(m.root, "axis", -1)), len(shape_of(x)))
@@ -396,6 +411,7 @@ def _lp_norm(b, m):
     return binary(b, "Div", x, norm)
 
 
+@lower("onnx", "hlo", "RMSNormalization", inputs=2)
 def _rms_norm(b, m):
     node = m.root
     x, scale = node.inputs[:2]
@@ -423,6 +439,7 @@ def _sum_out(b, x, letters: str, keep: set):
     return reduce(b, x, gone, "ADD"), "".join(c for c in letters if c in keep)
 
 
+@lower("onnx", "hlo", "Einsum", inputs=(1, 2))
 def _einsum(b, m):
     node = m.root
     equation = attr(node, "equation")
@@ -458,36 +475,55 @@ def _einsum(b, m):
 # Softmax family
 # ---------------------------------------------------------------------------
 
-def _softmax(logarithmic: bool):
-    def replace(b, m):
-        node = m.root
-        x = node.inputs[0]
-        xs = shape_of(x)
-        rank = len(xs)
-        if not is_float(x):
-            raise Refuse("Softmax of a non-float tensor")
-        version = node.version or 13
-        axis = normalize_axis(int(attr(node, "axis", -1 if version >= 13 else 1)), rank)
-        if version < 13 and axis != rank - 1:
-            # Before opset 13 the input is coerced to 2-D at `axis`: normalise the flattened trailing block.
-            rows = int(np.prod(xs[:axis], dtype=np.int64))
-            flat = reshape(b, x, (rows, int(np.prod(xs[axis:], dtype=np.int64))))
-            y = hlo(b, "Softmax", flat, type=static_type(flat), axis=1, accurate=True, logarithmic=logarithmic)
-            return reshape(b, y, xs)
-        return hlo(b, "Softmax", x, type=static_type(x), axis=axis, accurate=True, logarithmic=logarithmic)
-    return replace
+def _float_input(m) -> str | None:
+    return None if is_float(m.root.inputs[0]) else "Softmax of a non-float tensor"
 
 
-def _hardmax(b, m):
-    node = m.root
-    x = node.inputs[0]
+def _softmax_along(b, x, axis: int, logarithmic: bool):
+    return hlo(b, "Softmax", x, type=static_type(x), axis=axis, accurate=True, logarithmic=logarithmic)
+
+
+def _as_rows(b, x, axis: int):
+    """``x`` coerced to 2-D at ``axis``, as the softmax family did before opset 13."""
     xs = shape_of(x)
-    version = node.version or 13
-    axis = normalize_axis(int(attr(node, "axis", -1 if version >= 13 else 1)), len(xs))
-    work = x
-    if version < 13:
-        work = reshape(b, x, (int(np.prod(xs[:axis], dtype=np.int64)), int(np.prod(xs[axis:], dtype=np.int64))))
-        axis = 1
+    return reshape(b, x, (int(np.prod(xs[:axis], dtype=np.int64)), int(np.prod(xs[axis:], dtype=np.int64))))
+
+
+@lower("onnx", "hlo", ("Softmax", "LogSoftmax"), since=1, inputs=1, check=_float_input)
+def _softmax_1(b, m):
+    """Softmax and LogSoftmax before opset 13: normalise the flattened trailing block from ``axis`` (default 1)."""
+    x = m.root.inputs[0]
+    xs = shape_of(x)
+    axis = normalize_axis(int(attr(m.root, "axis", 1)), len(xs))
+    logarithmic = m.root.op == "LogSoftmax"
+    if axis == len(xs) - 1:
+        return _softmax_along(b, x, axis, logarithmic)
+    return reshape(b, _softmax_along(b, _as_rows(b, x, axis), 1, logarithmic), xs)
+
+
+@lower("onnx", "hlo", ("Softmax", "LogSoftmax"), since=13, inputs=1, check=_float_input)
+def _softmax_13(b, m):
+    x = m.root.inputs[0]
+    axis = normalize_axis(int(attr(m.root, "axis", -1)), len(shape_of(x)))
+    return _softmax_along(b, x, axis, m.root.op == "LogSoftmax")
+
+
+@lower("onnx", "hlo", "Hardmax", since=1, inputs=1)
+def _hardmax_1(b, m):
+    """Hardmax before opset 13: one-hot of the flattened trailing block from ``axis`` (default 1)."""
+    x = m.root.inputs[0]
+    return _hardmax(b, x, _as_rows(b, x, normalize_axis(int(attr(m.root, "axis", 1)), len(shape_of(x)))), 1)
+
+
+@lower("onnx", "hlo", "Hardmax", since=13, inputs=1)
+def _hardmax_13(b, m):
+    x = m.root.inputs[0]
+    return _hardmax(b, x, x, normalize_axis(int(attr(m.root, "axis", -1)), len(shape_of(x))))
+
+
+def _hardmax(b, x, work, axis: int):
+    """One-hot (in ``x``'s type and shape) of the first maximum of ``work`` (``x`` or its 2-D view) along ``axis``."""
+    xs = shape_of(x)
     ws = shape_of(work)
     arg = hlo(b, "ArgMax", work, type=TensorType("int64", ws[:axis] + (1,) + ws[axis + 1:]), axis=axis,
               keepdims=True, select_last_index=False)
@@ -499,7 +535,6 @@ def _hardmax(b, m):
 # Reductions
 # ---------------------------------------------------------------------------
 
-# ONNX reduction -> (opset from which `axes` is an input, builder of the reduced value).
 def _sum(b, x, axes, keep):
     return reduce(b, x, axes, "ADD", keep)
 
@@ -521,100 +556,78 @@ def _log_sum_exp(b, x, axes, keep):
     return y if keep else reshape(b, y, tuple(d for i, d in enumerate(shape_of(x)) if i not in axes))
 
 
+# ONNX reduction -> builder of the reduced value.
 REDUCTIONS = {
-    "ReduceSum": (13, _sum),
-    "ReduceMean": (18, _mean),
-    "ReduceMax": (18, lambda b, x, axes, keep: reduce(b, x, axes, "MAX", keep)),
-    "ReduceMin": (18, lambda b, x, axes, keep: reduce(b, x, axes, "MIN", keep)),
-    "ReduceProd": (18, lambda b, x, axes, keep: reduce(b, x, axes, "MUL", keep)),
-    "ReduceL1": (18, lambda b, x, axes, keep: reduce(b, unary(b, "Abs", x), axes, "ADD", keep)),
-    "ReduceL2": (18, lambda b, x, axes, keep: unary(b, "Sqrt", reduce(b, binary(b, "Mul", x, x), axes, "ADD",
-                                                                        keep))),
-    "ReduceSumSquare": (18, lambda b, x, axes, keep: reduce(b, binary(b, "Mul", x, x), axes, "ADD", keep)),
-    "ReduceLogSum": (18, lambda b, x, axes, keep: unary(b, "Log", reduce(b, x, axes, "ADD", keep))),
-    "ReduceLogSumExp": (18, _log_sum_exp),
+    "ReduceSum": _sum,
+    "ReduceMean": _mean,
+    "ReduceMax": lambda b, x, axes, keep: reduce(b, x, axes, "MAX", keep),
+    "ReduceMin": lambda b, x, axes, keep: reduce(b, x, axes, "MIN", keep),
+    "ReduceProd": lambda b, x, axes, keep: reduce(b, x, axes, "MUL", keep),
+    "ReduceL1": lambda b, x, axes, keep: reduce(b, unary(b, "Abs", x), axes, "ADD", keep),
+    "ReduceL2": lambda b, x, axes, keep: unary(b, "Sqrt", reduce(b, binary(b, "Mul", x, x), axes, "ADD", keep)),
+    "ReduceSumSquare": lambda b, x, axes, keep: reduce(b, binary(b, "Mul", x, x), axes, "ADD", keep),
+    "ReduceLogSum": lambda b, x, axes, keep: unary(b, "Log", reduce(b, x, axes, "ADD", keep)),
+    "ReduceLogSumExp": _log_sum_exp,
 }
 
 
-def _reduce(since: int, build):
-    def replace(b, m):
-        node = m.root
-        x = node.inputs[0]
-        rank = len(shape_of(x))
-        if (node.version or since) < since:
-            axes = attr(node, "axes")
-        else:
-            axes = None if optional_input(m, 1) is None else const_ints(m, "x1", "axes")
-        if not axes:
-            if attr(node, "noop_with_empty_axes", 0):
-                return unary(b, "Copy", x)
-            axes = list(range(rank))
-        axes = sorted({normalize_axis(int(a), rank) for a in axes})
-        if node.op in ("ReduceMax", "ReduceMin") and dtype_of(x) == "bool":
-            raise Refuse("boolean ReduceMax/ReduceMin is not mapped")
-        y = build(b, x, axes, bool(attr(node, "keepdims", 1)))
-        if shape_of(y) != out_type(m).shape:
-            raise Refuse(f"reduced shape {shape_of(y)} differs from the ONNX output {out_type(m).shape}")
-        return y
-    return replace
-
-
-def _arg(op: str):
-    def replace(b, m):
-        node = m.root
-        x = node.inputs[0]
-        axis = normalize_axis(int(attr(node, "axis", 0)), len(shape_of(x)))
-        return hlo(b, op, x, type=out_type(m), axis=axis, keepdims=bool(attr(node, "keepdims", 1)),
-                   select_last_index=bool(attr(node, "select_last_index", 0)))
-    return replace
-
-
-def _topk(b, m):
+def _reduction(b, m, axes):
     node = m.root
     x = node.inputs[0]
-    if (node.version or 11) < 10:
-        k = int(attr(node, "k"))
-    else:
-        k = const_ints(m, "x1", "k")[0]
+    rank = len(shape_of(x))
+    if not axes:
+        if attr(node, "noop_with_empty_axes", 0):
+            return unary(b, "Copy", x)
+        axes = list(range(rank))
+    axes = sorted({normalize_axis(int(a), rank) for a in axes})
+    if node.op in ("ReduceMax", "ReduceMin") and dtype_of(x) == "bool":
+        raise Refuse("boolean ReduceMax/ReduceMin is not mapped")
+    y = REDUCTIONS[node.op](b, x, axes, bool(attr(node, "keepdims", 1)))
+    if shape_of(y) != out_type(m).shape:
+        raise Refuse(f"reduced shape {shape_of(y)} differs from the ONNX output {out_type(m).shape}")
+    return y
+
+
+@lower("onnx", "hlo", tuple(REDUCTIONS), since=1, inputs=1)
+def _reduce_1(b, m):
+    """The reductions while ``axes`` is an attribute."""
+    return _reduction(b, m, attr(m.root, "axes"))
+
+
+# `axes` became an optional input in opset 13 for ReduceSum, in opset 18 for the others.
+@lower("onnx", "hlo", "ReduceSum", since=13, inputs=(1, 2), names=("data", "axes"))
+@lower("onnx", "hlo", tuple(op for op in REDUCTIONS if op != "ReduceSum"), since=18, inputs=(1, 2),
+       names=("data", "axes"))
+def _reduce_13(b, m):
+    return _reduction(b, m, None if m["axes"] is None else const_ints(m, "axes"))
+
+
+@lower("onnx", "hlo", ("ArgMax", "ArgMin"), inputs=1)
+def _arg_max_min(b, m):
+    node = m.root
+    x = node.inputs[0]
+    axis = normalize_axis(int(attr(node, "axis", 0)), len(shape_of(x)))
+    return hlo(b, node.op, x, type=out_type(m), axis=axis, keepdims=bool(attr(node, "keepdims", 1)),
+               select_last_index=bool(attr(node, "select_last_index", 0)))
+
+
+def _topk(b, m, k: int):
+    node = m.root
+    x = node.inputs[0]
     axis = normalize_axis(int(attr(node, "axis", -1)), len(shape_of(x)))
     k_value = b.const(np.asarray([k], np.int64), "k")
     return hlo(b, "Topk", x, k_value, types=[out_type(m, 0), out_type(m, 1)], axis=axis,
                largest=bool(attr(node, "largest", 1)), sorted=bool(attr(node, "sorted", 1)))
 
 
-def _rules():
-    rules = []
-    for onnx_op, (since, build) in REDUCTIONS.items():
-        rules += op_rules(f"{onnx_op}-to-Reduce", onnx_op, _reduce(since, build), 2)
-    rules += op_rules("Conv-to-Conv", "Conv", _conv, 3, 2)
-    rules += op_rules("ConvTranspose-to-Conv", "ConvTranspose", _conv_transpose, 3, 2)
-    rules += rules_for_arities("MaxPool-to-MaxPool", "MaxPool", _max_pool, [1], _outputs=2)
-    rules += rules_for_arities("AveragePool-to-AveragePool", "AveragePool", _avg_pool, [1])
-    rules += rules_for_arities("GlobalAveragePool-to-HLO", "GlobalAveragePool", _global_pool("GlobalAveragePool"),
-                               [1])
-    rules += rules_for_arities("GlobalMaxPool-to-HLO", "GlobalMaxPool", _global_pool("GlobalMaxPool"), [1])
-    rules += rules_for_arities("LpPool-to-ReduceWindow", "LpPool", _lp_pool, [1])
-    rules += rules_for_arities("GlobalLpPool-to-Reduce", "GlobalLpPool", _global_lp_pool, [1])
-    rules += rules_for_arities("MatMul-to-DotGeneral", "MatMul", _matmul, [2])
-    rules += op_rules("Gemm-to-DotGeneral", "Gemm", _gemm, 3, 2)
-    rules += rules_for_arities("BatchNormalization-to-BatchNormInference", "BatchNormalization", _batch_norm, [5],
-                               _outputs=5)
-    rules += rules_for_arities("InstanceNormalization-to-InstanceNorm", "InstanceNormalization", _instance_norm, [3])
-    rules += op_rules("LayerNormalization-to-LayerNorm", "LayerNormalization", _layer_norm, 3, 2, _outputs=3)
-    rules += rules_for_arities("GroupNormalization-to-GroupNorm", "GroupNormalization", _group_norm, [3])
-    rules += rules_for_arities("LRN-to-ReduceWindow", "LRN", _lrn, [1])
-    rules += rules_for_arities("MeanVarianceNormalization-to-Reduce", "MeanVarianceNormalization", _mvn, [1])
-    rules += rules_for_arities("LpNormalization-to-Reduce", "LpNormalization", _lp_norm, [1])
-    rules += rules_for_arities("RMSNormalization-to-Reduce", "RMSNormalization", _rms_norm, [2])
-    rules += rules_for_arities("Einsum-to-DotGeneral", "Einsum", _einsum, [1, 2])
-    rules += rules_for_arities("Softmax-to-Softmax", "Softmax", _softmax(False), [1])
-    rules += rules_for_arities("LogSoftmax-to-Softmax", "LogSoftmax", _softmax(True), [1])
-    rules += rules_for_arities("Hardmax-to-ArgMax", "Hardmax", _hardmax, [1])
-    rules += rules_for_arities("ArgMax-to-ArgMax", "ArgMax", _arg("ArgMax"), [1])
-    rules += rules_for_arities("ArgMin-to-ArgMin", "ArgMin", _arg("ArgMin"), [1])
-    rules += rules_for_arities("TopK-to-Topk", "TopK", _topk, [1, 2], _outputs=2)
-    return rules
+@lower("onnx", "hlo", "TopK", since=1, inputs=1)
+def _topk_1(b, m):
+    return _topk(b, m, int(attr(m.root, "k")))
 
 
-RULES = _rules()
-__all__ = ["RULES", "dot", "conv_attrs", "conv_padding", "pad_value", "explicit_pads", "gemm_bias_vector"]
+@lower("onnx", "hlo", "TopK", since=10, inputs=2, names=("x", "k"))
+def _topk_10(b, m):
+    return _topk(b, m, const_ints(m, "k")[0])
+
+
+__all__ = ["dot", "conv_attrs", "conv_padding", "pad_value", "explicit_pads", "gemm_bias_vector"]

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import (Refuse, TensorType, attr, out_type, binary, broadcast_in_dim, concat, const, dtype_of, hlo,
-                      optional_input, op_rules, reduce, reshape, scalar, shape_of, slice_, transpose, unary,
-                      convert, compare, select)
+from ..lowering import lower
+from ._common import (Refuse, TensorType, attr, out_type, binary, broadcast_in_dim, concat, dtype_of, hlo,
+                      optional_input, reduce, reshape, scalar, shape_of, slice_, transpose, unary, convert, compare,
+                      select)
 from .nn import conv_attrs, dot
 
 MS = "com.microsoft"
@@ -51,10 +52,12 @@ def _integer_product(b, a, w, a_zero_point, b_zero_point):
     return dot(b, _centred(b, a, a_zero_point, per_row=True), _centred(b, w, b_zero_point))
 
 
+@lower("onnx", "hlo", "MatMulInteger", inputs=range(2, 5))
 def _matmul_integer(b, m):
     return _integer_product(b, *m.root.inputs[:2], optional_input(m, 2), optional_input(m, 3))
 
 
+@lower("onnx", "hlo", "ConvInteger", inputs=range(2, 5))
 def _conv_integer(b, m):
     """ConvInteger as an int32 Conv of the centred operands (zero padding of a centred input is ONNX's padding
     with the zero point); the weight's zero point may be one per output channel."""
@@ -94,6 +97,7 @@ def _to_float(b, acc, a_scale, b_scale, bias, out_dtype: str):
     return convert(b, y, out_dtype) if out_dtype != "float32" else y
 
 
+@lower("onnx", "hlo", "MatMulIntegerToFloat", domain=MS, inputs=range(4, 8))
 def _matmul_integer_to_float(b, m):
     a, w, a_scale, b_scale = m.root.inputs[:4]
     acc = _integer_product(b, a, w, optional_input(m, 4), optional_input(m, 5))
@@ -125,10 +129,12 @@ def _saturate(b, v):
                type=TensorType("float32", shape_of(v)))
 
 
+@lower("onnx", "hlo", "DynamicQuantizeLinear", inputs=1)
 def _dynamic_quantize_linear(b, m):
     return list(dynamic_quantize(b, m.root.inputs[0]))
 
 
+@lower("onnx", "hlo", "DynamicQuantizeMatMul", domain=MS, inputs=range(3, 6))
 def _dynamic_quantize_matmul(b, m):
     a, w, b_scale = m.root.inputs[:3]
     qa, a_scale, a_zero_point = dynamic_quantize(b, a)
@@ -155,6 +161,7 @@ def _unpack(b, packed, bits: int, rows: int):
     return reshape(b, concat(b, parts, 2), (rows, width * per_byte))
 
 
+@lower("onnx", "hlo", "MatMulNBits", domain=MS, inputs=range(3, 7))
 def _matmul_nbits(b, m):
     node = m.root
     a, packed, scales = node.inputs[:3]
@@ -185,19 +192,3 @@ def _matmul_nbits(b, m):
     y = dot(b, convert(b, a, "float32"), transpose(b, weight, [1, 0]),
             None if bias is None else convert(b, bias, "float32"))
     return convert(b, y, out_dtype) if out_dtype != "float32" else y
-
-
-def _rules():
-    rules = op_rules("MatMulInteger-to-DotGeneral", "MatMulInteger", _matmul_integer, 4, 2)
-    rules += op_rules("ConvInteger-to-Conv", "ConvInteger", _conv_integer, 4, 2)
-    rules += op_rules("DynamicQuantizeLinear-to-RoundNearestEven", "DynamicQuantizeLinear",
-                      _dynamic_quantize_linear, 1, 1, _outputs=3)
-    rules += op_rules("MatMulIntegerToFloat-to-DotGeneral", "MatMulIntegerToFloat", _matmul_integer_to_float, 7, 4,
-                      _domain=MS)
-    rules += op_rules("DynamicQuantizeMatMul-to-DotGeneral", "DynamicQuantizeMatMul", _dynamic_quantize_matmul, 5,
-                      3, _domain=MS)
-    rules += op_rules("MatMulNBits-to-DotGeneral", "MatMulNBits", _matmul_nbits, 6, 3, _domain=MS)
-    return rules
-
-
-RULES = _rules()

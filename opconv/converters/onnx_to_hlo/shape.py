@@ -12,16 +12,14 @@ import numpy as np
 from ... import budget
 from ...ir import Tensor
 from ...types import TensorType
+from ..lowering import lower
 from ._common import (Refuse, attr, binary, broadcast, broadcast_in_dim, compare, concat, const_input, const_ints,
-                      convert, dtype_of, full, hlo, iota, normalize_axis, optional_input, out_type, reshape,
-                      op_rules, rules_for_arities, scalar, select, shape_of, slice_, static_type, transpose)
+                      convert, dtype_of, full, hlo, iota, normalize_axis, out_type, reshape, scalar, select,
+                      shape_of, slice_, static_type, transpose)
 from .nn import pad_value
 
 
-def _to_out_shape(b, m):
-    return reshape(b, m.root.inputs[0], out_type(m).shape)
-
-
+@lower("onnx", "hlo", ("Reshape", "Flatten", "Squeeze", "Unsqueeze"), inputs=(1, 2))
 def _reshape_like_output(b, m):
     """Reshape, Flatten, Squeeze, Unsqueeze: only the (static) output shape matters."""
     x = m.root.inputs[0]
@@ -31,6 +29,7 @@ def _reshape_like_output(b, m):
     return reshape(b, x, t.shape)
 
 
+@lower("onnx", "hlo", "Transpose", inputs=1)
 def _transpose(b, m):
     x = m.root.inputs[0]
     rank = len(shape_of(x))
@@ -39,6 +38,7 @@ def _transpose(b, m):
     return y if y is not x else hlo(b, "Copy", x, type=static_type(x))
 
 
+@lower("onnx", "hlo", "Concat", inputs=range(1, 65))
 def _concat(b, m):
     values = [v for v in m.root.inputs if v is not None]
     rank = len(shape_of(values[0]))
@@ -48,6 +48,7 @@ def _concat(b, m):
     return y if len(values) > 1 else hlo(b, "Copy", y, type=static_type(y))
 
 
+@lower("onnx", "hlo", "Split", inputs=(1, 2))
 def _split(b, m):
     node = m.root
     x = node.inputs[0]
@@ -66,22 +67,29 @@ def _split(b, m):
         start += size
     if start != xs[axis]:
         raise Refuse(f"Split sizes add up to {start}, not {xs[axis]}")
-    return (outs + [None] * m.n_outputs)[:m.n_outputs]
+    return outs
 
 
-def _slice(b, m):
-    node = m.root
-    x = node.inputs[0]
+@lower("onnx", "hlo", "Slice", since=1, inputs=1)
+def _slice_1(b, m):
+    """Slice-1: the bounds are attributes."""
+    starts, ends = list(attr(m.root, "starts")), list(attr(m.root, "ends"))
+    return _slice(b, m, starts, ends, list(attr(m.root, "axes", range(len(starts)))), [1] * len(starts))
+
+
+@lower("onnx", "hlo", "Slice", since=10, inputs=range(3, 6), names=("data", "starts", "ends", "axes", "steps"))
+def _slice_10(b, m):
+    """Slice-10 on: the bounds are (constant) inputs."""
+    starts, ends = const_ints(m, "starts"), const_ints(m, "ends")
+    axes = const_ints(m, "axes") if m["axes"] is not None else list(range(len(starts)))
+    steps = const_ints(m, "steps") if m["steps"] is not None else [1] * len(starts)
+    return _slice(b, m, starts, ends, axes, steps)
+
+
+def _slice(b, m, starts, ends, axes, steps):
+    x = m.root.inputs[0]
     xs = shape_of(x)
     rank = len(xs)
-    if (node.version or 10) < 10:
-        starts, ends = list(attr(node, "starts")), list(attr(node, "ends"))
-        axes = list(attr(node, "axes", range(len(starts))))
-        steps = [1] * len(starts)
-    else:
-        starts, ends = const_ints(m, "x1", "starts"), const_ints(m, "x2", "ends")
-        axes = const_ints(m, "x3", "axes") if optional_input(m, 3) is not None else list(range(len(starts)))
-        steps = const_ints(m, "x4", "steps") if optional_input(m, 4) is not None else [1] * len(starts)
     lo, hi, st = [0] * rank, list(xs), [1] * rank
     flips = []
     for start, end, axis, step in zip(starts, ends, axes, steps):
@@ -108,25 +116,38 @@ def _slice(b, m):
 PAD_MODES = {"constant": "PAD_VALUE", "edge": "PAD_EDGE", "reflect": "PAD_REFLECT"}
 
 
-def _pad(b, m):
+def _pad_mode(m) -> str | None:
+    mode = attr(m.root, "mode", "constant")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    return None if mode in PAD_MODES else f"Pad mode {mode!r} has no HLO form"
+
+
+@lower("onnx", "hlo", "Pad", since=1, inputs=1, check=_pad_mode)
+def _pad_1(b, m):
+    """Pad-1 and -2: the amounts (``paddings`` in version 1, ``pads`` from 2) and the value are attributes."""
+    node = m.root
+    pads = list(attr(node, "pads" if (node.version or 2) >= 2 else "paddings"))
+    return _pad(b, m, pads, float(attr(node, "value", 0.0)), list(range(len(shape_of(node.inputs[0])))))
+
+
+@lower("onnx", "hlo", "Pad", since=11, inputs=range(2, 5), names=("data", "pads", "constant_value", "axes"),
+       check=_pad_mode)
+def _pad_11(b, m):
+    """Pad-11 on: amounts, value and (from 18) axes are (constant) inputs."""
+    pads = const_ints(m, "pads")
+    value = 0 if m["constant_value"] is None else np.asarray(const_input(m, "constant_value", "constant_value"))
+    value = value if isinstance(value, int) else (value.reshape(-1)[0] if value.size else 0)
+    axes = const_ints(m, "axes") if m["axes"] is not None else list(range(len(shape_of(m.root.inputs[0]))))
+    return _pad(b, m, pads, value, axes)
+
+
+def _pad(b, m, pads, value, axes):
     node = m.root
     x = node.inputs[0]
     xs = shape_of(x)
     rank = len(xs)
     mode = attr(node, "mode", "constant")
-    mode = mode.decode() if isinstance(mode, bytes) else mode
-    if mode not in PAD_MODES:
-        raise Refuse(f"Pad mode {mode!r} has no HLO form")
-    if (node.version or 11) < 11:
-        pads = list(attr(node, "pads" if (node.version or 2) >= 2 else "paddings"))
-        value = float(attr(node, "value", 0.0))
-        axes = list(range(rank))
-    else:
-        pads = const_ints(m, "x1", "pads")
-        value_input = optional_input(m, 2)
-        value = 0 if value_input is None else np.asarray(const_input(m, "x2", "constant_value")).reshape(-1)
-        value = value if isinstance(value, int) else (value[0] if value.size else 0)
-        axes = const_ints(m, "x3", "axes") if optional_input(m, 3) is not None else list(range(rank))
+    mode = mode.decode() if isinstance(mode, bytes) else mode  # a PAD_MODES key (the check ran)
     axes = [normalize_axis(a, rank) for a in axes]
     low, high = [0] * rank, [0] * rank
     for i, a in enumerate(axes):
@@ -144,6 +165,7 @@ def _np(x):
     return element_type(dtype_of(x)).numpy
 
 
+@lower("onnx", "hlo", "Expand", inputs=2)
 def _expand(b, m):
     x = m.root.inputs[0]
     t = out_type(m)
@@ -151,10 +173,11 @@ def _expand(b, m):
     return y if y is not x else hlo(b, "Copy", x, type=t)
 
 
+@lower("onnx", "hlo", "Tile", inputs=2, names=("x", "repeats"))
 def _tile(b, m):
     x = m.root.inputs[0]
     xs = shape_of(x)
-    repeats = const_ints(m, "x1", "repeats")
+    repeats = const_ints(m, "repeats")
     # [d] -> broadcast to [r, d] -> reshape to [r*d], for every dim at once.
     expanded = tuple(v for r, d in zip(repeats, xs) for v in (r, d))
     y = broadcast_in_dim(b, x, expanded, [2 * i + 1 for i in range(len(xs))])
@@ -178,13 +201,14 @@ def _wrapped_indices(b, m, name: str, indices, size_of):
     return select(b, negative, binary(b, "Add", idx, sizes), idx)
 
 
+@lower("onnx", "hlo", "Gather", inputs=2, names=("data", "indices"))
 def _gather(b, m):
     node = m.root
     x, indices = node.inputs[:2]
     xs, qs = shape_of(x), shape_of(indices)
     r, q = len(xs), len(qs)
     axis = normalize_axis(int(attr(node, "axis", 0)), r)
-    idx = _wrapped_indices(b, m, "x1", indices, xs[axis])
+    idx = _wrapped_indices(b, m, "indices", indices, xs[axis])
     slice_sizes = list(xs)
     slice_sizes[axis] = 1
     return hlo(b, "Gather", x, idx, type=out_type(m), index_vector_dim=q, start_index_map=[axis],
@@ -204,18 +228,20 @@ def _full_index_vectors(b, idx, rank: int, axis: int):
     return concat(b, parts, rank)
 
 
+@lower("onnx", "hlo", "GatherElements", inputs=2, names=("data", "indices"))
 def _gather_elements(b, m):
     node = m.root
     x, indices = node.inputs[:2]
     xs = shape_of(x)
     r = len(xs)
     axis = normalize_axis(int(attr(node, "axis", 0)), r)
-    idx = _wrapped_indices(b, m, "x1", indices, xs[axis])
+    idx = _wrapped_indices(b, m, "indices", indices, xs[axis])
     vectors = _full_index_vectors(b, idx, r, axis)
     return hlo(b, "Gather", x, vectors, type=out_type(m), index_vector_dim=r, start_index_map=list(range(r)),
                collapsed_slice_dims=list(range(r)), offset_dims=[], slice_sizes=[1] * r, indices_are_sorted=False)
 
 
+@lower("onnx", "hlo", "GatherND", inputs=2, names=("data", "indices"))
 def _gather_nd(b, m):
     node = m.root
     x, indices = node.inputs[:2]
@@ -223,7 +249,7 @@ def _gather_nd(b, m):
         raise Refuse("GatherND with batch_dims > 0 is not mapped")
     xs, qs = shape_of(x), shape_of(indices)
     k = qs[-1]
-    idx = _wrapped_indices(b, m, "x1", indices, list(xs[:k]))
+    idx = _wrapped_indices(b, m, "indices", indices, list(xs[:k]))
     q = len(qs)
     return hlo(b, "Gather", x, idx, type=out_type(m), index_vector_dim=q - 1, start_index_map=list(range(k)),
                collapsed_slice_dims=list(range(k)), offset_dims=list(range(q - 1, q - 1 + len(xs) - k)),
@@ -241,24 +267,26 @@ def _reduction(node) -> str:
     return SCATTER_REDUCTIONS[red]
 
 
+@lower("onnx", "hlo", "ScatterND", inputs=3, names=("data", "indices"))
 def _scatter_nd(b, m):
     node = m.root
     x, indices, updates = node.inputs[:3]
     xs, qs = shape_of(x), shape_of(indices)
     k, q = qs[-1], len(qs)
-    idx = _wrapped_indices(b, m, "x1", indices, list(xs[:k]))
+    idx = _wrapped_indices(b, m, "indices", indices, list(xs[:k]))
     return hlo(b, "ScatterND", x, idx, updates, type=out_type(m), computation=_reduction(node),
                index_vector_dim=q - 1, update_window_dims=list(range(q - 1, q - 1 + len(xs) - k)),
                inserted_window_dims=list(range(k)), scatter_dims_to_operand_dims=list(range(k)))
 
 
+@lower("onnx", "hlo", ("ScatterElements", "Scatter"), inputs=3, names=("data", "indices"))
 def _scatter_elements(b, m):
     node = m.root
     x, indices, updates = node.inputs[:3]
     xs = shape_of(x)
     r = len(xs)
     axis = normalize_axis(int(attr(node, "axis", 0)), r)
-    idx = _wrapped_indices(b, m, "x1", indices, xs[axis])
+    idx = _wrapped_indices(b, m, "indices", indices, xs[axis])
     vectors = _full_index_vectors(b, idx, r, axis)
     return hlo(b, "ScatterND", x, vectors, updates, type=out_type(m), computation=_reduction(node),
                index_vector_dim=r, update_window_dims=[], inserted_window_dims=list(range(r)),
@@ -280,6 +308,7 @@ def _constant_value(node):
     return None
 
 
+@lower("onnx", "hlo", "Constant", inputs=0)
 def _constant(b, m):
     data = _constant_value(m.root)
     if data is None or data.dtype.kind in "OUS":
@@ -288,6 +317,7 @@ def _constant(b, m):
     return hlo(b, "Constant", type=t.type, value=t)
 
 
+@lower("onnx", "hlo", ("Shape", "Size"), inputs=1)
 def _shape_constant(b, m):
     """Shape / Size of a static shape: a constant."""
     node = m.root
@@ -303,6 +333,7 @@ def _shape_constant(b, m):
     return hlo(b, "Constant", type=TensorType("int64", data.shape), value=Tensor.from_array(data))
 
 
+@lower("onnx", "hlo", "ConstantOfShape", inputs=1)
 def _constant_of_shape(b, m):
     t = out_type(m)
     value = m.root.attr("value")
@@ -310,9 +341,9 @@ def _constant_of_shape(b, m):
     return full(b, fill, t.dtype, t.shape)
 
 
+@lower("onnx", "hlo", "Range", inputs=3, names=("start", "limit", "delta"))
 def _range(b, m):
-    start, limit, delta = (np.asarray(const_input(m, f"x{i}", n)).reshape(()) for i, n in
-                           enumerate(("start", "limit", "delta")))
+    start, limit, delta = (np.asarray(const_input(m, n, n)).reshape(()) for n in ("start", "limit", "delta"))
     t = out_type(m)
     budget.check_range(start, limit, delta, np.dtype(_np_dtype(t.dtype)).itemsize, where=m.root.label)
     data = np.arange(start, limit, delta).astype(_np_dtype(t.dtype))
@@ -324,6 +355,7 @@ def _np_dtype(name):
     return element_type(name).numpy
 
 
+@lower("onnx", "hlo", "DepthToSpace", inputs=1)
 def _depth_to_space(b, m):
     node = m.root
     x = node.inputs[0]
@@ -340,6 +372,7 @@ def _depth_to_space(b, m):
     return reshape(b, y, (n, c // (bs * bs), h * bs, w * bs))
 
 
+@lower("onnx", "hlo", "SpaceToDepth", inputs=1)
 def _space_to_depth(b, m):
     x = m.root.inputs[0]
     n, c, h, w = shape_of(x)
@@ -351,17 +384,19 @@ def _space_to_depth(b, m):
     return reshape(b, y, (n, c * bs * bs, h // bs, w // bs))
 
 
+@lower("onnx", "hlo", "Trilu", inputs=(1, 2), names=("x", "k"))
 def _trilu(b, m):
     node = m.root
     x = node.inputs[0]
-    k = const_ints(m, "x1", "k")[0] if optional_input(m, 1) is not None else 0
+    k = const_ints(m, "k")[0] if m["k"] is not None else 0
     return hlo(b, "Trilu", x, type=out_type(m), upper=bool(attr(node, "upper", 1)), k=k)
 
 
+@lower("onnx", "hlo", "OneHot", inputs=3, names=("indices", "depth", "values"))
 def _one_hot(b, m):
     node = m.root
     indices, depth, values = node.inputs[:3]
-    d = int(np.asarray(const_input(m, "x1", "depth")).reshape(-1)[0])
+    d = int(np.asarray(const_input(m, "depth", "depth")).reshape(-1)[0])
     t = out_type(m)
     axis = normalize_axis(int(attr(node, "axis", -1)), len(t.shape))
     idx = convert(b, indices, "int64")
@@ -373,6 +408,7 @@ def _one_hot(b, m):
     return select(b, hot, broadcast_in_dim(b, on, t.shape, []), broadcast_in_dim(b, off, t.shape, []))
 
 
+@lower("onnx", "hlo", "EyeLike", inputs=1)
 def _eye_like(b, m):
     node = m.root
     t = out_type(m)
@@ -385,16 +421,18 @@ def _eye_like(b, m):
     return convert(b, diag, t.dtype)
 
 
-def _cumulative(computation: str, identity: int):
-    return lambda b, m: _cumulative_window(b, m, computation, identity)
+# cumulative op -> (ReduceWindow computation, its identity)
+CUMULATIVE = {"CumSum": ("ADD", 0), "CumProd": ("MUL", 1)}
 
 
-def _cumulative_window(b, m, computation: str, identity: int):
+@lower("onnx", "hlo", tuple(CUMULATIVE), inputs=2, names=("x", "axis"))
+def _cumulative(b, m):
     """CumSum / CumProd: a ReduceWindow as long as the axis over the input padded in front."""
     node = m.root
+    computation, identity = CUMULATIVE[node.op]
     x = node.inputs[0]
     xs = shape_of(x)
-    axis = normalize_axis(const_ints(m, "x1", "axis")[0], len(xs))
+    axis = normalize_axis(const_ints(m, "axis")[0], len(xs))
     exclusive, reverse = int(attr(node, "exclusive", 0)), int(attr(node, "reverse", 0))
     n = xs[axis]
     y = hlo(b, "Reverse", x, type=static_type(x), dimensions=[axis]) if reverse else x
@@ -411,45 +449,9 @@ def _cumulative_window(b, m, computation: str, identity: int):
     return hlo(b, "Reverse", y, type=static_type(y), dimensions=[axis]) if reverse else y
 
 
+@lower("onnx", "hlo", "ReverseSequence", inputs=2)
 def _reverse_sequence(b, m):
     node = m.root
     x, lengths = node.inputs[:2]
     return hlo(b, "ReverseSequence", x, lengths, type=out_type(m), batch_axis=int(attr(node, "batch_axis", 1)),
                time_axis=int(attr(node, "time_axis", 0)))
-
-
-def _rules():
-    rules = []
-    for op in ("Reshape", "Flatten", "Squeeze", "Unsqueeze"):
-        rules += rules_for_arities(f"{op}-to-Reshape", op, _reshape_like_output, [1, 2])
-    rules += rules_for_arities("Transpose-to-Transpose", "Transpose", _transpose, [1])
-    rules += rules_for_arities("Concat-to-Concatenate", "Concat", _concat, range(1, 65))
-    for n_out in range(1, 17):
-        rules += rules_for_arities(f"Split-{n_out}-to-Slice", "Split", _split, [1, 2], _outputs=n_out)
-    rules += op_rules("Slice-to-Slice", "Slice", _slice, 5)
-    rules += op_rules("Pad-to-Pad", "Pad", _pad, 4)
-    rules += rules_for_arities("Expand-to-BroadcastInDim", "Expand", _expand, [2])
-    rules += rules_for_arities("Tile-to-BroadcastInDim", "Tile", _tile, [2])
-    rules += rules_for_arities("Gather-to-Gather", "Gather", _gather, [2])
-    rules += rules_for_arities("GatherElements-to-Gather", "GatherElements", _gather_elements, [2])
-    rules += rules_for_arities("GatherND-to-Gather", "GatherND", _gather_nd, [2])
-    rules += rules_for_arities("ScatterND-to-ScatterND", "ScatterND", _scatter_nd, [3])
-    rules += rules_for_arities("ScatterElements-to-ScatterND", "ScatterElements", _scatter_elements, [3])
-    rules += rules_for_arities("Scatter-to-ScatterND", "Scatter", _scatter_elements, [3])
-    rules += rules_for_arities("Constant-to-Constant", "Constant", _constant, [0])
-    rules += rules_for_arities("Shape-to-Constant", "Shape", _shape_constant, [1])
-    rules += rules_for_arities("Size-to-Constant", "Size", _shape_constant, [1])
-    rules += rules_for_arities("ConstantOfShape-to-BroadcastInDim", "ConstantOfShape", _constant_of_shape, [1])
-    rules += rules_for_arities("Range-to-Constant", "Range", _range, [3])
-    rules += rules_for_arities("DepthToSpace-to-Transpose", "DepthToSpace", _depth_to_space, [1])
-    rules += rules_for_arities("SpaceToDepth-to-Transpose", "SpaceToDepth", _space_to_depth, [1])
-    rules += rules_for_arities("Trilu-to-Trilu", "Trilu", _trilu, [1, 2])
-    rules += rules_for_arities("OneHot-to-Compare", "OneHot", _one_hot, [3])
-    rules += rules_for_arities("EyeLike-to-Iota", "EyeLike", _eye_like, [1])
-    rules += rules_for_arities("CumSum-to-ReduceWindow", "CumSum", _cumulative("ADD", 0), [2])
-    rules += rules_for_arities("CumProd-to-ReduceWindow", "CumProd", _cumulative("MUL", 1), [2])
-    rules += rules_for_arities("ReverseSequence-to-ReverseSequence", "ReverseSequence", _reverse_sequence, [2])
-    return rules
-
-
-RULES = _rules()

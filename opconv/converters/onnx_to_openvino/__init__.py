@@ -198,7 +198,7 @@ def infer_port_types(model: Model) -> None:
             v.const = Tensor(t.dtype, t.shape, name=t.name, array=np.zeros(t.shape, element_type(t.dtype).numpy))
     try:
         with np.errstate(all="ignore"):
-            results = _TypeRun(model).run(feeds)
+            results = TypeRun(model).run(feeds)
     finally:
         graph.outputs = saved
         for v in graph.initializers.values():
@@ -346,7 +346,7 @@ def _on_uniform_stand_ins(kernel):
 _ELEMENTWISE = {*ov_elementwise._BINARY, *ov_elementwise._UNARY, "Divide", "Elu", "Clamp", "Select", "Convert"}
 
 
-class _TypeRun:
+class TypeRun:
     """Runs an opset1 model once with :data:`_SHAPE_ONLY` / :data:`_FLOAT_SHAPE_ONLY` kernels in place of the real ones."""
 
     def __init__(self, model: Model):

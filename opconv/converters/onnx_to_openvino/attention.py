@@ -10,13 +10,12 @@ package's rules.
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
 
-from .. import lowering
-from ._common import OPSET, Refuse, Rule, attr, captures, const, dtype_of, i64, ov, pattern, static_shape
+from ..lowering import lower
+from ._common import OPSET, Refuse, attr, const, dtype_of, i64, ov, static_shape
 
 def _bin(b, op, a, c):
     return ov(b, op, a, c, auto_broadcast="numpy")
@@ -58,6 +57,7 @@ def _to_float32(b, x):
     return x if x.dtype == "float32" else ov(b, "Convert", x, destination_type="float32")
 
 
+@lower("onnx", "openvino", "LinearAttention", inputs=range(3, 7))
 def _linear_attention(b, m):
     """The definition's recurrence, in float32 like the definition: per step t, with (B, H, 1, D) slices,
 
@@ -184,6 +184,7 @@ def _inline_modifier(b, node, name: str, x, shape: tuple[int, ...]):
     return values[id(body.outputs[0])]
 
 
+@lower("onnx", "openvino", "FlexAttention", domain="ai.onnx.preview", inputs=3, names=("q", "k", "v"))
 def _flex_attention(b, m):
     """softmax(score_mod(Q*sqrt(scale) @ (K*sqrt(scale))^T)), prob_mod applied, times V; the scores, modifiers,
     softmax and last product run in float32 for float16 inputs, as defined."""
@@ -218,31 +219,3 @@ def _flex_attention(b, m):
         weights = _inline_modifier(b, node, "prob_mod", weights, score_shape)
     y = ov(b, "MatMul", weights, v, transpose_a=False, transpose_b=False)
     return y if dtype != np.float16 else ov(b, "Convert", y, destination_type=dtype.name)
-
-
-def _optional_patterns(op: str, required: list[str], optional: int, outputs: int, replacement) -> list[Rule]:
-    """One rule per arrangement of ``op``'s ``optional`` trailing inputs (given or omitted; the last given one ends
-    the list); the replacement reads ``m.root.inputs``."""
-    rules = []
-    for count in range(0, optional + 1):
-        for given in itertools.product((True, False), repeat=count):
-            if count and not given[-1]:
-                continue  # trailing omitted inputs are not inputs
-            names = required + [f"opt{i}" for i, g in enumerate(given) if g]
-
-            def fn(p, *captured, _given=given):
-                rest = iter(captured[len(required):])
-                values = list(captured[:len(required)]) + [next(rest) if g else None for g in _given]
-                return p.node(op, *values, _outputs=outputs)
-
-            fn = captures(fn, names)
-            fn.__name__ = op
-            rules.append(Rule(f"{op}-decomposed-{''.join('1' if g else '0' for g in given)}", fn, replacement))
-    return rules
-
-
-RULES = (_optional_patterns("LinearAttention", ["q", "k", "v"], 3, 2, _linear_attention)
-         + [Rule("FlexAttention-decomposed", pattern("FlexAttention", ["q", "k", "v"], _domain="ai.onnx.preview"),
-                 _flex_attention)])
-
-lowering.add_rules("onnx", "openvino", RULES)  # pattern rules until the decompose-once pass replaces them

@@ -173,7 +173,7 @@ class _Body:
         Floating inputs are ones, as for the main graph; integer and boolean ones are zeros, the first
         iteration number, so that a body indexing with it reads in range whatever the trip count.
         """
-        from . import _TypeRun  # the package imports this module
+        from . import TypeRun  # the package imports this module
 
         body = self.body
         body.inputs = list(self.params)
@@ -187,7 +187,7 @@ class _Body:
             feeds[v.name] = (np.ones if np.dtype(dtype).kind == "f" else np.zeros)(v.shape, dtype)
         try:
             with np.errstate(all="ignore"):
-                results = _TypeRun(Model(body, "openvino", {OPSET: 1})).run(feeds)
+                results = TypeRun(Model(body, "openvino", {OPSET: 1})).run(feeds)
         except ExecutionError as e:
             raise Refuse(f"its converted body does not run on inputs of its shapes ({e})") from None
         finally:

@@ -13,7 +13,7 @@ from ._common import Refuse, attr, dtype_of, i64, ov, rank_of, static_shape
 INTEGER_INPUTS = {"uint8", "int8", "uint16", "int16", "int32"}
 
 
-def _spread(b, param, x, axis: int, block: int):
+def spread(b, param, x, axis: int, block: int):
     """``param`` (scale or zero point) laid out to broadcast against ``x``."""
     shape = static_shape(param)
     rank = rank_of(x)
@@ -51,6 +51,6 @@ def _dequantize(b, m):
     y = ov(b, "Convert", x, destination_type=scale.dtype)
     zero_point = m.values.get("zero_point")
     if zero_point is not None:
-        y = ov(b, "Subtract", y, ov(b, "Convert", _spread(b, zero_point, x, axis, block),
+        y = ov(b, "Subtract", y, ov(b, "Convert", spread(b, zero_point, x, axis, block),
                                     destination_type=scale.dtype), auto_broadcast="numpy")
-    return ov(b, "Multiply", y, _spread(b, scale, x, axis, block), auto_broadcast="numpy")
+    return ov(b, "Multiply", y, spread(b, scale, x, axis, block), auto_broadcast="numpy")

@@ -11,7 +11,7 @@ from ._common import Refuse, attr, const, const_input, constant_list, dtype_of, 
 AUTO_PAD = {"NOTSET": "explicit", "SAME_UPPER": "same_upper", "SAME_LOWER": "same_lower", "VALID": "valid"}
 
 
-def _window(node, spatial: int) -> dict:
+def window_attrs(node, spatial: int) -> dict:
     """strides / pads_begin / pads_end / auto_pad of a Conv or pooling node with ``spatial`` dims."""
     auto = attr(node, "auto_pad", "NOTSET")
     if isinstance(auto, bytes):
@@ -38,7 +38,7 @@ def _conv(b, m):
     w_rank = rank_of(w)
     spatial = w_rank - 2
     group = int(attr(node, "group", 1))
-    window = _window(node, spatial)
+    window = window_attrs(node, spatial)
     window["dilations"] = list(attr(node, "dilations", [1] * spatial))
     if group == 1:
         y = ov(b, "Convolution", x, w, **window)
@@ -73,7 +73,7 @@ def _conv_transpose(b, m):
     node = m.root
     w_shape = static_shape(w)
     spatial = len(w_shape) - 2
-    window = _window(node, spatial)
+    window = window_attrs(node, spatial)
     window["dilations"] = list(attr(node, "dilations", [1] * spatial))
     window["output_padding"] = list(attr(node, "output_padding", [0] * spatial))
     output_shape = attr(node, "output_shape")
@@ -154,7 +154,7 @@ def _pool_attrs(m) -> dict:
     kernel = list(attr(node, "kernel_shape", []))
     if not kernel:
         raise Refuse("kernel_shape is missing")
-    window = _window(node, len(kernel))
+    window = window_attrs(node, len(kernel))
     window["kernel"] = kernel
     window["rounding_type"] = "ceil" if attr(node, "ceil_mode", 0) else "floor"
     return window

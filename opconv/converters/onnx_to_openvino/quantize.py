@@ -41,8 +41,8 @@ import numpy as np
 from ...types import from_onnx_code
 from ..lowering import lower
 from ._common import Refuse, attr, const, i64, ov, rank_of, static_shape
-from .dequantize import _spread
-from .nn import _window
+from .dequantize import spread
+from .nn import window_attrs
 
 # Integer output types IR v10 can hold whose range fits the exact rounding (|x / scale| <= 2**17).
 QUANTIZED_TYPES = {"uint8": np.uint8, "int8": np.int8, "uint16": np.uint16, "int16": np.int16}
@@ -290,9 +290,9 @@ def _quantize_linear(b, m):
         raise Refuse("the precision attribute")
     rank = rank_of(x)
     axis, block = int(attr(m.root, "axis", 1)) % max(rank, 1), int(attr(m.root, "block_size", 0))
-    scale = _spread(b, scale, x, axis, block)
+    scale = spread(b, scale, x, axis, block)
     if zero_point is not None:
-        zero_point = _spread(b, zero_point, x, axis, block)
+        zero_point = spread(b, zero_point, x, axis, block)
     return quantize(b, x, scale, zero_point, target)
 
 
@@ -415,7 +415,7 @@ def _conv_integer(b, m):
     w_zp = m.values.get("w_zero_point")
     f_w, range_w = _centred(b, w, w_zp, _channel_column(b, spatial + 1) if _is_vector(w_zp) else None)
     lengths = _chunks(w_shape[1], int(np.prod(w_shape[2:])), range_x, range_w, "ConvInteger")
-    window = _window(node, spatial)
+    window = window_attrs(node, spatial)
     window["dilations"] = list(attr(node, "dilations", [1] * spatial))
     return _exact_sum(b, f_x, f_w, (1, 1), lengths, lambda x, y: ov(b, "Convolution", x, y, **window))
 
@@ -547,7 +547,7 @@ def _qlinear_conv(b, m):
     f_x, range_x = _centred(b, m["x"], m["x_zero_point"])
     w_zp = m["w_zero_point"]
     f_w, range_w = _centred(b, m["w"], w_zp, _channel_column(b, spatial + 1) if _is_vector(w_zp) else None)
-    window = _window(node, spatial)
+    window = window_attrs(node, spatial)
     window["dilations"] = list(attr(node, "dilations", [1] * spatial))
     total = ov(b, "Convolution", f_x, f_w, **window)
     spread = _channel_column(b, spatial) if _is_vector(m["w_scale"]) else None  # against [N, C, spatial...]
