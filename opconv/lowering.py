@@ -92,7 +92,15 @@ _TRANSLATORS: dict[Route, dict[tuple[str, str], dict[int, Translator]]] = {}
 
 
 def _counts(counts: frozenset[int]) -> str:
-    return " or ".join(str(c) for c in sorted(counts))
+    """``1 or 3``, ``1 to 64`` (a run of counts is written as its ends)."""
+    runs: list[list[int]] = []
+    for c in sorted(counts):
+        if runs and c == runs[-1][-1] + 1:
+            runs[-1].append(c)
+        else:
+            runs.append([c])
+    return " or ".join(str(r[0]) if len(r) == 1 else f"{r[0]} to {r[-1]}" if len(r) > 2 else f"{r[0]} or {r[1]}"
+                       for r in runs)
 
 
 def _count_set(counts: int | Iterable[int] | None) -> frozenset[int] | None:

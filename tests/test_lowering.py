@@ -81,3 +81,16 @@ def test_one_registration_per_op_and_version():
     assert lowering.find(SRC, DST, "Neg", 7).fn is _neg_6
     assert lowering.find_exact(SRC, DST, "Neg", 6).fn is _neg_6
     assert lowering.find(SRC, DST, "Neg", 0) is None
+
+
+def test_a_refusal_writes_a_run_of_counts_as_its_ends():
+    @lowering.lower(SRC, DST, "Concat", inputs=range(1, 65))
+    def _concat(b, m):
+        return b.op("Cat", *m.root.inputs)
+
+    g = Graph("g")
+    out = Value("out", F32)
+    g.add_node(Node("Concat", [], [out], domain="", version=1))
+    g.outputs = [out]
+    with pytest.raises(ConversionError, match="has 0 inputs; Concat-1 takes 1 to 64"):
+        convert_graph(g, lowering.rule_set(SRC, DST), "dst", 1)

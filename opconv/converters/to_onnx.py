@@ -206,4 +206,5 @@ def onnx_model(graph: Graph, target: int, source: Model) -> Model:
 
 
 __all__ = ["MIN_OPSET", "INT64_MAX", "INT64_MIN", "Ctx", "Refuse", "call_with_ctx", "rule_set", "const_ints",
-           "const_scalar", "newest_opset", "target_opset", "identity", "convert_to_onnx", "keep_io_types_only", "onnx_model"]
+           "const_scalar", "newest_opset", "target_opset", "identity", "convert_to_onnx", "keep_io_types_only",
+           "onnx_model"]
