@@ -10,7 +10,7 @@ from ._common import (INT64_MAX, INT64_MIN, Ctx, Refuse, const_ints,
                       constant_value, lower, rank_of, static_shape)
 
 
-#: most inputs of a Concat and outputs of a Split the rules are generated for
+#: most inputs of a Concat and outputs of a Split converted (the bound of the former one-rule-per-count rules)
 MAX_ARITY = 64
 
 

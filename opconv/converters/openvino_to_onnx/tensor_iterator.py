@@ -32,7 +32,7 @@ from ...types import TensorType
 from ..rewrite import dtype_of, same_domain
 from ._common import INT64_MIN, Ctx, Refuse, lower, static_shape
 
-#: the most outputs a TensorIterator may have (one rule per count: the engine replaces a fixed number)
+#: the most outputs of a TensorIterator converted (the bound of the former one-rule-per-count rules)
 MAX_OUTPUTS = 32
 
 
