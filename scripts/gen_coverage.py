@@ -6,11 +6,12 @@
 The tables are read from the registries themselves, never written by hand:
 
 * kernels: ``REGISTRY`` of ``opconv/dialects/<dialect>/executor.py`` (``@onnx_op``, ``@ov_op``, ``@hlo_op``);
-* translators: the ``RULES`` of each direction's package in ``opconv/converters/``, keyed by the op of each
-  rule's pattern root (the op a rule is anchored at);
-* version adapters: ``UPGRADES`` / ``DOWNGRADES`` of ``opconv/converters/onnx_versions/registry.py``;
+* translators: the lowering registry (``opconv/lowering.py``) per route, one entry per (op, ``since``), plus
+  the route's fusions keyed by their pattern root; a direction that still lists pattern rules in its
+  package's ``RULES`` is read from there, keyed by the op each rule is anchored at;
+* version adapters: the lowering routes ``("onnx", "onnx:up")`` / ``("onnx", "onnx:down")``;
 * contrib decompositions: ``decompositions()`` of ``opconv/converters/decompose/registry.py``;
-* StableHLO emitters: ``EMITTERS`` of ``opconv/dialects/hlo/stablehlo/_writer.py``.
+* StableHLO emitters: the lowering route ``("hlo", "stablehlo")``.
 
 The operator lists come from the schemas (``opconv/schemas/*.json``).  The output depends only on the tree,
 so it is byte-for-byte reproducible; ``tests/test_coverage_doc.py`` runs ``--check``.
@@ -64,15 +65,46 @@ def _kernels(dialect: str) -> dict[tuple[str, str], list[int]]:
 
 
 def _rule_anchors(direction: str) -> dict[tuple[str, str], int]:
-    """(domain, op) -> how many rules of the direction are anchored at it."""
+    """(domain, op) -> how many translators (one per ``since``) and fusions of the direction it has, or, for a
+    direction still listing pattern rules in ``RULES``, how many of them are anchored at it."""
     import importlib
 
-    rules = importlib.import_module(f"opconv.converters.{direction}").RULES
+    from opconv.converters import lowering
+
+    package = importlib.import_module(f"opconv.converters.{direction}")
+    route = tuple(direction.split("_to_"))
     counts: dict[tuple[str, str], int] = defaultdict(int)
+    for t in lowering.translators(*route):
+        counts[(t.domain, t.op)] += 1
+    rules = [f.rule for f in lowering.fusions(*route)] if counts else list(package.RULES)
     for rule in rules:
         root = rule.pattern.root
         counts[(_domain(root.domain), root.op)] += 1
     return counts
+
+
+def _lowered(direction: str) -> bool:
+    """Whether a direction registers its translators in the lowering registry."""
+    from opconv.converters import lowering
+
+    return bool(lowering.translators(*direction.split("_to_")))
+
+
+def _adapters(route: str) -> dict[str, list[int]]:
+    """op -> the versions of its adapters on the lowering route ``("onnx", route)``."""
+    from opconv.converters import lowering
+    import opconv.converters.onnx_versions  # noqa: F401  (registers the adapters)
+
+    found: dict[str, list[int]] = defaultdict(list)
+    for t in lowering.translators("onnx", route):
+        found[t.op].append(t.since)
+    return found
+
+
+def _emitters() -> set[str]:
+    from opconv.dialects.hlo.stablehlo import exportable_ops
+
+    return set(exportable_ops())
 
 
 def _versions(since: list[int] | None) -> str:
@@ -91,19 +123,12 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 def _onnx_tables() -> tuple[list[str], dict]:
     import opconv.converters.decompose  # noqa: F401  (registers the decompositions)
-    import opconv.converters.onnx_versions  # noqa: F401  (registers the adapters)
     from opconv.converters.decompose import registry as decompose_registry
-    from opconv.converters.onnx_versions import registry as version_registry
 
     kernels = _kernels("onnx")
     to_openvino = _rule_anchors("onnx_to_openvino")
     to_hlo = _rule_anchors("onnx_to_hlo")
-    ups: dict[str, list[int]] = defaultdict(list)
-    downs: dict[str, list[int]] = defaultdict(list)
-    for op, version in version_registry.UPGRADES:
-        ups[op].append(version)
-    for op, version in version_registry.DOWNGRADES:
-        downs[op].append(version)
+    ups, downs = _adapters("onnx:up"), _adapters("onnx:down")
 
     standard_rows, contrib_rows = [], []
     totals = defaultdict(int)
@@ -180,28 +205,28 @@ def _openvino_table() -> list[str]:
         "## OpenVINO opset1 operations",
         "",
         f"{len(rows)} operations: {with_kernel} with a kernel (`@ov_op`, `opconv/dialects/openvino/ops/`), "
-        f"{with_rule} with an OpenVINO -> ONNX rule (`@RULES.op`, `opconv/converters/openvino_to_onnx/`).",
+        f"{with_rule} with an OpenVINO -> ONNX translator (`@lower`, `opconv/converters/openvino_to_onnx/`).",
         "",
     ]
     return lines + _table(["op", "kernel", "-> ONNX"], rows)
 
 
 def _hlo_table() -> list[str]:
-    import opconv.dialects.hlo.stablehlo  # noqa: F401  (registers the emitters)
-    from opconv.dialects.hlo.stablehlo import _writer
+    from opconv.dialects.hlo.stablehlo import NO_STATIC_FORM
 
     kernels = _kernels("hlo")
     to_onnx = _rule_anchors("hlo_to_onnx")
+    emitters = _emitters()
     rows = []
     for _, op, _ in _schema_ops("hlo", "hlo.json"):
         key = ("", op)
-        stablehlo = "yes" if op in _writer.EMITTERS else ("no static form" if op in _writer.NO_STATIC_FORM else NO)
+        stablehlo = "yes" if op in emitters else ("no static form" if op in NO_STATIC_FORM else NO)
         rows.append([f"`{op}`", _yes(key in kernels), _yes(key in to_onnx), stablehlo])
     lines = [
         "## HLO operations",
         "",
         f"{len(rows)} operations: {sum(r[1] == 'yes' for r in rows)} with a kernel (`@hlo_op`, "
-        f"`opconv/dialects/hlo/ops/`), {sum(r[2] == 'yes' for r in rows)} with an HLO -> ONNX rule (`@RULES.op`, "
+        f"`opconv/dialects/hlo/ops/`), {sum(r[2] == 'yes' for r in rows)} with an HLO -> ONNX translator (`@lower`, "
         f"`opconv/converters/hlo_to_onnx/`), {sum(r[3] == 'yes' for r in rows)} with a StableHLO emitter "
         "(`@emitter`, `opconv/dialects/hlo/stablehlo/`).",
         "",
@@ -212,28 +237,29 @@ def _hlo_table() -> list[str]:
 def _registry_sizes() -> list[str]:
     """One row per registry: how many entries (kernels, rules, adapters ...) and how many operators they serve."""
     from opconv.converters.decompose import registry as decompose_registry
-    from opconv.converters.onnx_versions import registry as version_registry
-    from opconv.dialects.hlo.stablehlo import _writer
 
     rows = []
     for dialect, decorator in (("onnx", "@onnx_op"), ("openvino", "@ov_op"), ("hlo", "@hlo_op")):
         kernels = _kernels(dialect)
         rows.append([f"{dialect} kernels", f"`{decorator}`", str(sum(map(len, kernels.values()))), str(len(kernels))])
-    for direction, how in (("onnx_to_openvino", "`Rule` in `RULES`"), ("onnx_to_hlo", "`Rule` in `RULES`"),
-                           ("openvino_to_onnx", "`@RULES.op`"), ("hlo_to_onnx", "`@RULES.op`")):
+    for direction in ("onnx_to_openvino", "onnx_to_hlo", "openvino_to_onnx", "hlo_to_onnx"):
         anchors = _rule_anchors(direction)
-        rows.append([direction.replace("_to_", " -> ") + " rules", how,
+        name, how = ("translators", "`@lower` (+ `@fusion`)") if _lowered(direction) else ("rules", "`Rule` in `RULES`")
+        rows.append([direction.replace("_to_", " -> ") + f" {name}", how,
                      str(sum(anchors.values())), str(len(anchors))])
-    for name, table in (("upgrade", version_registry.UPGRADES), ("downgrade", version_registry.DOWNGRADES)):
-        rows.append([f"{name} adapters", f"`@{name}`", str(len(table)), str(len({op for op, _ in table}))])
+    for name, route in (("upgrade", "onnx:up"), ("downgrade", "onnx:down")):
+        table = _adapters(route)
+        rows.append([f"{name} adapters", f"`@{name}`", str(sum(map(len, table.values()))), str(len(table))])
     decompositions = {key: [v for v, fn in by_version.items() if fn is not None]
                       for key, by_version in decompose_registry.decompositions().items()}
     rows.append(["contrib decompositions", "`@decomposes`", str(sum(map(len, decompositions.values()))),
                  str(sum(bool(v) for v in decompositions.values()))])
-    rows.append(["StableHLO emitters", "`@emitter`", str(len(_writer.EMITTERS)), str(len(_writer.EMITTERS))])
-    lines = ["## Registries", "", "Entries: registered kernels (one per `since` version), rules, adapters, "
-             "decompositions (one per `since` version) or emitters; operators: how many distinct operators they "
-             "serve (for rules, the ops the rules are anchored at).", ""]
+    emitters = _emitters()
+    rows.append(["StableHLO emitters", "`@emitter`", str(len(emitters)), str(len(emitters))])
+    lines = ["## Registries", "", "Entries: registered kernels (one per `since` version), translators (one per "
+             "op and `since` version, with the route's multi-node fusions), rules, adapters, decompositions (one per "
+             "`since` version) or emitters; operators: how many distinct operators they serve (for rules and "
+             "fusions, the ops they are anchored at).", ""]
     return lines + _table(["registry", "registered with", "entries", "operators"], rows)
 
 

@@ -104,3 +104,16 @@ def test_a_translator_may_leave_out_unused_trailing_outputs():
     g = _pair_graph(second_used=True)
     with pytest.raises(ConversionError, match="output 'second' of .* is used, and Pair-1 does not compute it"):
         convert_graph(g, lowering.rule_set(SRC, DST), "dst", 1)
+
+
+def test_a_refusal_writes_a_run_of_counts_as_its_ends():
+    @lowering.lower(SRC, DST, "Concat", inputs=range(1, 65))
+    def _concat(b, m):
+        return b.op("Cat", *m.root.inputs)
+
+    g = Graph("g")
+    out = Value("out", F32)
+    g.add_node(Node("Concat", [], [out], domain="", version=1))
+    g.outputs = [out]
+    with pytest.raises(ConversionError, match="has 0 inputs; Concat-1 takes 1 to 64"):
+        convert_graph(g, lowering.rule_set(SRC, DST), "dst", 1)

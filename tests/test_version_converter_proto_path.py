@@ -18,7 +18,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 import opconv
 from opconv.converters.onnx_versions import convert_proto, driver, proto_path
-from opconv.converters.onnx_versions.registry import UPGRADES
+from opconv.converters import lowering
+from opconv.converters.onnx_versions.registry import upgrade
 from opconv.dialects.onnx.io import to_proto
 
 from .test_version_converter import make_model, tensor
@@ -228,7 +229,7 @@ def test_an_output_renamed_for_an_untouched_reader_goes_the_whole_model_way():
                     helper.make_node("Neg", ["i"], ["y"])],
                    [tensor("x", TensorProto.FLOAT, [3])], [tensor("y", TensorProto.FLOAT, [3])], 12)
     caches = (driver._next_step, driver._upgrade_steps, driver.unchanged_form)
-    UPGRADES[("Identity", 13)] = identity_dropped
+    upgrade("Identity", 13)(identity_dropped)
     try:
         for cache in caches:
             cache.cache_clear()
@@ -236,7 +237,7 @@ def test_an_output_renamed_for_an_untouched_reader_goes_the_whole_model_way():
         up = convert_proto(m, 13)
         assert proto_path.FALLBACKS["output renamed"] == before + 1
     finally:
-        del UPGRADES[("Identity", 13)]
+        lowering.withdraw("onnx", "onnx:up", "Identity", 13)
         for cache in caches:
             cache.cache_clear()
     assert [(n.op_type, list(n.input)) for n in up.graph.node] == [("Relu", ["x"]), ("Neg", ["r"])]

@@ -5,8 +5,13 @@ Steps of :func:`hlo_to_onnx`:
 1. **Copy** the graph and its regions (nodes and values; constants are
    shared, not read), so the caller's model is untouched.
 2. **Rewrite** every HLO operation into ai.onnx nodes of the target opset
-   with the rule modules (:mod:`.elementwise`, :mod:`.nn`, :mod:`.shape`; one
-   translator per operation, registered beside its definition) through
+   with the translators of the route ``("hlo", "onnx")``: one per operation,
+   registered with ``@lower(op, inputs=counts, outputs=counts)`` beside its
+   definition in this package's modules (all imported by
+   :func:`~opconv.converters.lowering.discover`; no list, no order) and called
+   as ``fn(c, *node.inputs)`` with a :class:`~._common.Ctx` (see
+   :mod:`opconv.converters.to_onnx`), after the one fusion (a padded
+   ReduceWindow sum -> CumSum), through
    :func:`~opconv.converters.rewrite.convert_graph`: every operation without
    an ONNX form is listed in one :class:`~opconv.errors.ConversionError`.
 3. **Types**: graph inputs and outputs keep the HLO types and names;
@@ -21,35 +26,25 @@ mapping yet.
 
 from __future__ import annotations
 
-import onnx
-
-from ...errors import ConversionError
 from ...ir import Attr, Graph, Model, Node, Value
-from .. import register
-from ..openvino_to_onnx import _keep_io_types_only, newest_opset
-from ..rewrite import RuleSet, convert_graph
-from . import elementwise, nn, shape
-from ._common import MIN_OPSET
+from .. import lowering, register
+from ..to_onnx import convert_to_onnx, onnx_model, rule_set, target_opset
+from ._common import Ctx
 
-DIALECT = "onnx"
+lowering.discover(__name__)
 
-RULES = RuleSet(list(elementwise.RULES) + list(nn.RULES) + list(shape.RULES))
+RULES = rule_set("hlo", Ctx)
 
 
 @register("hlo", "onnx")
 def hlo_to_onnx(model: Model, opset: int | None = None) -> Model:
     """Convert an HLO model to ONNX at ai.onnx ``opset`` (default: the newest); ``model`` is untouched."""
-    where = model.path
-    target = _target_opset(opset, where)
+    target = target_opset(opset, "HLO", model.path)
     graph = copy_with_regions(model.graph)
     source = list(graph.walk())  # kept alive, so that no new node can reuse a source node's id
     source_ids = {id(n) for n in source}
-    convert_graph(graph, RULES, "", target, is_target=lambda n: id(n) not in source_ids, identity=_identity,
-                  where=where)
-    _keep_io_types_only(graph)
-    meta = {"ir_version": onnx.helper.find_min_ir_version_for([onnx.helper.make_opsetid("", target)])}
-    return Model(graph, DIALECT, {"": target}, producer="opconv", doc=model.doc, metadata=dict(model.metadata),
-                 meta=meta, path=None)
+    convert_to_onnx(graph, RULES, target, model.path, is_target=lambda n: id(n) not in source_ids)
+    return onnx_model(graph, target, model)
 
 
 def copy_with_regions(source: Graph, parent: Graph | None = None, outer: dict | None = None) -> Graph:
@@ -76,21 +71,6 @@ def copy_with_regions(source: Graph, parent: Graph | None = None, outer: dict | 
                         attrs=attrs, doc=node.doc))
     g.outputs = [mapped.get(id(v), v) for v in source.outputs]
     return g
-
-
-def _target_opset(opset: int | None, where: str | None) -> int:
-    newest = newest_opset()
-    if opset is None:
-        return newest
-    opset = int(opset)
-    if not MIN_OPSET <= opset <= newest:
-        raise ConversionError(f"target opset {opset} is out of range: opconv converts HLO to ai.onnx opsets "
-                              f"{MIN_OPSET}..{newest} (the newest the installed onnx defines)", where=where)
-    return opset
-
-
-def _identity(b, value):
-    return b.op("Identity", value)
 
 
 __all__ = ["hlo_to_onnx", "RULES"]

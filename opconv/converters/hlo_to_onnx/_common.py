@@ -1,47 +1,36 @@
-"""Helpers shared by the HLO -> ONNX rule modules.
+"""Helpers shared by the HLO -> ONNX translator modules.
 
-A rule module declares one translator per HLO operation with :class:`Rules`::
+A module registers one translator per HLO operation with :func:`lower`, beside its code::
 
-    RULES = Rules()
-
-    @RULES.op("Elu", inputs=1)
+    @lower("Elu", inputs=1)
     def elu(c: Ctx, x):
         return c.onnx("Elu", x, alpha=c.a["alpha"])
 
-The translator gets a :class:`Ctx` (the OpenVINO -> ONNX direction's context:
-the builder, the operation, its attributes decoded once from the *HLO*
-schema with defaults, the target opset, and ``c.onnx`` which types ONNX
-attributes from the ONNX schema) and the operation's inputs; it returns the
-value(s) replacing the outputs or raises :class:`Refuse` with the reason.
+The translator gets a :class:`Ctx` (the context of both directions into ONNX, :mod:`opconv.converters.to_onnx`:
+the builder, the operation, its attributes decoded once from the *HLO* schema with defaults, the target opset,
+and ``c.onnx`` which types ONNX attributes from the ONNX schema) and the operation's inputs (``None`` for an
+omitted one); it returns the value(s) replacing the outputs or raises :class:`Refuse` with the reason.
 HLO values carry static types, so translators read shapes freely.
 """
 
 from __future__ import annotations
 
+from typing import Callable, Iterable
+
 import numpy as np
 
-from ...dialects.openvino.executor import decode_attributes
-from ...ir import Node, Value
-from ...schemas import dialect_schemas
+from ...ir import Value
 from ...types import element_type
-from ..openvino_to_onnx._common import Ctx as _OnnxCtx
-from ..openvino_to_onnx._common import Rules as _OnnxRules
-from ..openvino_to_onnx._common import INT64_MAX, INT64_MIN, const_ints, const_scalar
-from ..rewrite import Builder, Refuse, Rule, constant_value
-
-#: the lowest ai.onnx opset the rules target (axes inputs of Squeeze/Unsqueeze/ReduceSum, Split sizes input)
-MIN_OPSET = 13
+from .. import lowering
+from ..rewrite import Match, constant_value
+from ..to_onnx import INT64_MAX, INT64_MIN, MIN_OPSET, Refuse, const_ints, const_scalar
+from ..to_onnx import Ctx as _OnnxCtx
 
 
 class Ctx(_OnnxCtx):
-    """The OpenVINO -> ONNX translator context, with attributes decoded from the HLO schema."""
+    """The translator context, attributes decoded from the HLO schema, with the node's output types."""
 
-    def __init__(self, b: Builder, node: Node):  # noqa: super().__init__ decodes opset1 attributes
-        self.b = b
-        self.node = node
-        self.opset: int = b.version
-        schema = dialect_schemas("hlo").find(node.op, 1, "")
-        self.a = decode_attributes(schema, node.attrs, node.label)
+    source = ("hlo", "")
 
     def out_type(self, index: int = 0):
         return self.node.outputs[index].type
@@ -51,6 +40,13 @@ class Ctx(_OnnxCtx):
 
     def onnx_type(self, dtype: str) -> int:
         return element_type(dtype).onnx
+
+
+def lower(ops: str | Iterable[str], inputs: int | Iterable[int] | None, outputs: int | Iterable[int] | None = 1,
+          check: Callable[[Match], str | None] | None = None):
+    """Register ``fn(c, *inputs)`` as the HLO -> ONNX translator of ``ops`` nodes with ``inputs`` inputs and
+    ``outputs`` outputs (each a count, the allowed counts, or None for any)."""
+    return lowering.lower("hlo", "onnx", ops, inputs=inputs, outputs=outputs, check=check)
 
 
 def shape_of(v: Value) -> tuple[int, ...]:
@@ -65,39 +61,5 @@ def np_dtype(v: Value) -> np.dtype:
     return np.dtype(element_type(v.dtype).numpy)
 
 
-class Rules(_OnnxRules):
-    """An ordered list of rules, filled by the :meth:`op` decorator beside each translator of an HLO op."""
-
-    def __init__(self):
-        super().__init__(ctx=Ctx, domain="")
-
-    def op_omitting(self, op: str, *layouts: str):
-        """Register ``fn(c, *inputs)`` for ``op`` nodes that omit optional inputs before a given one (``None``).
-
-        Each layout says, per input slot, given (``x``) or omitted (``-``): ``"x--x"`` matches Resize's
-        input and sizes alone."""
-        def wrap(fn):
-            def replacement(b: Builder, m):
-                return fn(self.ctx(b, m.root), *m.root.inputs)
-
-            for layout in layouts:
-                self.rules.append(Rule(f"{op}-to-onnx/{layout}", _omitting_pattern(op, layout, self.domain),
-                                       replacement))
-            return fn
-
-        return wrap
-
-
-def _omitting_pattern(op: str, layout: str, domain: str):
-    """A one-node pattern for ``op`` with inputs given or omitted as ``layout`` says (see ``Rules.op_omitting``)."""
-    def fn(p, *xs):
-        given = iter(xs)
-        return p.node(op, *[next(given) if slot == "x" else None for slot in layout], _domain=domain)
-
-    fn.capture_names = [f"x{i}" for i, slot in enumerate(layout) if slot == "x"]
-    fn.__name__ = op
-    return fn
-
-
-__all__ = ["MIN_OPSET", "INT64_MAX", "INT64_MIN", "Ctx", "Rules", "Refuse", "shape_of", "np_dtype", "const_ints",
+__all__ = ["MIN_OPSET", "INT64_MAX", "INT64_MIN", "Ctx", "lower", "Refuse", "shape_of", "np_dtype", "const_ints",
            "const_scalar", "constant_value"]

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import Ctx, Refuse, Rules, np_dtype, shape_of
+from ._common import Ctx, Refuse, lower, np_dtype, shape_of
 
-RULES = Rules()
 
 BINARY = {"Add": "Add", "Sub": "Sub", "Div": "Div", "Max": "Max", "Min": "Min", "Pow": "Pow"}
 LOGICAL = {"And": ("And", "BitwiseAnd"), "Or": ("Or", "BitwiseOr"), "Xor": ("Xor", "BitwiseXor")}
@@ -58,7 +57,7 @@ def _binary(op: str):
 
 
 for _hlo, _onnx in BINARY.items():
-    RULES.op(_hlo, inputs=2)(_binary(_onnx))
+    lower(_hlo, inputs=2)(_binary(_onnx))
 
 
 def _logical(ops):
@@ -73,29 +72,29 @@ def _logical(ops):
 
 
 for _hlo, _ops in LOGICAL.items():
-    RULES.op(_hlo, inputs=2)(_logical(_ops))
+    lower(_hlo, inputs=2)(_logical(_ops))
 
 
-@RULES.op("Rem", inputs=2)
+@lower("Rem", inputs=2)
 def rem(c: Ctx, x, y):
     return c.onnx("Mod", x, y, fmod=1)
 
 
-@RULES.op("ShiftLeft", inputs=2)
+@lower("ShiftLeft", inputs=2)
 def shift_left(c: Ctx, x, y):
     if np_dtype(x).kind != "u":
         raise Refuse("ONNX BitShift takes unsigned integers")
     return c.onnx("BitShift", *_operands(c, x, y), direction="LEFT")
 
 
-@RULES.op("ShiftRightLogical", inputs=2)
+@lower("ShiftRightLogical", inputs=2)
 def shift_right(c: Ctx, x, y):
     if np_dtype(x).kind != "u":
         raise Refuse("ONNX BitShift takes unsigned integers")
     return c.onnx("BitShift", *_operands(c, x, y), direction="RIGHT")
 
 
-@RULES.op("Compare", inputs=2)
+@lower("Compare", inputs=2)
 def compare(c: Ctx, x, y):
     direction = c.a["comparison_direction"]
     if direction == "NE":
@@ -105,12 +104,12 @@ def compare(c: Ctx, x, y):
     return c.onnx(COMPARE[direction], x, y)
 
 
-@RULES.op("Select", inputs=3)
+@lower("Select", inputs=3)
 def select(c: Ctx, pred, on_true, on_false):
     return c.onnx("Where", pred, on_true, on_false)
 
 
-@RULES.op("Clamp", inputs=3)
+@lower("Clamp", inputs=3)
 def clamp(c: Ctx, lo, x, hi):
     if not shape_of(lo) and not shape_of(hi):
         return c.onnx("Clip", x, lo, hi)
@@ -118,10 +117,10 @@ def clamp(c: Ctx, lo, x, hi):
 
 
 for _hlo, _onnx in UNARY.items():
-    RULES.op(_hlo, inputs=1)(lambda c, x, _op=_onnx: c.onnx(_op, x))
+    lower(_hlo, inputs=1)(lambda c, x, _op=_onnx: c.onnx(_op, x))
 
 
-@RULES.op("Not", inputs=1)
+@lower("Not", inputs=1)
 def not_(c: Ctx, x):
     if x.dtype == "bool":
         return c.onnx("Not", x)
@@ -130,65 +129,65 @@ def not_(c: Ctx, x):
     return c.onnx("BitwiseNot", x)
 
 
-@RULES.op("Rsqrt", inputs=1)
+@lower("Rsqrt", inputs=1)
 def rsqrt(c: Ctx, x):
     return c.onnx("Reciprocal", c.onnx("Sqrt", x))
 
 
-@RULES.op("Expm1", inputs=1)
+@lower("Expm1", inputs=1)
 def expm1(c: Ctx, x):
     return c.onnx("Sub", c.onnx("Exp", x), c.scalar_like(1, x))
 
 
-@RULES.op("Log1p", inputs=1)
+@lower("Log1p", inputs=1)
 def log1p(c: Ctx, x):
     return c.onnx("Log", c.onnx("Add", x, c.scalar_like(1, x)))
 
 
-@RULES.op("Round", inputs=1)
+@lower("Round", inputs=1)
 def round_half_away(c: Ctx, x):
     floor = c.onnx("Floor", c.onnx("Add", c.onnx("Abs", x), c.scalar_like(0.5, x)))
     return c.onnx("Mul", c.onnx("Sign", x), floor)
 
 
-@RULES.op("IsFinite", inputs=1)
+@lower("IsFinite", inputs=1)
 def is_finite(c: Ctx, x):
     return c.onnx("Not", c.onnx("Or", c.onnx("IsInf", x), c.onnx("IsNaN", x)))
 
 
-@RULES.op("Relu6", inputs=1)
+@lower("Relu6", inputs=1)
 def relu6(c: Ctx, x):
     return c.onnx("Clip", x, c.scalar_like(0, x), c.scalar_like(6, x))
 
 
-@RULES.op("Convert", inputs=1)
+@lower("Convert", inputs=1)
 def convert(c: Ctx, x):
     return c.onnx("Cast", x, to=c.onnx_type(c.out_type().dtype))
 
 
-@RULES.op("BitcastConvert", inputs=1)
+@lower("BitcastConvert", inputs=1)
 def bitcast(c: Ctx, x):
     if c.opset < 26:
         raise Refuse("BitCast needs opset 26")
     return c.onnx("BitCast", x, to=c.onnx_type(c.out_type().dtype))
 
 
-@RULES.op("Elu", inputs=1)
+@lower("Elu", inputs=1)
 def elu(c: Ctx, x):
     return c.onnx("Elu", x, alpha=c.a["alpha"])
 
 
-@RULES.op("LeakyRelu", inputs=1)
+@lower("LeakyRelu", inputs=1)
 def leaky_relu(c: Ctx, x):
     return c.onnx("LeakyRelu", x, alpha=c.a["alpha"])
 
 
-@RULES.op("HardSigmoid", inputs=1)
+@lower("HardSigmoid", inputs=1)
 def hard_sigmoid(c: Ctx, x):
     return c.onnx("HardSigmoid", x, alpha=c.a["slope"], beta=c.a["offset"])
 
 
-@RULES.op("PRelu", inputs=2)
+@lower("PRelu", inputs=2)
 def prelu(c: Ctx, x, slope):
     return c.onnx("PRelu", x, slope)
 
@@ -197,11 +196,11 @@ def _x_sigmoid(c: Ctx, x):
     return c.onnx("Mul", x, c.onnx("Sigmoid", x))
 
 
-RULES.op("Silu", inputs=1)(_x_sigmoid)
-RULES.op("Swish", inputs=1)(_x_sigmoid)
+lower("Silu", inputs=1)(_x_sigmoid)
+lower("Swish", inputs=1)(_x_sigmoid)
 
 
-@RULES.op("Mish", inputs=1)
+@lower("Mish", inputs=1)
 def mish(c: Ctx, x):
     if c.opset >= 18:
         return c.onnx("Mish", x)
@@ -221,12 +220,12 @@ def gelu_of(c: Ctx, x, approximate: bool):
     return c.onnx("Mul", half, c.onnx("Add", t, c.scalar_like(1, x)))
 
 
-@RULES.op("Gelu", inputs=1)
+@lower("Gelu", inputs=1)
 def gelu(c: Ctx, x):
     return gelu_of(c, x, bool(c.a["approximate"]))
 
 
-@RULES.op("Softplus", inputs=1)
+@lower("Softplus", inputs=1)
 def softplus(c: Ctx, x):
     beta = float(c.a["beta"])
     if beta == 1.0:
@@ -242,32 +241,32 @@ def _split_halves(c: Ctx, x, dim: int):
     return c.onnx("Split", x, c.i64([half, half]), axis=dim, _outputs=2)
 
 
-@RULES.op("Glu", inputs=1)
+@lower("Glu", inputs=1)
 def glu(c: Ctx, x):
     a, b = _split_halves(c, x, int(c.a["dim"]))
     return c.onnx("Mul", a, c.onnx("Sigmoid", b))
 
 
-@RULES.op("GeGlu", inputs=1)
+@lower("GeGlu", inputs=1)
 def geglu(c: Ctx, x):
     a, b = _split_halves(c, x, int(c.a["dim"]))
     return c.onnx("Mul", a, gelu_of(c, b, bool(c.a["approximate"])))
 
 
-@RULES.op("Gtu", inputs=1)
+@lower("Gtu", inputs=1)
 def gtu(c: Ctx, x):
     a, b = _split_halves(c, x, int(c.a["dim"]))
     return c.onnx("Mul", c.onnx("Tanh", a), c.onnx("Sigmoid", b))
 
 
-@RULES.op("Dropout", inputs=1)
+@lower("Dropout", inputs=1)
 def dropout(c: Ctx, x):
     if c.a.get("training_mode"):
         raise Refuse("Dropout in training mode draws random masks")
     return c.onnx("Identity", x)
 
 
-@RULES.op("Cbrt", inputs=1)
+@lower("Cbrt", inputs=1)
 def cbrt(c: Ctx, x):
     if np_dtype(x).kind != "f":
         x = c.onnx("Cast", x, to=c.onnx_type(c.out_type().dtype))
@@ -275,7 +274,7 @@ def cbrt(c: Ctx, x):
     return c.onnx("Mul", c.onnx("Sign", x), root)
 
 
-@RULES.op("Atan2", inputs=2)
+@lower("Atan2", inputs=2)
 def atan2(c: Ctx, y, x):
     """atan(y / x), moved by +-pi into the right quadrant when x < 0 (x = 0 gives +-pi/2 by the sign of y)."""
     zero = c.scalar_like(0, x)

@@ -7,10 +7,8 @@ import string
 import numpy as np
 
 from ...types import TensorType
-from ..rewrite import Rule
-from ._common import INT64_MIN, Ctx, Refuse, Rules, constant_value, shape_of
-
-RULES = Rules()
+from ..lowering import fusion
+from ._common import INT64_MIN, Ctx, Refuse, constant_value, lower, shape_of
 
 
 # ---------------------------------------------------------------------------
@@ -44,20 +42,20 @@ def dot_general(c: Ctx, lhs, rhs):
     return c.onnx("Einsum", lhs, rhs, equation=f"{''.join(lhs_l)},{''.join(rhs_l)}->{''.join(out)}")
 
 
-RULES.op("DotGeneral", inputs=2)(dot_general)
+lower("DotGeneral", inputs=2)(dot_general)
 
 
-@RULES.op("DotGeneralBias", inputs=3)
+@lower("DotGeneralBias", inputs=3)
 def dot_general_bias(c: Ctx, lhs, rhs, bias):
     return c.onnx("Add", dot_general(c, lhs, rhs), bias)
 
 
-@RULES.op("Dot", inputs=2)
+@lower("Dot", inputs=2)
 def dot(c: Ctx, lhs, rhs):
     return c.onnx("MatMul", lhs, rhs)
 
 
-@RULES.op("Gemm", inputs=[2, 3])
+@lower("Gemm", inputs=[2, 3])
 def gemm(c: Ctx, a, b, bias=None):
     return c.onnx("Gemm", a, b, bias, alpha=c.a["alpha"], beta=c.a["beta"], transA=c.a["transA"],
                   transB=c.a["transB"])
@@ -126,8 +124,8 @@ def _conv_transpose(c: Ctx, x, w, w_shape: list[int], bias, padding: list[int], 
                   pads=begin + [max(e, 0) for e in end], output_padding=extra if any(extra) else None)
 
 
-RULES.op("Conv", inputs=2)(conv)
-RULES.op("ConvBias", inputs=3)(conv)
+lower("Conv", inputs=2)(conv)
+lower("ConvBias", inputs=3)(conv)
 
 
 def _nchw(c: Ctx, x, dims):
@@ -135,7 +133,7 @@ def _nchw(c: Ctx, x, dims):
         raise Refuse(f"pooling over dims {list(dims)} (only NCHW-style trailing dims are mapped)")
 
 
-@RULES.op("MaxPool", inputs=1, outputs=[1, 2])
+@lower("MaxPool", inputs=1, outputs=[1, 2])
 def max_pool(c: Ctx, x):
     a = c.a
     n_out = len(c.node.outputs)
@@ -145,7 +143,7 @@ def max_pool(c: Ctx, x):
                   _outputs=n_out)
 
 
-@RULES.op("AveragePool", inputs=1)
+@lower("AveragePool", inputs=1)
 def avg_pool(c: Ctx, x):
     a = c.a
     _nchw(c, x, a["dims"])
@@ -154,13 +152,13 @@ def avg_pool(c: Ctx, x):
                   ceil_mode=int(bool(a["ceil_mode"])), count_include_pad=int(bool(a["count_include_pad"])))
 
 
-@RULES.op("GlobalAveragePool", inputs=1)
+@lower("GlobalAveragePool", inputs=1)
 def global_avg_pool(c: Ctx, x):
     _nchw(c, x, c.a["dims"])
     return c.onnx("GlobalAveragePool", x)
 
 
-@RULES.op("GlobalMaxPool", inputs=1)
+@lower("GlobalMaxPool", inputs=1)
 def global_max_pool(c: Ctx, x):
     _nchw(c, x, c.a["dims"])
     return c.onnx("GlobalMaxPool", x)
@@ -170,6 +168,7 @@ def _window_sum_of_padded(p, x, fill, init):
     return p.ReduceWindow(p.Pad(x, fill, _name="pad"), init)
 
 
+@fusion("hlo", "onnx", "ReduceWindow(Pad)-to-CumSum", _window_sum_of_padded)
 def cumulative_sum(b, m):
     """A sum over a window as long as the axis, of the input padded on one side: CumSum (how CumSum is lowered).
 
@@ -211,10 +210,7 @@ def cumulative_sum(b, m):
     return c.onnx("CumSum", x, b.const(np.asarray(d, np.int64), "axis"), exclusive=int(exclusive), reverse=reverse)
 
 
-RULES.rules.append(Rule("ReduceWindow(Pad)-to-CumSum", _window_sum_of_padded, cumulative_sum))
-
-
-@RULES.op("ReduceWindow", inputs=2)
+@lower("ReduceWindow", inputs=2)
 def reduce_window(c: Ctx, x, init):
     """MAX -> MaxPool, ADD -> AveragePool(count_include_pad) x window size, the window dims moved last."""
     a = c.a
@@ -259,7 +255,7 @@ def reduce_window(c: Ctx, x, init):
 # Normalization and softmax
 # ---------------------------------------------------------------------------
 
-@RULES.op("BatchNormInference", inputs=5)
+@lower("BatchNormInference", inputs=5)
 def batch_norm(c: Ctx, x, scale, bias, mean, var):
     rank = len(shape_of(x))
     f = int(c.a["feature_index"]) % rank
@@ -271,7 +267,7 @@ def batch_norm(c: Ctx, x, scale, bias, mean, var):
     return y if perm is None else c.onnx("Transpose", y, perm=list(np.argsort(perm)))
 
 
-@RULES.op("LayerNorm", inputs=3, outputs=[1, 2, 3])
+@lower("LayerNorm", inputs=3, outputs=[1, 2, 3])
 def layer_norm(c: Ctx, x, scale, bias):
     if c.opset < 17:
         raise Refuse("LayerNormalization needs opset 17")
@@ -279,26 +275,26 @@ def layer_norm(c: Ctx, x, scale, bias):
     return c.onnx("LayerNormalization", x, scale, bias, axis=c.a["axis"], epsilon=c.a["epsilon"], _outputs=n)
 
 
-@RULES.op("InstanceNorm", inputs=3)
+@lower("InstanceNorm", inputs=3)
 def instance_norm(c: Ctx, x, scale, bias):
     return c.onnx("InstanceNormalization", x, scale, bias, epsilon=c.a["epsilon"])
 
 
-@RULES.op("GroupNorm", inputs=3)
+@lower("GroupNorm", inputs=3)
 def group_norm(c: Ctx, x, scale, bias):
     if c.opset < 21:
         raise Refuse("per-channel GroupNormalization needs opset 21")
     return c.onnx("GroupNormalization", x, scale, bias, num_groups=c.a["num_groups"], epsilon=c.a["epsilon"])
 
 
-@RULES.op("Softmax", inputs=1)
+@lower("Softmax", inputs=1)
 def softmax(c: Ctx, x):
     if float(c.a.get("epsilon") or 0.0) != 0.0:
         raise Refuse("Softmax epsilon has no ONNX form")
     return c.onnx("LogSoftmax" if c.a["logarithmic"] else "Softmax", x, axis=c.a["axis"])
 
 
-@RULES.op("BatchNormTraining", inputs=3, outputs=3)
+@lower("BatchNormTraining", inputs=3, outputs=3)
 def batch_norm_training(c: Ctx, x, scale, bias):
     raise Refuse("batch statistics outputs (ONNX training_mode returns running statistics)")
 
@@ -311,7 +307,7 @@ REDUCE = {"ADD": ("ReduceSum", "Add", 0), "MUL": ("ReduceProd", "Mul", 1), "MAX"
           "MIN": ("ReduceMin", "Min", np.inf)}
 
 
-@RULES.op("Reduce", inputs=2)
+@lower("Reduce", inputs=2)
 def reduce(c: Ctx, x, init):
     computation = c.a["computation"]
     if computation not in REDUCE:
@@ -340,11 +336,11 @@ def _arg(op: str):
     return translate
 
 
-RULES.op("ArgMax", inputs=1)(_arg("ArgMax"))
-RULES.op("ArgMin", inputs=1)(_arg("ArgMin"))
+lower("ArgMax", inputs=1)(_arg("ArgMax"))
+lower("ArgMin", inputs=1)(_arg("ArgMin"))
 
 
-@RULES.op("Topk", inputs=2, outputs=2)
+@lower("Topk", inputs=2, outputs=2)
 def topk(c: Ctx, x, k):
     values, indices = c.onnx("TopK", x, c.as_i64(k), axis=c.a["axis"], largest=int(bool(c.a["largest"])),
                              sorted=int(bool(c.a["sorted"])), _outputs=2)
@@ -353,7 +349,7 @@ def topk(c: Ctx, x, k):
     return [values, indices]
 
 
-@RULES.op("Sort", inputs=1)
+@lower("Sort", inputs=1)
 def sort(c: Ctx, x):
     axis = int(c.a["dimension"]) % len(shape_of(x))
     k = c.i64([shape_of(x)[axis]])
@@ -361,7 +357,7 @@ def sort(c: Ctx, x):
     return values
 
 
-@RULES.op("If", inputs=1, outputs=range(1, 17))
+@lower("If", inputs=1, outputs=range(1, 17))
 def if_(c: Ctx, pred):
     """The regions (already converted: the engine rewrites subgraphs first) become the branches."""
     n = len(c.node.outputs)
@@ -400,7 +396,7 @@ def _inline(c: Ctx, region, args, target=None):
     return [mapped.get(id(v), v) for v in region.outputs]
 
 
-@RULES.op("While", inputs=range(1, 17), outputs=range(1, 17))
+@lower("While", inputs=range(1, 17), outputs=range(1, 17))
 def while_(c: Ctx, *init):
     """While -> Loop: the condition is evaluated once before the loop and again at the end of each body run."""
     from ...ir import Graph

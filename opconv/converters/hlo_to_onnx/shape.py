@@ -10,26 +10,24 @@ import numpy as np
 
 from ...ir import Tensor
 from ...types import element_type
-from ._common import INT64_MIN, Ctx, Refuse, Rules, shape_of
-
-RULES = Rules()
+from ._common import INT64_MIN, Ctx, Refuse, lower, shape_of
 
 
 def _reshape_to_output(c: Ctx, x, *_):
     return c.onnx("Reshape", x, c.i64(c.out_shape()))
 
 
-RULES.op("Reshape", inputs=1)(_reshape_to_output)
-RULES.op("Squeeze", inputs=[1, 2])(_reshape_to_output)
-RULES.op("Unsqueeze", inputs=2)(_reshape_to_output)
+lower("Reshape", inputs=1)(_reshape_to_output)
+lower("Squeeze", inputs=[1, 2])(_reshape_to_output)
+lower("Unsqueeze", inputs=2)(_reshape_to_output)
 
 
-@RULES.op("Transpose", inputs=1)
+@lower("Transpose", inputs=1)
 def transpose(c: Ctx, x):
     return c.onnx("Transpose", x, perm=[int(p) for p in c.a["permutation"]])
 
 
-@RULES.op("BroadcastInDim", inputs=1)
+@lower("BroadcastInDim", inputs=1)
 def broadcast_in_dim(c: Ctx, x):
     out = c.out_shape()
     dims = [int(d) for d in c.a["broadcast_dimensions"]]
@@ -48,31 +46,31 @@ def broadcast_in_dim(c: Ctx, x):
     return c.onnx("Expand", x, c.i64(out))
 
 
-@RULES.op("Broadcast", inputs=1)
+@lower("Broadcast", inputs=1)
 def broadcast(c: Ctx, x):
     return c.onnx("Expand", x, c.i64(c.out_shape()))
 
 
-@RULES.op("Concatenate", inputs=range(1, 65))
+@lower("Concatenate", inputs=range(1, 65))
 def concatenate(c: Ctx, *xs):
     return c.onnx("Concat", *xs, axis=c.a["dimension"])
 
 
-@RULES.op("Slice", inputs=1)
+@lower("Slice", inputs=1)
 def slice_(c: Ctx, x):
     starts, limits = c.a["start_indices"], c.a["limit_indices"]
     strides = c.a.get("strides") or [1] * len(starts)
     return c.onnx("Slice", x, c.i64(starts), c.i64(limits), c.i64(range(len(starts))), c.i64(strides))
 
 
-@RULES.op("SliceInDim", inputs=1)
+@lower("SliceInDim", inputs=1)
 def slice_in_dim(c: Ctx, x):
     a = c.a
     return c.onnx("Slice", x, c.i64([a["start_index"]]), c.i64([a["limit_index"]]), c.i64([a["dim"]]),
                   c.i64([a.get("stride") or 1]))
 
 
-@RULES.op("Reverse", inputs=1)
+@lower("Reverse", inputs=1)
 def reverse(c: Ctx, x):
     dims = [int(d) for d in c.a["dimensions"]]
     if not dims:
@@ -84,7 +82,7 @@ def reverse(c: Ctx, x):
 PAD_MODES = {"PAD_VALUE": "constant", "PAD_EDGE": "edge", "PAD_REFLECT": "reflect"}
 
 
-@RULES.op("Pad", inputs=2)
+@lower("Pad", inputs=2)
 def pad(c: Ctx, x, value):
     a = c.a
     mode = a.get("mode") or "PAD_VALUE"
@@ -99,7 +97,7 @@ def pad(c: Ctx, x, value):
     return c.onnx("Pad", x, c.i64(low + high), scalar if mode == "PAD_VALUE" else None, mode=PAD_MODES[mode])
 
 
-@RULES.op("Iota", inputs=0)
+@lower("Iota", inputs=0)
 def iota(c: Ctx):
     t = c.out_type()
     dim = int(c.a["iota_dimension"])
@@ -109,52 +107,52 @@ def iota(c: Ctx):
     return c.onnx("Constant", value=Tensor.from_array(np.ascontiguousarray(data)))
 
 
-@RULES.op("Constant", inputs=0)
+@lower("Constant", inputs=0)
 def constant(c: Ctx):
     return c.onnx("Constant", value=c.node.attr("value"))
 
 
-@RULES.op("Tile", inputs=2)
+@lower("Tile", inputs=2)
 def tile(c: Ctx, x, repeats):
     return c.onnx("Tile", x, c.as_i64(repeats))
 
 
-@RULES.op("Trilu", inputs=1)
+@lower("Trilu", inputs=1)
 def trilu(c: Ctx, x):
     k = c.b.const(np.asarray(int(c.a["k"]), np.int64), "k")
     return c.onnx("Trilu", x, k, upper=int(bool(c.a["upper"])))
 
 
-@RULES.op("DepthToSpace", inputs=1)
+@lower("DepthToSpace", inputs=1)
 def depth_to_space(c: Ctx, x):
     if list(c.a["space_dims"]) != [2, 3] or int(c.a["depth_dim"]) != 1:
         raise Refuse("only NCHW DepthToSpace is mapped")
     return c.onnx("DepthToSpace", x, blocksize=c.a["blocksize"], mode=c.a.get("mode") or "DCR")
 
 
-@RULES.op("SpaceToDepth", inputs=1)
+@lower("SpaceToDepth", inputs=1)
 def space_to_depth(c: Ctx, x):
     if list(c.a["space_dims"]) != [2, 3] or int(c.a["depth_dim"]) != 1:
         raise Refuse("only NCHW SpaceToDepth is mapped")
     return c.onnx("SpaceToDepth", x, blocksize=c.a["blocksize"])
 
 
-@RULES.op("ReverseSequence", inputs=2)
+@lower("ReverseSequence", inputs=2)
 def reverse_sequence(c: Ctx, x, lengths):
     return c.onnx("ReverseSequence", x, c.as_i64(lengths), batch_axis=c.a["batch_axis"], time_axis=c.a["time_axis"])
 
 
-@RULES.op("Shape", inputs=1)
+@lower("Shape", inputs=1)
 def shape(c: Ctx, x):
     return c.onnx("Shape", x, start=c.a["start"], end=c.a["end"] if c.a["end"] < 1024 else None)
 
 
-@RULES.op("Size", inputs=1)
+@lower("Size", inputs=1)
 def size(c: Ctx, x):
     return c.onnx("Size", x)
 
 
-@RULES.op("GeneralSplit", inputs=2, outputs=range(1, 17))
+@lower("GeneralSplit", inputs=2, outputs=range(1, 17))
 def general_split(c: Ctx, x, split):
     n = len(c.node.outputs)
     outs = c.onnx("Split", x, c.as_i64(split), axis=c.a["axis"], _outputs=n)
@@ -165,7 +163,7 @@ def general_split(c: Ctx, x, split):
 # Gather / scatter (the XLA general forms ONNX has an op for)
 # ---------------------------------------------------------------------------
 
-@RULES.op("Gather", inputs=2)
+@lower("Gather", inputs=2)
 def gather(c: Ctx, x, indices):
     a = c.a
     xs, qs = shape_of(x), shape_of(indices)
@@ -193,7 +191,7 @@ def gather(c: Ctx, x, indices):
 SCATTER_REDUCTIONS = {"UPDATE": "none", "ADD": "add", "MUL": "mul", "MIN": "min", "MAX": "max"}
 
 
-@RULES.op("ScatterND", inputs=3)
+@lower("ScatterND", inputs=3)
 def scatter(c: Ctx, x, indices, updates):
     a = c.a
     xs, qs = shape_of(x), shape_of(indices)
@@ -212,19 +210,18 @@ def scatter(c: Ctx, x, indices, updates):
     return c.onnx("ScatterND", x, c.as_i64(indices), updates, reduction=reduction if reduction != "none" else None)
 
 
-@RULES.op_omitting("Resize", "x-x", "x--x", "x-xx")
-@RULES.op("Resize", inputs=range(1, 5))
+@lower("Resize", inputs=range(1, 5))
 def resize(c: Ctx, x, roi=None, scales=None, sizes=None):
     a = c.a
-    lower = {k: (a[k].lower() if isinstance(a.get(k), str) else a.get(k))
-             for k in ("mode", "coordinate_transformation_mode", "nearest_mode")}
-    return c.onnx("Resize", x, roi, scales, sizes, mode=lower["mode"],
-                  coordinate_transformation_mode=lower["coordinate_transformation_mode"],
-                  nearest_mode=lower["nearest_mode"], exclude_outside=int(bool(a["exclude_outside"])),
+    lowered = {k: (a[k].lower() if isinstance(a.get(k), str) else a.get(k))
+               for k in ("mode", "coordinate_transformation_mode", "nearest_mode")}
+    return c.onnx("Resize", x, roi, scales, sizes, mode=lowered["mode"],
+                  coordinate_transformation_mode=lowered["coordinate_transformation_mode"],
+                  nearest_mode=lowered["nearest_mode"], exclude_outside=int(bool(a["exclude_outside"])),
                   extrapolation_value=a["extrapolation_value"], cubic_coeff_a=a["cubic_coeff_a"])
 
 
-@RULES.op("RoiAlign", inputs=3)
+@lower("RoiAlign", inputs=3)
 def roi_align(c: Ctx, x, rois, batch):
     a = c.a
     strip = lambda s: s.replace("ROIALIGN_", "").lower()  # noqa: E731
@@ -235,18 +232,17 @@ def roi_align(c: Ctx, x, rois, batch):
                   sampling_ratio=a["sampling_ratio"], spatial_scale=a["spatial_scale"])
 
 
-@RULES.op("NonZero", inputs=1)
+@lower("NonZero", inputs=1)
 def non_zero(c: Ctx, x):
     return c.onnx("Transpose", c.onnx("NonZero", x), perm=[1, 0])
 
 
-
-@RULES.op("DynamicReshape", inputs=2)
+@lower("DynamicReshape", inputs=2)
 def dynamic_reshape(c: Ctx, x, target):
     return c.onnx("Reshape", x, c.as_i64(target), allowzero=int(c.a.get("allowzero") or 0))
 
 
-@RULES.op("DynamicBroadcastInDim", inputs=2)
+@lower("DynamicBroadcastInDim", inputs=2)
 def dynamic_broadcast_in_dim(c: Ctx, x, target):
     dims = [int(d) for d in c.a["broadcast_dimensions"]]
     rank = len(c.out_shape())
@@ -255,7 +251,7 @@ def dynamic_broadcast_in_dim(c: Ctx, x, target):
     return c.onnx("Expand", x, c.as_i64(target))
 
 
-@RULES.op("DynamicSlice", inputs=2)
+@lower("DynamicSlice", inputs=2)
 def dynamic_slice(c: Ctx, x, starts):
     """XLA clamps each start so that the slice fits: clamp, then a Slice of slice_sizes."""
     sizes = [int(s) for s in c.a["slice_sizes"]]
@@ -265,7 +261,7 @@ def dynamic_slice(c: Ctx, x, starts):
     return c.onnx("Slice", x, lo, c.onnx("Add", lo, c.i64(sizes)), c.i64(range(len(xs))))
 
 
-@RULES.op("DynamicUpdateSlice", inputs=3)
+@lower("DynamicUpdateSlice", inputs=3)
 def dynamic_update_slice(c: Ctx, x, update, starts):
     """XLA clamps each start so that the update fits (as for DynamicSlice), then a ScatterND writes the update:
     its index tuples address the leading dims up to the last one the update does not cover whole (the rest are
@@ -284,7 +280,7 @@ def dynamic_update_slice(c: Ctx, x, update, starts):
     return c.onnx("ScatterND", x, indices, update)
 
 
-@RULES.op("DynamicPad", inputs=[2, 3])
+@lower("DynamicPad", inputs=[2, 3])
 def dynamic_pad(c: Ctx, x, pads, value=None):
     mode = c.a.get("mode") or "PAD_VALUE"
     if mode not in PAD_MODES:
@@ -294,7 +290,7 @@ def dynamic_pad(c: Ctx, x, pads, value=None):
     return c.onnx("Pad", x, c.as_i64(pads), value if mode == "PAD_VALUE" else None, mode=PAD_MODES[mode])
 
 
-@RULES.op("DynamicIota", inputs=1)
+@lower("DynamicIota", inputs=1)
 def dynamic_iota(c: Ctx, target):
     return iota(c)
 
@@ -302,7 +298,7 @@ def dynamic_iota(c: Ctx, target):
 GRID_PADDING = {"PAD_VALUE": "zeros", "PAD_EDGE": "border", "PAD_REFLECT": "reflection"}
 
 
-@RULES.op("GridSample", inputs=2)
+@lower("GridSample", inputs=2)
 def grid_sample(c: Ctx, x, grid):
     a = c.a
     if a["padding_mode"] not in GRID_PADDING or c.opset < 16:
@@ -314,7 +310,7 @@ def grid_sample(c: Ctx, x, grid):
                   padding_mode=GRID_PADDING[a["padding_mode"]])
 
 
-@RULES.op("NMS", inputs=2)
+@lower("NMS", inputs=2)
 def nms(c: Ctx, boxes, scores):
     a = c.a
     return c.onnx("NonMaxSuppression", boxes, scores, c.i64([a["max_output_boxes_per_class"]]),

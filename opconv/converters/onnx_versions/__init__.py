@@ -1,24 +1,26 @@
 """The ONNX version converter: move a model to any ai.onnx opset, up or down.
 
 ``driver.py`` walks every node through its operator's schema versions;
-``registry.py`` holds the adapters, which the family modules register beside
-the operators they adapt; ``proto_path.py`` runs the driver on only the nodes
-that change and writes them back into a copy of the protobuf (the whole model
-goes through the graph core when it cannot).  See ``docs/version-converter.md``.
+``registry.py`` registers the adapters in the lowering registry (routes
+``("onnx", "onnx:up")`` / ``("onnx", "onnx:down")``) for the family modules,
+beside the operators they adapt (every module of the package is imported by
+:func:`~opconv.converters.lowering.discover`); ``proto_path.py`` runs the
+driver on only the nodes that change and writes them back into a copy of the
+protobuf (the whole model goes through the graph core when it cannot).  See ``docs/version-converter.md``.
 """
 
 from __future__ import annotations
 
-from . import elementwise, nn, proto_path, reduce, shape
 from ...ir import quiet_collector
+from .. import lowering
+from . import proto_path
 from .driver import VersionConverter, convert_version
-from .registry import DOWNGRADES, SEMANTIC_CHANGES, UPGRADES, downgrade, semantic_change, upgrade
+from .registry import SEMANTIC_CHANGES, downgrade, semantic_change, upgrade
 
-#: the family modules, imported for the adapters they register
-FAMILIES = (elementwise, nn, reduce, shape)
+lowering.discover(__name__)  # the family modules register their adapters
 
 __all__ = ["convert", "convert_proto", "convert_version", "VersionConverter", "upgrade", "downgrade", "semantic_change",
-           "UPGRADES", "DOWNGRADES", "SEMANTIC_CHANGES"]
+           "SEMANTIC_CHANGES"]
 
 
 def convert(model, opset: int, *, decompose: bool = False, **options):

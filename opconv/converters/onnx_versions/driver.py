@@ -30,7 +30,7 @@ from ...ir import Attr, Graph, Model, Node, Tensor, Value, infer_attr
 from ...schemas import OpSchema, dialect_schemas
 from ...types import TensorType, element_type, from_numpy, type_signature
 from ..rewrite import MALFORMED, Refuse, constant_value
-from .registry import DOWNGRADES, SEMANTIC_CHANGES, UPGRADE_NEEDS_TYPES, UPGRADES
+from .registry import SEMANTIC_CHANGES, UPGRADE_NEEDS_TYPES, find_adapter, upgrade_versions
 
 _ONNX_DOMAINS = ("", "ai.onnx")
 _GRAPH_KINDS = ("graph", "graphs")
@@ -53,8 +53,7 @@ _WIDER = {
 @lru_cache(maxsize=None)
 def _upgrade_steps(op: str) -> tuple[int, ...]:
     """The versions an upgrade of ``op`` stops at: its schemas' and any registered in between."""
-    registered = {v for (name, v) in UPGRADES if name == op}
-    return tuple(sorted({s.version for s in schemas(op)} | registered))
+    return tuple(sorted({s.version for s in schemas(op)} | set(upgrade_versions(op))))
 
 
 @lru_cache(maxsize=None)
@@ -91,15 +90,15 @@ def _next_step(op: str, current: int, target: int, up: bool):
             return None
         version = steps[0]
         new = [s for s in versions if s.version <= version][-1]
-        adapter = UPGRADES.get((op, version))
-        plain = _plain_step(op, have, new, version, adapter, up=True)
+        step_adapter = find_adapter(op, version, up=True)
+        plain = _plain_step(op, have, new, version, step_adapter, up=True)
         if plain:
             for later in steps[1:]:
                 candidate = [s for s in versions if s.version <= later][-1]
-                if not _plain_step(op, have, candidate, later, UPGRADES.get((op, later)), up=True):
+                if not _plain_step(op, have, candidate, later, find_adapter(op, later, up=True), up=True):
                     break
                 version, new = later, candidate
-        return version, have, new, adapter, step_plan(op, have.version, new.version) if plain else None
+        return version, have, new, step_adapter, step_plan(op, have.version, new.version) if plain else None
     if have.version <= target:
         return None
     chain = [have]  # have, then each older schema that plain steps reach
@@ -107,13 +106,13 @@ def _next_step(op: str, current: int, target: int, up: bool):
         last = chain[-1]
         older = [s for s in versions if s.version < last.version]
         if not _plain_step(op, last, older[-1] if older else None, last.version,
-                           DOWNGRADES.get((op, last.version)), up=False):
+                           find_adapter(op, last.version, up=False), up=False):
             break
         chain.append(older[-1])
     if len(chain) > 1:
         return chain[-2].version - 1, have, chain[-1], None, step_plan(op, have.version, chain[-1].version)
     older = [s for s in versions if s.version < have.version]
-    return have.version - 1, have, older[-1] if older else None, DOWNGRADES.get((op, have.version)), None
+    return have.version - 1, have, older[-1] if older else None, find_adapter(op, have.version, up=False), None
 
 
 def _plain_step(op: str, have: OpSchema, new: OpSchema | None, version: int, adapter, *, up: bool) -> bool:

@@ -7,7 +7,9 @@ one; the ``downgrade`` adapter goes back.  A downgrade registered at an op's
 *first* version (``@downgrade("Gelu", 20)``) decomposes the op into older ones.
 
 Adapters live beside the operators they adapt (``elementwise.py``,
-``shape.py``, ``reduce.py``, ``nn.py``), registered with the decorators below::
+``shape.py``, ``reduce.py``, ``nn.py``; the package imports all its modules with
+:func:`~opconv.converters.lowering.discover`), registered with the decorators
+below::
 
     @upgrade("Reshape", 5)
     def reshape_shape_to_input(ctx, node):
@@ -18,6 +20,9 @@ An adapter mutates ``node`` in place (the driver then sets its version), or
 builds a replacement with ``ctx.op`` and calls ``ctx.replace``; it raises
 :class:`~opconv.converters.rewrite.Refuse` with a reason when the node cannot be
 adapted (the driver reports it with the opset range that would be needed).
+The decorators put adapters in the one lowering registry, on the routes
+``("onnx", "onnx:up")`` and ``("onnx", "onnx:down")`` with ``since`` = the
+step's version; the driver finds a step's adapter with :func:`find_adapter`.
 Steps without a registered adapter fall to the generic adapter of
 ``driver.py``, which the schemas drive (unchanged signature: only the version
 and, on downgrade, the type sets change).  A step listed with ``semantic_change``
@@ -29,38 +34,37 @@ from __future__ import annotations
 
 from typing import Callable
 
+from .. import lowering
+
 Adapter = Callable[..., object]
 
-#: (op, version) -> adapter, per direction
-UPGRADES: dict[tuple[str, int], Adapter] = {}
-DOWNGRADES: dict[tuple[str, int], Adapter] = {}
+#: the lowering routes of the two directions
+UP, DOWN = ("onnx", "onnx:up"), ("onnx", "onnx:down")
 #: steps whose meaning changed without a visible schema change; each needs its own adapter
 SEMANTIC_CHANGES: dict[tuple[str, int], str] = {}
 #: ops whose upgrade adapters read element types or ranks (the driver runs type inference first)
 UPGRADE_NEEDS_TYPES: set[str] = set()
 
 
-def _register(table: dict, ops: str | tuple[str, ...], version: int) -> Callable[[Adapter], Adapter]:
-    names = (ops,) if isinstance(ops, str) else tuple(ops)
-
-    def decorate(fn: Adapter) -> Adapter:
-        for op in names:
-            key = (op, version)
-            if key in table:
-                raise ValueError(f"two adapters for {op}-{version}: {table[key].__name__} and {fn.__name__}")
-            table[key] = fn
-        return fn
-    return decorate
-
-
 def upgrade(ops: str | tuple[str, ...], version: int) -> Callable[[Adapter], Adapter]:
     """Register the adapter taking ``ops`` from the schema before ``version`` to ``version``."""
-    return _register(UPGRADES, ops, version)
+    return lowering.lower(*UP, ops, since=version)
 
 
 def downgrade(ops: str | tuple[str, ...], version: int) -> Callable[[Adapter], Adapter]:
     """Register the adapter taking ``ops`` from ``version`` back to the schema before it (or decomposing)."""
-    return _register(DOWNGRADES, ops, version)
+    return lowering.lower(*DOWN, ops, since=version)
+
+
+def find_adapter(op: str, version: int, *, up: bool) -> Adapter | None:
+    """The adapter registered for the step ``op``-``version`` in one direction, or None."""
+    found = lowering.find_exact(*(UP if up else DOWN), op, version)
+    return None if found is None else found.fn
+
+
+def upgrade_versions(op: str) -> list[int]:
+    """The versions of ``op`` that have an upgrade adapter."""
+    return lowering.versions(*UP, op)
 
 
 def semantic_change(ops: str | tuple[str, ...], version: int, what: str) -> None:

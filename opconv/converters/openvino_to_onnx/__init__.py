@@ -6,11 +6,15 @@ Steps of :func:`openvino_to_onnx`:
    constant data is shared, never read), so the caller's model is never
    mutated.
 2. **Rewrite** every opset1 layer into ai.onnx nodes of the target opset with
-   the rule modules (:mod:`.elementwise`, :mod:`.nn`, :mod:`.shape`,
-   :mod:`.reduction`, :mod:`.tensor_iterator`; one translator per layer type,
-   registered beside its definition) through :func:`~opconv.converters.rewrite.convert_graph`:
-   every layer no rule converts is listed in one
-   :class:`~opconv.errors.ConversionError`, and nothing is returned.
+   the translators of the route ``("openvino", "onnx")``: one per layer type,
+   registered with ``@lower(op, inputs=counts, outputs=counts)`` beside its
+   definition in this package's modules (all of them imported by
+   :func:`~opconv.converters.lowering.discover`; no list, no order), and called
+   as ``fn(c, *layer.inputs)`` with a :class:`~._common.Ctx` (see
+   :mod:`opconv.converters.to_onnx`), through
+   :func:`~opconv.converters.rewrite.convert_graph`: every layer no translator
+   converts is listed in one :class:`~opconv.errors.ConversionError`, and
+   nothing is returned.
 3. **Types**: graph inputs and outputs keep the IR's port types and names;
    intermediate values carry no type, so ONNX shape inference (and
    ``onnx.checker``'s full check) derives them rather than trusting ports
@@ -38,25 +42,15 @@ from __future__ import annotations
 
 import dataclasses
 
-import onnx
-
-from ...errors import ConversionError
 from ...ir import Attr, Graph, Model, Node, Value
-from .. import register
-from ..rewrite import RuleSet, convert_graph
-from . import elementwise, nn, reduction, shape, tensor_iterator
-from ._common import MIN_OPSET
+from .. import lowering, register
+from ..to_onnx import convert_to_onnx, newest_opset, onnx_model, rule_set, target_opset
+from ._common import Ctx
 
-DIALECT = "onnx"
+lowering.discover(__name__)
 
-# Every rule of the direction; within one anchor op, list order is the priority.
-RULES = RuleSet(list(elementwise.RULES) + list(nn.RULES) + list(shape.RULES) + list(reduction.RULES)
-                + list(tensor_iterator.RULES))
-
-
-def newest_opset() -> int:
-    """The newest ai.onnx opset the installed onnx package defines (the default target)."""
-    return onnx.defs.onnx_opset_version()
+#: the direction's rewrite rules (also run by onnx_to_openvino's FlexAttention, to bring a body back to ONNX)
+RULES = rule_set("openvino", Ctx)
 
 
 @register("openvino", "onnx")
@@ -67,25 +61,10 @@ def openvino_to_onnx(model: Model, opset: int | None = None) -> Model:
     :class:`ConversionError` for an opset out of range, or naming every layer
     that has no ONNX form with the reason.
     """
-    where = model.path
-    target = _target_opset(opset, where)
+    target = target_opset(opset, "OpenVINO IR", model.path)
     graph = copy_graph(model.graph)
-    convert_graph(graph, RULES, "", target, identity=_identity, where=where)
-    _keep_io_types_only(graph)
-    meta = {"ir_version": onnx.helper.find_min_ir_version_for([onnx.helper.make_opsetid("", target)])}
-    return Model(graph, DIALECT, {"": target}, producer="opconv", doc=model.doc, metadata=dict(model.metadata),
-                 meta=meta, path=None)
-
-
-def _target_opset(opset: int | None, where: str | None) -> int:
-    newest = newest_opset()
-    if opset is None:
-        return newest
-    opset = int(opset)
-    if not MIN_OPSET <= opset <= newest:
-        raise ConversionError(f"target opset {opset} is out of range: opconv converts OpenVINO IR to ai.onnx "
-                              f"opsets {MIN_OPSET}..{newest} (the newest the installed onnx defines)", where=where)
-    return opset
+    convert_to_onnx(graph, RULES, target, model.path)
+    return onnx_model(graph, target, model)
 
 
 def copy_graph(source: Graph, parent: Graph | None = None, outer: dict[int, Value] | None = None) -> Graph:
@@ -134,19 +113,6 @@ def _copy_subgraphs(attr: Attr, parent: Graph, outer: dict[int, Value]) -> Attr:
         return dataclasses.replace(attr, value=[copy_graph(x, parent, outer) if isinstance(x, Graph) else x
                                                 for x in attr.value])
     return attr
-
-
-def _keep_io_types_only(graph: Graph) -> None:
-    io = {id(v) for v in graph.inputs} | {id(v) for v in graph.outputs}
-    for node in graph.nodes:
-        for v in node.outputs:
-            if v is not None and id(v) not in io:
-                v.type = None
-
-
-def _identity(b, value: Value) -> Value:
-    """A copy of ``value`` that can take a graph output's name."""
-    return b.op("Identity", value)
 
 
 __all__ = ["openvino_to_onnx", "newest_opset", "copy_graph", "RULES"]

@@ -10,9 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...types import element_type
-from ._common import Ctx, Refuse, Rules, const_scalar, dtype_of, rank_of
-
-RULES = Rules()
+from ._common import Ctx, Refuse, const_scalar, dtype_of, lower, rank_of
 
 
 def _check_broadcast(c: Ctx) -> None:
@@ -38,23 +36,23 @@ def _binary(onnx_op: str):
 
 for _op, _onnx in _BINARY.items():
     if _onnx is not None:
-        RULES.op(_op, 2)(_binary(_onnx))
+        lower(_op, 2)(_binary(_onnx))
 
 
-@RULES.op("NotEqual", 2)
+@lower("NotEqual", 2)
 def not_equal(c: Ctx, a, b):
     _check_broadcast(c)
     return c.onnx("Not", c.onnx("Equal", a, b))
 
 
-@RULES.op("SquaredDifference", 2)
+@lower("SquaredDifference", 2)
 def squared_difference(c: Ctx, a, b):
     _check_broadcast(c)
     d = c.onnx("Sub", a, b)
     return c.onnx("Mul", d, d)
 
 
-@RULES.op("Divide", 2)
+@lower("Divide", 2)
 def divide(c: Ctx, a, b):
     _check_broadcast(c)
     if dtype_of(a).kind in "iu" and c.a.get("m_pythondiv") in (None, True):
@@ -63,7 +61,7 @@ def divide(c: Ctx, a, b):
     return c.onnx("Div", a, b)
 
 
-@RULES.op("FloorMod", 2)
+@lower("FloorMod", 2)
 def floor_mod(c: Ctx, a, b):
     _check_broadcast(c)
     if dtype_of(a).kind in "iu":
@@ -72,7 +70,7 @@ def floor_mod(c: Ctx, a, b):
     return c.onnx("Sub", a, c.onnx("Mul", c.onnx("Floor", c.onnx("Div", a, b)), b))
 
 
-@RULES.op("Mod", 2)
+@lower("Mod", 2)
 def mod(c: Ctx, a, b):
     _check_broadcast(c)
     return c.onnx("Mod", a, b, fmod=1)  # truncated: the remainder takes the dividend's sign
@@ -92,15 +90,15 @@ def _unary(onnx_op: str):
 
 
 for _op, _onnx in _UNARY.items():
-    RULES.op(_op, 1)(_unary(_onnx))
+    lower(_op, 1)(_unary(_onnx))
 
 
-@RULES.op("Elu", 1)
+@lower("Elu", 1)
 def elu(c: Ctx, x):
     return c.onnx("Elu", x, alpha=c.a["alpha"])
 
 
-@RULES.op("Clamp", 1)
+@lower("Clamp", 1)
 def clamp(c: Ctx, x):
     dtype = dtype_of(x)
     low, high = float(c.a["min"]), float(c.a["max"])
@@ -111,7 +109,7 @@ def clamp(c: Ctx, x):
     return c.onnx("Clip", x, c.scalar_like(low, x, "min"), c.scalar_like(high, x, "max"))
 
 
-@RULES.op("PReLU", 2)
+@lower("PReLU", 2)
 def prelu(c: Ctx, x, slope):
     rank = rank_of(x)
     shape = slope.shape
@@ -121,17 +119,17 @@ def prelu(c: Ctx, x, slope):
     return c.onnx("PRelu", x, slope)
 
 
-@RULES.op("HardSigmoid", 3)
+@lower("HardSigmoid", 3)
 def hard_sigmoid(c: Ctx, x, alpha, beta):
     return c.onnx("HardSigmoid", x, alpha=const_scalar(alpha, "alpha"), beta=const_scalar(beta, "beta"))
 
 
-@RULES.op("Selu", 3)
+@lower("Selu", 3)
 def selu(c: Ctx, x, alpha, lambda_):
     return c.onnx("Selu", x, alpha=const_scalar(alpha, "alpha"), gamma=const_scalar(lambda_, "lambda"))
 
 
-@RULES.op("Select", 3)
+@lower("Select", 3)
 def select(c: Ctx, cond, then, else_):
     _check_broadcast(c)
     if cond.dtype != "bool":
@@ -139,19 +137,19 @@ def select(c: Ctx, cond, then, else_):
     return c.onnx("Where", cond, then, else_)
 
 
-@RULES.op("Convert", 1)
+@lower("Convert", 1)
 def convert(c: Ctx, x):
     return c.onnx("Cast", x, to=element_type(c.a["destination_type"]).onnx)
 
 
-@RULES.op("ConvertLike", 2)
+@lower("ConvertLike", 2)
 def convert_like(c: Ctx, x, like):
     if like.dtype is None:
         raise Refuse(f"the element type of {like.name!r} is unknown")
     return c.onnx("Cast", x, to=element_type(like.dtype).onnx)
 
 
-@RULES.op("FakeQuantize", 5)
+@lower("FakeQuantize", 5)
 def fake_quantize(c: Ctx, x, input_low, input_high, output_low, output_high):
     _check_broadcast(c)
     steps = c.scalar_like(c.a["levels"] - 1, x, "steps")

@@ -7,9 +7,9 @@ import numpy as np
 
 from ...kernels import conv as kc
 from ...types import element_type
-from ._common import Ctx, Refuse, Rules, const_ints, constant_value, dtype_of, rank_of, static_shape
+from ._common import (Ctx, Refuse, const_ints, constant_value, dtype_of,
+                      lower, rank_of, static_shape)
 
-RULES = Rules()
 
 # opset1 auto_pad -> ONNX auto_pad ("explicit" means the layer's pads).
 AUTO_PAD = {"explicit": "NOTSET", "notset": "NOTSET", "same_upper": "SAME_UPPER", "same_lower": "SAME_LOWER",
@@ -38,7 +38,7 @@ def _window(c: Ctx, spatial: int) -> dict:
 # Convolutions
 # ---------------------------------------------------------------------------
 
-@RULES.op("Convolution", 2)
+@lower("Convolution", 2)
 def convolution(c: Ctx, x, w):
     spatial = rank_of(w) - 2
     return c.onnx("Conv", x, w, dilations=list(c.a.get("dilations") or [1] * spatial), **_window(c, spatial))
@@ -54,7 +54,7 @@ def _fold_groups(c: Ctx, w, name: str):
     return c.onnx("Reshape", w, c.i64(folded)), shape[0]
 
 
-@RULES.op("GroupConvolution", 2)
+@lower("GroupConvolution", 2)
 def group_convolution(c: Ctx, x, w):
     spatial = rank_of(w) - 3
     folded, groups = _fold_groups(c, w, "grouped")
@@ -89,12 +89,12 @@ def _transposed(c: Ctx, x, w, output_shape, groups: int, kernel: tuple[int, ...]
                   group=groups if groups != 1 else None)
 
 
-@RULES.op("ConvolutionBackpropData", (2, 3))
+@lower("ConvolutionBackpropData", (2, 3))
 def convolution_backprop_data(c: Ctx, x, w, output_shape=None):
     return _transposed(c, x, w, output_shape, 1, static_shape(w)[2:])
 
 
-@RULES.op("GroupConvolutionBackpropData", (2, 3))
+@lower("GroupConvolutionBackpropData", (2, 3))
 def group_convolution_backprop_data(c: Ctx, x, w, output_shape=None):
     folded, groups = _fold_groups(c, w, "grouped")
     return _transposed(c, x, folded, output_shape, groups, static_shape(w)[3:])
@@ -123,12 +123,12 @@ def _pool(c: Ctx, x) -> dict:
     return dict(kernel_shape=kernel, ceil_mode=int(ceil) if window["auto_pad"] == "NOTSET" else None, **window)
 
 
-@RULES.op("MaxPool", 1)
+@lower("MaxPool", 1)
 def max_pool(c: Ctx, x):
     return c.onnx("MaxPool", x, **_pool(c, x))
 
 
-@RULES.op("AvgPool", 1)
+@lower("AvgPool", 1)
 def avg_pool(c: Ctx, x):
     return c.onnx("AveragePool", x, count_include_pad=int(not c.a.get("exclude_pad")), **_pool(c, x))
 
@@ -137,7 +137,7 @@ def avg_pool(c: Ctx, x):
 # MatMul, SoftMax, normalizations
 # ---------------------------------------------------------------------------
 
-@RULES.op("MatMul", 2)
+@lower("MatMul", 2)
 def matmul(c: Ctx, a, b):
     # A 1-D operand is never transposed (it is a row or column vector whatever the flag).  A transposed
     # matrix times a vector is the vector times the matrix: no Transpose (onnxruntime also miscomputes
@@ -153,12 +153,12 @@ def matmul(c: Ctx, a, b):
     return c.onnx("MatMul", a, b)
 
 
-@RULES.op("SoftMax", 1)
+@lower("SoftMax", 1)
 def softmax(c: Ctx, x):
     return c.onnx("Softmax", x, axis=int(c.a.get("axis", 1)))
 
 
-@RULES.op("MVN", 1)
+@lower("MVN", 1)
 def mvn(c: Ctx, x):
     rank = rank_of(x)
     axes = c.a.get("reduction_axes")
@@ -171,7 +171,7 @@ def mvn(c: Ctx, x):
     return c.onnx("Div", centred, c.onnx("Sqrt", c.onnx("Add", variance, c.scalar_like(c.a["eps"], x, "eps"))))
 
 
-@RULES.op("NormalizeL2", 2)
+@lower("NormalizeL2", 2)
 def normalize_l2(c: Ctx, x, axes):
     data = constant_value(axes)
     if data is not None and np.size(data) == 0:
@@ -184,13 +184,13 @@ def normalize_l2(c: Ctx, x, axes):
     return c.onnx("Div", x, c.onnx("Sqrt", c.onnx(combine, square_sum, c.scalar_like(c.a["eps"], x, "eps"))))
 
 
-@RULES.op("GRN", 1)
+@lower("GRN", 1)
 def grn(c: Ctx, x):
     square_sum = c.onnx("ReduceSum", c.onnx("Mul", x, x), c.i64([1]), keepdims=1)
     return c.onnx("Div", x, c.onnx("Sqrt", c.onnx("Add", square_sum, c.scalar_like(c.a["bias"], x, "bias"))))
 
 
-@RULES.op("LRN", 2)
+@lower("LRN", 2)
 def lrn(c: Ctx, x, axes):
     rank = rank_of(x)
     if [a % rank for a in const_ints(axes, "LRN axes")] != [1]:
@@ -201,7 +201,7 @@ def lrn(c: Ctx, x, axes):
     return c.onnx("LRN", x, alpha=c.a["alpha"], beta=c.a["beta"], bias=c.a["bias"], size=size)
 
 
-@RULES.op("BatchNormInference", 5)
+@lower("BatchNormInference", 5)
 def batch_norm_inference(c: Ctx, gamma, beta, x, mean, variance):
     # opset1's input order puts the data third.
     return c.onnx("BatchNormalization", x, gamma, beta, mean, variance, epsilon=c.a["epsilon"])
@@ -248,7 +248,7 @@ def _bias(c: Ctx, b, order, hidden: int, like):
     return c.onnx("Concat", wb, zeros, axis=1)
 
 
-@RULES.op("LSTMCell", (6, 7), outputs=2)
+@lower("LSTMCell", (6, 7), outputs=2)
 def lstm_cell(c: Ctx, x, h, cell, w, r, b, p=None):
     attrs = _rnn_attrs(c)
     hidden = attrs["hidden_size"]
@@ -266,7 +266,7 @@ def lstm_cell(c: Ctx, x, h, cell, w, r, b, p=None):
     return [c.squeeze(ys[1], [0]), c.squeeze(ys[2], [0])]
 
 
-@RULES.op("RNNCell", 5)
+@lower("RNNCell", 5)
 def rnn_cell(c: Ctx, x, h, w, r, b):
     attrs = _rnn_attrs(c)
     hidden = attrs["hidden_size"]
@@ -280,7 +280,7 @@ def rnn_cell(c: Ctx, x, h, w, r, b):
 # TopK
 # ---------------------------------------------------------------------------
 
-@RULES.op("TopK", 2, outputs=2)
+@lower("TopK", 2, outputs=2)
 def top_k(c: Ctx, x, k):
     largest = {"max": 1, "min": 0}.get(str(c.a.get("mode")).lower())
     if largest is None:
@@ -305,7 +305,7 @@ def top_k(c: Ctx, x, k):
 _RESIZE_MODES = {"nearest": "nearest", "linear": "linear", "cubic": "cubic"}
 
 
-@RULES.op("Interpolate", 2)
+@lower("Interpolate", 2)
 def interpolate(c: Ctx, x, target):
     mode = str(c.a.get("mode")).lower()
     if mode not in _RESIZE_MODES:
@@ -359,7 +359,7 @@ def _resize(c: Ctx, x, sizes, attrs):
 # NonMaxSuppression
 # ---------------------------------------------------------------------------
 
-@RULES.op("NonMaxSuppression", (2, 3, 4, 5))
+@lower("NonMaxSuppression", (2, 3, 4, 5))
 def non_max_suppression(c: Ctx, boxes, scores, max_boxes=None, iou=None, score_threshold=None):
     center = {"corner": 0, "center": 1}.get(str(c.a.get("box_encoding") or "corner").lower())
     if center is None:

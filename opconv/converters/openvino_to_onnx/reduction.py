@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...types import element_type
-from ._common import Ctx, Rules, constant_value
+from ._common import Ctx, constant_value, lower
 
-RULES = Rules()
 
 _NUMERIC = {"ReduceSum": "ReduceSum", "ReduceMean": "ReduceMean", "ReduceMax": "ReduceMax",
             "ReduceMin": "ReduceMin", "ReduceProd": "ReduceProd"}
@@ -42,6 +41,6 @@ def _logical(onnx_op: str):
 
 
 for _op, _onnx in _NUMERIC.items():
-    RULES.op(_op, 2)(_numeric(_onnx))
+    lower(_op, 2)(_numeric(_onnx))
 for _op, _onnx in _LOGICAL.items():
-    RULES.op(_op, 2)(_logical(_onnx))
+    lower(_op, 2)(_logical(_onnx))

@@ -6,15 +6,15 @@ from __future__ import annotations
 import numpy as np
 
 from ...types import element_type
-from ._common import INT64_MAX, INT64_MIN, Ctx, Refuse, Rules, const_ints, constant_value, rank_of, static_shape
+from ._common import (INT64_MAX, INT64_MIN, Ctx, Refuse, const_ints,
+                      constant_value, lower, rank_of, static_shape)
 
-RULES = Rules()
 
-#: most inputs of a Concat and outputs of a Split the rules are generated for
+#: most inputs of a Concat and outputs of a Split converted (the bound of the former one-rule-per-count rules)
 MAX_ARITY = 64
 
 
-@RULES.op("Reshape", 2)
+@lower("Reshape", 2)
 def reshape(c: Ctx, x, shape):
     special_zero = c.a.get("special_zero")
     target = constant_value(shape)
@@ -25,13 +25,13 @@ def reshape(c: Ctx, x, shape):
     return c.onnx("Reshape", x, c.as_i64(shape), allowzero=1)
 
 
-@RULES.op("Transpose", 2)
+@lower("Transpose", 2)
 def transpose(c: Ctx, x, order):
     perm = const_ints(order, "the Transpose order")
     return c.onnx("Transpose", x, perm=perm or None)  # an empty order reverses the dims, as ONNX's default
 
 
-@RULES.op("Concat", range(1, MAX_ARITY + 1))
+@lower("Concat", range(1, MAX_ARITY + 1))
 def concat(c: Ctx, *inputs):
     return c.onnx("Concat", *inputs, axis=int(c.a["axis"]))
 
@@ -45,7 +45,7 @@ def _split(c: Ctx, x, axis: int, lengths: list[int]):
     return values if isinstance(values, list) else [values]
 
 
-@RULES.op("Split", 2, outputs=range(1, MAX_ARITY + 1))
+@lower("Split", 2, outputs=range(1, MAX_ARITY + 1))
 def split(c: Ctx, x, axis):
     axis = _split_axis(x, axis)
     parts = int(c.a["num_splits"])
@@ -61,7 +61,7 @@ def split(c: Ctx, x, axis):
     return _split(c, x, axis, [dim // parts] * parts)
 
 
-@RULES.op("VariadicSplit", 3, outputs=range(1, MAX_ARITY + 1))
+@lower("VariadicSplit", 3, outputs=range(1, MAX_ARITY + 1))
 def variadic_split(c: Ctx, x, axis, split_lengths):
     axis = _split_axis(x, axis)
     lengths = const_ints(split_lengths, "split_lengths")
@@ -71,14 +71,14 @@ def variadic_split(c: Ctx, x, axis, split_lengths):
     return _split(c, x, axis, lengths)
 
 
-@RULES.op("Squeeze", (1, 2))
+@lower("Squeeze", (1, 2))
 def squeeze(c: Ctx, x, axes=None):
     if axes is None or (constant_value(axes) is not None and np.size(constant_value(axes)) == 0):
         return c.onnx("Squeeze", x)
     return c.onnx("Squeeze", x, c.as_i64(axes))
 
 
-@RULES.op("Unsqueeze", 2)
+@lower("Unsqueeze", 2)
 def unsqueeze(c: Ctx, x, axes):
     return c.onnx("Unsqueeze", x, c.as_i64(axes))
 
@@ -87,7 +87,7 @@ def _bit(mask, i: int) -> bool:
     return bool(mask) and i < len(mask) and mask[i] == 1
 
 
-@RULES.op("StridedSlice", (3, 4))
+@lower("StridedSlice", (3, 4))
 def strided_slice(c: Ctx, x, begin, end, stride=None):
     """One ONNX Slice over the sliced axes, then Squeeze (shrink_axis) and Unsqueeze (new_axis)."""
     begins, ends = const_ints(begin, "begin"), const_ints(end, "end")
@@ -139,12 +139,12 @@ def strided_slice(c: Ctx, x, begin, end, stride=None):
     return y if y is not x else c.onnx("Identity", x)
 
 
-@RULES.op("Gather", 3)
+@lower("Gather", 3)
 def gather(c: Ctx, data, indices, axis):
     return c.onnx("Gather", data, indices, axis=const_ints(axis, "the Gather axis")[0])
 
 
-@RULES.op("Tile", 2)
+@lower("Tile", 2)
 def tile(c: Ctx, x, repeats):
     reps = const_ints(repeats, "repeats")
     rank = rank_of(x)
@@ -154,7 +154,7 @@ def tile(c: Ctx, x, repeats):
     return c.onnx("Tile", x, c.i64(reps))
 
 
-@RULES.op("Broadcast", (2, 3))
+@lower("Broadcast", (2, 3))
 def broadcast(c: Ctx, x, target_shape, axes_mapping=None):
     mode = str(c.a.get("mode") or "numpy").lower()
     if mode in ("explicit", "none"):  # OpenVINO writes the explicit mode as "none"
@@ -176,7 +176,7 @@ def broadcast(c: Ctx, x, target_shape, axes_mapping=None):
 _PAD_MODES = {"constant": "constant", "edge": "edge", "reflect": "reflect"}
 
 
-@RULES.op("Pad", (3, 4))
+@lower("Pad", (3, 4))
 def pad(c: Ctx, x, pads_begin, pads_end, pad_value=None):
     mode = str(c.a.get("pad_mode")).lower()
     if mode not in _PAD_MODES:
@@ -192,12 +192,12 @@ def pad(c: Ctx, x, pads_begin, pads_end, pad_value=None):
     return c.onnx("Pad", x, pads, value, mode=_PAD_MODES[mode])
 
 
-@RULES.op("ShapeOf", 1)
+@lower("ShapeOf", 1)
 def shape_of(c: Ctx, x):
     return c.onnx("Shape", x)
 
 
-@RULES.op("Range", 3)
+@lower("Range", 3)
 def range_(c: Ctx, start, stop, step):
     out = c.node.outputs[0].dtype or start.dtype
     if out is None:
@@ -211,7 +211,7 @@ def range_(c: Ctx, start, stop, step):
     return c.onnx("Range", *scalars)
 
 
-@RULES.op("OneHot", 4)
+@lower("OneHot", 4)
 def one_hot(c: Ctx, indices, depth, on_value, off_value):
     depth_i64 = c.onnx("Reshape", c.as_i64(depth), c.i64([]))
     idx = c.as_i64(indices)
@@ -222,7 +222,7 @@ def one_hot(c: Ctx, indices, depth, on_value, off_value):
     return c.onnx("OneHot", idx, depth_i64, values, axis=int(c.a["axis"]))
 
 
-@RULES.op("DepthToSpace", 1)
+@lower("DepthToSpace", 1)
 def depth_to_space(c: Ctx, x):
     if rank_of(x) != 4:
         raise Refuse("ONNX DepthToSpace takes 4-D input only")
@@ -232,7 +232,7 @@ def depth_to_space(c: Ctx, x):
     return c.onnx("DepthToSpace", x, blocksize=int(c.a.get("block_size") or 1), mode=mode)
 
 
-@RULES.op("SpaceToDepth", 1)
+@lower("SpaceToDepth", 1)
 def space_to_depth(c: Ctx, x):
     block = int(c.a.get("block_size") or 1)
     mode = str(c.a.get("mode")).lower()
@@ -249,7 +249,7 @@ def space_to_depth(c: Ctx, x):
     return c.onnx("Reshape", y, c.i64([n, ch * block ** k] + [d // block for d in spatial]))
 
 
-@RULES.op("ShuffleChannels", 1)
+@lower("ShuffleChannels", 1)
 def shuffle_channels(c: Ctx, x):
     shape = static_shape(x)
     axis = int(c.a.get("axis", 1)) % len(shape)
@@ -263,7 +263,7 @@ def shuffle_channels(c: Ctx, x):
     return c.onnx("Reshape", y, c.i64(shape))
 
 
-@RULES.op("Reverse", 2)
+@lower("Reverse", 2)
 def reverse(c: Ctx, x, axis):
     if str(c.a.get("mode")).lower() == "mask":
         axes = [i for i, flag in enumerate(const_ints(axis, "the Reverse mask")) if flag]
@@ -275,7 +275,7 @@ def reverse(c: Ctx, x, axis):
     return c.onnx("Slice", x, c.i64([-1] * n), c.i64([INT64_MIN] * n), c.i64(axes), c.i64([-1] * n))
 
 
-@RULES.op("ReverseSequence", 2)
+@lower("ReverseSequence", 2)
 def reverse_sequence(c: Ctx, x, seq_lengths):
     rank = rank_of(x)
     batch, seq = int(c.a.get("batch_axis", 0)) % rank, int(c.a.get("seq_axis", 1)) % rank

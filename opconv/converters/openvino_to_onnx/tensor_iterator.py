@@ -29,10 +29,10 @@ from ...dialects.openvino.ops.tensor_iterator import port_map_rules
 from ...errors import ExecutionError
 from ...ir import Graph, Tensor, Value
 from ...types import TensorType
-from ..rewrite import Builder, Match, Rule, dtype_of, same_domain
-from ._common import INT64_MIN, OPSET, Ctx, Refuse, has_outputs, static_shape
+from ..rewrite import dtype_of, same_domain
+from ._common import INT64_MIN, Ctx, Refuse, lower, static_shape
 
-#: the most outputs a TensorIterator may have (one rule per count: the engine replaces a fixed number)
+#: the most outputs of a TensorIterator converted (the bound of the former one-rule-per-count rules)
 MAX_OUTPUTS = 32
 
 
@@ -49,10 +49,10 @@ class _Plan:
     scanned: list[int] = field(default_factory=list)  # body outputs stacked over the iterations
 
 
-def tensor_iterator(b: Builder, m: Match):
-    c = Ctx(b, m.root)
+@lower("TensorIterator", inputs=None, outputs=range(1, MAX_OUTPUTS + 1))
+def tensor_iterator(c: Ctx, *inputs: Value):
     body: Graph = c.a["body"]
-    plan = _plan(c, body, list(m.root.inputs))
+    plan = _plan(c, body, list(inputs))
     parts = list(body.outputs)  # the body's results, before they become the Loop body's
     loop_body = _loop_body(c, body, plan)
     initials = [v if v is not None else _zeros(c, parts[out]) for _, out, v in plan.carried]
@@ -237,12 +237,3 @@ def _concatenated(c: Ctx, stacked: Value, part: Value, rule, count: int) -> Valu
     joined.type = TensorType(part.dtype, tuple(shape))
     return joined
 
-
-def _pattern(n_outputs: int):
-    fn = lambda op: op.node("TensorIterator", _domain=OPSET, _any_inputs=True, _outputs=n_outputs)  # noqa: E731
-    fn.__name__ = "tensor_iterator"
-    return fn
-
-
-RULES = [Rule(f"TensorIterator-to-onnx/{n}", _pattern(n), tensor_iterator, check=has_outputs(n))
-         for n in range(1, MAX_OUTPUTS + 1)]

@@ -1,7 +1,9 @@
 """StableHLO export of HLO models: ``export(model) -> str`` (MLIR text, generic op syntax).
 
 Each HLO op with a static StableHLO form has an emitter registered by name
-(:func:`emitter`) in one of the family modules: ``elementwise`` (arithmetic,
+(:func:`emitter`, which registers on the lowering route ``("hlo", "stablehlo")``
+of :mod:`opconv.lowering`; :func:`exportable_ops` lists them) in one of the
+family modules: ``elementwise`` (arithmetic,
 activations), ``shape`` (data movement, gather/scatter), ``nn`` (dot,
 convolution, normalisation, pooling, RoI ops), ``ctc`` (CTCLoss's forward
 recursion) and ``regions`` (reductions, sort, top-k, map, while, if).  The ops
@@ -20,7 +22,6 @@ the (name, array) pairs to pass after the inputs, in order.
 """
 
 from ._writer import (  # noqa: F401
-    EMITTERS,
     NO_STATIC_FORM,
     FunctionWriter,
     Operand,
@@ -34,6 +35,6 @@ from ._writer import (  # noqa: F401
 )
 from . import ctc, elementwise, nn, regions, shape  # noqa: F401,E402  (registers the emitters)
 
-__all__ = ["EMITTERS", "NO_STATIC_FORM", "FunctionWriter", "Operand", "StableHloExportError", "emitter", "export",
+__all__ = ["NO_STATIC_FORM", "FunctionWriter", "Operand", "StableHloExportError", "emitter", "export",
            "export_function", "exportable_ops", "module_text", "weight_arguments", "ctc", "elementwise", "nn",
            "regions", "shape"]

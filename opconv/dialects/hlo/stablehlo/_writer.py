@@ -4,7 +4,8 @@ Every operation is written in MLIR's generic form, ``%3 = "stablehlo.add"(%1, %2
 : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>``, which every StableHLO
 consumer parses (IREE, XLA, ``stablehlo-opt``) whatever its pretty-printer
 version.  An emitter turns one HLO node into StableHLO operations; it is
-registered by op name with :func:`emitter` and called like an executor kernel:
+registered by op name with :func:`emitter` (in the one lowering registry,
+route ``("hlo", "stablehlo")``) and called like an executor kernel:
 ``fn(w, *operands, **attributes)`` with the node's inputs as :class:`Operand`
 (``None`` for an omitted optional input) and the schema-decoded attributes.  It
 returns one :class:`Operand` per node output (a single one may be returned
@@ -23,6 +24,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from .... import lowering
 from ....errors import ConversionError, OpconvError
 from ....ir import Graph, Model, Node, Value
 from ....schemas import dialect_schemas
@@ -35,7 +37,8 @@ class StableHloExportError(ConversionError):
 
 
 Emitter = Callable[..., object]
-EMITTERS: dict[str, Emitter] = {}
+#: the lowering route of the emitters
+ROUTE = ("hlo", "stablehlo")
 
 # HLO ops that cannot have an emitter, and why: StableHLO tensor types are static, these ops' result shapes
 # are data-dependent (a padded form would be another op, not theirs).
@@ -50,12 +53,11 @@ def emitter(*ops: str):
 
     def wrap(fn: Emitter) -> Emitter:
         for op in ops:
-            if op in EMITTERS:
+            if lowering.find_exact(*ROUTE, op, 1) is not None:
                 raise OpconvError(f"StableHLO emitter for HLO {op} registered twice")
             if dialect_schemas("hlo").find(op, 1, "") is None:
                 raise OpconvError(f"StableHLO emitter registered for {op}, which is no HLO op")
-            EMITTERS[op] = fn
-        return fn
+        return lowering.lower(*ROUTE, ops)(fn)
 
     return wrap
 
@@ -399,15 +401,15 @@ class FunctionWriter:
     def emit_node(self, node: Node) -> None:
         """Write the StableHLO form of one HLO node and bind its outputs."""
         self.node = node
-        fn = EMITTERS.get(node.op)
-        if node.domain not in ("", "hlo") or fn is None:
+        found = lowering.find(*ROUTE, node.op, node.version)
+        if node.domain not in ("", "hlo") or found is None:
             reason = NO_STATIC_FORM.get(node.op) if node.domain in ("", "hlo") else None
             why = f": {reason}" if reason else " in opconv's exporter"
             raise self.error(f"HLO op {node.op} has no static StableHLO form{why}")
         schema = dialect_schemas("hlo").find(node.op, 1, "")
         attrs = decode_attributes(schema, node.attrs, node.label)
         operands = [None if v is None else self.use(v) for v in node.inputs]
-        result = fn(self, *operands, **attrs)
+        result = found.fn(self, *operands, **attrs)
         results = list(result) if isinstance(result, (list, tuple)) else [result]
         for value, operand in zip(node.outputs, results):
             if value is None or operand is None:
@@ -563,4 +565,4 @@ def export(model: Model, *, function_name: str = "main", weights: str = "inline"
 
 def exportable_ops() -> list[str]:
     """HLO ops the exporter has an emitter for (some refuse particular attribute values)."""
-    return sorted(EMITTERS)
+    return sorted(op for _, op in lowering.ops(*ROUTE))
