@@ -20,12 +20,9 @@ CONVERTERS = "opconv.converters"
 # from it); delete an entry when its import disappears (test_no_stale_exceptions fails until it is deleted).
 # Do not add entries for new code.
 REFACTOR_EXCEPTIONS = {
-    # The OpenVINO->ONNX and HLO->ONNX directions share one rule machinery, reached through openvino_to_onnx.
-    ("opconv.converters.hlo_to_onnx", "opconv.converters.openvino_to_onnx._keep_io_types_only"),
     # Private helpers shared inside the ONNX->OpenVINO and version-converter packages, and the ONNX reader's
     # attribute decoding reached by the version converter: replaced by the shared attribute codec / registry.
     ("opconv.converters.onnx_versions.driver", "opconv.dialects.onnx.io._Reader"),
-    ("opconv.converters.onnx_versions.proto_path", "opconv.converters.onnx_versions.driver._ONNX_DOMAINS"),
 }
 
 

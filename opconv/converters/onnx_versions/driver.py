@@ -32,7 +32,7 @@ from ...types import TensorType, element_type, from_numpy, type_signature
 from ..rewrite import MALFORMED, Refuse, constant_value
 from .registry import SEMANTIC_CHANGES, UPGRADE_NEEDS_TYPES, find_adapter, upgrade_versions
 
-_ONNX_DOMAINS = ("", "ai.onnx")
+ONNX_DOMAINS = ("", "ai.onnx")
 _GRAPH_KINDS = ("graph", "graphs")
 #: attributes that older versions carried for memory optimisation or training; meaningless on upgrade
 _OBSOLETE_ATTRS = frozenset({"consumed_inputs", "is_test"})
@@ -567,7 +567,7 @@ class VersionConverter:
             if node.attrs and any(a.type in _GRAPH_KINDS for a in node.attrs.values()):
                 for name, sub in _subgraphs(node):
                     self.graph(sub, f"{where}{node.label} / {name}: ")
-            if node.domain in _ONNX_DOMAINS:
+            if node.domain in ONNX_DOMAINS:
                 self.node(graph, node, where)
 
     def node(self, graph: Graph, node: Node, where: str) -> None:
@@ -716,12 +716,12 @@ class VersionConverter:
         if needed and int(m.meta.get("ir_version") or 0) < needed:
             m.meta["ir_version"] = needed
         for n in _all_nodes(m.graph):
-            if n.domain in _ONNX_DOMAINS:
+            if n.domain in ONNX_DOMAINS:
                 n.version = self.target
         for f in self._functions():
             f.opsets["ai.onnx" if "ai.onnx" in f.opsets and "" not in f.opsets else ""] = self.target
             for n in _all_nodes(f.graph):
-                if n.domain in _ONNX_DOMAINS:
+                if n.domain in ONNX_DOMAINS:
                     n.version = self.target
 
     def _functions(self) -> list:

@@ -29,7 +29,7 @@ from ...dialects.onnx import io
 from ...errors import ConversionError, OpconvError
 from ...ir import Graph, Model, Node, Value
 from ...types import TensorType, from_onnx_code, type_signature
-from .driver import _ONNX_DOMAINS, VersionConverter, infer_types, newest_opset, types_fit, unchanged_form
+from .driver import ONNX_DOMAINS, VersionConverter, infer_types, newest_opset, types_fit, unchanged_form
 from . import memo
 from .registry import UPGRADE_NEEDS_TYPES
 
@@ -200,7 +200,7 @@ class _Scan:
                 self.fallback = "subgraphs" if code in _GRAPH_CODES else "unknown attribute type"
                 return False
             attrs.append((a.name, kind))
-        if domain not in _ONNX_DOMAINS:
+        if domain not in ONNX_DOMAINS:
             return ()  # the driver leaves other domains alone
         form = unchanged_form(op, self.source, self.target, tuple(bool(x) for x in ins), outputs, tuple(attrs))
         return False if form is None else form
