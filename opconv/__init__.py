@@ -31,7 +31,6 @@ from .errors import (
     RefusedNode, SchemaError, ValidationError,
 )
 from .ir import Attr, Function, Graph, Model, Node, Tensor, Value
-from . import _package
 
 __version__ = "0.1.0"
 
@@ -43,13 +42,10 @@ __all__ = [
     "ExecutionError", "ConversionError", "RefusedNode", "NotImplementedFeature",
 ]
 
-_package.keep_functions_over_submodules(__name__, ("verify",))
-
-
 def __getattr__(name: str):
     # VerifyReport lives with verification, loaded on first use: a conversion never needs it.
     if name == "VerifyReport":
-        from .verify import VerifyReport
+        from .verification import VerifyReport
 
         return VerifyReport
     raise AttributeError(f"module 'opconv' has no attribute {name!r}")
