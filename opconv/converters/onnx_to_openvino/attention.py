@@ -301,10 +301,10 @@ def _linear_attention(b, m):
 def _back_to_onnx(body, version: int):
     """A copy of a partly converted ``body`` (the nodes that needed its static shape are still ONNX) with its
     opset1 nodes turned back into ai.onnx ``version`` nodes, so that the whole body converts again."""
-    from ..openvino_to_onnx import RULES as TO_ONNX, copy_graph
+    from ..openvino_to_onnx import RULES as TO_ONNX
     from ..rewrite import convert_graph
 
-    graph = copy_graph(body)
+    graph = body.copy()
     convert_graph(graph, TO_ONNX, "", version, is_target=lambda n: n.domain != OPSET)
     return graph
 
