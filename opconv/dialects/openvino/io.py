@@ -34,8 +34,7 @@ from ...ir import Attr, Graph, Model, Node, Tensor, Value
 from ...schemas import OpSchema, dialect_schemas
 from ...types import TensorType, element_type
 from ... import budget
-from ...atomic import OutputFiles
-from ..onnx.io import reserve
+from ...atomic import OutputFiles, reserve
 
 OPSET = "opset1"
 #: IR versions the reader accepts (v11 only when its layers are all opset1)
