@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...dialects.openvino.executor import decode_attributes
+from ...attributes import decode_attributes
 from ...ir import Node, Value
 from ...schemas import dialect_schemas
 from ...types import element_type
@@ -41,7 +41,7 @@ class Ctx(_OnnxCtx):
         self.node = node
         self.opset: int = b.version
         schema = dialect_schemas("hlo").find(node.op, 1, "")
-        self.a = decode_attributes(schema, node.attrs, node.label)
+        self.a = decode_attributes(schema, node.attrs, node.label, strict=False)
 
     def out_type(self, index: int = 0):
         return self.node.outputs[index].type

@@ -22,9 +22,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...kernels import rnn as K
-from ...ir import Attr
 from ...types import TensorType, element_type
-from ._common import (Refuse, Rule, _schema_attrs, attr, const, constant_value, dtype_of, i64, ov,
+from ._common import (Refuse, Rule, attr, const, constant_value, dtype_of, i64, ov,
                       static_shape)
 
 _GATES = {"RNN": "h", "GRU": "zrh", "LSTM": "iofc"}  # ONNX gate stacking order
@@ -264,8 +263,7 @@ def _add_bias(b, x, bias, dtype):
 
 def _split(b, x, axis: int, parts: int) -> list:
     """Split-1 of ``x`` into ``parts`` equal pieces along ``axis``."""
-    name, kind = _schema_attrs("Split")["num_splits"]
-    return b.op("Split", x, const(b, axis, np.int64, "axis"), _outputs=parts, **{name: Attr(name, kind, parts)})
+    return ov(b, "Split", x, const(b, axis, np.int64, "axis"), _outputs=parts, num_splits=parts)
 
 
 def _initial(b, value, d, batch, hidden, dtype, layout):

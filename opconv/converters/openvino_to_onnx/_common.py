@@ -19,14 +19,13 @@ is written as a float when the schema says float.
 
 from __future__ import annotations
 
-import functools
 import inspect
 from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from ...dialects.openvino.executor import decode_attributes
-from ...ir import Attr, Node, Value
+from ...attributes import decode_attributes, typed_attributes
+from ...ir import Node, Value
 from ...schemas import dialect_schemas
 from ...types import element_type
 from ..rewrite import Builder, Match, Refuse, Rule, constant_value, dtype_of, rank_of, static_shape
@@ -40,28 +39,6 @@ INT64_MAX = np.iinfo(np.int64).max
 INT64_MIN = np.iinfo(np.int64).min
 
 
-@functools.lru_cache(maxsize=None)
-def _onnx_attr_types(op: str, opset: int) -> dict[str, str]:
-    schema = dialect_schemas("onnx").find(op, opset, "")
-    if schema is None:
-        raise KeyError(f"ai.onnx opset {opset} has no operator {op}")
-    return {p.name: p.type for p in schema.attributes}
-
-
-def _typed(name: str, kind: str, value: Any) -> Attr:
-    if kind == "float":
-        value = float(value)
-    elif kind == "int":
-        value = int(value)
-    elif kind == "floats":
-        value = [float(v) for v in value]
-    elif kind == "ints":
-        value = [int(v) for v in value]
-    elif kind == "strings":
-        value = [str(v) for v in value]
-    return Attr(name, kind, value)
-
-
 class Ctx:
     """What a translator works with: builder ``b``, IR layer ``node``, decoded attributes ``a``, ``opset``."""
 
@@ -70,20 +47,12 @@ class Ctx:
         self.node = node
         self.opset: int = b.version
         schema = dialect_schemas("openvino").find(node.op, 1, OPSET)
-        self.a: dict[str, Any] = decode_attributes(schema, node.attrs, node.label)
+        self.a: dict[str, Any] = decode_attributes(schema, node.attrs, node.label, strict=False)
 
     # -- building -------------------------------------------------------------
     def onnx(self, op: str, *inputs: Value | None, _outputs: int = 1, **attrs) -> Value | list[Value]:
         """An ai.onnx node at the target opset, attributes typed by its schema (``None`` values omitted)."""
-        kinds = _onnx_attr_types(op, self.opset)
-        typed = {}
-        for name, value in attrs.items():
-            if value is None:
-                continue
-            if name not in kinds:
-                raise KeyError(f"{op}-{self.opset} has no attribute {name}")
-            typed[name] = _typed(name, kinds[name], value)
-        return self.b.op(op, *inputs, _outputs=_outputs, **typed)
+        return self.b.op(op, *inputs, _outputs=_outputs, **typed_attributes("onnx", op, attrs, version=self.opset))
 
     def const(self, array, dtype=None, name: str = "const") -> Value:
         if isinstance(dtype, str):

@@ -24,6 +24,7 @@ from google.protobuf.message import DecodeError
 from .. import read_model_file
 from ... import budget
 from ...atomic import OutputFiles, reserve
+from ...attributes import canonical
 from ...errors import ModelReadError, ModelWriteError
 from ...ir import Attr, Function, Graph, Model, Node, SparseTensor, Tensor, Value, quiet_collector
 from ...types import (
@@ -702,17 +703,17 @@ class _Writer:
         if a.ref is not None:
             p.ref_attr_name = a.ref
             return
-        k, v = a.type, a.value
+        k, v = a.type, canonical(a.type, a.value)
         if k == "int":
-            p.i = int(v)
+            p.i = v
         elif k == "float":
-            p.f = float(v)
+            p.f = v
         elif k == "string":
             p.s = _bytes(v)
         elif k == "ints":
-            p.ints.extend([int(x) for x in v])
+            p.ints.extend(v)
         elif k == "floats":
-            p.floats.extend([float(x) for x in v])
+            p.floats.extend(v)
         elif k == "strings":
             p.strings.extend(_bytes(x) for x in v)
         elif k == "tensor":
