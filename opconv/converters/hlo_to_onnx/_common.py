@@ -18,8 +18,6 @@ HLO values carry static types, so translators read shapes freely.
 
 from __future__ import annotations
 
-import numpy as np
-
 from ...attributes import decode_attributes
 from ...ir import Node, Value
 from ...schemas import dialect_schemas
@@ -27,7 +25,7 @@ from ...types import element_type
 from ..openvino_to_onnx._common import Ctx as _OnnxCtx
 from ..openvino_to_onnx._common import Rules as _OnnxRules
 from ..openvino_to_onnx._common import INT64_MAX, INT64_MIN, const_ints, const_scalar
-from ..rewrite import Builder, Refuse, Rule, constant_value
+from ..rewrite import Builder, Refuse, Rule, constant_value, np_dtype
 
 #: the lowest ai.onnx opset the rules target (axes inputs of Squeeze/Unsqueeze/ReduceSum, Split sizes input)
 MIN_OPSET = 13
@@ -57,12 +55,6 @@ def shape_of(v: Value) -> tuple[int, ...]:
     if v.shape is None or not all(isinstance(d, int) for d in v.shape):
         raise Refuse(f"the shape of {v.name!r} is not static ({v.type})")
     return tuple(v.shape)
-
-
-def np_dtype(v: Value) -> np.dtype:
-    if v.dtype is None:
-        raise Refuse(f"the element type of {v.name!r} is unknown")
-    return np.dtype(element_type(v.dtype).numpy)
 
 
 class Rules(_OnnxRules):

@@ -15,7 +15,7 @@ import numpy as np
 from ...attributes import typed_attributes
 from ...ir import Node, Value
 from ...types import element_type
-from ..rewrite import Builder, Match, Refuse, Rule, constant_value, dtype_of, rank_of, static_shape
+from ..rewrite import Builder, Match, Refuse, Rule, constant_value, np_dtype, rank_of, static_shape
 
 OPSET = "opset1"
 
@@ -102,6 +102,6 @@ def variadic_rule(name: str, op: str, replacement, arities) -> Rule:
     return Rule(name, pattern(op, [], _any_inputs=True), replacement, check=takes_inputs)
 
 
-__all__ = ["OPSET", "ov", "const", "i64", "attr", "rank_of", "static_shape", "const_input", "dtype_of",
+__all__ = ["OPSET", "ov", "const", "i64", "attr", "rank_of", "static_shape", "const_input", "np_dtype",
            "captures", "pattern", "rules_for_arities", "variadic_rule", "constant_value", "Refuse", "Rule", "Match",
            "Builder"]

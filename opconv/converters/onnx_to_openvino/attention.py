@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from ._common import OPSET, Refuse, Rule, attr, captures, const, dtype_of, i64, ov, pattern, static_shape
+from ._common import OPSET, Refuse, Rule, attr, captures, const, np_dtype, i64, ov, pattern, static_shape
 
 MAX_OPTIONAL = 4  # attn_mask, past_key, past_value, nonpad_kv_seqlen
 
@@ -112,7 +112,7 @@ def _attention(b, m):
         raise Refuse("past_key and past_value must come together")
     if kv_lengths is not None and past_key is not None:
         raise Refuse("nonpad_kv_seqlen together with past_key / past_value")
-    dtype = dtype_of(q)
+    dtype = np_dtype(q)
     if q.dtype == "bfloat16":
         raise Refuse("Attention on bfloat16, which IR v10 has no element type for")
     if np.dtype(dtype) not in (np.float32, np.float16):
@@ -234,7 +234,7 @@ def _linear_attention(b, m):
     if gated != (decay is not None) or delta != (beta is not None):
         raise Refuse(f"update_rule {rule!r} with{'' if decay is not None else 'out'} decay and "
                      f"with{'' if beta is not None else 'out'} beta")
-    dtype = dtype_of(q)
+    dtype = np_dtype(q)
     if np.dtype(dtype) not in (np.float32, np.float16):
         raise Refuse(f"LinearAttention on {q.dtype}")
     q_heads, kv_heads = int(attr(node, "q_num_heads", 0)), int(attr(node, "kv_num_heads", 0))
@@ -250,7 +250,7 @@ def _linear_attention(b, m):
     k, (_, _, _, key_size) = _heads(b, _to_float32(b, k), k_shape, kv_heads)
     v, (_, _, _, value_size) = _heads(b, _to_float32(b, v), v_shape, kv_heads)
     state_shape = (batch, kv_heads, key_size, value_size)
-    state_dtype = dtype if past is None else dtype_of(past)
+    state_dtype = dtype if past is None else np_dtype(past)
     state = const(b, np.zeros(state_shape), np.float32, "zero_state") if past is None else _to_float32(b, past)
 
     scale = float(attr(node, "scale", 0.0)) or 1 / math.sqrt(q_shape[3])
@@ -350,7 +350,7 @@ def _flex_attention(b, m):
     softmax and last product run in float32 for float16 inputs, as defined."""
     node = m.root
     q, k, v = m["q"], m["k"], m["v"]
-    dtype = np.dtype(dtype_of(q))
+    dtype = np.dtype(np_dtype(q))
     if dtype not in (np.float32, np.float16, np.float64):
         raise Refuse(f"FlexAttention on {q.dtype}")
     precision = attr(node, "softmax_precision")

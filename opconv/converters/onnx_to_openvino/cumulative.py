@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import Refuse, Rule, attr, const_input, dtype_of, i64, ov, pattern, static_shape
+from ._common import Refuse, Rule, attr, const_input, np_dtype, i64, ov, pattern, static_shape
 
 
 def _shifted(b, x, shape, dtype, axis: int, step: int, identity, toward_end: bool):
@@ -35,7 +35,7 @@ def _scan(combine: str, identity):
     def replace(b, m):
         x = m["x"]
         shape = static_shape(x)
-        dtype = dtype_of(x)
+        dtype = np_dtype(x)
         if not shape:
             raise Refuse("a scalar has no axis to accumulate along")
         axis = int(np.asarray(const_input(m, "axis", "the axis")).reshape(())) % len(shape)

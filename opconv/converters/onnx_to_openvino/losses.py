@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from ._common import Refuse, Rule, attr, captures, const, dtype_of, i64, ov, static_shape
+from ._common import Refuse, Rule, attr, captures, const, np_dtype, i64, ov, static_shape
 from .nn import _log_softmax_along
 
 
@@ -44,7 +44,7 @@ def _nll(b, log_prob, target, weight, node, shape: tuple[int, ...], dtype: np.dt
     reduction = _reduction(node)
     ignore = attr(node, "ignore_index")
 
-    target_dtype = dtype_of(node.inputs[1])  # the node's own target: ``target`` may be a reshape of it
+    target_dtype = np_dtype(node.inputs[1])  # the node's own target: ``target`` may be a reshape of it
     hits = _class_hits(b, target, target_dtype, rank, classes)
     picked = _picked(b, hits, log_prob, dtype)
     if weight is not None:
@@ -103,7 +103,7 @@ def _reshaped(b, value, shape: tuple[int, ...], full: list[int]):
 
 def _losses(b, m, log_prob, target, flat, shape):
     """The node's loss, given its per-position shape back when it keeps one (reduction "none")."""
-    loss = _nll(b, log_prob, target, m.values.get("weight"), m.root, flat, dtype_of(m["x"]))
+    loss = _nll(b, log_prob, target, m.values.get("weight"), m.root, flat, np_dtype(m["x"]))
     if _reduction(m.root) != "none":
         return loss
     return _reshaped(b, loss, flat[:1] + flat[2:], [shape[0], *shape[2:]])

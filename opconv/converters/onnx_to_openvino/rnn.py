@@ -23,7 +23,7 @@ import numpy as np
 
 from ...kernels import rnn as K
 from ...types import TensorType, element_type
-from ._common import (Refuse, Rule, attr, const, constant_value, dtype_of, i64, ov,
+from ._common import (Refuse, Rule, attr, const, constant_value, np_dtype, i64, ov,
                       static_shape)
 
 _GATES = {"RNN": "h", "GRU": "zrh", "LSTM": "iofc"}  # ONNX gate stacking order
@@ -160,7 +160,7 @@ def _recurrent(b, m):
     steps, batch = (shape[0], shape[1]) if layout == 0 else (shape[1], shape[0])
     if steps > _MAX_STEPS:
         raise Refuse(f"{steps} time steps is too many to unroll (limit {_MAX_STEPS})")
-    dtype = dtype_of(x)
+    dtype = np_dtype(x)
     w, r, bias = _weight(inputs[1]), _weight(inputs[2]), _weight(inputs[3])
     peep = _weight(inputs[7]) if kind == "LSTM" else None
     lens = _weight(inputs[4])

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import Refuse, Rule, attr, dtype_of, i64, ov, pattern, static_shape
+from ._common import Refuse, Rule, attr, np_dtype, i64, ov, pattern, static_shape
 
 
 def _bin(b, op, a, c):
@@ -56,7 +56,7 @@ def _rotary_embedding(b, m):
     x = m["x"]
     if x.dtype == "bfloat16":
         raise Refuse("RotaryEmbedding on bfloat16, which IR v10 has no element type for")
-    if np.dtype(dtype_of(x)).kind != "f":
+    if np.dtype(np_dtype(x)).kind != "f":
         raise Refuse(f"RotaryEmbedding on {x.dtype}")
     shape = static_shape(x)
     if len(shape) == 4:

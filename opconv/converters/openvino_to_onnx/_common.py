@@ -28,7 +28,7 @@ from ...attributes import decode_attributes, typed_attributes
 from ...ir import Node, Value
 from ...schemas import dialect_schemas
 from ...types import element_type
-from ..rewrite import Builder, Match, Refuse, Rule, constant_value, dtype_of, rank_of, static_shape
+from ..rewrite import Builder, Match, Refuse, Rule, constant_value, np_dtype, rank_of, static_shape
 
 #: the domain of IR layers in the graph core
 OPSET = "opset1"
@@ -65,7 +65,7 @@ class Ctx:
 
     def scalar_like(self, value: float, like: Value, name: str = "const") -> Value:
         """A scalar constant of ``like``'s element type."""
-        return self.b.const(np.asarray(value, dtype=dtype_of(like)), name)
+        return self.b.const(np.asarray(value, dtype=np_dtype(like)), name)
 
     def as_i64(self, v: Value) -> Value:
         """``v`` as int64 (a Cast unless it already is)."""
@@ -181,4 +181,4 @@ def _all_checks(*checks) -> Callable[[Match], str | None]:
 
 
 __all__ = ["OPSET", "MIN_OPSET", "INT64_MAX", "INT64_MIN", "Ctx", "Rules", "Refuse", "rank_of", "static_shape",
-           "dtype_of", "const_ints", "const_scalar", "constant_value"]
+           "np_dtype", "const_ints", "const_scalar", "constant_value"]
