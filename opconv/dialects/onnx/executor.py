@@ -7,10 +7,11 @@ Kernels live in ``ops/<family>.py`` and register with :data:`onnx_op`::
         return norm.softmax(x, axis)
 
 A node runs the kernel registered with the highest ``since`` <= the node's
-version.  Its attributes are decoded once, when the graph is compiled: every
-attribute the op's schema declares at that version is passed as a keyword
-argument, set from the node or from the schema's default (``None`` when the
-schema gives no default and the node sets none).
+version.  Its attributes are decoded once, when the graph is compiled
+(:func:`opconv.attributes.decode_attributes`): every attribute the op's schema
+declares at that version is passed as a keyword argument, set from the node or
+from the schema's default (``None`` when the schema gives no default and the
+node sets none).
 
 Ops without a kernel that ONNX defines as a function of other ops (the
 schema's ``function_body``), and model-local functions, run as function calls.
