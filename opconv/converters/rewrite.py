@@ -451,6 +451,20 @@ def np_dtype(value: Value) -> np.dtype:
     return np.dtype(element_type(value.dtype).numpy)
 
 
+def attr(node: Node, name: str, default: Any = None) -> Any:
+    """An ONNX attribute's plain value, or ``default`` when the node omits it."""
+    value = node.attr(name)
+    return default if value is None else value
+
+
+def const_input(m: Match, name: str, what: str) -> np.ndarray:
+    """The constant data of captured input ``name``; refuses when it is computed at run time."""
+    data = m.constant(name)
+    if data is None:
+        raise Refuse(f"{what} ({m[name].name!r}) must be a constant")
+    return data
+
+
 Replacement = Callable[["Builder", Match], "Value | Sequence[Value | None]"]
 Check = Callable[[Match], "str | None"]
 
@@ -486,6 +500,12 @@ class Rule:
         self.pattern = pattern if isinstance(pattern, Pattern) else Pattern(pattern)
         self.replacement = replacement
         self.check = check
+
+    def match(self, graph: Graph, root: Node, outputs: set[int]) -> tuple[Match | None, str]:
+        """The match of the pattern anchored at ``root`` (``outputs``: ids of the graph's output values), or
+        None and why not."""
+        matcher = _Matcher(self.pattern, graph, outputs)
+        return matcher.match(root), matcher.why
 
     def __repr__(self) -> str:
         return f"Rule({self.name!r}, {self.pattern!r})"
@@ -692,10 +712,9 @@ class _Rewriter:
             return [f"no rule for {node.domain + '::' if node.domain else ''}{node.op}"]
         reasons = []
         for rule in candidates:
-            matcher = _Matcher(rule.pattern, graph, outputs)
-            match = matcher.match(node)
+            match, mismatch = rule.match(graph, node, outputs)
             if match is None:
-                reasons.append(f"{rule.name}: pattern does not match ({matcher.why})")
+                reasons.append(f"{rule.name}: pattern does not match ({mismatch})")
                 continue
             try:
                 why = rule.check(match) if rule.check is not None else None

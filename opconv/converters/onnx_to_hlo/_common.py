@@ -19,8 +19,8 @@ import numpy as np
 from ...dialects.hlo.build import hlo_node
 from ...ir import Value
 from ...types import TensorType, element_type, from_numpy
-from ..onnx_to_openvino._common import (Builder, Match, Refuse, Rule, attr, captures, const_input, pattern,
-                                        rules_for_arities)
+from ..onnx_to_openvino._common import captures, pattern, rules_for_arities
+from ..rewrite import Builder, Match, Refuse, Rule, attr, const_input
 
 Shape = tuple[int, ...]
 

@@ -13,9 +13,10 @@ from typing import Any, Callable
 import numpy as np
 
 from ...attributes import typed_attributes
-from ...ir import Node, Value
+from ...ir import Value
 from ...types import element_type
-from ..rewrite import Builder, Match, Refuse, Rule, constant_value, np_dtype, rank_of, static_shape
+from ..rewrite import (Builder, Match, Refuse, Rule, attr, const_input, constant_value, np_dtype, rank_of,
+                       static_shape)
 
 OPSET = "opset1"
 
@@ -36,20 +37,6 @@ def const(b: Builder, array, dtype: Any, name: str = "const") -> Value:
 def i64(b: Builder, values, name: str = "const") -> Value:
     """A 1-D int64 constant (shapes, axes, permutations)."""
     return b.const(np.asarray(values, dtype=np.int64).reshape(-1), name)
-
-
-def attr(node: Node, name: str, default: Any = None) -> Any:
-    """An ONNX attribute's plain value, or ``default`` when the node omits it."""
-    value = node.attr(name)
-    return default if value is None else value
-
-
-def const_input(m: Match, name: str, what: str) -> np.ndarray:
-    """The constant data of captured input ``name``; refuses when it is computed at run time."""
-    data = m.constant(name)
-    if data is None:
-        raise Refuse(f"{what} ({m[name].name!r}) must be a constant")
-    return data
 
 
 def captures(fn: Callable, names: list[str]) -> Callable:

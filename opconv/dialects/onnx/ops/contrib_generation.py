@@ -1,5 +1,5 @@
-"""ONNX Runtime's text generation loops (com.microsoft): GreedySearch and BeamSearch for decoder-only (GPT-2
-style) models.
+"""ONNX Runtime's text generation loops (com.microsoft): GreedySearch, Sampling and BeamSearch for decoder-only
+(GPT-2 style) models, and WhisperBeamSearch for Whisper's encoder-decoder (described at its kernel below).
 
 The ``decoder`` subgraph maps ``(input_ids, position_ids, attention_mask, past_0..past_{L-1})``
 (int32 ids, positions and mask; pasts ``(2, B, N, P, H)``) to ``(logits, present_0..)``.  The first
@@ -220,6 +220,71 @@ class _Hypotheses:
         return self.early_stopping or self.worst() >= best_total / (length ** self.length_penalty)
 
 
+class _Beams:
+    """The beam bookkeeping of BeamSearch and WhisperBeamSearch: ``sequences`` (batch * beams, length), each beam's
+    running score, each prompt's hypotheses; ``advance`` picks the next tokens from a step's processed scores."""
+
+    def __init__(self, prompts: np.ndarray, beams: int, *, length_penalty, early_stopping, eos_token_id,
+                 pad_token_id):
+        self.batch, self.beams = prompts.shape[0], beams
+        self.eos_token_id, self.pad_token_id = eos_token_id, pad_token_id
+        self.sequences = np.repeat(prompts.astype(np.int32), beams, axis=0)
+        self.scores = np.tile(np.array([0.0] + [-1e9] * (beams - 1), np.float32), self.batch)
+        self.hypotheses = [_Hypotheses(beams, float(_scalar(length_penalty, 1.0)), bool(early_stopping))
+                           for _ in range(self.batch)]
+        self.done = np.zeros(self.batch, bool)
+
+    def advance(self, scores: np.ndarray) -> np.ndarray:
+        """Append each beam's next token given ``scores`` (batch * beams, vocab) that already include the running
+        scores; returns the global index of the beam each new beam continues (to reorder caches by)."""
+        beams, vocab = self.beams, scores.shape[1]
+        flat = scores.reshape(self.batch, beams * vocab)
+        ranked = np.argsort(-flat, axis=1, kind="stable")[:, :2 * beams]
+        chosen_beam, chosen_token, chosen_score = [], [], []
+        for b in range(self.batch):
+            picks = []
+            if self.done[b]:
+                picks = [(b * beams, self.pad_token_id, 0.0)] * beams
+            else:
+                for rank, index in enumerate(ranked[b]):
+                    beam, token, score = b * beams + index // vocab, index % vocab, float(flat[b, index])
+                    if token == self.eos_token_id:
+                        if rank < beams:
+                            self.hypotheses[b].add(self.sequences[beam].copy(), score)
+                    else:
+                        picks.append((beam, token, score))
+                    if len(picks) == beams:
+                        break
+                self.done[b] = self.hypotheses[b].done(float(flat[b, ranked[b, 0]]), self.sequences.shape[1])
+            chosen_beam += [p[0] for p in picks]
+            chosen_token += [p[1] for p in picks]
+            chosen_score += [p[2] for p in picks]
+        order = np.array(chosen_beam)
+        self.scores = np.array(chosen_score, np.float32)
+        self.sequences = np.concatenate([self.sequences[order], np.array(chosen_token, np.int32)[:, None]], axis=1)
+        return order
+
+    def best(self, returned: int, total: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ``returned`` best hypotheses of each prompt padded to ``total`` tokens, and their scores; the open
+        beams of an unfinished prompt join its hypotheses first."""
+        out = np.full((self.batch, returned, total), self.pad_token_id, np.int32)
+        out_scores = np.zeros((self.batch, returned), np.float32)
+        for b in range(self.batch):
+            if not self.done[b]:
+                for beam in range(b * self.beams, (b + 1) * self.beams):
+                    self.hypotheses[b].add(self.sequences[beam].copy(), float(self.scores[beam]))
+            best = sorted(self.hypotheses[b].kept, key=lambda kept: -kept[0])[:returned]
+            for r, (score, tokens) in enumerate(best):
+                out[b, r, :len(tokens)] = tokens
+                out_scores[b, r] = score
+        return out, out_scores
+
+
+def _log_softmax(last: np.ndarray) -> np.ndarray:
+    shifted = np.asarray(last, np.float32) - np.max(last, axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
 @onnx_op("BeamSearch", since=1, domain=MS)
 def beam_search(ctx, input_ids, max_length, min_length=None, num_beams=None, num_return_sequences=None,
                 length_penalty=None, repetition_penalty=None, vocab_mask=None, prefix_vocab_mask=None,
@@ -233,8 +298,9 @@ def beam_search(ctx, input_ids, max_length, min_length=None, num_beams=None, num
     batch, prompt_len = prompts.shape
     beams, returned = int(_scalar(num_beams, 1)), int(_scalar(num_return_sequences, 1))
     total = int(_scalar(max_length, prompt_len))
-    sequences = np.repeat(prompts, beams, axis=0)
-    present = sequences != pad_token_id
+    state = _Beams(prompts, beams, length_penalty=length_penalty, early_stopping=early_stopping,
+                   eos_token_id=eos_token_id, pad_token_id=pad_token_id)
+    present = state.sequences != pad_token_id
     mask = (present.astype(np.int32) if attention_mask is None
             else np.repeat(np.asarray(attention_mask).astype(np.int32), beams, axis=0))
     positions = np.where(present, np.cumsum(present, axis=1) - 1, 0).astype(np.int32)
@@ -242,58 +308,161 @@ def beam_search(ctx, input_ids, max_length, min_length=None, num_beams=None, num
     limits = _limits(min_length, repetition_penalty, vocab_mask,
                      None if prefix_vocab_mask is None else np.repeat(prefix_vocab_mask, beams, axis=0),
                      eos_token_id=eos_token_id, no_repeat_ngram_size=no_repeat_ngram_size)
-    hypotheses = [_Hypotheses(beams, float(_scalar(length_penalty, 1.0)), bool(early_stopping)) for _ in range(batch)]
-    done = np.zeros(batch, bool)
-    beam_scores = np.tile(np.array([0.0] + [-1e9] * (beams - 1), np.float32), batch)
-    feeds, pasts = sequences, _empty_pasts(decoder, batch * beams)
+    feeds, pasts = state.sequences, _empty_pasts(decoder, batch * beams)
     for step in range(total - prompt_len):
         graph = init_decoder if step == 0 and init_decoder is not None else decoder
         logits, *pasts = ctx.run_graph(graph, [feeds, positions, mask, *pasts])
-        last = np.asarray(logits, np.float32)[:, -1, :]
-        log_probs = last - last.max(axis=-1, keepdims=True)
-        log_probs = log_probs - np.log(np.exp(log_probs).sum(axis=-1, keepdims=True))
-        scores = _scores(log_probs, sequences, step, **limits) + beam_scores[:, None]
-        vocab = scores.shape[1]
-        flat = scores.reshape(batch, beams * vocab)
-        ranked = np.argsort(-flat, axis=1, kind="stable")[:, :2 * beams]
-        chosen_beam, chosen_token, chosen_score = [], [], []
-        for b in range(batch):
-            picks = []
-            if done[b]:
-                picks = [(b * beams, pad_token_id, 0.0)] * beams
-            else:
-                for rank, index in enumerate(ranked[b]):
-                    beam, token, score = b * beams + index // vocab, index % vocab, float(flat[b, index])
-                    if token == eos_token_id:
-                        if rank < beams:
-                            hypotheses[b].add(sequences[beam].copy(), score)
-                    else:
-                        picks.append((beam, token, score))
-                    if len(picks) == beams:
-                        break
-                done[b] = hypotheses[b].done(float(flat[b, ranked[b, 0]]), sequences.shape[1])
-            chosen_beam += [p[0] for p in picks]
-            chosen_token += [p[1] for p in picks]
-            chosen_score += [p[2] for p in picks]
-        order = np.array(chosen_beam)
-        beam_scores = np.array(chosen_score, np.float32)
-        sequences = np.concatenate([sequences[order], np.array(chosen_token, np.int32)[:, None]], axis=1)
-        if done.all():
+        log_probs = _log_softmax(np.asarray(logits, np.float32)[:, -1, :])
+        order = state.advance(_scores(log_probs, state.sequences, step, **limits) + state.scores[:, None])
+        if state.done.all():
             break
         pasts = [np.asarray(p)[:, order] for p in pasts]
-        feeds = sequences[:, -1:]
+        feeds = state.sequences[:, -1:]
         next_position = next_position[order]
         positions = next_position[:, None].copy()
         next_position += 1
         mask = np.concatenate([mask[order], np.ones((len(order), 1), np.int32)], axis=1)
-    out = np.full((batch, returned, total), pad_token_id, np.int32)
-    out_scores = np.zeros((batch, returned), np.float32)
-    for b in range(batch):
-        if not done[b]:
-            for beam in range(b * beams, (b + 1) * beams):
-                hypotheses[b].add(sequences[beam].copy(), float(beam_scores[beam]))
-        best = sorted(hypotheses[b].kept, key=lambda kept: -kept[0])[:returned]
-        for r, (score, tokens) in enumerate(best):
-            out[b, r, :len(tokens)] = tokens
-            out_scores[b, r] = score
-    return out, out_scores, None
+    return (*state.best(returned, total), None)
+
+
+# ---------------------------------------------------------------- WhisperBeamSearch
+#
+# The encoder subgraph runs once on the audio features and the decoder's prompt (``decoder_input_ids``, else one
+# ``decoder_start_token_id`` per row), one row per prompt, giving the prompt's logits, the hidden states, then the
+# caches: every layer's self-attention key and value (of the prompt), then every layer's cross-attention key and
+# value (of the audio).  The prompt's last logits pick the first token as a BeamSearch step does.  Then the
+# decoder runs on (token, [hidden states,] caches in the same order) and returns (logits, the self caches grown by
+# one); they replace the first caches by position, reordered by the chosen beams, while the cross caches stay.
+# Like onnxruntime, the kernel matches the caches by position, not by name: an export that interleaves each
+# layer's self and cross caches gets its later self caches written over its first cross caches, in both.
+# A decoder whose input_ids' second axis is not 1 gets the whole sequence each step.  A step's processors are
+# BeamSearch's, then ``temperature`` divides the scores, then (``logits_processor`` 1) Whisper's timestamp rules;
+# a banned token scores the lowest float, as in onnxruntime, and ``scores`` holds each step's processed scores
+# plus the beams' running scores.
+
+_LOWEST = np.finfo(np.float32).min
+_MAX_INITIAL_TIMESTAMP = 50  # onnxruntime's fixed bound on the first timestamp, in timestamp steps
+
+
+def _timestamp_rules(scores: np.ndarray, sequences: np.ndarray, *, eos, begin, no_timestamps, start_of_lm, start,
+                     translate, transcribe) -> None:
+    """Whisper's timestamp rules on ``scores`` (rows of log-probabilities) in place: timestamps come in pairs and
+    never go back, the first is at most ``_MAX_INITIAL_TIMESTAMP`` steps in, and text is banned wherever the
+    timestamps' total probability beats the likeliest text token."""
+    vocab = scores.shape[1]
+    always_banned = [t for t in (no_timestamps, start_of_lm) if 0 <= t < vocab]
+    task_tokens = [t for t in (start, translate, transcribe) if 0 <= t < vocab]
+    for row, sequence in zip(scores, sequences):
+        length = len(sequence)
+        stamps = np.nonzero(sequence >= begin)[0]
+        sample_begin = int(stamps[0]) + 1 if len(stamps) else length  # just past the first timestamp
+        row[always_banned] = _LOWEST
+        if length > sample_begin:
+            row[task_tokens] = _LOWEST
+        last_was_timestamp = length > 0 and sequence[-1] >= begin
+        penultimate_was_timestamp = length <= sample_begin or sequence[length - 2] >= begin
+        if last_was_timestamp:
+            if penultimate_was_timestamp:
+                row[begin:] = _LOWEST  # a pair closed (or the first one): text follows
+            else:
+                row[:eos] = _LOWEST  # an open timestamp: its pair or the end follows
+        if len(stamps):
+            floor = sequence[stamps[-1]] + (0 if last_was_timestamp and not penultimate_was_timestamp else 1)
+            row[begin:floor] = _LOWEST
+        if length == sample_begin:
+            row[begin + _MAX_INITIAL_TIMESTAMP + 1:] = _LOWEST
+        open_stamps = row[begin:][row[begin:] > _LOWEST]
+        if len(open_stamps):
+            top = open_stamps.max()
+            stamp_mass = np.log(np.exp(open_stamps - top).sum(dtype=np.float32)) + top
+            if stamp_mass > row[:begin].max():
+                row[:begin] = _LOWEST
+
+
+def _id(token) -> int:
+    return -1 if token is None else int(token)
+
+
+@onnx_op("WhisperBeamSearch", since=1, domain=MS)
+def whisper_beam_search(ctx, input_ids, max_length, min_length=None, num_beams=None, num_return_sequences=None,
+                        length_penalty=None, repetition_penalty=None, vocab_mask=None, prefix_vocab_mask=None,
+                        attention_mask=None, decoder_input_ids=None, logits_processor=None, cross_qk_layer_head=None,
+                        extra_decoding_ids=None, temperature=None, *, beginning_timestamp_token_id, decoder,
+                        decoder_output_cross_qk, decoder_start_token_id, early_stopping, encoder, eos_token_id,
+                        init_decoder, model_type, no_repeat_ngram_size, no_speech_token_id, no_timestamps_token_id,
+                        pad_token_id, start_of_lm_token_id, transcribe_token_id, translate_token_id, vocab_size):
+    # attention_mask, extra_decoding_ids and cross_qk_layer_head change nothing in onnxruntime's CPU kernel either
+    if model_type != 2 or encoder is None:
+        raise ExecutionError("WhisperBeamSearch needs model_type 2 and an encoder subgraph (attribute 'encoder')")
+    if decoder_output_cross_qk or ctx.output_used(3):
+        raise ExecutionError("WhisperBeamSearch's cross_qk output is not supported by opconv's kernel: it needs "
+                             "DecoderMaskedMultiHeadAttention with a shared past/present buffer, which only "
+                             "onnxruntime's CUDA kernel runs")
+    if ctx.output_used(4):
+        raise ExecutionError("WhisperBeamSearch's no_speech_probs output is not supported by opconv's kernel: "
+                             "onnxruntime's CPU kernel leaves it unwritten, so there is nothing to match")
+    features = np.asarray(input_ids)
+    batch = features.shape[0]
+    prompts = (np.full((batch, 1), decoder_start_token_id, np.int32) if decoder_input_ids is None
+               else np.asarray(decoder_input_ids).astype(np.int32))
+    prompt_len = prompts.shape[1]
+    total = int(_scalar(max_length, prompt_len))
+    if total <= prompt_len + 1:
+        raise ExecutionError(f"WhisperBeamSearch: max_length ({total}) must exceed the decoder prompt's length "
+                             f"({prompt_len}) by at least 2")
+    beams, returned = int(_scalar(num_beams, 1)), int(_scalar(num_return_sequences, 1))
+    limits = _limits(min_length, repetition_penalty, vocab_mask,
+                     None if prefix_vocab_mask is None else np.repeat(prefix_vocab_mask, beams, axis=0),
+                     eos_token_id=eos_token_id, no_repeat_ngram_size=no_repeat_ngram_size)
+    divide_by = float(_scalar(temperature, 1.0))
+    timestamps = int(_scalar(logits_processor, 0)) == 1
+    stamp_ids = {"eos": eos_token_id, "begin": _id(beginning_timestamp_token_id),
+                 "no_timestamps": _id(no_timestamps_token_id), "start_of_lm": _id(start_of_lm_token_id),
+                 "start": decoder_start_token_id, "translate": _id(translate_token_id),
+                 "transcribe": _id(transcribe_token_id)}
+    state = _Beams(prompts, beams, length_penalty=length_penalty, early_stopping=early_stopping,
+                   eos_token_id=eos_token_id, pad_token_id=pad_token_id)
+    step_scores = []
+
+    def choose(logits, step):
+        last = np.asarray(logits, np.float32)[:, -1, :]
+        if vocab_size > 0 and vocab_size != last.shape[1]:
+            raise ExecutionError(f"WhisperBeamSearch: vocab_size ({vocab_size}) differs from the subgraphs' logits "
+                                 f"width ({last.shape[1]}), which opconv's kernel does not support (onnxruntime's "
+                                 "CPU kernel reads the logits as rows of vocab_size then)")
+        if timestamps and not 0 < stamp_ids["begin"] < last.shape[1]:
+            raise ExecutionError(f"WhisperBeamSearch's timestamp processor needs beginning_timestamp_token_id in "
+                                 f"(0, {last.shape[1]}), got {stamp_ids['begin']}")
+        if last.shape[0] == batch:
+            last = np.repeat(last, beams, axis=0)  # the encoder's logits: the same for every beam of a prompt
+        scores = _scores(_log_softmax(last), state.sequences, step, **limits)
+        scores[np.isneginf(scores)] = _LOWEST
+        if divide_by > 0 and divide_by != 1:
+            scores /= np.float32(divide_by)
+        if timestamps:
+            _timestamp_rules(scores, state.sequences, **stamp_ids)
+        scores += state.scores[:, None]
+        step_scores.append(scores.reshape(batch, beams, -1))
+        return state.advance(scores)
+
+    logits, hidden, *caches = ctx.run_graph(encoder, [features, prompts])
+    choose(logits, 0)
+    caches = [np.repeat(np.asarray(cache), beams, axis=0) for cache in caches]  # one row per beam
+    takes_hidden = len(decoder.inputs) > 1 and decoder.inputs[1].name == "encoder_hidden_states"
+    hidden = [np.repeat(np.asarray(hidden), beams, axis=0)] if takes_hidden else []
+    ids_shape = decoder.inputs[0].shape
+    whole_sequence = not (ids_shape is not None and len(ids_shape) == 2 and ids_shape[1] == 1)
+    for step in range(1, total - prompt_len):
+        tokens = state.sequences if whole_sequence else state.sequences[:, -1:]
+        logits, *self_caches = ctx.run_graph(decoder, [tokens, *hidden, *caches])
+        order = choose(logits, step)
+        if state.done.all():
+            break
+        caches[:len(self_caches)] = [np.asarray(cache)[order] for cache in self_caches]
+    sequences, sequence_scores = state.best(returned, total)
+    scores = None
+    if ctx.output_used(2):
+        # steps after every prompt finished stay 0 (onnxruntime leaves them unwritten)
+        scores = np.zeros((total - prompt_len, batch, beams, step_scores[0].shape[-1]), np.float32)
+        scores[:len(step_scores)] = step_scores
+    return sequences, sequence_scores, scores, None, None
