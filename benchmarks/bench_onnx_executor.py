@@ -73,7 +73,7 @@ import onnx  # noqa: E402
 import opconv  # noqa: E402
 from opconv import testdata  # noqa: E402
 from opconv.compare import compare_arrays  # noqa: E402
-from opconv.verify import random_inputs  # noqa: E402
+from opconv.verification import random_inputs  # noqa: E402
 
 RUNTIMES = ("opconv", "reference", "onnxruntime")
 TARGET_SPEEDUP_VS_REFERENCE = 10.0

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _package
+
 from .api import (
     DIALECTS,
     check,
@@ -63,13 +63,10 @@ __all__ = [
     "ExecutionError", "ConversionError", "RefusedNode", "NotImplementedFeature",
 ]
 
-_package.keep_functions_over_submodules(__name__, ("verify",))
-
-
 def __getattr__(name: str) -> Any:
     # VerifyReport lives with verification, loaded on first use: a conversion never needs it.
     if name == "VerifyReport":
-        from .verify import VerifyReport
+        from .verification import VerifyReport
 
         return VerifyReport
     raise AttributeError(f"module 'opconv' has no attribute {name!r}")

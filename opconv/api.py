@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from .executor import Session
     from .validation import Problem
-    from .verify import VerifyReport
+    from .verification import VerifyReport
 
 #: the dialects a model can be in, and a conversion can go to, with the names messages give them
 DIALECT_NAMES = {"onnx": "ONNX", "openvino": "OpenVINO IR", "hlo": "HLO"}
@@ -365,7 +365,7 @@ def verify(a: ModelSource, b: ModelSource | None = None,
     B does not reproduce, run on the same backends (:mod:`opconv.bisect`); ``histograms`` (True) keeps each
     output's error histogram for :func:`opconv.html_report.render`.
     """
-    from .verify import verify as compare_models
+    from .verification import verify as compare_models
 
     return compare_models(a, b, inputs, rtol, atol, seed=seed, input_shapes=input_shapes, dims=dims,
                           backends=backends, openvino_precision=openvino_precision, expected=expected,

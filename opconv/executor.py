@@ -19,20 +19,22 @@ buffer when ``ctx.owns(i)``: the value dies at this node and nothing else
 from __future__ import annotations
 
 import bisect
-import keyword
+import importlib
 import sys
 import time
 import zlib
 from collections import ChainMap
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import numpy as np
 
 from . import budget
+from .attributes import decode_attributes
 from .errors import BudgetError, ExecutionError, OpconvError
 from .ir import Graph, Model, Node, SparseTensor, Value, free_inputs, outer_references
+from .schemas import dialect_schemas
 from .types import Dim, SparseTensorType
 
 Kernel = Callable[..., Any]
@@ -82,13 +84,6 @@ class OpRegistry:
 
     def registrations(self) -> list[Registration]:
         return [e for key in sorted(self._by_op) for e in self._by_op[key]]
-
-
-def python_name(attr_name: str) -> str:
-    """An attribute name usable as a keyword argument (``lambda`` -> ``lambda_``, ``exclude-pad`` ->
-    ``exclude_pad``)."""
-    name = "".join(c if c.isalnum() or c == "_" else "_" for c in attr_name)
-    return name + "_" if keyword.iskeyword(name) else name
 
 
 @dataclass
@@ -508,6 +503,69 @@ class Session:
             plan.steps = original
             plan.changed()
         return RunProfile(seconds, timer.seconds, timer.calls)
+
+
+class DialectExecutor:
+    """What one dialect's reference executor is made of: a kernel registry, the dialect's schemas (which
+    decode each node's attributes) and the passes that rewrite a bound plan (fusions).
+
+    A dialect's executor module makes one and a :class:`DialectSession` subclass naming it.  The binder given
+    here serves dialects whose operations have one version (OpenVINO opset1, HLO): the node's kernel, its
+    attributes decoded from the schema.  ONNX, with versions and function bodies, overrides :meth:`binder`.
+    """
+
+    def __init__(self, dialect: str, title: str, *, domains: tuple[str, ...], kernels: str, noun: str = "node",
+                 strict_attributes: bool = True, fuse: Callable[[Graph, _Plan], None] | None = None):
+        self.dialect = dialect
+        self.title = title  # in messages: "opconv's OpenVINO executor has no kernel for ..."
+        self.domain = domains[0]  # kernels register under the first spelling, nodes may carry any
+        self.domains = domains
+        self.registry = OpRegistry(dialect)
+        self.kernels = kernels  # the package whose import registers the kernels (on first use)
+        self.noun = noun  # what a node is called in messages: "layer 'conv1' (Convolution)"
+        self.strict_attributes = strict_attributes  # see attributes.decode_attributes
+        self.fuse = fuse
+        self._loaded = False
+
+    def load_kernels(self) -> None:
+        if not self._loaded:
+            importlib.import_module(self.kernels)
+            self._loaded = True
+
+    def label(self, node: Node) -> str:
+        return f"{self.noun} {node.name!r} ({node.op})" if node.name else f"{node.op} {self.noun}"
+
+    def binder(self, model) -> Binder:
+        """The binder of ``model``'s nodes (one per session: a dialect may bind per model)."""
+        return self.bind
+
+    def bind(self, node: Node, interp: Interpreter) -> BoundNode:
+        """The kernel and decoded attributes of one node."""
+        label = self.label(node)
+        if node.domain not in self.domains:
+            raise ExecutionError(f"domain {node.domain!r} is not part of the {self.title} dialect "
+                                 f"({' or '.join(map(repr, self.domains))} only)", where=label)
+        reg = self.registry.resolve(node.op, 1, self.domain)
+        if reg is None:
+            raise ExecutionError(f"opconv's {self.title} executor has no kernel for {node.op}", where=label)
+        schema = dialect_schemas(self.dialect).find(node.op, 1, self.domain)
+        attrs = decode_attributes(schema, node.attrs, label, strict=self.strict_attributes)
+        return BoundNode(node, reg.fn, attrs, label, reg.deterministic)
+
+
+class DialectSession(Session):
+    """A model of one dialect prepared to run many times; a subclass names its dialect's ``executor``.
+
+    ``fuse=False`` keeps every node a step of its own (constant folding wants the unfused values)."""
+
+    executor: ClassVar[DialectExecutor]
+
+    def __init__(self, model, *, seed: int = 0, fuse: bool = True):
+        executor = self.executor
+        executor.load_kernels()
+        super().__init__(model, executor.binder(model), seed=seed)
+        if fuse and executor.fuse is not None:
+            executor.fuse(model.graph, self._interpreter.plan(model.graph))
 
 
 @dataclass

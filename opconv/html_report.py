@@ -141,7 +141,7 @@ _NOT_SETTINGS = {"outputs", "first_divergence", "bisect", "summary", "ok"}
 
 
 def render(report) -> str:
-    """The page of a :class:`opconv.verify.VerifyReport` (its ``histograms`` and ``bisect`` when it has them)."""
+    """The page of a :class:`opconv.VerifyReport` (its ``histograms`` and ``bisect`` when it has them)."""
     data = report.to_json()
     page = etree.Element("html", lang="en")
     head = etree.SubElement(page, "head")
@@ -226,7 +226,7 @@ def _row(table, tag: str, cells: list[str]) -> None:
 
 
 def _cell(tr, text: str, css: str) -> None:
-    from .verify import xml_safe
+    from .verification import xml_safe
 
     etree.SubElement(tr, "td", {"class": css}).text = xml_safe(text)
 

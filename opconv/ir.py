@@ -20,6 +20,7 @@ import gc
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -349,6 +350,44 @@ class Graph:
                 self._claim(candidate)
                 return candidate
 
+    def copy(self, parent: "Graph | None" = None) -> "Graph":
+        """A copy to rewrite in place: new nodes and values (metadata copied), the same constant tensors (not read).
+
+        Subgraphs (If branches, Loop and TensorIterator bodies, HLO regions) are copied too, and read the copies
+        of the enclosing values; ``parent`` is the copy's enclosing graph.
+        """
+        return self._copy(parent, {})
+
+    def _copy(self, parent: "Graph | None", outer: dict[int, Value]) -> "Graph":
+        g = Graph(self.name, parent=parent)
+        g.doc = self.doc
+        g.meta = dict(self.meta)
+        g.sparse_initializers = dict(self.sparse_initializers)
+        mapped = dict(outer)  # id(value of this graph or an enclosing one) -> its copy
+
+        def copied(v: Value, new: Value) -> Value:
+            new.meta, new.doc = dict(v.meta), v.doc
+            mapped[id(v)] = new
+            return new
+
+        for name, v in self.initializers.items():
+            copied(v, g.add_initializer(name, v.const)).type = v.type
+        for v in self.inputs:
+            if v.const is not None and id(v) in mapped:  # an initializer that is an input: an overridable default
+                g.inputs.append(mapped[id(v)])
+            else:
+                copied(v, g.add_input(v.name, v.type))
+        for node in self.nodes:
+            outputs = [None if v is None else copied(v, Value(v.name, v.type)) for v in node.outputs]
+            inputs = [None if v is None else mapped[id(v)] for v in node.inputs]
+            attrs = {name: _copy_subgraphs(a, g, mapped) for name, a in node.attrs.items()}
+            new_node = Node(node.op, inputs, outputs, domain=node.domain, version=node.version, name=node.name,
+                            attrs=attrs, doc=node.doc)
+            new_node.meta = dict(node.meta)
+            g.add_node(new_node)
+        g.outputs = [mapped[id(v)] for v in self.outputs]
+        return g
+
     # -- queries ----------------------------------------------------------
     def values(self) -> Iterator[Value]:
         """Every value defined in this graph (inputs, constants, node outputs)."""
@@ -430,6 +469,16 @@ class Graph:
 
     def __repr__(self) -> str:
         return f"Graph({self.name!r}, {len(self.nodes)} nodes)"
+
+
+def _copy_subgraphs(attr: Attr, parent: Graph, outer: dict[int, Value]) -> Attr:
+    """``attr`` with each graph it holds copied into ``parent``'s scope (other values are shared: never mutated)."""
+    if isinstance(attr.value, Graph):
+        return dataclasses.replace(attr, value=attr.value._copy(parent, outer))
+    if isinstance(attr.value, list) and any(isinstance(x, Graph) for x in attr.value):
+        return dataclasses.replace(attr, value=[x._copy(parent, outer) if isinstance(x, Graph) else x
+                                                for x in attr.value])
+    return attr
 
 
 def _has_subgraphs(node: Node) -> bool:

@@ -141,7 +141,7 @@ def _import_everything() -> None:
     import opconv.cli  # noqa: F401
     from opconv import dialects
 
-    for name in ("opconv.verify", "opconv.compare", "opconv.validation", "opconv.converters.onnx_to_openvino",
+    for name in ("opconv.verification", "opconv.compare", "opconv.validation", "opconv.converters.onnx_to_openvino",
                  "opconv.converters.onnx_to_hlo", "opconv.converters.hlo_to_onnx",
                  "opconv.converters.openvino_to_onnx", "opconv.converters.onnx_versions",
                  "opconv.dialects.onnx.executor", "opconv.dialects.openvino.executor",

@@ -57,7 +57,7 @@ def _kernels(dialect: str) -> dict[tuple[str, str], list[int]]:
     import importlib
 
     executor = importlib.import_module(f"opconv.dialects.{dialect}.executor")
-    executor._load_kernels()
+    executor.EXECUTOR.load_kernels()
     found: dict[tuple[str, str], list[int]] = defaultdict(list)
     for reg in executor.REGISTRY.registrations():
         found[(_domain(reg.domain), reg.op)].append(reg.since)

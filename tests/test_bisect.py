@@ -24,7 +24,7 @@ import opconv
 from opconv.bisect import first_divergence, map_values
 from opconv.cli import cli
 from opconv.compare import tolerance
-from opconv.verify import random_inputs
+from opconv.verification import random_inputs
 from tests.runtimes import run_ort
 
 SHAPES = {"image": (1, 3, 32, 32)}

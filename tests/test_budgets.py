@@ -55,7 +55,7 @@ FEEDS = {"resize": {"x": np.ones((1, 1, 2, 2), np.float32)}, "expand": {"x": np.
 
 @pytest.mark.parametrize("name", sorted(BOMBS))
 def test_a_bomb_is_refused_by_run_and_verify_naming_the_budget(name):
-    from opconv.verify import random_inputs
+    from opconv.verification import random_inputs
 
     model = BOMBS[name]
     assert len(model.SerializeToString()) < 200

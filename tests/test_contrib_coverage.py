@@ -18,7 +18,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import opconv
-from opconv.dialects.onnx.executor import REGISTRY, _load_kernels
+from opconv.dialects.onnx.executor import EXECUTOR, REGISTRY
 from opconv.errors import OpconvError
 from opconv.schemas import dialect_schemas
 from tests import known
@@ -26,7 +26,7 @@ from tests import known
 LIST = Path(__file__).with_name("ort_cpu_contrib_ops.json")
 DATA = json.loads(LIST.read_text(encoding="utf-8"))
 SUITE = "contrib-kernels"
-_load_kernels()
+EXECUTOR.load_kernels()
 
 
 def label(op: dict) -> str:

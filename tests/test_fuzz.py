@@ -63,7 +63,7 @@ def _only_opconv_errors(step, *args, **kwargs):
 
 
 def _through_the_api(path: str, folder: str) -> None:
-    from opconv.verify import random_inputs
+    from opconv.verification import random_inputs
 
     model = _only_opconv_errors(opconv.load, path)
     if model is None:

@@ -122,3 +122,37 @@ def test_infer_attr_types():
     assert infer_attr("a", np.zeros(2)).type == "tensor"
     with pytest.raises(GraphError):
         infer_attr("a", object())
+
+
+def _cases_with_subgraphs():
+    from opconv import testdata
+
+    wanted = ("test_if", "test_loop11", "test_loop16_seq_none", "test_scan9_sum",
+              "test_range_float_type_positive_delta_expanded")
+    return [c for c in testdata.node_cases() if c.name in wanted]
+
+
+@pytest.mark.parametrize("case", _cases_with_subgraphs(), ids=lambda c: c.name)
+def test_graph_copy_runs_like_the_source_and_shares_only_constants(case):
+    """A copy (subgraphs reading outer values included) computes ONNX's expected outputs, even after the
+    source graph is emptied: no node or value of the copy is the source's, its constant tensors are."""
+    import opconv
+    from opconv.compare import compare_arrays
+
+    model = opconv.load(case.path or case.load_model())
+    source = model.graph
+    copy = source.copy()
+    source_values = {id(v) for n in source.walk() for v in n.outputs + n.inputs if v is not None}
+    assert not source_values & {id(v) for n in copy.walk() for v in n.outputs + n.inputs if v is not None}
+    assert not {id(n) for n in source.walk()} & {id(n) for n in copy.walk()}
+    for name, v in source.initializers.items():
+        assert copy.initializers[name].const is v.const
+    assert len(list(copy.walk())) == len(list(source.walk())) > len(copy.nodes)  # the subgraphs were copied
+    source.nodes, source.initializers = [], {}
+    model.graph = copy
+    names = [v.name for v in copy.outputs]
+    for index, (_, expected) in enumerate(case.datasets):
+        actual = opconv.run(model, case.feeds(index))
+        for name, e in zip(names, expected):
+            cmp = compare_arrays(name, e, actual[name])
+            assert cmp.ok, cmp.message

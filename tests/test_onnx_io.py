@@ -149,12 +149,12 @@ def test_full_disk_at_reservation_leaves_nothing_behind(tmp_path, monkeypatch, f
     """Blocks are reserved before big writes; a full disk then fails the save at once, atomically."""
     import errno
 
-    from opconv.dialects.onnx import io as onnx_io
+    from opconv import atomic
 
     model = _big_weight_model()
     if fmt == "openvino":
         model = opconv.convert(model, to="openvino")
-    monkeypatch.setattr(onnx_io, "_fallocate", _fallocate_failing_with(errno.ENOSPC))
+    monkeypatch.setattr(atomic, "_fallocate", _fallocate_failing_with(errno.ENOSPC))
     with pytest.raises(ModelWriteError, match="No space left"):
         opconv.save(model, tmp_path / ("out.xml" if fmt == "openvino" else "out.onnx"))
     assert os.listdir(tmp_path) == []
@@ -164,12 +164,12 @@ def test_full_disk_at_reservation_leaves_nothing_behind(tmp_path, monkeypatch, f
 def test_filesystem_without_reservation_still_saves(tmp_path, monkeypatch, fmt):
     import errno
 
-    from opconv.dialects.onnx import io as onnx_io
+    from opconv import atomic
 
     model = _big_weight_model()
     feeds = {"x": np.random.default_rng(1).standard_normal((1, 1024)).astype(np.float32)}
     expected = opconv.run(model, feeds)["y"]
-    monkeypatch.setattr(onnx_io, "_fallocate", _fallocate_failing_with(errno.EOPNOTSUPP))
+    monkeypatch.setattr(atomic, "_fallocate", _fallocate_failing_with(errno.EOPNOTSUPP))
     if fmt == "openvino":
         opconv.save(opconv.convert(model, to="openvino"), tmp_path / "out.xml")
         import openvino as ov

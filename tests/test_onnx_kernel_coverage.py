@@ -13,11 +13,11 @@ from __future__ import annotations
 import onnx.defs
 import pytest
 
-from opconv.dialects.onnx.executor import REGISTRY, _load_kernels
+from opconv.dialects.onnx.executor import EXECUTOR, REGISTRY
 from opconv.schemas import dialect_schemas
 from tests import known
 
-_load_kernels()
+EXECUTOR.load_kernels()
 _ONNX_DEFINED = {(s.domain, s.name, s.since_version) for s in onnx.defs.get_all_schemas_with_history()}
 # ONNX's own ops; ONNX Runtime's ai.onnx-domain additions are counted by tests/test_contrib_coverage.py
 SCHEMAS = [s for s in dialect_schemas("onnx") if s.domain in ("", "ai.onnx.preview.training")

@@ -49,7 +49,7 @@ print(json.dumps(sorted(sys.modules)))
 
 #: modules a conversion has no use for, each of which costs a fresh process milliseconds to import
 NOT_IMPORTED = ("onnx", "importlib.abc", "importlib.resources", "pathlib", "tempfile", "zipfile", "shutil",
-                "opconv.verify", "opconv.compare")
+                "opconv.verification", "opconv.compare")
 
 
 def test_command_line_conversion_imports_only_what_it_needs_and_exits_without_collecting(tmp_path, fixtures_dir):
@@ -92,9 +92,9 @@ def test_the_python_api_leaves_the_exit_alone():
 
 
 def test_verify_stays_a_function_when_its_module_loads_later():
-    code = ("import sys, types, opconv; loaded_early = 'opconv.verify' in sys.modules; "
-            "from opconv.verify import random_inputs; import opconv.verify as v; "
-            "print(loaded_early, isinstance(opconv.verify, types.FunctionType), v is opconv.verify)")
+    code = ("import sys, types, opconv; loaded_early = 'opconv.verification' in sys.modules; "
+            "from opconv.verification import random_inputs; import opconv.verification as v; "
+            "print(loaded_early, isinstance(opconv.verify, types.FunctionType), v is not opconv.verify)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                           env={**os.environ, "CI": "true"})
     assert done.returncode == 0, done.stderr

@@ -330,6 +330,33 @@ def test_attributes_left_at_their_default_are_written_out(tmp_path):
     np.testing.assert_allclose(_infer(str(path), feeds)[0], next(iter(expected.values())), rtol=1e-5, atol=1e-5)
 
 
+def test_attributes_given_as_numpy_values_are_typed_by_the_schema(tmp_path):
+    # Converters pass numpy scalars and arrays; the schema types them (a float stays a float, an int list a
+    # list of ints), so the IR spells them as OpenVINO reads them and both executors agree with the formula.
+    from opconv.attributes import typed_attributes
+
+    g = Graph("typed")
+    x = g.add_input("x", TensorType("float32", (1, 2, 4, 4)))
+    elu = g.op("Elu", x, domain="opset1", version=1, name="elu",
+               attrs=typed_attributes("openvino", "Elu", {"alpha": np.float64(0.5)}, domain="opset1"))
+    elu.type = TensorType("float32", (1, 2, 4, 4))
+    pool_attrs = {"strides": np.array([2, 2]), "pads_begin": np.zeros(2, np.int64), "pads_end": (0, 0),
+                  "kernel": np.array([2, 2], np.int32), "exclude_pad": np.bool_(True), "rounding_type": "floor"}
+    y = g.op("AvgPool", elu, domain="opset1", version=1, name="pool",
+             attrs=typed_attributes("openvino", "AvgPool", pool_attrs, domain="opset1"))
+    y.type = TensorType("float32", (1, 2, 2, 2))
+    g.outputs.append(y)
+    path = tmp_path / "typed.xml"
+    opconv.save(Model(g, "openvino", {"opset1": 1}), path)
+    text = path.read_text()
+    assert 'alpha="0.5"' in text and 'strides="2,2"' in text and 'exclude-pad="true"' in text
+    feed = RNG.standard_normal((1, 2, 4, 4)).astype(np.float32)
+    activated = np.where(feed > 0, feed, 0.5 * (np.exp(feed) - 1))
+    expected = activated.reshape(1, 2, 2, 2, 2, 2).mean(axis=(3, 5))
+    np.testing.assert_allclose(_infer(str(path), [feed])[0], expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(opconv.run(opconv.load(path), {"x": feed})[y.name], expected, rtol=1e-5, atol=1e-6)
+
+
 # ---------------------------------------------------------------------------
 # CLI
 # ---------------------------------------------------------------------------

@@ -87,7 +87,7 @@ def test_every_command_refuses_it_in_one_line_before_converting(broken, tmp_path
 
 def test_every_api_entry_point_raises_one_malformed_model_error(broken):
     path, message = broken
-    from opconv.verify import random_inputs
+    from opconv.verification import random_inputs
 
     calls = [lambda: opconv.run(path, {"x": np.zeros((2, 3), np.float32)}), lambda: opconv.prepare(path),
              lambda: opconv.convert(path, to="openvino"), lambda: opconv.convert(path, to="hlo"),

@@ -21,7 +21,7 @@ import opconv
 from opconv.cli import cli
 from opconv.compare import tolerance
 from opconv.ir import Tensor
-from opconv.verify import random_inputs
+from opconv.verification import random_inputs
 from tests.runtimes import run_ort
 
 

@@ -3,7 +3,7 @@
 Inputs and outputs travel as ``.npz`` files keyed by graph input/output name
 (``numpy.savez`` writes them, ``numpy.load`` reads them).  Without ``--inputs``
 both ``run`` and ``verify`` draw seeded random inputs with the generator of
-:func:`opconv.verify.random_inputs`, so ``--seed`` reproduces a run exactly.
+:func:`opconv.verification.random_inputs`, so ``--seed`` reproduces a run exactly.
 """
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ def run(model, inputs_path, output, seed, input_shapes, dims, as_json):
     """
     import opconv
 
-    from ..verify import random_inputs
+    from ..verification import random_inputs
 
     say = _echo(output) if verbosity() > QUIET and not as_json else (lambda message: None)
     if output:
@@ -271,7 +271,7 @@ class _Ticker:
 
 def _backend_option(values: tuple[str, ...]) -> str | tuple[str, str] | None:
     """``--backend NAME`` (both sides), ``A:NAME``, ``B:NAME`` -> what :func:`opconv.verify` takes."""
-    from ..verify import DEFAULT_BACKEND
+    from ..verification import DEFAULT_BACKEND
 
     both, sides = None, {}
     for text in values:

@@ -450,7 +450,7 @@ def static_shape(value: Value) -> tuple[int, ...]:
     return dims
 
 
-def dtype_of(value: Value) -> np.dtype:
+def np_dtype(value: Value) -> np.dtype:
     """The numpy dtype of ``value``; refuses the rewrite when unknown."""
     if value.dtype is None:
         raise Refuse(f"the element type of {value.name!r} is unknown")

@@ -11,20 +11,19 @@ It returns the value(s) replacing the node's outputs, or raises :class:`Refuse` 
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable, Iterable
 
 import numpy as np
 import onnx
 
-from ..dialects.openvino.executor import decode_attributes
+from ..attributes import decode_attributes, typed_attributes
 from ..errors import ConversionError
-from ..ir import Attr, Graph, Model, Node, Value
+from ..ir import Graph, Model, Node, Value
 from ..schemas import dialect_schemas
 from ..types import element_type
 from . import lowering
 from .lowering import Translator
-from .rewrite import Builder, Match, Refuse, RuleSet, constant_value, convert_graph, dtype_of, rank_of
+from .rewrite import Builder, Match, Refuse, RuleSet, constant_value, convert_graph, np_dtype, rank_of
 
 #: the lowest ai.onnx opset the translators target (axes as inputs of Squeeze/Unsqueeze/ReduceSum, Split sizes)
 MIN_OPSET = 13
@@ -36,28 +35,6 @@ INT64_MIN = np.iinfo(np.int64).min
 def newest_opset() -> int:
     """The newest ai.onnx opset the installed onnx package defines (the default target)."""
     return onnx.defs.onnx_opset_version()
-
-
-@functools.lru_cache(maxsize=None)
-def _onnx_attr_types(op: str, opset: int) -> dict[str, str]:
-    schema = dialect_schemas("onnx").find(op, opset, "")
-    if schema is None:
-        raise KeyError(f"ai.onnx opset {opset} has no operator {op}")
-    return {p.name: p.type for p in schema.attributes}
-
-
-def _typed(name: str, kind: str, value: Any) -> Attr:
-    if kind == "float":
-        value = float(value)
-    elif kind == "int":
-        value = int(value)
-    elif kind == "floats":
-        value = [float(v) for v in value]
-    elif kind == "ints":
-        value = [int(v) for v in value]
-    elif kind == "strings":
-        value = [str(v) for v in value]
-    return Attr(name, kind, value)
 
 
 class Ctx:
@@ -75,20 +52,12 @@ class Ctx:
         self.opset: int = b.version
         dialect, domain = self.source
         schema = dialect_schemas(dialect).find(node.op, 1, domain)
-        self.a: dict[str, Any] = decode_attributes(schema, node.attrs, node.label)
+        self.a: dict[str, Any] = decode_attributes(schema, node.attrs, node.label, strict=False)
 
     # -- building -------------------------------------------------------------
     def onnx(self, op: str, *inputs: Value | None, _outputs: int = 1, **attrs) -> Value | list[Value]:
         """An ai.onnx node at the target opset, attributes typed by its schema (``None`` values omitted)."""
-        kinds = _onnx_attr_types(op, self.opset)
-        typed = {}
-        for name, value in attrs.items():
-            if value is None:
-                continue
-            if name not in kinds:
-                raise KeyError(f"{op}-{self.opset} has no attribute {name}")
-            typed[name] = _typed(name, kinds[name], value)
-        return self.b.op(op, *inputs, _outputs=_outputs, **typed)
+        return self.b.op(op, *inputs, _outputs=_outputs, **typed_attributes("onnx", op, attrs, version=self.opset))
 
     def const(self, array, dtype=None, name: str = "const") -> Value:
         if isinstance(dtype, str):
@@ -101,7 +70,7 @@ class Ctx:
 
     def scalar_like(self, value: float, like: Value, name: str = "const") -> Value:
         """A scalar constant of ``like``'s element type."""
-        return self.b.const(np.asarray(value, dtype=dtype_of(like)), name)
+        return self.b.const(np.asarray(value, dtype=np_dtype(like)), name)
 
     def as_i64(self, v: Value) -> Value:
         """``v`` as int64 (a Cast unless it already is)."""

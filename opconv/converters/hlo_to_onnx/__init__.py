@@ -26,7 +26,7 @@ mapping yet.
 
 from __future__ import annotations
 
-from ...ir import Attr, Graph, Model, Node, Value
+from ...ir import Model
 from .. import lowering, register
 from ..to_onnx import convert_to_onnx, onnx_model, rule_set, target_opset
 from ._common import Ctx
@@ -40,37 +40,11 @@ RULES = rule_set("hlo", Ctx)
 def hlo_to_onnx(model: Model, opset: int | None = None) -> Model:
     """Convert an HLO model to ONNX at ai.onnx ``opset`` (default: the newest); ``model`` is untouched."""
     target = target_opset(opset, "HLO", model.path)
-    graph = copy_with_regions(model.graph)
+    graph = model.graph.copy()
     source = list(graph.walk())  # kept alive, so that no new node can reuse a source node's id
     source_ids = {id(n) for n in source}
     convert_to_onnx(graph, RULES, target, model.path, is_target=lambda n: id(n) not in source_ids)
     return onnx_model(graph, target, model)
-
-
-def copy_with_regions(source: Graph, parent: Graph | None = None, outer: dict | None = None) -> Graph:
-    """A copy of ``source`` and, recursively, of its region graphs (regions read the copies of outer values)."""
-    g = Graph(source.name, parent=parent)
-    g.doc = source.doc
-    mapped: dict[int, Value] = dict(outer or {})
-    for v in source.inputs:
-        mapped[id(v)] = g.add_input(v.name, v.type)
-    for name, v in source.initializers.items():
-        if id(v) not in mapped or mapped[id(v)] is v:
-            mapped[id(v)] = g.add_initializer(name, v.const)
-    for node in source.nodes:
-        outputs = []
-        for v in node.outputs:
-            new = None if v is None else Value(v.name, v.type)
-            if v is not None:
-                mapped[id(v)] = new
-            outputs.append(new)
-        inputs = [None if v is None else mapped.get(id(v), v) for v in node.inputs]
-        attrs = {name: Attr(a.name, a.type, copy_with_regions(a.value, g, mapped)) if isinstance(a.value, Graph)
-                 else a for name, a in node.attrs.items()}
-        g.add_node(Node(node.op, inputs, outputs, domain=node.domain, version=node.version, name=node.name,
-                        attrs=attrs, doc=node.doc))
-    g.outputs = [mapped.get(id(v), v) for v in source.outputs]
-    return g
 
 
 __all__ = ["hlo_to_onnx", "RULES"]

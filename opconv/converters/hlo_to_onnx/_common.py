@@ -17,12 +17,11 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-import numpy as np
 
 from ...ir import Value
 from ...types import element_type
 from .. import lowering
-from ..rewrite import Match, constant_value
+from ..rewrite import Match, constant_value, np_dtype
 from ..to_onnx import INT64_MAX, INT64_MIN, MIN_OPSET, Refuse, const_ints, const_scalar
 from ..to_onnx import Ctx as _OnnxCtx
 
@@ -53,12 +52,6 @@ def shape_of(v: Value) -> tuple[int, ...]:
     if v.shape is None or not all(isinstance(d, int) for d in v.shape):
         raise Refuse(f"the shape of {v.name!r} is not static ({v.type})")
     return tuple(v.shape)
-
-
-def np_dtype(v: Value) -> np.dtype:
-    if v.dtype is None:
-        raise Refuse(f"the element type of {v.name!r} is unknown")
-    return np.dtype(element_type(v.dtype).numpy)
 
 
 __all__ = ["MIN_OPSET", "INT64_MAX", "INT64_MIN", "Ctx", "lower", "Refuse", "shape_of", "np_dtype", "const_ints",

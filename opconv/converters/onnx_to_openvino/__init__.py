@@ -354,7 +354,7 @@ class TypeRun:
         from ...executor import Session
 
         def bind(node, interp):
-            bound = ov_executor._bind(node, interp)
+            bound = ov_executor.EXECUTOR.bind(node, interp)
             if node.op in _SHAPE_ONLY:
                 bound.fn = _SHAPE_ONLY[node.op]
             elif node.op in _FLOAT_SHAPE_ONLY:
@@ -363,7 +363,7 @@ class TypeRun:
                 bound.fn = _on_uniform_stand_ins(bound.fn)
             return bound
 
-        ov_executor._load_kernels()
+        ov_executor.EXECUTOR.load_kernels()
         self.session = Session(model, bind)
 
     def run(self, feeds):

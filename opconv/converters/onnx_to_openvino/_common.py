@@ -8,39 +8,23 @@ their Python-safe spelling (``exclude_pad`` for ``exclude-pad``).
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numpy as np
 
-from ...executor import python_name
-from ...ir import Attr, Value
-from ...schemas import dialect_schemas
+from ...attributes import typed_attributes
+from ...ir import Value
 from ...types import element_type
-from ..rewrite import (Builder, Match, Refuse, Rule, attr, const_input, constant_value, dtype_of, rank_of,
+from ..rewrite import (Builder, Match, Refuse, Rule, attr, const_input, constant_value, np_dtype, rank_of,
                        static_shape)
 
 OPSET = "opset1"
 
 
-@functools.lru_cache(maxsize=None)
-def _schema_attrs(op: str) -> dict[str, tuple[str, str]]:
-    """Python-safe attribute name -> (IR name, schema type) for opset1 ``op``."""
-    schema = dialect_schemas("openvino").find(op, 1, OPSET)
-    if schema is None:
-        raise KeyError(f"opset1 has no operation {op}")
-    return {python_name(p.name): (p.name, p.type) for p in schema.attributes}
-
-
 def ov(b: Builder, op: str, *inputs: Value | None, **attrs: Any) -> Value:
-    """Build an opset1 ``op`` node with schema-typed attributes."""
-    known = _schema_attrs(op)
-    typed = {}
+    """Build an opset1 ``op`` node with schema-typed attributes (``None`` values left out)."""
     options = {k: attrs.pop(k) for k in list(attrs) if k.startswith("_")}  # the builder's _outputs, _name
-    for key, value in attrs.items():
-        name, kind = known[key]
-        typed[name] = Attr(name, kind, value)
-    return b.op(op, *inputs, **options, **typed)
+    return b.op(op, *inputs, **options, **typed_attributes("openvino", op, attrs, domain=OPSET))
 
 
 def const(b: Builder, array, dtype: Any, name: str = "const") -> Value:
@@ -75,5 +59,5 @@ def variadic_inputs(m: Match) -> list[Value]:
 # them (onnx_to_hlo still does).
 
 __all__ = ["OPSET", "ov", "const", "i64", "variadic_inputs", "constant_list", "attr", "rank_of", "static_shape",
-           "const_input", "dtype_of", "constant_value",
+           "const_input", "np_dtype", "constant_value",
            "Refuse", "Rule", "Match", "Builder"]

@@ -12,19 +12,19 @@ import math
 import numpy as np
 
 from ..lowering import lower
-from ._common import Refuse, attr, const, dtype_of, ov
+from ._common import Refuse, attr, const, np_dtype, ov
 
 
 def _float_input(m, name: str = "x"):
     x = m[name]
-    if np.dtype(dtype_of(x)).kind != "f":
+    if np.dtype(np_dtype(x)).kind != "f":
         raise Refuse(f"{m.root.op} of {x.dtype} is not decomposed (floats only)")
     return x
 
 
 def _c(b, x, value, name: str = "c"):
     """A scalar constant of ``x``'s element type."""
-    return const(b, value, dtype_of(x), name)
+    return const(b, value, np_dtype(x), name)
 
 
 def _bin(b, op: str, a, c):
@@ -116,7 +116,7 @@ def _thresholded_relu(b, m):
 def _shrink(b, m):
     x = m["x"]
     lambd, bias = float(attr(m.root, "lambd", 0.5)), float(attr(m.root, "bias", 0.0))
-    if np.dtype(dtype_of(x)).kind != "f" and (lambd != int(lambd) or bias != int(bias)):
+    if np.dtype(np_dtype(x)).kind != "f" and (lambd != int(lambd) or bias != int(bias)):
         raise Refuse("Shrink of integers with fractional lambd/bias")
     zero = _c(b, x, 0, "zero")
     low = ov(b, "Select", _bin(b, "Less", x, _c(b, x, -lambd, "low")), _bin(b, "Add", x, _c(b, x, bias, "bias")),
@@ -169,7 +169,7 @@ def _is_inf(b, m):
 @lower("onnx", "openvino", "Round", inputs=1, names=("x",))
 def _round(b, m):
     x = _float_input(m)
-    return round_half_even(b, x, dtype_of(x))
+    return round_half_even(b, x, np_dtype(x))
 
 
 def round_half_even(b, x, dtype):

@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from ..lowering import lower
-from ._common import OPSET, Refuse, attr, const, dtype_of, i64, ov, static_shape
+from ._common import OPSET, Refuse, attr, const, np_dtype, i64, ov, static_shape
 
 def _bin(b, op, a, c):
     return ov(b, op, a, c, auto_broadcast="numpy")
@@ -73,7 +73,7 @@ def _linear_attention(b, m):
     if gated != (decay is not None) or delta != (beta is not None):
         raise Refuse(f"update_rule {rule!r} with{'' if decay is not None else 'out'} decay and "
                      f"with{'' if beta is not None else 'out'} beta")
-    dtype = dtype_of(q)
+    dtype = np_dtype(q)
     if np.dtype(dtype) not in (np.float32, np.float16):
         raise Refuse(f"LinearAttention on {q.dtype}")
     q_heads, kv_heads = int(attr(node, "q_num_heads", 0)), int(attr(node, "kv_num_heads", 0))
@@ -89,7 +89,7 @@ def _linear_attention(b, m):
     k, (_, _, _, key_size) = _heads(b, _to_float32(b, k), k_shape, kv_heads)
     v, (_, _, _, value_size) = _heads(b, _to_float32(b, v), v_shape, kv_heads)
     state_shape = (batch, kv_heads, key_size, value_size)
-    state_dtype = dtype if past is None else dtype_of(past)
+    state_dtype = dtype if past is None else np_dtype(past)
     state = const(b, np.zeros(state_shape), np.float32, "zero_state") if past is None else _to_float32(b, past)
 
     scale = float(attr(node, "scale", 0.0)) or 1 / math.sqrt(q_shape[3])
@@ -140,10 +140,10 @@ def _linear_attention(b, m):
 def _back_to_onnx(body, version: int):
     """A copy of a partly converted ``body`` (the nodes that needed its static shape are still ONNX) with its
     opset1 nodes turned back into ai.onnx ``version`` nodes, so that the whole body converts again."""
-    from ..openvino_to_onnx import RULES as TO_ONNX, copy_graph
+    from ..openvino_to_onnx import RULES as TO_ONNX
     from ..rewrite import convert_graph
 
-    graph = copy_graph(body)
+    graph = body.copy()
     convert_graph(graph, TO_ONNX, "", version, is_target=lambda n: n.domain != OPSET)
     return graph
 
@@ -190,7 +190,7 @@ def _flex_attention(b, m):
     softmax and last product run in float32 for float16 inputs, as defined."""
     node = m.root
     q, k, v = m["q"], m["k"], m["v"]
-    dtype = np.dtype(dtype_of(q))
+    dtype = np.dtype(np_dtype(q))
     if dtype not in (np.float32, np.float16, np.float64):
         raise Refuse(f"FlexAttention on {q.dtype}")
     precision = attr(node, "softmax_precision")

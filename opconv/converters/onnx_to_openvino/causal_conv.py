@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..lowering import lower
-from ._common import Refuse, attr, const, dtype_of, i64, ov, static_shape
+from ._common import Refuse, attr, const, np_dtype, i64, ov, static_shape
 
 ACTIVATIONS = ("none", "silu", "swish")  # swish is the same function as silu here (beta = 1)
 
@@ -30,7 +30,7 @@ def _causal_conv(b, m):
     k = w_shape[2]
     if k == 1:
         raise Refuse("a kernel of size 1 carries an empty (B, C, 0) state, and opset1 has no empty tensors")
-    dtype = dtype_of(x)
+    dtype = np_dtype(x)
     if past is None:
         past = const(b, np.zeros((batch, channels, k - 1)), dtype, "zero_state")
     padded = ov(b, "Concat", past, x, axis=2)

@@ -48,7 +48,7 @@ from ...ir import Graph, Model, Value, outer_references
 from ...types import TensorType, element_type, from_numpy
 from ..rewrite import Builder, Match, branch_outputs_differ, same_domain
 from ..lowering import lower
-from ._common import OPSET, Refuse, attr, constant_value, dtype_of, ov, static_shape
+from ._common import OPSET, Refuse, attr, constant_value, np_dtype, ov, static_shape
 
 #: the longest static trip count converted: the iteration numbers are a constant of this many int64
 MAX_TRIP_COUNT = 1 << 20
@@ -65,7 +65,7 @@ class _Body:
             raise Refuse("its body has a Scan or Loop of its own: OpenVINO reads no TensorIterator inside another")
         for value in outer_references(body):  # checked before the body is changed
             static_shape(value)
-            dtype_of(value)
+            np_dtype(value)
         self.body = body
         self.b = Builder(body, None, domain=OPSET, version=1)
         self.old_inputs = list(body.inputs)
@@ -390,7 +390,7 @@ def _require_typed(values, what: str) -> None:
         if v is None:
             raise Refuse(f"{what} is omitted")
         static_shape(v)
-        dtype_of(v)
+        np_dtype(v)
 
 
 def _check_condition_kept(body: Graph) -> None:
@@ -439,7 +439,7 @@ def if_branches(b: Builder, m: Match):
         return b.inline(branches[taken])
     for name, branch in branches.items():
         _require_opset1(name, branch)
-    if dtype_of(cond) != np.bool_ or int(np.prod(static_shape(cond))) != 1:
+    if np_dtype(cond) != np.bool_ or int(np.prod(static_shape(cond))) != 1:
         raise Refuse(f"its condition ({cond.name!r}) is not one boolean")
     why = branch_outputs_differ(branches["then_branch"], branches["else_branch"])
     if why:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..lowering import lower
-from ._common import Refuse, attr, const_input, dtype_of, i64, ov, static_shape
+from ._common import Refuse, attr, const_input, np_dtype, i64, ov, static_shape
 
 
 def _shifted(b, x, shape, dtype, axis: int, step: int, identity, toward_end: bool):
@@ -41,7 +41,7 @@ def _scan(b, m):
     combine, identity = SCANS[m.root.op]
     x = m["x"]
     shape = static_shape(x)
-    dtype = dtype_of(x)
+    dtype = np_dtype(x)
     if not shape:
         raise Refuse("a scalar has no axis to accumulate along")
     axis = int(np.asarray(const_input(m, "axis", "the axis")).reshape(())) % len(shape)

@@ -32,7 +32,7 @@ import math
 import numpy as np
 
 from ..lowering import lower
-from ._common import Refuse, attr, const, dtype_of, i64, ov, static_shape
+from ._common import Refuse, attr, const, np_dtype, i64, ov, static_shape
 
 
 def _output_size(size: int, kernel: int, stride: int, dilation: int, begin: int, end: int) -> int:
@@ -79,7 +79,7 @@ def _modulated(b, m, padded, geometry):
     x_shape, w_shape, kernel, strides, dilations, pads, out, group, offset_group = geometry
     batch, channels = x_shape[:2]
     taps = list(itertools.product(*(range(k) for k in kernel)))
-    dtype = dtype_of(m["x"])
+    dtype = np_dtype(m["x"])
     offsets = _reshape(b, m["offset"], [batch, offset_group, len(taps), 2, *out], "offset_taps")
     masks = _reshape(b, m["mask"], [batch, offset_group, len(taps), 1, *out], "mask_taps")
     ones = const(b, np.ones((channels, 1, 1, 1)), dtype, "ones")
@@ -112,7 +112,7 @@ def _modulated(b, m, padded, geometry):
 def _deform_conv(b, m):
     node = m.root
     x, w, offset = m["x"], m["w"], m["offset"]
-    dtype = np.dtype(dtype_of(x))
+    dtype = np.dtype(np_dtype(x))
     if dtype not in (np.float32, np.float16):
         raise Refuse(f"DeformConv on {x.dtype} (opset1 DeformableConvolution is checked on float32 and float16)")
     x_shape, w_shape, offset_shape = static_shape(x), static_shape(w), static_shape(offset)

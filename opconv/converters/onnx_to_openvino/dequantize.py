@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ...types import from_onnx_code
 from ..lowering import lower
-from ._common import Refuse, attr, dtype_of, i64, ov, rank_of, static_shape
+from ._common import Refuse, attr, np_dtype, i64, ov, rank_of, static_shape
 
 INTEGER_INPUTS = {"uint8", "int8", "uint16", "int16", "int32"}
 
@@ -45,7 +45,7 @@ def _dequantize(b, m):
     if x.dtype not in INTEGER_INPUTS:
         raise Refuse(f"DequantizeLinear of {x.dtype}")
     wanted = attr(m.root, "output_dtype", 0)
-    if wanted and from_onnx_code(int(wanted)).numpy != dtype_of(scale):
+    if wanted and from_onnx_code(int(wanted)).numpy != np_dtype(scale):
         raise Refuse("output_dtype other than the scale's type")
     axis, block = _axis_and_block(m)
     y = ov(b, "Convert", x, destination_type=scale.dtype)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..lowering import lower
-from ._common import Refuse, attr, const, dtype_of, ov, variadic_inputs
+from ._common import Refuse, attr, const, np_dtype, ov, variadic_inputs
 
 # ONNX binary ops with numpy broadcasting (opset 7 on; earlier versions used the `broadcast` attribute).
 BINARY = {
@@ -64,16 +64,16 @@ def _binary_op(b, ov_op: str, a, c):
             return _mixed_power(b, a, c)
         raise Refuse(f"inputs have different element types ({a.dtype}, {c.dtype})")
     extra = {}
-    if ov_op == "Divide" and a.dtype is not None and np.dtype(dtype_of(a)).kind in "iu":
+    if ov_op == "Divide" and a.dtype is not None and np.dtype(np_dtype(a)).kind in "iu":
         extra["m_pythondiv"] = False  # ONNX integer Div truncates toward zero, like C
     return ov(b, ov_op, a, c, auto_broadcast="numpy", **extra)
 
 
 def _mixed_power(b, base, exponent):
     """ONNX Pow allows an exponent of another type; opset1 Power needs one element type (the base's)."""
-    if np.dtype(dtype_of(base)).kind == "f":
+    if np.dtype(np_dtype(base)).kind == "f":
         return ov(b, "Power", base, ov(b, "Convert", exponent, destination_type=base.dtype), auto_broadcast="numpy")
-    if np.dtype(dtype_of(exponent)).kind != "f":
+    if np.dtype(np_dtype(exponent)).kind != "f":
         raise Refuse(f"inputs have different integer element types ({base.dtype}, {exponent.dtype})")
     # An integer base with a float exponent: computed in the exponent's type, truncated back like a cast.
     wide = ov(b, "Power", ov(b, "Convert", base, destination_type=exponent.dtype), exponent, auto_broadcast="numpy")
@@ -88,7 +88,7 @@ def _unary(b, m):
 @lower("onnx", "openvino", "LeakyRelu", inputs=1, names=("x",))
 def _leaky_relu(b, m):
     x = m["x"]
-    slope = const(b, [attr(m.root, "alpha", 0.01)], dtype_of(x), "slope")
+    slope = const(b, [attr(m.root, "alpha", 0.01)], np_dtype(x), "slope")
     return ov(b, "PReLU", x, slope)
 
 
@@ -100,9 +100,9 @@ def _elu(b, m):
 @lower("onnx", "openvino", "Reciprocal", inputs=1, names=("x",))
 def _reciprocal(b, m):
     x = m["x"]
-    if np.dtype(dtype_of(x)).kind != "f":
+    if np.dtype(np_dtype(x)).kind != "f":
         raise Refuse("Reciprocal of integers is not defined the same way (ONNX: floats only)")
-    return ov(b, "Divide", const(b, 1, dtype_of(x), "one"), x, auto_broadcast="numpy")
+    return ov(b, "Divide", const(b, 1, np_dtype(x), "one"), x, auto_broadcast="numpy")
 
 
 @lower("onnx", "openvino", "Where", inputs=3, names=("cond", "a", "b"))
@@ -111,7 +111,7 @@ def _where(b, m):
 
 
 def _limits(x):
-    dtype = dtype_of(x)
+    dtype = np_dtype(x)
     return np.finfo(dtype) if np.dtype(dtype).kind == "f" else np.iinfo(dtype)
 
 
@@ -148,11 +148,11 @@ def _mod(b, m):
     if a.dtype != c.dtype:
         raise Refuse(f"inputs have different element types ({a.dtype}, {c.dtype})")
     # fmod=0: the remainder takes the divisor's sign (floor); fmod=1: the dividend's (C fmod).
-    if not attr(m.root, "fmod", 0) and np.dtype(dtype_of(a)).kind == "f":
+    if not attr(m.root, "fmod", 0) and np.dtype(np_dtype(a)).kind == "f":
         # OpenVINO's float FloorMod (and Mod) differ from C at infinite operands: take the truncated remainder
         # (x for an infinite divisor, NaN for an infinite dividend) and move a non-zero one whose sign differs
         # from the divisor's by one divisor.
-        dtype = dtype_of(a)
+        dtype = np_dtype(a)
         inf = const(b, np.inf, dtype, "inf")
         rest = ov(b, "Mod", a, c, auto_broadcast="numpy")
         rest = ov(b, "Select", ov(b, "Equal", ov(b, "Abs", c), inf, auto_broadcast="numpy"), a, rest,
@@ -172,7 +172,7 @@ def _mod(b, m):
 def _bitwise_not(b, m):
     """~x without bit operations: -x - 1 in two's complement, max - x for unsigned integers."""
     x = m["x"]
-    dtype = np.dtype(dtype_of(x))
+    dtype = np.dtype(np_dtype(x))
     if dtype.kind == "b":
         return ov(b, "LogicalNot", x)
     if dtype.kind == "u":
@@ -184,7 +184,7 @@ def _bitwise_not(b, m):
 def _bit_shift(b, m):
     """x * 2**y or floor(x / 2**y) for unsigned x; the power is exact in float32 up to 2**31."""
     x, y = m["a"], m["b"]
-    kind = np.dtype(dtype_of(x))
+    kind = np.dtype(np_dtype(x))
     if kind.kind == "i" and kind.itemsize <= 4:
         return _signed_bit_shift(b, m, x, y, kind)
     if kind.kind != "u" or kind.itemsize > 2:
@@ -266,7 +266,7 @@ def _variadic(b, m):
     for v in inputs[1:]:
         total = ov(b, ov_op, total, v, auto_broadcast="numpy")
     if m.root.op == "Mean":
-        if np.dtype(dtype_of(inputs[0])).kind != "f":
+        if np.dtype(np_dtype(inputs[0])).kind != "f":
             raise Refuse("Mean of integers")
-        total = ov(b, "Divide", total, const(b, len(inputs), dtype_of(inputs[0]), "count"), auto_broadcast="numpy")
+        total = ov(b, "Divide", total, const(b, len(inputs), np_dtype(inputs[0]), "count"), auto_broadcast="numpy")
     return total

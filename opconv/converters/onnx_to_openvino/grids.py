@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..lowering import lower
-from ._common import Refuse, attr, const_input, dtype_of, i64, ov, static_shape
+from ._common import Refuse, attr, const_input, np_dtype, i64, ov, static_shape
 
 
 def _positions(n: int, align_corners: bool) -> np.ndarray:
@@ -32,6 +32,6 @@ def _affine_grid(b, m):
     axes = np.meshgrid(*[_positions(n, aligned) for n in spatial], indexing="ij")
     # The homogeneous vector lists the innermost axis (x = width) first.
     homogeneous = np.stack([a.reshape(-1) for a in reversed(axes)] + [np.ones(int(np.prod(spatial)))], axis=1)
-    base = b.const(homogeneous[None].astype(dtype_of(theta)), "positions")
+    base = b.const(homogeneous[None].astype(np_dtype(theta)), "positions")
     grid = ov(b, "MatMul", base, theta, transpose_a=False, transpose_b=True)
     return ov(b, "Reshape", grid, i64(b, [batch, *spatial, k], "grid_shape"), special_zero=False)

@@ -13,7 +13,7 @@ import numpy as np
 from ... import budget
 from ...types import from_onnx_code
 from ..lowering import lower
-from ._common import (Refuse, attr, const, const_input, constant_list, constant_value, dtype_of, i64, ov, rank_of,
+from ._common import (Refuse, attr, const, const_input, constant_list, constant_value, np_dtype, i64, ov, rank_of,
                       static_shape)
 
 
@@ -80,7 +80,7 @@ def _non_negative_indices(b, m, dim: int):
         if ((data < -dim) | (data >= dim)).any():
             raise Refuse(f"an index is out of range for a dim of {dim}")
         return b.const(np.where(data < 0, data + dim, data), f"{indices.name}/normalized")
-    kind = dtype_of(indices)
+    kind = np_dtype(indices)
     negative = ov(b, "Less", indices, const(b, 0, kind, "zero"), auto_broadcast="numpy")
     wrapped = ov(b, "Add", indices, const(b, dim, kind, "dim"), auto_broadcast="numpy")
     return ov(b, "Select", negative, wrapped, indices, auto_broadcast="numpy")
@@ -152,7 +152,7 @@ def _pad_1(b, m):
     node, x = m.root, m["x"]
     rank, mode = rank_of(x), _pad_mode(node)
     pads = list(attr(node, "pads", attr(node, "paddings", [])))
-    return _pad(b, m, mode, pads, const(b, float(attr(node, "value", 0.0)), dtype_of(x), "pad_value"),
+    return _pad(b, m, mode, pads, const(b, float(attr(node, "value", 0.0)), np_dtype(x), "pad_value"),
                 list(range(rank)))
 
 
@@ -166,7 +166,7 @@ def _pad_11(b, m):
     if value is not None and value.shape is not None and len(value.shape) == 1:
         value = ov(b, "Squeeze", value, i64(b, [0], "axes"))
     if value is None:
-        value = const(b, 0, dtype_of(x), "pad_value")
+        value = const(b, 0, np_dtype(x), "pad_value")
     return _pad(b, m, mode, pads, value, axes)
 
 
@@ -195,7 +195,7 @@ def _pad(b, m, mode: str, pads: list, value, axes: list[int]):
     # OpenVINO's CPU plugin pads with zeros when pad_value is not a constant: pad with zeros, then select the
     # runtime value on the (static) border.
     padded = ov(b, "Pad", x, i64(b, begin, "pads_begin"), i64(b, end, "pads_end"),
-                const(b, 0, dtype_of(x), "pad_value"), pad_mode="constant")
+                const(b, 0, np_dtype(x), "pad_value"), pad_mode="constant")
     return ov(b, "Select", b.const(_pad_border(static_shape(x), begin, end), "border"), value, padded)
 
 
@@ -274,7 +274,7 @@ def _trilu(b, m):
         k_scalar = ov(b, "Convert", k_scalar, destination_type="int64")
         mask = ov(b, "GreaterEqual" if upper else "LessEqual", b.const(offset, "diagonal_offset"), k_scalar,
                   auto_broadcast="numpy")
-    zero = const(b, 0, dtype_of(x), "zero")
+    zero = const(b, 0, np_dtype(x), "zero")
     return ov(b, "Select", mask, x, zero, auto_broadcast="numpy")
 
 
@@ -294,8 +294,8 @@ def _eye_like(b, m):
     """EyeLike depends on its input's shape only: a constant once the shape is static."""
     rows, cols = static_shape(m["x"])
     dtype = attr(m.root, "dtype")
-    np_dtype = dtype_of(m["x"]) if dtype is None else from_onnx_code(int(dtype)).numpy
-    return b.const(np.eye(rows, cols, int(attr(m.root, "k", 0)), dtype=np_dtype), m.root.outputs[0].name)
+    eye_dtype = np_dtype(m["x"]) if dtype is None else from_onnx_code(int(dtype)).numpy
+    return b.const(np.eye(rows, cols, int(attr(m.root, "k", 0)), dtype=eye_dtype), m.root.outputs[0].name)
 
 
 @lower("onnx", "openvino", "CenterCropPad", inputs=2, names=("x", "shape"))
@@ -325,7 +325,7 @@ def _center_crop_pad(b, m):
                begin_mask=[0] * rank, end_mask=[0] * rank, new_axis_mask=[], shrink_axis_mask=[], ellipsis_mask=[])
     if any(pad_begin) or any(pad_end):
         y = ov(b, "Pad", y, i64(b, pad_begin, "pads_begin"), i64(b, pad_end, "pads_end"),
-               const(b, 0, dtype_of(m["x"]), "pad_value"), pad_mode="constant")
+               const(b, 0, np_dtype(m["x"]), "pad_value"), pad_mode="constant")
     return y
 
 

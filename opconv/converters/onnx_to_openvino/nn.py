@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..lowering import lower
-from ._common import Refuse, attr, const, const_input, constant_list, dtype_of, i64, ov, rank_of, static_shape
+from ._common import Refuse, attr, const, const_input, constant_list, np_dtype, i64, ov, rank_of, static_shape
 
 # ONNX auto_pad -> opset1 auto_pad ("NOTSET" means the explicit `pads`).
 AUTO_PAD = {"NOTSET": "explicit", "SAME_UPPER": "same_upper", "SAME_LOWER": "same_lower", "VALID": "valid"}
@@ -183,7 +183,7 @@ def _max_pool(b, m):
     if attr(m.root, "storage_order", 0):
         raise Refuse("storage_order=1 only changes the Indices output, which opset1 MaxPool does not have")
     if _needs_windows(m):
-        dtype = np.dtype(dtype_of(m["x"]))
+        dtype = np.dtype(np_dtype(m["x"]))
         lowest = -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
         return _pool_by_windows(b, m, m["x"], lowest, "Maximum")[0]
     return ov(b, "MaxPool", m["x"], **_pool_attrs(m))
@@ -193,7 +193,7 @@ def _max_pool(b, m):
 def _avg_pool(b, m):
     if _needs_windows(m):
         total, counts = _pool_by_windows(b, m, m["x"], 0, "Add")
-        return ov(b, "Divide", total, b.const(counts.astype(dtype_of(m["x"])), "window_counts"),
+        return ov(b, "Divide", total, b.const(counts.astype(np_dtype(m["x"])), "window_counts"),
                   auto_broadcast="numpy")
     return ov(b, "AvgPool", m["x"], exclude_pad=not attr(m.root, "count_include_pad", 0), **_pool_attrs(m))
 
@@ -243,7 +243,7 @@ def _pool_by_windows(b, m, x, fill, combine: str):
     after = [need - size - pb for need, size, pb in zip(needed, spatial, begins)]
     padded = ov(b, "Pad", x, i64(b, [0, 0] + begins, "pads_begin"), i64(b, [0, 0] + [max(a, 0) for a in after],
                                                                           "pads_end"),
-                const(b, fill, dtype_of(m["x"]), "pad_value"), pad_mode="constant")
+                const(b, fill, np_dtype(m["x"]), "pad_value"), pad_mode="constant")
     total = None
     for offset in np.ndindex(*kernel):
         start = [j * d for j, d in zip(offset, dilations)]
@@ -260,7 +260,7 @@ def _lp_pool(b, m):
     """(sum of |x|**p over the window) ** (1/p): an average over the whole window (padding counts as zero)
     times the window's size."""
     x = m["x"]
-    dtype = dtype_of(x)
+    dtype = np_dtype(x)
     p = float(attr(m.root, "p", 2))
     powered = ov(b, "Power", ov(b, "Abs", x), const(b, p, dtype, "p"), auto_broadcast="numpy")
     if _needs_windows(m):
@@ -309,7 +309,7 @@ def _batch_norm(b, m):
     k = gamma / np.sqrt(var + eps)
     shift = beta - mean * k
     shape = [1, -1] + [1] * (rank - 2)
-    dtype = dtype_of(x)
+    dtype = np_dtype(x)
     y = ov(b, "Multiply", x, b.const(k.astype(dtype).reshape(shape), f"{node.name}/scale"), auto_broadcast="numpy")
     return ov(b, "Add", y, b.const(shift.astype(dtype).reshape(shape), f"{node.name}/shift"), auto_broadcast="numpy")
 
@@ -319,15 +319,15 @@ def _normalize(b, x, axes, eps: float):
     mean = ov(b, "ReduceMean", x, axes, keep_dims=True)
     centred = ov(b, "Subtract", x, mean, auto_broadcast="numpy")
     var = ov(b, "ReduceMean", ov(b, "Multiply", centred, centred, auto_broadcast="numpy"), axes, keep_dims=True)
-    std = ov(b, "Sqrt", ov(b, "Add", var, const(b, eps, dtype_of(x), "epsilon"), auto_broadcast="numpy"))
-    inv_std = ov(b, "Divide", const(b, 1, dtype_of(x), "one"), std, auto_broadcast="numpy")
+    std = ov(b, "Sqrt", ov(b, "Add", var, const(b, eps, np_dtype(x), "epsilon"), auto_broadcast="numpy"))
+    inv_std = ov(b, "Divide", const(b, 1, np_dtype(x), "one"), std, auto_broadcast="numpy")
     return centred, inv_std, mean
 
 
 def _float32_stash(m, x) -> None:
     """Refuse when ONNX would compute in float32 (stash_type=1) on a narrower type than opset1 would use."""
-    if np.dtype(dtype_of(x)) != np.float32 and int(attr(m.root, "stash_type", 1)) == 1 and \
-            np.dtype(dtype_of(x)).itemsize < 4:
+    if np.dtype(np_dtype(x)) != np.float32 and int(attr(m.root, "stash_type", 1)) == 1 and \
+            np.dtype(np_dtype(x)).itemsize < 4:
         raise Refuse(f"ONNX computes the statistics of {x.dtype} in float32 (stash_type=1); the opset1 "
                      "decomposition would compute them in the narrower type")
 
@@ -394,7 +394,7 @@ def _lp_norm(b, m):
     rank = rank_of(x)
     axis = i64(b, [int(attr(m.root, "axis", -1)) % rank], "axis")
     p = int(attr(m.root, "p", 2))
-    if rank_of(x) and np.dtype(dtype_of(x)).kind != "f":
+    if rank_of(x) and np.dtype(np_dtype(x)).kind != "f":
         raise Refuse("LpNormalization of integers")
     if p == 1:
         norm = ov(b, "ReduceSum", ov(b, "Abs", x), axis, keep_dims=True)
@@ -402,9 +402,9 @@ def _lp_norm(b, m):
         norm = ov(b, "Sqrt", ov(b, "ReduceSum", ov(b, "Multiply", x, x, auto_broadcast="numpy"), axis, keep_dims=True))
     else:
         raise Refuse(f"LpNormalization p={p}")
-    zero = const(b, 0, dtype_of(x), "zero")
+    zero = const(b, 0, np_dtype(x), "zero")
     # A zero norm divides zeros: ONNX gives 0 there, so divide by 1 instead.
-    safe = ov(b, "Select", ov(b, "Equal", norm, zero, auto_broadcast="numpy"), const(b, 1, dtype_of(x), "one"), norm,
+    safe = ov(b, "Select", ov(b, "Equal", norm, zero, auto_broadcast="numpy"), const(b, 1, np_dtype(x), "one"), norm,
               auto_broadcast="numpy")
     return ov(b, "Divide", x, safe, auto_broadcast="numpy")
 
@@ -423,7 +423,7 @@ def _lrn(b, m):
     y = ov(b, "LRN", x, i64(b, [1], "axes"), alpha=alpha / bias, beta=beta, bias=1.0, size=size)
     if bias == 1.0:
         return y
-    return ov(b, "Multiply", y, const(b, bias ** -beta, dtype_of(x), "bias_scale"), auto_broadcast="numpy")
+    return ov(b, "Multiply", y, const(b, bias ** -beta, np_dtype(x), "bias_scale"), auto_broadcast="numpy")
 
 
 @lower("onnx", "openvino", "MaxRoiPool", inputs=2, names=("x", "rois"))
@@ -448,7 +448,7 @@ def _matmul(b, m):
 def _gemm(b, m):
     node = m.root
     a = m["a"]
-    dtype = dtype_of(a)
+    dtype = np_dtype(a)
     y = ov(b, "MatMul", a, m["b"], transpose_a=bool(attr(node, "transA", 0)),
            transpose_b=bool(attr(node, "transB", 0)))
     alpha, beta = float(attr(node, "alpha", 1.0)), float(attr(node, "beta", 1.0))
@@ -566,7 +566,7 @@ def _hardmax(b, m):
     shape = static_shape(x)
     axis = _softmax_axis(m)
     index = ov(b, "Squeeze", _top1_index(b, x, axis, "max", shape[axis], False), i64(b, [axis], "axis"))
-    dtype = dtype_of(x)
+    dtype = np_dtype(x)
     return ov(b, "OneHot", index, b.const(np.asarray(shape[axis], np.int64), "depth"), const(b, 1, dtype, "on"),
               const(b, 0, dtype, "off"), axis=axis)
 
@@ -580,7 +580,7 @@ def _plain(ov_op: str):
             as_u8 = ov(b, "Convert", x, destination_type="uint8")
             return ov(b, "Convert", ov(b, ov_op, as_u8, axes, keep_dims=keep), destination_type="bool")
         y = ov(b, ov_op, x, axes, keep_dims=keep)
-        if ov_op in _EMPTY_EXTREME and x.dtype is not None and np.dtype(dtype_of(x)).kind == "f":
+        if ov_op in _EMPTY_EXTREME and x.dtype is not None and np.dtype(np_dtype(x)).kind == "f":
             y = _all_infinite_fixed(b, x, y, axes, keep, _EMPTY_EXTREME[ov_op])
         return y
     return build
@@ -593,7 +593,7 @@ _EMPTY_EXTREME = {"ReduceMax": -np.inf, "ReduceMin": np.inf}
 
 def _all_infinite_fixed(b, x, y, axes, keep: bool, infinity: float):
     """``y`` with the reduction of all-``infinity`` windows set to ``infinity``."""
-    dtype = dtype_of(x)
+    dtype = np_dtype(x)
     inf = const(b, infinity, dtype, "infinity")
     hits = ov(b, "Convert", ov(b, "Equal", x, inf, auto_broadcast="numpy"), destination_type=np.dtype(dtype).name)
     every = ov(b, "ReduceMin", hits, axes, keep_dims=keep)

@@ -42,7 +42,7 @@ import numpy as np
 from ...kernels import resize as R
 from ...kernels._common import compute_dtype
 from ..lowering import lower
-from ._common import Refuse, attr, const, constant_value, dtype_of, i64, ov, static_shape
+from ._common import Refuse, attr, const, constant_value, np_dtype, i64, ov, static_shape
 
 #: The largest constant weight matrix (or probe) the MatMul lowering builds for one axis.
 MAX_MATRIX_BYTES = 64 << 20
@@ -264,7 +264,7 @@ def _resize(b, m):
     node = m.root
     x = node.inputs[0]
     shape = static_shape(x)
-    dtype = dtype_of(x)
+    dtype = np_dtype(x)
     spec = _decode(node, shape)
     if 0 in shape or 0 in spec.out_shape:
         raise Refuse("an empty input or output")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..lowering import lower
-from ._common import Refuse, attr, const, const_input, dtype_of, i64, ov, static_shape
+from ._common import Refuse, attr, const, const_input, np_dtype, i64, ov, static_shape
 
 MAX_ONE_HOT_ELEMENTS = 1 << 24
 
@@ -65,7 +65,7 @@ def _fill(dtype: np.dtype, which):
 
 def _scatter_rows(b, data, shape, offsets, count: int, updates, row: int, reduction: str):
     """``data`` (shape ``shape``) with ``count`` rows of ``row`` updates placed at flat row ``offsets``."""
-    dtype = dtype_of(data)
+    dtype = np_dtype(data)
     slots = int(np.prod(shape, dtype=np.int64)) // row
     if count * slots * row > MAX_ONE_HOT_ELEMENTS:
         raise Refuse(f"{count} updates into {slots} positions: the one-hot scatter would build "
@@ -158,7 +158,7 @@ def _col2im(b, m):
     pixels = int(np.prod(image))
     if per_block * count * pixels > MAX_ONE_HOT_ELEMENTS:
         raise Refuse(f"the placement matrix would hold {per_block * count * pixels} elements")
-    placement = np.zeros((per_block * count, pixels), dtype_of(cols))
+    placement = np.zeros((per_block * count, pixels), np_dtype(cols))
     for k, offset in enumerate(np.ndindex(*block)):
         for position, start in enumerate(np.ndindex(*blocks)):
             where = [start[d] * strides[d] - pads[d] + offset[d] * dilations[d] for d in range(spatial)]

@@ -40,9 +40,8 @@ than 1 or of even size, a TensorIterator without static shapes, ...
 
 from __future__ import annotations
 
-import dataclasses
 
-from ...ir import Attr, Graph, Model, Node, Value
+from ...ir import Model
 from .. import lowering, register
 from ..to_onnx import convert_to_onnx, newest_opset, onnx_model, rule_set, target_opset
 from ._common import Ctx
@@ -62,57 +61,9 @@ def openvino_to_onnx(model: Model, opset: int | None = None) -> Model:
     that has no ONNX form with the reason.
     """
     target = target_opset(opset, "OpenVINO IR", model.path)
-    graph = copy_graph(model.graph)
+    graph = model.graph.copy()
     convert_to_onnx(graph, RULES, target, model.path)
     return onnx_model(graph, target, model)
 
 
-def copy_graph(source: Graph, parent: Graph | None = None, outer: dict[int, Value] | None = None) -> Graph:
-    """A copy of a graph: new nodes and values, the same (unread) constant tensors.
-
-    Subgraphs (a TensorIterator's body) are copied too, since the rewrite engine converts them in place;
-    ``outer`` maps the enclosing scopes' values to their copies.
-    """
-    g = Graph(source.name, parent=parent)
-    g.doc = source.doc
-    mapped: dict[int, Value] = dict(outer or {})
-    for v in source.inputs:
-        new = g.add_input(v.name, v.type)
-        new.meta = dict(v.meta)
-        mapped[id(v)] = new
-    for name, v in source.initializers.items():
-        if id(v) in mapped:
-            continue
-        new = g.add_initializer(name, v.const)
-        new.meta = dict(v.meta)
-        mapped[id(v)] = new
-    for node in source.nodes:
-        outputs = []
-        for v in node.outputs:
-            new = None
-            if v is not None:
-                new = Value(v.name, v.type)
-                new.meta = dict(v.meta)
-                mapped[id(v)] = new
-            outputs.append(new)
-        inputs = [None if v is None else mapped[id(v)] for v in node.inputs]
-        attrs = {k: _copy_subgraphs(a, g, mapped) for k, a in node.attrs.items()}
-        copy = Node(node.op, inputs, outputs, domain=node.domain, version=node.version, name=node.name,
-                    attrs=attrs, doc=node.doc)
-        copy.meta = dict(node.meta)
-        g.add_node(copy)
-    g.outputs = [mapped[id(v)] for v in source.outputs]
-    g.meta = dict(source.meta)
-    return g
-
-
-def _copy_subgraphs(attr: Attr, parent: Graph, outer: dict[int, Value]) -> Attr:
-    if isinstance(attr.value, Graph):
-        return dataclasses.replace(attr, value=copy_graph(attr.value, parent, outer))
-    if isinstance(attr.value, list) and any(isinstance(x, Graph) for x in attr.value):
-        return dataclasses.replace(attr, value=[copy_graph(x, parent, outer) if isinstance(x, Graph) else x
-                                                for x in attr.value])
-    return attr
-
-
-__all__ = ["openvino_to_onnx", "newest_opset", "copy_graph", "RULES"]
+__all__ = ["openvino_to_onnx", "newest_opset", "RULES"]

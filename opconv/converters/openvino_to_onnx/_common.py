@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Callable, Iterable
 
 from .. import lowering
-from ..rewrite import Match, constant_value, dtype_of, rank_of, static_shape
+from ..rewrite import Match, constant_value, np_dtype, rank_of, static_shape
 from ..to_onnx import INT64_MAX, INT64_MIN, MIN_OPSET, Refuse, const_ints, const_scalar
 from ..to_onnx import Ctx as _OnnxCtx
 
@@ -39,4 +39,4 @@ def lower(ops: str | Iterable[str], inputs: int | Iterable[int] | None, outputs:
 
 
 __all__ = ["OPSET", "MIN_OPSET", "INT64_MAX", "INT64_MIN", "Ctx", "lower", "Refuse", "rank_of", "static_shape",
-           "dtype_of", "const_ints", "const_scalar", "constant_value"]
+           "np_dtype", "const_ints", "const_scalar", "constant_value"]

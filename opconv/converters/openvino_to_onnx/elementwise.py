@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...types import element_type
-from ._common import Ctx, Refuse, const_scalar, dtype_of, lower, rank_of
+from ._common import Ctx, Refuse, const_scalar, np_dtype, lower, rank_of
 
 
 def _check_broadcast(c: Ctx) -> None:
@@ -55,7 +55,7 @@ def squared_difference(c: Ctx, a, b):
 @lower("Divide", 2)
 def divide(c: Ctx, a, b):
     _check_broadcast(c)
-    if dtype_of(a).kind in "iu" and c.a.get("m_pythondiv") in (None, True):
+    if np_dtype(a).kind in "iu" and c.a.get("m_pythondiv") in (None, True):
         # Python's floor division: (a - a mod b) / b divides exactly, so ONNX's truncating Div is right.
         return c.onnx("Div", c.onnx("Sub", a, c.onnx("Mod", a, b, fmod=0)), b)
     return c.onnx("Div", a, b)
@@ -64,7 +64,7 @@ def divide(c: Ctx, a, b):
 @lower("FloorMod", 2)
 def floor_mod(c: Ctx, a, b):
     _check_broadcast(c)
-    if dtype_of(a).kind in "iu":
+    if np_dtype(a).kind in "iu":
         return c.onnx("Mod", a, b, fmod=0)  # integer Mod takes the divisor's sign, as FloorMod
     # ONNX Mod needs fmod=1 for floats; a - floor(a / b) * b has the divisor's sign.
     return c.onnx("Sub", a, c.onnx("Mul", c.onnx("Floor", c.onnx("Div", a, b)), b))
@@ -100,7 +100,7 @@ def elu(c: Ctx, x):
 
 @lower("Clamp", 1)
 def clamp(c: Ctx, x):
-    dtype = dtype_of(x)
+    dtype = np_dtype(x)
     low, high = float(c.a["min"]), float(c.a["max"])
     if dtype.kind in "iu":
         # Integer data clamps to the integers inside [min, max], limited to the type's range.

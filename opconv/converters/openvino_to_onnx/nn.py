@@ -7,7 +7,7 @@ import numpy as np
 
 from ...kernels import conv as kc
 from ...types import element_type
-from ._common import (Ctx, Refuse, const_ints, constant_value, dtype_of,
+from ._common import (Ctx, Refuse, const_ints, constant_value, np_dtype,
                       lower, rank_of, static_shape)
 
 
@@ -244,7 +244,7 @@ def _bias(c: Ctx, b, order, hidden: int, like):
     if b is None:
         return None
     wb = _gate_blocks(c, b, order, hidden, "bias")
-    zeros = c.const(np.zeros((1, len(order) * hidden), dtype_of(like)), name=f"{b.name}/zeros")
+    zeros = c.const(np.zeros((1, len(order) * hidden), np_dtype(like)), name=f"{b.name}/zeros")
     return c.onnx("Concat", wb, zeros, axis=1)
 
 

@@ -29,7 +29,7 @@ from ...dialects.openvino.ops.tensor_iterator import port_map_rules
 from ...errors import ExecutionError
 from ...ir import Graph, Tensor, Value
 from ...types import TensorType
-from ..rewrite import dtype_of, same_domain
+from ..rewrite import np_dtype, same_domain
 from ._common import INT64_MIN, Ctx, Refuse, lower, static_shape
 
 #: the most outputs of a TensorIterator converted (the bound of the former one-rule-per-count rules)
@@ -104,7 +104,7 @@ def _plan(c: Ctx, body: Graph, inputs: list[Value]) -> _Plan:
     for r in out_rules:
         if r.axis is None and r.internal not in carried_outputs:
             static_shape(body.outputs[r.internal])  # its zero initial value needs the shape and type
-            dtype_of(body.outputs[r.internal])
+            np_dtype(body.outputs[r.internal])
             plan.carried.append((None, r.internal, None))
             carried_outputs.add(r.internal)
         elif r.axis is not None and r.internal not in plan.scanned:
@@ -218,7 +218,7 @@ def _slice(body: Graph, opset: int, iteration: Value, x: Value, rule) -> Value:
 
 def _zeros(c: Ctx, like: Value) -> Value:
     """A zero tensor of ``like``'s static shape and type (the initial value of a last-value-only output)."""
-    zero = Tensor.from_array(np.zeros([1], dtype=dtype_of(like)))
+    zero = Tensor.from_array(np.zeros([1], dtype=np_dtype(like)))
     return c.onnx("ConstantOfShape", c.i64(static_shape(like)), value=zero)
 
 

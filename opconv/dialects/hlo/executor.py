@@ -12,9 +12,9 @@ version 1; the schemas are ``opconv/schemas/hlo.json``).  Region attributes
 :class:`~opconv.ir.Graph` values of attribute type ``graph``; a kernel runs one
 with ``ctx.run_graph(region, [arrays])``.  A tuple value (``Tuple``,
 ``GetTupleElement``) is a Python ``list`` of arrays at run time.  The binder
-passes every attribute the op's schema declares as a keyword argument
-(Python-safe names), taking the schema's default, or ``None``, when the node
-does not set it.
+(:class:`opconv.executor.DialectExecutor`) passes every attribute the op's
+schema declares as a keyword argument (Python-safe names), taking the schema's
+default, or ``None``, when the node does not set it.
 """
 
 from __future__ import annotations
@@ -22,17 +22,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ... import executor
-from ...errors import ExecutionError
-from ...executor import BoundNode, Interpreter, OpRegistry
-from ...ir import Model, Node
+from ...executor import DialectExecutor, DialectSession
+from ...ir import Graph, Model
 from ...plan_fusion import fuse_relu_named
-from ...schemas import dialect_schemas
-from ..openvino.executor import decode_attributes
 
 DOMAIN = ""
 
-REGISTRY = OpRegistry("hlo")
+
+def _fuse(graph: Graph, plan) -> None:
+    from .fusion import pack_conv_bias
+
+    pack_conv_bias(graph, plan)
+    fuse_relu_named(graph, plan, ("ConvBias", "Convolution", "Add"), "Relu")
+
+
+EXECUTOR = DialectExecutor("hlo", "HLO", domains=(DOMAIN, "hlo"), kernels=f"{__package__}.ops", noun="op",
+                           strict_attributes=False, fuse=_fuse)
+REGISTRY = EXECUTOR.registry
 
 
 def hlo_op(op: str, *, deterministic: bool = True):
@@ -40,43 +46,12 @@ def hlo_op(op: str, *, deterministic: bool = True):
     return REGISTRY.register(op, 1, DOMAIN, deterministic=deterministic)
 
 
-class Session(executor.Session):
+class Session(DialectSession):
     """An HLO model prepared to run many times (see :class:`opconv.executor.Session`)."""
 
-    def __init__(self, model: Model, *, seed: int = 0):
-        _load_kernels()
-        super().__init__(model, _bind, seed=seed)
-        from .fusion import pack_conv_bias
-
-        plan = self._interpreter.plan(model.graph)
-        pack_conv_bias(model.graph, plan)
-        fuse_relu_named(model.graph, plan, ("ConvBias", "Convolution", "Add"), "Relu")
+    executor = EXECUTOR
 
 
 def run_model(model: Model, feeds: Mapping[str, Any], *, seed: int = 0) -> dict[str, Any]:
     """Run an HLO model once on ``feeds``."""
     return Session(model, seed=seed).run(feeds)
-
-
-def _bind(node: Node, interp: Interpreter) -> BoundNode:
-    """The kernel and decoded attributes of one operation."""
-    label = f"op {node.name!r} ({node.op})" if node.name else f"{node.op} op"
-    if node.domain not in (DOMAIN, "hlo"):
-        raise ExecutionError(f"domain {node.domain!r} is not part of the HLO dialect", where=label)
-    reg = REGISTRY.resolve(node.op, 1, DOMAIN)
-    if reg is None:
-        raise ExecutionError(f"opconv's HLO executor has no kernel for {node.op}", where=label)
-    schema = dialect_schemas("hlo").find(node.op, 1, DOMAIN)
-    return BoundNode(node, reg.fn, decode_attributes(schema, node.attrs, label), label, reg.deterministic)
-
-
-_loaded = False
-
-
-def _load_kernels() -> None:
-    # The ops package registers its kernels on import.
-    global _loaded
-    if not _loaded:
-        from . import ops  # noqa: F401
-
-        _loaded = True

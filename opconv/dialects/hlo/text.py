@@ -44,6 +44,7 @@ import ml_dtypes
 import numpy as np
 
 from ... import budget
+from ...attributes import format_text, text_types
 from ...errors import GraphError, ModelReadError, ModelWriteError
 from ...ir import Attr, Graph, Model, Node, Tensor, Value
 from ...schemas import OpSchema, dialect_schemas
@@ -198,6 +199,15 @@ def _format_double(x: float) -> str:
         return _format_float(np.array([x]), int(np.array([x]).view(np.uint64)[0]), np.dtype(np.float64),
                              int(np.array([np.nan]).view(np.uint64)[0]))
     return repr(x)
+
+
+#: how the text spells one attribute value of each scalar schema type (a list type: ``[a, b]`` of its items)
+SPELLINGS = {"int": str, "float": _format_double, "bool": lambda v: "true" if v else "false", "string": quote}
+TEXT_TYPES = text_types(SPELLINGS)
+
+
+def _bracketed(items: list[str]) -> str:
+    return "[" + ", ".join(items) + "]"
 
 
 def format_elements(array: np.ndarray, dtype: str) -> str:
@@ -389,29 +399,15 @@ class _Printer:
 
     def attr_value(self, a: Attr, n: Node) -> str:
         v = a.value
+        if a.type == "tensor":
+            return self.tensor(v, f"attribute {a.name!r} of {n.label}")
+        if a.type not in TEXT_TYPES:
+            raise ModelWriteError(f"{n.label}: attribute {a.name!r} of type {a.type} has no HLO text spelling")
         try:
-            if a.type == "int":
-                return str(int(v))
-            if a.type == "float":
-                return _format_double(float(v))
-            if a.type == "bool":
-                return "true" if v else "false"
-            if a.type == "string":
-                return quote(v)
-            if a.type == "ints":
-                return "[" + ", ".join(str(int(x)) for x in v) + "]"
-            if a.type == "floats":
-                return "[" + ", ".join(_format_double(float(x)) for x in v) + "]"
-            if a.type == "bools":
-                return "[" + ", ".join("true" if x else "false" for x in v) + "]"
-            if a.type == "strings":
-                return "[" + ", ".join(quote(x) for x in v) + "]"
-            if a.type == "tensor":
-                return self.tensor(v, f"attribute {a.name!r} of {n.label}")
+            return format_text(a.type, v, SPELLINGS, _bracketed)
         except (TypeError, ValueError) as e:
             raise ModelWriteError(f"{n.label}: attribute {a.name!r} = {v!r:.60} is not a valid {a.type} "
                                   f"({e})") from None
-        raise ModelWriteError(f"{n.label}: attribute {a.name!r} of type {a.type} has no HLO text spelling")
 
     def type(self, t, owner: str) -> str:
         try:

@@ -7,10 +7,11 @@ Kernels live in ``ops/<family>.py`` and register with :data:`onnx_op`::
         return norm.softmax(x, axis)
 
 A node runs the kernel registered with the highest ``since`` <= the node's
-version.  Its attributes are decoded once, when the graph is compiled: every
-attribute the op's schema declares at that version is passed as a keyword
-argument, set from the node or from the schema's default (``None`` when the
-schema gives no default and the node sets none).
+version.  Its attributes are decoded once, when the graph is compiled
+(:func:`opconv.attributes.decode_attributes`): every attribute the op's schema
+declares at that version is passed as a keyword argument, set from the node or
+from the schema's default (``None`` when the schema gives no default and the
+node sets none).
 
 Ops without a kernel that ONNX defines as a function of other ops (the
 schema's ``function_body``), and model-local functions, run as function calls.
@@ -24,35 +25,44 @@ from typing import Any
 
 import numpy as np
 
-from ... import executor
+from ...attributes import decode_attributes
 from ...errors import ExecutionError, SchemaError
-from ...executor import BoundNode, ExecContext, Interpreter, OpRegistry, python_name
-from ...ir import Attr, Function, Model, Node, SparseTensor, Tensor
-from ...schemas import OpSchema, dialect_schemas
+from ...executor import BoundNode, DialectExecutor, DialectSession, ExecContext, Interpreter
+from ...ir import Attr, Function, Graph, Model, Node
+from ...schemas import dialect_schemas
 from ...types import from_onnx_code
-
-REGISTRY = OpRegistry("onnx")
-#: decorator registering an ONNX kernel: ``@onnx_op("Relu", since=14)``
-onnx_op = REGISTRY.register
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
-class Session(executor.Session):
+class _OnnxExecutor(DialectExecutor):
+    """ONNX binds per model: its local functions, and the attributes a function call passes to its body."""
+
+    def binder(self, model: Model) -> "_Binder":
+        return _Binder({(f.domain, f.name): f for f in model.functions}, refs=None)
+
+    def label(self, node: Node) -> str:
+        return f"node {node.name!r} ({node.op}-{node.version})" if node.name else f"{node.op}-{node.version} node"
+
+
+def _fuse(graph: Graph, plan) -> None:
+    from .fusion import fuse_conv_batch_norm, fuse_relu, fuse_transformer_patterns
+
+    fuse_conv_batch_norm(graph, plan)
+    fuse_relu(graph, plan)
+    fuse_transformer_patterns(graph, plan)  # last: it renumbers the steps
+
+
+EXECUTOR = _OnnxExecutor("onnx", "ONNX", domains=_DEFAULT_DOMAINS, kernels=f"{__package__}.ops", fuse=_fuse)
+REGISTRY = EXECUTOR.registry
+#: decorator registering an ONNX kernel: ``@onnx_op("Relu", since=14)``
+onnx_op = REGISTRY.register
+
+
+class Session(DialectSession):
     """An ONNX model prepared to run many times (see :class:`opconv.executor.Session`)."""
 
-    def __init__(self, model: Model, *, seed: int = 0, fuse: bool = True):
-        """``fuse=False`` keeps every node a step of its own (constant folding wants the unfused values)."""
-        _load_kernels()
-        functions = {(f.domain, f.name): f for f in model.functions}
-        super().__init__(model, _Binder(functions, refs=None), seed=seed)
-        if fuse:
-            from .fusion import fuse_conv_batch_norm, fuse_relu, fuse_transformer_patterns
-
-            plan = self._interpreter.plan(model.graph)
-            fuse_conv_batch_norm(model.graph, plan)
-            fuse_relu(model.graph, plan)
-            fuse_transformer_patterns(model.graph, plan)  # last: it renumbers the steps
+    executor = EXECUTOR
 
 
 def run_model(model: Model, feeds: Mapping[str, Any], *, seed: int = 0) -> dict[str, Any]:
@@ -69,7 +79,7 @@ class _Binder:
 
     def __call__(self, node: Node, interp: Interpreter) -> BoundNode:
         domain = "" if node.domain in _DEFAULT_DOMAINS else node.domain
-        label = f"node {node.name!r} ({node.op}-{node.version})" if node.name else f"{node.op}-{node.version} node"
+        label = EXECUTOR.label(node)
         attrs = {name: self.resolve_ref(a, label) for name, a in node.attrs.items()}
         function = self.functions.get((node.domain, node.op))
         if function is not None:
@@ -103,59 +113,6 @@ class _Binder:
         return Attr(a.name, ref.type, ref.value)
 
 
-def decode_attributes(schema: OpSchema | None, attrs: dict[str, Attr], label: str) -> dict[str, Any]:
-    """Keyword arguments for a kernel: every schema attribute, from the node or the schema default."""
-    out: dict[str, Any] = {}
-    if schema is None:
-        return {python_name(k): decode_value(a) for k, a in attrs.items()}
-    for p in schema.attributes:
-        a = attrs.get(p.name)
-        if a is not None and a.value is not None:
-            out[python_name(p.name)] = decode_value(a)
-        elif p.required:
-            raise ExecutionError(f"required attribute {p.name!r} is missing", where=label)
-        else:
-            out[python_name(p.name)] = _decode_default(p.default)
-    unknown = set(attrs) - {p.name for p in schema.attributes}
-    if unknown:
-        raise ExecutionError(f"unknown attribute(s) {', '.join(sorted(unknown))} for {schema.name}-{schema.version}",
-                             where=label)
-    return out
-
-
-def decode_value(a: Attr) -> Any:
-    v = a.value
-    if isinstance(v, Tensor):
-        return v.numpy()
-    if a.type == "tensors":
-        return [t.numpy() for t in v]
-    if isinstance(v, SparseTensor):
-        return densify(v)
-    if a.type == "sparse_tensors":
-        return [densify(t) for t in v]
-    return v
-
-
-def _decode_default(default: Any) -> Any:
-    if isinstance(default, dict) and "dtype" in default:  # a tensor default in the schema file
-        from ...types import element_type
-
-        return np.asarray(default["values"], dtype=element_type(default["dtype"]).numpy).reshape(default["shape"])
-    return default
-
-
-def densify(st: SparseTensor) -> np.ndarray:
-    """The dense array of a COO sparse tensor (indices either [NNZ] linear or [NNZ, rank])."""
-    values = st.values.numpy()
-    indices = st.indices.numpy().astype(np.int64)
-    dense = np.zeros(st.dims, dtype=values.dtype)
-    if indices.ndim == 1:
-        dense.reshape(-1)[indices] = values
-    elif indices.size:
-        dense[tuple(indices.T)] = values
-    return dense
-
-
 def _function_kernel(function: Function, call_attrs: dict[str, Attr], functions: dict, seed: int):
     """A kernel that runs ``function``'s body with the call's attributes bound."""
     refs = dict(function.attribute_defaults)
@@ -184,18 +141,6 @@ def _schema_function(op: str, version: int, domain: str) -> Function | None:
     from .io import function_from_proto
 
     return function_from_proto(proto)
-
-
-_loaded = False
-
-
-def _load_kernels() -> None:
-    # The ops package registers its kernels on import.
-    global _loaded
-    if not _loaded:
-        from . import ops  # noqa: F401
-
-        _loaded = True
 
 
 def onnx_dtype(code: int) -> np.dtype:

@@ -30,13 +30,13 @@ import numpy as np
 from lxml import etree
 
 from ... import budget
-from ...atomic import OutputFiles
+from ...atomic import OutputFiles, reserve
 from ...errors import GraphError, ModelReadError, ModelWriteError
 from ...ir import Attr, Graph, Model, Node, Tensor, Value
 from ...schemas import OpSchema, dialect_schemas
 from ...types import TensorType, element_type
 from .. import read_model_file
-from ..onnx.io import reserve
+from ...attributes import format_text, parse_text, text_types
 
 OPSET = "opset1"
 #: IR versions the reader accepts (v11 only when its layers are all opset1)
@@ -79,7 +79,7 @@ _FILL_CHUNK = 1 << 20  # bytes per write of a constant that repeats one value
 
 
 # ---------------------------------------------------------------------------
-# attribute codecs, one per schema attribute type
+# attribute spellings in <data>, by schema attribute type (opconv/attributes.py types the values)
 # ---------------------------------------------------------------------------
 
 def _split(text: str) -> list[str]:
@@ -132,25 +132,18 @@ def _format_bool(value: Any) -> str:
     return "true" if value else "false"
 
 
-# Small records here are NamedTuples or plain classes: defining a dataclass costs about a millisecond of every
-# fresh process that imports this module.
-class _Codec(NamedTuple):
-    parse: Callable[[str], Any]
-    format: Callable[[Any], str]
-
-
-CODECS: dict[str, _Codec] = {
-    "int": _Codec(int, lambda v: str(int(v))),
-    "float": _Codec(float, lambda v: repr(float(v))),
-    "bool": _Codec(_parse_bool, _format_bool),
-    "string": _Codec(str, str),
-    "ints": _Codec(lambda t: [int(x) for x in _split(t)], lambda v: ",".join(str(int(x)) for x in v)),
-    "floats": _Codec(lambda t: [float(x) for x in _split(t)], lambda v: ",".join(repr(float(x)) for x in v)),
-    "strings": _Codec(_split, lambda v: ",".join(v)),
-    "bools": _Codec(lambda t: [_parse_bool(x) for x in _split(t)], lambda v: ",".join(map(_format_bool, v))),
-    "shape": _Codec(_parse_shape, _format_dims),
-    "element_type": _Codec(_parse_element_type, _format_element_type),
+#: how ``<data>`` spells one value of each schema type; a list type (``ints``) joins its items' spellings with commas
+SPELLINGS: dict[str, Callable[[Any], str]] = {
+    "int": str, "float": repr, "bool": _format_bool, "string": str, "shape": _format_dims,
+    "element_type": _format_element_type,
 }
+#: how ``<data>`` text is read back, per schema type (list types: their items', split at commas)
+PARSERS: dict[str, Callable[[str], Any]] = {
+    "int": int, "float": float, "bool": _parse_bool, "string": str, "shape": _parse_shape,
+    "element_type": _parse_element_type,
+}
+#: the attribute types ``<data>`` can hold
+TEXT_TYPES = text_types(SPELLINGS)
 
 
 # ---------------------------------------------------------------------------
@@ -183,6 +176,8 @@ def _parse_xml(data: bytes, where: str) -> etree._Element:
     return root
 
 
+# Small records here are NamedTuples or plain classes: defining a dataclass costs about a millisecond of every
+# fresh process that imports this module.
 class _Port(NamedTuple):
     id: int
     precision: str | None
@@ -438,11 +433,10 @@ class _Reader:
         for key, raw in layer.data.items():
             spec = schema.attribute(key)
             kind = spec.type if spec is not None else "string"  # unknown: kept verbatim, `check` reports it
-            codec = CODECS.get(kind)
-            if codec is None:
+            if kind not in TEXT_TYPES:
                 raise self.error(f"{layer.label}: attribute {key!r} of type {kind} cannot be read from <data>")
             try:
-                attrs[key] = Attr(key, kind, codec.parse(raw))
+                attrs[key] = Attr(key, kind, parse_text(kind, raw, PARSERS, _split))
             except ValueError as e:
                 raise self.error(f"{layer.label}: attribute {key}={raw!r} is not a valid {kind} ({e})") from None
         return attrs
@@ -934,11 +928,10 @@ class _Writer:
         return schema
 
     def encode(self, node: Node, attr: Attr) -> str:
-        codec = CODECS.get(attr.type)
-        if codec is None or attr.ref is not None:
+        if attr.type not in TEXT_TYPES or attr.ref is not None:
             raise self.error(f"{node.label}: attribute {attr.name!r} of type {attr.type} cannot be written to IR")
         try:
-            return codec.format(attr.value)
+            return format_text(attr.type, attr.value, SPELLINGS, ",".join)
         except (TypeError, ValueError) as e:
             raise self.error(f"{node.label}: attribute {attr.name!r} = {attr.value!r} ({e})") from None
 

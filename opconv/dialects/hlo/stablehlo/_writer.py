@@ -29,7 +29,7 @@ from ....errors import ConversionError, OpconvError
 from ....ir import Graph, Model, Node, Value
 from ....schemas import dialect_schemas
 from ....types import TensorType, element_type
-from ...openvino.executor import decode_attributes
+from ....attributes import decode_attributes
 
 
 class StableHloExportError(ConversionError):
@@ -407,7 +407,7 @@ class FunctionWriter:
             why = f": {reason}" if reason else " in opconv's exporter"
             raise self.error(f"HLO op {node.op} has no static StableHLO form{why}")
         schema = dialect_schemas("hlo").find(node.op, 1, "")
-        attrs = decode_attributes(schema, node.attrs, node.label)
+        attrs = decode_attributes(schema, node.attrs, node.label, strict=False)
         operands = [None if v is None else self.use(v) for v in node.inputs]
         result = found.fn(self, *operands, **attrs)
         results = list(result) if isinstance(result, (list, tuple)) else [result]

@@ -22,7 +22,8 @@ from ....kernels import attention as A
 from ....kernels import elementwise as E
 from ....kernels import linalg as L
 from ....kernels._common import downcast, upcast
-from ..executor import densify, onnx_op
+from ....attributes import densify
+from ..executor import onnx_op
 from .contrib_activation import fused_activation
 from .conv import conv_1
 
