@@ -535,7 +535,7 @@ class DialectExecutor:
     def label(self, node: Node) -> str:
         return f"{self.noun} {node.name!r} ({node.op})" if node.name else f"{node.op} {self.noun}"
 
-    def binder(self, model) -> Binder:
+    def binder(self, model: Model) -> Binder:
         """The binder of ``model``'s nodes (one per session: a dialect may bind per model)."""
         return self.bind
 
@@ -560,7 +560,7 @@ class DialectSession(Session):
 
     executor: ClassVar[DialectExecutor]
 
-    def __init__(self, model, *, seed: int = 0, fuse: bool = True):
+    def __init__(self, model: Model, *, seed: int = 0, fuse: bool = True) -> None:
         executor = self.executor
         executor.load_kernels()
         super().__init__(model, executor.binder(model), seed=seed)

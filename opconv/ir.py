@@ -371,6 +371,7 @@ class Graph:
             return new
 
         for name, v in self.initializers.items():
+            assert v.const is not None  # an initializer always holds its tensor
             copied(v, g.add_initializer(name, v.const)).type = v.type
         for v in self.inputs:
             if v.const is not None and id(v) in mapped:  # an initializer that is an input: an overridable default

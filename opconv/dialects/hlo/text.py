@@ -37,7 +37,7 @@ from __future__ import annotations
 import bisect
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple, NoReturn, Protocol
 
 import ml_dtypes
@@ -202,7 +202,7 @@ def _format_double(x: float) -> str:
 
 
 #: how the text spells one attribute value of each scalar schema type (a list type: ``[a, b]`` of its items)
-SPELLINGS = {"int": str, "float": _format_double, "bool": lambda v: "true" if v else "false", "string": quote}
+SPELLINGS: dict[str, Callable[[Any], str]] = {"int": str, "float": _format_double, "bool": lambda v: "true" if v else "false", "string": quote}
 TEXT_TYPES = text_types(SPELLINGS)
 
 
