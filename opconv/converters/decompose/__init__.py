@@ -25,6 +25,7 @@ from ...ir import Graph, Model, Node
 from ...schemas import lookup as schema_lookup
 from ...validation import require_valid
 from .. import lowering
+from ..rewrite import MALFORMED
 from . import nchwc
 from .registry import COMPOSITES, DROPPABLE, MS, Emitter, Refusal, decompositions, lookup, registered
 
@@ -169,8 +170,11 @@ def _decompose_graph(graph: Graph, opsets: dict, opset: int, is_candidate, refus
             continue
         emitter = Emitter(graph, node, opset, _defaults(node))
         try:
-            results = fn(emitter)
-            _bind_outputs(emitter, node, results)
+            try:
+                results = fn(emitter)
+                _bind_outputs(emitter, node, results)
+            except MALFORMED as e:  # a rank, attribute or operand count a valid node would have: malformed
+                raise Refusal(f"cannot take this node ({type(e).__name__}: {e})") from None
         except Refusal as why:
             for emitted in emitter.nodes:
                 emitted.detach()  # the inputs forget the nodes that will not be used
