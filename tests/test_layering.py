@@ -15,15 +15,9 @@ from tests.imports import PACKAGE_DIR, Import, package_imports
 
 CONVERTERS = "opconv.converters"
 
-# Imports the parallel converter refactor (issue 19: one lowering registry, one attribute codec, shared
-# machinery) removes.  TEMPORARY: each entry names importer -> imported (a module covers the names imported
-# from it); delete an entry when its import disappears (test_no_stale_exceptions fails until it is deleted).
-# Do not add entries for new code.
-REFACTOR_EXCEPTIONS = {
-    # Private helpers shared inside the ONNX->OpenVINO and version-converter packages, and the ONNX reader's
-    # attribute decoding reached by the version converter: replaced by the shared attribute codec / registry.
-    ("opconv.converters.onnx_versions.driver", "opconv.dialects.onnx.io._Reader"),
-}
+# Imports allowed to break the rules, each with its reason (importer -> imported; a module covers the names
+# imported from it). Empty: keep it so. test_no_stale_exceptions fails when an entry's import is gone.
+REFACTOR_EXCEPTIONS: set[tuple[str, str]] = set()
 
 
 def _private(segment: str) -> bool:

@@ -518,8 +518,8 @@ class VersionConverter:
         t = self._converted.get(key, self)
         if t is self:
             if self._reader is None:
-                from ...dialects.onnx.io import _Reader
-                self._reader = _Reader(None, None)
+                from ...dialects.onnx.io import ProtoReader
+                self._reader = ProtoReader(None, None)
             t = self._converted[key] = self._reader.value_type(found)
         return t or declared
 

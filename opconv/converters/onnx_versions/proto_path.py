@@ -48,7 +48,7 @@ def convert(proto, target: int, base_dir: str | None = None):
         reason = _unsupported(proto, target)
         scan = None if reason else _Scan(proto, target)
         reason = reason or scan.fallback
-        partial = None if reason else _Partial(proto, scan, io._Reader(base_dir, None), io._Writer(None))
+        partial = None if reason else _Partial(proto, scan, io.ProtoReader(base_dir, None), io.ProtoWriter(None))
     except OpconvError:
         reason = "unreadable"  # the whole-model way reports it, as its loader words it
     if reason:
@@ -211,7 +211,7 @@ class _OperandTypes:
 
     def __init__(self, proto, scan: _Scan):
         graph = proto.graph
-        self.value_type = io._Reader(None, None).value_type
+        self.value_type = io.ProtoReader(None, None).value_type
         self.inferred = scan.inferred or {}
         self.initializers = initializers = scan.initializers
         # name -> the TypeProto whose type io.load leaves on the value, in its order: a graph input's

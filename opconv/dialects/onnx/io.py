@@ -82,7 +82,7 @@ def load(source: str | os.PathLike | bytes | pb.ModelProto, *, base_dir: str | N
             raise ModelReadError(f"not a valid ONNX protobuf ({e})", where=where) from None
         if not proto.HasField("graph"):
             raise ModelReadError("not an ONNX model: the protobuf has no graph", where=where)
-    reader = _Reader(base_dir, where)
+    reader = ProtoReader(base_dir, where)
     try:
         with quiet_collector():
             return reader.model(proto)
@@ -102,7 +102,7 @@ def keep_node_extras(node: Node, p: pb.NodeProto) -> None:
         node.meta["device_configurations"] = [d.SerializeToString() for d in p.device_configurations]
 
 
-class _Reader:
+class ProtoReader:
     def __init__(self, base_dir: str | None, where: str | None):
         self.base_dir = base_dir
         self.where = where
@@ -497,7 +497,7 @@ def to_proto(model: Model, *, data_sink: _DataSink | None = None, refer_from: st
     and never holds them (what the version converter works on).
     """
     with quiet_collector():
-        return _Writer(data_sink, refer_from).model(model)
+        return ProtoWriter(data_sink, refer_from).model(model)
 
 
 def save(model: Model, path: str | os.PathLike, *, external_data: bool | None = None,
@@ -598,7 +598,7 @@ def _raw_chunks(tensor: Tensor, chunk: int = 1 << 24) -> Iterator[bytes]:
         yield numpy_helper.from_array(np.asarray(array), tensor.name).raw_data
 
 
-class _Writer:
+class ProtoWriter:
     def __init__(self, sink: _DataSink | None, refer_from: str | None = None):
         self.sink = sink
         self.refer_from = os.path.realpath(refer_from) if refer_from is not None else None
@@ -862,4 +862,4 @@ def _bytes(s: str | bytes) -> bytes:
 
 def function_from_proto(proto: pb.FunctionProto) -> Function:
     """Load one FunctionProto (e.g. an op's function body from onnx.defs) into the graph core."""
-    return _Reader(None, None).function(proto, {})
+    return ProtoReader(None, None).function(proto, {})
