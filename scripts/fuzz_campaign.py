@@ -48,13 +48,15 @@ def commands(kind: str, path: str, work: str, rng: random.Random, per_input: int
     return rng.sample(every, min(per_input, len(every)))
 
 
-def run_one(args: list[str], timeout: float, memory: int, cwd: str) -> tuple[str, str]:
-    """(outcome, detail) of one CLI command in a forked child: "ok", "error", or a crash kind.
+def run_one(args: list[str], timeout: float, memory: int, cwd: str) -> tuple[str, str, float, int]:
+    """(outcome, detail, seconds, peak RSS in KiB) of one CLI command in a forked child.
 
-    The parent imported opconv once; a fork costs milliseconds where a fresh interpreter costs a second.
-    The child's address space may grow by ``memory`` MiB (resource.setrlimit), and it is killed after
-    ``timeout`` seconds.
+    The outcome is "ok", "error", or a crash kind. The parent imported opconv once; a fork costs
+    milliseconds where a fresh interpreter costs a second. The child's address space may grow by
+    ``memory`` MiB (resource.setrlimit), and it is killed after ``timeout`` seconds. The peak RSS is the
+    kernel's (wait4), so it includes the pages the child shares with the parent it was forked from.
     """
+    started = time.monotonic()
     read_end, write_end = os.pipe()
     child = os.fork()
     if child == 0:
@@ -68,21 +70,22 @@ def run_one(args: list[str], timeout: float, memory: int, cwd: str) -> tuple[str
         if left <= 0 or not select.select([read_end], [], [], left)[0]:
             os.kill(child, signal.SIGKILL)
             os.close(read_end)
-            os.waitpid(child, 0)
-            return "hang", f"over {timeout:g} s"
+            rss = os.wait4(child, 0)[2].ru_maxrss
+            return "hang", f"over {timeout:g} s", time.monotonic() - started, rss
         chunk = os.read(read_end, 65536)
         if not chunk:
             break
         chunks.append(chunk)
     os.close(read_end)
-    _, status = os.waitpid(child, 0)
+    _, status, usage = os.wait4(child, 0)
+    seconds = time.monotonic() - started
     if os.WIFSIGNALED(status):
-        return "signal", f"signal {os.WTERMSIG(status)}"
+        return "signal", f"signal {os.WTERMSIG(status)}", seconds, usage.ru_maxrss
     try:
         outcome, detail = json.loads(b"".join(chunks).decode())
     except ValueError:
-        return "crash", f"no report (exit {os.WEXITSTATUS(status)})"
-    return outcome, detail
+        return "crash", f"no report (exit {os.WEXITSTATUS(status)})", seconds, usage.ru_maxrss
+    return outcome, detail, seconds, usage.ru_maxrss
 
 
 def _child(args: list[str], memory: int, cwd: str, report_fd: int) -> None:
@@ -160,18 +163,26 @@ def campaign(formats, per_format: int, seed: int, timeout: float, memory: int, o
     seeds = fm.seed_inputs(node_cases, seed)
     os.makedirs(out_dir, exist_ok=True)
     report = {"per_format": per_format, "seed": seed, "timeout_s": timeout, "memory_mib": memory,
-              "commands_per_input": per_input, "seeds": {"onnx": len(seeds.onnx), "ir": len(seeds.ir),
+              "parent_rss_mib": round(_rss_kib() / 1024, 1), "commands_per_input": per_input, "seeds": {"onnx": len(seeds.onnx), "ir": len(seeds.ir),
                                                          "hlo": len(seeds.hlo)}, "formats": {}}
     for kind in formats:
         outcomes: Counter = Counter()
         signatures: dict[str, dict] = defaultdict(lambda: {"count": 0})
+        slowest = {"seconds": 0.0}
+        peak = {"rss_mib": 0.0}
         started = time.time()
         for i in range(per_format):
             with tempfile.TemporaryDirectory() as work:
                 path = fm.write_mutant(kind, seeds, rng, work)
                 for args in commands(kind, path, work, rng, per_input):
-                    outcome, detail = run_one(args, timeout, memory, work)
+                    outcome, detail, seconds, rss_kib = run_one(args, timeout, memory, work)
                     outcomes[outcome] += 1
+                    if seconds > slowest["seconds"]:
+                        slowest = {"seconds": round(seconds, 2), "command": args[0], "outcome": outcome,
+                                   "saved": fm.keep(path, os.path.join(out_dir, kind), "-slowest")}
+                    if rss_kib / 1024 > peak["rss_mib"]:
+                        peak = {"rss_mib": round(rss_kib / 1024, 1), "command": args[0], "outcome": outcome,
+                                "saved": fm.keep(path, os.path.join(out_dir, kind), "-peak")}
                     if outcome not in ("ok", "error"):
                         # a hang or a memory kill carries no frame: the command tells such signatures apart
                         key = f"{outcome}: {detail.split(': ')[0]}" if outcome == "crash" else \
@@ -181,16 +192,20 @@ def campaign(formats, per_format: int, seed: int, timeout: float, memory: int, o
                         if sig["count"] == 1:
                             sig["example"] = {"args": args, "detail": detail,
                                               "saved": fm.keep(path, os.path.join(out_dir, kind), len(signatures))}
-            if (i + 1) % 100 == 0:
+            if (i + 1) % 100 == 0 or i + 1 == per_format:
                 report["formats"][kind] = {"inputs": i + 1, "outcomes": dict(outcomes),
-                                           "signatures": dict(signatures), "seconds": round(time.time() - started)}
+                                           "signatures": dict(signatures), "slowest": slowest, "peak": peak,
+                                           "seconds": round(time.time() - started)}
                 _write(report, out_dir)
-                print(f"{kind}: {i + 1}/{per_format} inputs, {dict(outcomes)}, {len(signatures)} signatures",
-                      flush=True)
-        report["formats"][kind] = {"inputs": per_format, "outcomes": dict(outcomes),
-                                   "signatures": dict(signatures), "seconds": round(time.time() - started)}
-        _write(report, out_dir)
+                print(f"{kind}: {i + 1}/{per_format} inputs, {dict(outcomes)}, {len(signatures)} signatures, "
+                      f"slowest {slowest['seconds']} s, peak {peak['rss_mib']} MiB", flush=True)
     return report
+
+
+def _rss_kib() -> int:
+    """This process's resident memory, KiB: what every forked child starts with."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
 
 
 def _write(report: dict, out_dir: str) -> None:
@@ -214,7 +229,8 @@ def main() -> None:
     _write(report, args.out)
     for kind, r in report["formats"].items():
         print(f"{kind}: {r['inputs']} inputs, {sum(r['outcomes'].values())} commands {r['outcomes']}, "
-              f"{len(r['signatures'])} crash signatures, {r['seconds']} s")
+              f"{len(r['signatures'])} crash signatures, {r['seconds']} s; slowest command {r['slowest']}, "
+              f"peak RSS {r['peak']} (the forked parent held {report['parent_rss_mib']} MiB)")
         for key, sig in sorted(r["signatures"].items(), key=lambda kv: -kv[1]["count"]):
             print(f"  {sig['count']:5d}  {key}  (e.g. {sig['example']['saved']})")
 
