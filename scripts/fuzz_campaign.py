@@ -100,9 +100,8 @@ def _child(args: list[str], memory: int, cwd: str, report_fd: int) -> None:
             used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
         limit = used + (memory << 20)
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 1)
-        os.dup2(devnull, 2)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+        os.dup2(os.open(os.path.join(cwd, ".stderr"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 2)
         import click
 
         from opconv.cli import cli
@@ -122,11 +121,28 @@ def _child(args: list[str], memory: int, cwd: str, report_fd: int) -> None:
         except BaseException as e:  # noqa: BLE001 - what the campaign looks for
             outcome = "crash"
             detail = f"{type(e).__name__} at {_site(traceback.extract_tb(e.__traceback__))}: {str(e)[:200]}"
+        if outcome in ("ok", "error"):
+            sys.stderr.flush()
+            outcome, detail = _one_line(outcome, detail, os.path.join(cwd, ".stderr"))
     finally:
         try:
             os.write(report_fd, json.dumps([outcome, detail]).encode())
         finally:
             os._exit(0)
+
+
+def _one_line(outcome: str, detail: str, stderr_path: str) -> tuple[str, str]:
+    """A failure says one line, ``opconv: error: ...`` (or nothing, as a failed check, whose report is on
+    stdout); a second error line, a warning or a traceback on stderr is a crash of kind "lines"."""
+    with open(stderr_path, encoding="utf-8", errors="replace") as f:
+        lines = [line for line in f.read().splitlines() if line.strip()]
+    noise = [line for line in lines if "Warning" in line or "Traceback" in line]
+    errors = [line for line in lines if line.startswith("opconv: error: ")]
+    if noise:
+        return "lines", noise[0][:200]
+    if len(errors) > 1 or outcome == "error" and errors and lines[-1] is not errors[0]:
+        return "lines", f"{len(lines)} lines, the last: {lines[-1][:200]}"
+    return outcome, detail
 
 
 def _site(tb) -> str:
