@@ -118,3 +118,23 @@ def test_damage_below_the_schemas_is_refused_by_the_loader(tmp_path):
         f.write(serialized)
     with pytest.raises(ModelReadError, match="not UTF-8"):
         opconv.convert(path, to="hlo")
+
+
+def test_a_split_whose_num_outputs_is_not_its_output_count_is_refused(tmp_path):
+    """onnx's checker accepts Split-18 with num_outputs=3 on two outputs, onnxruntime refuses to run it, and with
+    more outputs than num_outputs onnx's C++ shape inference aborted the process (fuzz regression onnx-18)."""
+    import onnxruntime
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [6, 3])
+    split = helper.make_node("Split", ["x"], ["y", "z"], name="split", axis=0, num_outputs=3)
+    model = helper.make_model(helper.make_graph([split], "g", [x], [Y]), opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    with pytest.raises(Exception, match=r"Number of outputs \(2\) does not match num_outputs \(3\)"):
+        session.run(None, {"x": np.zeros((6, 3), np.float32)})
+    path = str(tmp_path / "split.onnx")
+    onnx.save(model, path)
+    for to in ("openvino", "hlo"):
+        with pytest.raises(MalformedModelError, match=r"node 'split' \(Split\): attribute 'num_outputs' is 3, "
+                                                      "but the node declares 2 outputs"):
+            opconv.convert(path, to=to)
