@@ -204,6 +204,19 @@ def test_onnx_to_hlo_trial_run_takes_no_memory_for_a_declared_input():
     assert peak < 16 << 20, f"{peak >> 20} MiB for a 64 MiB input"
 
 
+def test_a_numpy_warning_is_not_a_second_line_of_the_command_line():
+    """Fuzz regression onnx-19: `run` of a GlobalAveragePool over a zero-size dim printed numpy's
+    "RuntimeWarning: Mean of empty slice" on stderr beside its result (the value itself is NaN)."""
+    import warnings
+
+    path = os.path.join(ROOT, "tests", "fuzz_regressions", "onnx-19.onnx")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = CliRunner().invoke(cli, ["run", path])
+    assert result.exit_code == 0, result.output
+    assert [str(w.message) for w in caught] == []
+
+
 def _regressions() -> list[dict]:
     import json
 
