@@ -1,13 +1,18 @@
 """A fuzzing campaign: mutated ONNX, IR and HLO files and CLI nonsense, each tried in a child process.
 
 Every input must end in a clean result: success, or one line ``opconv: error: ...`` with exit code 1 or 2.
-A traceback, an internal error (exit 3), a signal, a hang over ``--timeout`` seconds or a memory
-limit hit (``--memory`` MiB more than the forked child started with, set with resource.setrlimit) is a crash; crashes are grouped by signature
+A traceback, an internal error (exit 3), a signal, a hang over ``--timeout`` seconds, a memory
+limit hit (``--memory`` MiB more than the forked child started with, set with resource.setrlimit), or a
+warning or second error line on stderr is a crash; crashes are grouped by signature
 (exception type + innermost opconv frame, or the kind of failure) and one reproducer per signature is
 kept under ``--out``.
 
-    python scripts/fuzz_campaign.py --per-format 2000 --out /tmp/fuzz     # the release campaign
+    python scripts/fuzz_campaign.py --per-format 10000 --commands 1 --format onnx --out /tmp/fuzz/onnx  # release
     python scripts/fuzz_campaign.py --per-format 50 --format onnx         # a quick look
+
+The report (``--out``/report.json, rewritten every 100 inputs) holds per format the outcomes, the crash
+signatures with a saved reproducer each, the slowest command and the largest peak RSS of a child (wait4's
+ru_maxrss, which counts the pages it shares with this process, ``parent_rss_mib``) with the inputs that set them.
 
 The mutations (shared with ``tests/test_fuzz.py``) are in :mod:`fuzz_mutations` beside this script.
 """
