@@ -105,6 +105,18 @@ def test_damage_below_the_schemas_is_refused_by_the_loader(tmp_path):
     short.dims[:] = [4, 3]  # 6 values for 12
     bad_text = helper.make_node("Add", ["x", "w"], ["y"])
     cases = {"tensor data": (_model(bad_text, [short]), "holds 24 bytes, 48 expected")}
+    # ONNX keeps the sub-byte and float8 types in int32_data, one byte or one bit pattern an entry; onnx's decoder
+    # refuses these too (it raised ValueError at run time; fuzz regression onnx-21)
+    packed = helper.make_tensor("w", TensorProto.UINT4, [2, 3], [1, 2, 3, 4, 5, 6])
+    del packed.int32_data[2:]  # 2 of the 3 bytes that hold 6 nibbles
+    patterns = helper.make_tensor("w", TensorProto.FLOAT8E4M3FN, [2, 3], [1.0] * 6)
+    patterns.int32_data.append(0)  # 7 bit patterns for 6 values
+    for label, tensor, message in (("uint4", packed, "holds 2 int32_data, 3 expected"),
+                                   ("float8", patterns, "holds 7 int32_data, 6 expected")):
+        with pytest.raises(ValueError):
+            numpy_helper.to_array(tensor)
+        cases[label] = (_model(helper.make_node("Cast", ["w"], ["y"], to=TensorProto.FLOAT), [tensor], opset=21),
+                        message)
     name = _model(helper.make_node("Relu", ["x"], ["y"]))
     name.graph.node[0].name = "relu"
     serialized = name.SerializeToString().replace(b"relu", b"r\xffl\xfe")
