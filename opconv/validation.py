@@ -48,7 +48,7 @@ class Problem(NamedTuple):  # not a dataclass: every conversion imports this mod
 #: the executors: the lists are not exhaustive (OpenVINO writes Broadcast-1 with mode "none", which opset1's
 #: specification does not name).
 DOOR_CODES = frozenset({"domain-not-imported", "input-count", "output-count", "missing-attribute",
-                        "attribute-type", "axis-range", "undefined-name"})
+                        "attribute-type", "axis-range", "undefined-name", "negative-dim"})
 #: attributes that name tensor axes: onnx's C++ shape inference reads them as 32-bit ints, and an axis past that
 #: range wraps (2**31 became a negative index and crashed the process, onnx 1.23); no tensor has such a rank
 _AXIS_ATTRIBUTES = frozenset({"axis", "axes"})
@@ -123,6 +123,17 @@ class _Checker:
         for v in g.outputs:
             if id(v) not in defined:
                 self.add("undefined-name", f"graph output {v.name!r} is never defined")
+        if self.wants("negative-dim"):
+            self.declared_shapes(g)
+
+    def declared_shapes(self, g: Graph) -> None:
+        """A declared dim below 0 (onnx's C++ shape inference clamps with it: [2, 3, -2**63] failed an
+        assertion and aborted the process); an unknown dim is left out or named instead."""
+        values = [*g.inputs, *g.outputs, *(v for n in g.nodes for v in n.outputs if v is not None)]
+        for v in values:
+            shape = getattr(v.type, "shape", None)
+            if shape and any(isinstance(d, int) and d < 0 for d in shape):
+                self.add("negative-dim", f"value {v.name!r} is declared with a negative dim: {list(shape)}")
 
     # -- node level -------------------------------------------------------
     def node(self, n: Node) -> None:

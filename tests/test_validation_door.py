@@ -150,3 +150,15 @@ def test_a_split_whose_num_outputs_is_not_its_output_count_is_refused(tmp_path):
         with pytest.raises(MalformedModelError, match=r"node 'split' \(Split\): attribute 'num_outputs' is 3, "
                                                       "but the node declares 2 outputs"):
             opconv.convert(path, to=to)
+
+
+def test_a_value_declared_with_a_negative_dim_is_refused():
+    """Fuzz regression onnx-22: an input declared [2, 3, -2**63] reached onnx's C++ shape inference, whose
+    clamp assertion aborted the process; the door names the value instead."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, -3])
+    model = _model(helper.make_node("Relu", ["x"], ["y"], name="relu"))
+    model.graph.input[0].CopyFrom(x)
+    for to in ("openvino", "hlo"):
+        with pytest.raises(MalformedModelError, match=r"value 'x' is declared with a negative dim: \[2, -3\]"):
+            opconv.convert(model, to=to)
+    assert any("negative dim" in str(p) for p in opconv.check(model))
