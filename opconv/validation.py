@@ -48,10 +48,14 @@ class Problem(NamedTuple):  # not a dataclass: every conversion imports this mod
 #: the executors: the lists are not exhaustive (OpenVINO writes Broadcast-1 with mode "none", which opset1's
 #: specification does not name).
 DOOR_CODES = frozenset({"domain-not-imported", "input-count", "output-count", "missing-attribute",
-                        "attribute-type", "axis-range", "undefined-name"})
+                        "attribute-type", "axis-range", "undefined-name", "negative-dim"})
 #: attributes that name tensor axes: onnx's C++ shape inference reads them as 32-bit ints, and an axis past that
 #: range wraps (2**31 became a negative index and crashed the process, onnx 1.23); no tensor has such a rank
 _AXIS_ATTRIBUTES = frozenset({"axis", "axes"})
+#: (op, attribute) pairs whose value is the node's number of outputs, which no schema can tie to the count:
+#: onnx's C++ inference trusts it (ONNX Split-18 num_outputs=3 on a node of 4 outputs failed an assertion and
+#: aborted the process; num_outputs=2**31-1 built a list that long); OpenVINO's Split says it as num_splits
+_OUTPUT_COUNT_ATTRIBUTES = frozenset({("Split", "num_outputs"), ("Split", "num_splits")})
 
 
 def check_model(model: Model, codes: frozenset | None = None) -> list[Problem]:
@@ -119,6 +123,17 @@ class _Checker:
         for v in g.outputs:
             if id(v) not in defined:
                 self.add("undefined-name", f"graph output {v.name!r} is never defined")
+        if self.wants("negative-dim"):
+            self.declared_shapes(g)
+
+    def declared_shapes(self, g: Graph) -> None:
+        """A declared dim below 0 (onnx's C++ shape inference clamps with it: [2, 3, -2**63] failed an
+        assertion and aborted the process); an unknown dim is left out or named instead."""
+        values = [*g.inputs, *g.outputs, *(v for n in g.nodes for v in n.outputs if v is not None)]
+        for v in values:
+            shape = getattr(v.type, "shape", None)
+            if shape and any(isinstance(d, int) and d < 0 for d in shape):
+                self.add("negative-dim", f"value {v.name!r} is declared with a negative dim: {list(shape)}")
 
     # -- node level -------------------------------------------------------
     def node(self, n: Node) -> None:
@@ -205,6 +220,9 @@ class _Checker:
                 if any(isinstance(v, int) and not -2**31 < v < 2**31 for v in values):
                     problems.append(("axis-range", f"attribute {name!r} is {attr.value!r}: an axis past any "
                                      "tensor's rank"))
+            if (n.op, name) in _OUTPUT_COUNT_ATTRIBUTES and attr.ref is None and attr.value != len(n.outputs):
+                problems.append(("output-count", f"attribute {name!r} is {attr.value!r}, but the node declares "
+                                 f"{len(n.outputs)} outputs"))
             if spec.allowed is not None and attr.ref is None:
                 same_for_the_form &= type(attr.value) in _SCALARS
                 if attr.value not in spec.allowed:

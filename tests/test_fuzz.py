@@ -178,6 +178,46 @@ def test_a_rule_check_that_refuses_gives_a_reason_instead_of_leaking_refuse():
     assert report.reasons_for(model.graph.nodes[0]) == ["relu-rule: the input's shape is unknown"]
 
 
+def test_onnx_to_hlo_trial_run_takes_no_memory_for_a_declared_input():
+    """issue 17: onnx-to-hlo's run that types what ONNX inference left open (here Range's length, computed
+    from the input's shape) filled every input with ones; a float input declared 64 MiB now costs nothing."""
+    import tracemalloc
+
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    import opconv.converters.onnx_to_hlo  # noqa: F401 - imported before tracing
+
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("ReduceMax", ["s"], ["m"], keepdims=0),
+             helper.make_node("Div", ["m", "d"], ["n"]), helper.make_node("Range", ["zero", "n", "one"], ["r"])]
+    constants = [numpy_helper.from_array(np.array(v, np.int64), k) for k, v in (("d", 2**18), ("zero", 0), ("one", 1))]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2**24])],
+                              [helper.make_tensor_value_info("r", TensorProto.INT64, None)], constants)
+    model = opconv.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]))
+    tracemalloc.start()
+    try:
+        # HLO wants Range's limit constant: the refusal comes after the trial run typed 'r' as int64[64]
+        with pytest.raises(OpconvError, match="limit \\('n'\\) must be a constant"):
+            opconv.convert(model, to="hlo")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20, f"{peak >> 20} MiB for a 64 MiB input"
+
+
+def test_a_numpy_warning_is_not_a_second_line_of_the_command_line():
+    """Fuzz regression onnx-19: `run` of a GlobalAveragePool over a zero-size dim printed numpy's
+    "RuntimeWarning: Mean of empty slice" on stderr beside its result (the value itself is NaN)."""
+    import warnings
+
+    path = os.path.join(ROOT, "tests", "fuzz_regressions", "onnx-19.onnx")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = CliRunner().invoke(cli, ["run", path])
+    assert result.exit_code == 0, result.output
+    assert [str(w.message) for w in caught] == []
+
+
 def _regressions() -> list[dict]:
     import json
 

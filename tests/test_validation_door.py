@@ -105,6 +105,18 @@ def test_damage_below_the_schemas_is_refused_by_the_loader(tmp_path):
     short.dims[:] = [4, 3]  # 6 values for 12
     bad_text = helper.make_node("Add", ["x", "w"], ["y"])
     cases = {"tensor data": (_model(bad_text, [short]), "holds 24 bytes, 48 expected")}
+    # ONNX keeps the sub-byte and float8 types in int32_data, one byte or one bit pattern an entry; onnx's decoder
+    # refuses these too (it raised ValueError at run time; fuzz regression onnx-21)
+    packed = helper.make_tensor("w", TensorProto.UINT4, [2, 3], [1, 2, 3, 4, 5, 6])
+    del packed.int32_data[2:]  # 2 of the 3 bytes that hold 6 nibbles
+    patterns = helper.make_tensor("w", TensorProto.FLOAT8E4M3FN, [2, 3], [1.0] * 6)
+    patterns.int32_data.append(0)  # 7 bit patterns for 6 values
+    for label, tensor, message in (("uint4", packed, "holds 2 int32_data, 3 expected"),
+                                   ("float8", patterns, "holds 7 int32_data, 6 expected")):
+        with pytest.raises(ValueError):
+            numpy_helper.to_array(tensor)
+        cases[label] = (_model(helper.make_node("Cast", ["w"], ["y"], to=TensorProto.FLOAT), [tensor], opset=21),
+                        message)
     name = _model(helper.make_node("Relu", ["x"], ["y"]))
     name.graph.node[0].name = "relu"
     serialized = name.SerializeToString().replace(b"relu", b"r\xffl\xfe")
@@ -118,3 +130,35 @@ def test_damage_below_the_schemas_is_refused_by_the_loader(tmp_path):
         f.write(serialized)
     with pytest.raises(ModelReadError, match="not UTF-8"):
         opconv.convert(path, to="hlo")
+
+
+def test_a_split_whose_num_outputs_is_not_its_output_count_is_refused(tmp_path):
+    """onnx's checker accepts Split-18 with num_outputs=3 on two outputs, onnxruntime refuses to run it, and with
+    more outputs than num_outputs onnx's C++ shape inference aborted the process (fuzz regression onnx-18)."""
+    import onnxruntime
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [6, 3])
+    split = helper.make_node("Split", ["x"], ["y", "z"], name="split", axis=0, num_outputs=3)
+    model = helper.make_model(helper.make_graph([split], "g", [x], [Y]), opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    with pytest.raises(Exception, match=r"Number of outputs \(2\) does not match num_outputs \(3\)"):
+        session.run(None, {"x": np.zeros((6, 3), np.float32)})
+    path = str(tmp_path / "split.onnx")
+    onnx.save(model, path)
+    for to in ("openvino", "hlo"):
+        with pytest.raises(MalformedModelError, match=r"node 'split' \(Split\): attribute 'num_outputs' is 3, "
+                                                      "but the node declares 2 outputs"):
+            opconv.convert(path, to=to)
+
+
+def test_a_value_declared_with_a_negative_dim_is_refused():
+    """Fuzz regression onnx-22: an input declared [2, 3, -2**63] reached onnx's C++ shape inference, whose
+    clamp assertion aborted the process; the door names the value instead."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, -3])
+    model = _model(helper.make_node("Relu", ["x"], ["y"], name="relu"))
+    model.graph.input[0].CopyFrom(x)
+    for to in ("openvino", "hlo"):
+        with pytest.raises(MalformedModelError, match=r"value 'x' is declared with a negative dim: \[2, -3\]"):
+            opconv.convert(model, to=to)
+    assert any("negative dim" in str(p) for p in opconv.check(model))

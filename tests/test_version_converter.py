@@ -351,3 +351,29 @@ def test_min_ir_version_follows_onnx_release_table():
     for opset in range(1, driver.newest_opset() + 1):
         expected = min((row[1] for row in VERSION_TABLE if row[2] >= opset), default=None)
         assert driver.min_ir_version(opset) == expected, opset
+
+
+def test_a_trilu_mask_past_the_fold_budget_is_built_at_run_time(monkeypatch, tmp_path):
+    """Fuzz regression onnx-20: downgrading a Trilu over an input declared [3, 1, 2**62] allocated its mask as a
+    constant (a memory kill); a mask past the fold budget is now computed at run time, with the same values as
+    onnxruntime's Trilu-14."""
+    import numpy as np
+    import onnxruntime
+    from onnx import TensorProto, helper, numpy_helper
+
+    import opconv
+
+    monkeypatch.setenv("OPCONV_MAX_FOLD_BYTES", "1K")  # the 40 x 50 mask is 2,000 bytes
+    k = numpy_helper.from_array(np.array(3, np.int64), "k")
+    graph = helper.make_graph([helper.make_node("Trilu", ["x", "k"], ["y"], upper=0)], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 40, 50])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 40, 50])], [k])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    down = opconv.convert_version(opconv.load(model), 13)
+    assert "Range" in {n.op for n in down.graph.nodes}
+    opconv.save(down, tmp_path / "down.onnx")
+    x = np.random.default_rng(0).standard_normal((2, 40, 50)).astype(np.float32)
+    providers = ["CPUExecutionProvider"]
+    expected = onnxruntime.InferenceSession(model.SerializeToString(), providers=providers).run(None, {"x": x})[0]
+    actual = onnxruntime.InferenceSession(str(tmp_path / "down.onnx"), providers=providers).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(actual, expected)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 
 import click
 
@@ -19,7 +20,11 @@ from ..errors import OpconvError
 class _Group(click.Group):
     def invoke(self, ctx):
         try:
-            return super().invoke(ctx)
+            # numpy's RuntimeWarnings ("Mean of empty slice" over a zero-size dim, overflow) describe IEEE
+            # results that a command reports as values; printed, they would be a second line beside its output
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                return super().invoke(ctx)
         except OpconvError as e:
             click.echo(f"opconv: error: {e}", err=True)
             sys.exit(e.exit_code)

@@ -114,7 +114,12 @@ def _static(v: Value | None) -> bool:
 
 
 def _complete_types(model: Model) -> None:
-    """Give values that ONNX shape inference left open the type of their array in one run on ones."""
+    """Give values that ONNX shape inference left open the type of their array in one run on ones.
+
+    The ones are broadcast views of a single one (as in onnx-to-ir's type run): a declared input of gigabytes
+    takes no memory of its own. They are read-only, which the executor's kernels respect (none writes into its
+    inputs: every ONNX node case gives the same result on read-only feeds).
+    """
     graph = model.graph
     missing = [v for n in graph.nodes for v in n.outputs if v is not None and not _static(v)]
     if not missing:
@@ -127,7 +132,7 @@ def _complete_types(model: Model) -> None:
             dt = element_type(v.dtype).numpy
             if dt is not None:
                 budget.check(v.shape, dt.itemsize, f"the trial input {v.name!r}")
-            feeds[v.name] = np.ones(v.shape, dt) if dt is not None else None
+            feeds[v.name] = np.broadcast_to(np.ones((), dt), tuple(v.shape)) if dt is not None else None
     if any(f is None for f in feeds.values()):
         return
     saved = list(graph.outputs)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ... import budget
 from ...dialects.onnx.proto import messages as pb
 from ...ir import Attr
 from ...types import TensorType, element_type
@@ -543,7 +544,8 @@ def trilu_as_mask(ctx, node):
     k = node.inputs[1] if len(node.inputs) > 1 else None
     upper = bool(int(node.attr("upper", 1)))
     rows, cols = shape[-2:]
-    if isinstance(rows, int) and isinstance(cols, int) and (k is None or ctx.constant(k) is not None):
+    small = isinstance(rows, int) and isinstance(cols, int) and rows * cols <= budget.fold_bytes()
+    if small and (k is None or ctx.constant(k) is not None):  # else built at run time, as folding would leave it
         diagonal = 0 if k is None else int(np.asarray(ctx.constant(k)).reshape(()))
         ones = np.ones((rows, cols), dtype=bool)
         mask = ctx.const(np.triu(ones, diagonal) if upper else np.tril(ones, diagonal), "mask")

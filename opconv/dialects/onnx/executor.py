@@ -133,7 +133,7 @@ def _schema_function(op: str, version: int, domain: str) -> Function | None:
 
     try:
         schema = onnx.defs.get_schema(op, version, domain)
-    except onnx.defs.SchemaError:
+    except (onnx.defs.SchemaError, TypeError):  # TypeError: an opset version past onnx's 32-bit int
         return None
     if not getattr(schema, "has_function", False):  # not in onnx's stubs
         return None

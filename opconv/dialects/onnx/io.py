@@ -337,10 +337,11 @@ class ProtoReader:
                 raise self.error(f"tensor {t.name!r}: string tensors cannot hold raw_data")
             held, expected, unit = raw_length, (count * et.bits + 7) // 8, "bytes"
         else:
-            field = _TYPED_FIELDS.get(dtype)
-            if field is None:  # packed sub-byte and bit-pattern types: onnx's decoder checks them
-                return
-            held, expected, unit = len(getattr(t, field)), count * (2 if et.is_complex else 1), field
+            # ONNX keeps every other type in int32_data: float8 one bit pattern an entry, the sub-byte types
+            # (int4, float4e2m1, int2 ...) packed, one byte an entry (onnx's decoder raised ValueError at run time)
+            field = _TYPED_FIELDS.get(dtype, "int32_data")
+            expected = (count * et.bits + 7) // 8 if 0 < et.bits < 8 else count * (2 if et.is_complex else 1)
+            held, unit = len(getattr(t, field)), field
         if held != expected:
             raise self.error(f"tensor {t.name!r} of {dtype}{list(shape)} holds {held} {unit}, "
                              f"{expected} expected")
