@@ -178,7 +178,7 @@ def _import_everything() -> None:
         dialects.get(name)
         executor = sys.modules.get(f"opconv.dialects.{name}.executor")
         if executor is not None:
-            executor._load_kernels()
+            executor.EXECUTOR.load_kernels()
     fm.seed_inputs(node_cases=0)  # converting and saving the fixtures imports what those paths import lazily
 
 
