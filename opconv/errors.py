@@ -110,3 +110,8 @@ class NotImplementedFeature(OpconvError):
 
     def __init__(self, feature: str):
         super().__init__(f"{feature} is not implemented yet in this version of opconv")
+
+
+def one_line(error: BaseException) -> str:
+    """An error's message on one line (a message listing several nodes may span lines; the CLI promises one)."""
+    return " ".join(part.strip() for part in str(error).splitlines() if part.strip())

@@ -245,3 +245,6 @@ def test_what_a_campaign_found_now_ends_cleanly(case, tmp_path):
         signal.alarm(0)
     assert result.exit_code in (0, 1, 2), (case["found"], result.output, result.exception)
     assert "internal error" not in result.output, (case["found"], result.output)
+    said = result.output.splitlines()
+    errors = [i for i, line in enumerate(said) if line.startswith("opconv: error:")]
+    assert errors in ([], [len(said) - 1]), (case["found"], result.output)  # one error line, and the last

@@ -14,7 +14,7 @@ import warnings
 import click
 
 from .. import __version__
-from ..errors import OpconvError
+from ..errors import OpconvError, one_line
 
 
 class _Group(click.Group):
@@ -26,7 +26,7 @@ class _Group(click.Group):
                 warnings.simplefilter("ignore", RuntimeWarning)
                 return super().invoke(ctx)
         except OpconvError as e:
-            click.echo(f"opconv: error: {e}", err=True)
+            click.echo(f"opconv: error: {one_line(e)}", err=True)
             sys.exit(e.exit_code)
         except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
             raise
@@ -45,7 +45,7 @@ class _Group(click.Group):
         except Exception as e:  # a bug in opconv: say so in one line
             if os.environ.get("OPCONV_DEBUG"):
                 raise
-            click.echo(f"opconv: internal error: {type(e).__name__}: {e} "
+            click.echo(f"opconv: internal error: {type(e).__name__}: {one_line(e)} "
                        "(a bug in opconv; rerun with OPCONV_DEBUG=1 for details)", err=True)
             sys.exit(3)
 

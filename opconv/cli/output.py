@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from ..atomic import is_stdout
-from ..errors import ConversionError, ModelReadError, OpconvError
+from ..errors import ConversionError, ModelReadError, OpconvError, one_line
 
 QUIET, NORMAL, VERBOSE = 0, 1, 2
 _KEY = "opconv.verbosity"
@@ -167,7 +167,7 @@ def json_option(command):
             if not as_json:
                 raise
             click.echo(json.dumps(error_json(e), indent=1))
-            click.echo(f"opconv: error: {e}", err=True)
+            click.echo(f"opconv: error: {one_line(e)}", err=True)
             sys.exit(e.exit_code)
     return click.option("--json", "as_json", is_flag=True,
                         help="Print what was done (files written, op counts, fusions, stage times; or the "

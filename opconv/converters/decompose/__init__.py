@@ -78,7 +78,7 @@ def decompose(model, domains: Iterable[str] = DEFAULT_DOMAINS, *, strict: bool =
     composites too (Attention, RNN/GRU/LSTM unrolled, RotaryEmbedding, the losses: see ``COMPOSITES``),
     which need static shapes for some forms (an RNN's sequence length).
 
-    Raises :class:`ConversionError` listing every node that cannot be decomposed, one line per reason with
+    Raises :class:`ConversionError` listing every node that cannot be decomposed, one entry per reason with
     the count and the node names (with ``strict=False`` such nodes stay as they are); ``model`` (a path,
     ModelProto or Model) is never modified.
     """
@@ -135,9 +135,8 @@ def _refuse(refused: dict[str, list[str]], where) -> None:
     lines = [f"{len(names)} node(s): {reason}: {', '.join(names[:8])}{' ...' if len(names) > 8 else ''}"
              for reason, names in refused.items()]
     total = sum(len(n) for n in refused.values())
-    raise ConversionError(f"{total} node(s) cannot be decomposed into standard operators:\n  "
-                          + "\n  ".join(lines), [f"{r}: {', '.join(n)}" for r, n in refused.items()],
-                          where=where)
+    raise ConversionError(f"{total} node(s) cannot be decomposed into standard operators: " + " | ".join(lines),
+                          [f"{r}: {', '.join(n)}" for r, n in refused.items()], where=where)
 
 
 def decompose_contrib(model: Model) -> Model:
