@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from ... import budget
 from ...types import from_onnx_code
 from .registry import Emitter, Refusal, decomposes
 
@@ -60,6 +61,7 @@ def _as_bias(e: Emitter, allowed, work: str):
 def _band(e: Emitter, lower, upper, q_len: int, kv_len: int, offset):
     """Where query ``i`` may attend key ``j``: ``lower <= i + offset - j <= upper``; ``offset`` an int (a constant
     (q, kv) array) or a (B, 1, 1, 1) int64 value of ``nonpad_kv_seqlen`` (a (B, 1, q, kv) boolean value)."""
+    budget.check((q_len, kv_len), 8, "the attention mask's query x key distances", where=e.node.label)
     distance = np.arange(q_len)[:, None] - np.arange(kv_len)[None, :]
     if isinstance(offset, int):
         allowed = np.ones(distance.shape, bool)
