@@ -240,8 +240,7 @@ def pad_without_axes(ctx, node):
 
 @downgrade("Pad", 19)
 def pad_without_wrap(ctx, node):
-    mode = node.attr("mode", "constant")
-    if text(mode) == "wrap":
+    if text(node.attr("mode", "constant")) == "wrap":
         raise Refuse("mode 'wrap' needs Pad-19 or later")
 
 
@@ -418,8 +417,7 @@ def resize_to_upsample(ctx, node):
 def resize_explicit_modes(ctx, node):
     """Resize-10 samples like Upsample: asymmetric coordinates, nearest rounds down."""
     ctx.set_attr(node, "coordinate_transformation_mode", "asymmetric")
-    mode = node.attr("mode", "nearest")
-    if text(mode) == "nearest":
+    if text(node.attr("mode", "nearest")) == "nearest":
         ctx.set_attr(node, "nearest_mode", "floor")
     ctx.set_inputs(node, [node.inputs[0], ctx.const(np.zeros(0, np.float32), "roi"), node.inputs[1]])
 
@@ -462,8 +460,7 @@ def resize_required_roi_scales(ctx, node):
 
 @downgrade("Resize", 19)
 def resize_without_half_pixel_symmetric(ctx, node):
-    ctm = node.attr("coordinate_transformation_mode", "half_pixel")
-    if text(ctm) == "half_pixel_symmetric":
+    if text(node.attr("coordinate_transformation_mode", "half_pixel")) == "half_pixel_symmetric":
         raise Refuse("coordinate_transformation_mode 'half_pixel_symmetric' needs Resize-19 or later")
 
 
