@@ -34,6 +34,22 @@ def output_option(what: str, default: str):
                         help=f"{what} to write, or a folder to write it in under MODEL's name. Default: {default}.")
 
 
+def to_onnx_options(source: str):
+    """The argument and options of every command that writes ONNX from a ``source`` model (ir-to-onnx, hlo-to-onnx)."""
+    def apply(command):
+        for decorator in reversed((
+            click.argument("model", type=MODEL),
+            output_option("The .onnx", "MODEL with an .onnx suffix, beside it"),
+            click.option("--opset", type=int, default=DEFAULT_ONNX_OPSET, show_default=True, help=OPSET_HELP),
+            click.option("--verify", "verify_after", is_flag=True,
+                         help=f"Run {source} and the ONNX model on the same random inputs and compare every output."),
+            json_option,
+        )):
+            command = decorator(command)
+        return command
+    return apply
+
+
 @cli.command("onnx-to-ir")
 @click.argument("model", type=MODEL)
 @output_option("The .xml (its .bin goes beside it)", "MODEL with an .xml suffix, beside it")
@@ -71,12 +87,7 @@ def onnx_to_ir(model, output, input_shapes, dims, verify_after, as_json):
 
 
 @cli.command("ir-to-onnx")
-@click.argument("model", type=MODEL)
-@output_option("The .onnx", "MODEL with an .onnx suffix, beside it")
-@click.option("--opset", type=int, default=DEFAULT_ONNX_OPSET, show_default=True, help=OPSET_HELP)
-@click.option("--verify", "verify_after", is_flag=True,
-              help="Run the IR and the ONNX model on the same random inputs and compare every output.")
-@json_option
+@to_onnx_options("the IR")
 def ir_to_onnx(model, output, opset, verify_after, as_json):
     """Convert an OpenVINO IR MODEL (.xml with its .bin; IR v10, or v11 with opset1 layers) to ONNX.
 

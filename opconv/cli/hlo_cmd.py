@@ -10,9 +10,8 @@ import os
 
 import click
 
-from ..api import DEFAULT_ONNX_OPSET
 from . import cli
-from .convert_cmd import OPSET_HELP, default_output, output_option, to_onnx
+from .convert_cmd import default_output, output_option, to_onnx, to_onnx_options
 from .output import Conversion, json_option, op_summary
 from .run_cmd import MODEL, shape_options
 
@@ -104,12 +103,7 @@ def _save_with_weight_arguments(model, path: str, weights_file: str) -> None:
 
 
 @cli.command("hlo-to-onnx")
-@click.argument("model", type=MODEL)
-@output_option("The .onnx", "MODEL with an .onnx suffix, beside it")
-@click.option("--opset", type=int, default=DEFAULT_ONNX_OPSET, show_default=True, help=OPSET_HELP)
-@click.option("--verify", "verify_after", is_flag=True,
-              help="Run the HLO module and the ONNX model on the same random inputs and compare every output.")
-@json_option
+@to_onnx_options("the HLO module")
 def hlo_to_onnx(model, output, opset, verify_after, as_json):
     """Convert an HLO text module MODEL (.hlo) to ONNX.
 

@@ -47,13 +47,22 @@ _DECOMPOSE_HELP = "First rewrite ONNX Runtime's contrib operators into standard 
 _VERIFY_HELP = "Run the original and the converted model on the same random inputs and compare every output."
 
 
+def _version_options(command):
+    """The arguments and options upgrade and downgrade share, in the order --help lists them."""
+    for decorator in reversed((
+        click.option("--opset", type=click.IntRange(1), required=True, help="The ai.onnx opset to move to."),
+        click.argument("model", type=MODEL),
+        click.option("-o", "--output", type=click.Path(), help=_OUTPUT_HELP),
+        click.option("--verify", "verify_after", is_flag=True, help=_VERIFY_HELP),
+        click.option("--decompose", is_flag=True, help=_DECOMPOSE_HELP),
+        json_option,
+    )):
+        command = decorator(command)
+    return command
+
+
 @cli.command("upgrade")
-@click.option("--opset", type=click.IntRange(1), required=True, help="The ai.onnx opset to move to.")
-@click.argument("model", type=MODEL)
-@click.option("-o", "--output", type=click.Path(), help=_OUTPUT_HELP)
-@click.option("--verify", "verify_after", is_flag=True, help=_VERIFY_HELP)
-@click.option("--decompose", is_flag=True, help=_DECOMPOSE_HELP)
-@json_option
+@_version_options
 def upgrade(opset, model, output, verify_after, decompose, as_json):
     """Move an ONNX MODEL to a newer ai.onnx opset.
 
@@ -74,12 +83,7 @@ def upgrade(opset, model, output, verify_after, decompose, as_json):
 
 
 @cli.command("downgrade")
-@click.option("--opset", type=click.IntRange(1), required=True, help="The ai.onnx opset to move to.")
-@click.argument("model", type=MODEL)
-@click.option("-o", "--output", type=click.Path(), help=_OUTPUT_HELP)
-@click.option("--verify", "verify_after", is_flag=True, help=_VERIFY_HELP)
-@click.option("--decompose", is_flag=True, help=_DECOMPOSE_HELP)
-@json_option
+@_version_options
 def downgrade(opset, model, output, verify_after, decompose, as_json):
     """Move an ONNX MODEL to an older ai.onnx opset.
 

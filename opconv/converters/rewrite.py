@@ -463,6 +463,12 @@ def attr(node: Node, name: str, default: Any = None) -> Any:
     return default if value is None else value
 
 
+def text_attr(node: Node, name: str, default: str | None = None) -> Any:
+    """A STRING attribute as ``str`` (the proto reader keeps them as bytes), or ``default`` when omitted."""
+    value = attr(node, name, default)
+    return value.decode() if isinstance(value, bytes) else value
+
+
 def const_input(m: Match, name: str, what: str) -> np.ndarray:
     """The constant data of captured input ``name``; refuses when it is computed at run time."""
     data = m.constant(name)

@@ -11,6 +11,7 @@ Precision policy (every kernel follows it):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import ml_dtypes
@@ -112,6 +113,16 @@ def normalize_axes(axes: Sequence[int] | None, rank: int) -> tuple[int, ...]:
     if len(set(out)) != len(out):
         raise ExecutionError(f"duplicate axes in {list(axes)}")
     return tuple(out)
+
+
+def fill_reshape_wildcard(target: list[int], size: int) -> list[int]:
+    """``target`` with its one -1 (if any) replaced by the dim that makes ``size`` elements (Reshape's rule)."""
+    if -1 not in target:
+        return target
+    known = math.prod(d for d in target if d != -1)
+    if known == 0 or size % known:
+        raise ExecutionError(f"cannot infer the -1 of shape {target} for {size} elements")
+    return [size // known if d == -1 else d for d in target]
 
 
 def per_dim(value, n: int, name: str, default: int = 1) -> tuple[int, ...]:

@@ -98,6 +98,17 @@ def auto_pad(
     return begin, end
 
 
+def split_pads(pads, n: int, name: str = "pads") -> tuple[list[int], list[int]]:
+    """Flat pads ``[b_1..b_n, e_1..e_n]`` (ONNX ``pads``, HLO pooling's ``padding``) as ``(begins, ends)``;
+    zeros when absent."""
+    if pads is None:
+        return [0] * n, [0] * n
+    pads = [int(p) for p in pads]
+    if len(pads) != 2 * n:
+        raise ExecutionError(f"{name} has {len(pads)} values, expected {2 * n} for {n} spatial dims")
+    return pads[:n], pads[n:]
+
+
 def conv_output_size(size: int, kernel: int, stride: int = 1, dilation: int = 1,
                      pad_begin: int = 0, pad_end: int = 0) -> int:
     """Output length of one spatial dim of a (floor-mode) convolution."""

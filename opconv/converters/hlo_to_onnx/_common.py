@@ -54,5 +54,19 @@ def shape_of(v: Value) -> tuple[int, ...]:
     return tuple(v.shape)
 
 
-__all__ = ["MIN_OPSET", "INT64_MAX", "INT64_MIN", "Ctx", "lower", "Refuse", "shape_of", "np_dtype", "const_ints",
+def place_dims(c: Ctx, v: Value, dims: list[int], rank: int) -> tuple[Value, tuple[int, ...]]:
+    """``v`` with its dim ``i`` at position ``dims[i]`` of a rank-``rank`` shape and 1 elsewhere (an HLO
+    ``broadcast_dimensions`` map made ONNX-broadcastable), with that shape; ``v`` itself when nothing moves."""
+    vs = shape_of(v)
+    order = sorted(range(len(dims)), key=lambda i: dims[i])
+    if order != list(range(len(dims))):
+        v = c.onnx("Transpose", v, perm=order)
+        vs, dims = tuple(vs[i] for i in order), sorted(dims)
+    target = [1] * rank
+    for size, d in zip(vs, dims):
+        target[d] = size
+    return (v if tuple(target) == vs else c.onnx("Reshape", v, c.i64(target))), tuple(target)
+
+
+__all__ = ["MIN_OPSET", "INT64_MAX", "INT64_MIN", "Ctx", "lower", "Refuse", "shape_of", "place_dims", "np_dtype", "const_ints",
            "const_scalar", "constant_value"]

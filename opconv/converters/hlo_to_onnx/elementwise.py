@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import Ctx, Refuse, lower, np_dtype, shape_of
+from ._common import Ctx, Refuse, lower, np_dtype, place_dims, shape_of
 
 
 BINARY = {"Add": "Add", "Sub": "Sub", "Div": "Div", "Max": "Max", "Min": "Min", "Pow": "Pow"}
@@ -32,14 +32,7 @@ def placed(c: Ctx, v, out_shape):
     dims = [int(d) for d in dims]
     if len(dims) != len(vs):
         raise Refuse("broadcast_dimensions does not match the operand rank")
-    order = sorted(range(len(dims)), key=lambda i: dims[i])
-    if order != list(range(len(dims))):
-        v = c.onnx("Transpose", v, perm=order)
-        vs, dims = tuple(vs[i] for i in order), sorted(dims)
-    target = [1] * len(out_shape)
-    for size, d in zip(vs, dims):
-        target[d] = size
-    return c.onnx("Reshape", v, c.i64(target))
+    return place_dims(c, v, dims, len(out_shape))[0]
 
 
 def _operands(c: Ctx, x, y):

@@ -10,7 +10,7 @@ import numpy as np
 
 from ...ir import Tensor
 from ...types import element_type
-from ._common import INT64_MIN, Ctx, Refuse, lower, shape_of
+from ._common import INT64_MIN, Ctx, Refuse, lower, place_dims, shape_of
 
 
 def _reshape_to_output(c: Ctx, x, *_):
@@ -31,17 +31,8 @@ def transpose(c: Ctx, x):
 def broadcast_in_dim(c: Ctx, x):
     out = c.out_shape()
     dims = [int(d) for d in c.a["broadcast_dimensions"]]
-    xs = shape_of(x)
-    order = sorted(range(len(dims)), key=lambda i: dims[i])
-    if order != list(range(len(dims))):
-        x = c.onnx("Transpose", x, perm=order)
-        xs, dims = tuple(xs[i] for i in order), sorted(dims)
-    target = [1] * len(out)
-    for size, d in zip(xs, dims):
-        target[d] = size
-    if tuple(target) != xs:
-        x = c.onnx("Reshape", x, c.i64(target))
-    if tuple(target) == out:
+    x, target = place_dims(c, x, dims, len(out))
+    if target == out:
         return x if x is not c.node.inputs[0] else c.onnx("Identity", x)
     return c.onnx("Expand", x, c.i64(out))
 

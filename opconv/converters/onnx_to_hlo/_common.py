@@ -20,7 +20,7 @@ import numpy as np
 from ...dialects.hlo.build import hlo_node
 from ...ir import Value
 from ...types import TensorType, element_type, from_numpy
-from ..rewrite import Builder, Match, Refuse, Rule, attr, const_input
+from ..rewrite import Builder, Match, Refuse, Rule, attr, const_input, text_attr
 
 Shape = tuple[int, ...]
 
@@ -268,7 +268,7 @@ def optional_input(m: Match, index: int) -> Value | None:
     return inputs[index] if len(inputs) > index else None
 
 
-__all__ = ["Builder", "Match", "Refuse", "Rule", "attr", "const_input",
+__all__ = ["Builder", "Match", "Refuse", "Rule", "attr", "const_input", "text_attr",
            "static_type", "shape_of", "dtype_of", "np_dtype", "out_type", "is_float", "normalize_axis", "hlo",
            "const", "scalar", "full", "broadcast_in_dim", "broadcast", "broadcast_all", "binary", "unary",
            "multiply", "compare", "select", "convert", "reshape", "transpose", "slice_", "concat", "iota", "reduce",

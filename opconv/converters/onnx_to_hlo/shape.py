@@ -14,8 +14,8 @@ from ...ir import Tensor
 from ...types import TensorType
 from ..lowering import lower
 from ._common import (Refuse, attr, binary, broadcast, broadcast_in_dim, compare, concat, const_input, const_ints,
-                      convert, dtype_of, full, hlo, iota, normalize_axis, out_type, reshape, scalar, select,
-                      shape_of, slice_, static_type, transpose)
+                      convert, dtype_of, full, hlo, iota, normalize_axis, out_type, reshape, scalar, select, shape_of,
+                      slice_, static_type, text_attr, transpose)
 from .nn import pad_value
 
 
@@ -117,8 +117,7 @@ PAD_MODES = {"constant": "PAD_VALUE", "edge": "PAD_EDGE", "reflect": "PAD_REFLEC
 
 
 def _pad_mode(m) -> str | None:
-    mode = attr(m.root, "mode", "constant")
-    mode = mode.decode() if isinstance(mode, bytes) else mode
+    mode = text_attr(m.root, "mode", "constant")
     return None if mode in PAD_MODES else f"Pad mode {mode!r} has no HLO form"
 
 
@@ -146,8 +145,7 @@ def _pad(b, m, pads, value, axes):
     x = node.inputs[0]
     xs = shape_of(x)
     rank = len(xs)
-    mode = attr(node, "mode", "constant")
-    mode = mode.decode() if isinstance(mode, bytes) else mode  # a PAD_MODES key (the check ran)
+    mode = text_attr(node, "mode", "constant")  # a PAD_MODES key (the check ran)
     axes = [normalize_axis(a, rank) for a in axes]
     low, high = [0] * rank, [0] * rank
     for i, a in enumerate(axes):
@@ -260,8 +258,7 @@ SCATTER_REDUCTIONS = {"none": "UPDATE", "add": "ADD", "mul": "MUL", "min": "MIN"
 
 
 def _reduction(node) -> str:
-    red = attr(node, "reduction", "none")
-    red = red.decode() if isinstance(red, bytes) else red
+    red = text_attr(node, "reduction", "none")
     if red not in SCATTER_REDUCTIONS:
         raise Refuse(f"reduction {red!r} has no HLO combiner")
     return SCATTER_REDUCTIONS[red]
@@ -361,8 +358,7 @@ def _depth_to_space(b, m):
     x = node.inputs[0]
     n, c, h, w = shape_of(x)
     bs = int(attr(node, "blocksize"))
-    mode = attr(node, "mode", "DCR")
-    mode = mode.decode() if isinstance(mode, bytes) else mode
+    mode = text_attr(node, "mode", "DCR")
     if mode == "DCR":
         y = reshape(b, x, (n, bs, bs, c // (bs * bs), h, w))
         y = transpose(b, y, [0, 3, 4, 1, 5, 2])
@@ -377,8 +373,7 @@ def _space_to_depth(b, m):
     x = m.root.inputs[0]
     n, c, h, w = shape_of(x)
     bs = int(attr(m.root, "blocksize"))
-    mode = attr(m.root, "mode", "DCR")
-    mode = mode.decode() if isinstance(mode, bytes) else mode
+    mode = text_attr(m.root, "mode", "DCR")
     y = reshape(b, x, (n, c, h // bs, bs, w // bs, bs))
     y = transpose(b, y, [0, 3, 5, 1, 2, 4] if mode == "DCR" else [0, 1, 3, 5, 2, 4])
     return reshape(b, y, (n, c * bs * bs, h // bs, w // bs))

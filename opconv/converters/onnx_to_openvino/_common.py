@@ -16,7 +16,7 @@ from ...attributes import typed_attributes
 from ...ir import Value
 from ...types import element_type
 from ..rewrite import (Builder, Match, Refuse, Rule, attr, const_input, constant_value, np_dtype, rank_of,
-                       static_shape)
+                       static_shape, text_attr)
 
 OPSET = "opset1"
 
@@ -59,5 +59,5 @@ def variadic_inputs(m: Match) -> list[Value]:
 # them (onnx_to_hlo still does).
 
 __all__ = ["OPSET", "ov", "const", "i64", "variadic_inputs", "constant_list", "attr", "rank_of", "static_shape",
-           "const_input", "np_dtype", "constant_value",
+           "text_attr", "const_input", "np_dtype", "constant_value",
            "Refuse", "Rule", "Match", "Builder"]

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from ..lowering import lower
-from ._common import Refuse, attr, const, np_dtype, ov
+from ._common import Refuse, attr, const, np_dtype, ov, text_attr
 
 
 def _float_input(m, name: str = "x"):
@@ -57,8 +57,7 @@ def _mish(b, m):
 @lower("onnx", "openvino", "Gelu", inputs=1, names=("x",))
 def _gelu(b, m):
     x = _float_input(m)
-    approximate = attr(m.root, "approximate", "none")
-    approximate = approximate.decode() if isinstance(approximate, bytes) else approximate
+    approximate = text_attr(m.root, "approximate", "none")
     if approximate == "tanh":
         cube = _bin(b, "Multiply", _bin(b, "Multiply", x, x), x)
         inner = _bin(b, "Add", x, _bin(b, "Multiply", cube, _c(b, x, 0.044715)))

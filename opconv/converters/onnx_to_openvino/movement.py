@@ -13,8 +13,8 @@ import numpy as np
 from ... import budget
 from ...types import from_onnx_code
 from ..lowering import lower
-from ._common import (Refuse, attr, const, const_input, constant_list, constant_value, np_dtype, i64, ov, rank_of,
-                      static_shape)
+from ._common import (Refuse, attr, const, const_input, constant_list, constant_value, i64, np_dtype, ov, rank_of,
+                      static_shape, text_attr)
 
 
 @lower("onnx", "openvino", "Expand", inputs=2, names=("x", "shape"))
@@ -171,8 +171,7 @@ def _pad_11(b, m):
 
 
 def _pad_mode(node) -> str:
-    mode = attr(node, "mode", "constant")
-    mode = mode.decode() if isinstance(mode, bytes) else mode
+    mode = text_attr(node, "mode", "constant")
     if mode not in PAD_MODES:
         raise Refuse(f"Pad mode {mode!r} has no opset1 equivalent")
     return mode
@@ -237,8 +236,7 @@ def _size(b, m):
 
 @lower("onnx", "openvino", "DepthToSpace", inputs=1, names=("x",))
 def _depth_to_space(b, m):
-    mode = attr(m.root, "mode", "DCR")
-    mode = mode.decode() if isinstance(mode, bytes) else mode
+    mode = text_attr(m.root, "mode", "DCR")
     return ov(b, "DepthToSpace", m["x"], block_size=int(attr(m.root, "blocksize")),
               mode="blocks_first" if mode == "DCR" else "depth_first")
 
@@ -246,8 +244,7 @@ def _depth_to_space(b, m):
 @lower("onnx", "openvino", "SpaceToDepth", inputs=1, names=("x",))
 def _space_to_depth(b, m):
     # ONNX SpaceToDepth (DCR, the only mode before opset 28) is opset1's "blocks_first".
-    mode = attr(m.root, "mode", "DCR")
-    mode = mode.decode() if isinstance(mode, bytes) else mode
+    mode = text_attr(m.root, "mode", "DCR")
     return ov(b, "SpaceToDepth", m["x"], block_size=int(attr(m.root, "blocksize")),
               mode="blocks_first" if mode == "DCR" else "depth_first")
 

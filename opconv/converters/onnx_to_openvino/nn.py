@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..lowering import lower
-from ._common import Refuse, attr, const, const_input, constant_list, np_dtype, i64, ov, rank_of, static_shape
+from ._common import (Refuse, attr, const, const_input, constant_list, i64, np_dtype, ov, rank_of, static_shape,
+                      text_attr)
 
 # ONNX auto_pad -> opset1 auto_pad ("NOTSET" means the explicit `pads`).
 AUTO_PAD = {"NOTSET": "explicit", "SAME_UPPER": "same_upper", "SAME_LOWER": "same_lower", "VALID": "valid"}
@@ -13,9 +14,7 @@ AUTO_PAD = {"NOTSET": "explicit", "SAME_UPPER": "same_upper", "SAME_LOWER": "sam
 
 def window_attrs(node, spatial: int) -> dict:
     """strides / pads_begin / pads_end / auto_pad of a Conv or pooling node with ``spatial`` dims."""
-    auto = attr(node, "auto_pad", "NOTSET")
-    if isinstance(auto, bytes):
-        auto = auto.decode()
+    auto = text_attr(node, "auto_pad", "NOTSET")
     if auto not in AUTO_PAD:
         raise Refuse(f"auto_pad={auto!r} is not an ONNX padding mode")
     pads = list(attr(node, "pads", [0] * (2 * spatial)))
@@ -212,8 +211,7 @@ def _pool_by_windows(b, m, x, fill, combine: str):
         raise Refuse("kernel_shape is missing")
     dilations = list(attr(node, "dilations", [1] * n))
     strides = list(attr(node, "strides", [1] * n))
-    auto = attr(node, "auto_pad", "NOTSET")
-    auto = auto.decode() if isinstance(auto, bytes) else auto
+    auto = text_attr(node, "auto_pad", "NOTSET")
     pads = list(attr(node, "pads", [0] * 2 * n))
     ceil = bool(attr(node, "ceil_mode", 0))
     outs, begins, ends = [], [], []

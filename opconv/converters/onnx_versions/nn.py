@@ -9,16 +9,12 @@ import numpy as np
 from ...ir import Attr
 from ...types import TensorType, element_type
 from ..rewrite import Refuse
-from .registry import downgrade, needs_types, semantic_change, upgrade
+from .registry import downgrade, needs_types, semantic_change, text, upgrade
 
 _SOFTMAX = ("Softmax", "LogSoftmax", "Hardmax")
 
 semantic_change("GroupNormalization", 21, "scale and bias became per channel instead of per group")
 needs_types(_SOFTMAX + ("Scan", "Gemm", "BatchNormalization", "GroupNormalization", "MeanVarianceNormalization"))
-
-
-def _text(value) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 # -- Softmax, LogSoftmax, Hardmax -----------------------------------------------------------
@@ -148,13 +144,13 @@ _GRID_MODES = {"bilinear": "linear", "bicubic": "cubic", "nearest": "nearest"}
 
 @upgrade("GridSample", 20)
 def gridsample_mode_names(ctx, node):
-    mode = _text(node.attr("mode", "bilinear"))
+    mode = text(node.attr("mode", "bilinear"))
     ctx.set_attr(node, "mode", _GRID_MODES[mode])
 
 
 @downgrade("GridSample", 20)
 def gridsample_old_mode_names(ctx, node):
-    mode = _text(node.attr("mode", "linear"))
+    mode = text(node.attr("mode", "linear"))
     back = {v: k for k, v in _GRID_MODES.items()}
     if ctx.rank(node.inputs[0], "X") != 4:
         raise Refuse("GridSample before 20 samples 4-D inputs only")
@@ -285,7 +281,7 @@ def roialign_output_half_pixel(ctx, node):
 
 @downgrade("RoiAlign", 16)
 def roialign_only_output_half_pixel(ctx, node):
-    mode = _text(ctx.pop_attr(node, "coordinate_transformation_mode", "half_pixel"))
+    mode = text(ctx.pop_attr(node, "coordinate_transformation_mode", "half_pixel"))
     if mode != "output_half_pixel":
         raise Refuse(f"coordinate_transformation_mode={mode!r} needs RoiAlign-16 (RoiAlign-10 is "
                      f"'output_half_pixel')")

@@ -76,3 +76,8 @@ def semantic_change(ops: str | tuple[str, ...], version: int, what: str) -> None
 def needs_types(ops: str | tuple[str, ...]) -> None:
     """Declare that upgrading ``ops`` reads value types or ranks."""
     UPGRADE_NEEDS_TYPES.update((ops,) if isinstance(ops, str) else ops)
+
+
+def text(value) -> str:
+    """A string attribute as ``str`` (the proto reader keeps STRING attributes as bytes)."""
+    return value.decode() if isinstance(value, bytes) else value

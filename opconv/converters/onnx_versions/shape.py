@@ -14,7 +14,7 @@ from ...dialects.onnx.proto import messages as pb
 from ...ir import Attr
 from ...types import TensorType, element_type
 from ..rewrite import Refuse
-from .registry import downgrade, needs_types, upgrade
+from .registry import downgrade, needs_types, text, upgrade
 
 needs_types(("Pad", "Tile", "Upsample"))
 
@@ -200,8 +200,7 @@ def pad_pads_renamed(ctx, node):
 def pad_attributes_to_inputs(ctx, node):
     pads = ints_to_input(ctx, node, "pads", required=True)
     value = ctx.pop_attr(node, "value", 0.0)
-    mode = node.attr("mode", "constant")
-    mode = mode.decode() if isinstance(mode, bytes) else mode
+    mode = text(node.attr("mode", "constant"))
     fill = None
     if mode == "constant" and value != 0.0:
         dtype = ctx.dtype(node.inputs[0])
@@ -242,8 +241,7 @@ def pad_without_axes(ctx, node):
 
 @downgrade("Pad", 19)
 def pad_without_wrap(ctx, node):
-    mode = node.attr("mode", "constant")
-    if (mode.decode() if isinstance(mode, bytes) else mode) == "wrap":
+    if text(node.attr("mode", "constant")) == "wrap":
         raise Refuse("mode 'wrap' needs Pad-19 or later")
 
 
@@ -367,8 +365,7 @@ _TYPE_NAMES = {v: k for k, v in pb.TensorProto.DataType.items()}
 
 @upgrade("Cast", 6)
 def cast_type_name_to_code(ctx, node):
-    name = ctx.pop_attr(node, "to")
-    name = name.decode() if isinstance(name, bytes) else name
+    name = text(ctx.pop_attr(node, "to"))
     codes = dict(pb.TensorProto.DataType.items())
     if name.upper() not in codes:
         raise Refuse(f"unknown type name {name!r}")
@@ -421,21 +418,16 @@ def resize_to_upsample(ctx, node):
 def resize_explicit_modes(ctx, node):
     """Resize-10 samples like Upsample: asymmetric coordinates, nearest rounds down."""
     ctx.set_attr(node, "coordinate_transformation_mode", "asymmetric")
-    mode = node.attr("mode", "nearest")
-    if (mode.decode() if isinstance(mode, bytes) else mode) == "nearest":
+    if text(node.attr("mode", "nearest")) == "nearest":
         ctx.set_attr(node, "nearest_mode", "floor")
     ctx.set_inputs(node, [node.inputs[0], ctx.const(np.zeros(0, np.float32), "roi"), node.inputs[1]])
 
 
 @downgrade("Resize", 11)
 def resize_asymmetric_only(ctx, node):
-    def text(name, default):
-        v = ctx.pop_attr(node, name, default)
-        return v.decode() if isinstance(v, bytes) else v
-
-    mode = text("mode", "nearest")
-    ctm = text("coordinate_transformation_mode", "half_pixel")
-    nearest = text("nearest_mode", "round_prefer_floor")
+    mode = text(ctx.pop_attr(node, "mode", "nearest"))
+    ctm = text(ctx.pop_attr(node, "coordinate_transformation_mode", "half_pixel"))
+    nearest = text(ctx.pop_attr(node, "nearest_mode", "round_prefer_floor"))
     exclude = ctx.pop_attr(node, "exclude_outside", 0)
     for unused_in_10 in ("cubic_coeff_a", "extrapolation_value"):  # meaningless for nearest/linear
         ctx.pop_attr(node, unused_in_10)
@@ -469,8 +461,7 @@ def resize_required_roi_scales(ctx, node):
 
 @downgrade("Resize", 19)
 def resize_without_half_pixel_symmetric(ctx, node):
-    ctm = node.attr("coordinate_transformation_mode", "half_pixel")
-    if (ctm.decode() if isinstance(ctm, bytes) else ctm) == "half_pixel_symmetric":
+    if text(node.attr("coordinate_transformation_mode", "half_pixel")) == "half_pixel_symmetric":
         raise Refuse("coordinate_transformation_mode 'half_pixel_symmetric' needs Resize-19 or later")
 
 
@@ -496,8 +487,7 @@ def scatter_elements_to_scatter(ctx, node):
 
 
 def _scatter_reduction(ctx, node, allowed: tuple[str, ...], version: int) -> None:
-    reduction = node.attr("reduction", "none")
-    reduction = reduction.decode() if isinstance(reduction, bytes) else reduction
+    reduction = text(node.attr("reduction", "none"))
     if reduction not in allowed:
         raise Refuse(f"reduction={reduction!r} needs {node.op}-{version} or later (before it, "
                      f"{' / '.join(repr(r) for r in allowed)} only)")

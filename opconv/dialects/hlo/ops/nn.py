@@ -60,11 +60,7 @@ def hard_swish(ctx, x):
 
 
 @hlo_op("Silu")
-def silu(ctx, x):
-    return E.swish(x)
-
-
-@hlo_op("Swish")
+@hlo_op("Swish")  # the same x * sigmoid(x) under the name each source dialect uses
 def swish(ctx, x):
     return E.swish(x)
 

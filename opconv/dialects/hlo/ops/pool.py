@@ -36,12 +36,7 @@ def _pads(shape, kernel, strides, dilations, padding, auto_pad):
     mode = (auto_pad or "NOTSET").upper()
     if mode != "NOTSET":
         return C.auto_pad(shape, kernel, strides, dilations, mode)
-    if padding is None:
-        return [0] * n, [0] * n
-    padding = [int(p) for p in padding]
-    if len(padding) != 2 * n:
-        raise ExecutionError(f"padding has {len(padding)} values, expected {2 * n}")
-    return padding[:n], padding[n:]
+    return C.split_pads(padding, n, "padding")
 
 
 def _pooled_dims(dims, rank: int) -> list[int]:

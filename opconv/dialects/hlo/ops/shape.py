@@ -20,7 +20,7 @@ import numpy as np
 
 from ....errors import ExecutionError
 from ....kernels import gather_scatter as gs
-from ....kernels._common import dilate, normalize_axes, normalize_axis
+from ....kernels._common import dilate, fill_reshape_wildcard, normalize_axes, normalize_axis
 from ....types import TensorType, element_type
 from ..executor import hlo_op
 
@@ -151,11 +151,7 @@ def dynamic_reshape(ctx, x, shape, *, allowzero=0):
         target = [x.shape[i] if d == 0 and i < x.ndim else d for i, d in enumerate(target)]
     if target.count(-1) > 1:
         raise ExecutionError(f"shape {target} has more than one -1")
-    if -1 in target:
-        known = math.prod(d for d in target if d != -1)
-        if known == 0 or x.size % known:
-            raise ExecutionError(f"cannot infer the -1 of shape {target} for {x.size} elements")
-        target[target.index(-1)] = x.size // known
+    target = fill_reshape_wildcard(target, x.size)
     if math.prod(target) != x.size or any(d < 0 for d in target):
         raise ExecutionError(f"cannot reshape {list(x.shape)} ({x.size} elements) to {target}")
     return np.reshape(x, target)

@@ -16,21 +16,11 @@ from ....kernels import conv as K
 from ..executor import onnx_op
 
 
-def split_pads(pads, n: int) -> tuple[list[int], list[int]]:
-    """ONNX ``pads`` ``[b_1..b_n, e_1..e_n]`` as ``(begins, ends)`` (zeros when absent)."""
-    if pads is None:
-        return [0] * n, [0] * n
-    pads = [int(p) for p in pads]
-    if len(pads) != 2 * n:
-        raise ExecutionError(f"pads has {len(pads)} values, expected {2 * n} for {n} spatial dims")
-    return pads[:n], pads[n:]
-
-
 def conv_pads(x_shape, kernel, strides, dilations, pads, auto_pad: str) -> tuple[list[int], list[int]]:
     """Explicit pads of a Conv/pool node: from ``auto_pad`` when it is set, else from ``pads``."""
     n = len(kernel)
     if auto_pad in (None, "", "NOTSET"):
-        return split_pads(pads, n)
+        return K.split_pads(pads, n)
     return K.auto_pad(x_shape[2:], kernel, strides, dilations, auto_pad)
 
 
@@ -64,7 +54,7 @@ def conv_transpose_1(ctx, x, w, b=None, *, auto_pad, dilations, group, kernel_sh
     elif auto_pad == "VALID":
         begin, end = [0] * n, [0] * n
     else:
-        begin, end = split_pads(pads, n)
+        begin, end = K.split_pads(pads, n)
     return K.conv_transpose(x, w, b, strides, begin, end, dilations, group, output_padding)
 
 
@@ -90,5 +80,5 @@ def qlinear_conv_10(ctx, x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_s
 def deform_conv_19(ctx, x, w, offset, b=None, mask=None, *, dilations, group, kernel_shape, offset_group, pads,
                    strides):
     kernel = _kernel_shape(w, kernel_shape)
-    begin, end = split_pads(pads, len(kernel))
+    begin, end = K.split_pads(pads, len(kernel))
     return K.deform_conv(x, w, offset, b, mask, strides, begin, end, dilations, group, offset_group)

@@ -15,8 +15,9 @@ import numpy as np
 from ....errors import ExecutionError
 from ....kernels import pool as P
 from ....kernels import vision as V
+from ....kernels.conv import split_pads
 from ..executor import onnx_op
-from .conv import conv_pads, split_pads
+from .conv import conv_pads
 
 
 def pool_window(x, kernel_shape, strides, dilations, pads, auto_pad):

@@ -17,7 +17,7 @@ import numpy as np
 from .... import budget
 from ....errors import ExecutionError
 from ....kernels import gather_scatter, linalg
-from ....kernels._common import compute_dtype, is_int_dtype, normalize_axes, normalize_axis
+from ....kernels._common import compute_dtype, fill_reshape_wildcard, is_int_dtype, normalize_axes, normalize_axis
 from ..executor import onnx_dtype, onnx_op
 
 
@@ -39,11 +39,7 @@ def _reshape(x: np.ndarray, shape, allowzero: bool) -> np.ndarray:
         target = [x.shape[i] if d == 0 else d for i, d in enumerate(target)]
     if target.count(-1) > 1 or min(target, default=0) < -1:
         raise ExecutionError(f"reshape: invalid target shape {target}")
-    if -1 in target:
-        known = math.prod(d for d in target if d != -1)
-        if known == 0 or x.size % known:
-            raise ExecutionError(f"reshape: cannot infer the -1 in {target} for {x.size} elements")
-        target[target.index(-1)] = x.size // known
+    target = fill_reshape_wildcard(target, x.size)
     if math.prod(target) != x.size:
         raise ExecutionError(f"reshape: cannot reshape {list(x.shape)} ({x.size} elements) to {target}")
     return x.reshape(target)
