@@ -89,6 +89,7 @@ MiB = 1024 * 1024
 # runtimes: each setup returns a function running the model once on the feeds
 # ---------------------------------------------------------------------------
 
+
 def setup_opconv(path: str, feeds: dict) -> Callable[[], list]:
     model = opconv.load(path)
     session = opconv.prepare(model)  # like an InferenceSession: binds kernels and folds constant subgraphs
@@ -97,6 +98,7 @@ def setup_opconv(path: str, feeds: dict) -> Callable[[], list]:
     def run() -> list:
         out = session.run(feeds)
         return [out[n] for n in names]
+
     run.profile = lambda: session.profile(feeds) if hasattr(session, "profile") else None  # type: ignore[attr-defined]
     return run
 
@@ -126,14 +128,18 @@ SETUPS = {"opconv": setup_opconv, "reference": setup_reference, "onnxruntime": s
 # memory
 # ---------------------------------------------------------------------------
 
+
 class PeakMemory:
     """Peak memory of one call: VmHWM above the pre-call VmRSS, or tracemalloc's peak as a fallback."""
 
     def __init__(self):
         self.uses_rss = self._can_reset_hwm()
         self._trim = self._malloc_trim()
-        self.method = ("peak RSS above the pre-run RSS (VmHWM reset via /proc/self/clear_refs)" if self.uses_rss
-                       else "tracemalloc peak of one extra untimed run (Python/numpy allocations only)")
+        self.method = (
+            "peak RSS above the pre-run RSS (VmHWM reset via /proc/self/clear_refs)"
+            if self.uses_rss
+            else "tracemalloc peak of one extra untimed run (Python/numpy allocations only)"
+        )
 
     @staticmethod
     def _can_reset_hwm() -> bool:
@@ -192,19 +198,30 @@ class PeakMemory:
 # one model
 # ---------------------------------------------------------------------------
 
+
 def bench_model(case, args, runtimes: list[str], memory: PeakMemory, suite: str = "light") -> dict:
     # The built models bring their feeds (token ids within the vocabulary); the light models get random ones.
     feeds = case.feeds if isinstance(case, model_builder.ModelCase) else random_inputs(case.path, seed=args.seed)
     if suite != "light":  # onnx.reference cannot run the torch exports (GatherElements, among others)
         runtimes = [r for r in runtimes if r != "reference"]
-    result: dict[str, Any] = {"model": case.name, "suite": suite,
-                              "inputs": {k: list(v.shape) for k, v in feeds.items()}, "runtimes": {}}
+    result: dict[str, Any] = {
+        "model": case.name,
+        "suite": suite,
+        "inputs": {k: list(v.shape) for k, v in feeds.items()},
+        "runtimes": {},
+    }
     runs: dict[str, Callable[[], list]] = {}
     outputs: dict[str, list] = {}
     for name in runtimes:
-        entry = result["runtimes"][name] = {"error": None, "setup_ms": None, "rounds_ms": [], "median_ms": None,
-                                            "cpu_rounds_ms": [], "median_cpu_ms": None,
-                                            "peak_memory_mb": None}
+        entry = result["runtimes"][name] = {
+            "error": None,
+            "setup_ms": None,
+            "rounds_ms": [],
+            "median_ms": None,
+            "cpu_rounds_ms": [],
+            "median_cpu_ms": None,
+            "peak_memory_mb": None,
+        }
         try:
             start = time.perf_counter()
             run = SETUPS[name](case.path, feeds)
@@ -221,11 +238,10 @@ def bench_model(case, args, runtimes: list[str], memory: PeakMemory, suite: str 
             entry["error"] = f"{type(e).__name__}: {e}" if not isinstance(e, opconv.OpconvError) else str(e)
             print(f"  {name}: {entry['error']}", flush=True)
 
-    wanted = {name: min(args.rounds, args.reference_rounds) if name == "reference" else args.rounds
-              for name in runs}
+    wanted = {name: min(args.rounds, args.reference_rounds) if name == "reference" else args.rounds for name in runs}
     for round_index in range(max(wanted.values(), default=0)):
         order = list(runs)
-        order = order[round_index % len(order):] + order[:round_index % len(order)]
+        order = order[round_index % len(order) :] + order[: round_index % len(order)]
         for name in order:
             entry = result["runtimes"][name]
             if len(entry["rounds_ms"]) >= wanted[name] or entry["error"]:
@@ -246,8 +262,9 @@ def bench_model(case, args, runtimes: list[str], memory: PeakMemory, suite: str 
         profiles = [runs["opconv"].profile() for _ in range(args.rounds)]  # type: ignore[attr-defined]
         if None not in profiles:  # (an opconv before Session.profile has none)
             result["runtimes"]["opconv"]["steps"] = profiles[0].steps
-            result["runtimes"]["opconv"]["overhead_us_per_step"] = statistics.median(
-                p.overhead_per_step for p in profiles) * 1e6
+            result["runtimes"]["opconv"]["overhead_us_per_step"] = (
+                statistics.median(p.overhead_per_step for p in profiles) * 1e6
+            )
     for name, entry in result["runtimes"].items():
         if entry["rounds_ms"]:
             entry["median_ms"] = statistics.median(entry["rounds_ms"])
@@ -285,14 +302,17 @@ def _differences(ours: list | None, theirs: list | None) -> list[str]:
     for i, (o, t) in enumerate(zip(ours or [], theirs or [])):
         c = compare_arrays(str(i), t, o)
         if not c.ok:
-            lines.append(f"output {i}: {c.mismatches} of {c.total} values differ, max abs error {c.max_abs_error:.3g}, "
-                         f"max rel error {c.max_rel_error:.3g}")
+            lines.append(
+                f"output {i}: {c.mismatches} of {c.total} values differ, max abs error {c.max_abs_error:.3g}, "
+                f"max rel error {c.max_rel_error:.3g}"
+            )
     return lines
 
 
 # ---------------------------------------------------------------------------
 # report
 # ---------------------------------------------------------------------------
+
 
 def _ms(entry: dict | None) -> str:
     if entry is None:
@@ -307,22 +327,35 @@ def _cell(value, fmt: str) -> str:
 
 
 def print_table(results: list[dict], runtimes: list[str]) -> None:
-    header = (["model"] + [f"{r} ms" for r in runtimes] + ["ref/opconv", "opconv/ort", "cpu opconv/ort"]
-              + [f"setup ms {r}" for r in runtimes] + [f"peak MiB {r}" for r in runtimes] + ["matches ort"]
-              + ["steps", "overhead us/step"])
+    header = (
+        ["model"]
+        + [f"{r} ms" for r in runtimes]
+        + ["ref/opconv", "opconv/ort", "cpu opconv/ort"]
+        + [f"setup ms {r}" for r in runtimes]
+        + [f"peak MiB {r}" for r in runtimes]
+        + ["matches ort"]
+        + ["steps", "overhead us/step"]
+    )
     rows = [header]
     for res in results:
         rt = res["runtimes"]
         match = res["opconv_matches_onnxruntime"]
-        rows.append([res["model"]] + [_ms(rt.get(r)) for r in runtimes]
-                    + [_cell(res["speedup_vs_reference"], ".1f") + ("x" if res["speedup_vs_reference"] else ""),
-                       _cell(res["ratio_vs_onnxruntime"], ".2f") + ("x" if res["ratio_vs_onnxruntime"] else ""),
-                       _cell(res["cpu_ratio_vs_onnxruntime"], ".2f") + ("x" if res["cpu_ratio_vs_onnxruntime"] else "")]
-                    + [_cell(rt[r]["setup_ms"], ".0f") if r in rt else "-" for r in runtimes]
-                    + [_cell(rt[r]["peak_memory_mb"], ".1f") if r in rt else "-" for r in runtimes]
-                    + ["-" if match is None else ("yes" if match else "NO")]
-                    + [_cell(rt.get("opconv", {}).get("steps"), "d"),
-                       _cell(rt.get("opconv", {}).get("overhead_us_per_step"), ".1f")])
+        rows.append(
+            [res["model"]]
+            + [_ms(rt.get(r)) for r in runtimes]
+            + [
+                _cell(res["speedup_vs_reference"], ".1f") + ("x" if res["speedup_vs_reference"] else ""),
+                _cell(res["ratio_vs_onnxruntime"], ".2f") + ("x" if res["ratio_vs_onnxruntime"] else ""),
+                _cell(res["cpu_ratio_vs_onnxruntime"], ".2f") + ("x" if res["cpu_ratio_vs_onnxruntime"] else ""),
+            ]
+            + [_cell(rt[r]["setup_ms"], ".0f") if r in rt else "-" for r in runtimes]
+            + [_cell(rt[r]["peak_memory_mb"], ".1f") if r in rt else "-" for r in runtimes]
+            + ["-" if match is None else ("yes" if match else "NO")]
+            + [
+                _cell(rt.get("opconv", {}).get("steps"), "d"),
+                _cell(rt.get("opconv", {}).get("overhead_us_per_step"), ".1f"),
+            ]
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     for row in rows:
         print("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))))
@@ -345,17 +378,29 @@ def targets(results: list[dict]) -> dict:
     small_median = statistics.median(small) if small and None not in small else None
     return {
         "transformer_ratio_vs_onnxruntime": {
-            "target": TARGET_TRANSFORMER_RATIO, "ratios": transformer,
-            "met": None if not transformer or None in transformer.values()
-            else all(v <= TARGET_TRANSFORMER_RATIO for v in transformer.values())},
+            "target": TARGET_TRANSFORMER_RATIO,
+            "ratios": transformer,
+            "met": None
+            if not transformer or None in transformer.values()
+            else all(v <= TARGET_TRANSFORMER_RATIO for v in transformer.values()),
+        },
         "small_median_ratio_vs_onnxruntime": {
-            "target": TARGET_SMALL_MEDIAN_RATIO, "median": small_median,
-            "met": None if small_median is None else small_median <= TARGET_SMALL_MEDIAN_RATIO},
-        "speedup_vs_reference": {"target": TARGET_SPEEDUP_VS_REFERENCE, "met": (not slow) if measured else None,
-                                 "below_target": slow,
-                                 "unmeasured": sorted(m for m, v in speedups.items() if v is None)},
-        "ratio_vs_onnxruntime": {"model": TARGET_RATIO_MODEL, "target": TARGET_RATIO_VS_ORT, "ratio": ratio,
-                                 "met": None if ratio is None else ratio <= TARGET_RATIO_VS_ORT},
+            "target": TARGET_SMALL_MEDIAN_RATIO,
+            "median": small_median,
+            "met": None if small_median is None else small_median <= TARGET_SMALL_MEDIAN_RATIO,
+        },
+        "speedup_vs_reference": {
+            "target": TARGET_SPEEDUP_VS_REFERENCE,
+            "met": (not slow) if measured else None,
+            "below_target": slow,
+            "unmeasured": sorted(m for m, v in speedups.items() if v is None),
+        },
+        "ratio_vs_onnxruntime": {
+            "model": TARGET_RATIO_MODEL,
+            "target": TARGET_RATIO_VS_ORT,
+            "ratio": ratio,
+            "met": None if ratio is None else ratio <= TARGET_RATIO_VS_ORT,
+        },
     }
 
 
@@ -373,8 +418,10 @@ def print_targets(t: dict) -> None:
     print(f"target <= {r['target']:g}x onnxruntime single-thread on {r['model']}: {verdict[r['met']]}{shown}")
     tr = t["transformer_ratio_vs_onnxruntime"]
     shown = ", ".join(f"{m} {v:.2f}x" for m, v in tr["ratios"].items() if v is not None)
-    print(f"target <= {tr['target']:g}x onnxruntime on each transformer model: {verdict[tr['met']]}"
-          + (f" ({shown})" if shown else ""))
+    print(
+        f"target <= {tr['target']:g}x onnxruntime on each transformer model: {verdict[tr['met']]}"
+        + (f" ({shown})" if shown else "")
+    )
     sm = t["small_median_ratio_vs_onnxruntime"]
     shown = "" if sm["median"] is None else f" ({sm['median']:.2f}x)"
     print(f"target median <= {sm['target']:g}x onnxruntime on the small models: {verdict[sm['met']]}{shown}")
@@ -382,21 +429,35 @@ def print_targets(t: dict) -> None:
 
 # ---------------------------------------------------------------------------
 
+
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         description="Time opconv.run against onnx.reference and onnxruntime (one thread) on the light models.",
         epilog="Targets: >=10x faster than onnx.reference on every light model; <=3x onnxruntime on "
-               "light_resnet50.  numpy's BLAS runs on one thread unless OPENBLAS_NUM_THREADS / OMP_NUM_THREADS "
-               "say otherwise.")
-    p.add_argument("--suites", default=",".join(SUITES),
-                   help=f"comma-separated, of {','.join(SUITES)} (default: all; small and transformer need torch)")
-    p.add_argument("--models", help="comma-separated substrings: only models whose name contains one "
-                                    "(e.g. resnet50,squeezenet)")
+        "light_resnet50.  numpy's BLAS runs on one thread unless OPENBLAS_NUM_THREADS / OMP_NUM_THREADS "
+        "say otherwise.",
+    )
+    p.add_argument(
+        "--suites",
+        default=",".join(SUITES),
+        help=f"comma-separated, of {','.join(SUITES)} (default: all; small and transformer need torch)",
+    )
+    p.add_argument(
+        "--models", help="comma-separated substrings: only models whose name contains one (e.g. resnet50,squeezenet)"
+    )
     p.add_argument("--rounds", type=int, default=5, help="timed rounds per runtime, median reported (default 5)")
-    p.add_argument("--reference-rounds", type=int, default=2,
-                   help="timed rounds of onnx.reference, which is slow (default 2, at most --rounds)")
-    p.add_argument("--warmup", type=int, default=1,
-                   help="untimed runs of opconv and onnxruntime before timing (default 1; onnx.reference: none)")
+    p.add_argument(
+        "--reference-rounds",
+        type=int,
+        default=2,
+        help="timed rounds of onnx.reference, which is slow (default 2, at most --rounds)",
+    )
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=1,
+        help="untimed runs of opconv and onnxruntime before timing (default 1; onnx.reference: none)",
+    )
     p.add_argument("--runtimes", default=",".join(RUNTIMES), help=f"which of {','.join(RUNTIMES)} to run")
     p.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
     p.add_argument("--json", dest="json_path", help="also write the results as JSON to this file")
@@ -430,12 +491,19 @@ def main(argv=None) -> int:
         return 2
     runtimes = [r for r in RUNTIMES if r in args.runtimes]
     memory = PeakMemory()
-    threads = ", ".join(f"{v}={os.environ[v]}" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                                                         "MKL_NUM_THREADS") if v in os.environ)
-    print(f"opconv {opconv.__version__}, onnx {onnx.__version__}, numpy {np.__version__}; "
-          f"numpy threads: {threads or 'numpy default'}; onnxruntime: 1 intra-op, 1 inter-op thread")
-    print(f"rounds: {args.rounds} (onnx.reference {min(args.rounds, args.reference_rounds)}), warm-up "
-          f"{args.warmup}, seed {args.seed}; memory: {memory.method}")
+    threads = ", ".join(
+        f"{v}={os.environ[v]}"
+        for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+        if v in os.environ
+    )
+    print(
+        f"opconv {opconv.__version__}, onnx {onnx.__version__}, numpy {np.__version__}; "
+        f"numpy threads: {threads or 'numpy default'}; onnxruntime: 1 intra-op, 1 inter-op thread"
+    )
+    print(
+        f"rounds: {args.rounds} (onnx.reference {min(args.rounds, args.reference_rounds)}), warm-up "
+        f"{args.warmup}, seed {args.seed}; memory: {memory.method}"
+    )
     results = []
     for suite, case in cases:
         print(f"{case.name} ...", flush=True)
@@ -448,11 +516,20 @@ def main(argv=None) -> int:
     t = targets(results)
     print_targets(t)
     if args.json_path:
-        report = {"config": {"suites": args.suites, "rounds": args.rounds,
-                             "reference_rounds": min(args.rounds, args.reference_rounds),
-                             "warmup": args.warmup, "seed": args.seed, "runtimes": runtimes,
-                             "numpy_threads": threads or "numpy default", "memory_method": memory.method},
-                  "models": results, "targets": t}
+        report = {
+            "config": {
+                "suites": args.suites,
+                "rounds": args.rounds,
+                "reference_rounds": min(args.rounds, args.reference_rounds),
+                "warmup": args.warmup,
+                "seed": args.seed,
+                "runtimes": runtimes,
+                "numpy_threads": threads or "numpy default",
+                "memory_method": memory.method,
+            },
+            "models": results,
+            "targets": t,
+        }
         with open(args.json_path, "w", encoding="utf-8") as f:
             json.dump(report, f, indent=1)
         print(f"wrote {args.json_path}")

@@ -43,6 +43,7 @@ TARGET_PEAK_MIB = 512
 # the conversions, as functions of (model path, output .xml)
 # ---------------------------------------------------------------------------
 
+
 def convert_opconv(model: str, xml: str) -> None:
     import opconv
 
@@ -70,12 +71,14 @@ CONVERTERS = {"opconv": convert_opconv, "openvino": convert_openvino, "openvino-
 # save_model; neither imports this module, so a child does nothing but the conversion.  VmHWM belongs to the
 # child's own address space; ru_maxrss would also count the parent's size at fork time.
 _CHILD_CONVERT = {
-    "opconv": ("from opconv.cli import main\n"
-               "try:\n"
-               "    main(['onnx-to-ir', model, '-o', xml])\n"
-               "except SystemExit as e:\n"
-               "    if e.code:\n"
-               "        raise\n"),
+    "opconv": (
+        "from opconv.cli import main\n"
+        "try:\n"
+        "    main(['onnx-to-ir', model, '-o', xml])\n"
+        "except SystemExit as e:\n"
+        "    if e.code:\n"
+        "        raise\n"
+    ),
     "openvino": "import openvino as ov\nov.save_model(ov.convert_model(model), xml)\n",
     "openvino-f32": "import openvino as ov\nov.save_model(ov.convert_model(model), xml, compress_to_fp16=False)\n",
 }
@@ -132,6 +135,7 @@ def run_child(which: str, model: str | None, xml: str | None) -> tuple[float, in
 # 1. time per light model
 # ---------------------------------------------------------------------------
 
+
 def light_models(names: list[str] | None) -> list[tuple[str, str]]:
     sys.path.insert(0, ROOT)
     from opconv.testdata import light_cases
@@ -155,7 +159,7 @@ def time_light_models(cases, rounds: int, processes: bool, folder: str) -> list[
         errors: dict[str, str] = {}
         order = list(times)
         for r in range(rounds):
-            for which in order[r % len(order):] + order[:r % len(order)]:  # rotate who goes first
+            for which in order[r % len(order) :] + order[: r % len(order)]:  # rotate who goes first
                 if which in errors:
                     continue
                 xml = os.path.join(folder, f"{name}.{which}.xml")
@@ -169,8 +173,11 @@ def time_light_models(cases, rounds: int, processes: bool, folder: str) -> list[
                     times[which].append(seconds)
                 except Exception as e:  # noqa: BLE001 - a converter that fails on a model is a result
                     errors[which] = str(e).splitlines()[0][:160]
-        row = {"model": name, **{f"{w}_s": statistics.median(t) if t else None for w, t in times.items()},
-               "errors": errors}
+        row = {
+            "model": name,
+            **{f"{w}_s": statistics.median(t) if t else None for w, t in times.items()},
+            "errors": errors,
+        }
         o, v, v32 = row["opconv_s"], row["openvino_s"], row["openvino-f32_s"]
         row["ratio"] = o / v if o and v else None
         row["ratio_f32"] = o / v32 if o and v32 else None
@@ -182,17 +189,22 @@ def time_light_models(cases, rounds: int, processes: bool, folder: str) -> list[
 def _print_time_row(row: dict) -> None:
     def fmt(x):
         return f"{x:8.3f}" if x is not None else "       -"
+
     def ratio(x):
         return f"{x:6.2f}" if x is not None else "     -"
-    print(f"{row['model']:<22} {fmt(row['opconv_s'])} {fmt(row['openvino_s'])} {ratio(row['ratio'])} "
-          f"{fmt(row['openvino-f32_s'])} {ratio(row['ratio_f32'])}"
-          + (f"  ({'; '.join(f'{k}: {v}' for k, v in row['errors'].items())})" if row["errors"] else ""),
-          flush=True)
+
+    print(
+        f"{row['model']:<22} {fmt(row['opconv_s'])} {fmt(row['openvino_s'])} {ratio(row['ratio'])} "
+        f"{fmt(row['openvino-f32_s'])} {ratio(row['ratio_f32'])}"
+        + (f"  ({'; '.join(f'{k}: {v}' for k, v in row['errors'].items())})" if row["errors"] else ""),
+        flush=True,
+    )
 
 
 # ---------------------------------------------------------------------------
 # 2. peak memory on a generated ~1 GiB model
 # ---------------------------------------------------------------------------
+
 
 def generate_big_model(folder: str, gib: float = 1.0, width: int = 4096) -> tuple[str, int]:
     """An MLP of MatMul + Add layers with ``gib`` GiB of float32 weights in ``model.onnx.data``.
@@ -210,12 +222,13 @@ def generate_big_model(folder: str, gib: float = 1.0, width: int = 4096) -> tupl
     initializers, nodes = [], []
     offset = 0
     with open(os.path.join(folder, data_name), "wb") as f:
+
         def external(name, shape):
             nonlocal offset
             count = int(np.prod(shape))
             start = offset
             for begin in range(0, count, 1 << 22):
-                chunk = (rng.standard_normal(min(1 << 22, count - begin), dtype=np.float32) / np.sqrt(width))
+                chunk = rng.standard_normal(min(1 << 22, count - begin), dtype=np.float32) / np.sqrt(width)
                 f.write(chunk.tobytes())
             offset += count * 4
             t = TensorProto(name=name, data_type=TensorProto.FLOAT, dims=shape)
@@ -223,18 +236,26 @@ def generate_big_model(folder: str, gib: float = 1.0, width: int = 4096) -> tupl
             for k, v in (("location", data_name), ("offset", str(start)), ("length", str(count * 4))):
                 t.external_data.add(key=k, value=v)
             return t
+
         x = "x"
         for i in range(layers):
             initializers += [external(f"w{i}", [width, width]), external(f"b{i}", [width])]
-            nodes += [helper.make_node("MatMul", [x, f"w{i}"], [f"mm{i}"]),
-                      helper.make_node("Add", [f"mm{i}", f"b{i}"], [f"add{i}"])]
+            nodes += [
+                helper.make_node("MatMul", [x, f"w{i}"], [f"mm{i}"]),
+                helper.make_node("Add", [f"mm{i}", f"b{i}"], [f"add{i}"]),
+            ]
             x = f"add{i}"
             if i + 1 < layers:
                 nodes.append(helper.make_node("Relu", [x], [f"relu{i}"]))
                 x = f"relu{i}"
     nodes.append(helper.make_node("Identity", [x], ["y"]))
-    graph = helper.make_graph(nodes, "big_mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, width])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, width])], initializers)
+    graph = helper.make_graph(
+        nodes,
+        "big_mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, width])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, width])],
+        initializers,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     path = os.path.join(folder, "model.onnx")
@@ -255,11 +276,20 @@ def measure_memory(folder: str, gib: float, converters: list[str]) -> list[dict]
             print(f"{which:<9} failed: {e}", flush=True)
             continue
         bin_size = os.path.getsize(os.path.splitext(xml)[0] + ".bin")
-        row = {"converter": which, "peak_mib": peak / MIB, "import_peak_mib": baseline / MIB, "seconds": seconds,
-               "bin_mib": bin_size / MIB, "weights_mib": weight_bytes / MIB}
+        row = {
+            "converter": which,
+            "peak_mib": peak / MIB,
+            "import_peak_mib": baseline / MIB,
+            "seconds": seconds,
+            "bin_mib": bin_size / MIB,
+            "weights_mib": weight_bytes / MIB,
+        }
         rows.append(row)
-        print(f"{which:<9} peak RSS {row['peak_mib']:8,.0f} MiB (imports alone {row['import_peak_mib']:5,.0f} MiB)"
-              f"  {seconds:6.1f} s  .bin {row['bin_mib']:,.0f} MiB", flush=True)
+        print(
+            f"{which:<9} peak RSS {row['peak_mib']:8,.0f} MiB (imports alone {row['import_peak_mib']:5,.0f} MiB)"
+            f"  {seconds:6.1f} s  .bin {row['bin_mib']:,.0f} MiB",
+            flush=True,
+        )
         for suffix in (".xml", ".bin"):
             if os.path.exists(os.path.splitext(xml)[0] + suffix):
                 os.unlink(os.path.splitext(xml)[0] + suffix)  # keep the temp folder's disk use bounded
@@ -268,17 +298,22 @@ def measure_memory(folder: str, gib: float, converters: list[str]) -> list[dict]
 
 # ---------------------------------------------------------------------------
 
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", help="only light models whose name contains one of these (comma separated)")
     parser.add_argument("--rounds", type=int, default=5, help="timed rounds per converter (median reported)")
-    parser.add_argument("--processes", action="store_true",
-                        help="time each conversion as a fresh Python process (imports included)")
+    parser.add_argument(
+        "--processes", action="store_true", help="time each conversion as a fresh Python process (imports included)"
+    )
     parser.add_argument("--memory-gib", type=float, default=1.0, help="weights of the generated model (GiB)")
     parser.add_argument("--skip-time", action="store_true", help="only the memory measurement")
     parser.add_argument("--skip-memory", action="store_true", help="only the light-model timings")
-    parser.add_argument("--memory-converters", default="opconv,openvino",
-                        help="converters measured for memory (OpenVINO needs about twice the weights in RAM)")
+    parser.add_argument(
+        "--memory-converters",
+        default="opconv,openvino",
+        help="converters measured for memory (OpenVINO needs about twice the weights in RAM)",
+    )
     parser.add_argument("--json", help="also write every measurement to this JSON file")
     args = parser.parse_args(argv)
 
@@ -289,27 +324,35 @@ def main(argv=None) -> int:
             cases = light_models(args.models.split(",") if args.models else None)
             mode = "fresh processes" if args.processes else "in-process"
             print(f"light models, {args.rounds} alternating rounds, {mode}; medians in seconds")
-            print(f"{'model':<22} {'opconv':>8} {'openvino':>8} {'ratio':>6} {'ov-f32':>8} {'ratio':>6}   "
-                  "(ov-f32: save_model(compress_to_fp16=False), the same float32 weights opconv writes)")
+            print(
+                f"{'model':<22} {'opconv':>8} {'openvino':>8} {'ratio':>6} {'ov-f32':>8} {'ratio':>6}   "
+                "(ov-f32: save_model(compress_to_fp16=False), the same float32 weights opconv writes)"
+            )
             if not args.processes:
                 _import_only("opconv")
                 _import_only("openvino")
             rows = time_light_models(cases, args.rounds, args.processes, folder)
             results["time"] = {"mode": mode, "rounds": args.rounds, "rows": rows}
             slower = [r["model"] for r in rows if r["ratio"] is None or r["ratio"] > 1.0]
-            print("target opconv no slower than OpenVINO on every light model: "
-                  + ("MET" if not slower else f"NOT MET ({', '.join(slower)})"))
+            print(
+                "target opconv no slower than OpenVINO on every light model: "
+                + ("MET" if not slower else f"NOT MET ({', '.join(slower)})")
+            )
             slower = [r["model"] for r in rows if r["ratio_f32"] is None or r["ratio_f32"] > 1.0]
-            print("  ... than OpenVINO writing the same float32 weights: "
-                  + ("MET" if not slower else f"NOT MET ({', '.join(slower)})"))
+            print(
+                "  ... than OpenVINO writing the same float32 weights: "
+                + ("MET" if not slower else f"NOT MET ({', '.join(slower)})")
+            )
         if not args.skip_memory:
             rows = measure_memory(folder, args.memory_gib, args.memory_converters.split(","))
             results["memory"] = rows
             ours = next((r for r in rows if r["converter"] == "opconv"), None)
             if ours is not None:
                 verdict = "MET" if ours["peak_mib"] < TARGET_PEAK_MIB else "NOT MET"
-                print(f"target opconv peak < {TARGET_PEAK_MIB} MiB on {ours['weights_mib']:,.0f} MiB of weights: "
-                      f"{verdict} ({ours['peak_mib']:,.0f} MiB)")
+                print(
+                    f"target opconv peak < {TARGET_PEAK_MIB} MiB on {ours['weights_mib']:,.0f} MiB of weights: "
+                    f"{verdict} ({ours['peak_mib']:,.0f} MiB)"
+                )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)

@@ -71,6 +71,7 @@ def build_model(blocks: int) -> onnx.ModelProto:
     const("half", np.array(0.5, np.float32))
     x = "x"
     for b in range(blocks):
+
         def n(op, inputs, outputs=1, **attrs):  # called within this block's iteration only
             names = [f"b{b}_{op}_{len(nodes)}_{i}" for i in range(outputs)]  # noqa: B023
             nodes.append(helper.make_node(op, inputs, names, name=f"b{b}_{len(nodes)}", **attrs))  # noqa: B023
@@ -102,8 +103,13 @@ def build_model(blocks: int) -> onnx.ModelProto:
         h = n("Mul", [t, "half"])
         m = n("ReduceSum", [h], axes=[3], keepdims=1)
         x = n("Sub", [h, m])
-    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, C, H, H])],
-                              [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, C, H, H])], inits)
+    graph = helper.make_graph(
+        nodes,
+        "chain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, C, H, H])],
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, C, H, H])],
+        inits,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)], producer_name="bench")
     model.ir_version = 4
     return model

@@ -82,8 +82,12 @@ def add_clips(path: str) -> None:
 
     model = onnx.load(path, load_external_data=False)
     graph = model.graph
-    graph.initializer.extend([numpy_helper.from_array(np.array(-6, np.float32), "clip_lo"),
-                              numpy_helper.from_array(np.array(6, np.float32), "clip_hi")])
+    graph.initializer.extend(
+        [
+            numpy_helper.from_array(np.array(-6, np.float32), "clip_lo"),
+            numpy_helper.from_array(np.array(6, np.float32), "clip_hi"),
+        ]
+    )
     nodes = []
     for node in graph.node:
         nodes.append(node)
@@ -114,8 +118,9 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-version-memory-") as folder:
         path, weight_bytes = generate_big_model(folder, args.gib)
         add_clips(path)
-        print(f"generated {path}: {weight_bytes / MIB:,.0f} MiB of float32 weights in external data, opset 17",
-              flush=True)
+        print(
+            f"generated {path}: {weight_bytes / MIB:,.0f} MiB of float32 weights in external data, opset 17", flush=True
+        )
         baseline = {which: run_child(which)[1] for which in converters}
         for direction, opset in CONVERSIONS:
             peaks = {}
@@ -128,21 +133,28 @@ def main(argv=None) -> int:
                     continue
                 peaks[which] = peak
                 data = out + ".data"
-                print(f"{direction:<9} 17 -> {opset:<2} {which:<6} peak RSS {peak / MIB:7,.0f} MiB "
-                      f"(imports alone {baseline[which] / MIB:4,.0f} MiB)  {seconds:6.1f} s  "
-                      f"data file {os.path.getsize(data) / MIB if os.path.exists(data) else 0:,.0f} MiB",
-                      flush=True)
+                print(
+                    f"{direction:<9} 17 -> {opset:<2} {which:<6} peak RSS {peak / MIB:7,.0f} MiB "
+                    f"(imports alone {baseline[which] / MIB:4,.0f} MiB)  {seconds:6.1f} s  "
+                    f"data file {os.path.getsize(data) / MIB if os.path.exists(data) else 0:,.0f} MiB",
+                    flush=True,
+                )
                 for leftover in (out, data):
                     if os.path.exists(leftover):
                         os.unlink(leftover)  # keeps the temporary folder's disk use bounded
             if "opconv" in peaks and "onnx" in peaks:
-                print(f"{direction:<9} 17 -> {opset:<2} opconv/onnx peak ratio {peaks['opconv'] / peaks['onnx']:.2f}", flush=True)
+                print(
+                    f"{direction:<9} 17 -> {opset:<2} opconv/onnx peak ratio {peaks['opconv'] / peaks['onnx']:.2f}",
+                    flush=True,
+                )
             if "opconv" in peaks:
                 verdicts.append((f"{direction} to {opset}", peaks["opconv"] / MIB))
     for direction, peak in verdicts:
         verdict = "MET" if peak < TARGET_PEAK_MIB else "NOT MET"
-        print(f"target opconv {direction} peak < {TARGET_PEAK_MIB} MiB on {weight_bytes / MIB:,.0f} MiB of weights: "
-              f"{verdict} ({peak:,.0f} MiB)")
+        print(
+            f"target opconv {direction} peak < {TARGET_PEAK_MIB} MiB on {weight_bytes / MIB:,.0f} MiB of weights: "
+            f"{verdict} ({peak:,.0f} MiB)"
+        )
     return 0
 
 

@@ -53,8 +53,9 @@ def _export(module, args: tuple, input_names: list[str], output_names: list[str]
     module.eval()
     with torch.no_grad(), warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
-        torch.onnx.export(module, args, path, input_names=input_names, output_names=output_names,
-                          opset_version=17, dynamo=False)
+        torch.onnx.export(
+            module, args, path, input_names=input_names, output_names=output_names, opset_version=17, dynamo=False
+        )
     return {name: a.numpy() for name, a in zip(input_names, args)}
 
 
@@ -82,32 +83,57 @@ def _encoder(path: str, layers: int, hidden: int, heads: int, length: int) -> di
     torch = _torch()
     from transformers import BertConfig, BertModel
 
-    config = BertConfig(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
-                        intermediate_size=4 * hidden, vocab_size=30522 if hidden >= 768 else 1000)
+    config = BertConfig(
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=4 * hidden,
+        vocab_size=30522 if hidden >= 768 else 1000,
+    )
     ids, mask = _token_feeds(torch, config.vocab_size, length)
-    return _export(_last_hidden(BertModel(config)), (ids, mask), ["input_ids", "attention_mask"],
-                   ["last_hidden_state"], path)
+    return _export(
+        _last_hidden(BertModel(config)), (ids, mask), ["input_ids", "attention_mask"], ["last_hidden_state"], path
+    )
 
 
 def _gpt2(path: str, layers: int, hidden: int, heads: int, length: int) -> dict:
     torch = _torch()
     from transformers import GPT2Config, GPT2Model
 
-    config = GPT2Config(n_embd=hidden, n_layer=layers, n_head=heads, n_positions=max(1024, length),
-                        vocab_size=50257 if hidden >= 768 else 1000, bos_token_id=0, eos_token_id=0)
+    config = GPT2Config(
+        n_embd=hidden,
+        n_layer=layers,
+        n_head=heads,
+        n_positions=max(1024, length),
+        vocab_size=50257 if hidden >= 768 else 1000,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
     ids, mask = _token_feeds(torch, config.vocab_size, length)
-    return _export(_last_hidden(GPT2Model(config), use_cache=False), (ids, mask), ["input_ids", "attention_mask"],
-                   ["last_hidden_state"], path)
+    return _export(
+        _last_hidden(GPT2Model(config), use_cache=False),
+        (ids, mask),
+        ["input_ids", "attention_mask"],
+        ["last_hidden_state"],
+        path,
+    )
 
 
-def _llama(path: str, layers: int, hidden: int, heads: int, kv_heads: int, intermediate: int,
-           new_tokens: int, past: int) -> dict:
+def _llama(
+    path: str, layers: int, hidden: int, heads: int, kv_heads: int, intermediate: int, new_tokens: int, past: int
+) -> dict:
     torch = _torch()
     from transformers import DynamicCache, LlamaConfig, LlamaModel
 
-    config = LlamaConfig(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
-                         num_key_value_heads=kv_heads, intermediate_size=intermediate,
-                         vocab_size=32000 if hidden >= 768 else 1000, max_position_embeddings=2048)
+    config = LlamaConfig(
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        intermediate_size=intermediate,
+        vocab_size=32000 if hidden >= 768 else 1000,
+        max_position_embeddings=2048,
+    )
     llama = LlamaModel(config)
     head_dim = hidden // heads
 
@@ -120,8 +146,7 @@ def _llama(path: str, layers: int, hidden: int, heads: int, kv_heads: int, inter
             cache = DynamicCache()
             for layer in range(layers):
                 cache.update(past_key_values[2 * layer], past_key_values[2 * layer + 1], layer)
-            out = self.llama(input_ids=input_ids, attention_mask=attention_mask, past_key_values=cache,
-                             use_cache=True)
+            out = self.llama(input_ids=input_ids, attention_mask=attention_mask, past_key_values=cache, use_cache=True)
             present = []
             for layer in range(layers):
                 present += [out.past_key_values.layers[layer].keys, out.past_key_values.layers[layer].values]
@@ -132,8 +157,9 @@ def _llama(path: str, layers: int, hidden: int, heads: int, kv_heads: int, inter
     generator = torch.Generator().manual_seed(2)
     cache = [torch.randn(1, kv_heads, past, head_dim, generator=generator) for _ in range(2 * layers)]
     names = [f"past_{kind}_{layer}" for layer in range(layers) for kind in ("key", "value")]
-    outputs = ["last_hidden_state"] + [f"present_{kind}_{layer}" for layer in range(layers)
-                                       for kind in ("key", "value")]
+    outputs = ["last_hidden_state"] + [
+        f"present_{kind}_{layer}" for layer in range(layers) for kind in ("key", "value")
+    ]
     return _export(DecoderWithCache(), (ids, mask, *cache), ["input_ids", "attention_mask"] + names, outputs, path)
 
 
@@ -157,8 +183,15 @@ def _mobilenet(path: str) -> dict:
             return x + self.body(x) if self.residual else self.body(x)
 
     blocks, cin = conv(3, 32, 3, 2), 32
-    for expand, cout, repeat, stride in [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
-                                         (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]:
+    for expand, cout, repeat, stride in [
+        (1, 16, 1, 1),
+        (6, 24, 2, 2),
+        (6, 32, 3, 2),
+        (6, 64, 4, 2),
+        (6, 96, 3, 1),
+        (6, 160, 3, 2),
+        (6, 320, 1, 1),
+    ]:
         for i in range(repeat):
             blocks.append(InvertedResidual(cin, cout, stride if i == 0 else 1, expand))
             cin = cout

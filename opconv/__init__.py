@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from .api import (
     DIALECTS,
     check,
@@ -56,12 +55,37 @@ from .ir import Attr, Function, Graph, Model, Node, Tensor, Value
 __version__ = "0.1.0"
 
 __all__ = [
-    "load", "save", "check", "prepare", "run", "convert", "convert_version", "decompose", "verify",
-    "to_onnx", "to_openvino", "DIALECTS", "VerifyReport",
-    "Model", "Graph", "Node", "Value", "Tensor", "Attr", "Function",
-    "OpconvError", "ModelReadError", "ModelWriteError", "SchemaError", "ValidationError",
-    "ExecutionError", "ConversionError", "RefusedNode", "NotImplementedFeature",
+    "load",
+    "save",
+    "check",
+    "prepare",
+    "run",
+    "convert",
+    "convert_version",
+    "decompose",
+    "verify",
+    "to_onnx",
+    "to_openvino",
+    "DIALECTS",
+    "VerifyReport",
+    "Model",
+    "Graph",
+    "Node",
+    "Value",
+    "Tensor",
+    "Attr",
+    "Function",
+    "OpconvError",
+    "ModelReadError",
+    "ModelWriteError",
+    "SchemaError",
+    "ValidationError",
+    "ExecutionError",
+    "ConversionError",
+    "RefusedNode",
+    "NotImplementedFeature",
 ]
+
 
 def __getattr__(name: str) -> Any:
     # VerifyReport lives with verification, loaded on first use: a conversion never needs it.

@@ -65,8 +65,9 @@ def load(source: ModelSource, dialect: str | None = None, *, base_dir: str | Non
         raise OpconvError(f"unknown dialect {dialect!r}; the dialects are {_listed(DIALECTS)}")
     if isinstance(source, Model):
         if dialect is not None and source.dialect != dialect:
-            raise ModelReadError(f"the model is {DIALECT_NAMES[source.dialect]}, not {DIALECT_NAMES[dialect]}",
-                                 where=source.path)
+            raise ModelReadError(
+                f"the model is {DIALECT_NAMES[source.dialect]}, not {DIALECT_NAMES[dialect]}", where=source.path
+            )
         return source
     if isinstance(source, (str, os.PathLike)):
         return dialects.load_model(source, dialect, **({"base_dir": base_dir} if base_dir else {}))
@@ -82,14 +83,18 @@ def _onnx_message(source: Any) -> Any:
 
     if isinstance(source, (messages.ModelProto, bytes, bytearray, memoryview)):
         if not isinstance(source, messages.ModelProto) and b"<net" in bytes(source[:512]):
-            raise OpconvError("these bytes are OpenVINO IR XML, whose weights are in a separate .bin; "
-                              "save both and load the .xml path")
+            raise OpconvError(
+                "these bytes are OpenVINO IR XML, whose weights are in a separate .bin; "
+                "save both and load the .xml path"
+            )
         return source if isinstance(source, (messages.ModelProto, bytes)) else bytes(source)
     proto = getattr(source, "model_proto", None)
     if isinstance(proto, messages.ModelProto):
         return proto
-    raise OpconvError(f"cannot load a {type(source).__name__}: pass a path, an opconv.Model, an onnx.ModelProto, "
-                      "the bytes of an ONNX model, or an object with .model_proto (torch.onnx's ONNXProgram)")
+    raise OpconvError(
+        f"cannot load a {type(source).__name__}: pass a path, an opconv.Model, an onnx.ModelProto, "
+        "the bytes of an ONNX model, or an object with .model_proto (torch.onnx's ONNXProgram)"
+    )
 
 
 def _is_proto(source: Any) -> TypeGuard[onnx.ModelProto]:
@@ -98,8 +103,14 @@ def _is_proto(source: Any) -> TypeGuard[onnx.ModelProto]:
     return isinstance(source, messages.ModelProto)
 
 
-def save(model: Model | onnx.ModelProto, path: str | os.PathLike[str], *, external_data: bool | None = None,
-         format: str | None = None, **options: Any) -> None:
+def save(
+    model: Model | onnx.ModelProto,
+    path: str | os.PathLike[str],
+    *,
+    external_data: bool | None = None,
+    format: str | None = None,
+    **options: Any,
+) -> None:
     """Save ``model`` (a :class:`Model` or an ``onnx.ModelProto``) to ``path`` in its dialect's file format,
     atomically (on failure nothing is left behind).
 
@@ -176,13 +187,31 @@ def run(model: ModelSource, inputs: Mapping[str, npt.ArrayLike | list[Any] | Non
 
 
 @overload
-def convert(model: onnx.ModelProto, to: str, *, input_shapes: InputShapes | None = None, dims: Dims | None = None,
-            opset: int | None = None) -> onnx.ModelProto | Model: ...
+def convert(
+    model: onnx.ModelProto,
+    to: str,
+    *,
+    input_shapes: InputShapes | None = None,
+    dims: Dims | None = None,
+    opset: int | None = None,
+) -> onnx.ModelProto | Model: ...
 @overload
-def convert(model: ModelSource, to: str, *, input_shapes: InputShapes | None = None, dims: Dims | None = None,
-            opset: int | None = None) -> Model: ...
-def convert(model: ModelSource, to: str, *, input_shapes: InputShapes | None = None, dims: Dims | None = None,
-            opset: int | None = None) -> Model | onnx.ModelProto:
+def convert(
+    model: ModelSource,
+    to: str,
+    *,
+    input_shapes: InputShapes | None = None,
+    dims: Dims | None = None,
+    opset: int | None = None,
+) -> Model: ...
+def convert(
+    model: ModelSource,
+    to: str,
+    *,
+    input_shapes: InputShapes | None = None,
+    dims: Dims | None = None,
+    opset: int | None = None,
+) -> Model | onnx.ModelProto:
     """Convert ``model`` (anything :func:`load` takes) to another dialect.
 
     ``to`` is ``"onnx"``, ``"openvino"`` or ``"hlo"``.
@@ -224,8 +253,7 @@ def convert(model: ModelSource, to: str, *, input_shapes: InputShapes | None = N
     directions = [tuple(d.split("_to_")) for d in converters.DIRECTIONS if "_to_" in d]
     if (source.dialect, to) not in directions:
         targets = [t for s, t in directions if s == source.dialect]
-        raise OpconvError(f"opconv converts {source.dialect} to {_listed(targets)}, not to {to}; "
-                          f"convert to onnx first")
+        raise OpconvError(f"opconv converts {source.dialect} to {_listed(targets)}, not to {to}; convert to onnx first")
     options: dict[str, Any] = {}
     if to == "onnx":
         options["opset"] = DEFAULT_ONNX_OPSET if opset is None else opset
@@ -237,8 +265,7 @@ def convert(model: ModelSource, to: str, *, input_shapes: InputShapes | None = N
 
 def _no_shape_options(input_shapes: InputShapes | None, dims: Dims | None, what: str) -> None:
     if input_shapes is not None or dims is not None:
-        raise OpconvError(f"input_shapes= and dims= apply to conversions from ONNX to openvino or hlo, "
-                          f"not to {what}")
+        raise OpconvError(f"input_shapes= and dims= apply to conversions from ONNX to openvino or hlo, not to {what}")
 
 
 def _listed(names: Iterable[str]) -> str:
@@ -262,8 +289,9 @@ def convert_version(model: ModelSource, opset: int, *, decompose: bool = False) 
     from .dialects.onnx.io import to_proto
 
     if _is_proto(model):
-        proto: onnx.ModelProto = (to_proto(convert_model(model, opset, decompose=True)) if decompose
-                                  else convert_proto(model, opset))
+        proto: onnx.ModelProto = (
+            to_proto(convert_model(model, opset, decompose=True)) if decompose else convert_proto(model, opset)
+        )
         return proto
     source = model if isinstance(model, (Model, str, os.PathLike)) else load(model, "onnx")
     converted: Model = convert_model(source, opset, decompose=decompose)
@@ -274,8 +302,9 @@ def convert_version(model: ModelSource, opset: int, *, decompose: bool = False) 
 def decompose(model: onnx.ModelProto, domains: Sequence[str] = ..., *, composites: bool = ...) -> onnx.ModelProto: ...
 @overload
 def decompose(model: ModelSource, domains: Sequence[str] = ..., *, composites: bool = ...) -> Model: ...
-def decompose(model: ModelSource, domains: Sequence[str] = ("com.microsoft",), *,
-              composites: bool = False) -> Model | onnx.ModelProto:
+def decompose(
+    model: ModelSource, domains: Sequence[str] = ("com.microsoft",), *, composites: bool = False
+) -> Model | onnx.ModelProto:
     """Rewrite the contrib operators of ``model`` in ``domains`` (and onnxruntime's ai.onnx-domain ones) into standard
     ai.onnx operators at the model's opset, so that any runtime reads the result.  With ``composites``, the ai.onnx
     composites too (Attention, RNN/GRU/LSTM unrolled, RotaryEmbedding, NegativeLogLikelihoodLoss,
@@ -309,8 +338,9 @@ def to_onnx(model: ModelSource, *, opset: int | None = None) -> onnx.ModelProto:
     return proto
 
 
-def to_openvino(model: ModelSource, *, input_shapes: InputShapes | None = None,
-                dims: Dims | None = None) -> openvino.Model:
+def to_openvino(
+    model: ModelSource, *, input_shapes: InputShapes | None = None, dims: Dims | None = None
+) -> openvino.Model:
     """``model`` as an ``openvino.Model``, read from opconv's IR v10 in memory (no file is written).
 
     An ONNX model is converted first (``input_shapes`` and ``dims`` as in :func:`convert`).  Needs the
@@ -332,15 +362,24 @@ def to_openvino(model: ModelSource, *, input_shapes: InputShapes | None = None,
     return openvino.Core().read_model(xml, weights)
 
 
-def verify(a: ModelSource, b: ModelSource | None = None,
-           inputs: Mapping[str, npt.ArrayLike | list[Any] | None] | None = None,
-           rtol: float | Mapping[str, float] | None = None, atol: float | Mapping[str, float] | None = None, *,
-           seed: int = 0, input_shapes: InputShapes | None = None, dims: Dims | None = None,
-           backends: str | tuple[str, str] | None = None, openvino_precision: str = "f32",
-           expected: str | os.PathLike[str] | Mapping[str, Any] | None = None,
-           save_outputs: str | os.PathLike[str] | None = None,
-           progress: Callable[[str, str, float | None], None] | None = None,
-           bisect: bool = False, histograms: bool = False) -> VerifyReport:
+def verify(
+    a: ModelSource,
+    b: ModelSource | None = None,
+    inputs: Mapping[str, npt.ArrayLike | list[Any] | None] | None = None,
+    rtol: float | Mapping[str, float] | None = None,
+    atol: float | Mapping[str, float] | None = None,
+    *,
+    seed: int = 0,
+    input_shapes: InputShapes | None = None,
+    dims: Dims | None = None,
+    backends: str | tuple[str, str] | None = None,
+    openvino_precision: str = "f32",
+    expected: str | os.PathLike[str] | Mapping[str, Any] | None = None,
+    save_outputs: str | os.PathLike[str] | None = None,
+    progress: Callable[[str, str, float | None], None] | None = None,
+    bisect: bool = False,
+    histograms: bool = False,
+) -> VerifyReport:
     """Run both models on the same inputs and compare every output; returns a :class:`opconv.VerifyReport`.
 
     ``a`` and ``b`` are models of any dialect (anything :func:`load` takes); inputs and outputs pair by
@@ -367,6 +406,20 @@ def verify(a: ModelSource, b: ModelSource | None = None,
     """
     from .verification import verify as compare_models
 
-    return compare_models(a, b, inputs, rtol, atol, seed=seed, input_shapes=input_shapes, dims=dims,
-                          backends=backends, openvino_precision=openvino_precision, expected=expected,
-                          save_outputs=save_outputs, progress=progress, bisect=bisect, histograms=histograms)
+    return compare_models(
+        a,
+        b,
+        inputs,
+        rtol,
+        atol,
+        seed=seed,
+        input_shapes=input_shapes,
+        dims=dims,
+        backends=backends,
+        openvino_precision=openvino_precision,
+        expected=expected,
+        save_outputs=save_outputs,
+        progress=progress,
+        bisect=bisect,
+        histograms=histograms,
+    )

@@ -58,11 +58,22 @@ def check_output(path: str) -> str:
         return "file"
     if stat.S_ISCHR(mode):
         return "stream"
-    kind = ("a symbolic link" if stat.S_ISLNK(mode) else "a directory" if stat.S_ISDIR(mode)
-            else "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
-            else "a block device" if stat.S_ISBLK(mode) else "not a regular file")
-    raise ModelWriteError(f"is {kind}; opconv writes only regular files (or '-' for standard output) "
-                          "and leaves this as it is", where=path)
+    kind = (
+        "a symbolic link"
+        if stat.S_ISLNK(mode)
+        else "a directory"
+        if stat.S_ISDIR(mode)
+        else "a FIFO"
+        if stat.S_ISFIFO(mode)
+        else "a socket"
+        if stat.S_ISSOCK(mode)
+        else "a block device"
+        if stat.S_ISBLK(mode)
+        else "not a regular file"
+    )
+    raise ModelWriteError(
+        f"is {kind}; opconv writes only regular files (or '-' for standard output) and leaves this as it is", where=path
+    )
 
 
 def is_stdout(path: str) -> bool:
@@ -117,8 +128,9 @@ class OutputFiles:
         if final == self.main:
             return self.main_kind
         if self.main_kind == "stream":
-            raise ModelWriteError(f"this save also writes {final}, but a stream holds only one file; "
-                                  "give a file path", where=self.main)
+            raise ModelWriteError(
+                f"this save also writes {final}, but a stream holds only one file; give a file path", where=self.main
+            )
         return check_output(final)
 
     @staticmethod
@@ -268,6 +280,7 @@ def write_text(path: str, text: str) -> None:
 # temporaries left by writers that were killed
 # ---------------------------------------------------------------------------
 
+
 def remove_stale_temporaries(folder: str) -> list[str]:
     """Remove the temporaries in ``folder`` of writers that are no longer running; returns their paths."""
     removed: list[str] = []
@@ -285,7 +298,7 @@ def remove_stale_temporaries(folder: str) -> list[str]:
 
 
 def _is_stale(entry) -> bool:
-    token = entry.name[len(TEMP_PREFIX):-len(TEMP_SUFFIX)]
+    token = entry.name[len(TEMP_PREFIX) : -len(TEMP_SUFFIX)]
     pid, dash, _ = token.partition("-")
     if dash and pid.isdigit():
         return int(pid) != os.getpid() and not _running(int(pid))
@@ -318,6 +331,7 @@ def _unlink(path: str) -> bool:
 # ---------------------------------------------------------------------------
 # SIGTERM / SIGHUP while writing: remove the temporaries, then die of the signal as before
 # ---------------------------------------------------------------------------
+
 
 def _catch_termination():
     """Install the handler for the duration of a save, where nobody else handles these signals."""

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import functools
 import keyword
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -28,7 +29,8 @@ from .schemas import AttrParam, OpSchema, dialect_schemas
 
 
 def python_name(attr_name: str) -> str:
-    """An attribute name usable as a keyword argument (``lambda`` -> ``lambda_``, ``exclude-pad`` -> ``exclude_pad``)."""
+    """An attribute name usable as a keyword argument (``lambda`` -> ``lambda_``,
+    ``exclude-pad`` -> ``exclude_pad``)."""
     name = "".join(c if c.isalnum() or c == "_" else "_" for c in attr_name)
     return name + "_" if keyword.iskeyword(name) else name
 
@@ -37,8 +39,15 @@ def python_name(attr_name: str) -> str:
 # decoding: Attr -> keyword arguments
 # ---------------------------------------------------------------------------
 
-def decode_attributes(schema: OpSchema | None, attrs: Mapping[str, Attr], label: str, *,
-                      strict: bool = True, error: type[OpconvError] = ExecutionError) -> dict[str, Any]:
+
+def decode_attributes(
+    schema: OpSchema | None,
+    attrs: Mapping[str, Attr],
+    label: str,
+    *,
+    strict: bool = True,
+    error: type[OpconvError] = ExecutionError,
+) -> dict[str, Any]:
     """Keyword arguments for a kernel or translator: every schema attribute, from the node or the schema default.
 
     An attribute the schema does not declare is an ``error`` naming ``label``.  ``strict``: so is a required
@@ -49,8 +58,9 @@ def decode_attributes(schema: OpSchema | None, attrs: Mapping[str, Attr], label:
         return {python_name(k): decode_value(a) for k, a in attrs.items()}
     unknown = set(attrs).difference(p.name for p in schema.attributes)
     if unknown:
-        raise error(f"unknown attribute(s) {', '.join(sorted(unknown))} for {schema.name}-{schema.version}",
-                    where=label)
+        raise error(
+            f"unknown attribute(s) {', '.join(sorted(unknown))} for {schema.name}-{schema.version}", where=label
+        )
     out: dict[str, Any] = {}
     for p in schema.attributes:
         a = attrs.get(p.name)
@@ -103,6 +113,7 @@ def densify(st: SparseTensor) -> np.ndarray:
 # typing: Python values -> Attr
 # ---------------------------------------------------------------------------
 
+
 def _text(value: Any) -> str | bytes:
     return value if isinstance(value, (str, bytes)) else str(value)  # bytes: an ONNX string that is not UTF-8
 
@@ -122,7 +133,7 @@ def canonical(kind: str, value: Any) -> Any:
     return value
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def attribute_types(dialect: str, op: str, version: int = 1, domain: str = "") -> dict[str, tuple[str, str]]:
     """Python-safe attribute name -> (schema name, schema type) for ``op`` of ``dialect`` at ``version``."""
     schema = dialect_schemas(dialect).find(op, version, domain)
@@ -132,8 +143,9 @@ def attribute_types(dialect: str, op: str, version: int = 1, domain: str = "") -
     return {python_name(p.name): (p.name, p.type) for p in schema.attributes}
 
 
-def typed_attributes(dialect: str, op: str, values: Mapping[str, Any], *, version: int = 1,
-                     domain: str = "") -> dict[str, Attr]:
+def typed_attributes(
+    dialect: str, op: str, values: Mapping[str, Any], *, version: int = 1, domain: str = ""
+) -> dict[str, Attr]:
     """``values`` (by schema or Python-safe name) as Attrs typed by ``op``'s schema; ``None`` values are left out."""
     known = attribute_types(dialect, op, version, domain)
     out = {}
@@ -141,8 +153,9 @@ def typed_attributes(dialect: str, op: str, values: Mapping[str, Any], *, versio
         if value is None:
             continue
         if key not in known:
-            raise GraphError(f"{dialect} {op}-{version} has no attribute {key!r}; it has: "
-                             f"{', '.join(sorted(known)) or 'none'}")
+            raise GraphError(
+                f"{dialect} {op}-{version} has no attribute {key!r}; it has: {', '.join(sorted(known)) or 'none'}"
+            )
         name, kind = known[key]
         out[name] = Attr(name, kind, canonical(kind, value))
     return out
@@ -152,13 +165,15 @@ def typed_attributes(dialect: str, op: str, values: Mapping[str, Any], *, versio
 # text formats
 # ---------------------------------------------------------------------------
 
+
 def text_types(spellings: Mapping[str, Any]) -> frozenset[str]:
     """The attribute types a text format spelling these types can hold: them, and lists of the scalar ones."""
     return frozenset({*spellings, *(kind + "s" for kind in spellings if kind in SCALARS)})
 
 
-def format_text(kind: str, value: Any, spellings: Mapping[str, Callable[[Any], str]],
-                join: Callable[[list[str]], str]) -> str:
+def format_text(
+    kind: str, value: Any, spellings: Mapping[str, Callable[[Any], str]], join: Callable[[list[str]], str]
+) -> str:
     """``value`` of type ``kind`` in a text format that spells one item of each type with ``spellings`` and a
     list of them with ``join``.  Raises ValueError (a value that is not of its type, a type with no spelling)."""
     spell = spellings.get(kind)
@@ -170,8 +185,9 @@ def format_text(kind: str, value: Any, spellings: Mapping[str, Callable[[Any], s
     return join([item(x) for x in canonical(kind, value)])
 
 
-def parse_text(kind: str, text: str, parsers: Mapping[str, Callable[[str], Any]],
-               split: Callable[[str], list[str]]) -> Any:
+def parse_text(
+    kind: str, text: str, parsers: Mapping[str, Callable[[str], Any]], split: Callable[[str], list[str]]
+) -> Any:
     """The inverse of :func:`format_text`: ``text`` read as a ``kind`` (ValueError when it is not one)."""
     parse = parsers.get(kind)
     if parse is not None:

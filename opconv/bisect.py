@@ -76,23 +76,41 @@ class Divergence:
     def describe(self) -> str:
         """One line: ``first divergence: node 'conv2' (Conv) output 'c2' ... B's 'conv2/Add_7' (Add)``."""
         c = self.comparison
-        figures = c.message if not c.total or c.expected_shape != c.actual_shape else (
-            f"max abs error {c.max_abs_error:.3g}, max rel error {c.max_rel_error:.3g}, "
-            f"{c.mismatches} of {c.total} elements outside tolerance")
-        line = (f"first divergence: node {self.node!r} ({self.op}, #{self.index} in A's order), output "
-                f"{self.output!r} vs B's {self.b_value!r} from {self.b_node!r} ({self.b_op}): {figures}")
+        figures = (
+            c.message
+            if not c.total or c.expected_shape != c.actual_shape
+            else (
+                f"max abs error {c.max_abs_error:.3g}, max rel error {c.max_rel_error:.3g}, "
+                f"{c.mismatches} of {c.total} elements outside tolerance"
+            )
+        )
+        line = (
+            f"first divergence: node {self.node!r} ({self.op}, #{self.index} in A's order), output "
+            f"{self.output!r} vs B's {self.b_value!r} from {self.b_node!r} ({self.b_op}): {figures}"
+        )
         if len(self.b_nodes) > 1:
             line += f"; B's nodes converted from it: {_some(self.b_nodes)}"
         if self.unchecked_before:
-            line += (f"; it may have started in the {len(self.unchecked_before)} unchecked node(s) before it: "
-                     f"{_some(self.unchecked_before)}")
+            line += (
+                f"; it may have started in the {len(self.unchecked_before)} unchecked node(s) before it: "
+                f"{_some(self.unchecked_before)}"
+            )
         return line
 
     def to_json(self) -> dict:
-        return {"node": self.node, "op": self.op, "output": self.output, "index": self.index,
-                "b_value": self.b_value, "b_node": self.b_node, "b_op": self.b_op, "b_nodes": list(self.b_nodes),
-                "paired_by": self.paired_by, "unchecked_before": list(self.unchecked_before),
-                **{k: v for k, v in self.comparison.to_json().items() if k != "name"}}
+        return {
+            "node": self.node,
+            "op": self.op,
+            "output": self.output,
+            "index": self.index,
+            "b_value": self.b_value,
+            "b_node": self.b_node,
+            "b_op": self.b_op,
+            "b_nodes": list(self.b_nodes),
+            "paired_by": self.paired_by,
+            "unchecked_before": list(self.unchecked_before),
+            **{k: v for k, v in self.comparison.to_json().items() if k != "name"},
+        }
 
 
 def _some(names: list[str], shown: int = 6) -> str:
@@ -113,17 +131,25 @@ class BisectReport:
     def summary(self) -> str:
         if self.divergence is not None:
             return self.divergence.describe()
-        return (f"bisect: no paired intermediate value differs ({self.compared} of {self.paired} paired values "
-                f"compared, {self.values} values in A)")
+        return (
+            f"bisect: no paired intermediate value differs ({self.compared} of {self.paired} paired values "
+            f"compared, {self.values} values in A)"
+        )
 
     def to_json(self) -> dict:
-        return {"values": self.values, "paired": self.paired, "compared": self.compared, "runs": self.runs,
-                "seconds": round(self.seconds, 6)}
+        return {
+            "values": self.values,
+            "paired": self.paired,
+            "compared": self.compared,
+            "runs": self.runs,
+            "seconds": round(self.seconds, 6),
+        }
 
 
 # ---------------------------------------------------------------------------
 # pairing A's values with B's
 # ---------------------------------------------------------------------------
+
 
 def map_values(model_a: Model, model_b: Model, output_pairs: Mapping[str, str] | None = None) -> list[ValuePair]:
     """A's node outputs with a counterpart in B, in A's topological order (see the module's docstring).
@@ -182,16 +208,25 @@ def _leaving_values(group: list[Node], graph_b) -> list[Value]:
     """The outputs of ``group``'s nodes that something outside the group reads (or that are graph outputs)."""
     inside = {id(n) for n in group}
     outputs = {id(v) for v in graph_b.outputs}
-    return [v for n in group for v in n.outputs if v is not None and (
-        id(v) in outputs or any(id(c) not in inside for c in v.consumers()))]
+    return [
+        v
+        for n in group
+        for v in n.outputs
+        if v is not None and (id(v) in outputs or any(id(c) not in inside for c in v.consumers()))
+    ]
 
 
 def _pick_leaving(v: Value, leaving: list[Value], *, single: bool) -> Value | None:
     """The leaving value that holds ``v``: the only one that may have ``v``'s shape (a value whose shape is not
     declared may), or the last of them when ``v`` is its node's only output."""
     shape = v.shape if isinstance(v.type, TensorType) and v.type.is_static else None
-    fits = [b for b in leaving if shape is None or not (isinstance(b.type, TensorType) and b.type.is_static)
-            or tuple(b.shape or ()) == tuple(shape)]
+    fits = [
+        b
+        for b in leaving
+        if shape is None
+        or not (isinstance(b.type, TensorType) and b.type.is_static)
+        or tuple(b.shape or ()) == tuple(shape)
+    ]
     return fits[-1] if len(fits) == 1 or (fits and single) else None
 
 
@@ -203,12 +238,24 @@ def _is_output(v: Value, model: Model) -> bool:
 # finding the divergence
 # ---------------------------------------------------------------------------
 
-def first_divergence(model_a: Any, model_b: Any, feeds_a: Mapping[str, Any], feeds_b: Mapping[str, Any], *,
-                     backend_a: Any = "opconv", backend_b: Any = "opconv", rtol: float | None = None,
-                     atol: float | None = None, precision: str | None = None, seed: int = 0,
-                     output_pairs: Mapping[str, str] | None = None,
-                     chunk_bytes: int = DEFAULT_CHUNK_BYTES, loaded: tuple[Model, Model] | None = None,
-                     progress: Callable[[str, str, float | None], None] | None = None) -> BisectReport:
+
+def first_divergence(
+    model_a: Any,
+    model_b: Any,
+    feeds_a: Mapping[str, Any],
+    feeds_b: Mapping[str, Any],
+    *,
+    backend_a: Any = "opconv",
+    backend_b: Any = "opconv",
+    rtol: float | None = None,
+    atol: float | None = None,
+    precision: str | None = None,
+    seed: int = 0,
+    output_pairs: Mapping[str, str] | None = None,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    loaded: tuple[Model, Model] | None = None,
+    progress: Callable[[str, str, float | None], None] | None = None,
+) -> BisectReport:
     """Run A and B on ``feeds_a``/``feeds_b`` chunk by chunk and find A's first value B does not reproduce.
 
     ``backend_a``/``backend_b`` are backend names or objects of :mod:`opconv.backends` (a name gets ``seed``
@@ -256,12 +303,22 @@ def first_divergence(model_a: Any, model_b: Any, feeds_a: Mapping[str, Any], fee
                 last_agreeing = max(last_agreeing, position[id(p.node)])
                 continue
             index = position[id(p.node)]
-            unchecked = [n.name or n.op for n in model_a.graph.nodes[last_agreeing + 1:index]]
+            unchecked = [n.name or n.op for n in model_a.graph.nodes[last_agreeing + 1 : index]]
             producer = p.b.producer
             divergence = Divergence(
-                p.node.name, p.node.op, p.a.name, index, p.b.name, producer.name if producer else "",
+                p.node.name,
+                p.node.op,
+                p.a.name,
+                index,
+                p.b.name,
+                producer.name if producer else "",
                 producer.op if producer else "",
-                [n.name for n in p.b_nodes], p.by, cmp, unchecked, error_histogram(value_a, value_b))
+                [n.name for n in p.b_nodes],
+                p.by,
+                cmp,
+                unchecked,
+                error_histogram(value_a, value_b),
+            )
             return BisectReport(divergence, values, len(pairs), compared, runs, time.perf_counter() - start)
         del got_a, got_b
     return BisectReport(None, values, len(pairs), compared, runs, time.perf_counter() - start)
@@ -286,6 +343,7 @@ def _run(backend: Any, source: Any, model: Model, feeds: Mapping[str, Any], valu
 def _chunks(pairs: list[ValuePair], limit: int, largest_seen: list[int]) -> Iterator[list[ValuePair]]:
     """``pairs`` in order, cut where the next value would take the chunk over ``limit`` bytes per side.
     ``largest_seen`` (updated by the caller as values come back) sizes values whose type does not say."""
+
     def size(p: ValuePair) -> int:
         declared = max(_declared_bytes(p.a), _declared_bytes(p.b))
         return declared if declared >= 0 else largest_seen[0] or _UNKNOWN_SIZE_GUESS

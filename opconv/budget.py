@@ -31,7 +31,7 @@ def parse_size(text: str, what: str) -> int:
     s = text.strip().lower().removesuffix("ib").removesuffix("b")
     unit = s[-1:] if s[-1:] in _UNITS else ""
     try:
-        value = float(s[:len(s) - len(unit)]) * _UNITS[unit]
+        value = float(s[: len(s) - len(unit)]) * _UNITS[unit]
     except ValueError:
         value = -1
     if not value > 0 or value != value or value > 1 << 62:
@@ -102,8 +102,11 @@ def check_range(start, limit, delta, itemsize: int, where: str | None = None) ->
 def check_bytes(size: int, what: str, where: str | None = None) -> None:
     limit = max_bytes()
     if size > limit:
-        raise BudgetError(f"{what} would be {_human(size)}, over the tensor budget of {_human(limit)}; "
-                          f"raise it with --max-tensor-bytes or {MAX_BYTES_VARIABLE}", where=where)
+        raise BudgetError(
+            f"{what} would be {_human(size)}, over the tensor budget of {_human(limit)}; "
+            f"raise it with --max-tensor-bytes or {MAX_BYTES_VARIABLE}",
+            where=where,
+        )
 
 
 def too_large_to_fold(arrays) -> bool:

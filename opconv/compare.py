@@ -31,8 +31,9 @@ TOLERANCE: dict[str, tuple[float, float]] = {
 }
 
 
-def tolerance(dtype: str, rtol: float | None = None, atol: float | None = None,
-              precision: str | None = None) -> tuple[float, float]:
+def tolerance(
+    dtype: str, rtol: float | None = None, atol: float | None = None, precision: str | None = None
+) -> tuple[float, float]:
     """The (rtol, atol) for ``dtype``, with explicit values taking precedence; exact (0, 0) for non-floats.
 
     ``precision`` is the float type a model computes in when narrower than its outputs (a float16 model with
@@ -100,8 +101,14 @@ def _dtype_name(a: np.ndarray) -> str:
         return str(a.dtype)
 
 
-def compare_arrays(name: str, expected: Any, actual: Any, rtol: float | None = None,
-                   atol: float | None = None, precision: str | None = None) -> OutputComparison:
+def compare_arrays(
+    name: str,
+    expected: Any,
+    actual: Any,
+    rtol: float | None = None,
+    atol: float | None = None,
+    precision: str | None = None,
+) -> OutputComparison:
     """Compare one output; sequences compare element by element, optionals by presence then value.
 
     ``precision``: the float type the model computes in, for the default tolerances (see :func:`tolerance`).
@@ -124,8 +131,10 @@ def compare_arrays(name: str, expected: Any, actual: Any, rtol: float | None = N
     if e.dtype == object or e.dtype.kind in "USb?iu" or (t == 0 and r == 0):
         bad = ~_exact_equal(e, a)
     else:
-        ef, af = e.astype(np.complex128 if e.dtype.kind == "c" else np.float64), \
-            a.astype(np.complex128 if a.dtype.kind == "c" else np.float64)
+        ef, af = (
+            e.astype(np.complex128 if e.dtype.kind == "c" else np.float64),
+            a.astype(np.complex128 if a.dtype.kind == "c" else np.float64),
+        )
         with np.errstate(invalid="ignore", over="ignore"):
             diff = np.abs(af - ef)
             both_nan = np.isnan(ef) & np.isnan(af)
@@ -148,8 +157,10 @@ def compare_arrays(name: str, expected: Any, actual: Any, rtol: float | None = N
         report.first_mismatch = idx
         report.expected_value = e[idx] if idx or e.ndim == 0 else e
         report.actual_value = a[idx] if idx or a.ndim == 0 else a
-        report.message = (f"{report.mismatches} of {report.total} elements differ; first at {list(idx)}: "
-                          f"{_show(report.actual_value)} vs {_show(report.expected_value)} expected")
+        report.message = (
+            f"{report.mismatches} of {report.total} elements differ; first at {list(idx)}: "
+            f"{_show(report.actual_value)} vs {_show(report.expected_value)} expected"
+        )
     return report
 
 

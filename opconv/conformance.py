@@ -28,8 +28,13 @@ class CaseResult:
     details: list = field(default_factory=list)
 
     def to_json(self) -> dict:
-        return {"name": self.name, "kind": self.kind, "passed": self.passed, "message": self.message,
-                "seconds": round(self.seconds, 4)}
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "passed": self.passed,
+            "message": self.message,
+            "seconds": round(self.seconds, 4),
+        }
 
 
 def run_case(case: Case, *, rtol: float | None = None, atol: float | None = None) -> CaseResult:
@@ -47,11 +52,16 @@ def run_case(case: Case, *, rtol: float | None = None, atol: float | None = None
             for name, e in zip(names, expected):
                 cmp = compare_arrays(name, e, actual[name], rtol, atol)
                 if not cmp.ok:
-                    return CaseResult(case.name, case.kind, False, f"output {name!r}: {cmp.message}",
-                                      time.perf_counter() - start, [cmp.to_json()])
+                    return CaseResult(
+                        case.name,
+                        case.kind,
+                        False,
+                        f"output {name!r}: {cmp.message}",
+                        time.perf_counter() - start,
+                        [cmp.to_json()],
+                    )
     except OpconvError as e:
         return CaseResult(case.name, case.kind, False, str(e), time.perf_counter() - start)
     except Exception as e:  # noqa: BLE001 - a crash is a failed case, reported with its type
-        return CaseResult(case.name, case.kind, False, f"crash: {type(e).__name__}: {e}",
-                          time.perf_counter() - start)
+        return CaseResult(case.name, case.kind, False, f"crash: {type(e).__name__}: {e}", time.perf_counter() - start)
     return CaseResult(case.name, case.kind, True, "", time.perf_counter() - start)

@@ -100,8 +100,7 @@ def _refused_node(problem) -> RefusedNode:
         return RefusedNode(node, problem.op, problem.domain, problem.reason)
     if node is not None:  # the rewrite engine's Unmatched: the graph node and each rule's reason
         specific = [r for r in problem.reasons if "pattern does not match" not in r] or problem.reasons
-        return RefusedNode(node.name or problem.label, node.op, node.domain or "",
-                           "; ".join(specific) or "no rule")
+        return RefusedNode(node.name or problem.label, node.op, node.domain or "", "; ".join(specific) or "no rule")
     return RefusedNode("", "", "", str(problem))  # a graph-level reason (an input type, a decompose group)
 
 

@@ -56,8 +56,9 @@ class OpRegistry:
         self.dialect = dialect
         self._by_op: dict[tuple[str, str], list[Registration]] = {}
 
-    def register(self, op: str, since: int | Iterable[int] = 1, domain: str = "", *,
-                 deterministic: bool = True) -> Callable[[Kernel], Kernel]:
+    def register(
+        self, op: str, since: int | Iterable[int] = 1, domain: str = "", *, deterministic: bool = True
+    ) -> Callable[[Kernel], Kernel]:
         """Decorator: ``fn`` computes ``domain::op`` from version ``since`` (or each version in a list)."""
         versions = [since] if isinstance(since, int) else list(since)
 
@@ -125,12 +126,26 @@ class _Plan:
             self._records = {"steps": self.steps}
         cached: list[tuple[Any, ...]] | None = self._records.get(unfolded_only)
         if cached is None:
-            cached = [(index, step, step.fn, step.attrs, step.node, ids, None not in ids, outs,
-                       len(outs) == 1 and outs[0] is not None, declared, drop, donors)
-                      for index, (step, ids, outs, declared, drop, donors, foldable) in enumerate(zip(
-                          self.steps, self.inputs, self.outputs, self.declared, self.drops, self.donors,
-                          self.foldable))
-                      if not (unfolded_only and foldable)]
+            cached = [
+                (
+                    index,
+                    step,
+                    step.fn,
+                    step.attrs,
+                    step.node,
+                    ids,
+                    None not in ids,
+                    outs,
+                    len(outs) == 1 and outs[0] is not None,
+                    declared,
+                    drop,
+                    donors,
+                )
+                for index, (step, ids, outs, declared, drop, donors, foldable) in enumerate(
+                    zip(self.steps, self.inputs, self.outputs, self.declared, self.drops, self.donors, self.foldable)
+                )
+                if not (unfolded_only and foldable)
+            ]
             self._records[unfolded_only] = cached
         return cached
 
@@ -144,8 +159,9 @@ class ExecContext:
 
     __slots__ = ("interpreter", "node", "env", "owned")
 
-    def __init__(self, interpreter: Interpreter, node: Node | None, env: MutableMapping[int, Any],
-                 owned: tuple[int, ...] = ()):
+    def __init__(
+        self, interpreter: Interpreter, node: Node | None, env: MutableMapping[int, Any], owned: tuple[int, ...] = ()
+    ):
         self.interpreter = interpreter
         # None only until a run points the context at its first step: a kernel always sees its node.
         self.node = cast(Node, node)
@@ -213,12 +229,25 @@ class Interpreter:
             # A value the node's subgraphs also read from outside (a Loop's `cond` read by its body) must stay
             # in the environment while the node runs, so it is no donor.
             read_inside = {id(v) for g in step.node.subgraphs() for v in outer_references(g)}
-            donors.append(tuple(i for i, vid in enumerate(ids) if vid in computed and vid in drop
-                                and ids.count(vid) == 1 and vid not in read_inside))
+            donors.append(
+                tuple(
+                    i
+                    for i, vid in enumerate(ids)
+                    if vid in computed and vid in drop and ids.count(vid) == 1 and vid not in read_inside
+                )
+            )
         outputs = [tuple(None if v is None else id(v) for v in s.node.outputs) for s in steps]
-        plan = _Plan(steps, [[id(v) if v is not None else None for v in s.node.inputs] for s in steps], drops,
-                     donors, foldable, overrides, overridable, outputs=outputs,
-                     declared=[sum(v is not None for v in ids) for ids in outputs])
+        plan = _Plan(
+            steps,
+            [[id(v) if v is not None else None for v in s.node.inputs] for s in steps],
+            drops,
+            donors,
+            foldable,
+            overrides,
+            overridable,
+            outputs=outputs,
+            declared=[sum(v is not None for v in ids) for ids in outputs],
+        )
         self._plans[id(graph)] = plan
         return plan
 
@@ -232,8 +261,12 @@ class Interpreter:
     # The per-node loop is one function on purpose: it is the executor's hot path, and a call per step for each
     # of its cases (folding, donation, size checks, error locations) costs measurable time on large models.
     def run_graph(  # noqa: C901
-        self, graph: Graph, inputs: list[Any] | Mapping[str, Any], outer: MutableMapping[int, Any] | None = None,
-        *, fold_only: bool = False,
+        self,
+        graph: Graph,
+        inputs: list[Any] | Mapping[str, Any],
+        outer: MutableMapping[int, Any] | None = None,
+        *,
+        fold_only: bool = False,
     ) -> list[Any]:
         """Run ``graph``; ``inputs`` positional (subgraphs) or by name (top level)."""
         plan = self.plan(graph)
@@ -251,7 +284,7 @@ class Interpreter:
                 raise ExecutionError(f"graph {graph.name!r} takes {len(graph.inputs)} inputs, got {len(inputs)}")
             for v, data in zip(graph.inputs, inputs):
                 local[id(v)] = data
-            fed = graph.inputs[:len(inputs)]
+            fed = graph.inputs[: len(inputs)]
         # Folded steps reading an initializer this run overrides are computed afresh.
         overridden = plan.overridable.intersection(id(v) for v in fed) if plan.overridable else frozenset()
         folded_before = plan.folded
@@ -269,8 +302,9 @@ class Interpreter:
         foldable = False
         # One context per run, pointed at each step in turn (kernels use it only while they run).
         ctx = ExecContext(self, None, env)
-        for (index, step, fn, attrs, node, input_ids, dense, output_ids, single, declared, drop,
-             donors) in plan.records(skip_folded):
+        for index, step, fn, attrs, node, input_ids, dense, output_ids, single, declared, drop, donors in plan.records(
+            skip_folded
+        ):
             if not skip_folded:
                 foldable = foldable_now[index]
                 if (foldable and not first_run) or (fold_only and not foldable):
@@ -280,8 +314,11 @@ class Interpreter:
                     if fold_only:
                         continue
             try:
-                args = [env[vid] for vid in input_ids] if dense else [
-                    None if vid is None else env[vid] for vid in input_ids]
+                args = (
+                    [env[vid] for vid in input_ids]
+                    if dense
+                    else [None if vid is None else env[vid] for vid in input_ids]
+                )
             except KeyError:
                 args = [None if vid is None else _lookup(env, vid, step, graph) for vid in input_ids]
             if foldable and first_run and budget.too_large_to_fold(args):
@@ -304,16 +341,29 @@ class Interpreter:
                 if e.where or type(e) not in (ExecutionError, BudgetError):
                     raise
                 raise type(e)(e.message, where=step.label) from e
-            except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError, OverflowError, AttributeError,
-                    StopIteration, FloatingPointError, np.linalg.LinAlgError, MemoryError) as e:
+            except (
+                ValueError,
+                TypeError,
+                IndexError,
+                KeyError,
+                ZeroDivisionError,
+                OverflowError,
+                AttributeError,
+                StopIteration,
+                FloatingPointError,
+                np.linalg.LinAlgError,
+                MemoryError,
+            ) as e:
                 raise ExecutionError(f"{type(e).__name__}: {e}", where=step.label) from e
             if single and not foldable and type(result) is np.ndarray:  # the common case, in short
                 local[output_ids[0]] = result
             else:
                 outputs = as_outputs(result, node)
                 if len(outputs) < declared:
-                    raise ExecutionError(f"kernel returned {len(outputs)} outputs, the node declares "
-                                         f"{len(node.outputs)}", where=step.label)
+                    raise ExecutionError(
+                        f"kernel returned {len(outputs)} outputs, the node declares {len(node.outputs)}",
+                        where=step.label,
+                    )
                 for vid, data in zip(output_ids, outputs):
                     if vid is not None:
                         local[vid] = data
@@ -329,8 +379,13 @@ class Interpreter:
             plan.folded = folding
             plan.foldable = foldable_now  # a step not folded now (overridden input) is never skipped
             plan.changed()
-            plan.volatile = frozenset(id(v) for step, f, o in zip(plan.steps, foldable_now, plan.overrides)
-                                      if f and o for v in step.node.outputs if v is not None)
+            plan.volatile = frozenset(
+                id(v)
+                for step, f, o in zip(plan.steps, foldable_now, plan.overrides)
+                if f and o
+                for v in step.node.outputs
+                if v is not None
+            )
         if fold_only:
             return []
         return [_lookup(env, id(v), None, graph) for v in graph.outputs]
@@ -342,8 +397,9 @@ def _check_input_sizes(args: list[Any], limit: int, where: str) -> None:
             budget.check(a.shape, a.itemsize, "an input", where=where)
 
 
-def _not_folded(foldable_now: list[bool], foldable: list[bool], index: int, step: BoundNode,
-                unfolded: set[int]) -> list[bool]:
+def _not_folded(
+    foldable_now: list[bool], foldable: list[bool], index: int, step: BoundNode, unfolded: set[int]
+) -> list[bool]:
     """Leave step ``index`` (over the folding budget, or reading such a step's values) for run time."""
     if foldable_now is foldable:
         foldable_now = list(foldable)
@@ -364,12 +420,16 @@ def _foldable(graph: Graph, steps: list[BoundNode]) -> tuple[list[bool], list[fr
     """
     inputs = {id(v) for v in graph.inputs}
     depends: dict[int, frozenset[int]] = {
-        id(v): frozenset((id(v),)) if id(v) in inputs else frozenset() for v in graph.initializers.values()}
+        id(v): frozenset((id(v),)) if id(v) in inputs else frozenset() for v in graph.initializers.values()
+    }
     flags, overrides = [], []
     for step in steps:
         node = step.node
-        ok = (step.deterministic and not any(True for _ in node.subgraphs())
-              and all(v is None or id(v) in depends for v in node.inputs))
+        ok = (
+            step.deterministic
+            and not any(True for _ in node.subgraphs())
+            and all(v is None or id(v) in depends for v in node.inputs)
+        )
         reads = frozenset().union(*(depends[id(v)] for v in node.inputs if v is not None)) if ok else frozenset()
         if ok:
             depends.update((id(v), reads) for v in node.outputs if v is not None)
@@ -426,8 +486,9 @@ def _lookup(env: Mapping[int, Any], vid: int, step: BoundNode | None, graph: Gra
     except KeyError:
         where = step.label if step else f"graph {graph.name!r}"
         name = next((v.name for v in _all_values(graph) if id(v) == vid), "?")
-        raise ExecutionError(f"value {name!r} has not been computed (missing input or out-of-order graph)",
-                             where=where) from None
+        raise ExecutionError(
+            f"value {name!r} has not been computed (missing input or out-of-order graph)", where=where
+        ) from None
 
 
 def _all_values(graph: Graph) -> Iterator[Value]:
@@ -463,6 +524,7 @@ class _KernelTimer:
             finally:
                 self.seconds += time.perf_counter() - start
                 self.calls += 1
+
         return timed
 
 
@@ -514,8 +576,17 @@ class DialectExecutor:
     attributes decoded from the schema.  ONNX, with versions and function bodies, overrides :meth:`binder`.
     """
 
-    def __init__(self, dialect: str, title: str, *, domains: tuple[str, ...], kernels: str, noun: str = "node",
-                 strict_attributes: bool = True, fuse: Callable[[Graph, _Plan], None] | None = None):
+    def __init__(
+        self,
+        dialect: str,
+        title: str,
+        *,
+        domains: tuple[str, ...],
+        kernels: str,
+        noun: str = "node",
+        strict_attributes: bool = True,
+        fuse: Callable[[Graph, _Plan], None] | None = None,
+    ):
         self.dialect = dialect
         self.title = title  # in messages: "opconv's OpenVINO executor has no kernel for ..."
         self.domain = domains[0]  # kernels register under the first spelling, nodes may carry any
@@ -543,8 +614,11 @@ class DialectExecutor:
         """The kernel and decoded attributes of one node."""
         label = self.label(node)
         if node.domain not in self.domains:
-            raise ExecutionError(f"domain {node.domain!r} is not part of the {self.title} dialect "
-                                 f"({' or '.join(map(repr, self.domains))} only)", where=label)
+            raise ExecutionError(
+                f"domain {node.domain!r} is not part of the {self.title} dialect "
+                f"({' or '.join(map(repr, self.domains))} only)",
+                where=label,
+            )
         reg = self.registry.resolve(node.op, 1, self.domain)
         if reg is None:
             raise ExecutionError(f"opconv's {self.title} executor has no kernel for {node.op}", where=label)
@@ -588,8 +662,11 @@ def check_feeds(graph: Graph, feeds: Mapping[str, Any], *, where: str | None = N
     required = [v.name for v in graph.inputs if v.const is None]
     unknown = sorted(set(feeds) - set(declared))
     if unknown:
-        raise ExecutionError(f"unknown input(s) {', '.join(map(repr, unknown))}; the model takes "
-                             f"{', '.join(map(repr, declared)) or 'no inputs'}", where=where)
+        raise ExecutionError(
+            f"unknown input(s) {', '.join(map(repr, unknown))}; the model takes "
+            f"{', '.join(map(repr, declared)) or 'no inputs'}",
+            where=where,
+        )
     missing = [n for n in required if n not in feeds]
     if missing:
         raise ExecutionError(f"missing input(s) {', '.join(map(repr, missing))}", where=where)
@@ -603,11 +680,15 @@ def check_feeds(graph: Graph, feeds: Mapping[str, Any], *, where: str | None = N
                 try:
                     data = np.asarray(data)
                 except (TypeError, ValueError, RuntimeError) as e:
-                    raise ExecutionError(f"input {name!r} must be an array (anything numpy.asarray takes), "
-                                         f"got {type(data).__name__}: {e}", where=where) from None
+                    raise ExecutionError(
+                        f"input {name!r} must be an array (anything numpy.asarray takes), "
+                        f"got {type(data).__name__}: {e}",
+                        where=where,
+                    ) from None
                 if data.dtype == object and t.dtype != "string":
-                    raise ExecutionError(f"input {name!r} must be an array of numbers, got "
-                                         f"{type(feeds[name]).__name__}", where=where)
+                    raise ExecutionError(
+                        f"input {name!r} must be an array of numbers, got {type(feeds[name]).__name__}", where=where
+                    )
             got = from_numpy(data.dtype).name
             if t.dtype is not None and got != t.dtype:
                 raise ExecutionError(f"input {name!r} expects {t.dtype}, got {got}", where=where)
@@ -622,32 +703,42 @@ def check_feeds(graph: Graph, feeds: Mapping[str, Any], *, where: str | None = N
 def _check_sparse_feed(name: str, t: SparseTensorType, data: Any, bound: FeedCheck, where: str | None) -> None:
     """A ``sparse_tensor`` input takes an :class:`opconv.ir.SparseTensor` (``SparseTensor.from_coo``)."""
     if not isinstance(data, SparseTensor):
-        raise ExecutionError(f"input {name!r} is a sparse tensor: feed an opconv.ir.SparseTensor "
-                             f"(SparseTensor.from_coo(values, indices, dims)), got {type(data).__name__}", where=where)
+        raise ExecutionError(
+            f"input {name!r} is a sparse tensor: feed an opconv.ir.SparseTensor "
+            f"(SparseTensor.from_coo(values, indices, dims)), got {type(data).__name__}",
+            where=where,
+        )
     if t.dtype is not None and data.values.dtype != t.dtype:
         raise ExecutionError(f"input {name!r} expects sparse {t.dtype}, got {data.values.dtype}", where=where)
     nnz = data.values.shape[0] if data.values.shape else 0
     if data.indices.shape not in ((nnz,), (nnz, len(data.dims))):
-        raise ExecutionError(f"input {name!r}: {nnz} values need indices of shape [{nnz}] or "
-                             f"[{nnz},{len(data.dims)}], got {list(data.indices.shape)}", where=where)
+        raise ExecutionError(
+            f"input {name!r}: {nnz} values need indices of shape [{nnz}] or "
+            f"[{nnz},{len(data.dims)}], got {list(data.indices.shape)}",
+            where=where,
+        )
     if t.shape is not None:
         _check_shape(name, t.shape, data.dims, bound, where)
 
 
-def _check_shape(name: str, declared: tuple[Dim, ...], actual: tuple[int, ...], bound: FeedCheck,
-                 where: str | None) -> None:
+def _check_shape(
+    name: str, declared: tuple[Dim, ...], actual: tuple[int, ...], bound: FeedCheck, where: str | None
+) -> None:
     if len(declared) != len(actual):
-        raise ExecutionError(f"input {name!r} expects rank {len(declared)} "
-                             f"({_fmt(declared)}), got shape {list(actual)}", where=where)
+        raise ExecutionError(
+            f"input {name!r} expects rank {len(declared)} ({_fmt(declared)}), got shape {list(actual)}", where=where
+        )
     for axis, (d, a) in enumerate(zip(declared, actual)):
         if isinstance(d, int) and d != a:
-            raise ExecutionError(f"input {name!r} expects shape {_fmt(declared)}, got {list(actual)} "
-                                 f"(axis {axis})", where=where)
+            raise ExecutionError(
+                f"input {name!r} expects shape {_fmt(declared)}, got {list(actual)} (axis {axis})", where=where
+            )
         if isinstance(d, str):
             first = bound.dims.setdefault(d, a)
             if first != a:
-                raise ExecutionError(f"input {name!r}: dimension {d!r} is {a} here but {first} in another input",
-                                     where=where)
+                raise ExecutionError(
+                    f"input {name!r}: dimension {d!r} is {a} here but {first} in another input", where=where
+                )
 
 
 def _fmt(shape: tuple[Dim, ...]) -> str:

@@ -36,6 +36,7 @@ svg text { font: 10px sans-serif; fill: #444; }
 # the histogram of one output's errors
 # ---------------------------------------------------------------------------
 
+
 @dataclass
 class HistogramBin:
     """Elements whose absolute error is in [lower, upper) (``label`` says it briefly)."""
@@ -55,9 +56,13 @@ class ErrorHistogram:
     total: int
 
     def to_json(self) -> dict:
-        return {"total": self.total, "bins": [
-            {"label": b.label, "lower": _json_float(b.lower), "upper": _json_float(b.upper), "count": b.count}
-            for b in self.bins]}
+        return {
+            "total": self.total,
+            "bins": [
+                {"label": b.label, "lower": _json_float(b.lower), "upper": _json_float(b.upper), "count": b.count}
+                for b in self.bins
+            ],
+        }
 
 
 def error_histogram(expected: Any, actual: Any) -> ErrorHistogram | None:
@@ -85,7 +90,7 @@ def error_histogram(expected: Any, actual: Any) -> ErrorHistogram | None:
         for k, count in zip(range(low, top + 1), counts):
             merged = k == low and int(exponents.min()) < low
             label = f"< 1e{k + 1}" if merged else f"1e{k}"
-            bins.append(HistogramBin(label, 0.0 if merged else 10.0 ** k, 10.0 ** (k + 1), int(count)))
+            bins.append(HistogramBin(label, 0.0 if merged else 10.0**k, 10.0 ** (k + 1), int(count)))
     bins.append(HistogramBin("non-finite", math.nan, math.nan, int(diff.size - same.sum() - errors.size)))
     return ErrorHistogram(bins, int(diff.size))
 
@@ -101,8 +106,14 @@ def _json_float(x: float) -> float | str:
 def histogram_svg(hist: ErrorHistogram, width: int = 380, height: int = 120):
     """The histogram as an ``<svg>`` element: one bar per bin, heights on a log scale of the counts (so a few
     large errors among a million exact elements still show), the count above each bar."""
-    svg = etree.Element("svg", xmlns="http://www.w3.org/2000/svg", width=str(width), height=str(height),
-                        viewBox=f"0 0 {width} {height}", role="img")
+    svg = etree.Element(
+        "svg",
+        xmlns="http://www.w3.org/2000/svg",
+        width=str(width),
+        height=str(height),
+        viewBox=f"0 0 {width} {height}",
+        role="img",
+    )
     etree.SubElement(svg, "title").text = f"absolute error of {hist.total} elements, by decade"
     top, bottom = 14, height - 30
     slot = width / len(hist.bins)
@@ -111,10 +122,22 @@ def histogram_svg(hist: ErrorHistogram, width: int = 380, height: int = 120):
         bar = (bottom - top) * math.log1p(b.count) / math.log1p(largest)
         x = i * slot + slot * 0.1
         colour = "#4a7" if b.label == "exact" else "#c44" if b.label == "non-finite" else "#47a"
-        rect = etree.SubElement(svg, "rect", {
-            "class": "bin", "x": f"{x:.1f}", "y": f"{bottom - bar:.1f}", "width": f"{slot * 0.8:.1f}",
-            "height": f"{bar:.1f}", "fill": colour, "data-label": b.label, "data-lower": repr(b.lower),
-            "data-upper": repr(b.upper), "data-count": str(b.count)})
+        rect = etree.SubElement(
+            svg,
+            "rect",
+            {
+                "class": "bin",
+                "x": f"{x:.1f}",
+                "y": f"{bottom - bar:.1f}",
+                "width": f"{slot * 0.8:.1f}",
+                "height": f"{bar:.1f}",
+                "fill": colour,
+                "data-label": b.label,
+                "data-lower": repr(b.lower),
+                "data-upper": repr(b.upper),
+                "data-count": str(b.count),
+            },
+        )
         etree.SubElement(rect, "title").text = f"{b.label}: {b.count} of {hist.total}"
         centre = f"{i * slot + slot / 2:.1f}"
         _svg_text(svg, centre, f"{bottom - bar - 3:.1f}", str(b.count))
@@ -133,8 +156,9 @@ def _svg_text(svg, x: str, y: str, text: str) -> None:
 
 #: figures of OutputComparison.to_json() in the outputs table, in this order (those a report has); any other
 #: number it holds follows them
-_OUTPUT_COLUMNS = tuple(f"{stat}_{kind}_error" for kind in ("abs", "rel") for stat in ("max", "mean", "median", "p99")
-                        ) + ("mismatches", "total", "rtol", "atol")
+_OUTPUT_COLUMNS = tuple(
+    f"{stat}_{kind}_error" for kind in ("abs", "rel") for stat in ("max", "mean", "median", "p99")
+) + ("mismatches", "total", "rtol", "atol")
 
 #: report keys shown elsewhere on the page, or not settings
 _NOT_SETTINGS = {"outputs", "first_divergence", "bisect", "summary", "ok"}
@@ -165,10 +189,13 @@ def render(report) -> str:
 def _outputs_table(outputs: list[dict], histograms: dict):
     first = outputs[0] if outputs else {}
     figures = [k for k in _OUTPUT_COLUMNS if k in first] + [
-        k for k in first if k not in _OUTPUT_COLUMNS and _is_figure(first[k])
-        and k not in ("first_mismatch", "expected_value", "actual_value")]
-    columns = ["output", "status", "A", "B", *(k.replace("_", " ") for k in figures), "message",
-               "errors |B - A|"]
+        k
+        for k in first
+        if k not in _OUTPUT_COLUMNS
+        and _is_figure(first[k])
+        and k not in ("first_mismatch", "expected_value", "actual_value")
+    ]
+    columns = ["output", "status", "A", "B", *(k.replace("_", " ") for k in figures), "message", "errors |B - A|"]
     table = etree.Element("table", id="outputs")
     _row(table, "th", columns)
     for o in outputs:
@@ -194,8 +221,13 @@ def _bisect_section(report):
     result = getattr(report, "bisect", None)
     if result is None:
         why = [note for note in report.notes if note.startswith("bisect")]
-        etree.SubElement(section, "p").text = ("not run: every output is equal" if report.ok else why[0] if why
-                                               else "not run (opconv verify --bisect runs it)")
+        etree.SubElement(section, "p").text = (
+            "not run: every output is equal"
+            if report.ok
+            else why[0]
+            if why
+            else "not run (opconv verify --bisect runs it)"
+        )
         return section
     etree.SubElement(section, "p", {"class": "summary"}).text = result.summary()
     if result.divergence is not None:
@@ -237,8 +269,11 @@ def _figure_cell(tr, key: str, value: Any) -> None:
 
 
 def _is_figure(value: Any) -> bool:
-    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)) or value in (
-        "inf", "nan", "-inf")
+    return (
+        value is None
+        or (isinstance(value, (int, float)) and not isinstance(value, bool))
+        or value in ("inf", "nan", "-inf")
+    )
 
 
 def _exact(value: Any) -> str:
@@ -257,4 +292,3 @@ def _plain_text(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return ", ".join(_plain_text(v) for v in value) or "-"
     return "-" if value is None or value == "" else str(value)
-

@@ -21,8 +21,10 @@ Dim = int | str | None
 def check_dim(value: Any, what: str) -> int:
     """``value`` as a static dim (a non-negative integer), or a one-line error naming ``what`` it is for."""
     if isinstance(value, bool) or not _is_integer(value) or int(value) < 0:
-        raise OpconvError(f"{what}: {value!r} is not a static dim (a non-negative integer; -1 and ? are not "
-                          f"allowed: give the size the model is to run with)")
+        raise OpconvError(
+            f"{what}: {value!r} is not a static dim (a non-negative integer; -1 and ? are not "
+            f"allowed: give the size the model is to run with)"
+        )
     return int(value)
 
 
@@ -64,20 +66,30 @@ class InputShapes:
     bound symbol to its value.
     """
 
-    def __init__(self, declared: Mapping[str, Sequence[Dim] | None], input_shapes: Mapping[str, Iterable] | None,
-                 dims: Mapping[str, Any] | None):
-        given = {name: tuple(check_dim(d, f"the shape given for input {name!r}") for d in shape)
-                 for name, shape in (input_shapes or {}).items()}
+    def __init__(
+        self,
+        declared: Mapping[str, Sequence[Dim] | None],
+        input_shapes: Mapping[str, Iterable] | None,
+        dims: Mapping[str, Any] | None,
+    ):
+        given = {
+            name: tuple(check_dim(d, f"the shape given for input {name!r}") for d in shape)
+            for name, shape in (input_shapes or {}).items()
+        }
         unknown = sorted(set(given) - set(declared))
         if unknown:
-            raise OpconvError(f"a shape is given for unknown input(s) {', '.join(map(repr, unknown))}; the model "
-                              f"takes {', '.join(map(repr, declared)) or 'no inputs'}")
+            raise OpconvError(
+                f"a shape is given for unknown input(s) {', '.join(map(repr, unknown))}; the model "
+                f"takes {', '.join(map(repr, declared)) or 'no inputs'}"
+            )
         self.symbols = {str(s): check_dim(v, f"the value given for dim {s!r}") for s, v in (dims or {}).items()}
         declared_symbols = {d for shape in declared.values() for d in shape or () if isinstance(d, str)}
         stray = sorted(set(self.symbols) - declared_symbols)
         if stray:
-            raise OpconvError(f"a size is given for dim(s) {', '.join(map(repr, stray))}, which no input declares; "
-                              f"the inputs' symbolic dims: {', '.join(sorted(declared_symbols)) or 'none'}")
+            raise OpconvError(
+                f"a size is given for dim(s) {', '.join(map(repr, stray))}, which no input declares; "
+                f"the inputs' symbolic dims: {', '.join(sorted(declared_symbols)) or 'none'}"
+            )
         for name, shape in given.items():
             self._bind(name, declared[name], shape)
         self.shapes: dict[str, tuple[Dim, ...] | None] = {}
@@ -93,17 +105,23 @@ class InputShapes:
         if declared is None:
             return
         if len(declared) != len(given):
-            raise OpconvError(f"the shape given for input {name!r}, {format_shape(given)}, has rank {len(given)}; "
-                              f"the model declares rank {len(declared)} {format_shape(declared)}")
+            raise OpconvError(
+                f"the shape given for input {name!r}, {format_shape(given)}, has rank {len(given)}; "
+                f"the model declares rank {len(declared)} {format_shape(declared)}"
+            )
         for d, g in zip(declared, given):
             if isinstance(d, int) and d != g:
-                raise OpconvError(f"the shape given for input {name!r}, {format_shape(given)}, does not fit the "
-                                  f"shape the model declares, {format_shape(declared)}")
+                raise OpconvError(
+                    f"the shape given for input {name!r}, {format_shape(given)}, does not fit the "
+                    f"shape the model declares, {format_shape(declared)}"
+                )
             if isinstance(d, str):
                 bound = self.symbols.setdefault(d, g)
                 if bound != g:
-                    raise OpconvError(f"the shape given for input {name!r}, {format_shape(given)}, makes {d}={g}, "
-                                      f"but {d} is already {bound} (from --dim or another input's shape)")
+                    raise OpconvError(
+                        f"the shape given for input {name!r}, {format_shape(given)}, makes {d}={g}, "
+                        f"but {d} is already {bound} (from --dim or another input's shape)"
+                    )
 
     def static(self, name: str) -> tuple[int, ...] | None:
         """The static shape of input ``name``, or None while a dim is open."""
@@ -125,11 +143,17 @@ class InputShapes:
         """Every input's shape with each open dim (a symbol: the same value everywhere) set to ``default``."""
         missing = [name for name, shape in self.shapes.items() if shape is None]
         if missing:
-            raise OpconvError(f"input(s) {', '.join(map(repr, missing))} have unknown rank; give their shapes "
-                              f"(--input-shape NAME=D0,D1,... or input_shapes= in Python)")
-        return {name: tuple(d if isinstance(d, int) else self.symbols.get(d, default) if d is not None else default
-                            for d in shape or ())
-                for name, shape in self.shapes.items()}
+            raise OpconvError(
+                f"input(s) {', '.join(map(repr, missing))} have unknown rank; give their shapes "
+                f"(--input-shape NAME=D0,D1,... or input_shapes= in Python)"
+            )
+        return {
+            name: tuple(
+                d if isinstance(d, int) else self.symbols.get(d, default) if d is not None else default
+                for d in shape or ()
+            )
+            for name, shape in self.shapes.items()
+        }
 
     def require_static(self, target: str, where: str | None = None, error=OpconvError) -> None:
         """Raise one ``error`` naming every input still open, each with the option that would fix it."""
@@ -144,11 +168,15 @@ class InputShapes:
             if shape is None or None in shape or not covered.issuperset(d for d in shape if isinstance(d, str)):
                 enough.append(n)
                 covered.update(d for d in shape or () if isinstance(d, str))
-        raise error(f"{target} needs static input shapes; unresolved: "
-                    + ", ".join(f"input {n!r} {format_shape(self.shapes[n])}" for n in names)
-                    + "; pass " + " ".join(f"--input-shape {self.hint(n)}" for n in enough)
-                    + (" or " + " ".join(f"--dim {s}=N" for s in symbols) if symbols else "")
-                    + " (input_shapes=/dims= in Python)", where=where)
+        raise error(
+            f"{target} needs static input shapes; unresolved: "
+            + ", ".join(f"input {n!r} {format_shape(self.shapes[n])}" for n in names)
+            + "; pass "
+            + " ".join(f"--input-shape {self.hint(n)}" for n in enough)
+            + (" or " + " ".join(f"--dim {s}=N" for s in symbols) if symbols else "")
+            + " (input_shapes=/dims= in Python)",
+            where=where,
+        )
 
 
 def format_shape(shape) -> str:

@@ -16,11 +16,11 @@ the enclosing graphs directly (outer scope).
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -47,9 +47,17 @@ class Tensor:
 
     __slots__ = ("dtype", "shape", "name", "_array", "_loader", "origin", "nbytes")
 
-    def __init__(self, dtype: str, shape: Sequence[int], *, name: str = "",
-                 array: np.ndarray | None = None, loader: Callable[[], np.ndarray] | None = None,
-                 origin: Any = None, nbytes: int | None = None):
+    def __init__(
+        self,
+        dtype: str,
+        shape: Sequence[int],
+        *,
+        name: str = "",
+        array: np.ndarray | None = None,
+        loader: Callable[[], np.ndarray] | None = None,
+        origin: Any = None,
+        nbytes: int | None = None,
+    ):
         if array is None and loader is None:
             raise GraphError("a Tensor needs an array or a loader")
         self.dtype = dtype
@@ -85,7 +93,8 @@ class Tensor:
             array = self._loader()
             if tuple(array.shape) != self.shape:
                 raise GraphError(
-                    f"tensor {self.name!r}: stored data has shape {tuple(array.shape)}, declared {self.shape}")
+                    f"tensor {self.name!r}: stored data has shape {tuple(array.shape)}, declared {self.shape}"
+                )
             self._array = array
         return self._array
 
@@ -114,8 +123,11 @@ class SparseTensor:
     def from_coo(cls, values: ArrayLike, indices: ArrayLike, dims: Iterable[int]) -> SparseTensor:
         """A sparse run-time value (a feed for a ``sparse_tensor`` input) from numpy ``values`` and ``indices``:
         [NNZ] linear positions or [NNZ, rank] coordinates, as in ONNX's SparseTensorProto."""
-        return cls(Tensor.from_array(np.asarray(values)), Tensor.from_array(np.asarray(indices, np.int64)),
-                   tuple(int(d) for d in dims))
+        return cls(
+            Tensor.from_array(np.asarray(values)),
+            Tensor.from_array(np.asarray(indices, np.int64)),
+            tuple(int(d) for d in dims),
+        )
 
 
 @dataclass
@@ -177,17 +189,27 @@ class Node:
 
     __slots__ = ("op", "domain", "version", "name", "inputs", "outputs", "attrs", "doc", "meta", "graph")
 
-    def __init__(self, op: str, inputs: Iterable[Value | None] = (), outputs: Iterable[Value | None] = (), *,
-                 domain: str = "", version: int | None = None, name: str = "",
-                 attrs: Iterable[Attr] | dict[str, Attr] = (), doc: str = ""):
+    def __init__(
+        self,
+        op: str,
+        inputs: Iterable[Value | None] = (),
+        outputs: Iterable[Value | None] = (),
+        *,
+        domain: str = "",
+        version: int | None = None,
+        name: str = "",
+        attrs: Iterable[Attr] | dict[str, Attr] = (),
+        doc: str = "",
+    ):
         self.op = op
         self.domain = domain
         self.version = version
         self.name = name
         self.inputs: list[Value | None] = []
         self.outputs: list[Value | None] = []
-        self.attrs: dict[str, Attr] = (dict(attrs) if isinstance(attrs, dict) else {a.name: a for a in attrs}) \
-            if attrs else {}
+        self.attrs: dict[str, Attr] = (
+            (dict(attrs) if isinstance(attrs, dict) else {a.name: a for a in attrs}) if attrs else {}
+        )
         self.doc = doc
         self.meta: dict[str, Any] = {}
         self.graph: Graph | None = None
@@ -350,7 +372,7 @@ class Graph:
                 self._claim(candidate)
                 return candidate
 
-    def copy(self, parent: "Graph | None" = None) -> "Graph":
+    def copy(self, parent: Graph | None = None) -> Graph:
         """A copy to rewrite in place: new nodes and values (metadata copied), the same constant tensors (not read).
 
         Subgraphs (If branches, Loop and TensorIterator bodies, HLO regions) are copied too, and read the copies
@@ -358,7 +380,7 @@ class Graph:
         """
         return self._copy(parent, {})
 
-    def _copy(self, parent: "Graph | None", outer: dict[int, Value]) -> "Graph":
+    def _copy(self, parent: Graph | None, outer: dict[int, Value]) -> Graph:
         g = Graph(self.name, parent=parent)
         g.doc = self.doc
         g.meta = dict(self.meta)
@@ -382,8 +404,16 @@ class Graph:
             outputs = [None if v is None else copied(v, Value(v.name, v.type)) for v in node.outputs]
             inputs = [None if v is None else mapped[id(v)] for v in node.inputs]
             attrs = {name: _copy_subgraphs(a, g, mapped) for name, a in node.attrs.items()}
-            new_node = Node(node.op, inputs, outputs, domain=node.domain, version=node.version, name=node.name,
-                            attrs=attrs, doc=node.doc)
+            new_node = Node(
+                node.op,
+                inputs,
+                outputs,
+                domain=node.domain,
+                version=node.version,
+                name=node.name,
+                attrs=attrs,
+                doc=node.doc,
+            )
             new_node.meta = dict(node.meta)
             g.add_node(new_node)
         g.outputs = [mapped[id(v)] for v in self.outputs]
@@ -415,13 +445,14 @@ class Graph:
         count as dependencies of the node that owns the subgraph.
         """
         import heapq
+
         nodes = self.nodes
         position = {id(n): i for i, n in enumerate(nodes)}
         users: list[list[int]] = [[] for _ in nodes]  # by position: the nodes waiting on this one
         remaining = [0] * len(nodes)  # by position: producers not yet placed
         for i, n in enumerate(nodes):
             needed: set[int] = set()
-            for v in (free_inputs(n) if _has_subgraphs(n) else n.inputs):
+            for v in free_inputs(n) if _has_subgraphs(n) else n.inputs:
                 if v is None:
                     continue
                 p = v.producer
@@ -451,9 +482,18 @@ class Graph:
         """Add a constant initializer holding ``array``."""
         return self.add_initializer(self.unique_name(name), Tensor.from_array(np.asarray(array)))
 
-    def op(self, op: str, *inputs: Value | None, domain: str = "", version: int | None = None,
-           outputs: int = 1, name: str = "", attrs: dict[str, Attr] | None = None,
-           before: Node | None = None, **attr_values: Any) -> Value | list[Value]:
+    def op(
+        self,
+        op: str,
+        *inputs: Value | None,
+        domain: str = "",
+        version: int | None = None,
+        outputs: int = 1,
+        name: str = "",
+        attrs: dict[str, Attr] | None = None,
+        before: Node | None = None,
+        **attr_values: Any,
+    ) -> Value | list[Value]:
         """Append a node and return its output value (a list when ``outputs`` > 1).
 
         Keyword arguments become attributes, typed by :func:`infer_attr`.
@@ -462,8 +502,7 @@ class Graph:
         all_attrs = dict(attrs or {})
         for k, v in attr_values.items():
             all_attrs[k] = infer_attr(k, v)
-        outs = [Value(self.unique_name(f"{node_name}_out{i}" if outputs > 1 else node_name))
-                for i in range(outputs)]
+        outs = [Value(self.unique_name(f"{node_name}_out{i}" if outputs > 1 else node_name)) for i in range(outputs)]
         node = Node(op, inputs, outs, domain=domain, version=version, name=node_name, attrs=all_attrs)
         self.add_node(node, before=before)
         return outs[0] if outputs == 1 else outs
@@ -477,14 +516,18 @@ def _copy_subgraphs(attr: Attr, parent: Graph, outer: dict[int, Value]) -> Attr:
     if isinstance(attr.value, Graph):
         return dataclasses.replace(attr, value=attr.value._copy(parent, outer))
     if isinstance(attr.value, list) and any(isinstance(x, Graph) for x in attr.value):
-        return dataclasses.replace(attr, value=[x._copy(parent, outer) if isinstance(x, Graph) else x
-                                                for x in attr.value])
+        return dataclasses.replace(
+            attr, value=[x._copy(parent, outer) if isinstance(x, Graph) else x for x in attr.value]
+        )
     return attr
 
 
 def _has_subgraphs(node: Node) -> bool:
-    return any(a.type in ("graph", "graphs") or isinstance(a.value, Graph) for a in node.attrs.values()) \
-        if node.attrs else False
+    return (
+        any(a.type in ("graph", "graphs") or isinstance(a.value, Graph) for a in node.attrs.values())
+        if node.attrs
+        else False
+    )
 
 
 def _drop_use(uses: list[tuple[Node, int]], node: Node, i: int) -> None:
@@ -535,7 +578,12 @@ def outer_references(graph: Graph) -> list[Value]:
 
 
 _PY_ATTR_TYPES = [
-    (bool, "int"), (int, "int"), (float, "float"), (str, "string"), (Tensor, "tensor"), (Graph, "graph"),
+    (bool, "int"),
+    (int, "int"),
+    (float, "float"),
+    (str, "string"),
+    (Tensor, "tensor"),
+    (Graph, "graph"),
 ]
 
 

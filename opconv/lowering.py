@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from .errors import GraphError
 
@@ -54,9 +55,18 @@ class Translator:
 
     __slots__ = ("route", "domain", "op", "since", "fn", "inputs", "outputs", "names", "check")
 
-    def __init__(self, route: Route, domain: str, op: str, since: int, fn: Callable[..., Any],
-                 inputs: frozenset[int] | None, outputs: frozenset[int] | None, names: tuple[str, ...] | None,
-                 check: Check | None):
+    def __init__(
+        self,
+        route: Route,
+        domain: str,
+        op: str,
+        since: int,
+        fn: Callable[..., Any],
+        inputs: frozenset[int] | None,
+        outputs: frozenset[int] | None,
+        names: tuple[str, ...] | None,
+        check: Check | None,
+    ):
         self.route = route
         self.domain = domain
         self.op = op
@@ -99,8 +109,9 @@ def _counts(counts: frozenset[int]) -> str:
             runs[-1].append(c)
         else:
             runs.append([c])
-    return " or ".join(str(r[0]) if len(r) == 1 else f"{r[0]} to {r[-1]}" if len(r) > 2 else f"{r[0]} or {r[1]}"
-                       for r in runs)
+    return " or ".join(
+        str(r[0]) if len(r) == 1 else f"{r[0]} to {r[-1]}" if len(r) > 2 else f"{r[0]} or {r[1]}" for r in runs
+    )
 
 
 def _count_set(counts: int | Iterable[int] | None) -> frozenset[int] | None:
@@ -113,9 +124,18 @@ def _domain(domain: str) -> str:
     return "" if domain == "ai.onnx" else domain
 
 
-def lower(source: str, target: str, ops: str | Sequence[str], *, since: int = 1, domain: str = "",
-          inputs: int | Iterable[int] | None = None, outputs: int | Iterable[int] | None = None,
-          names: Sequence[str] | None = None, check: Check | None = None) -> Callable[[Callable], Callable]:
+def lower(
+    source: str,
+    target: str,
+    ops: str | Sequence[str],
+    *,
+    since: int = 1,
+    domain: str = "",
+    inputs: int | Iterable[int] | None = None,
+    outputs: int | Iterable[int] | None = None,
+    names: Sequence[str] | None = None,
+    check: Check | None = None,
+) -> Callable[[Callable], Callable]:
     """Register the decorated function as the ``source`` -> ``target`` translator of ``ops`` (an op or several
     sharing one function) from version ``since`` on.  Two registrations of one (route, op, since) are an error."""
     route = (source, target)
@@ -127,8 +147,10 @@ def lower(source: str, target: str, ops: str | Sequence[str], *, since: int = 1,
         for op in op_names:
             versions = _TRANSLATORS.setdefault(route, {}).setdefault((_domain(domain), op), {})
             if since in versions:
-                raise GraphError(f"two {source}->{target} translators for {op}-{since}: "
-                                 f"{versions[since].fn.__qualname__} and {fn.__qualname__}")
+                raise GraphError(
+                    f"two {source}->{target} translators for {op}-{since}: "
+                    f"{versions[since].fn.__qualname__} and {fn.__qualname__}"
+                )
             versions[since] = Translator(route, _domain(domain), op, since, fn, in_counts, out_counts, bound, check)
         return fn
 
@@ -188,5 +210,17 @@ def discover(package: str) -> None:
         importlib.import_module(f"{package}.{info.name}")
 
 
-__all__ = ["Route", "Check", "Translator", "lower", "withdraw", "find", "find_exact", "versions", "translators",
-           "ops", "translator_routes", "discover"]
+__all__ = [
+    "Route",
+    "Check",
+    "Translator",
+    "lower",
+    "withdraw",
+    "find",
+    "find_exact",
+    "versions",
+    "translators",
+    "ops",
+    "translator_routes",
+    "discover",
+]

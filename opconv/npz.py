@@ -25,8 +25,10 @@ def read_npz(path: str) -> dict[str, np.ndarray]:
     except OSError as e:
         raise OpconvError(f"cannot read: {e.strerror or e}", where=path) from None
     if magic == b"\x93NUMPY":
-        raise OpconvError("a .npy file holds one unnamed array; give inputs by name in an .npz file "
-                          "(numpy.savez(path, x=array))", where=path)
+        raise OpconvError(
+            "a .npy file holds one unnamed array; give inputs by name in an .npz file (numpy.savez(path, x=array))",
+            where=path,
+        )
     if not magic.startswith(b"PK"):
         raise OpconvError("not a numpy .npz file", where=path)
     try:
@@ -34,8 +36,10 @@ def read_npz(path: str) -> dict[str, np.ndarray]:
             arrays = {name: data[name] for name in data.files}
     except ValueError as e:
         if "allow_pickle" in str(e):
-            raise OpconvError("holds pickled Python objects, which opconv does not load; save strings as "
-                              "numpy unicode arrays", where=path) from None
+            raise OpconvError(
+                "holds pickled Python objects, which opconv does not load; save strings as numpy unicode arrays",
+                where=path,
+            ) from None
         raise OpconvError(f"not a valid numpy .npz file ({e})", where=path) from None
     except (OSError, zipfile.BadZipFile, EOFError) as e:
         raise OpconvError(f"not a valid numpy .npz file ({e})", where=path) from None

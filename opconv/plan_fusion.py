@@ -58,12 +58,14 @@ def fuse_relu_named(graph: Graph, plan, producers: tuple[str, ...], relu: str) -
     """:func:`fuse_activations` of the op named ``relu`` (max(x, 0)) after ``producers``."""
     from .kernels import elementwise
 
-    return fuse_activations(graph, plan, producers,
-                            lambda step, _ids: elementwise.relu if step.node.op == relu else None)
+    return fuse_activations(
+        graph, plan, producers, lambda step, _ids: elementwise.relu if step.node.op == relu else None
+    )
 
 
-def fuse_activations(graph: Graph, plan, producers: tuple[str, ...],
-                     activation_of: Callable[[BoundNode, list], Callable | None]) -> int:
+def fuse_activations(
+    graph: Graph, plan, producers: tuple[str, ...], activation_of: Callable[[BoundNode, list], Callable | None]
+) -> int:
     """Rewrite ``plan`` so that each activation step alone reading the output of a step whose op is one of
     ``producers`` in the activation's domain (a step that hands its input on, such as a BatchNormalization
     folded into its Conv, is looked through) runs inside that step; returns how many were fused.
@@ -82,11 +84,16 @@ def fuse_activations(graph: Graph, plan, producers: tuple[str, ...],
         if i is None or plan.foldable[i]:
             continue  # a folded step runs once; its kept value must stay what the node computes
         step = plan.steps[i]
-        if (step.node.op not in producers or step.node.domain != relu.node.domain or len(step.node.outputs) != 1
-                or isinstance(step.fn, ThenActivation)):
+        if (
+            step.node.op not in producers
+            or step.node.domain != relu.node.domain
+            or len(step.node.outputs) != 1
+            or isinstance(step.fn, ThenActivation)
+        ):
             continue
-        plan.steps[i] = BoundNode(step.node, ThenActivation(step.fn, activation), step.attrs,
-                                  step.label + " with " + relu.label)
+        plan.steps[i] = BoundNode(
+            step.node, ThenActivation(step.fn, activation), step.attrs, step.label + " with " + relu.label
+        )
         plan.steps[j] = BoundNode(relu.node, pass_through, {}, relu.label)
         plan.inputs[j] = plan.inputs[j][:1]  # e.g. a Clip's bounds are in the activation now
         plan.donors[j] = tuple(d for d in plan.donors[j] if d == 0)
@@ -105,8 +112,13 @@ class ThenActivation:
 
     def __call__(self, ctx, *inputs, **attrs):
         y = self.kernel(ctx, *inputs, **attrs)
-        if isinstance(y, np.ndarray) and y.flags.writeable and not any(
+        if (
+            isinstance(y, np.ndarray)
+            and y.flags.writeable
+            and not any(
                 isinstance(a, np.ndarray) and not ctx.owns(i) and np.may_share_memory(y, a)
-                for i, a in enumerate(inputs)):
+                for i, a in enumerate(inputs)
+            )
+        ):
             return self.activation(y, out=y)
         return self.activation(y)  # e.g. a one-input Sum hands back its input

@@ -72,9 +72,14 @@ def node_cases() -> tuple[Case, ...]:
         warnings.simplefilter("ignore")
         raw = collect_testcases(None)
     return tuple(
-        Case(c.name, "node", model=c.model,
-             datasets=[([_as_data(x) for x in i], [_as_data(x) for x in o]) for i, o in c.data_sets or ()],
-             rtol=c.rtol, atol=c.atol)
+        Case(
+            c.name,
+            "node",
+            model=c.model,
+            datasets=[([_as_data(x) for x in i], [_as_data(x) for x in o]) for i, o in c.data_sets or ()],
+            rtol=c.rtol,
+            atol=c.atol,
+        )
         for c in raw
     )
 
@@ -92,8 +97,7 @@ def model_cases(kinds=MODEL_KINDS) -> list[Case]:
             path = os.path.join(model_dir, "model.onnx")
             if not os.path.isfile(path):
                 continue
-            cases.append(Case(os.path.basename(model_dir), kind, path=path,
-                              datasets=_LazyDatasets(model_dir, path)))
+            cases.append(Case(os.path.basename(model_dir), kind, path=path, datasets=_LazyDatasets(model_dir, path)))
     return cases
 
 
@@ -145,7 +149,7 @@ class _LazyDatasets(list):
 
 def _numbered(folder: str, prefix: str) -> list[str]:
     paths = glob.glob(os.path.join(folder, f"{prefix}_*.pb"))
-    return sorted(paths, key=lambda p: int(os.path.basename(p)[len(prefix) + 1:-3]))
+    return sorted(paths, key=lambda p: int(os.path.basename(p)[len(prefix) + 1 : -3]))
 
 
 def read_pb(path: str, type_proto: onnx.TypeProto | None) -> Any:

@@ -89,10 +89,16 @@ _BY_NUMPY = {t.numpy: t for t in _ELEMENT_TYPES if t.numpy is not None and t.nam
 
 # ONNX type-string spellings (``tensor(float)``) that differ from the canonical names.
 ONNX_TYPE_NAMES = {"float": "float32", "double": "float64"}
-ONNX_TYPE_NAMES.update({
-    "float8e4m3fn": "float8e4m3fn", "float8e4m3fnuz": "float8e4m3fnuz", "float8e5m2": "float8e5m2",
-    "float8e5m2fnuz": "float8e5m2fnuz", "float4e2m1": "float4e2m1", "float8e8m0": "float8e8m0",
-})
+ONNX_TYPE_NAMES.update(
+    {
+        "float8e4m3fn": "float8e4m3fn",
+        "float8e4m3fnuz": "float8e4m3fnuz",
+        "float8e5m2": "float8e5m2",
+        "float8e5m2fnuz": "float8e5m2fnuz",
+        "float4e2m1": "float4e2m1",
+        "float8e8m0": "float8e8m0",
+    }
+)
 
 
 def element_type(name: str) -> ElementType:

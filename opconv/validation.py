@@ -47,8 +47,18 @@ class Problem(NamedTuple):  # not a dataclass: every conversion imports this mod
 #: attribute values outside a schema's list are left to the converters, which refuse what they cannot map, and to
 #: the executors: the lists are not exhaustive (OpenVINO writes Broadcast-1 with mode "none", which opset1's
 #: specification does not name).
-DOOR_CODES = frozenset({"domain-not-imported", "input-count", "output-count", "missing-attribute",
-                        "attribute-type", "axis-range", "undefined-name", "negative-dim"})
+DOOR_CODES = frozenset(
+    {
+        "domain-not-imported",
+        "input-count",
+        "output-count",
+        "missing-attribute",
+        "attribute-type",
+        "axis-range",
+        "undefined-name",
+        "negative-dim",
+    }
+)
 #: attributes that name tensor axes: onnx's C++ shape inference reads them as 32-bit ints, and an axis past that
 #: range wraps (2**31 became a negative index and crashed the process, onnx 1.23); no tensor has such a rank
 _AXIS_ATTRIBUTES = frozenset({"axis", "axes"})
@@ -142,8 +152,11 @@ class _Checker:
             return
         # Everything but the operand types depends on the node's form only: checked once per form (a
         # model repeats its layers; the door then costs ~1 us per node instead of ~8).
-        attrs = tuple((name, a.type, a.ref, a.value if type(a.value) in _SCALARS else None)
-                      for name, a in n.attrs.items()) if n.attrs else ()
+        attrs = (
+            tuple((name, a.type, a.ref, a.value if type(a.value) in _SCALARS else None) for name, a in n.attrs.items())
+            if n.attrs
+            else ()
+        )
         key = (n.domain, n.op, n.version, tuple(v is None for v in n.inputs), len(n.outputs), attrs)
         found = self.forms.get(key)
         if found is None:
@@ -161,14 +174,30 @@ class _Checker:
         domain = "" if (self.model.dialect == "onnx" and n.domain in _DEFAULT_DOMAINS) else n.domain
         label = f"{domain}::{n.op}" if domain else n.op
         if n.version is None:
-            return None, [("domain-not-imported", f"op {label}: the model imports no version of domain "
-                           f"{domain or 'ai.onnx'!r}")], True
+            return (
+                None,
+                [
+                    (
+                        "domain-not-imported",
+                        f"op {label}: the model imports no version of domain {domain or 'ai.onnx'!r}",
+                    )
+                ],
+                True,
+            )
         schema = self.schemas.find(n.op, n.version, domain)
         if schema is None:
             known = self.schemas.versions(n.op, domain)
             if known:
-                return None, [("op-version", f"op {label} does not exist at version {n.version} "
-                               f"(first defined at {known[0].version})")], True
+                return (
+                    None,
+                    [
+                        (
+                            "op-version",
+                            f"op {label} does not exist at version {n.version} (first defined at {known[0].version})",
+                        )
+                    ],
+                    True,
+                )
             return None, [("unknown-op", f"unknown op {label} at version {n.version}")], True
         problems = [("deprecated-op", f"op {label} is deprecated at version {n.version}")] if schema.deprecated else []
         self.arity(n, schema, problems)
@@ -176,25 +205,34 @@ class _Checker:
 
     def function_call(self, n: Node, f) -> None:
         if len(n.inputs) > len(f.graph.inputs):
-            self.add("input-count", f"function {f.name} takes at most {len(f.graph.inputs)} inputs, "
-                     f"got {len(n.inputs)}", n)
+            self.add(
+                "input-count", f"function {f.name} takes at most {len(f.graph.inputs)} inputs, got {len(n.inputs)}", n
+            )
         if len(n.outputs) > len(f.graph.outputs):
-            self.add("output-count", f"function {f.name} has {len(f.graph.outputs)} outputs, "
-                     f"node declares {len(n.outputs)}", n)
+            self.add(
+                "output-count",
+                f"function {f.name} has {len(f.graph.outputs)} outputs, node declares {len(n.outputs)}",
+                n,
+            )
 
     @staticmethod
     def arity(n: Node, s: OpSchema, problems: list) -> None:
         count = len(n.inputs)
         if not s.min_inputs <= count <= s.max_inputs:
-            problems.append(("input-count", f"{n.op}-{s.version} takes {_range(s.min_inputs, s.max_inputs)} "
-                             f"inputs, got {count}"))
+            problems.append(
+                ("input-count", f"{n.op}-{s.version} takes {_range(s.min_inputs, s.max_inputs)} inputs, got {count}")
+            )
         for i, p in enumerate(s.inputs):
             if p.option == "single" and i < count and n.inputs[i] is None:
                 problems.append(("input-count", f"required input {i} ({p.name}) of {n.op} is missing"))
         count = len(n.outputs)
         if not s.min_outputs <= count <= s.max_outputs:
-            problems.append(("output-count", f"{n.op}-{s.version} has {_range(s.min_outputs, s.max_outputs)} "
-                             f"outputs, node declares {count}"))
+            problems.append(
+                (
+                    "output-count",
+                    f"{n.op}-{s.version} has {_range(s.min_outputs, s.max_outputs)} outputs, node declares {count}",
+                )
+            )
 
     @staticmethod
     def attributes(n: Node, s: OpSchema, problems: list) -> bool:
@@ -203,32 +241,38 @@ class _Checker:
         same_for_the_form = True
         for a in s.attributes:
             if a.required and a.name not in n.attrs:
-                problems.append(("missing-attribute", f"required attribute {a.name!r} of {n.op}-{s.version} "
-                                 "is missing"))
+                problems.append(
+                    ("missing-attribute", f"required attribute {a.name!r} of {n.op}-{s.version} is missing")
+                )
         for name, attr in n.attrs.items():
             spec = declared.get(name)
             if spec is None:
                 problems.append(("unknown-attribute", f"{n.op}-{s.version} has no attribute {name!r}"))
                 continue
             if attr.type != spec.type:
-                problems.append(("attribute-type", f"attribute {name!r} must be of type {spec.type}, "
-                                 f"got {attr.type}"))
+                problems.append(("attribute-type", f"attribute {name!r} must be of type {spec.type}, got {attr.type}"))
                 continue
             if name in _AXIS_ATTRIBUTES and attr.ref is None:
                 values = attr.value if isinstance(attr.value, (list, tuple)) else [attr.value]
                 same_for_the_form &= type(attr.value) in _SCALARS
-                if any(isinstance(v, int) and not -2**31 < v < 2**31 for v in values):
-                    problems.append(("axis-range", f"attribute {name!r} is {attr.value!r}: an axis past any "
-                                     "tensor's rank"))
+                if any(isinstance(v, int) and not -(2**31) < v < 2**31 for v in values):
+                    problems.append(
+                        ("axis-range", f"attribute {name!r} is {attr.value!r}: an axis past any tensor's rank")
+                    )
             if (n.op, name) in _OUTPUT_COUNT_ATTRIBUTES and attr.ref is None and attr.value != len(n.outputs):
-                problems.append(("output-count", f"attribute {name!r} is {attr.value!r}, but the node declares "
-                                 f"{len(n.outputs)} outputs"))
+                problems.append(
+                    (
+                        "output-count",
+                        f"attribute {name!r} is {attr.value!r}, but the node declares {len(n.outputs)} outputs",
+                    )
+                )
             if spec.allowed is not None and attr.ref is None:
                 same_for_the_form &= type(attr.value) in _SCALARS
                 if attr.value not in spec.allowed:
                     allowed = ", ".join(map(repr, spec.allowed))
-                    problems.append(("attribute-value", f"attribute {name!r} is {attr.value!r}; "
-                                     f"expected one of {allowed}"))
+                    problems.append(
+                        ("attribute-value", f"attribute {name!r} is {attr.value!r}; expected one of {allowed}")
+                    )
         return same_for_the_form
 
     def types(self, n: Node, s: OpSchema) -> None:
@@ -244,14 +288,16 @@ class _Checker:
             if sig is None or allowed is None or "undefined" in sig:
                 continue
             if sig not in allowed:
-                self.add("input-type", f"input {i} ({p.name}) of {n.op} is {sig}; {p.type} allows "
-                         f"{', '.join(allowed)}", n)
+                self.add(
+                    "input-type", f"input {i} ({p.name}) of {n.op} is {sig}; {p.type} allows {', '.join(allowed)}", n
+                )
                 continue
             if p.type in s.type_constraints and (p.option != "variadic" or p.homogeneous):
                 first = bound.setdefault(p.type, sig)
                 if first != sig:
-                    self.add("input-type", f"inputs bound to {p.type} disagree: {first} and {sig} "
-                             f"(input {i}, {p.name})", n)
+                    self.add(
+                        "input-type", f"inputs bound to {p.type} disagree: {first} and {sig} (input {i}, {p.name})", n
+                    )
 
 
 def _range(lo: int, hi: int) -> str:

@@ -56,6 +56,7 @@ DEFAULT_BACKEND = "opconv"
 # the report
 # ---------------------------------------------------------------------------
 
+
 @dataclass
 class VerifyReport:
     """The result of :func:`verify`: ``ok`` when every output of B equals A's within tolerance."""
@@ -130,23 +131,44 @@ class VerifyReport:
         from lxml import etree
 
         failures = self.failures
-        root = etree.Element("testsuites", name="opconv", tests=str(len(self.outputs)),
-                             failures=str(len(failures)), errors="0",
-                             time=f"{self.seconds_a + self.seconds_b:.6f}")
-        suite = etree.SubElement(root, "testsuite", name="opconv.verify", tests=str(len(self.outputs)),
-                                 failures=str(len(failures)), errors="0", skipped="0",
-                                 time=f"{self.seconds_a + self.seconds_b:.6f}")
+        root = etree.Element(
+            "testsuites",
+            name="opconv",
+            tests=str(len(self.outputs)),
+            failures=str(len(failures)),
+            errors="0",
+            time=f"{self.seconds_a + self.seconds_b:.6f}",
+        )
+        suite = etree.SubElement(
+            root,
+            "testsuite",
+            name="opconv.verify",
+            tests=str(len(self.outputs)),
+            failures=str(len(failures)),
+            errors="0",
+            skipped="0",
+            time=f"{self.seconds_a + self.seconds_b:.6f}",
+        )
         props = etree.SubElement(suite, "properties")
-        for key in ("model_a", "model_b", "backend_a", "backend_b", "input_matching", "output_matching", "seed",
-                    "rtol", "atol", "precision"):
+        for key in (
+            "model_a",
+            "model_b",
+            "backend_a",
+            "backend_b",
+            "input_matching",
+            "output_matching",
+            "seed",
+            "rtol",
+            "atol",
+            "precision",
+        ):
             value = getattr(self, key)
             etree.SubElement(props, "property", name=key, value=xml_safe("" if value is None else str(value)))
         for key in ("output_rtol", "output_atol"):
             for name, value in getattr(self, key).items():
                 etree.SubElement(props, "property", name=f"{key}:{name}", value=str(value))
         for o in self.outputs:
-            case = etree.SubElement(suite, "testcase", classname="opconv.verify", name=xml_safe(o.name),
-                                    time="0")
+            case = etree.SubElement(suite, "testcase", classname="opconv.verify", name=xml_safe(o.name), time="0")
             case_props = etree.SubElement(case, "properties")
             for key in ("rtol", "atol", "mismatches", "total") + ERROR_FIGURES:
                 etree.SubElement(case_props, "property", name=key, value=str(getattr(o, key)))
@@ -160,14 +182,18 @@ class VerifyReport:
 
 
 def _failure_details(o: OutputComparison) -> str:
-    lines = [f"expected shape {_fmt_shape(o.expected_shape)} {o.expected_dtype}, "
-             f"actual shape {_fmt_shape(o.actual_shape)} {o.actual_dtype}",
-             "abs error " + error_figures(o, "abs") + ", rel error " + error_figures(o, "rel")
-             + f" (rtol {o.rtol:g}, atol {o.atol:g})",
-             f"{o.mismatches} of {o.total} elements outside tolerance"]
+    lines = [
+        f"expected shape {_fmt_shape(o.expected_shape)} {o.expected_dtype}, "
+        f"actual shape {_fmt_shape(o.actual_shape)} {o.actual_dtype}",
+        "abs error "
+        + error_figures(o, "abs")
+        + ", rel error "
+        + error_figures(o, "rel")
+        + f" (rtol {o.rtol:g}, atol {o.atol:g})",
+        f"{o.mismatches} of {o.total} elements outside tolerance",
+    ]
     if o.first_mismatch is not None:
-        lines.append(f"first at {list(o.first_mismatch)}: A={_plain(o.expected_value)!r} "
-                     f"B={_plain(o.actual_value)!r}")
+        lines.append(f"first at {list(o.first_mismatch)}: A={_plain(o.expected_value)!r} B={_plain(o.actual_value)!r}")
     return "\n".join(lines)
 
 
@@ -191,6 +217,7 @@ def _fmt_shape(shape) -> str:
 
 def xml_safe(text: str) -> str:
     """``text`` with the characters XML 1.0 cannot hold (control characters, lone surrogates) escaped."""
+
     def ok(c: str) -> bool:
         o = ord(c)
         return o in (0x9, 0xA, 0xD) or 0x20 <= o <= 0xD7FF or 0xE000 <= o <= 0xFFFD or 0x10000 <= o <= 0x10FFFF
@@ -206,14 +233,24 @@ def xml_safe(text: str) -> str:
 Progress = Callable[[str, str, "float | None"], None]
 
 
-def verify(a: Any, b: Any = None, inputs: Mapping[str, Any] | None = None,
-           rtol: float | Mapping[str, float] | None = None, atol: float | Mapping[str, float] | None = None, *,
-           seed: int = 0, input_shapes: Mapping[str, Sequence[int]] | None = None,
-           dims: Mapping[str, int] | None = None,
-           backends: str | Sequence[str] | None = None, openvino_precision: str = "f32",
-           expected: str | os.PathLike | Mapping[str, Any] | None = None,
-           save_outputs: str | os.PathLike | None = None, progress: Progress | None = None, bisect: bool = False,
-           histograms: bool = False) -> VerifyReport:
+def verify(
+    a: Any,
+    b: Any = None,
+    inputs: Mapping[str, Any] | None = None,
+    rtol: float | Mapping[str, float] | None = None,
+    atol: float | Mapping[str, float] | None = None,
+    *,
+    seed: int = 0,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    dims: Mapping[str, int] | None = None,
+    backends: str | Sequence[str] | None = None,
+    openvino_precision: str = "f32",
+    expected: str | os.PathLike | Mapping[str, Any] | None = None,
+    save_outputs: str | os.PathLike | None = None,
+    progress: Progress | None = None,
+    bisect: bool = False,
+    histograms: bool = False,
+) -> VerifyReport:
     """Run models ``a`` and ``b`` on the same inputs and compare every output of B with A's.
 
     ``inputs`` maps A's input names to arrays; when omitted, seeded random
@@ -243,8 +280,11 @@ def verify(a: Any, b: Any = None, inputs: Mapping[str, Any] | None = None,
     histogram (``report.histograms``, drawn by ``opconv verify --html``).
     """
     if (b is None) == (expected is None):
-        raise OpconvError("give two models, or one model and expected outputs" if b is None else
-                          "give expected outputs or a second model, not both")
+        raise OpconvError(
+            "give two models, or one model and expected outputs"
+            if b is None
+            else "give expected outputs or a second model, not both"
+        )
     backend_a, backend_b = _backend_names(backends)
     settings: dict[str, dict[str, Any]] = {"opconv": {"seed": seed}, "openvino": {"precision": openvino_precision}}
     notes: list[str] = []
@@ -284,33 +324,65 @@ def verify(a: Any, b: Any = None, inputs: Mapping[str, Any] | None = None,
     comparisons = []
     for name_a in side_a.output_names:
         name_b = out_pairs[name_a]
-        cmp = compare_arrays(name_a, outputs_a[name_a], outputs_b[name_b], output_rtol.get(name_a, global_rtol),
-                             output_atol.get(name_a, global_atol), precision)
+        cmp = compare_arrays(
+            name_a,
+            outputs_a[name_a],
+            outputs_b[name_b],
+            output_rtol.get(name_a, global_rtol),
+            output_atol.get(name_a, global_atol),
+            precision,
+        )
         if cmp.first_mismatch is not None:  # the figures in A-then-B order, as the table's header has them
-            cmp.message = (f"{cmp.mismatches} of {cmp.total} elements differ; first at {list(cmp.first_mismatch)}: "
-                           f"A {_show(cmp.expected_value)} vs B {_show(cmp.actual_value)}")
+            cmp.message = (
+                f"{cmp.mismatches} of {cmp.total} elements differ; first at {list(cmp.first_mismatch)}: "
+                f"A {_show(cmp.expected_value)} vs B {_show(cmp.actual_value)}"
+            )
         if name_b != name_a:
             cmp.message = f"(B's output {name_b!r}) {cmp.message}".rstrip()
         comparisons.append(cmp)
     report = VerifyReport(
-        ok=all(c.ok for c in comparisons), outputs=comparisons, input_matching=input_matching,
-        output_matching=output_matching, seed=seed, model_a=side_a.description, model_b=side_b.description,
-        rtol=global_rtol, atol=global_atol, output_rtol=output_rtol, output_atol=output_atol, precision=precision,
-        backend_a=side_a.backend_name(), backend_b=side_b.backend_name(),
-        inputs={k: _summarize(v) for k, v in feeds_a.items()}, random_inputs=generated,
-        notes=notes, seconds_a=seconds_a, seconds_b=seconds_b)
+        ok=all(c.ok for c in comparisons),
+        outputs=comparisons,
+        input_matching=input_matching,
+        output_matching=output_matching,
+        seed=seed,
+        model_a=side_a.description,
+        model_b=side_b.description,
+        rtol=global_rtol,
+        atol=global_atol,
+        output_rtol=output_rtol,
+        output_atol=output_atol,
+        precision=precision,
+        backend_a=side_a.backend_name(),
+        backend_b=side_b.backend_name(),
+        inputs={k: _summarize(v) for k, v in feeds_a.items()},
+        random_inputs=generated,
+        notes=notes,
+        seconds_a=seconds_a,
+        seconds_b=seconds_b,
+    )
     if histograms:
         from .html_report import error_histogram
 
-        report.histograms = {name: error_histogram(outputs_a[name], outputs_b[out_pairs[name]])
-                             for name in side_a.output_names}
+        report.histograms = {
+            name: error_histogram(outputs_a[name], outputs_b[out_pairs[name]]) for name in side_a.output_names
+        }
     if bisect and not report.ok:
         _bisect(report, side_a, side_b, feeds_a, feeds_b, out_pairs, global_rtol, global_atol, progress)
     return report
 
 
-def _bisect(report: VerifyReport, side_a: _Side, side_b: _Side, feeds_a: dict, feeds_b: dict,
-            out_pairs: dict[str, str], rtol: float | None, atol: float | None, progress: Progress | None) -> None:
+def _bisect(
+    report: VerifyReport,
+    side_a: _Side,
+    side_b: _Side,
+    feeds_a: dict,
+    feeds_b: dict,
+    out_pairs: dict[str, str],
+    rtol: float | None,
+    atol: float | None,
+    progress: Progress | None,
+) -> None:
     """``report.bisect``: the first divergence, found on the sides' own backends; or a note saying why not."""
     from .bisect import first_divergence
 
@@ -319,9 +391,19 @@ def _bisect(report: VerifyReport, side_a: _Side, side_b: _Side, feeds_a: dict, f
         return
     try:
         report.bisect = first_divergence(
-            side_a.source, side_b.source, feeds_a, feeds_b, backend_a=side_a.backend, backend_b=side_b.backend,
-            rtol=rtol, atol=atol, precision=report.precision, output_pairs=out_pairs,
-            loaded=(side_a.model, side_b.model), progress=progress)
+            side_a.source,
+            side_b.source,
+            feeds_a,
+            feeds_b,
+            backend_a=side_a.backend,
+            backend_b=side_b.backend,
+            rtol=rtol,
+            atol=atol,
+            precision=report.precision,
+            output_pairs=out_pairs,
+            loaded=(side_a.model, side_b.model),
+            progress=progress,
+        )
     except OpconvError as e:  # the outputs' comparison stands; say why no divergence is named
         report.notes.append(f"bisect could not run: {e}")
 
@@ -348,17 +430,27 @@ class _Side:
 
         runner = get_backend(backend, **settings.get(backend, {}))  # an unknown name fails before a long load
         model = require_valid(opconv.load(source))
-        return cls(_describe(model, source), [v.name for v in required_inputs(model)],
-                   [v.name for v in model.graph.outputs], model, source, runner)
+        return cls(
+            _describe(model, source),
+            [v.name for v in required_inputs(model)],
+            [v.name for v in model.graph.outputs],
+            model,
+            source,
+            runner,
+        )
 
     @classmethod
     def of_reference(cls, expected: str | os.PathLike | Mapping[str, Any], other: _Side) -> _Side:
         """Stored outputs; without stored inputs they were computed from ``other``'s inputs."""
         inputs, outputs = _reference(expected)
-        name = f"{os.fspath(expected)} (expected outputs)" if isinstance(expected, (str, os.PathLike)) \
+        name = (
+            f"{os.fspath(expected)} (expected outputs)"
+            if isinstance(expected, (str, os.PathLike))
             else "<expected outputs>"
-        return cls(name, list(inputs) or list(other.input_names), list(outputs), stored_inputs=inputs,
-                   stored_outputs=outputs)
+        )
+        return cls(
+            name, list(inputs) or list(other.input_names), list(outputs), stored_inputs=inputs, stored_outputs=outputs
+        )
 
     def run(self, which: str, feeds: dict, progress: Progress | None) -> tuple[dict, float]:
         if self.model is None:
@@ -386,8 +478,9 @@ def _backend_names(backends: str | Sequence[str] | None) -> tuple[str, str]:
     return pair
 
 
-def _per_output(what: str, value: float | Mapping[str, float] | None,
-                out_pairs: dict[str, str]) -> tuple[dict[str, float], float | None]:
+def _per_output(
+    what: str, value: float | Mapping[str, float] | None, out_pairs: dict[str, str]
+) -> tuple[dict[str, float], float | None]:
     """({A's output name: tolerance}, the tolerance of every other output) from a number or a mapping; a
     mapping may name outputs by A's or B's names, and ``"*"`` is the rest."""
     if value is None or not isinstance(value, Mapping):
@@ -400,8 +493,9 @@ def _per_output(what: str, value: float | Mapping[str, float] | None,
         elif name in out_pairs or name in by_b:
             per[name if name in out_pairs else by_b[name]] = float(tol)
         else:
-            raise OpconvError(f"{what} for {name!r}: no output has that name (the outputs are "
-                              f"{', '.join(out_pairs) or 'none'})")
+            raise OpconvError(
+                f"{what} for {name!r}: no output has that name (the outputs are {', '.join(out_pairs) or 'none'})"
+            )
     return per, rest
 
 
@@ -410,8 +504,8 @@ def _reference(expected: str | os.PathLike | Mapping[str, Any]) -> tuple[dict, d
     from .npz import read_npz
 
     arrays = read_npz(os.fspath(expected)) if isinstance(expected, (str, os.PathLike)) else dict(expected)
-    inputs = {k[len(INPUT_PREFIX):]: v for k, v in arrays.items() if k.startswith(INPUT_PREFIX)}
-    outputs = {k[len(OUTPUT_PREFIX):]: v for k, v in arrays.items() if k.startswith(OUTPUT_PREFIX)}
+    inputs = {k[len(INPUT_PREFIX) :]: v for k, v in arrays.items() if k.startswith(INPUT_PREFIX)}
+    outputs = {k[len(OUTPUT_PREFIX) :]: v for k, v in arrays.items() if k.startswith(OUTPUT_PREFIX)}
     if not inputs and not outputs:
         outputs = arrays
     if not outputs:
@@ -425,8 +519,10 @@ def save_reference(path: str | os.PathLike, inputs: Mapping[str, Any], outputs: 
     layout ``expected`` reads."""
     from .npz import write_npz
 
-    write_npz(os.fspath(path), {**{INPUT_PREFIX + k: v for k, v in inputs.items()},
-                                **{OUTPUT_PREFIX + k: v for k, v in outputs.items()}})
+    write_npz(
+        os.fspath(path),
+        {**{INPUT_PREFIX + k: v for k, v in inputs.items()}, **{OUTPUT_PREFIX + k: v for k, v in outputs.items()}},
+    )
 
 
 #: float types from narrowest to widest, for the compute precision
@@ -464,7 +560,8 @@ def _static_shapes_of(ins_a: list[Value], ins_b: list[Value], in_pairs: dict[str
         if mine is None or theirs is None or all(isinstance(d, int) for d in mine) or len(mine) != len(theirs):
             continue
         if all(isinstance(d, int) and d >= 0 for d in theirs) and all(
-                not isinstance(m, int) or m == d for m, d in zip(mine, theirs)):
+            not isinstance(m, int) or m == d for m, d in zip(mine, theirs)
+        ):
             shapes[v.name] = tuple(theirs)
     return shapes
 
@@ -479,8 +576,10 @@ def _pair(kind: str, names_a: list[str], names_b: list[str], notes: list[str]) -
     if sorted(names_a) == sorted(names_b):
         return "name", {n: n for n in names_a}
     if len(names_a) != len(names_b):
-        raise OpconvError(f"the models have different numbers of {kind}s: A has {len(names_a)} "
-                          f"({', '.join(names_a) or 'none'}), B has {len(names_b)} ({', '.join(names_b) or 'none'})")
+        raise OpconvError(
+            f"the models have different numbers of {kind}s: A has {len(names_a)} "
+            f"({', '.join(names_a) or 'none'}), B has {len(names_b)} ({', '.join(names_b) or 'none'})"
+        )
     renamed = [f"{x!r}->{y!r}" for x, y in zip(names_a, names_b) if x != y]
     notes.append(f"{kind}s matched by position because their names differ: {', '.join(renamed)}")
     return "position", dict(zip(names_a, names_b))
@@ -495,8 +594,7 @@ def _user_feeds(inputs: Mapping[str, Any], in_pairs: dict[str, str]) -> dict[str
     return feeds
 
 
-def _run(which: str, backend, source: Any, model: Model, feeds: dict,
-         progress: Progress | None) -> tuple[dict, float]:
+def _run(which: str, backend, source: Any, model: Model, feeds: dict, progress: Progress | None) -> tuple[dict, float]:
     """Run one side on its backend: a runtime reads the model's own files when it came from a path."""
     what = f"{_describe(model, source)} on {backend.describe()}"
     if progress:
@@ -534,8 +632,14 @@ def _summarize(value: Any) -> dict:
 # random inputs
 # ---------------------------------------------------------------------------
 
-def random_inputs(model: Any, seed: int = 0, input_shapes: Mapping[str, Sequence[int]] | None = None,
-                  dims: Mapping[str, int] | None = None, notes: list[str] | None = None) -> dict[str, Any]:
+
+def random_inputs(
+    model: Any,
+    seed: int = 0,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    dims: Mapping[str, int] | None = None,
+    notes: list[str] | None = None,
+) -> dict[str, Any]:
     """Seeded random values for every required input of ``model``.
 
     Floats are standard normal, integers in [1, 5] (non-zero and positive, see
@@ -557,8 +661,10 @@ def random_inputs(model: Any, seed: int = 0, input_shapes: Mapping[str, Sequence
     shapes = bound.with_defaults(1)
     opened = bound.unresolved()
     if opened and notes is not None:
-        notes.append("dims nothing binds are 1 (--input-shape/--dim choose them): " + ", ".join(
-            f"{name} {format_shape(bound.shapes[name])} -> {format_shape(shapes[name])}" for name in opened))
+        notes.append(
+            "dims nothing binds are 1 (--input-shape/--dim choose them): "
+            + ", ".join(f"{name} {format_shape(bound.shapes[name])} -> {format_shape(shapes[name])}" for name in opened)
+        )
     return {v.name: _random_value(v, _tensor_type(v), shapes[v.name], shapes, rng) for v in inputs}
 
 
@@ -568,8 +674,9 @@ def _tensor_type(v: Value) -> TensorType:
     while isinstance(t, (SequenceType, OptionalType)):
         t = t.elem
     if not isinstance(t, TensorType) or t.dtype is None:
-        raise OpconvError(f"cannot make a random value for input {v.name!r} of type {t or 'unknown'}; "
-                          f"pass its value explicitly")
+        raise OpconvError(
+            f"cannot make a random value for input {v.name!r} of type {t or 'unknown'}; pass its value explicitly"
+        )
     return t
 
 
@@ -627,6 +734,7 @@ def _axis_bounds(data_pos: int, axis_input: int | None = None):
     The axis is the node's ``axis`` attribute, else the constant input ``axis_input`` (OpenVINO's
     Gather-1 takes it as an input), else 0.
     """
+
     def bounds(node, data_shape, index_shape):
         if "axis" in node.attrs:
             axis = int(node.attr("axis"))
@@ -636,6 +744,7 @@ def _axis_bounds(data_pos: int, axis_input: int | None = None):
             return None
         extent = data_shape[axis]
         return extent if isinstance(extent, int) else None
+
     return data_pos, bounds
 
 
@@ -645,7 +754,7 @@ def _nd_bounds(node, data_shape, index_shape):
         return None
     batch = int(node.attr("batch_dims", 0))
     k = index_shape[-1]
-    dims = data_shape[batch:batch + k]
+    dims = data_shape[batch : batch + k]
     if len(dims) != k:
         return None
     return np.array(dims) if all(isinstance(d, int) for d in dims) else None

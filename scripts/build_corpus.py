@@ -45,6 +45,7 @@ VOCAB = 96
 # What a corpus entry is
 # ---------------------------------------------------------------------------
 
+
 @dataclass
 class Source:
     """A torch model to export: ``build()`` -> (module, {input name: example tensor}) and its dynamic axes."""
@@ -75,8 +76,11 @@ class Derived:
 
 # onnxruntime's extended graph optimizations fuse QDQ groups into integer QLinear kernels whose rounding can differ
 # from the model's own quantize/dequantize arithmetic by one quantum; the basic level runs the model as written.
-QDQ_OUTPUTS = ("basic", "QDQ format, 4 seeded calibration batches; outputs from onnxruntime at ORT_ENABLE_BASIC "
-               "(its extended level fuses QDQ into QLinear kernels that round differently)")
+QDQ_OUTPUTS = (
+    "basic",
+    "QDQ format, 4 seeded calibration batches; outputs from onnxruntime at ORT_ENABLE_BASIC "
+    "(its extended level fuses QDQ into QLinear kernels that round differently)",
+)
 
 
 @dataclass
@@ -109,7 +113,7 @@ def token_inputs(rng, with_mask=True, vocab=VOCAB):
     inputs = {"input_ids": ids}
     if with_mask:
         mask = np.ones((BATCH, SEQ), np.int64)
-        mask[1, SEQ - 3:] = 0  # the second sequence is padded
+        mask[1, SEQ - 3 :] = 0  # the second sequence is padded
         inputs["attention_mask"] = torch.from_numpy(mask)
     return inputs
 
@@ -123,9 +127,16 @@ TEXT_AXES = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch",
 # transformers models (tiny configs, random weights)
 # ---------------------------------------------------------------------------
 
+
 def _tiny(**extra):
-    base = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, vocab_size=VOCAB,
-                max_position_embeddings=64)
+    base = dict(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        vocab_size=VOCAB,
+        max_position_embeddings=64,
+    )
     base.update(extra)
     return base
 
@@ -141,14 +152,22 @@ def tensor_outputs(model, keys):
 
         def forward(self, *args):
             out = self.model(**dict(zip(keys, args)))
-            return tuple(t for t in (getattr(out, "last_hidden_state", None), getattr(out, "logits", None),
-                                     getattr(out, "pooler_output", None)) if t is not None)
+            return tuple(
+                t
+                for t in (
+                    getattr(out, "last_hidden_state", None),
+                    getattr(out, "logits", None),
+                    getattr(out, "pooler_output", None),
+                )
+                if t is not None
+            )
 
     return Wrapper().eval()
 
 
 def hf_text(model_cls: str, config_cls: str, with_mask=True, **config):
     """A transformers text model by class name, from a tiny config."""
+
     def build(rng):
         import transformers
 
@@ -157,6 +176,7 @@ def hf_text(model_cls: str, config_cls: str, with_mask=True, **config):
         model = getattr(transformers, model_cls)(cfg).eval()
         inputs = token_inputs(rng, with_mask)
         return tensor_outputs(model, list(inputs)), inputs
+
     return build
 
 
@@ -176,8 +196,9 @@ def build_gpt2_past(rng):
     import torch
     from transformers import DynamicCache, GPT2Config, GPT2LMHeadModel
 
-    cfg = GPT2Config(n_embd=32, n_layer=2, n_head=2, n_inner=64, vocab_size=VOCAB, n_positions=64, bos_token_id=0,
-                     eos_token_id=0)
+    cfg = GPT2Config(
+        n_embd=32, n_layer=2, n_head=2, n_inner=64, vocab_size=VOCAB, n_positions=64, bos_token_id=0, eos_token_id=0
+    )
     cfg._attn_implementation = "eager"
     model = GPT2LMHeadModel(cfg).eval()
     past = 6
@@ -193,8 +214,13 @@ def build_gpt2_past(rng):
             cache.update(past_key_1, past_value_1, 1)
             out = self.model(input_ids=input_ids, attention_mask=attention_mask, past_key_values=cache, use_cache=True)
             present = out.past_key_values
-            return (out.logits, present.layers[0].keys, present.layers[0].values, present.layers[1].keys,
-                    present.layers[1].values)
+            return (
+                out.logits,
+                present.layers[0].keys,
+                present.layers[0].values,
+                present.layers[1].keys,
+                present.layers[1].values,
+            )
 
     ids = torch.from_numpy(rng.randint(1, VOCAB, size=(BATCH, 1)).astype(np.int64))
     inputs = {"input_ids": ids, "attention_mask": torch.ones(BATCH, past + 1, dtype=torch.int64)}
@@ -204,13 +230,17 @@ def build_gpt2_past(rng):
     return Step().eval(), inputs
 
 
-PAST_AXES = {"input_ids": {0: "batch"}, "attention_mask": {0: "batch", 1: "total"},
-             **{f"past_{kv}_{i}": {0: "batch", 2: "past"} for kv in ("key", "value") for i in range(2)}}
+PAST_AXES = {
+    "input_ids": {0: "batch"},
+    "attention_mask": {0: "batch", 1: "total"},
+    **{f"past_{kv}_{i}": {0: "batch", 2: "past"} for kv in ("key", "value") for i in range(2)},
+}
 
 
 # ---------------------------------------------------------------------------
 # Hand-written torch models
 # ---------------------------------------------------------------------------
+
 
 def _nn():
     import torch
@@ -235,8 +265,11 @@ def build_resnet(rng):
             super().__init__()
             self.c1, self.b1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout)
             self.c2, self.b2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout)
-            self.short = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
-                          if stride != 1 or cin != cout else nn.Identity())
+            self.short = (
+                nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+                if stride != 1 or cin != cout
+                else nn.Identity()
+            )
 
         def forward(self, x):
             return F.relu(self.b2(self.c2(F.relu(self.b1(self.c1(x))))) + self.short(x))
@@ -282,9 +315,17 @@ def build_mobilenet(rng):
     class Inverted(nn.Module):
         def __init__(self, c, e):
             super().__init__()
-            self.body = nn.Sequential(nn.Conv2d(c, e, 1, bias=False), nn.BatchNorm2d(e), nn.Hardswish(),
-                                      nn.Conv2d(e, e, 3, 1, 1, groups=e, bias=False), nn.BatchNorm2d(e),
-                                      nn.Hardswish(), SE(e), nn.Conv2d(e, c, 1, bias=False), nn.BatchNorm2d(c))
+            self.body = nn.Sequential(
+                nn.Conv2d(c, e, 1, bias=False),
+                nn.BatchNorm2d(e),
+                nn.Hardswish(),
+                nn.Conv2d(e, e, 3, 1, 1, groups=e, bias=False),
+                nn.BatchNorm2d(e),
+                nn.Hardswish(),
+                SE(e),
+                nn.Conv2d(e, c, 1, bias=False),
+                nn.BatchNorm2d(c),
+            )
 
         def forward(self, x):
             return x + self.body(x)
@@ -372,6 +413,7 @@ def build_rnn(kind):
                 return F.log_softmax(self.fc(out[:, -1]), dim=-1)
 
         return Net().eval(), token_inputs(rng, with_mask=False)
+
     return build
 
 
@@ -381,9 +423,17 @@ def build_audio(rng):
     class Net(nn.Module):
         def __init__(self):
             super().__init__()
-            self.body = nn.Sequential(nn.Conv1d(1, 8, 9, 4, 4), nn.BatchNorm1d(8), nn.GELU(),
-                                      nn.Conv1d(8, 16, 5, 2, 2, dilation=1), nn.BatchNorm1d(16), nn.GELU(),
-                                      nn.Conv1d(16, 16, 3, 1, 2, dilation=2), nn.ReLU(), nn.AvgPool1d(2))
+            self.body = nn.Sequential(
+                nn.Conv1d(1, 8, 9, 4, 4),
+                nn.BatchNorm1d(8),
+                nn.GELU(),
+                nn.Conv1d(8, 16, 5, 2, 2, dilation=1),
+                nn.BatchNorm1d(16),
+                nn.GELU(),
+                nn.Conv1d(16, 16, 3, 1, 2, dilation=2),
+                nn.ReLU(),
+                nn.AvgPool1d(2),
+            )
             self.fc = nn.Linear(16, 6)
 
         def forward(self, audio):
@@ -408,7 +458,7 @@ def build_encoder_block(rng):
         def forward(self, input_ids, attention_mask):
             x = self.embed(input_ids)
             q, k, v = self.qkv(self.ln1(x)).chunk(3, -1)
-            scores = q @ k.transpose(1, 2) / 32 ** 0.5
+            scores = q @ k.transpose(1, 2) / 32**0.5
             keep = attention_mask[:, None, :].bool()
             scores = torch.where(keep, scores, torch.full_like(scores, -1e4))
             x = x + self.proj(F.softmax(scores, dim=-1) @ v)
@@ -438,7 +488,7 @@ def build_causal_lm(rng):
             n = input_ids.shape[1]
             q, k, v = self.qkv(self.norm(x)).chunk(3, -1)
             causal = torch.triu(torch.ones(n, n, dtype=torch.bool, device=x.device), diagonal=1)
-            att = (q @ k.transpose(1, 2)).masked_fill(causal, float("-inf")) * 32 ** -0.5
+            att = (q @ k.transpose(1, 2)).masked_fill(causal, float("-inf")) * 32**-0.5
             x = x + self.o(att.softmax(-1) @ v)
             h = self.norm(x)
             x = x + self.down(F.silu(self.gate(h)) * self.up(h))
@@ -507,50 +557,178 @@ def build_pooling_misc(rng):
 
 
 SOURCES = [
-    Source("bert", "transformers", hf_text("BertModel", "BertConfig", **_tiny()), TEXT_AXES,
-           ["last_hidden_state", "pooler_output"], 14),
-    Source("distilbert", "transformers", hf_text("DistilBertModel", "DistilBertConfig", dim=32, n_layers=2, n_heads=2,
-                                                 hidden_dim=64, vocab_size=VOCAB, max_position_embeddings=64),
-           TEXT_AXES, ["last_hidden_state"], 15),
-    Source("roberta", "transformers", hf_text("RobertaModel", "RobertaConfig",
-                                              **_tiny(pad_token_id=1, max_position_embeddings=72)),
-           TEXT_AXES, ["last_hidden_state", "pooler_output"], 16),
-    Source("gpt2", "transformers", hf_text("GPT2LMHeadModel", "GPT2Config", n_embd=32, n_layer=2, n_head=2, n_inner=64,
-                                           vocab_size=VOCAB, n_positions=64, bos_token_id=0, eos_token_id=0,
-                                           use_cache=False),
-           TEXT_AXES, ["logits"], 14),
-    Source("gpt2_past", "transformers", build_gpt2_past, PAST_AXES,
-           ["logits", "present_key_0", "present_value_0", "present_key_1", "present_value_1"], 17,
-           notes="one decoding step after a 6-token cache"),
-    Source("llama", "transformers", hf_text("LlamaForCausalLM", "LlamaConfig",
-                                            **_tiny(num_key_value_heads=1, use_cache=False)),
-           TEXT_AXES, ["logits"], 17, notes="grouped-query attention (2 heads, 1 key/value head), rotary embeddings"),
-    Source("t5_encoder", "transformers", hf_text("T5EncoderModel", "T5Config", d_model=32, d_kv=16, d_ff=64,
-                                                 num_layers=2, num_heads=2, vocab_size=VOCAB,
-                                                 relative_attention_num_buckets=8),
-           TEXT_AXES, ["last_hidden_state"], 13),
-    Source("vit", "transformers", build_vit, {"pixel_values": {0: "batch"}}, ["last_hidden_state", "pooler_output"],
-           12),
+    Source(
+        "bert",
+        "transformers",
+        hf_text("BertModel", "BertConfig", **_tiny()),
+        TEXT_AXES,
+        ["last_hidden_state", "pooler_output"],
+        14,
+    ),
+    Source(
+        "distilbert",
+        "transformers",
+        hf_text(
+            "DistilBertModel",
+            "DistilBertConfig",
+            dim=32,
+            n_layers=2,
+            n_heads=2,
+            hidden_dim=64,
+            vocab_size=VOCAB,
+            max_position_embeddings=64,
+        ),
+        TEXT_AXES,
+        ["last_hidden_state"],
+        15,
+    ),
+    Source(
+        "roberta",
+        "transformers",
+        hf_text("RobertaModel", "RobertaConfig", **_tiny(pad_token_id=1, max_position_embeddings=72)),
+        TEXT_AXES,
+        ["last_hidden_state", "pooler_output"],
+        16,
+    ),
+    Source(
+        "gpt2",
+        "transformers",
+        hf_text(
+            "GPT2LMHeadModel",
+            "GPT2Config",
+            n_embd=32,
+            n_layer=2,
+            n_head=2,
+            n_inner=64,
+            vocab_size=VOCAB,
+            n_positions=64,
+            bos_token_id=0,
+            eos_token_id=0,
+            use_cache=False,
+        ),
+        TEXT_AXES,
+        ["logits"],
+        14,
+    ),
+    Source(
+        "gpt2_past",
+        "transformers",
+        build_gpt2_past,
+        PAST_AXES,
+        ["logits", "present_key_0", "present_value_0", "present_key_1", "present_value_1"],
+        17,
+        notes="one decoding step after a 6-token cache",
+    ),
+    Source(
+        "llama",
+        "transformers",
+        hf_text("LlamaForCausalLM", "LlamaConfig", **_tiny(num_key_value_heads=1, use_cache=False)),
+        TEXT_AXES,
+        ["logits"],
+        17,
+        notes="grouped-query attention (2 heads, 1 key/value head), rotary embeddings",
+    ),
+    Source(
+        "t5_encoder",
+        "transformers",
+        hf_text(
+            "T5EncoderModel",
+            "T5Config",
+            d_model=32,
+            d_kv=16,
+            d_ff=64,
+            num_layers=2,
+            num_heads=2,
+            vocab_size=VOCAB,
+            relative_attention_num_buckets=8,
+        ),
+        TEXT_AXES,
+        ["last_hidden_state"],
+        13,
+    ),
+    Source(
+        "vit", "transformers", build_vit, {"pixel_values": {0: "batch"}}, ["last_hidden_state", "pooler_output"], 12
+    ),
     Source("resnet", "cnn", build_resnet, IMAGE_AXES, ["logits"], 11),
-    Source("mobilenet_se", "cnn", build_mobilenet, IMAGE_AXES, ["probabilities"], 14,
-           notes="depthwise convs, Hardswish, squeeze-excitation with Hardsigmoid"),
-    Source("unet", "cnn", build_unet, IMAGE_AXES, ["mask"], 13,
-           notes="ConvTranspose, GroupNorm, SiLU, nearest and bilinear interpolation"),
+    Source(
+        "mobilenet_se",
+        "cnn",
+        build_mobilenet,
+        IMAGE_AXES,
+        ["probabilities"],
+        14,
+        notes="depthwise convs, Hardswish, squeeze-excitation with Hardsigmoid",
+    ),
+    Source(
+        "unet",
+        "cnn",
+        build_unet,
+        IMAGE_AXES,
+        ["mask"],
+        13,
+        notes="ConvTranspose, GroupNorm, SiLU, nearest and bilinear interpolation",
+    ),
     Source("detection_topk", "cnn", build_detection, IMAGE_AXES, ["scores", "labels", "boxes"], 12),
-    Source("pooling_misc", "cnn", build_pooling_misc, IMAGE_AXES, ["features"], 11,
-           notes="PReLU, reflect padding, InstanceNorm, ceil-mode pooling, ELU, clamp, cumsum"),
-    Source("lstm_classifier", "rnn", build_rnn("lstm"), {"input_ids": {0: "batch", 1: "seq"}}, ["log_probs"], 12,
-           notes="bidirectional LSTM"),
+    Source(
+        "pooling_misc",
+        "cnn",
+        build_pooling_misc,
+        IMAGE_AXES,
+        ["features"],
+        11,
+        notes="PReLU, reflect padding, InstanceNorm, ceil-mode pooling, ELU, clamp, cumsum",
+    ),
+    Source(
+        "lstm_classifier",
+        "rnn",
+        build_rnn("lstm"),
+        {"input_ids": {0: "batch", 1: "seq"}},
+        ["log_probs"],
+        12,
+        notes="bidirectional LSTM",
+    ),
     Source("gru_classifier", "rnn", build_rnn("gru"), {"input_ids": {0: "batch", 1: "seq"}}, ["log_probs"], 16),
     Source("audio_conv1d", "audio", build_audio, {"audio": {0: "batch", 2: "samples"}}, ["logits"], 15),
-    Source("encoder_block", "blocks", build_encoder_block, TEXT_AXES, ["hidden"], 17,
-           notes="LayerNorm, tanh GELU, softmax on the last axis, torch.where / masked_fill masking"),
-    Source("causal_lm", "blocks", build_causal_lm, {"input_ids": {0: "batch", 1: "seq"}}, ["logits"], 14,
-           notes="torch.triu causal mask, RMS norm, SiLU gating, tied embeddings"),
-    Source("scripted_if", "control_flow", build_scripted_if, {"x": {0: "batch"}}, ["y"], 13, dynamo=False,
-           script=True, notes="torch.jit.script: a data-dependent if becomes ONNX If"),
-    Source("scripted_loop", "control_flow", build_scripted_loop, {"x": {0: "steps", 1: "batch"}}, ["h"], 16,
-           dynamo=False, script=True, notes="torch.jit.script: a loop over the first dimension becomes ONNX Loop"),
+    Source(
+        "encoder_block",
+        "blocks",
+        build_encoder_block,
+        TEXT_AXES,
+        ["hidden"],
+        17,
+        notes="LayerNorm, tanh GELU, softmax on the last axis, torch.where / masked_fill masking",
+    ),
+    Source(
+        "causal_lm",
+        "blocks",
+        build_causal_lm,
+        {"input_ids": {0: "batch", 1: "seq"}},
+        ["logits"],
+        14,
+        notes="torch.triu causal mask, RMS norm, SiLU gating, tied embeddings",
+    ),
+    Source(
+        "scripted_if",
+        "control_flow",
+        build_scripted_if,
+        {"x": {0: "batch"}},
+        ["y"],
+        13,
+        dynamo=False,
+        script=True,
+        notes="torch.jit.script: a data-dependent if becomes ONNX If",
+    ),
+    Source(
+        "scripted_loop",
+        "control_flow",
+        build_scripted_loop,
+        {"x": {0: "steps", 1: "batch"}},
+        ["h"],
+        16,
+        dynamo=False,
+        script=True,
+        notes="torch.jit.script: a loop over the first dimension becomes ONNX Loop",
+    ),
 ]
 
 
@@ -558,16 +736,17 @@ SOURCES = [
 # onnxruntime's tools
 # ---------------------------------------------------------------------------
 
+
 def _optimized(model_type, opt_level, fp16=False, **shape):
     def make(src, dst):
         from onnxruntime.transformers.optimizer import optimize_model
 
         with _quiet():
-            opt = optimize_model(src, model_type=model_type, opt_level=opt_level, num_heads=2, hidden_size=32,
-                                 **shape)
+            opt = optimize_model(src, model_type=model_type, opt_level=opt_level, num_heads=2, hidden_size=32, **shape)
             if fp16:
                 opt.convert_float_to_float16(keep_io_types=True)
         onnx.save(opt.model, dst)
+
     return make
 
 
@@ -592,6 +771,7 @@ def _quantized_static(input_name, shape):
 
         with _quiet():
             quantize_static(src, dst, Reader(), quant_format=QuantFormat.QDQ)
+
     return make
 
 
@@ -605,32 +785,105 @@ def _matmul_4bit(src, dst):
 
 
 DERIVED = [
-    Derived("bert_ort_opt1", "ort-optimizer", "bert_legacy_op14", "onnxruntime.transformers.optimize_model",
-            _optimized("bert", 1)),
-    Derived("bert_ort_opt2", "ort-optimizer", "bert_legacy_op14", "onnxruntime.transformers.optimize_model",
-            _optimized("bert", 2)),
-    Derived("bert_ort_fp16", "ort-optimizer", "bert_legacy_op14", "onnxruntime.transformers.optimize_model",
-            _optimized("bert", 1, fp16=True), notes="float16 weights, float32 inputs/outputs (keep_io_types)"),
-    Derived("gpt2_ort_opt1", "ort-optimizer", "gpt2_legacy_op14", "onnxruntime.transformers.optimize_model",
-            _optimized("gpt2", 1)),
-    Derived("gpt2_ort_opt2", "ort-optimizer", "gpt2_legacy_op14", "onnxruntime.transformers.optimize_model",
-            _optimized("gpt2", 2)),
-    Derived("vit_ort_opt1", "ort-optimizer", "vit_legacy_op12", "onnxruntime.transformers.optimize_model",
-            _optimized("vit", 1)),
-    Derived("vit_ort_opt2", "ort-optimizer", "vit_legacy_op12", "onnxruntime.transformers.optimize_model",
-            _optimized("vit", 2)),
-    Derived("bert_qdynamic", "ort-quantized", "bert_legacy_op14", "onnxruntime.quantization.quantize_dynamic",
-            _quantized_dynamic, notes="int8 weights, DynamicQuantizeLinear + MatMulInteger"),
-    Derived("lstm_qdynamic", "ort-quantized", "lstm_classifier_legacy_op12",
-            "onnxruntime.quantization.quantize_dynamic", _quantized_dynamic),
-    Derived("resnet_qdq", "ort-quantized", "resnet_legacy_op11", "onnxruntime.quantization.quantize_static",
-            _quantized_static("image", (BATCH, 3, 16, 16)), notes=QDQ_OUTPUTS[1], ort_optimization=QDQ_OUTPUTS[0]),
-    Derived("mobilenet_qdq", "ort-quantized", "mobilenet_se_legacy_op14", "onnxruntime.quantization.quantize_static",
-            _quantized_static("image", (BATCH, 3, 16, 16)), notes=QDQ_OUTPUTS[1], ort_optimization=QDQ_OUTPUTS[0]),
-    Derived("llama_q4", "ort-quantized", "llama_legacy_op17", "onnxruntime MatMulNBitsQuantizer",
-            _matmul_4bit, notes="4-bit symmetric MatMulNBits, block 32"),
-    Derived("gpt2_q4", "ort-quantized", "gpt2_legacy_op14", "onnxruntime MatMulNBitsQuantizer",
-            _matmul_4bit, notes="4-bit symmetric MatMulNBits, block 32"),
+    Derived(
+        "bert_ort_opt1",
+        "ort-optimizer",
+        "bert_legacy_op14",
+        "onnxruntime.transformers.optimize_model",
+        _optimized("bert", 1),
+    ),
+    Derived(
+        "bert_ort_opt2",
+        "ort-optimizer",
+        "bert_legacy_op14",
+        "onnxruntime.transformers.optimize_model",
+        _optimized("bert", 2),
+    ),
+    Derived(
+        "bert_ort_fp16",
+        "ort-optimizer",
+        "bert_legacy_op14",
+        "onnxruntime.transformers.optimize_model",
+        _optimized("bert", 1, fp16=True),
+        notes="float16 weights, float32 inputs/outputs (keep_io_types)",
+    ),
+    Derived(
+        "gpt2_ort_opt1",
+        "ort-optimizer",
+        "gpt2_legacy_op14",
+        "onnxruntime.transformers.optimize_model",
+        _optimized("gpt2", 1),
+    ),
+    Derived(
+        "gpt2_ort_opt2",
+        "ort-optimizer",
+        "gpt2_legacy_op14",
+        "onnxruntime.transformers.optimize_model",
+        _optimized("gpt2", 2),
+    ),
+    Derived(
+        "vit_ort_opt1",
+        "ort-optimizer",
+        "vit_legacy_op12",
+        "onnxruntime.transformers.optimize_model",
+        _optimized("vit", 1),
+    ),
+    Derived(
+        "vit_ort_opt2",
+        "ort-optimizer",
+        "vit_legacy_op12",
+        "onnxruntime.transformers.optimize_model",
+        _optimized("vit", 2),
+    ),
+    Derived(
+        "bert_qdynamic",
+        "ort-quantized",
+        "bert_legacy_op14",
+        "onnxruntime.quantization.quantize_dynamic",
+        _quantized_dynamic,
+        notes="int8 weights, DynamicQuantizeLinear + MatMulInteger",
+    ),
+    Derived(
+        "lstm_qdynamic",
+        "ort-quantized",
+        "lstm_classifier_legacy_op12",
+        "onnxruntime.quantization.quantize_dynamic",
+        _quantized_dynamic,
+    ),
+    Derived(
+        "resnet_qdq",
+        "ort-quantized",
+        "resnet_legacy_op11",
+        "onnxruntime.quantization.quantize_static",
+        _quantized_static("image", (BATCH, 3, 16, 16)),
+        notes=QDQ_OUTPUTS[1],
+        ort_optimization=QDQ_OUTPUTS[0],
+    ),
+    Derived(
+        "mobilenet_qdq",
+        "ort-quantized",
+        "mobilenet_se_legacy_op14",
+        "onnxruntime.quantization.quantize_static",
+        _quantized_static("image", (BATCH, 3, 16, 16)),
+        notes=QDQ_OUTPUTS[1],
+        ort_optimization=QDQ_OUTPUTS[0],
+    ),
+    Derived(
+        "llama_q4",
+        "ort-quantized",
+        "llama_legacy_op17",
+        "onnxruntime MatMulNBitsQuantizer",
+        _matmul_4bit,
+        notes="4-bit symmetric MatMulNBits, block 32",
+    ),
+    Derived(
+        "gpt2_q4",
+        "ort-quantized",
+        "gpt2_legacy_op14",
+        "onnxruntime MatMulNBitsQuantizer",
+        _matmul_4bit,
+        notes="4-bit symmetric MatMulNBits, block 32",
+    ),
 ]
 
 
@@ -638,11 +891,15 @@ DERIVED = [
 # Export, run in onnxruntime, record
 # ---------------------------------------------------------------------------
 
+
 @contextlib.contextmanager
 def _quiet():
     """Exporters and tools print progress and warnings; the build prints one line per model."""
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
-            contextlib.redirect_stderr(io.StringIO()):
+    with (
+        warnings.catch_warnings(),
+        contextlib.redirect_stdout(io.StringIO()),
+        contextlib.redirect_stderr(io.StringIO()),
+    ):
         warnings.simplefilter("ignore")
         import logging
 
@@ -667,18 +924,32 @@ def _export(source: Source, exporter: str, path: str) -> tuple[dict, str]:
         if exporter == "legacy":
             if source.script:
                 module = torch.jit.script(module)
-            torch.onnx.export(module, args, path, dynamo=False, opset_version=source.legacy_opset,
-                              input_names=names, output_names=source.outputs, dynamic_axes=source.dynamic,
-                              do_constant_folding=True)
+            torch.onnx.export(
+                module,
+                args,
+                path,
+                dynamo=False,
+                opset_version=source.legacy_opset,
+                input_names=names,
+                output_names=source.outputs,
+                dynamic_axes=source.dynamic,
+                do_constant_folding=True,
+            )
         else:
             dims = {}  # one torch.export.Dim per symbol, shared by the inputs that name it
-            shapes = tuple({axis: dims.setdefault(sym, torch.export.Dim(sym, min=1, max=POSITIONS.get(sym)))
-                            for axis, sym in source.dynamic.get(n, {}).items()} for n in names)
+            shapes = tuple(
+                {
+                    axis: dims.setdefault(sym, torch.export.Dim(sym, min=1, max=POSITIONS.get(sym)))
+                    for axis, sym in source.dynamic.get(n, {}).items()
+                }
+                for n in names
+            )
             if any(p.kind is p.VAR_POSITIONAL for p in inspect.signature(module.forward).parameters.values()):
                 shapes = (shapes,)  # the specs of forward(*args) sit under its one parameter
             try:
-                program = torch.onnx.export(module, args, dynamo=True, input_names=names,
-                                            output_names=source.outputs, dynamic_shapes=shapes)
+                program = torch.onnx.export(
+                    module, args, dynamo=True, input_names=names, output_names=source.outputs, dynamic_shapes=shapes
+                )
             except Exception as error:  # noqa: BLE001 - retry with static shapes, say why
                 notes = f"dynamic axes failed ({_first_line(error)}); exported with static shapes"
                 program = torch.onnx.export(module, args, dynamo=True, input_names=names, output_names=source.outputs)
@@ -732,8 +1003,10 @@ def _dims(model: onnx.ModelProto) -> dict:
     for vi in model.graph.input:
         if vi.name in init:
             continue
-        out[vi.name] = [d.dim_param if d.HasField("dim_param") else (d.dim_value if d.HasField("dim_value") else "?")
-                        for d in vi.type.tensor_type.shape.dim]
+        out[vi.name] = [
+            d.dim_param if d.HasField("dim_param") else (d.dim_value if d.HasField("dim_value") else "?")
+            for d in vi.type.tensor_type.shape.dim
+        ]
     return out
 
 
@@ -771,8 +1044,16 @@ def build_source(source: Source, exporter: str) -> Entry:
 
 def build_derived(derived: Derived, entries: dict[str, Entry]) -> Entry:
     src = entries.get(derived.source)
-    entry = Entry(derived.name, derived.family, "onnxruntime", None, derived.tool, source=derived.source,
-                  notes=derived.notes, ort_optimization=derived.ort_optimization)
+    entry = Entry(
+        derived.name,
+        derived.family,
+        "onnxruntime",
+        None,
+        derived.tool,
+        source=derived.source,
+        notes=derived.notes,
+        ort_optimization=derived.ort_optimization,
+    )
     path = os.path.join(OUT, derived.name + ".onnx")
     if src is None or src.status != "ok":
         entry.status = f"failed: its source {derived.source} was not built"
@@ -824,8 +1105,9 @@ def main(argv=None) -> int:
     if unknown:
         parser.error(f"unknown corpus model(s): {', '.join(sorted(unknown))}")
     # A derived model needs its source's files.
-    wanted |= {d.source for d in DERIVED
-               if d.name in wanted and not os.path.exists(os.path.join(OUT, d.source + ".onnx"))}
+    wanted |= {
+        d.source for d in DERIVED if d.name in wanted and not os.path.exists(os.path.join(OUT, d.source + ".onnx"))
+    }
     entries: dict[str, Entry] = {n: Entry(**{k: v for k, v in e.items()}) for n, e in old.items()}
     for source in SOURCES:
         for exporter in ("legacy", "dynamo") if source.dynamo else ("legacy",):
@@ -841,7 +1123,8 @@ def main(argv=None) -> int:
     built = [entries[n] for n in order if n in entries]
     manifest = {
         "about": "Real exported models with onnxruntime's outputs; rebuilt by scripts/build_corpus.py",
-        "batch": BATCH, "sequence": SEQ,
+        "batch": BATCH,
+        "sequence": SEQ,
         "models": [_entry_json(e) for e in built if e.status == "ok"],
         "failed": [_entry_json(e) for e in built if e.status != "ok"],
     }
@@ -853,9 +1136,19 @@ def main(argv=None) -> int:
 
 
 def _entry_json(e: Entry) -> dict:
-    return {"name": e.name, "family": e.family, "exporter": e.exporter, "opset": e.opset, "producer": e.producer,
-            "symbolic": e.symbolic, "shapes": e.shapes, "source": e.source, "notes": e.notes,
-            "ort_optimization": e.ort_optimization, "status": e.status}
+    return {
+        "name": e.name,
+        "family": e.family,
+        "exporter": e.exporter,
+        "opset": e.opset,
+        "producer": e.producer,
+        "symbolic": e.symbolic,
+        "shapes": e.shapes,
+        "source": e.source,
+        "notes": e.notes,
+        "ort_optimization": e.ort_optimization,
+        "status": e.status,
+    }
 
 
 def _say(e: Entry) -> None:

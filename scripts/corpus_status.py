@@ -55,13 +55,18 @@ def main(argv=None) -> int:
         if sum(c.values()):
             print(f"{target:14s} {c['verified']:9d} {c['refused']:8d} {c['wrong']:6d}")
     total = sum(counts.values(), Counter())
-    print(f"{'all':14s} {total['verified']:9d} {total['refused']:8d} {total['wrong']:6d}   "
-          f"({len(harness.MANIFEST)} models, {elapsed:.0f} s)")
+    print(
+        f"{'all':14s} {total['verified']:9d} {total['refused']:8d} {total['wrong']:6d}   "
+        f"({len(harness.MANIFEST)} models, {elapsed:.0f} s)"
+    )
 
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump([{"model": n, "target": t, "outcome": k, "detail": d} for (n, t), (k, d) in results.items()],
-                      f, indent=1)
+            json.dump(
+                [{"model": n, "target": t, "outcome": k, "detail": d} for (n, t), (k, d) in results.items()],
+                f,
+                indent=1,
+            )
     if not args.check and not args.only:
         with open(KNOWN, encoding="utf-8") as f:
             known = json.load(f)

@@ -55,8 +55,9 @@ def main():
     small, tail = fit()
     grid = np.linspace(0, TAIL_LIMIT, 200001)[1:]
     reference = np.array([math.erf(v) for v in grid])
-    approx = np.where(grid < SMALL_LIMIT, grid * _horner(small, grid * grid),
-                      1 - np.exp(-grid * grid) * _horner(tail, 1 / (1 + grid)))
+    approx = np.where(
+        grid < SMALL_LIMIT, grid * _horner(small, grid * grid), 1 - np.exp(-grid * grid) * _horner(tail, 1 / (1 + grid))
+    )
     print("_ERF_SMALL = (" + ", ".join(repr(float(c)) for c in small) + ")")
     print("_ERFC_TAIL = (" + ", ".join(repr(float(c)) for c in tail) + ")")
     print(f"max relative error on [0, {TAIL_LIMIT}]: {np.max(np.abs(approx / reference - 1)):.3g}")

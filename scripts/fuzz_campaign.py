@@ -42,9 +42,14 @@ def commands(kind: str, path: str, work: str, rng: random.Random, per_input: int
     """``per_input`` of the CLI commands that read an input of ``kind``, drawn at random."""
     out = os.path.join(work, "out")
     if kind == "onnx":
-        every = [["check", path], ["run", path], ["onnx-to-ir", path, "-o", out + ".xml"],
-                 ["onnx-to-hlo", path, "-o", out + ".hlo"], ["upgrade", path, "--opset", "21", "-o", out + ".onnx"],
-                 ["downgrade", path, "--opset", "13", "-o", out + ".onnx"]]
+        every = [
+            ["check", path],
+            ["run", path],
+            ["onnx-to-ir", path, "-o", out + ".xml"],
+            ["onnx-to-hlo", path, "-o", out + ".hlo"],
+            ["upgrade", path, "--opset", "21", "-o", out + ".onnx"],
+            ["downgrade", path, "--opset", "13", "-o", out + ".onnx"],
+        ]
     elif kind == "ir":
         every = [["check", path], ["run", path], ["ir-to-onnx", path, "-o", out + ".onnx"]]
     elif kind == "hlo":
@@ -118,8 +123,9 @@ def _child(args: list[str], memory: int, cwd: str, report_fd: int) -> None:
             outcome, detail = "ok", ""
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else 1
-            outcome, detail = ("ok", "") if code == 0 else ("error", "") if code in (1, 2) else \
-                ("crash", f"exit {code}")
+            outcome, detail = (
+                ("ok", "") if code == 0 else ("error", "") if code in (1, 2) else ("crash", f"exit {code}")
+            )
         except (OpconvError, click.ClickException, click.exceptions.Exit, click.Abort):
             outcome, detail = "error", ""
         except MemoryError:
@@ -165,11 +171,20 @@ def _import_everything() -> None:
     import opconv.cli  # noqa: F401
     from opconv import dialects
 
-    for name in ("opconv.verification", "opconv.compare", "opconv.validation", "opconv.converters.onnx_to_openvino",
-                 "opconv.converters.onnx_to_hlo", "opconv.converters.hlo_to_onnx",
-                 "opconv.converters.openvino_to_onnx", "opconv.converters.onnx_versions",
-                 "opconv.dialects.onnx.executor", "opconv.dialects.onnx.fusion", "opconv.dialects.openvino.executor",
-                 "opconv.dialects.hlo.executor"):
+    for name in (
+        "opconv.verification",
+        "opconv.compare",
+        "opconv.validation",
+        "opconv.converters.onnx_to_openvino",
+        "opconv.converters.onnx_to_hlo",
+        "opconv.converters.hlo_to_onnx",
+        "opconv.converters.openvino_to_onnx",
+        "opconv.converters.onnx_versions",
+        "opconv.dialects.onnx.executor",
+        "opconv.dialects.onnx.fusion",
+        "opconv.dialects.openvino.executor",
+        "opconv.dialects.hlo.executor",
+    ):
         try:
             importlib.import_module(name)
         except ImportError:
@@ -182,15 +197,30 @@ def _import_everything() -> None:
     fm.seed_inputs(node_cases=0)  # converting and saving the fixtures imports what those paths import lazily
 
 
-def campaign(formats, per_format: int, seed: int, timeout: float, memory: int, out_dir: str,
-             node_cases: int = 300, per_input: int = 2) -> dict:
+def campaign(
+    formats,
+    per_format: int,
+    seed: int,
+    timeout: float,
+    memory: int,
+    out_dir: str,
+    node_cases: int = 300,
+    per_input: int = 2,
+) -> dict:
     _import_everything()
     rng = random.Random(seed)
     seeds = _seeds_in_a_child(node_cases, seed)
     os.makedirs(out_dir, exist_ok=True)
-    report = {"per_format": per_format, "seed": seed, "timeout_s": timeout, "memory_mib": memory,
-              "parent_rss_mib": round(_rss_kib() / 1024, 1), "commands_per_input": per_input, "seeds": {"onnx": len(seeds.onnx), "ir": len(seeds.ir),
-                                                         "hlo": len(seeds.hlo)}, "formats": {}}
+    report = {
+        "per_format": per_format,
+        "seed": seed,
+        "timeout_s": timeout,
+        "memory_mib": memory,
+        "parent_rss_mib": round(_rss_kib() / 1024, 1),
+        "commands_per_input": per_input,
+        "seeds": {"onnx": len(seeds.onnx), "ir": len(seeds.ir), "hlo": len(seeds.hlo)},
+        "formats": {},
+    }
     for kind in formats:
         outcomes: Counter = Counter()
         signatures: dict[str, dict] = defaultdict(lambda: {"count": 0})
@@ -204,27 +234,49 @@ def campaign(formats, per_format: int, seed: int, timeout: float, memory: int, o
                     outcome, detail, seconds, rss_kib = run_one(args, timeout, memory, work)
                     outcomes[outcome] += 1
                     if seconds > slowest["seconds"]:
-                        slowest = {"seconds": round(seconds, 2), "command": args[0], "outcome": outcome,
-                                   "saved": fm.keep(path, os.path.join(out_dir, kind), "-slowest")}
+                        slowest = {
+                            "seconds": round(seconds, 2),
+                            "command": args[0],
+                            "outcome": outcome,
+                            "saved": fm.keep(path, os.path.join(out_dir, kind), "-slowest"),
+                        }
                     if rss_kib / 1024 > peak["rss_mib"]:
-                        peak = {"rss_mib": round(rss_kib / 1024, 1), "command": args[0], "outcome": outcome,
-                                "saved": fm.keep(path, os.path.join(out_dir, kind), "-peak")}
+                        peak = {
+                            "rss_mib": round(rss_kib / 1024, 1),
+                            "command": args[0],
+                            "outcome": outcome,
+                            "saved": fm.keep(path, os.path.join(out_dir, kind), "-peak"),
+                        }
                     if outcome not in ("ok", "error"):
                         # a hang or a memory kill carries no frame: the command tells such signatures apart
-                        key = f"{outcome}: {detail.split(': ')[0]}" if outcome == "crash" else \
-                            f"{outcome}: {detail} ({args[0]})"
+                        key = (
+                            f"{outcome}: {detail.split(': ')[0]}"
+                            if outcome == "crash"
+                            else f"{outcome}: {detail} ({args[0]})"
+                        )
                         sig = signatures[key]
                         sig["count"] += 1
                         if sig["count"] == 1:
-                            sig["example"] = {"args": args, "detail": detail,
-                                              "saved": fm.keep(path, os.path.join(out_dir, kind), len(signatures))}
+                            sig["example"] = {
+                                "args": args,
+                                "detail": detail,
+                                "saved": fm.keep(path, os.path.join(out_dir, kind), len(signatures)),
+                            }
             if (i + 1) % 100 == 0 or i + 1 == per_format:
-                report["formats"][kind] = {"inputs": i + 1, "outcomes": dict(outcomes),
-                                           "signatures": dict(signatures), "slowest": slowest, "peak": peak,
-                                           "seconds": round(time.time() - started)}
+                report["formats"][kind] = {
+                    "inputs": i + 1,
+                    "outcomes": dict(outcomes),
+                    "signatures": dict(signatures),
+                    "slowest": slowest,
+                    "peak": peak,
+                    "seconds": round(time.time() - started),
+                }
                 _write(report, out_dir)
-                print(f"{kind}: {i + 1}/{per_format} inputs, {dict(outcomes)}, {len(signatures)} signatures, "
-                      f"slowest {slowest['seconds']} s, peak {peak['rss_mib']} MiB", flush=True)
+                print(
+                    f"{kind}: {i + 1}/{per_format} inputs, {dict(outcomes)}, {len(signatures)} signatures, "
+                    f"slowest {slowest['seconds']} s, peak {peak['rss_mib']} MiB",
+                    flush=True,
+                )
     return report
 
 
@@ -269,13 +321,23 @@ def main() -> None:
     parser.add_argument("--node-cases", type=int, default=300, help="ONNX node-case models among the seeds")
     parser.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "opconv-fuzz"))
     args = parser.parse_args()
-    report = campaign(args.format or fm.FORMATS, args.per_format, args.seed, args.timeout, args.memory, args.out,
-                      args.node_cases, args.commands)
+    report = campaign(
+        args.format or fm.FORMATS,
+        args.per_format,
+        args.seed,
+        args.timeout,
+        args.memory,
+        args.out,
+        args.node_cases,
+        args.commands,
+    )
     _write(report, args.out)
     for kind, r in report["formats"].items():
-        print(f"{kind}: {r['inputs']} inputs, {sum(r['outcomes'].values())} commands {r['outcomes']}, "
-              f"{len(r['signatures'])} crash signatures, {r['seconds']} s; slowest command {r['slowest']}, "
-              f"peak RSS {r['peak']} (the forked parent held {report['parent_rss_mib']} MiB)")
+        print(
+            f"{kind}: {r['inputs']} inputs, {sum(r['outcomes'].values())} commands {r['outcomes']}, "
+            f"{len(r['signatures'])} crash signatures, {r['seconds']} s; slowest command {r['slowest']}, "
+            f"peak RSS {r['peak']} (the forked parent held {report['parent_rss_mib']} MiB)"
+        )
         for key, sig in sorted(r["signatures"].items(), key=lambda kv: -kv[1]["count"]):
             print(f"  {sig['count']:5d}  {key}  (e.g. {sig['example']['saved']})")
 

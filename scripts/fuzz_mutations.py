@@ -20,11 +20,32 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FORMATS = ("onnx", "ir", "hlo", "cli")
 
 #: values a hostile file puts where a number belongs
-_NUMBERS = (0, 1, -1, 2, 3, -7, 255, 2**31 - 1, 2**31, 2**32, 2**40, 2**62, 2**63 - 1, -2**63, 10**12)
+_NUMBERS = (0, 1, -1, 2, 3, -7, 255, 2**31 - 1, 2**31, 2**32, 2**40, 2**62, 2**63 - 1, -(2**63), 10**12)
 _FLOATS = (0.0, -0.0, 1e-30, -1.0, 1e30, float("inf"), float("-inf"), float("nan"), 0.5, 1e6)
 _TEXTS = ("", "x", "\x00", "a\x01b", "..", "../../etc/passwd", "é", "\ud7ff", "<&>\"'", "ab" * 300)
-_OPS = ("Add", "Relu", "Conv", "Reshape", "Einsum", "Range", "ConstantOfShape", "Resize", "Gather", "Loop",
-        "If", "Scan", "Split", "Concat", "Expand", "Tile", "Pad", "TopK", "NonMaxSuppression", "Unknown", "")
+_OPS = (
+    "Add",
+    "Relu",
+    "Conv",
+    "Reshape",
+    "Einsum",
+    "Range",
+    "ConstantOfShape",
+    "Resize",
+    "Gather",
+    "Loop",
+    "If",
+    "Scan",
+    "Split",
+    "Concat",
+    "Expand",
+    "Tile",
+    "Pad",
+    "TopK",
+    "NonMaxSuppression",
+    "Unknown",
+    "",
+)
 
 
 class Seeds:
@@ -41,8 +62,11 @@ class Seeds:
             for to, store in (("openvino", self.ir), ("hlo", self.hlo)):
                 try:
                     model = load_onnx(data)
-                    shapes = {v.name: tuple(d if isinstance(d, int) else 1 for d in v.shape)
-                              for v in model.graph.inputs if v.const is None and v.shape is not None}
+                    shapes = {
+                        v.name: tuple(d if isinstance(d, int) else 1 for d in v.shape)
+                        for v in model.graph.inputs
+                        if v.const is None and v.shape is not None
+                    }
                     converted = opconv.convert(model, to=to, input_shapes=shapes)
                     path = os.path.join(folder, "seed.xml" if to == "openvino" else "seed.hlo")
                     opconv.save(converted, path)
@@ -71,9 +95,11 @@ def fixture_models() -> list[bytes]:
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
     w = numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(2, 3), "w")
     shape = numpy_helper.from_array(np.array([3, 2], np.int64), "shape")
-    for nodes in ([helper.make_node("Add", ["x", "w"], ["t"]), helper.make_node("Relu", ["t"], ["y"])],
-                  [helper.make_node("Reshape", ["x", "shape"], ["t"]), helper.make_node("Softmax", ["t"], ["y"])],
-                  [helper.make_node("Mul", ["x", "w"], ["t"]), helper.make_node("ReduceSum", ["t"], ["y"])]):
+    for nodes in (
+        [helper.make_node("Add", ["x", "w"], ["t"]), helper.make_node("Relu", ["t"], ["y"])],
+        [helper.make_node("Reshape", ["x", "shape"], ["t"]), helper.make_node("Softmax", ["t"], ["y"])],
+        [helper.make_node("Mul", ["x", "w"], ["t"]), helper.make_node("ReduceSum", ["t"], ["y"])],
+    ):
         graph = helper.make_graph(nodes, "g", [x], [y], [w, shape])
         models.append(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
     return models
@@ -99,6 +125,7 @@ def seed_inputs(node_cases: int = 300, seed: int = 0) -> Seeds:
 # ---------------------------------------------------------------------------
 # ONNX: protobuf fields
 # ---------------------------------------------------------------------------
+
 
 def mutate_onnx(data: bytes, rng: random.Random) -> bytes:
     from opconv.dialects.onnx.proto import messages as pb
@@ -187,8 +214,11 @@ def _mut_node_io(m, rng):
     n = _pick_node(m, rng)
     if n is None:
         return
-    names = [v.name for v in m.graph.input] + [t.name for t in m.graph.initializer] + \
-        [o for x in m.graph.node for o in x.output]
+    names = (
+        [v.name for v in m.graph.input]
+        + [t.name for t in m.graph.initializer]
+        + [o for x in m.graph.node for o in x.output]
+    )
     choice = rng.random()
     if choice < 0.3 and n.input:
         del n.input[rng.randrange(len(n.input))]
@@ -221,12 +251,19 @@ def _mut_tensor(m, rng):
     if choice < 0.3:
         t.data_type = rng.choice((0, 1, 2, 3, 6, 7, 8, 9, 10, 11, 16, 17, 21, 22, 40))
     elif choice < 0.6 and t.raw_data:
-        t.raw_data = t.raw_data[:rng.randrange(len(t.raw_data) + 1)] + bytes(rng.choice((0, 0, 1, 7)))
+        t.raw_data = t.raw_data[: rng.randrange(len(t.raw_data) + 1)] + bytes(rng.choice((0, 0, 1, 7)))
     elif choice < 0.8:
         t.data_location = 1
         entry = t.external_data.add()
-        entry.key, entry.value = rng.choice((("location", "../x.bin"), ("location", "/etc/passwd"),
-                                             ("location", "missing.bin"), ("offset", "-5"), ("length", "9e99")))
+        entry.key, entry.value = rng.choice(
+            (
+                ("location", "../x.bin"),
+                ("location", "/etc/passwd"),
+                ("location", "missing.bin"),
+                ("offset", "-5"),
+                ("length", "9e99"),
+            )
+        )
     else:
         t.raw_data = np.asarray([rng.choice(_NUMBERS) % 2**31], np.int64).tobytes()
 
@@ -256,8 +293,17 @@ def _mut_opset(m, rng):
         m.ir_version = rng.choice((0, 1, 3, 4, 7, 10, 99))
 
 
-_ONNX_MUTATIONS = (_mut_dims, _mut_dims, _mut_attribute, _mut_attribute, _mut_node_io, _mut_op, _mut_tensor,
-                   _mut_graph, _mut_opset)
+_ONNX_MUTATIONS = (
+    _mut_dims,
+    _mut_dims,
+    _mut_attribute,
+    _mut_attribute,
+    _mut_node_io,
+    _mut_op,
+    _mut_tensor,
+    _mut_graph,
+    _mut_opset,
+)
 
 
 # ---------------------------------------------------------------------------
@@ -266,17 +312,39 @@ _ONNX_MUTATIONS = (_mut_dims, _mut_dims, _mut_attribute, _mut_attribute, _mut_no
 
 _XML_ATTRIBUTE = re.compile(r'(\w[\w-]*)="([^"]*)"')
 _XML_DIM = re.compile(r"<dim>(-?\d+)</dim>")
-_XML_TYPES = ("Convolution", "Add", "Reshape", "Const", "Parameter", "Result", "TensorIterator", "Loop", "Foo",
-              "Interpolate", "Broadcast", "Gather", "Split", "")
+_XML_TYPES = (
+    "Convolution",
+    "Add",
+    "Reshape",
+    "Const",
+    "Parameter",
+    "Result",
+    "TensorIterator",
+    "Loop",
+    "Foo",
+    "Interpolate",
+    "Broadcast",
+    "Gather",
+    "Split",
+    "",
+)
 
 
 def mutate_ir(xml: str, weights: bytes, rng: random.Random) -> tuple[str, bytes]:
     for _ in range(rng.choice((1, 1, 2, 3))):
         choice = rng.random()
         if choice < 0.45:
-            xml = _replace_one(xml, _XML_ATTRIBUTE, 2, rng, lambda a: _xml_escape(
-                rng.choice(_XML_TYPES) if a.group(1) == "type" and rng.random() < 0.7
-                else _text_value(a.group(1), a.group(2), rng)))
+            xml = _replace_one(
+                xml,
+                _XML_ATTRIBUTE,
+                2,
+                rng,
+                lambda a: _xml_escape(
+                    rng.choice(_XML_TYPES)
+                    if a.group(1) == "type" and rng.random() < 0.7
+                    else _text_value(a.group(1), a.group(2), rng)
+                ),
+            )
         elif choice < 0.65:
             xml = _replace_one(xml, _XML_DIM, 1, rng, lambda d: str(rng.choice(_NUMBERS)))
         elif choice < 0.85:
@@ -288,9 +356,28 @@ def mutate_ir(xml: str, weights: bytes, rng: random.Random) -> tuple[str, bytes]
 
 _HLO_NUMBER = re.compile(r"(?<![\w.%])-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 _HLO_OP = re.compile(r"= (\w+)\(")
-_HLO_OPS = ("Add", "Multiply", "DotGeneral", "Convolution", "ConvBias", "Reshape", "BroadcastInDim", "Reduce",
-            "Slice", "Gather", "Concatenate", "Transpose", "Iota", "While", "Conditional", "Tuple", "Relu",
-            "Softmax", "MaxPool", "Foo")
+_HLO_OPS = (
+    "Add",
+    "Multiply",
+    "DotGeneral",
+    "Convolution",
+    "ConvBias",
+    "Reshape",
+    "BroadcastInDim",
+    "Reduce",
+    "Slice",
+    "Gather",
+    "Concatenate",
+    "Transpose",
+    "Iota",
+    "While",
+    "Conditional",
+    "Tuple",
+    "Relu",
+    "Softmax",
+    "MaxPool",
+    "Foo",
+)
 _HLO_TYPE = re.compile(r"\b(f32|s64|s32|pred|f16)\[")
 _HLO_TYPES = ("f32", "f16", "s32", "s64", "pred", "u8", "bf16", "c64", "token", "f99")
 
@@ -317,7 +404,7 @@ def _replace_one(text: str, pattern: re.Pattern, group: int, rng: random.Random,
     if not found:
         return text
     match = rng.choice(found)
-    return text[:match.start(group)] + value(match) + text[match.end(group):]
+    return text[: match.start(group)] + value(match) + text[match.end(group) :]
 
 
 def _text_value(name: str, value: str, rng: random.Random) -> str:
@@ -353,7 +440,7 @@ def _mutate_lines(text: str, rng: random.Random) -> str:
 
 def _mutate_bytes(data: bytes, rng: random.Random) -> bytes:
     if not data or rng.random() < 0.5:
-        return data[:rng.randrange(len(data) + 1)] if data else bytes(rng.randrange(64))
+        return data[: rng.randrange(len(data) + 1)] if data else bytes(rng.randrange(64))
     out = bytearray(data)
     for _ in range(rng.randint(1, 8)):
         out[rng.randrange(len(out))] = rng.randrange(256)
@@ -364,19 +451,60 @@ def _mutate_bytes(data: bytes, rng: random.Random) -> bytes:
 # CLI
 # ---------------------------------------------------------------------------
 
-_OPTION_VALUES = ("-1", "0", "nan", "inf", "1e400", "x", "", "=", "x=", "x=-1", "x=1,,2", "image=0,3,32,32",
-                  "image=99999999,99999,9999", "a=b=c", "-", "/dev/null", "99999999999999999999")
+_OPTION_VALUES = (
+    "-1",
+    "0",
+    "nan",
+    "inf",
+    "1e400",
+    "x",
+    "",
+    "=",
+    "x=",
+    "x=-1",
+    "x=1,,2",
+    "image=0,3,32,32",
+    "image=99999999,99999,9999",
+    "a=b=c",
+    "-",
+    "/dev/null",
+    "99999999999999999999",
+)
 
 
 def cli_nonsense(rng: random.Random, model: str, out: str) -> list[str]:
     """One command line: a real command with a valid model and nonsense options."""
-    command = rng.choice((
-        ["run", model], ["verify", model, model], ["onnx-to-ir", model, "-o", out + ".xml"],
-        ["onnx-to-hlo", model, "-o", out + ".hlo"], ["upgrade", model, "-o", out + ".onnx"],
-        ["downgrade", model, "-o", out + ".onnx"], ["check", model], ["inspect", model],
-        ["schema", "show", "onnx", rng.choice(_OPS)], ["run", model, "--inputs", model]))
-    options = ("--seed", "--shape", "--input-shape", "--opset", "--rtol", "--atol", "--json", "--junit", "-o",
-               "--dim", "--format", "--max-tensor-bytes", "--version", "--kind", "-k")
+    command = rng.choice(
+        (
+            ["run", model],
+            ["verify", model, model],
+            ["onnx-to-ir", model, "-o", out + ".xml"],
+            ["onnx-to-hlo", model, "-o", out + ".hlo"],
+            ["upgrade", model, "-o", out + ".onnx"],
+            ["downgrade", model, "-o", out + ".onnx"],
+            ["check", model],
+            ["inspect", model],
+            ["schema", "show", "onnx", rng.choice(_OPS)],
+            ["run", model, "--inputs", model],
+        )
+    )
+    options = (
+        "--seed",
+        "--shape",
+        "--input-shape",
+        "--opset",
+        "--rtol",
+        "--atol",
+        "--json",
+        "--junit",
+        "-o",
+        "--dim",
+        "--format",
+        "--max-tensor-bytes",
+        "--version",
+        "--kind",
+        "-k",
+    )
     for _ in range(rng.randint(1, 3)):
         option = rng.choice(options)
         if option == "--max-tensor-bytes":
@@ -389,6 +517,7 @@ def cli_nonsense(rng: random.Random, model: str, out: str) -> list[str]:
 # ---------------------------------------------------------------------------
 # files
 # ---------------------------------------------------------------------------
+
 
 def write_mutant(kind: str, seeds: Seeds, rng: random.Random, folder: str) -> str:
     """Write one mutant of ``kind`` into ``folder``; returns the path to give opconv."""

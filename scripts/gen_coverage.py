@@ -92,8 +92,8 @@ def _lowered(direction: str) -> bool:
 
 def _adapters(route: str) -> dict[str, list[int]]:
     """op -> the versions of its adapters on the lowering route ``("onnx", route)``."""
-    from opconv.converters import lowering
     import opconv.converters.onnx_versions  # noqa: F401  (registers the adapters)
+    from opconv.converters import lowering
 
     found: dict[str, list[int]] = defaultdict(list)
     for t in lowering.translators("onnx", route):
@@ -138,8 +138,15 @@ def _onnx_tables() -> tuple[list[str], dict]:
         if domain == "":
             adapters += [f"up {v}" for v in sorted(ups.get(op, ()))]
             adapters += [f"down {v}" for v in sorted(downs.get(op, ()))]
-        row = [f"`{op}`", domain or "ai.onnx", _versions(versions), _versions(kernels.get(key)),
-               _yes(key in to_openvino), _yes(key in to_hlo), ", ".join(adapters) or NO]
+        row = [
+            f"`{op}`",
+            domain or "ai.onnx",
+            _versions(versions),
+            _versions(kernels.get(key)),
+            _yes(key in to_openvino),
+            _yes(key in to_hlo),
+            ", ".join(adapters) or NO,
+        ]
         standard_rows.append(row)
         totals["standard"] += 1
         totals["standard kernel"] += key in kernels
@@ -153,8 +160,15 @@ def _onnx_tables() -> tuple[list[str], dict]:
         key = (domain, op)
         decompositions = decompose_registry.decompositions().get(key, {})
         decomposed = sorted(v for v, fn in decompositions.items() if fn is not None)
-        row = [f"`{op}`", domain or "ai.onnx", _versions(versions), _versions(kernels.get(key)), _versions(decomposed),
-               _yes(key in to_openvino), _yes(key in to_hlo)]
+        row = [
+            f"`{op}`",
+            domain or "ai.onnx",
+            _versions(versions),
+            _versions(kernels.get(key)),
+            _versions(decomposed),
+            _yes(key in to_openvino),
+            _yes(key in to_hlo),
+        ]
         contrib_rows.append(row)
         totals["contrib"] += 1
         totals["contrib kernel"] += key in kernels
@@ -245,21 +259,35 @@ def _registry_sizes() -> list[str]:
     for direction in ("onnx_to_openvino", "onnx_to_hlo", "openvino_to_onnx", "hlo_to_onnx"):
         anchors = _rule_anchors(direction)
         name, how = ("translators", "`@lower` (+ `@fusion`)") if _lowered(direction) else ("rules", "`Rule` in `RULES`")
-        rows.append([direction.replace("_to_", " -> ") + f" {name}", how,
-                     str(sum(anchors.values())), str(len(anchors))])
+        rows.append(
+            [direction.replace("_to_", " -> ") + f" {name}", how, str(sum(anchors.values())), str(len(anchors))]
+        )
     for name, route in (("upgrade", "onnx:up"), ("downgrade", "onnx:down")):
         table = _adapters(route)
         rows.append([f"{name} adapters", f"`@{name}`", str(sum(map(len, table.values()))), str(len(table))])
-    decompositions = {key: [v for v, fn in by_version.items() if fn is not None]
-                      for key, by_version in decompose_registry.decompositions().items()}
-    rows.append(["contrib decompositions", "`@decomposes`", str(sum(map(len, decompositions.values()))),
-                 str(sum(bool(v) for v in decompositions.values()))])
+    decompositions = {
+        key: [v for v, fn in by_version.items() if fn is not None]
+        for key, by_version in decompose_registry.decompositions().items()
+    }
+    rows.append(
+        [
+            "contrib decompositions",
+            "`@decomposes`",
+            str(sum(map(len, decompositions.values()))),
+            str(sum(bool(v) for v in decompositions.values())),
+        ]
+    )
     emitters = _emitters()
     rows.append(["StableHLO emitters", "`@emitter`", str(len(emitters)), str(len(emitters))])
-    lines = ["## Registries", "", "Entries: registered kernels (one per `since` version), translators (one per "
-             "op and `since` version, with the route's multi-node fusions), rules, adapters, decompositions (one per "
-             "`since` version) or emitters; operators: how many distinct operators they serve (for rules and "
-             "fusions, the ops they are anchored at).", ""]
+    lines = [
+        "## Registries",
+        "",
+        "Entries: registered kernels (one per `since` version), translators (one per "
+        "op and `since` version, with the route's multi-node fusions), rules, adapters, decompositions (one per "
+        "`since` version) or emitters; operators: how many distinct operators they serve (for rules and "
+        "fusions, the ops they are anchored at).",
+        "",
+    ]
     return lines + _table(["registry", "registered with", "entries", "operators"], rows)
 
 
@@ -290,10 +318,13 @@ def main(argv=None) -> int:
         print(f"wrote {args.output}")
         return 0
     committed = args.output.read_text(encoding="utf-8") if args.output.exists() else ""
-    changed = list(difflib.unified_diff(committed.splitlines(), fresh.splitlines(), "committed", "generated",
-                                        lineterm="", n=0))
-    print(f"{args.output}: " + ("differs from the registries; run python " + GENERATED_BY if changed
-                                else "up to date"), file=sys.stderr if changed else sys.stdout)
+    changed = list(
+        difflib.unified_diff(committed.splitlines(), fresh.splitlines(), "committed", "generated", lineterm="", n=0)
+    )
+    print(
+        f"{args.output}: " + ("differs from the registries; run python " + GENERATED_BY if changed else "up to date"),
+        file=sys.stderr if changed else sys.stdout,
+    )
     for line in changed[:40]:
         print(f"  {line}", file=sys.stderr)
     return 1 if changed else 0

@@ -74,6 +74,7 @@ MIN_MATCH_SCORE = 0.4
 
 # =========================================================================== ORT schemas
 
+
 def ort_schemas(domains=ORT_DOMAINS) -> list:
     return [s for s in ort_state.get_all_operator_schema() if s.domain in domains]
 
@@ -86,23 +87,36 @@ def ort_onnx_domain_schemas() -> list:
 
 def convert_ort_schema(schema) -> OpSchema:
     """One ORT schema as an opconv :class:`OpSchema` (ORT's binding spells fields differently)."""
-    constraints = {tc.type_param_str: tuple(base.canonical_type(t) for t in tc.allowed_type_strs)
-                   for tc in schema.type_constraints}
+    constraints = {
+        tc.type_param_str: tuple(base.canonical_type(t) for t in tc.allowed_type_strs) for tc in schema.type_constraints
+    }
 
     def params(formals, min_count):
         arity = _variadic_min_arity(formals, min_count, schema.name)
-        return tuple(base.make_param(p.name, p.typeStr, p.option.name, p.isHomogeneous, arity,
-                                     p.description, constraints) for p in formals)
+        return tuple(
+            base.make_param(p.name, p.typeStr, p.option.name, p.isHomogeneous, arity, p.description, constraints)
+            for p in formals
+        )
 
     attributes = tuple(
         base.make_attribute(a.name, int(a.type), a.required, _ort_default(a), a.description)
-        for a in sorted(schema.attributes.values(), key=lambda a: a.name))
+        for a in sorted(schema.attributes.values(), key=lambda a: a.name)
+    )
     return OpSchema(
-        dialect=base.DIALECT, domain=schema.domain, name=schema.name, version=schema.since_version,
-        doc=base.summarize(schema.doc), attributes=attributes,
-        inputs=params(schema.inputs, schema.min_input), outputs=params(schema.outputs, schema.min_output),
-        type_constraints=constraints, min_inputs=schema.min_input, max_inputs=schema.max_input,
-        min_outputs=schema.min_output, max_outputs=schema.max_output, deprecated=bool(schema.deprecated),
+        dialect=base.DIALECT,
+        domain=schema.domain,
+        name=schema.name,
+        version=schema.since_version,
+        doc=base.summarize(schema.doc),
+        attributes=attributes,
+        inputs=params(schema.inputs, schema.min_input),
+        outputs=params(schema.outputs, schema.min_output),
+        type_constraints=constraints,
+        min_inputs=schema.min_input,
+        max_inputs=schema.max_input,
+        min_outputs=schema.min_output,
+        max_outputs=schema.max_output,
+        deprecated=bool(schema.deprecated),
     )
 
 
@@ -130,6 +144,7 @@ def _variadic_min_arity(formals, min_count: int, op_name: str) -> int:
 
 
 # =========================================================================== the text
+
 
 @dataclass
 class TextEntry:
@@ -162,24 +177,39 @@ class TextSection:
 
 
 _HEADING = re.compile(r"^(Attributes|Inputs|Outputs|Type Constraints)(?: \((\d+) - (\d+|∞)\))?$")
-_VERSION = re.compile(r"^This version of the operator has been available since version (\d+) "
-                      r"of the '([\w.]+)' operator set\.$")
+_VERSION = re.compile(
+    r"^This version of the operator has been available since version (\d+) "
+    r"of the '([\w.]+)' operator set\.$"
+)
 _EXPERIMENTAL_VERSION = "No versioning maintained for experimental ops."
 _EXPERIMENTAL_HINT = re.compile(r"^experimental ([\w.]+)\.(\w+)$")
 
 #: attribute type phrases of ContribOperators.md -> opconv attribute types
 TEXT_ATTR_TYPES = {
-    "float": "float", "int": "int", "string": "string", "tensor": "tensor", "graph": "graph",
-    "sparse tensor": "sparse_tensor", "list of floats": "floats", "list of ints": "ints",
-    "list of strings": "strings", "list of tensors": "tensors", "list of graphs": "graphs",
+    "float": "float",
+    "int": "int",
+    "string": "string",
+    "tensor": "tensor",
+    "graph": "graph",
+    "sparse tensor": "sparse_tensor",
+    "list of floats": "floats",
+    "list of ints": "ints",
+    "list of strings": "strings",
+    "list of tensors": "tensors",
+    "list of graphs": "graphs",
     "list of sparse tensors": "sparse_tensors",
 }
-_ATTR_LINE = re.compile(r"^(\w+) : (" + "|".join(sorted(TEXT_ATTR_TYPES, key=len, reverse=True)) +
-                        r")(?: \((required)\))?$")
+_ATTR_LINE = re.compile(
+    r"^(\w+) : (" + "|".join(sorted(TEXT_ATTR_TYPES, key=len, reverse=True)) + r")(?: \((required)\))?$"
+)
 _PARAM_LINE = re.compile(r"^(\w+)(?: \((optional|variadic|variadic, heterogeneous)\))? : (\w+(?:\(.*\))?)$")
 _CONSTRAINT_LINE = re.compile(r"^(\w+) : (\w+\(.*\))$")
-_ENTRY_LINE = {"Attributes": _ATTR_LINE, "Inputs": _PARAM_LINE, "Outputs": _PARAM_LINE,
-               "Type Constraints": _CONSTRAINT_LINE}
+_ENTRY_LINE = {
+    "Attributes": _ATTR_LINE,
+    "Inputs": _PARAM_LINE,
+    "Outputs": _PARAM_LINE,
+    "Type Constraints": _CONSTRAINT_LINE,
+}
 
 
 def parse_text(text: str) -> list[TextSection]:
@@ -232,8 +262,9 @@ def _parse_section(blocks, i, domain, doc_blocks) -> tuple[TextSection, int]:
         if not match:
             raise ValueError(f"line {blocks[i + 1][0]}: unexpected version sentence {version_line!r}")
         if match.group(2) != domain:
-            raise ValueError(f"line {blocks[i + 1][0]}: version sentence names {match.group(2)}, "
-                             f"but the section is under {domain}")
+            raise ValueError(
+                f"line {blocks[i + 1][0]}: version sentence names {match.group(2)}, but the section is under {domain}"
+            )
         version = int(match.group(1))
     hint, doc = None, []
     for _, lines in doc_blocks:
@@ -277,6 +308,7 @@ def _parse_entries(heading: str, line_no: int, lines: list[str]) -> list[TextEnt
 
 # =========================================================================== names
 
+
 @dataclass(frozen=True)
 class Candidate:
     """A known schema a text section may describe: its name, signature and description."""
@@ -292,15 +324,18 @@ def section_signature(section: TextSection) -> frozenset:
         [f"attr:{e.name}" for e in section.entries("Attributes")]
         + [f"in:{e.name}" for e in section.entries("Inputs")]
         + [f"out:{e.name}" for e in section.entries("Outputs")]
-        + [f"tc:{e.name}" for e in section.entries("Type Constraints")])
+        + [f"tc:{e.name}" for e in section.entries("Type Constraints")]
+    )
 
 
 def schema_signature(schema) -> frozenset:
     """Works for onnx's and ORT's schema objects alike: both have these fields."""
     return frozenset(
         [f"attr:{name}" for name in schema.attributes]
-        + [f"in:{p.name}" for p in schema.inputs] + [f"out:{p.name}" for p in schema.outputs]
-        + [f"tc:{tc.type_param_str}" for tc in schema.type_constraints])
+        + [f"in:{p.name}" for p in schema.inputs]
+        + [f"out:{p.name}" for p in schema.outputs]
+        + [f"tc:{tc.type_param_str}" for tc in schema.type_constraints]
+    )
 
 
 def candidates_by_domain() -> dict[str, list[Candidate]]:
@@ -312,8 +347,10 @@ def candidates_by_domain() -> dict[str, list[Candidate]]:
         newest = {}
         for s in sorted(schemas, key=lambda s: (s.name, s.since_version)):
             newest[s.name] = s
-        result[domain] = [Candidate(name, f"{s.domain}::{name}-{s.since_version}", schema_signature(s), s.doc or "")
-                          for name, s in sorted(newest.items())]
+        result[domain] = [
+            Candidate(name, f"{s.domain}::{name}-{s.since_version}", schema_signature(s), s.doc or "")
+            for name, s in sorted(newest.items())
+        ]
     return result
 
 
@@ -384,13 +421,22 @@ def recover_names(sections: list[TextSection]) -> list[dict]:
             else:
                 named = _NAMED_IN_DOC.search(section.doc)
                 if not named:
-                    raise ValueError(f"line {section.line}: no schema resembles this section and its "
-                                     f"description names no operator; add it to {NAMES_FILE.name} by hand")
+                    raise ValueError(
+                        f"line {section.line}: no schema resembles this section and its "
+                        f"description names no operator; add it to {NAMES_FILE.name} by hand"
+                    )
                 name, evidence = named.group(1), "named in its description"
             if section.name_hint and section.name_hint != name:
                 raise ValueError(f"line {section.line}: matched {name}, but the text says {section.name_hint}")
-            records.append({"line": section.line, "domain": section.domain, "name": name,
-                            "version": section.version, "evidence": evidence})
+            records.append(
+                {
+                    "line": section.line,
+                    "domain": section.domain,
+                    "name": name,
+                    "version": section.version,
+                    "evidence": evidence,
+                }
+            )
     _check_alphabetical(records, sections)
     return records
 
@@ -428,13 +474,14 @@ def names_file_text(records: list[dict]) -> str:
         "source": TEXT_LABEL,
         "generated_by": f"{GENERATED_BY} --recover-names",
         "about": "the operator name of each section of the text, whose headings were lost; "
-                 "line is where the section starts, version null means 'experimental, unversioned'",
+        "line is where the section starts, version null means 'experimental, unversioned'",
         "ops": records,
     }
     return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
 
 
 # =========================================================================== text -> schema
+
 
 def convert_text_section(section: TextSection, name: str, successor) -> OpSchema:
     """An op known only from the text (ai.onnx.training).
@@ -443,8 +490,9 @@ def convert_text_section(section: TextSection, name: str, successor) -> OpSchema
     it under ai.onnx.preview.training (or None); the defaults of attributes it declares
     with the same type are taken from it, and the entry's notes say so.
     """
-    constraints = {e.name: tuple(base.canonical_type(t) for t in e.type.split(", "))
-                   for e in section.entries("Type Constraints")}
+    constraints = {
+        e.name: tuple(base.canonical_type(t) for t in e.type.split(", ")) for e in section.entries("Type Constraints")
+    }
     attributes, borrowed = [], []
     for e in section.entries("Attributes"):
         kind, required = TEXT_ATTR_TYPES[e.type], e.flags == "required"
@@ -454,23 +502,42 @@ def convert_text_section(section: TextSection, name: str, successor) -> OpSchema
             default = base.decode_default(theirs.default_value)
             if default is not base.NO_DEFAULT:
                 borrowed.append(e.name)
-        attributes.append(AttrParam(name=e.name, type=kind, required=required, default=default,
-                                    doc=base.summarize(e.doc, base.PARAM_DOC_LIMIT)))
+        attributes.append(
+            AttrParam(
+                name=e.name,
+                type=kind,
+                required=required,
+                default=default,
+                doc=base.summarize(e.doc, base.PARAM_DOC_LIMIT),
+            )
+        )
     inputs = _text_params(section, "Inputs", constraints)
     outputs = _text_params(section, "Outputs", constraints)
     notes = f"From {TEXT_LABEL}: ONNX Runtime's inference build has no {section.domain} ops."
     if successor is None:
         notes += f" Neither ONNX nor ONNX Runtime defines {name} any more."
     if borrowed:
-        notes += (f" The text gives no defaults; those of {', '.join(borrowed)} are from "
-                  f"{TRAINING_SUCCESSOR}::{name}-{successor.since_version}, where ONNX moved this operator.")
+        notes += (
+            f" The text gives no defaults; those of {', '.join(borrowed)} are from "
+            f"{TRAINING_SUCCESSOR}::{name}-{successor.since_version}, where ONNX moved this operator."
+        )
     min_inputs, max_inputs = _count(section, "Inputs", inputs)
     min_outputs, max_outputs = _count(section, "Outputs", outputs)
     return OpSchema(
-        dialect=base.DIALECT, domain=section.domain, name=name, version=section.version or 1,
-        doc=base.summarize(section.doc), attributes=tuple(attributes), inputs=inputs, outputs=outputs,
-        type_constraints=constraints, min_inputs=min_inputs, max_inputs=max_inputs,
-        min_outputs=min_outputs, max_outputs=max_outputs, notes=notes,
+        dialect=base.DIALECT,
+        domain=section.domain,
+        name=name,
+        version=section.version or 1,
+        doc=base.summarize(section.doc),
+        attributes=tuple(attributes),
+        inputs=inputs,
+        outputs=outputs,
+        type_constraints=constraints,
+        min_inputs=min_inputs,
+        max_inputs=max_inputs,
+        min_outputs=min_outputs,
+        max_outputs=max_outputs,
+        notes=notes,
     )
 
 
@@ -479,11 +546,17 @@ def _text_params(section: TextSection, heading: str, constraints) -> tuple[Param
     singles = sum(not e.flags for e in entries)
     low = section.counts.get(heading, (singles, 0))[0]
     return tuple(
-        base.make_param(e.name, e.type, e.flags.split(",")[0] or "single",
-                        homogeneous="heterogeneous" not in e.flags,
-                        min_arity=max(low - singles, 0),  # as in _variadic_min_arity
-                        description=e.doc, constraint_names=constraints)
-        for e in entries)
+        base.make_param(
+            e.name,
+            e.type,
+            e.flags.split(",")[0] or "single",
+            homogeneous="heterogeneous" not in e.flags,
+            min_arity=max(low - singles, 0),  # as in _variadic_min_arity
+            description=e.doc,
+            constraint_names=constraints,
+        )
+        for e in entries
+    )
 
 
 def _count(section: TextSection, heading: str, params: tuple[Param, ...]) -> tuple[int, int]:
@@ -499,8 +572,12 @@ def text_deviations(section: TextSection, op: OpSchema) -> list[str]:
     Only what the text states is compared: attributes, inputs and types ORT added since
     are not deviations, as a model written against the text still conforms.
     """
-    return (_attribute_deviations(section, op) + _param_deviations(section, "Inputs", op.inputs)
-            + _param_deviations(section, "Outputs", op.outputs) + _constraint_deviations(section, op))
+    return (
+        _attribute_deviations(section, op)
+        + _param_deviations(section, "Inputs", op.inputs)
+        + _param_deviations(section, "Outputs", op.outputs)
+        + _constraint_deviations(section, op)
+    )
 
 
 def _attribute_deviations(section: TextSection, op: OpSchema) -> list[str]:
@@ -513,8 +590,10 @@ def _attribute_deviations(section: TextSection, op: OpSchema) -> list[str]:
         if mine.type != TEXT_ATTR_TYPES[e.type]:
             problems.append(f"attribute {e.name} was of type {TEXT_ATTR_TYPES[e.type]}, now {mine.type}")
         if mine.required != (e.flags == "required"):
-            problems.append(f"attribute {e.name} was {'required' if e.flags else 'optional'}, "
-                            f"now {'required' if mine.required else 'optional'}")
+            problems.append(
+                f"attribute {e.name} was {'required' if e.flags else 'optional'}, "
+                f"now {'required' if mine.required else 'optional'}"
+            )
     return problems
 
 
@@ -549,12 +628,13 @@ def _constraint_deviations(section: TextSection, op: OpSchema) -> list[str]:
 
 # =========================================================================== the file
 
+
 def build_ops(text_path: Path = TEXT, names_path: Path = NAMES_FILE) -> list[OpSchema]:
     """Every op of onnx_contrib.json."""
-    ops = {(s.domain, s.name, s.since_version): convert_ort_schema(s)
-           for s in ort_schemas() + ort_onnx_domain_schemas()}
-    successors = {s.name: s for s in sorted(base.onnx_schemas((TRAINING_SUCCESSOR,)),
-                                            key=lambda s: s.since_version)}
+    ops = {
+        (s.domain, s.name, s.since_version): convert_ort_schema(s) for s in ort_schemas() + ort_onnx_domain_schemas()
+    }
+    successors = {s.name: s for s in sorted(base.onnx_schemas((TRAINING_SUCCESSOR,)), key=lambda s: s.since_version)}
     sections = parse_text(text_path.read_text(encoding="utf-8"))
     for section, record in zip(sections, load_names(sections, names_path)):
         # ORT registers the text's unversioned "experimental" ops at version 1.
@@ -565,8 +645,9 @@ def build_ops(text_path: Path = TEXT, names_path: Path = NAMES_FILE) -> list[OpS
             raise ValueError(f"{key}: in the text but not in ONNX Runtime {ORT_VERSION}; decide how to source it")
         else:
             ops[key] = convert_text_section(section, record["name"], successors.get(record["name"]))
-    cpu_kernels = {(k.domain, k.op_name) for k in ort_state.get_all_opkernel_def()
-                   if k.provider == "CPUExecutionProvider"}
+    cpu_kernels = {
+        (k.domain, k.op_name) for k in ort_state.get_all_opkernel_def() if k.provider == "CPUExecutionProvider"
+    }
     for key, op in ops.items():
         if op.domain in ORT_DOMAINS and (op.domain, op.name) not in cpu_kernels:
             ops[key] = replace(op, notes=" ".join(filter(None, (op.notes, gpu_only_note()))))
@@ -575,16 +656,20 @@ def build_ops(text_path: Path = TEXT, names_path: Path = NAMES_FILE) -> list[OpS
 
 def gpu_only_note() -> str:
     """The note of an op ORT's CPU execution provider has no kernel for (the executor's refusal quotes it)."""
-    return (f"ONNX Runtime {_ort_release()} implements it only for execution providers other than CPU "
-            f"(CUDA, ROCm, DirectML, WebGPU ...).")
+    return (
+        f"ONNX Runtime {_ort_release()} implements it only for execution providers other than CPU "
+        f"(CUDA, ROCm, DirectML, WebGPU ...)."
+    )
 
 
 def _with_text_notes(op: OpSchema, section: TextSection) -> OpSchema:
     deviations = text_deviations(section, op)
     if not deviations:
         return op
-    note = (f"Follows ONNX Runtime {_ort_release()}; {TEXT_LABEL} (an older ContribOperators.md) "
-            f"differs: {'; '.join(deviations)}.")
+    note = (
+        f"Follows ONNX Runtime {_ort_release()}; {TEXT_LABEL} (an older ContribOperators.md) "
+        f"differs: {'; '.join(deviations)}."
+    )
     return replace(op, notes=note)
 
 
@@ -594,17 +679,22 @@ def _ort_release() -> str:
 
 def generate(text_path: Path = TEXT, names_path: Path = NAMES_FILE) -> str:
     """The text of onnx_contrib.json, exactly as it is committed."""
-    source = (f"ONNX Runtime {ORT_VERSION} get_all_operator_schema() for {', '.join(ORT_DOMAINS)} "
-              f"and its own ai.onnx-domain schemas (those ONNX does not define); "
-              f"{TEXT_LABEL} (ContribOperators.md, early 2020) for ai.onnx.training")
+    source = (
+        f"ONNX Runtime {ORT_VERSION} get_all_operator_schema() for {', '.join(ORT_DOMAINS)} "
+        f"and its own ai.onnx-domain schemas (those ONNX does not define); "
+        f"{TEXT_LABEL} (ContribOperators.md, early 2020) for ai.onnx.training"
+    )
     return dump(base.DIALECT, build_ops(text_path, names_path), source=source, generated_by=GENERATED_BY)
 
 
 def main(argv=None) -> int:
     parser = base.command_line("Generate opconv/schemas/onnx_contrib.json.", OUTPUT)
     parser.add_argument("--text", type=Path, default=TEXT, help=f"the contrib operators text (default {TEXT})")
-    parser.add_argument("--recover-names", action="store_true",
-                        help=f"match the text's sections to op names and rewrite {NAMES_FILE.name}")
+    parser.add_argument(
+        "--recover-names",
+        action="store_true",
+        help=f"match the text's sections to op names and rewrite {NAMES_FILE.name}",
+    )
     args = parser.parse_args(argv)
     if not args.recover_names:
         return base.write_or_check(generate(args.text), args.output, args.check)

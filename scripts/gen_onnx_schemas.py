@@ -63,10 +63,20 @@ PARAM_DOC_LIMIT = 200
 
 #: opconv attribute type for each AttributeProto.AttributeType name
 ATTR_TYPES = {
-    "FLOAT": "float", "INT": "int", "STRING": "string", "TENSOR": "tensor", "GRAPH": "graph",
-    "SPARSE_TENSOR": "sparse_tensor", "TYPE_PROTO": "type",
-    "FLOATS": "floats", "INTS": "ints", "STRINGS": "strings", "TENSORS": "tensors", "GRAPHS": "graphs",
-    "SPARSE_TENSORS": "sparse_tensors", "TYPE_PROTOS": "types",
+    "FLOAT": "float",
+    "INT": "int",
+    "STRING": "string",
+    "TENSOR": "tensor",
+    "GRAPH": "graph",
+    "SPARSE_TENSOR": "sparse_tensor",
+    "TYPE_PROTO": "type",
+    "FLOATS": "floats",
+    "INTS": "ints",
+    "STRINGS": "strings",
+    "TENSORS": "tensors",
+    "GRAPHS": "graphs",
+    "SPARSE_TENSORS": "sparse_tensors",
+    "TYPE_PROTOS": "types",
 }
 
 #: returned by :func:`decode_default` when an attribute has no (representable) default
@@ -74,6 +84,7 @@ NO_DEFAULT = None
 
 
 # --------------------------------------------------------------------------- attributes
+
 
 def attr_type(code: int) -> str:
     """opconv's name of an ``AttributeProto.AttributeType`` code.
@@ -137,8 +148,13 @@ def encode_tensor(tensor: onnx.TensorProto):
 
 def make_attribute(name: str, type_code: int, required: bool, default_proto, description: str) -> AttrParam:
     default = NO_DEFAULT if required else decode_default(default_proto)
-    return AttrParam(name=name, type=attr_type(type_code), required=bool(required), default=default,
-                     doc=summarize(description, PARAM_DOC_LIMIT))
+    return AttrParam(
+        name=name,
+        type=attr_type(type_code),
+        required=bool(required),
+        default=default,
+        doc=summarize(description, PARAM_DOC_LIMIT),
+    )
 
 
 # --------------------------------------------------------------------------- types
@@ -252,38 +268,56 @@ def _plain(text: str) -> str:
 
 # --------------------------------------------------------------------------- operators
 
-def make_param(name: str, type_str: str, option: str, homogeneous: bool, min_arity: int,
-               description: str, constraint_names) -> Param:
+
+def make_param(
+    name: str, type_str: str, option: str, homogeneous: bool, min_arity: int, description: str, constraint_names
+) -> Param:
     option = option.lower()
     if option not in PARAM_OPTIONS:
         raise ValueError(f"unknown formal parameter option {option!r}")
     variadic = option == "variadic"
     # homogeneous/min_arity only mean something for a variadic parameter; elsewhere keep
     # the format's defaults so readers are not misled by ONNX's placeholder values.
-    return Param(name=name, type=param_type(type_str, constraint_names), option=option,
-                 homogeneous=bool(homogeneous) if variadic else True,
-                 min_arity=int(min_arity) if variadic else 1,
-                 doc=summarize(description, PARAM_DOC_LIMIT))
+    return Param(
+        name=name,
+        type=param_type(type_str, constraint_names),
+        option=option,
+        homogeneous=bool(homogeneous) if variadic else True,
+        min_arity=int(min_arity) if variadic else 1,
+        doc=summarize(description, PARAM_DOC_LIMIT),
+    )
 
 
 def convert_schema(schema: onnx.defs.OpSchema) -> OpSchema:
     """One onnx ``OpSchema`` (one version of one op) as an opconv :class:`OpSchema`."""
-    constraints = {tc.type_param_str: tuple(canonical_type(t) for t in tc.allowed_type_strs)
-                   for tc in schema.type_constraints}
+    constraints = {
+        tc.type_param_str: tuple(canonical_type(t) for t in tc.allowed_type_strs) for tc in schema.type_constraints
+    }
 
     def params(formals):
-        return tuple(make_param(p.name, p.type_str, p.option.name, p.is_homogeneous, p.min_arity,
-                                p.description, constraints) for p in formals)
+        return tuple(
+            make_param(p.name, p.type_str, p.option.name, p.is_homogeneous, p.min_arity, p.description, constraints)
+            for p in formals
+        )
 
     attributes = tuple(
         make_attribute(a.name, a.type.value, a.required, a.default_value, a.description)
-        for a in sorted(schema.attributes.values(), key=lambda a: a.name))
+        for a in sorted(schema.attributes.values(), key=lambda a: a.name)
+    )
     return OpSchema(
-        dialect=DIALECT, domain=schema.domain, name=schema.name, version=schema.since_version,
-        doc=summarize(schema.doc), attributes=attributes,
-        inputs=params(schema.inputs), outputs=params(schema.outputs), type_constraints=constraints,
-        min_inputs=schema.min_input, max_inputs=schema.max_input,
-        min_outputs=schema.min_output, max_outputs=schema.max_output,
+        dialect=DIALECT,
+        domain=schema.domain,
+        name=schema.name,
+        version=schema.since_version,
+        doc=summarize(schema.doc),
+        attributes=attributes,
+        inputs=params(schema.inputs),
+        outputs=params(schema.outputs),
+        type_constraints=constraints,
+        min_inputs=schema.min_input,
+        max_inputs=schema.max_input,
+        min_outputs=schema.min_output,
+        max_outputs=schema.max_output,
         deprecated=bool(schema.deprecated),
     )
 
@@ -303,6 +337,7 @@ def generate() -> str:
 
 # --------------------------------------------------------------------------- command line
 
+
 def diff_summary(committed: str, fresh: str, limit: int = 20) -> list[str]:
     """Human-readable differences between two schema files: header fields and op keys."""
     try:
@@ -310,8 +345,11 @@ def diff_summary(committed: str, fresh: str, limit: int = 20) -> list[str]:
     except json.JSONDecodeError as e:
         return [f"the committed file is not valid JSON ({e})"]
     new = json.loads(fresh)
-    lines = [f"header {k!r}: {old.get(k)!r} -> {new.get(k)!r}"
-             for k in ("format", "format_version", "dialect", "source", "generated_by") if old.get(k) != new.get(k)]
+    lines = [
+        f"header {k!r}: {old.get(k)!r} -> {new.get(k)!r}"
+        for k in ("format", "format_version", "dialect", "source", "generated_by")
+        if old.get(k) != new.get(k)
+    ]
 
     def by_key(data):
         return {(op["domain"], op["name"], op["version"]): op for op in data.get("ops", [])}
@@ -334,8 +372,11 @@ def diff_summary(committed: str, fresh: str, limit: int = 20) -> list[str]:
 def command_line(description: str, output: Path) -> argparse.ArgumentParser:
     """The options both generator scripts share."""
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--check", action="store_true",
-                        help="do not write; exit 1 if the committed file differs from a fresh generation")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="do not write; exit 1 if the committed file differs from a fresh generation",
+    )
     parser.add_argument("--output", type=Path, default=output, help=f"file to write or check (default {output})")
     return parser
 

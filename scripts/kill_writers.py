@@ -44,9 +44,13 @@ def _onnx_model(version: str):
     rows = ROWS + (version == "B")
     value = 1.0 if version == "A" else 2.0
     w = numpy_helper.from_array(np.full((rows, 1024), value, np.float32), "w")
-    graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], version,
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, 1024])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [rows, 1024])], [w])
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "w"], ["y"])],
+        version,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, 1024])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [rows, 1024])],
+        [w],
+    )
     return opconv.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
 
 
@@ -101,13 +105,15 @@ def writers() -> dict:
     arrays = {v: _weights(m) for v, m in onnx.items()}
     texts = {v: json.dumps({"version": v, "values": [1] * (ROWS * 64 + (v == "B"))}) for v in "AB"}
     return {
-        "onnx-external": ("m.onnx", {v: (lambda path, m=m: opconv.save(m, path, external_data=True))
-                                     for v, m in onnx.items()}, _check_model),
+        "onnx-external": (
+            "m.onnx",
+            {v: (lambda path, m=m: opconv.save(m, path, external_data=True)) for v, m in onnx.items()},
+            _check_model,
+        ),
         "ir": ("m.xml", {v: (lambda path, m=m: opconv.save(m, path)) for v, m in ir.items()}, _check_model),
         "hlo": ("m.hlo", {v: (lambda path, m=m: opconv.save(m, path)) for v, m in hlo.items()}, _check_model),
         "npz": ("out.npz", {v: (lambda path, v=v: write_npz(path, {v: arrays[v]})) for v in "AB"}, _check_npz),
-        "json": ("report.json", {v: (lambda path, v=v: atomic.write_text(path, texts[v])) for v in "AB"},
-                 _check_json),
+        "json": ("report.json", {v: (lambda path, v=v: atomic.write_text(path, texts[v])) for v in "AB"}, _check_json),
     }
 
 
@@ -169,8 +175,10 @@ def main() -> None:
     except OpconvError as e:
         sys.exit(f"kill_writers: {e}")
     for name, r in results.items():
-        print(f"{name:14s} {r['tries']} kills: {r['A']} A, {r['B']} B, {r['absent']} absent, "
-              f"{r['killed_with_temporaries']} left temporaries (all removed by the next write); 0 mixed")
+        print(
+            f"{name:14s} {r['tries']} kills: {r['A']} A, {r['B']} B, {r['absent']} absent, "
+            f"{r['killed_with_temporaries']} left temporaries (all removed by the next write); 0 mixed"
+        )
     print(f"{time.time() - started:.0f} s")
 
 

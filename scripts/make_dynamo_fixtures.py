@@ -87,8 +87,13 @@ def models():
             y = self.up(F.pad(F.leaky_relu(self.c(x)), (1, 1, 1, 1), mode="reflect"))
             values, indices = y.flatten(1).topk(5, dim=1)
             seq, _ = self.lstm(y.mean(2).transpose(1, 2))
-            return (values, indices, seq, F.interpolate(y, scale_factor=0.5, mode="bicubic"),
-                    torch.clamp(y, -0.5, 0.5).cumsum(3))
+            return (
+                values,
+                indices,
+                seq,
+                F.interpolate(y, scale_factor=0.5, mode="bicubic"),
+                torch.clamp(y, -0.5, 0.5).cumsum(3),
+            )
 
     class Audio(nn.Module):
         def __init__(self):
@@ -113,8 +118,13 @@ def models():
         def forward(self, x):
             a, b, c = torch.split(x, [2, 3, 3], dim=1)
             gram = torch.tril(x @ x.transpose(-1, -2))
-            return (a.sum(1) + b.amax(1) + c.mean(1), gram, torch.triu(x, diagonal=1),
-                    torch.softmax(x, dim=0) + torch.cumsum(x, dim=1), x.chunk(2, dim=1)[1].reshape(-1))
+            return (
+                a.sum(1) + b.amax(1) + c.mean(1),
+                gram,
+                torch.triu(x, diagonal=1),
+                torch.softmax(x, dim=0) + torch.cumsum(x, dim=1),
+                x.chunk(2, dim=1)[1].reshape(-1),
+            )
 
     batch, seq = torch.export.Dim("batch", min=1, max=8), torch.export.Dim("seq", min=2, max=32)
     rng = np.random.default_rng(0)
@@ -126,8 +136,12 @@ def models():
     return {
         "block": (Block(), (torch.randn(2, 5, 16),), None, [floats(2, 5, 16)]),
         "block_dyn": (Block(), (torch.randn(2, 5, 16),), {"x": {0: batch, 1: seq}}, [floats(3, 7, 16)]),
-        "gpt": (GPT(), (torch.randint(0, 50, (2, 6)),), {"ids": {0: batch, 1: seq}},
-                [rng.integers(0, 50, (3, 9)).astype(np.int64)]),
+        "gpt": (
+            GPT(),
+            (torch.randint(0, 50, (2, 6)),),
+            {"ids": {0: batch, 1: seq}},
+            [rng.integers(0, 50, (3, 9)).astype(np.int64)],
+        ),
         "cnn_dyn": (CNN(), (torch.randn(2, 3, 16, 16),), {"x": {0: batch}}, [floats(3, 3, 16, 16)]),
         "det": (Det(), (torch.randn(1, 3, 8, 8),), None, [floats(1, 3, 8, 8)]),
         "audio": (Audio(), (torch.randn(2, 1, 64),), None, [floats(2, 1, 64)]),

@@ -32,8 +32,15 @@ def tiny_bert():
     import torch
     from transformers import BertConfig, BertModel
 
-    config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=64, attn_implementation="eager")
+    config = BertConfig(
+        vocab_size=100,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        attn_implementation="eager",
+    )
     model = BertModel(config).eval()
 
     class Wrapped(torch.nn.Module):  # plain tuple outputs with stable names
@@ -48,10 +55,20 @@ def tiny_bert():
     ids = torch.randint(0, 100, (2, 12))
     mask = torch.ones(2, 12, dtype=torch.int64)
     mask[1, 9:] = 0
-    axes = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"},
-            "last_hidden_state": {0: "batch", 1: "seq"}, "pooler_output": {0: "batch"}}
-    return Wrapped().eval(), (ids, mask), ["input_ids", "attention_mask"], ["last_hidden_state", "pooler_output"], \
-        axes, 11
+    axes = {
+        "input_ids": {0: "batch", 1: "seq"},
+        "attention_mask": {0: "batch", 1: "seq"},
+        "last_hidden_state": {0: "batch", 1: "seq"},
+        "pooler_output": {0: "batch"},
+    }
+    return (
+        Wrapped().eval(),
+        (ids, mask),
+        ["input_ids", "attention_mask"],
+        ["last_hidden_state", "pooler_output"],
+        axes,
+        11,
+    )
 
 
 def tiny_gpt2():
@@ -72,8 +89,11 @@ def tiny_gpt2():
     ids = torch.randint(0, 100, (2, 12))
     mask = torch.ones(2, 12, dtype=torch.int64)
     mask[0, :3] = 0  # left padding
-    axes = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"},
-            "last_hidden_state": {0: "batch", 1: "seq"}}
+    axes = {
+        "input_ids": {0: "batch", 1: "seq"},
+        "attention_mask": {0: "batch", 1: "seq"},
+        "last_hidden_state": {0: "batch", 1: "seq"},
+    }
     return Wrapped().eval(), (ids, mask), ["input_ids", "attention_mask"], ["last_hidden_state"], axes, 11
 
 
@@ -98,8 +118,14 @@ def positions():
 
     mask = torch.ones(2, 5, dtype=torch.int64)
     mask[0, 3:] = 0
-    return Positions().eval(), (torch.randn(2, 5, 8), mask), ["x", "mask"], ["scores"], \
-        {"x": {0: "batch", 1: "seq"}, "mask": {0: "batch", 1: "seq"}, "scores": {0: "batch"}}, 13
+    return (
+        Positions().eval(),
+        (torch.randn(2, 5, 8), mask),
+        ["x", "mask"],
+        ["scores"],
+        {"x": {0: "batch", 1: "seq"}, "mask": {0: "batch", 1: "seq"}, "scores": {0: "batch"}},
+        13,
+    )
 
 
 def multi_output():
@@ -131,8 +157,16 @@ def export(name: str) -> None:
     torch.manual_seed(0)
     module, args, inputs, outputs, axes, opset = MODELS[name]()
     path = os.path.join(EXPORTS, f"{name}.onnx")
-    torch.onnx.export(module, args, path, input_names=inputs, output_names=outputs, dynamic_axes=axes,
-                      opset_version=opset, dynamo=False)
+    torch.onnx.export(
+        module,
+        args,
+        path,
+        input_names=inputs,
+        output_names=outputs,
+        dynamic_axes=axes,
+        opset_version=opset,
+        dynamo=False,
+    )
     onnx.checker.check_model(onnx.load(path))
     feeds = {n: a.numpy() for n, a in zip(inputs, args)}
     _write_outputs(path, feeds, outputs)
@@ -149,7 +183,7 @@ def _write_outputs(path: str, feeds: dict, outputs: list[str]) -> None:
     session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     results = session.run(outputs, feeds)
     arrays = {f"in.{k}": v for k, v in feeds.items()} | {f"out.{k}": v for k, v in zip(outputs, results)}
-    np.savez(path[:-len(".onnx")] + ".npz", **arrays)
+    np.savez(path[: -len(".onnx")] + ".npz", **arrays)
 
 
 def main() -> None:

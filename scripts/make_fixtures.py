@@ -34,8 +34,9 @@ def _init(name, array):
 
 
 def _model(graph, opset, name):
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
-                              producer_name="opconv-fixtures", producer_version="1")
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="opconv-fixtures", producer_version="1"
+    )
     model.ir_version = 8
     model.doc_string = f"opconv fixture: {name}"
     onnx.checker.check_model(model)
@@ -45,20 +46,31 @@ def _model(graph, opset, name):
 def cnn() -> onnx.ModelProto:
     rng = np.random.default_rng(1)
     inits = [
-        _init("conv1.w", _rand(rng, 8, 3, 3, 3)), _init("conv1.b", _rand(rng, 8)),
-        _init("bn1.scale", 1 + _rand(rng, 8)), _init("bn1.bias", _rand(rng, 8)),
-        _init("bn1.mean", _rand(rng, 8)), _init("bn1.var", 1 + np.abs(_rand(rng, 8))),
-        _init("conv2.w", _rand(rng, 16, 8, 3, 3)), _init("conv2.b", _rand(rng, 16)),
-        _init("fc.w", _rand(rng, 10, 16)), _init("fc.b", _rand(rng, 10)),
+        _init("conv1.w", _rand(rng, 8, 3, 3, 3)),
+        _init("conv1.b", _rand(rng, 8)),
+        _init("bn1.scale", 1 + _rand(rng, 8)),
+        _init("bn1.bias", _rand(rng, 8)),
+        _init("bn1.mean", _rand(rng, 8)),
+        _init("bn1.var", 1 + np.abs(_rand(rng, 8))),
+        _init("conv2.w", _rand(rng, 16, 8, 3, 3)),
+        _init("conv2.b", _rand(rng, 16)),
+        _init("fc.w", _rand(rng, 10, 16)),
+        _init("fc.b", _rand(rng, 10)),
     ]
     nodes = [
         helper.make_node("Conv", ["image", "conv1.w", "conv1.b"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
-        helper.make_node("BatchNormalization", ["c1", "bn1.scale", "bn1.bias", "bn1.mean", "bn1.var"], ["b1"],
-                         name="bn1", epsilon=1e-5),
+        helper.make_node(
+            "BatchNormalization",
+            ["c1", "bn1.scale", "bn1.bias", "bn1.mean", "bn1.var"],
+            ["b1"],
+            name="bn1",
+            epsilon=1e-5,
+        ),
         helper.make_node("Relu", ["b1"], ["r1"], name="relu1"),
         helper.make_node("MaxPool", ["r1"], ["p1"], name="pool1", kernel_shape=[2, 2], strides=[2, 2]),
-        helper.make_node("Conv", ["p1", "conv2.w", "conv2.b"], ["c2"], name="conv2", strides=[2, 2],
-                         pads=[1, 1, 1, 1], group=1),
+        helper.make_node(
+            "Conv", ["p1", "conv2.w", "conv2.b"], ["c2"], name="conv2", strides=[2, 2], pads=[1, 1, 1, 1], group=1
+        ),
         helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
         helper.make_node("GlobalAveragePool", ["r2"], ["g"], name="gap"),
         helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
@@ -66,9 +78,12 @@ def cnn() -> onnx.ModelProto:
         helper.make_node("Softmax", ["logits"], ["probs"], name="softmax", axis=-1),
     ]
     graph = helper.make_graph(
-        nodes, "cnn",
+        nodes,
+        "cnn",
         [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["batch", 3, 32, 32])],
-        [helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["batch", 10])], inits)
+        [helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["batch", 10])],
+        inits,
+    )
     return _model(graph, 13, "small CNN classifier")
 
 
@@ -77,17 +92,25 @@ def transformer() -> onnx.ModelProto:
     d, heads, ff, seq = 32, 4, 64, 8
     hd = d // heads
     inits = [
-        _init("ln1.g", 1 + _rand(rng, d)), _init("ln1.b", _rand(rng, d)),
-        _init("wq", _rand(rng, d, d)), _init("wk", _rand(rng, d, d)), _init("wv", _rand(rng, d, d)),
-        _init("wo", _rand(rng, d, d)), _init("bo", _rand(rng, d)),
-        _init("ln2.g", 1 + _rand(rng, d)), _init("ln2.b", _rand(rng, d)),
-        _init("w1", _rand(rng, d, ff)), _init("b1", _rand(rng, ff)),
-        _init("w2", _rand(rng, ff, d)), _init("b2", _rand(rng, d)),
+        _init("ln1.g", 1 + _rand(rng, d)),
+        _init("ln1.b", _rand(rng, d)),
+        _init("wq", _rand(rng, d, d)),
+        _init("wk", _rand(rng, d, d)),
+        _init("wv", _rand(rng, d, d)),
+        _init("wo", _rand(rng, d, d)),
+        _init("bo", _rand(rng, d)),
+        _init("ln2.g", 1 + _rand(rng, d)),
+        _init("ln2.b", _rand(rng, d)),
+        _init("w1", _rand(rng, d, ff)),
+        _init("b1", _rand(rng, ff)),
+        _init("w2", _rand(rng, ff, d)),
+        _init("b2", _rand(rng, d)),
         _init("heads_shape", np.array([0, seq, heads, hd], np.int64)),
         _init("model_shape", np.array([0, seq, d], np.int64)),
         _init("scale", np.array(1 / np.sqrt(hd), np.float32)),
         _init("sqrt2", np.array(np.sqrt(2), np.float32)),
-        _init("one", np.array(1, np.float32)), _init("half", np.array(0.5, np.float32)),
+        _init("one", np.array(1, np.float32)),
+        _init("half", np.array(0.5, np.float32)),
     ]
     n = helper.make_node
     nodes = [
@@ -120,9 +143,12 @@ def transformer() -> onnx.ModelProto:
         n("Add", ["res1", "f2b"], ["y"], name="residual2"),
     ]
     graph = helper.make_graph(
-        nodes, "transformer_encoder_layer",
+        nodes,
+        "transformer_encoder_layer",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", seq, d])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", seq, d])], inits)
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", seq, d])],
+        inits,
+    )
     return _model(graph, 17, "one transformer encoder layer")
 
 
@@ -133,7 +159,8 @@ def lstm() -> onnx.ModelProto:
         _init("W", _rand(rng, 1, 4 * hidden, inp, scale=0.3)),
         _init("R", _rand(rng, 1, 4 * hidden, hidden, scale=0.3)),
         _init("B", _rand(rng, 1, 8 * hidden)),
-        _init("fc.w", _rand(rng, hidden, classes, scale=0.3)), _init("fc.b", _rand(rng, classes)),
+        _init("fc.w", _rand(rng, hidden, classes, scale=0.3)),
+        _init("fc.b", _rand(rng, classes)),
         _init("squeeze_axes", np.array([0], np.int64)),
     ]
     nodes = [
@@ -142,10 +169,15 @@ def lstm() -> onnx.ModelProto:
         helper.make_node("Gemm", ["h_last", "fc.w", "fc.b"], ["logits"], name="classifier"),
     ]
     graph = helper.make_graph(
-        nodes, "lstm_classifier",
+        nodes,
+        "lstm_classifier",
         [helper.make_tensor_value_info("seq", TensorProto.FLOAT, [10, "batch", inp])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", classes]),
-         helper.make_tensor_value_info("Y", TensorProto.FLOAT, [10, 1, "batch", hidden])], inits)
+        [
+            helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", classes]),
+            helper.make_tensor_value_info("Y", TensorProto.FLOAT, [10, 1, "batch", hidden]),
+        ],
+        inits,
+    )
     return _model(graph, 14, "LSTM sequence classifier")
 
 
@@ -156,15 +188,19 @@ def mlp_external() -> onnx.ModelProto:
     for i, (a, b) in enumerate(zip(sizes, sizes[1:])):
         inits += [_init(f"fc{i}.w", _rand(rng, a, b)), _init(f"fc{i}.b", _rand(rng, b))]
         out = "y" if i == len(sizes) - 2 else f"h{i}"
-        nodes.append(helper.make_node("Gemm", [x, f"fc{i}.w", f"fc{i}.b"], [out + ("" if out == "y" else "_lin")],
-                                      name=f"fc{i}"))
+        nodes.append(
+            helper.make_node("Gemm", [x, f"fc{i}.w", f"fc{i}.b"], [out + ("" if out == "y" else "_lin")], name=f"fc{i}")
+        )
         if out != "y":
             nodes.append(helper.make_node("Relu", [out + "_lin"], [out], name=f"relu{i}"))
         x = out
     graph = helper.make_graph(
-        nodes, "mlp",
+        nodes,
+        "mlp",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", sizes[0]])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", sizes[-1]])], inits)
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", sizes[-1]])],
+        inits,
+    )
     return _model(graph, 13, "MLP with external weights")
 
 
@@ -175,8 +211,14 @@ def write_all(folder: str) -> list[str]:
         onnx.save(build(), path)
         written.append(path)
     path = os.path.join(folder, "mlp_external.onnx")
-    onnx.save(mlp_external(), path, save_as_external_data=True, all_tensors_to_one_file=True,
-              location="mlp_external.onnx.data", size_threshold=0)
+    onnx.save(
+        mlp_external(),
+        path,
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location="mlp_external.onnx.data",
+        size_threshold=0,
+    )
     written += [path, path + ".data"]
     return written
 

@@ -51,10 +51,12 @@ def main(argv=None) -> int:
         converted = time.perf_counter() - start
         batch, failing, by_frontend = openvino_2023.check_node_cases(env, sweep.verified, frontend=True)
     listed = known.KNOWN.get("openvino-2023", {})
-    print(f"{len(sweep.verified)} node cases verified in the current OpenVINO ({len(sweep.wrong)} wrong there, "
-          f"{len(sweep.refused)} refused; {converted:.1f} s); OpenVINO {batch.version} runs "
-          f"{len(sweep.verified) - len(failing)} of them correctly ({batch.seconds:.1f} s, "
-          f"{1000 * batch.seconds / max(len(sweep.verified), 1):.0f} ms per IR, {batch.processes} process(es))")
+    print(
+        f"{len(sweep.verified)} node cases verified in the current OpenVINO ({len(sweep.wrong)} wrong there, "
+        f"{len(sweep.refused)} refused; {converted:.1f} s); OpenVINO {batch.version} runs "
+        f"{len(sweep.verified) - len(failing)} of them correctly ({batch.seconds:.1f} s, "
+        f"{1000 * batch.seconds / max(len(sweep.verified), 1):.0f} ms per IR, {batch.processes} process(es))"
+    )
     for name, problem in sorted(failing.items()):
         frontend = by_frontend.get(name)
         print(f"  {name}{' [listed]' if name in listed else ''}: {problem.splitlines()[-1][:160]}")
@@ -64,8 +66,14 @@ def main(argv=None) -> int:
             print(f"  {name}: listed in tests/known_failures.json but correct now")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({name: {"2023": problem, "frontend": by_frontend.get(name)}
-                       for name, problem in sorted(failing.items())}, f, indent=1)
+            json.dump(
+                {
+                    name: {"2023": problem, "frontend": by_frontend.get(name)}
+                    for name, problem in sorted(failing.items())
+                },
+                f,
+                indent=1,
+            )
     return 1 if set(failing) - set(listed) else 0
 
 

@@ -60,11 +60,19 @@ def cpu_contrib_kernels() -> list[dict]:
         domain = kernel.domain or "ai.onnx"
         since, until = kernel.version_range
         if domain not in CONTRIB_DOMAINS and not (
-                domain == "ai.onnx" and _is_ort_own_onnx_domain_kernel(kernel.op_name, since, onnx_versions)):
+            domain == "ai.onnx" and _is_ort_own_onnx_domain_kernel(kernel.op_name, since, onnx_versions)
+        ):
             continue
-        entry = merged.setdefault((domain, kernel.op_name, since), {
-            "domain": domain, "name": kernel.op_name, "since": since,
-            "until": None if until >= OPEN_END else until, "types": {}})
+        entry = merged.setdefault(
+            (domain, kernel.op_name, since),
+            {
+                "domain": domain,
+                "name": kernel.op_name,
+                "since": since,
+                "until": None if until >= OPEN_END else until,
+                "types": {},
+            },
+        )
         for constraint, types in kernel.type_constraints.items():
             allowed = entry["types"].setdefault(constraint, [])
             allowed.extend(t for t in types if t not in allowed)
@@ -89,7 +97,7 @@ def generate() -> str:
         "source": f"onnxruntime {ORT_VERSION} get_all_opkernel_def(), {PROVIDER}",
         "generated_by": "scripts/ort_contrib_kernels.py",
         "about": "ops: ORT's CPU kernels in the contrib domains and its own ai.onnx-domain ops "
-                 "(until null = open-ended); no_cpu_kernel: contrib schemas ORT runs only on other providers",
+        "(until null = open-ended); no_cpu_kernel: contrib schemas ORT runs only on other providers",
         "ops": kernels,
         "no_cpu_kernel": schemas_without_cpu_kernel(kernels),
     }

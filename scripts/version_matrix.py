@@ -45,8 +45,10 @@ def source_opset(model: onnx.ModelProto) -> int | None:
 def convert_with(converter: str, model: onnx.ModelProto, target: int) -> onnx.ModelProto:
     if converter == "onnx":
         from onnx import version_converter
+
         return version_converter.convert_version(model, target)
     import opconv
+
     return opconv.convert_version(model, target)  # a ModelProto in gives a ModelProto out
 
 
@@ -66,6 +68,7 @@ def ops_invalid_at(model: onnx.ModelProto, target: int) -> list[str]:
                     walk(a.g)
                 for g in a.graphs:
                     walk(g)
+
     walk(model.graph)
     return bad
 
@@ -85,8 +88,9 @@ def judge(case, converted: onnx.ModelProto, target: int) -> tuple[str, str]:
     try:
         model = opconv.load(converted)
         names = [v.name for v in model.graph.outputs]
-        input_names = [i.name for i in converted.graph.input
-                       if i.name not in {t.name for t in converted.graph.initializer}]
+        input_names = [
+            i.name for i in converted.graph.input if i.name not in {t.name for t in converted.graph.initializer}
+        ]
         for inputs, expected in case.datasets:
             with np.errstate(all="ignore"), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -131,8 +135,16 @@ def run_pair(args) -> list[tuple]:
                 warnings.simplefilter("ignore")
                 converted = convert_with(converter, model, target)
         except Exception as e:  # noqa: BLE001 - a refusal (or a crash of the reference converter)
-            rows.append((case.name, target, converter, direction, "refused", str(e).splitlines()[0][:300]
-                         if str(e) else type(e).__name__))
+            rows.append(
+                (
+                    case.name,
+                    target,
+                    converter,
+                    direction,
+                    "refused",
+                    str(e).splitlines()[0][:300] if str(e) else type(e).__name__,
+                )
+            )
             continue
         outcome, message = judge(case, converted, target)
         rows.append((case.name, target, converter, direction, outcome, message))
@@ -192,16 +204,21 @@ def main(argv=None) -> int:
     for name, target, converter, _direction, outcome, message in sorted(rows):
         if converter == "opconv" and outcome in show:
             print(f"  {outcome:10s} {name} -> {target}: {message}")
-    print(f"\n{len(work)} (case, target) pairs, targets {targets[0]}..{targets[-1]}, {elapsed:.0f} s; "
-          f"{len(skipped)} pairs skipped (the case fails unconverted: {len({n for n, _ in skipped})} cases)")
+    print(
+        f"\n{len(work)} (case, target) pairs, targets {targets[0]}..{targets[-1]}, {elapsed:.0f} s; "
+        f"{len(skipped)} pairs skipped (the case fails unconverted: {len({n for n, _ in skipped})} cases)"
+    )
     header = f"{'converter':10s} {'direction':9s} {'attempted':>9s} " + " ".join(f"{o:>10s}" for o in OUTCOMES)
     print(header)
     for (converter, direction), c in sorted(totals.items()):
         print(f"{converter:10s} {direction:9s} {c['attempted']:9d} " + " ".join(f"{c[o]:10d}" for o in OUTCOMES))
     if args.details:
         with open(args.details, "w") as f:
-            json.dump([dict(zip(("case", "target", "converter", "direction", "outcome", "message"), r))
-                       for r in rows], f, indent=0)
+            json.dump(
+                [dict(zip(("case", "target", "converter", "direction", "outcome", "message"), r)) for r in rows],
+                f,
+                indent=0,
+            )
     bad = sum(c["wrong"] + c["checker"] + c["unrunnable"] for (conv, _), c in totals.items() if conv == "opconv")
     return 1 if bad else 0
 

@@ -31,8 +31,10 @@ def check(suite: str, case: str, passed: bool, detail: str = "") -> None:
     if why is None:
         assert passed, detail or f"{case} failed"
     elif passed:
-        pytest.fail(f"{case} is listed as a known failure of {suite} ({why}) but passes: remove it from "
-                    f"tests/known_failures.json")
+        pytest.fail(
+            f"{case} is listed as a known failure of {suite} ({why}) but passes: remove it from "
+            f"tests/known_failures.json"
+        )
     else:
         pytest.xfail(why)
 

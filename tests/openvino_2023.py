@@ -46,8 +46,10 @@ def _base_python() -> str:
         found = shutil.which(f"python{version}")
         if found:
             return found
-    raise Unavailable(f"OpenVINO {VERSION} has wheels for CPython {', '.join(SUPPORTED_PYTHONS)} only; "
-                      f"this is {sys.version.split()[0]} and none of python3.8-3.11 is on PATH")
+    raise Unavailable(
+        f"OpenVINO {VERSION} has wheels for CPython {', '.join(SUPPORTED_PYTHONS)} only; "
+        f"this is {sys.version.split()[0]} and none of python3.8-3.11 is on PATH"
+    )
 
 
 def _run(command: list[str], what: str, timeout: float) -> None:
@@ -87,8 +89,7 @@ def ensure() -> Environment:
         start = time.perf_counter()
         shutil.rmtree(venv, ignore_errors=True)  # a half-made venv from an interrupted install
         _run([_base_python(), "-m", "venv", venv], "creating a venv for OpenVINO 2023.0", 300)
-        _run([python, "-m", "pip", "install", "--quiet", *REQUIREMENTS],
-             f"pip install {' '.join(REQUIREMENTS)}", 900)
+        _run([python, "-m", "pip", "install", "--quiet", *REQUIREMENTS], f"pip install {' '.join(REQUIREMENTS)}", 900)
         _run([python, "-I", "-c", "import openvino.runtime as ov; ov.Core()"], "importing OpenVINO 2023.0", 120)
         with open(marker, "w") as f:
             f.write(VERSION + "\n")
@@ -147,8 +148,9 @@ def run_models(env: Environment, jobs: list[Job], timeout: float = 1800) -> Batc
         for i, job in enumerate(jobs):
             inputs = os.path.join(tmp, f"in{i}.npz")
             _save_feeds(inputs, job.feeds)
-            specs.append({"name": job.name, "model": job.model, "inputs": inputs,
-                          "outputs": os.path.join(tmp, f"out{i}.npz")})
+            specs.append(
+                {"name": job.name, "model": job.model, "inputs": inputs, "outputs": os.path.join(tmp, f"out{i}.npz")}
+            )
         by_name = {spec["name"]: spec for spec in specs}
         pending = specs
         results_path = os.path.join(tmp, "results.jsonl")
@@ -159,10 +161,16 @@ def run_models(env: Environment, jobs: list[Job], timeout: float = 1800) -> Batc
             open(results_path, "w").close()
             batch.processes += 1
             try:
-                done = subprocess.run([env.python, "-I", RUNNER, jobs_path, results_path], capture_output=True,
-                                      text=True, timeout=timeout, env=_child_env())
-                failure = f"the OpenVINO 2023.0 process died (exit {done.returncode}): " + \
-                    " | ".join(done.stderr.strip().splitlines()[-3:])
+                done = subprocess.run(
+                    [env.python, "-I", RUNNER, jobs_path, results_path],
+                    capture_output=True,
+                    text=True,
+                    timeout=timeout,
+                    env=_child_env(),
+                )
+                failure = f"the OpenVINO 2023.0 process died (exit {done.returncode}): " + " | ".join(
+                    done.stderr.strip().splitlines()[-3:]
+                )
             except subprocess.TimeoutExpired:
                 failure = f"the OpenVINO 2023.0 process took over {timeout} s"
             with open(results_path, encoding="utf-8") as f:
@@ -172,8 +180,9 @@ def run_models(env: Environment, jobs: list[Job], timeout: float = 1800) -> Batc
                     batch.version = line["version"]
                     continue
                 spec = by_name[line["name"]]
-                batch.outcomes[line["name"]] = Outcome(_load_outputs(spec["outputs"])) if line["ok"] \
-                    else Outcome(error=line["error"])
+                batch.outcomes[line["name"]] = (
+                    Outcome(_load_outputs(spec["outputs"])) if line["ok"] else Outcome(error=line["error"])
+                )
             finished = {line["name"] for line in lines if "name" in line}
             rest = [spec for spec in pending if spec["name"] not in finished]
             if rest and not lines:

@@ -61,7 +61,6 @@ def convert_and_run_ir(tmp_path, model: onnx.ModelProto, feeds: dict):
     return converted, {"OpenVINO CPU": dict(zip(names, compiled(feeds).values())), "opconv IR executor": mine}
 
 
-
 def openvino_frontend_outputs(model, feeds: dict) -> list:
     """OpenVINO's own ONNX frontend on the *source* model (a path or ModelProto), compiled for the CPU plugin at
     float32: what the plugin computes for the original, whoever wrote the IR.
@@ -80,6 +79,7 @@ def openvino_frontend_outputs(model, feeds: dict) -> list:
     compiled = core.compile_model(read, "CPU", compile_config("f32"))
     results = compiled(feeds)
     return [host_array(ov, port, results[port]) for port in compiled.outputs]
+
 
 def same(a, b) -> bool:
     """Bitwise-equal results (NaN equal to NaN), recursing into sequences and optionals."""

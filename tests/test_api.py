@@ -32,8 +32,9 @@ def test_convert_version_of_a_proto_is_a_proto_that_onnx_and_onnxruntime_take(cn
     assert isinstance(down, onnx.ModelProto)
     onnx.checker.check_model(down, full_check=True)
     assert [o.version for o in down.opset_import if o.domain == ""] == [11]
-    np.testing.assert_allclose(_onnxruntime(down, {"image": IMAGE})[0], _onnxruntime(cnn, {"image": IMAGE})[0],
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        _onnxruntime(down, {"image": IMAGE})[0], _onnxruntime(cnn, {"image": IMAGE})[0], rtol=1e-5, atol=1e-6
+    )
     # the same through convert(to="onnx", opset=...), and a Model in gives a Model out
     assert isinstance(opconv.convert(cnn, to="onnx", opset=11), onnx.ModelProto)
     assert opconv.convert(cnn, to="onnx") is cnn
@@ -50,8 +51,9 @@ def test_to_onnx_and_to_openvino_feed_the_runtimes_without_a_file(cnn):
     expected = _onnxruntime(cnn, {"image": IMAGE})[0]
     np.testing.assert_allclose(compiled(IMAGE)[compiled.output("probs")], expected, rtol=1e-4, atol=1e-6)
     # straight from ONNX (converted on the way), and as the Model's method
-    direct = ov.Core().compile_model(opconv.to_openvino(cnn, input_shapes={"image": (1, 3, 32, 32)}), "CPU",
-                                     {"INFERENCE_PRECISION_HINT": "f32"})
+    direct = ov.Core().compile_model(
+        opconv.to_openvino(cnn, input_shapes={"image": (1, 3, 32, 32)}), "CPU", {"INFERENCE_PRECISION_HINT": "f32"}
+    )
     np.testing.assert_allclose(direct(IMAGE)[0], expected, rtol=1e-4, atol=1e-6)
     assert isinstance(opconv.convert(ir, to="onnx"), opconv.Model)  # a Model in gives a Model out
     back = ir.to_onnx()  # IR -> ONNX at opset 21 by default, which onnxruntime 1.20 reads
@@ -79,8 +81,10 @@ def test_load_takes_paths_bytes_protos_and_objects_with_model_proto(cnn):
 def test_run_and_verify_take_anything_numpy_reads_with_dtypes_checked():
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
-    proto = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]),
-                              opset_imports=[helper.make_opsetid("", 17)])
+    proto = helper.make_model(
+        helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]),
+        opset_imports=[helper.make_opsetid("", 17)],
+    )
 
     class ArrayLike:  # a torch tensor on the CPU, a jax array ... all have __array__
         def __array__(self, dtype=None, copy=None):
@@ -99,9 +103,15 @@ def test_run_and_verify_take_anything_numpy_reads_with_dtypes_checked():
 def test_run_takes_torch_tensors():
     torch = pytest.importorskip("torch")  # the array-like case above runs without torch
     x = torch.tensor([[-1.0, 2.0, -3.0], [4.0, -5.0, 6.0]])
-    proto = helper.make_model(helper.make_graph(
-        [helper.make_node("Relu", ["x"], ["y"])], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])]), opset_imports=[helper.make_opsetid("", 17)])
+    proto = helper.make_model(
+        helper.make_graph(
+            [helper.make_node("Relu", ["x"], ["y"])],
+            "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        ),
+        opset_imports=[helper.make_opsetid("", 17)],
+    )
     np.testing.assert_array_equal(opconv.run(proto, {"x": x})["y"], torch.relu(x).numpy())
 
 
@@ -122,8 +132,10 @@ def test_invalid_target_and_options_name_what_is_valid(cnn):
 def test_conversion_errors_list_refused_nodes_as_records():
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
-    proto = helper.make_model(helper.make_graph([helper.make_node("Bernoulli", ["x"], ["y"], name="coin")],
-                                                "g", [x], [y]), opset_imports=[helper.make_opsetid("", 17)])
+    proto = helper.make_model(
+        helper.make_graph([helper.make_node("Bernoulli", ["x"], ["y"], name="coin")], "g", [x], [y]),
+        opset_imports=[helper.make_opsetid("", 17)],
+    )
     with pytest.raises(opconv.ConversionError) as info:
         opconv.convert(proto, to="openvino")
     [refused] = info.value.refused
@@ -137,6 +149,7 @@ def test_conversion_errors_list_refused_nodes_as_records():
 def test_public_names_are_typed_documented_and_nothing_else_shows():
     assert opconv.VerifyReport is opconv.verify(CNN, CNN, input_shapes={"image": (1, 3, 32, 32)}).__class__
     from opconv import VerifyReport  # noqa: F401 - importable by name
+
     assert callable(opconv.verify)  # the function, not the submodule of the same name
     assert not {"Any", "os", "sys", "ModuleType", "api", "errors", "ir"} & set(dir(opconv))
     assert set(opconv.__all__) <= set(dir(opconv))
@@ -145,10 +158,28 @@ def test_public_names_are_typed_documented_and_nothing_else_shows():
 
     from opconv.executor import Session
     from opconv.validation import Problem
-    type_checking_names = {"onnx": onnx, "openvino": openvino, "npt": npt, "Session": Session, "Problem": Problem,
-                           "VerifyReport": opconv.VerifyReport}
-    for name in ("load", "save", "check", "prepare", "run", "convert", "convert_version", "decompose", "verify",
-                 "to_onnx", "to_openvino"):
+
+    type_checking_names = {
+        "onnx": onnx,
+        "openvino": openvino,
+        "npt": npt,
+        "Session": Session,
+        "Problem": Problem,
+        "VerifyReport": opconv.VerifyReport,
+    }
+    for name in (
+        "load",
+        "save",
+        "check",
+        "prepare",
+        "run",
+        "convert",
+        "convert_version",
+        "decompose",
+        "verify",
+        "to_onnx",
+        "to_openvino",
+    ):
         function = getattr(opconv, name)
         signature = inspect.signature(function)
         doc = inspect.getdoc(function)

@@ -37,8 +37,9 @@ def test_readme_export_script_runs_and_its_ir_matches_torch(tmp_path, monkeypatc
     torch, model, image = names["torch"], names["model"], names["image"]
     with torch.no_grad():
         expected = model(image).numpy()
-    np.testing.assert_allclose(_openvino(tmp_path / "out" / "classifier.xml", image.numpy()), expected,
-                               rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        _openvino(tmp_path / "out" / "classifier.xml", image.numpy()), expected, rtol=1e-4, atol=1e-5
+    )
 
 
 def test_the_same_flow_from_a_committed_onnx_file(tmp_path):

@@ -46,8 +46,8 @@ def _reader_of(onnx_path: str, initializer: str) -> str:
 
 
 def _bump_float32(blob: bytearray, offset: int, by: float = 1.0) -> None:
-    value = np.frombuffer(bytes(blob[offset:offset + 4]), np.float32)[0]
-    blob[offset:offset + 4] = np.float32(value + by).tobytes()
+    value = np.frombuffer(bytes(blob[offset : offset + 4]), np.float32)[0]
+    blob[offset : offset + 4] = np.float32(value + by).tobytes()
 
 
 def _bump_initializer(path, name: str, by: float):
@@ -94,7 +94,7 @@ def _perturbed_ir(cnn: str, tmp_path) -> tuple[str, str]:
 def _divergence_of(*args) -> dict:
     result = run("verify", *args, "--bisect", "--json", "-")
     assert result.exit_code == 1, result.output
-    report = json.loads(result.output[result.output.index("{"):result.output.rindex("}") + 1])
+    report = json.loads(result.output[result.output.index("{") : result.output.rindex("}") + 1])
     assert not report["ok"] and report["bisect"]["runs"] >= 1
     return report["first_divergence"]
 
@@ -227,7 +227,7 @@ def test_a_correct_conversion_of_a_real_export_pairs_every_node_and_finds_nothin
     a counterpart, and none is outside tolerance."""
     path = f"{fixtures_dir}/corpus/resnet_legacy_op11.onnx"
     stored = np.load(f"{fixtures_dir}/corpus/resnet_legacy_op11.npz")
-    feeds = {k[len("input:"):]: v for k, v in stored.items() if k.startswith("input:")}
+    feeds = {k[len("input:") :]: v for k, v in stored.items() if k.startswith("input:")}
     nodes = len(onnx.load(path).graph.node)
     for to in ("openvino", "hlo"):
         b = opconv.convert(path, to, input_shapes={k: v.shape for k, v in feeds.items()})
@@ -282,8 +282,17 @@ def test_verify_bisects_on_the_deployed_runtimes(cnn, tmp_path):
 def test_stored_outputs_cannot_be_bisected_and_say_so(cnn, tmp_path):
     bad, _ = _perturbed_ir(cnn, tmp_path)
     assert run("verify", cnn, bad, "--save-outputs", tmp_path / "ref.npz").exit_code == 1
-    result = run("verify", bad, "--expected", tmp_path / "ref.npz", "--bisect", "--json", tmp_path / "r.json",
-                 "--html", tmp_path / "r.html")
+    result = run(
+        "verify",
+        bad,
+        "--expected",
+        tmp_path / "ref.npz",
+        "--bisect",
+        "--json",
+        tmp_path / "r.json",
+        "--html",
+        tmp_path / "r.html",
+    )
     assert result.exit_code == 1
     report = json.loads((tmp_path / "r.json").read_text())
     assert "first_divergence" not in report and any("bisect needs two models" in n for n in report["notes"])
@@ -298,15 +307,18 @@ def test_perturbed_weights_of_a_torch_export_are_traced_to_their_readers(fixture
     nodes of the divergence."""
     path = f"{fixtures_dir}/corpus/mobilenet_se_dynamo.onnx"
     stored = np.load(f"{fixtures_dir}/corpus/mobilenet_se_dynamo.npz")
-    feeds = {k[len("input:"):]: v for k, v in stored.items() if k.startswith("input:")}
+    feeds = {k[len("input:") :]: v for k, v in stored.items() if k.startswith("input:")}
 
     def converted():
         if target == "onnx-11":
             return opconv.convert_version(path, 11)
         return opconv.convert(path, target, input_shapes={k: v.shape for k, v in feeds.items()})
 
-    names = [k for k, v in converted().graph.initializers.items() if v.const is not None
-             and v.const.dtype == "float32" and v.const.numpy().size > 16][::4]
+    names = [
+        k
+        for k, v in converted().graph.initializers.items()
+        if v.const is not None and v.const.dtype == "float32" and v.const.numpy().size > 16
+    ][::4]
     assert len(names) >= 4
     traced = 0
     for name in names:

@@ -23,8 +23,9 @@ from opconv.errors import BudgetError, ModelReadError, OpconvError
 
 
 def _model(nodes, inputs=(), inits=(), opset=17, out_type=TensorProto.FLOAT):
-    graph = helper.make_graph(nodes, "bomb", list(inputs), [helper.make_tensor_value_info("y", out_type, None)],
-                              list(inits))
+    graph = helper.make_graph(
+        nodes, "bomb", list(inputs), [helper.make_tensor_value_info("y", out_type, None)], list(inits)
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
@@ -33,20 +34,33 @@ def _i64(name, value):
 
 
 BOMBS = {
-    "range": _model([helper.make_node("Range", ["s", "l", "d"], ["y"])],
-                    inits=[_i64("s", 0), _i64("l", 10**12), _i64("d", 1)], out_type=TensorProto.INT64),
+    "range": _model(
+        [helper.make_node("Range", ["s", "l", "d"], ["y"])],
+        inits=[_i64("s", 0), _i64("l", 10**12), _i64("d", 1)],
+        out_type=TensorProto.INT64,
+    ),
     "constant-of-shape": _model([helper.make_node("ConstantOfShape", ["s"], ["y"])], inits=[_i64("s", [10**12])]),
-    "resize": _model([helper.make_node("Resize", ["x", "", "scales"], ["y"])],
-                     [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2, 2])],
-                     [numpy_helper.from_array(np.array([1, 1, 1e6, 1e6], np.float32), "scales")]),
-    "reduce-sum-of-fill": _model([helper.make_node("ConstantOfShape", ["s"], ["big"]),
-                                  helper.make_node("ReduceSum", ["big"], ["y"], keepdims=0)],
-                                 inits=[_i64("s", [10**6, 10**6])]),
-    "expand": _model([helper.make_node("Expand", ["one", "s"], ["big"]), helper.make_node("Add", ["x", "big"], ["y"])],
-                     [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
-                     [numpy_helper.from_array(np.ones(1, np.float32), "one"), _i64("s", [10**5, 10**5])]),
-    "declared-input": _model([helper.make_node("Relu", ["x"], ["y"])],
-                             [helper.make_tensor_value_info("x", TensorProto.FLOAT, [100000, 100000, 100])]),
+    "resize": _model(
+        [helper.make_node("Resize", ["x", "", "scales"], ["y"])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2, 2])],
+        [numpy_helper.from_array(np.array([1, 1, 1e6, 1e6], np.float32), "scales")],
+    ),
+    "reduce-sum-of-fill": _model(
+        [
+            helper.make_node("ConstantOfShape", ["s"], ["big"]),
+            helper.make_node("ReduceSum", ["big"], ["y"], keepdims=0),
+        ],
+        inits=[_i64("s", [10**6, 10**6])],
+    ),
+    "expand": _model(
+        [helper.make_node("Expand", ["one", "s"], ["big"]), helper.make_node("Add", ["x", "big"], ["y"])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [numpy_helper.from_array(np.ones(1, np.float32), "one"), _i64("s", [10**5, 10**5])],
+    ),
+    "declared-input": _model(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [100000, 100000, 100])],
+    ),
 }
 
 
@@ -105,9 +119,15 @@ def test_the_budget_is_raised_by_the_environment_and_the_command_line(monkeypatc
 
 def test_folding_leaves_a_value_over_its_budget_for_run_time(monkeypatch):
     """A sum over a filled 1000x1000 tensor is not computed while preparing, but is when run, as ORT does."""
-    model = _model([helper.make_node("ConstantOfShape", ["s"], ["big"], value=numpy_helper.from_array(
-                        np.array([0.25], np.float32))),
-                    helper.make_node("ReduceSum", ["big"], ["y"], keepdims=0)], inits=[_i64("s", [1000, 1000])])
+    model = _model(
+        [
+            helper.make_node(
+                "ConstantOfShape", ["s"], ["big"], value=numpy_helper.from_array(np.array([0.25], np.float32))
+            ),
+            helper.make_node("ReduceSum", ["big"], ["y"], keepdims=0),
+        ],
+        inits=[_i64("s", [1000, 1000])],
+    )
     expected = ort.InferenceSession(model.SerializeToString()).run(None, {})[0]
     from opconv.dialects.onnx.executor import Session
 
@@ -123,10 +143,16 @@ def test_folding_leaves_a_value_over_its_budget_for_run_time(monkeypatch):
 
 def _einsum_that_hangs_shape_inference():
     """Equation ".>" over two inputs: onnx 1.23's Einsum inference never returns."""
-    inputs = [helper.make_tensor_value_info("a", TensorProto.FLOAT, []),
-              helper.make_tensor_value_info("b", TensorProto.FLOAT, [1])]
-    graph = helper.make_graph([helper.make_node("Einsum", ["a", "b"], ["y"], equation=".>")], "g", inputs,
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    inputs = [
+        helper.make_tensor_value_info("a", TensorProto.FLOAT, []),
+        helper.make_tensor_value_info("b", TensorProto.FLOAT, [1]),
+    ]
+    graph = helper.make_graph(
+        [helper.make_node("Einsum", ["a", "b"], ["y"], equation=".>")],
+        "g",
+        inputs,
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)])
 
 
@@ -151,10 +177,16 @@ def test_shape_inference_in_the_child_gives_onnx_s_answer_and_errors():
 
     from opconv.dialects.onnx.proto import infer_shapes
 
-    inputs = [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 3]),
-              helper.make_tensor_value_info("b", TensorProto.FLOAT, [3, 5])]
-    graph = helper.make_graph([helper.make_node("Einsum", ["a", "b"], ["y"], equation="ij,jk->ik")], "g", inputs,
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    inputs = [
+        helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 3]),
+        helper.make_tensor_value_info("b", TensorProto.FLOAT, [3, 5]),
+    ]
+    graph = helper.make_graph(
+        [helper.make_node("Einsum", ["a", "b"], ["y"], equation="ij,jk->ik")],
+        "g",
+        inputs,
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)])
     expected = onnx.shape_inference.infer_shapes(model)
     assert infer_shapes(model).graph.output[0] == expected.graph.output[0]
@@ -196,9 +228,15 @@ def test_best_effort_shape_inference_gives_up_on_onnx_s_failures_only(monkeypatc
     from opconv.converters.onnx_versions import driver
     from opconv.dialects.onnx import proto
 
-    model = helper.make_model(helper.make_graph(
-        [helper.make_node("Relu", ["x"], ["y"])], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])]), opset_imports=[helper.make_opsetid("", 13)])
+    model = helper.make_model(
+        helper.make_graph(
+            [helper.make_node("Relu", ["x"], ["y"])],
+            "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        ),
+        opset_imports=[helper.make_opsetid("", 13)],
+    )
     onnx_failure = proto.inference_failures()[0]("[ShapeInferenceError] inference failed")
 
     def convert():
@@ -207,6 +245,7 @@ def test_best_effort_shape_inference_gives_up_on_onnx_s_failures_only(monkeypatc
         return driver.infer_types(None, model)
 
     for failure in (onnx_failure, RuntimeError("std::runtime_error from C++"), TypeError("a bug of opconv's")):
+
         def failing(*args, **kwargs):
             raise failure  # noqa: B023 (installed and called within this iteration)
 

@@ -16,9 +16,12 @@ from opconv.validation import check_model
 
 def _model(nodes, inputs=("x",), outputs=("y",), opset=13, initializers=()):
     graph = helper.make_graph(
-        nodes, "g",
+        nodes,
+        "g",
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 3]) for n in inputs],
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs], list(initializers))
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs],
+        list(initializers),
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
@@ -30,14 +33,17 @@ def test_valid_model_has_no_problems():
     assert _codes(_model([helper.make_node("Relu", ["x"], ["y"], name="r")])) == []
 
 
-@pytest.mark.parametrize("node, code", [
-    (helper.make_node("Frobnicate", ["x"], ["y"], name="bad"), "unknown-op"),
-    (helper.make_node("Transpose", ["x"], ["y"], name="bad", perm=1.5), "attribute-type"),
-    (helper.make_node("Relu", ["x", "x"], ["y"], name="bad"), "input-count"),
-    (helper.make_node("Relu", ["x"], ["y"], name="bad", alpha=0.1), "unknown-attribute"),
-    (helper.make_node("Gelu", ["x"], ["y"], name="bad"), "op-version"),  # Gelu arrives at opset 20
-    (helper.make_node("Relu", ["nowhere"], ["y"], name="bad"), "undefined-name"),
-])
+@pytest.mark.parametrize(
+    "node, code",
+    [
+        (helper.make_node("Frobnicate", ["x"], ["y"], name="bad"), "unknown-op"),
+        (helper.make_node("Transpose", ["x"], ["y"], name="bad", perm=1.5), "attribute-type"),
+        (helper.make_node("Relu", ["x", "x"], ["y"], name="bad"), "input-count"),
+        (helper.make_node("Relu", ["x"], ["y"], name="bad", alpha=0.1), "unknown-attribute"),
+        (helper.make_node("Gelu", ["x"], ["y"], name="bad"), "op-version"),  # Gelu arrives at opset 20
+        (helper.make_node("Relu", ["nowhere"], ["y"], name="bad"), "undefined-name"),
+    ],
+)
 def test_each_problem_names_the_node(node, code):
     problems = check_model(opconv.load(_model([node])))
     assert code in [p.code for p in problems], problems
@@ -62,10 +68,12 @@ def test_duplicate_name():
 
 
 def test_all_problems_are_listed_not_just_the_first(tmp_path):
-    model = _model([
-        helper.make_node("Frobnicate", ["x"], ["t"], name="one"),
-        helper.make_node("Cast", ["t"], ["y"], name="two"),
-    ])
+    model = _model(
+        [
+            helper.make_node("Frobnicate", ["x"], ["t"], name="one"),
+            helper.make_node("Cast", ["t"], ["y"], name="two"),
+        ]
+    )
     path = tmp_path / "bad.onnx"
     onnx.save(model, path)
     result = CliRunner().invoke(cli, ["check", str(path)])

@@ -26,8 +26,12 @@ def test_version_and_help():
 
 
 def test_console_script_entry_point(fixtures_dir):
-    result = subprocess.run([sys.executable, "-m", "opconv", "inspect", os.path.join(fixtures_dir, "lstm.onnx")],
-                            capture_output=True, text=True, env={**os.environ, "CI": "true"})
+    result = subprocess.run(
+        [sys.executable, "-m", "opconv", "inspect", os.path.join(fixtures_dir, "lstm.onnx")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "CI": "true"},
+    )
     assert result.returncode == 0 and "LSTM" in result.stdout
 
 
@@ -41,8 +45,11 @@ def test_schema_list_onnx_counts_match_onnx_defs():
         ort = {(o["name"], o["version"]) for o in json.load(f)["ops"] if o["domain"] == ""}
     assert theirs <= ours and ours - theirs == ort - theirs and len(ort) >= 20
     training = {(e["op"], e["since_version"]) for e in entries if e["domain"] == "ai.onnx.preview.training"}
-    assert training == {(s.name, s.since_version) for s in onnx.defs.get_all_schemas_with_history()
-                        if s.domain == "ai.onnx.preview.training"}
+    assert training == {
+        (s.name, s.since_version)
+        for s in onnx.defs.get_all_schemas_with_history()
+        if s.domain == "ai.onnx.preview.training"
+    }
     assert {"com.microsoft", "com.microsoft.nchwc", "ai.onnx.training"} <= {e["domain"] for e in entries}
 
 

@@ -71,16 +71,22 @@ def test_quiet_prints_nothing_and_verbose_prints_op_counts(work):
 
 
 def test_json_of_each_conversion_names_the_files_and_op_counts_of_what_it_wrote(work):
-    ir = json.loads(invoke("onnx-to-ir", work / "cnn.onnx", *SHAPE, "-o", work / "cnn.xml", "--json",
-                           "--verify").stdout)
+    ir = json.loads(
+        invoke("onnx-to-ir", work / "cnn.onnx", *SHAPE, "-o", work / "cnn.xml", "--json", "--verify").stdout
+    )
     assert ir["ok"] and ir["files"] == [str(work / "cnn.xml"), str(work / "cnn.bin")]
-    assert ir["verify"]["ok"] and [s["stage"].split()[0] for s in ir["stages"]] == ["loading", "converting",
-                                                                                  "writing", "verifying"]
+    assert ir["verify"]["ok"] and [s["stage"].split()[0] for s in ir["stages"]] == [
+        "loading",
+        "converting",
+        "writing",
+        "verifying",
+    ]
     import openvino as ov
 
     written = ov.Core().read_model(str(work / "cnn.xml"))
-    assert ir["output"]["nodes"] == sum(1 for op in written.get_ordered_ops()
-                                        if op.get_type_name() not in ("Parameter", "Constant", "Result"))
+    assert ir["output"]["nodes"] == sum(
+        1 for op in written.get_ordered_ops() if op.get_type_name() not in ("Parameter", "Constant", "Result")
+    )
     hlo = json.loads(invoke("onnx-to-hlo", work / "cnn.onnx", *SHAPE, "--json").stdout)
     assert hlo["files"] == [str(work / "cnn.hlo"), str(work / "cnn.hlo.weights")] and hlo["fusions"]["fused_ops"]
     for command, source in (("ir-to-onnx", work / "cnn.xml"), ("hlo-to-onnx", work / "cnn.hlo")):
@@ -103,10 +109,14 @@ def test_json_of_each_conversion_names_the_files_and_op_counts_of_what_it_wrote(
 def test_json_errors_list_every_refused_node(work):
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
-    nodes = [helper.make_node("Bernoulli", ["x"], ["b"], name="coin"),
-             helper.make_node("Det", ["b"], ["y"], name="det")]
-    onnx.save(helper.make_model(helper.make_graph(nodes, "g", [x], [y]), opset_imports=[helper.make_opsetid("", 17)]),
-              str(work / "bad.onnx"))
+    nodes = [
+        helper.make_node("Bernoulli", ["x"], ["b"], name="coin"),
+        helper.make_node("Det", ["b"], ["y"], name="det"),
+    ]
+    onnx.save(
+        helper.make_model(helper.make_graph(nodes, "g", [x], [y]), opset_imports=[helper.make_opsetid("", 17)]),
+        str(work / "bad.onnx"),
+    )
     result = invoke("onnx-to-ir", work / "bad.onnx", "--json")
     assert result.exit_code == 2
     record = json.loads(result.stdout)
@@ -121,9 +131,11 @@ def test_json_errors_list_every_refused_node(work):
 
 def test_output_folder_takes_the_model_name(work):
     model = work / "cnn.onnx"
-    for args, written in ((["onnx-to-ir", model, *SHAPE], ["cnn.xml", "cnn.bin"]),
-                          (["onnx-to-hlo", model, *SHAPE], ["cnn.hlo", "cnn.hlo.weights"]),
-                          (["downgrade", "--opset", "11", model], ["cnn.opset11.onnx"])):
+    for args, written in (
+        (["onnx-to-ir", model, *SHAPE], ["cnn.xml", "cnn.bin"]),
+        (["onnx-to-hlo", model, *SHAPE], ["cnn.hlo", "cnn.hlo.weights"]),
+        (["downgrade", "--opset", "11", model], ["cnn.opset11.onnx"]),
+    ):
         folder = work / args[0]
         result = invoke(*args, "-o", f"{folder}/")  # a path ending in / is a folder, made when missing
         assert result.exit_code == 0, result.output
@@ -133,8 +145,9 @@ def test_output_folder_takes_the_model_name(work):
     existing = work / "existing"
     existing.mkdir()
     assert invoke("onnx-to-ir", work / "cnn.onnx", *SHAPE, "-o", existing).exit_code == 0
-    np.testing.assert_allclose(_ir_output(existing / "cnn.xml"), _onnxruntime(CNN, {"image": IMAGE})[0],
-                               rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(
+        _ir_output(existing / "cnn.xml"), _onnxruntime(CNN, {"image": IMAGE})[0], rtol=1e-4, atol=1e-6
+    )
 
 
 def _ir_output(xml):
@@ -147,19 +160,27 @@ def _ir_output(xml):
 def test_messages_say_what_to_do_before_any_work(work):
     wrong_suffix = invoke("onnx-to-ir", work / "cnn.onnx", *SHAPE, "-o", work / "out.onnx")
     assert wrong_suffix.exit_code == 2
-    assert wrong_suffix.output == (f"opconv: error: {work / 'out.onnx'}: onnx-to-ir writes OpenVINO IR, whose file is "
-                                   ".xml (its .bin goes beside it); give -o a .xml path or a folder\n")
+    assert wrong_suffix.output == (
+        f"opconv: error: {work / 'out.onnx'}: onnx-to-ir writes OpenVINO IR, whose file is "
+        ".xml (its .bin goes beside it); give -o a .xml path or a folder\n"
+    )
     assert invoke("onnx-to-ir", work / "cnn.onnx", *SHAPE, "-o", work / "cnn.xml").exit_code == 0
-    for command, given, hint in (("onnx-to-ir", "cnn.xml", "ir-to-onnx"), ("upgrade", "cnn.xml", "ir-to-onnx"),
-                                 ("ir-to-onnx", "cnn.onnx", "onnx-to-ir"), ("hlo-to-onnx", "cnn.onnx", "onnx-to-hlo")):
+    for command, given, hint in (
+        ("onnx-to-ir", "cnn.xml", "ir-to-onnx"),
+        ("upgrade", "cnn.xml", "ir-to-onnx"),
+        ("ir-to-onnx", "cnn.onnx", "onnx-to-ir"),
+        ("hlo-to-onnx", "cnn.onnx", "onnx-to-hlo"),
+    ):
         extra = ["--opset", "17"] if command == "upgrade" else []
         result = invoke(command, *extra, work / given)
         assert result.exit_code == 2 and "Traceback" not in result.output
         assert result.output.strip().endswith(f"did you mean `opconv {hint}`?"), (command, result.output)
     shutil.copy(work / "cnn.xml", work / "misnamed.onnx")  # the content tells, whatever the name says
     misnamed = invoke("onnx-to-ir", work / "misnamed.onnx", "-o", work / "m.xml")
-    assert misnamed.exit_code == 2 and "this is OpenVINO IR, not ONNX: did you mean `opconv ir-to-onnx`?" in \
-        misnamed.output
+    assert (
+        misnamed.exit_code == 2
+        and "this is OpenVINO IR, not ONNX: did you mean `opconv ir-to-onnx`?" in misnamed.output
+    )
 
 
 def test_ir_and_hlo_to_onnx_write_opset_21_which_onnxruntime_reads(work):
@@ -202,7 +223,10 @@ def test_stages_are_timed_live_on_a_terminal_plain_elsewhere_and_silent_with_qui
     assert kept.endswith("s)\n") and silent.getvalue() == ""
     result = invoke("onnx-to-ir", work / "cnn.onnx", *SHAPE, "-o", work / "cnn.xml")
     assert [line.split(":")[0] for line in result.stderr.splitlines()] == [
-        f"loading {work / 'cnn.onnx'}", "converting to OpenVINO opset1", f"writing {work / 'cnn.xml'}"]
+        f"loading {work / 'cnn.onnx'}",
+        "converting to OpenVINO opset1",
+        f"writing {work / 'cnn.xml'}",
+    ]
     assert result.stdout.startswith(f"wrote {work / 'cnn.xml'} and {work / 'cnn.bin'} (")
     assert invoke("onnx-to-ir", work / "cnn.onnx", *SHAPE, "-o", work / "cnn.xml", "-q").stderr == ""
     failed = invoke("onnx-to-ir", work / "cnn.onnx", "-o", work / "open.xml")  # the batch dim is left open
@@ -211,8 +235,14 @@ def test_stages_are_timed_live_on_a_terminal_plain_elsewhere_and_silent_with_qui
 
 def test_a_reader_leaving_early_ends_the_command_quietly():
     for _ in range(5):
-        result = subprocess.run(f"{sys.executable} -m opconv schema list onnx | head -1", shell=True, cwd=ROOT,
-                                capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ROOT})
+        result = subprocess.run(
+            f"{sys.executable} -m opconv schema list onnx | head -1",
+            shell=True,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": ROOT},
+        )
         assert result.stdout.startswith("Abs ") and len(result.stdout.splitlines()) == 1
         assert "error" not in result.stderr.lower() and "Traceback" not in result.stderr, result.stderr
 

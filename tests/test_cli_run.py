@@ -67,12 +67,18 @@ def test_run_errors_are_one_line(mlp, tmp_path):
 
 
 def test_run_saves_strings_and_odd_names(tmp_path):
-    model = helper.make_model(helper.make_graph(
-        [helper.make_node("Identity", ["s"], ["file"]), helper.make_node("Identity", ["s"], ["a.b/c"])], "g",
-        [helper.make_tensor_value_info("s", TensorProto.STRING, [3])],
-        [helper.make_tensor_value_info("file", TensorProto.STRING, [3]),
-         helper.make_tensor_value_info("a.b/c", TensorProto.STRING, [3])]),
-        opset_imports=[helper.make_opsetid("", 13)])
+    model = helper.make_model(
+        helper.make_graph(
+            [helper.make_node("Identity", ["s"], ["file"]), helper.make_node("Identity", ["s"], ["a.b/c"])],
+            "g",
+            [helper.make_tensor_value_info("s", TensorProto.STRING, [3])],
+            [
+                helper.make_tensor_value_info("file", TensorProto.STRING, [3]),
+                helper.make_tensor_value_info("a.b/c", TensorProto.STRING, [3]),
+            ],
+        ),
+        opset_imports=[helper.make_opsetid("", 13)],
+    )
     onnx.save(model, tmp_path / "s.onnx")
     np.savez(tmp_path / "in.npz", s=np.array(["x", "yy", "zzz"]))
     result = run("run", tmp_path / "s.onnx", "--inputs", tmp_path / "in.npz", "-o", tmp_path / "out.npz")
@@ -104,16 +110,21 @@ def test_benchmark_reports_a_runtime_error_and_goes_on(monkeypatch, tmp_path, ca
     from opconv import testdata
 
     spec = importlib.util.spec_from_file_location(
-        "bench_onnx_executor", os.path.join(os.path.dirname(__file__), "..", "benchmarks", "bench_onnx_executor.py"))
+        "bench_onnx_executor", os.path.join(os.path.dirname(__file__), "..", "benchmarks", "bench_onnx_executor.py")
+    )
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
 
     def save(name, op, domain=""):
-        model = helper.make_model(helper.make_graph(
-            [helper.make_node(op, ["x"], ["y"], domain=domain)], "g",
-            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
-            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])]),
-            opset_imports=[helper.make_opsetid("", 13)] + ([helper.make_opsetid(domain, 1)] if domain else []))
+        model = helper.make_model(
+            helper.make_graph(
+                [helper.make_node(op, ["x"], ["y"], domain=domain)],
+                "g",
+                [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+            ),
+            opset_imports=[helper.make_opsetid("", 13)] + ([helper.make_opsetid(domain, 1)] if domain else []),
+        )
         path = tmp_path / f"{name}.onnx"
         onnx.save(model, path)
         return testdata.Case(name, "light", path=str(path))

@@ -53,18 +53,24 @@ def test_ort_cpu_contrib_op_has_a_kernel(op):
     known.check(SUITE, label(op), has_kernel(op), f"no kernel for {label(op)}, which onnxruntime's CPU provider runs")
 
 
-@pytest.mark.parametrize("op", [op for op in DATA["no_cpu_kernel"] if op["domain"] == "com.microsoft"][:8],
-                         ids=lambda op: op["name"])
+@pytest.mark.parametrize(
+    "op", [op for op in DATA["no_cpu_kernel"] if op["domain"] == "com.microsoft"][:8], ids=lambda op: op["name"]
+)
 def test_gpu_only_op_is_refused_with_the_reason(op):
     # as many operands as the schema asks, so that the refusal is the missing kernel, not a malformed node
     schema = dialect_schemas("onnx").find(op["name"], op["since"], op["domain"])
     placeholder = {"int": 1, "float": 1.0, "string": "x", "ints": [1], "floats": [1.0], "strings": ["x"]}
     attrs = {a.name: placeholder[a.type] for a in schema.attributes if a.required}
     node = helper.make_node(op["name"], ["x"] * max(1, schema.min_inputs), ["y"], domain=op["domain"], **attrs)
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
-                                                    helper.make_opsetid(op["domain"], op["since"])])
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(op["domain"], op["since"])]
+    )
     with pytest.raises(OpconvError) as info:
         opconv.run(opconv.load(model), {"x": np.zeros(2, np.float32)})
     message = str(info.value)

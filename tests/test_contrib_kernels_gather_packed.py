@@ -34,19 +34,22 @@ def packed_table(packed_type: int, vocab: int, k: int) -> np.ndarray:
     blocks = RNG.integers(0, 256, (vocab, k // per_block, size)).astype(np.uint8)
     for at in SCALE_OFFSETS[packed_type]:
         scales = RNG.uniform(0.01, 0.5, blocks.shape[:2]).astype("<f2")
-        blocks[..., at:at + 2] = scales[..., None].view(np.uint8)
+        blocks[..., at : at + 2] = scales[..., None].view(np.uint8)
     return blocks.reshape(vocab, -1)
 
 
 @pytest.mark.parametrize("packed_type", sorted(FORMATS), ids=lambda t: FORMATS[t][0])
-@pytest.mark.parametrize("output_dtype,index_dtype", [
-    (TensorProto.FLOAT, np.int64), (TensorProto.FLOAT16, np.int32), (TensorProto.BFLOAT16, np.int64)])
+@pytest.mark.parametrize(
+    "output_dtype,index_dtype",
+    [(TensorProto.FLOAT, np.int64), (TensorProto.FLOAT16, np.int32), (TensorProto.BFLOAT16, np.int64)],
+)
 def test_gather_packed(packed_type, output_dtype, index_dtype):
     vocab, k = 5, 512
     indices = np.array([[3, 0, -1], [4, 7, 1]], index_dtype)  # -1 and 7 select row 0, as onnxruntime does
     inputs = {"data": packed_table(packed_type, vocab, k), "indices": indices}
-    model = single_node_model("GatherPacked", inputs, ("output",), K=k, packed_type=packed_type,
-                              output_dtype=output_dtype)
+    model = single_node_model(
+        "GatherPacked", inputs, ("output",), K=k, packed_type=packed_type, output_dtype=output_dtype
+    )
     # onnxruntime's Python API returns no bfloat16 array: every case reads the output through a Cast to float
     # (exact from bfloat16 and float16), appended to the graph both runtimes run
     cast = onnx.helper.make_node("Cast", ["output"], ["as_float"], to=TensorProto.FLOAT)

@@ -44,8 +44,13 @@ class Net:
         return self.add("Conv", inputs, pads=pads, group=group, **attrs)
 
     def model(self, x_shape, outputs):
-        graph = helper.make_graph(self.nodes, "cnn", [helper.make_tensor_value_info("x", 1, x_shape)],
-                                  [helper.make_tensor_value_info(o, 1, None) for o in outputs], self.inits)
+        graph = helper.make_graph(
+            self.nodes,
+            "cnn",
+            [helper.make_tensor_value_info("x", 1, x_shape)],
+            [helper.make_tensor_value_info(o, 1, None) for o in outputs],
+            self.inits,
+        )
         return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
@@ -64,8 +69,9 @@ def cnn(c0, c1, c2, activation, upsample, nhwc):
     if upsample:
         mode, transform = upsample
         net.inits.append(numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales"))
-        y = net.add("Resize", [y, "", "scales"], mode=mode, coordinate_transformation_mode=transform,
-                    nearest_mode="floor")
+        y = net.add(
+            "Resize", [y, "", "scales"], mode=mode, coordinate_transformation_mode=transform, nearest_mode="floor"
+        )
     g = net.add("GlobalAveragePool", [net.conv(y, c2, c2)])
     m = net.add("GlobalMaxPool", [net.conv(y, c2, c2, k=1)])
     out = net.add("Transpose", [y], perm=[0, 2, 3, 1]) if nhwc else y
@@ -142,8 +148,16 @@ def test_every_nchwc_operator_is_exercised(tmp_path):
     for case in CASES:
         model, _ = cnn(*case)
         seen |= {n.op_type for n in optimized(model, tmp_path).graph.node if n.domain == NCHWC}
-    assert seen == {"Conv", "MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool", "ReorderInput",
-                    "ReorderOutput", "Upsample"}, seen
+    assert seen == {
+        "Conv",
+        "MaxPool",
+        "AveragePool",
+        "GlobalMaxPool",
+        "GlobalAveragePool",
+        "ReorderInput",
+        "ReorderOutput",
+        "Upsample",
+    }, seen
 
 
 @pytest.mark.parametrize("case", CASES + ["attributes"], ids=str)
@@ -197,6 +211,7 @@ def test_cli_decomposes_by_default_and_the_hlo_runs_in_iree(tmp_path):
     assert not [n for n in onnx.load(tmp_path / "std.onnx").graph.node if n.domain == NCHWC]
     result = runner.invoke(cli, ["onnx-to-hlo", str(path), "-o", str(tmp_path / "m.hlo")])
     assert result.exit_code == 0, result.output
-    result = runner.invoke(cli, ["verify", str(path), str(tmp_path / "m.hlo"), "--backend", "A:onnxruntime",
-                                 "--backend", "B:iree"])
+    result = runner.invoke(
+        cli, ["verify", str(path), str(tmp_path / "m.hlo"), "--backend", "A:onnxruntime", "--backend", "B:iree"]
+    )
     assert result.exit_code == 0 and "3 outputs equal" in result.output, result.output

@@ -20,21 +20,27 @@ from .runtimes import run_ort
 RNG = np.random.default_rng(14)
 
 
-def _model(op, inputs: dict, n_outputs: int = 1, *, domain="com.microsoft", initializers: dict | None = None,
-           **attrs):
+def _model(op, inputs: dict, n_outputs: int = 1, *, domain="com.microsoft", initializers: dict | None = None, **attrs):
     """A one-node model: graph ``inputs`` then ``initializers``, each mapping names to arrays, in the node's
     input order; a value of ``None`` leaves that optional input out."""
     names = [k if v is not None else "" for k, v in [*inputs.items(), *(initializers or {}).items()]]
     inputs = {k: np.asarray(v) for k, v in inputs.items() if v is not None}
     initializers = {k: np.asarray(v) for k, v in (initializers or {}).items() if v is not None}
     node = helper.make_node(op, names, [f"out{i}" for i in range(n_outputs)], domain=domain, **attrs)
-    graph_inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
-                    for n, v in inputs.items()]
+    graph_inputs = [
+        helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for n, v in inputs.items()
+    ]
     inits = [numpy_helper.from_array(v, n) for n, v in initializers.items()]
-    graph = helper.make_graph([node], op.lower(), graph_inputs,
-                              [helper.make_empty_tensor_value_info(f"out{i}") for i in range(n_outputs)], inits)
-    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
-                                                    helper.make_opsetid("com.microsoft", 1)])
+    graph = helper.make_graph(
+        [node],
+        op.lower(),
+        graph_inputs,
+        [helper.make_empty_tensor_value_info(f"out{i}") for i in range(n_outputs)],
+        inits,
+    )
+    proto = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)]
+    )
     proto.ir_version = 10
     return proto
 
@@ -54,8 +60,9 @@ def _compare(proto, feeds: dict, *, steps: int = 0, rtol: float = 0.0, atol: flo
             assert diff.max(initial=0) <= steps, f"output {i}: off by up to {diff.max()} steps"
             assert np.mean(diff > 0) <= max_off, f"output {i}: {np.mean(diff > 0):.1%} of values off by one"
         else:
-            np.testing.assert_allclose(g.astype(np.float64), e.astype(np.float64), rtol=rtol, atol=atol,
-                                       err_msg=f"output {i}")
+            np.testing.assert_allclose(
+                g.astype(np.float64), e.astype(np.float64), rtol=rtol, atol=atol, err_msg=f"output {i}"
+            )
 
 
 def _q(shape, dtype):
@@ -96,9 +103,16 @@ def test_quantize_linear_float16_scale_without_zero_point():
 def test_qlinear_binary(op, dtype, shapes):
     a, b = _q(shapes[0], dtype), _q(shapes[1], dtype)
     zero = np.iinfo(dtype).min + 100
-    feeds = {"a": a, "as": _scalar(0.05), "az": np.asarray(zero, dtype), "b": b, "bs": _scalar(0.03),
-             "bz": np.asarray(zero + 20, dtype), "cs": _scalar(0.07 if op == "QLinearAdd" else 1.3),
-             "cz": np.asarray(zero + 5, dtype)}
+    feeds = {
+        "a": a,
+        "as": _scalar(0.05),
+        "az": np.asarray(zero, dtype),
+        "b": b,
+        "bs": _scalar(0.03),
+        "bz": np.asarray(zero + 20, dtype),
+        "cs": _scalar(0.07 if op == "QLinearAdd" else 1.3),
+        "cz": np.asarray(zero + 5, dtype),
+    }
     _compare(_model(op, feeds), feeds)
 
 
@@ -106,7 +120,13 @@ def test_qlinear_binary(op, dtype, shapes):
 def test_qlinear_sigmoid_leaky_relu(dtype):
     x = _q((3, 50), dtype)
     zero = np.asarray(np.iinfo(dtype).min + 128, dtype)
-    feeds = {"x": x, "xs": _scalar(0.05), "xz": zero, "ys": _scalar(1 / 256), "yz": np.asarray(np.iinfo(dtype).min, dtype)}
+    feeds = {
+        "x": x,
+        "xs": _scalar(0.05),
+        "xz": zero,
+        "ys": _scalar(1 / 256),
+        "yz": np.asarray(np.iinfo(dtype).min, dtype),
+    }
     _compare(_model("QLinearSigmoid", feeds), feeds)
     feeds.update(ys=_scalar(0.04), yz=zero)
     _compare(_model("QLinearLeakyRelu", feeds, alpha=0.2), feeds)
@@ -115,11 +135,28 @@ def test_qlinear_sigmoid_leaky_relu(dtype):
 def test_qlinear_where_and_concat():
     x, y = _q((2, 5), np.uint8), _q((2, 5), np.uint8)
     cond = RNG.integers(0, 2, (2, 5)).astype(bool)
-    feeds = {"c": cond, "x": x, "xs": _scalar(0.1), "xz": np.uint8(100), "y": y, "ys": _scalar(0.2),
-             "yz": np.uint8(120), "zs": _scalar(0.15), "zz": np.uint8(110)}
+    feeds = {
+        "c": cond,
+        "x": x,
+        "xs": _scalar(0.1),
+        "xz": np.uint8(100),
+        "y": y,
+        "ys": _scalar(0.2),
+        "yz": np.uint8(120),
+        "zs": _scalar(0.15),
+        "zz": np.uint8(110),
+    }
     _compare(_model("QLinearWhere", feeds), feeds)
-    feeds = {"ys": _scalar(0.15), "yz": np.uint8(110), "a": x, "as": _scalar(0.1), "az": np.uint8(100),
-             "b": _q((2, 3), np.uint8), "bs": _scalar(0.2), "bz": np.uint8(120)}
+    feeds = {
+        "ys": _scalar(0.15),
+        "yz": np.uint8(110),
+        "a": x,
+        "as": _scalar(0.1),
+        "az": np.uint8(100),
+        "b": _q((2, 3), np.uint8),
+        "bs": _scalar(0.2),
+        "bz": np.uint8(120),
+    }
     _compare(_model("QLinearConcat", feeds, axis=1), feeds)
 
 
@@ -128,8 +165,13 @@ def test_qlinear_where_and_concat():
 def test_qlinear_softmax(opset, axis, dtype):
     x = _q((2, 3, 7), dtype)
     lo = np.iinfo(dtype).min
-    feeds = {"x": x, "xs": _scalar(0.08), "xz": np.asarray(lo + 128, dtype), "ys": _scalar(1 / 256),
-             "yz": np.asarray(lo, dtype)}
+    feeds = {
+        "x": x,
+        "xs": _scalar(0.08),
+        "xz": np.asarray(lo + 128, dtype),
+        "ys": _scalar(1 / 256),
+        "yz": np.asarray(lo, dtype),
+    }
     _compare(_model("QLinearSoftmax", feeds, axis=axis, opset=opset), feeds)
 
 
@@ -137,16 +179,25 @@ def test_qlinear_softmax(opset, axis, dtype):
 
 
 @pytest.mark.parametrize("channels_last", [0, 1])
-@pytest.mark.parametrize("attrs", [dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
-                                   dict(kernel_shape=[2, 3], strides=[2, 1], count_include_pad=1, pads=[0, 1, 0, 1]),
-                                   dict(kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)])
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        dict(kernel_shape=[2, 3], strides=[2, 1], count_include_pad=1, pads=[0, 1, 0, 1]),
+        dict(kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1),
+    ],
+)
 def test_qlinear_average_pool(channels_last, attrs):
     shape = (1, 6, 7, 3) if channels_last else (1, 3, 6, 7)
-    feeds = {"x": _q(shape, np.uint8), "xs": _scalar(0.1), "xz": np.uint8(128), "ys": _scalar(0.05),
-             "yz": np.uint8(120)}
+    feeds = {
+        "x": _q(shape, np.uint8),
+        "xs": _scalar(0.1),
+        "xz": np.uint8(128),
+        "ys": _scalar(0.05),
+        "yz": np.uint8(120),
+    }
     # onnxruntime averages in float32 in its own order: about 1% of the outputs land one step away
-    _compare(_model("QLinearAveragePool", feeds, channels_last=channels_last, **attrs), feeds, steps=1,
-             max_off=0.03)
+    _compare(_model("QLinearAveragePool", feeds, channels_last=channels_last, **attrs), feeds, steps=1, max_off=0.03)
 
 
 @pytest.mark.parametrize("channels_last", [0, 1])
@@ -154,8 +205,13 @@ def test_qlinear_average_pool(channels_last, attrs):
 def test_qlinear_global_average_pool(channels_last, dtype):
     shape = (2, 5, 6, 4) if channels_last else (2, 4, 5, 6)
     lo = np.iinfo(dtype).min
-    feeds = {"x": _q(shape, dtype), "xs": _scalar(0.1), "xz": np.asarray(lo + 128, dtype), "ys": _scalar(0.03),
-             "yz": np.asarray(lo + 120, dtype)}
+    feeds = {
+        "x": _q(shape, dtype),
+        "xs": _scalar(0.1),
+        "xz": np.asarray(lo + 128, dtype),
+        "ys": _scalar(0.03),
+        "yz": np.asarray(lo + 120, dtype),
+    }
     _compare(_model("QLinearGlobalAveragePool", feeds, channels_last=channels_last), feeds)
 
 
@@ -165,11 +221,23 @@ def test_qlinear_conv(channels_last, per_channel):
     x = _q((1, 6, 7, 4) if channels_last else (1, 4, 6, 7), np.uint8)
     w = _q((6, 2, 3, 3), np.int8)
     feeds = {"x": x, "xs": _scalar(0.02), "xz": np.uint8(128)}
-    weights = {"w": w, "ws": np.linspace(0.01, 0.02, 6, dtype=np.float32) if per_channel else _scalar(0.015),
-               "wz": np.zeros(6, np.int8) if per_channel else np.int8(0), "ys": _scalar(0.5), "yz": np.uint8(100),
-               "b": RNG.integers(-2000, 2000, 6).astype(np.int32)}
-    proto = _model("QLinearConv", feeds, initializers=weights, channels_last=channels_last, group=2,
-                   pads=[1, 0, 1, 2], strides=[1, 2])
+    weights = {
+        "w": w,
+        "ws": np.linspace(0.01, 0.02, 6, dtype=np.float32) if per_channel else _scalar(0.015),
+        "wz": np.zeros(6, np.int8) if per_channel else np.int8(0),
+        "ys": _scalar(0.5),
+        "yz": np.uint8(100),
+        "b": RNG.integers(-2000, 2000, 6).astype(np.int32),
+    }
+    proto = _model(
+        "QLinearConv",
+        feeds,
+        initializers=weights,
+        channels_last=channels_last,
+        group=2,
+        pads=[1, 0, 1, 2],
+        strides=[1, 2],
+    )
     _compare(proto, feeds)
 
 
@@ -186,8 +254,12 @@ def test_matmul_integer16():
 @pytest.mark.parametrize("with_zero_points", [False, True])
 def test_matmul_integer_to_float(a_dtype, b_dtype, per_column, with_zero_points):
     a, b = _q((2, 4, 33), a_dtype), _q((33, 6), b_dtype)
-    feeds = {"a": a, "b": b, "as": _scalar(0.02),
-             "bs": np.linspace(0.001, 0.01, 6, dtype=np.float32) if per_column else _scalar(0.004)}
+    feeds = {
+        "a": a,
+        "b": b,
+        "as": _scalar(0.02),
+        "bs": np.linspace(0.001, 0.01, 6, dtype=np.float32) if per_column else _scalar(0.004),
+    }
     if with_zero_points:
         feeds["az"] = np.asarray(7, a_dtype)
         feeds["bz"] = (np.arange(6) if per_column else np.asarray(3)).astype(b_dtype)
@@ -200,10 +272,13 @@ def test_matmul_integer_to_float(a_dtype, b_dtype, per_column, with_zero_points)
 def test_dynamic_quantize_matmul(b_dtype, per_column):
     a = RNG.standard_normal((3, 5, 24)).astype(np.float32)
     b = _q((24, 7), b_dtype)
-    feeds = {"a": a, "b": b,
-             "bs": np.linspace(0.001, 0.01, 7, dtype=np.float32) if per_column else _scalar(0.004),
-             "bz": (np.arange(7) if per_column else np.asarray(2)).astype(b_dtype),
-             "bias": RNG.standard_normal(7).astype(np.float32)}
+    feeds = {
+        "a": a,
+        "b": b,
+        "bs": np.linspace(0.001, 0.01, 7, dtype=np.float32) if per_column else _scalar(0.004),
+        "bz": (np.arange(7) if per_column else np.asarray(2)).astype(b_dtype),
+        "bias": RNG.standard_normal(7).astype(np.float32),
+    }
     _compare(_model("DynamicQuantizeMatMul", feeds), feeds, rtol=1e-5, atol=1e-4)
 
 
@@ -214,10 +289,15 @@ def test_qgemm(trans, output, per_column):
     a_dtype = np.int8 if output == "int8" else np.uint8
     a = _q((5, 9) if trans[0] else (9, 5), a_dtype)
     b = _q((4, 5) if trans[1] else (5, 4), np.int8)
-    feeds = {"a": a, "as": _scalar(0.05), "az": np.asarray(3, a_dtype), "b": b,
-             "bs": np.linspace(0.01, 0.04, 4, dtype=np.float32) if per_column else _scalar(0.02),
-             "bz": np.zeros(4, np.int8) if per_column else np.asarray(0, np.int8),
-             "c": RNG.integers(-500, 500, 4).astype(np.int32)}
+    feeds = {
+        "a": a,
+        "as": _scalar(0.05),
+        "az": np.asarray(3, a_dtype),
+        "b": b,
+        "bs": np.linspace(0.01, 0.04, 4, dtype=np.float32) if per_column else _scalar(0.02),
+        "bz": np.zeros(4, np.int8) if per_column else np.asarray(0, np.int8),
+        "c": RNG.integers(-500, 500, 4).astype(np.int32),
+    }
     if output != "float":
         feeds.update(ys=_scalar(0.3), yz=np.asarray(10, a_dtype))
     proto = _model("QGemm", feeds, alpha=0.75, transA=trans[0], transB=trans[1])
@@ -231,8 +311,10 @@ def _nbits_inputs(k, n, bits, block_size, *, zero_points, scale_dtype=np.float32
     """MatMulNBits initializers: random packed codes (every byte pattern is a valid weight), block scales, and
     zero points packed like B (``"packed"``), given as floats (``"float"``) or absent."""
     blocks = -(-k // block_size)
-    init = {"b": RNG.integers(0, 256, (n, blocks, block_size * bits // 8)).astype(np.uint8),
-            "scales": (RNG.random(n * blocks) * 0.1 + 0.01).astype(scale_dtype)}
+    init = {
+        "b": RNG.integers(0, 256, (n, blocks, block_size * bits // 8)).astype(np.uint8),
+        "scales": (RNG.random(n * blocks) * 0.1 + 0.01).astype(scale_dtype),
+    }
     if zero_points == "packed":
         init["zp"] = RNG.integers(0, 256, n * -(-blocks * bits // 8)).astype(np.uint8)
     elif zero_points == "float":
@@ -250,14 +332,14 @@ def test_matmul_nbits(bits, k, block_size, zero_points):
     n = 12
     init = _nbits_inputs(k, n, bits, block_size, zero_points=zero_points, bias=True)
     a = RNG.standard_normal((2, 3, k)).astype(np.float32)
-    proto = _model("MatMulNBits", {"a": a}, initializers=init, K=k, N=n, bits=bits,
-                   block_size=block_size)
+    proto = _model("MatMulNBits", {"a": a}, initializers=init, K=k, N=n, bits=bits, block_size=block_size)
     _compare(proto, {"a": a}, rtol=1e-4, atol=1e-3)
 
 
-
-@pytest.mark.parametrize("bits,block_size,k,zero_points", [
-    (4, 32, 70, None), (4, 32, 70, "packed"), (4, 32, 70, "float"), (8, 16, 40, None), (8, 16, 40, "packed")])
+@pytest.mark.parametrize(
+    "bits,block_size,k,zero_points",
+    [(4, 32, 70, None), (4, 32, 70, "packed"), (4, 32, 70, "float"), (8, 16, 40, None), (8, 16, 40, "packed")],
+)
 def test_matmul_nbits_float16(bits, block_size, k, zero_points):
     """(onnxruntime's CPU kernel refuses float zero points with 8-bit weights.)"""
     n = 6
@@ -287,14 +369,25 @@ def test_matmul_nbits_from_onnxruntime_quantizer(accuracy_level, symmetric):
     k, n, block_size = 80, 16, 32
     blocks = -(-k // block_size)
     w = RNG.standard_normal((k, n)).astype(np.float32)
-    init = {"b": np.zeros((n, blocks, block_size // 2), np.uint8), "scales": np.zeros(n * blocks, np.float32),
-            "zp": np.zeros(n * -(-blocks // 2), np.uint8)}
+    init = {
+        "b": np.zeros((n, blocks, block_size // 2), np.uint8),
+        "scales": np.zeros(n * blocks, np.float32),
+        "zp": np.zeros(n * -(-blocks // 2), np.uint8),
+    }
     quantize_matmul_4bits(init["b"], w, init["scales"], init["zp"], block_size, n, k, symmetric)
     if symmetric:
         init["zp"] = None
     a = RNG.standard_normal((2, k)).astype(np.float32)
-    proto = _model("MatMulNBits", {"a": a}, initializers=init, K=k, N=n, bits=4, block_size=block_size,
-                   accuracy_level=accuracy_level)
+    proto = _model(
+        "MatMulNBits",
+        {"a": a},
+        initializers=init,
+        K=k,
+        N=n,
+        bits=4,
+        block_size=block_size,
+        accuracy_level=accuracy_level,
+    )
     # accuracy_level 4 lets onnxruntime quantize A to int8 too: its result is further from the float product.
     _compare(proto, {"a": a}, rtol=1e-4, atol=1e-3 if accuracy_level == 0 else 0.3)
     got = next(iter(opconv.run(opconv.load(proto), {"a": a}).values()))
@@ -304,11 +397,12 @@ def test_matmul_nbits_from_onnxruntime_quantizer(accuracy_level, symmetric):
 @pytest.mark.parametrize("quant_type", [0, 1])
 @pytest.mark.parametrize("k,n,block_size", [(64, 8, 64), (48, 5, 16)])
 def test_matmul_bnb4(quant_type, k, n, block_size):
-    init = {"b": RNG.integers(0, 256, (n * k + 1) // 2).astype(np.uint8),
-            "absmax": (RNG.random(-(-n * k // block_size)) + 0.5).astype(np.float32)}
+    init = {
+        "b": RNG.integers(0, 256, (n * k + 1) // 2).astype(np.uint8),
+        "absmax": (RNG.random(-(-n * k // block_size)) + 0.5).astype(np.float32),
+    }
     a = RNG.standard_normal((3, k)).astype(np.float32)
-    proto = _model("MatMulBnb4", {"a": a}, initializers=init, K=k, N=n, block_size=block_size,
-                   quant_type=quant_type)
+    proto = _model("MatMulBnb4", {"a": a}, initializers=init, K=k, N=n, block_size=block_size, quant_type=quant_type)
     _compare(proto, {"a": a}, rtol=1e-4, atol=1e-4)
 
 
@@ -321,11 +415,19 @@ def test_gather_block_quantized_uint8(bits, with_zero_points, scale_dtype):
     blocks = dim // block_size
     init = {"data": RNG.integers(0, 256, (vocab, dim // per_byte)).astype(np.uint8)}
     ids = np.array([[0, 3, 9], [-1, 3, 5]], np.int64)
-    init_after = {"scales": (RNG.random((vocab, blocks)) * 0.1 + 0.01).astype(scale_dtype),
-                  "zp": RNG.integers(0, 256, (vocab, -(-blocks // per_byte))).astype(np.uint8)
-                  if with_zero_points else None}
-    proto = _model("GatherBlockQuantized", {"ids": ids}, initializers=init | init_after, bits=bits,
-                   block_size=block_size, gather_axis=0, quantize_axis=1)
+    init_after = {
+        "scales": (RNG.random((vocab, blocks)) * 0.1 + 0.01).astype(scale_dtype),
+        "zp": RNG.integers(0, 256, (vocab, -(-blocks // per_byte))).astype(np.uint8) if with_zero_points else None,
+    }
+    proto = _model(
+        "GatherBlockQuantized",
+        {"ids": ids},
+        initializers=init | init_after,
+        bits=bits,
+        block_size=block_size,
+        gather_axis=0,
+        quantize_axis=1,
+    )
     _reorder_first_input(proto, "data")
     _compare(proto, {"ids": ids}, rtol=1e-3, atol=0)
 
@@ -350,10 +452,19 @@ def test_gather_block_quantized_int4(dtype, gather_axis, quantize_axis):
     scale_shape = [32, 48]
     scale_shape[quantize_axis] //= block_size
     ids = np.array([2, -3, 0, 7], np.int32)
-    init = {"scales": (RNG.random(scale_shape) * 0.1 + 0.01).astype(np.float32),
-            "zp": RNG.integers(low, low + 16, scale_shape).astype(data.dtype)}
-    proto = _model("GatherBlockQuantized", {"ids": ids}, initializers={"data": data} | init, bits=4,
-                   block_size=block_size, gather_axis=gather_axis, quantize_axis=quantize_axis)
+    init = {
+        "scales": (RNG.random(scale_shape) * 0.1 + 0.01).astype(np.float32),
+        "zp": RNG.integers(low, low + 16, scale_shape).astype(data.dtype),
+    }
+    proto = _model(
+        "GatherBlockQuantized",
+        {"ids": ids},
+        initializers={"data": data} | init,
+        bits=4,
+        block_size=block_size,
+        gather_axis=gather_axis,
+        quantize_axis=quantize_axis,
+    )
     _reorder_first_input(proto, "data")
     _compare(proto, {"ids": ids}, rtol=1e-6, atol=0)
 
@@ -368,11 +479,18 @@ def test_qattention(mask, unidirectional):
     hidden = heads * head_size
     x = _q((batch, seq, hidden), np.uint8)
     feeds = {"x": x}
-    init = {"w": _q((hidden, 3 * hidden), np.int8), "bias": RNG.standard_normal(3 * hidden).astype(np.float32),
-            "xs": _scalar(0.02), "ws": _scalar(0.01)}
-    masks = {"lengths": np.array([3, 5], np.int32), "end_start": np.array([4, 5, 1, 0], np.int32),
-             "2d": np.array([[1, 1, 0, 1, 1], [1, 1, 1, 1, 0]], np.int32),
-             "3d": RNG.integers(0, 2, (batch, seq, seq)).astype(np.int32)}
+    init = {
+        "w": _q((hidden, 3 * hidden), np.int8),
+        "bias": RNG.standard_normal(3 * hidden).astype(np.float32),
+        "xs": _scalar(0.02),
+        "ws": _scalar(0.01),
+    }
+    masks = {
+        "lengths": np.array([3, 5], np.int32),
+        "end_start": np.array([4, 5, 1, 0], np.int32),
+        "2d": np.array([[1, 1, 0, 1, 1], [1, 1, 1, 1, 0]], np.int32),
+        "3d": RNG.integers(0, 2, (batch, seq, seq)).astype(np.int32),
+    }
     init["mask"] = masks.get(mask)
     init.update(xz=np.asarray(128, np.uint8), wz=np.asarray(0, np.int8))
     proto = _model("QAttention", feeds, initializers=init, num_heads=heads, unidirectional=unidirectional)
@@ -385,9 +503,16 @@ def test_qattention_past_present():
     x = _q((batch, seq, hidden), np.uint8)
     past = RNG.standard_normal((2, batch, heads, past_len, head_size)).astype(np.float32)
     feeds = {"x": x}
-    init = {"w": _q((hidden, 3 * hidden), np.int8), "bias": RNG.standard_normal(3 * hidden).astype(np.float32),
-            "xs": _scalar(0.02), "ws": _scalar(0.01), "mask": None, "xz": np.asarray(100, np.uint8),
-            "wz": np.asarray(0, np.int8), "past": past}
+    init = {
+        "w": _q((hidden, 3 * hidden), np.int8),
+        "bias": RNG.standard_normal(3 * hidden).astype(np.float32),
+        "xs": _scalar(0.02),
+        "ws": _scalar(0.01),
+        "mask": None,
+        "xz": np.asarray(100, np.uint8),
+        "wz": np.asarray(0, np.int8),
+        "past": past,
+    }
     proto = _model("QAttention", feeds, n_outputs=2, initializers=init, num_heads=heads, unidirectional=1)
     _compare(proto, feeds, rtol=1e-4, atol=1e-4)
 
@@ -403,13 +528,25 @@ def test_qembed_layer_normalization(with_segments, with_mask):
     def table(shape):
         return _q(shape, np.uint8)
 
-    init = {"seg": segments if with_segments else None, "word": table((vocab, hidden)),
-            "pos": table((seq + 2, hidden)), "segtab": table((2, hidden)) if with_segments else None,
-            "gamma": table((hidden,)), "beta": table((hidden,)), "mask": mask if with_mask else None,
-            "word_s": _scalar(0.01), "pos_s": _scalar(0.02), "seg_s": _scalar(0.03) if with_segments else None,
-            "gamma_s": _scalar(0.005), "beta_s": _scalar(0.004), "word_z": np.asarray(128, np.uint8),
-            "pos_z": np.asarray(120, np.uint8), "seg_z": np.asarray(130, np.uint8) if with_segments else None,
-            "gamma_z": np.asarray(0, np.uint8), "beta_z": np.asarray(128, np.uint8)}
+    init = {
+        "seg": segments if with_segments else None,
+        "word": table((vocab, hidden)),
+        "pos": table((seq + 2, hidden)),
+        "segtab": table((2, hidden)) if with_segments else None,
+        "gamma": table((hidden,)),
+        "beta": table((hidden,)),
+        "mask": mask if with_mask else None,
+        "word_s": _scalar(0.01),
+        "pos_s": _scalar(0.02),
+        "seg_s": _scalar(0.03) if with_segments else None,
+        "gamma_s": _scalar(0.005),
+        "beta_s": _scalar(0.004),
+        "word_z": np.asarray(128, np.uint8),
+        "pos_z": np.asarray(120, np.uint8),
+        "seg_z": np.asarray(130, np.uint8) if with_segments else None,
+        "gamma_z": np.asarray(0, np.uint8),
+        "beta_z": np.asarray(128, np.uint8),
+    }
     proto = _model("QEmbedLayerNormalization", {"ids": ids}, n_outputs=2, initializers=init, epsilon=1e-5)
     _compare(proto, {"ids": ids}, rtol=1e-4, atol=1e-4)
 
@@ -433,15 +570,22 @@ def test_dynamic_quantize_lstm(direction, per_column, w_dtype, states):
     def state():
         return RNG.standard_normal((d, batch, hidden)).astype(np.float32) if states else None
 
-    init = {"w": _q((d, inputs, 4 * hidden), w_dtype), "r": _q((d, hidden, 4 * hidden), w_dtype),
-            "b": RNG.standard_normal((d, 8 * hidden)).astype(np.float32),
-            "lens": np.array([4, 2, 3], np.int32) if states else None, "h0": state(), "c0": state(), "p": None,
-            "ws": (RNG.random(scale_shape) * 0.01 + 0.002).astype(np.float32),
-            "wz": np.full(scale_shape, zero, w_dtype),
-            "rs": (RNG.random(scale_shape) * 0.01 + 0.002).astype(np.float32),
-            "rz": np.full(scale_shape, zero, w_dtype)}
-    proto = _model("DynamicQuantizeLSTM", {"x": x}, n_outputs=3, initializers=init, direction=direction,
-                   hidden_size=hidden)
+    init = {
+        "w": _q((d, inputs, 4 * hidden), w_dtype),
+        "r": _q((d, hidden, 4 * hidden), w_dtype),
+        "b": RNG.standard_normal((d, 8 * hidden)).astype(np.float32),
+        "lens": np.array([4, 2, 3], np.int32) if states else None,
+        "h0": state(),
+        "c0": state(),
+        "p": None,
+        "ws": (RNG.random(scale_shape) * 0.01 + 0.002).astype(np.float32),
+        "wz": np.full(scale_shape, zero, w_dtype),
+        "rs": (RNG.random(scale_shape) * 0.01 + 0.002).astype(np.float32),
+        "rz": np.full(scale_shape, zero, w_dtype),
+    }
+    proto = _model(
+        "DynamicQuantizeLSTM", {"x": x}, n_outputs=3, initializers=init, direction=direction, hidden_size=hidden
+    )
     _compare(proto, {"x": x}, rtol=0, atol=2e-2 if states else 1e-6)
 
 
@@ -462,9 +606,16 @@ def test_matmul_fpq4(blk_quant_type, k, n):
     _compare(proto, {"a": a}, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("bits,block_size,zero_points,activation", [
-    (4, 0, False, "relu"), (8, 0, True, "gelu"), (4, 16, True, "silu"), (2, 0, False, "identity"),
-    (4, 16, False, "swiglu")])
+@pytest.mark.parametrize(
+    "bits,block_size,zero_points,activation",
+    [
+        (4, 0, False, "relu"),
+        (8, 0, True, "gelu"),
+        (4, 16, True, "silu"),
+        (2, 0, False, "identity"),
+        (4, 16, False, "swiglu"),
+    ],
+)
 def test_qmoe(bits, block_size, zero_points, activation):
     experts, hidden, inter, tokens = 3, 32, 16, 5
     pack = 8 // bits
@@ -472,17 +623,32 @@ def test_qmoe(bits, block_size, zero_points, activation):
 
     def layer(out, inputs):
         groups = (out, inputs // block_size) if block_size else (out,)
-        return {"w": RNG.integers(0, 256, (experts, out, inputs // pack)).astype(np.uint8),
-                "s": (RNG.random((experts,) + groups) * 0.05 + 0.01).astype(np.float32),
-                "z": RNG.integers(0, 256, (experts,) + groups[:-1] + (-(-groups[-1] // pack),)).astype(np.uint8)
-                if zero_points else None}
+        return {
+            "w": RNG.integers(0, 256, (experts, out, inputs // pack)).astype(np.uint8),
+            "s": (RNG.random((experts,) + groups) * 0.05 + 0.01).astype(np.float32),
+            "z": RNG.integers(0, 256, (experts,) + groups[:-1] + (-(-groups[-1] // pack),)).astype(np.uint8)
+            if zero_points
+            else None,
+        }
 
     fc1, fc2 = layer(fc1_out, hidden), layer(hidden, inter)
-    feeds = {"x": RNG.standard_normal((tokens, hidden)).astype(np.float32),
-             "router": RNG.standard_normal((tokens, experts)).astype(np.float32)}
-    init = {"w1": fc1["w"], "s1": fc1["s"], "b1": RNG.standard_normal((experts, fc1_out)).astype(np.float32),
-            "w2": fc2["w"], "s2": fc2["s"], "b2": None, "w3": None, "s3": None, "b3": None,
-            "z1": fc1["z"], "z2": fc2["z"]}
+    feeds = {
+        "x": RNG.standard_normal((tokens, hidden)).astype(np.float32),
+        "router": RNG.standard_normal((tokens, experts)).astype(np.float32),
+    }
+    init = {
+        "w1": fc1["w"],
+        "s1": fc1["s"],
+        "b1": RNG.standard_normal((experts, fc1_out)).astype(np.float32),
+        "w2": fc2["w"],
+        "s2": fc2["s"],
+        "b2": None,
+        "w3": None,
+        "s3": None,
+        "b3": None,
+        "z1": fc1["z"],
+        "z2": fc2["z"],
+    }
     attrs = dict(k=2, activation_type=activation, expert_weight_bits=bits, normalize_routing_weights=1)
     if block_size:
         attrs["block_size"] = block_size

@@ -48,8 +48,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = os.path.join(ROOT, "fixtures", "corpus")
 SUITE = "corpus"
 # onnx-to-hlo last: its IREE compiles run in the background while the other targets' cases run
-TARGETS = ["run", "onnx-to-ir", "ir-to-onnx", "hlo-to-onnx", "upgrade-21", "downgrade-13", "downgrade-11",
-           "decompose", "onnx-to-hlo"]
+TARGETS = [
+    "run",
+    "onnx-to-ir",
+    "ir-to-onnx",
+    "hlo-to-onnx",
+    "upgrade-21",
+    "downgrade-13",
+    "downgrade-11",
+    "decompose",
+    "onnx-to-hlo",
+]
 
 with open(os.path.join(CORPUS, "manifest.json"), encoding="utf-8") as _f:
     MANIFEST = {e["name"]: e for e in json.load(_f)["models"]}
@@ -99,7 +108,8 @@ def _compute_tolerance(proto: onnx.ModelProto) -> tuple[float | None, float | No
     """
     narrow = {onnx.TensorProto.FLOAT16: "float16", onnx.TensorProto.BFLOAT16: "bfloat16"}
     found = {t.data_type for t in proto.graph.initializer} | {
-        a.i for n in proto.graph.node if n.op_type == "Cast" for a in n.attribute if a.name == "to"}
+        a.i for n in proto.graph.node if n.op_type == "Cast" for a in n.attribute if a.name == "to"
+    }
     kinds = [narrow[t] for t in found if t in narrow]
     if not kinds:
         return None, None
@@ -151,6 +161,7 @@ class Model:
                 return True
             except Exception:  # noqa: BLE001 - any checker complaint
                 return False
+
         return self.cached("source passes checker", check)
 
     def feeds_for(self, input_names: list[str]) -> dict:
@@ -166,16 +177,19 @@ class Model:
 
     def ir(self):
         """(converted IR Model, path of its saved .xml)."""
+
         def make():
             converted = _opconv("onnx-to-ir", opconv.convert, self.source(), to="openvino", input_shapes=self.shapes)
             xml = os.path.join(_workdir(), f"{self.name}.xml")
             _opconv("saving the IR", opconv.save, converted, xml)
             return converted, xml
+
         return self.cached("ir", make)
 
     def hlo(self):
-        return self.cached("hlo", lambda: _opconv("onnx-to-hlo", opconv.convert, self.source(), to="hlo",
-                                                  input_shapes=self.shapes))
+        return self.cached(
+            "hlo", lambda: _opconv("onnx-to-hlo", opconv.convert, self.source(), to="hlo", input_shapes=self.shapes)
+        )
 
     def version(self, opset: int) -> onnx.ModelProto:
         from opconv.dialects.onnx.io import to_proto
@@ -183,6 +197,7 @@ class Model:
         def make():
             converted = _opconv(f"convert_version to {opset}", opconv.convert_version, self.source(), opset)
             return _opconv("writing the protobuf", to_proto, converted)
+
         return self.cached(f"opset{opset}", make)
 
 
@@ -208,6 +223,7 @@ def model(name: str) -> Model:
 # Runtimes
 # ---------------------------------------------------------------------------
 
+
 def _ort_run(proto: onnx.ModelProto, m: Model) -> list:
     import onnxruntime as ort
 
@@ -232,8 +248,10 @@ def _openvino_run(xml: str, m: Model) -> list:
         try:  # every output is found by its ONNX name, as code reading outputs by name expects
             port = compiled.output(name)
         except RuntimeError:
-            raise Outcome("wrong", f"OpenVINO has no output named {name!r} (it has "
-                                   f"{[o.get_any_name() for o in compiled.outputs]})") from None
+            raise Outcome(
+                "wrong",
+                f"OpenVINO has no output named {name!r} (it has {[o.get_any_name() for o in compiled.outputs]})",
+            ) from None
         value = result[port]
         if value.dtype != expected.dtype and value.dtype.kind in "iufb" and expected.dtype.kind in "iufb":
             # OpenVINO reports IR v10 outputs in its legacy types (i64 -> i32, u8/bool -> f32); values are compared.
@@ -292,6 +310,7 @@ def _iree_run(m: Model, hlo) -> list:
 # Targets
 # ---------------------------------------------------------------------------
 
+
 def check_run(m: Model) -> None:
     m.compare("opconv ONNX executor", _opconv("opconv run", opconv.run, m.source(), m.inputs))
 
@@ -300,8 +319,10 @@ def check_onnx_to_ir(m: Model) -> None:
     converted, xml = m.ir()
     m.compare("OpenVINO CPU (f32)", _runtime("OpenVINO", _openvino_run, xml, m))
     ir = _opconv("loading the IR", opconv.load, xml)
-    m.compare("opconv IR executor", _opconv("opconv IR executor", opconv.run, ir, m.feeds_for(
-        [v.name for v in ir.graph.inputs])))
+    m.compare(
+        "opconv IR executor",
+        _opconv("opconv IR executor", opconv.run, ir, m.feeds_for([v.name for v in ir.graph.inputs])),
+    )
 
 
 def check_ir_to_onnx(m: Model) -> None:
@@ -315,8 +336,10 @@ def check_ir_to_onnx(m: Model) -> None:
 
 def check_onnx_to_hlo(m: Model) -> None:
     hlo = m.hlo()
-    m.compare("opconv HLO executor", _opconv("opconv HLO executor", opconv.run, hlo,
-                                             m.feeds_for([v.name for v in hlo.graph.inputs])))
+    m.compare(
+        "opconv HLO executor",
+        _opconv("opconv HLO executor", opconv.run, hlo, m.feeds_for([v.name for v in hlo.graph.inputs])),
+    )
     m.compare("IREE (StableHLO)", _iree_run(m, hlo))
 
 
@@ -336,8 +359,10 @@ def check_version(m: Model, opset: int) -> None:
         _runtime("onnx.checker", onnx.checker.check_model, proto, True)
     m.compare(f"onnxruntime (opset {opset})", _runtime("onnxruntime", _ort_run, proto, m))
     converted = _opconv("loading the converted model", opconv.load, proto)
-    m.compare(f"opconv ONNX executor (opset {opset})", _opconv("opconv run", opconv.run, converted,
-                                                               m.feeds_for([v.name for v in converted.graph.inputs])))
+    m.compare(
+        f"opconv ONNX executor (opset {opset})",
+        _opconv("opconv run", opconv.run, converted, m.feeds_for([v.name for v in converted.graph.inputs])),
+    )
 
 
 def check_decompose(m: Model) -> None:
@@ -350,8 +375,10 @@ def check_decompose(m: Model) -> None:
     proto = _opconv("writing the protobuf", to_proto, decomposed)
     _runtime("onnx.checker", onnx.checker.check_model, proto, True)  # standard operators only: valid ONNX
     m.compare("onnxruntime (decomposed)", _runtime("onnxruntime", _ort_run, proto, m))
-    m.compare("opconv ONNX executor (decomposed)", _opconv("opconv run", opconv.run, decomposed, m.feeds_for(
-        [v.name for v in decomposed.graph.inputs])))
+    m.compare(
+        "opconv ONNX executor (decomposed)",
+        _opconv("opconv run", opconv.run, decomposed, m.feeds_for([v.name for v in decomposed.graph.inputs])),
+    )
 
 
 CHECKS = {
@@ -383,16 +410,25 @@ def case_name(name: str, target: str) -> str:
 # ---------------------------------------------------------------------------
 
 #: the decompose target is for the models onnxruntime's tools made (the others have no contrib node to rewrite)
-PAIRS = [(name, target) for target in TARGETS for name in MANIFEST
-         if target != "decompose" or MANIFEST[name]["exporter"] == "onnxruntime"]
+PAIRS = [
+    (name, target)
+    for target in TARGETS
+    for name in MANIFEST
+    if target != "decompose" or MANIFEST[name]["exporter"] == "onnxruntime"
+]
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _iree_in_background(request):
     """Starts the IREE compiles of the selected onnx-to-hlo cases before the first case, and cleans up."""
-    start_iree_compiles([item.callspec.params["name"] for item in request.session.items
-                         if getattr(item, "originalname", "") == "test_corpus_model"
-                         and item.callspec.params["target"] == "onnx-to-hlo"])
+    start_iree_compiles(
+        [
+            item.callspec.params["name"]
+            for item in request.session.items
+            if getattr(item, "originalname", "") == "test_corpus_model"
+            and item.callspec.params["target"] == "onnx-to-hlo"
+        ]
+    )
     yield
     for pool in _IREE_POOL:  # joined: later tests rely on a one-thread process (opconv forks to guard inference)
         pool.shutdown(wait=True, cancel_futures=True)
@@ -407,8 +443,12 @@ def _iree_in_background(request):
 def test_corpus_model(name, target):
     kind, detail = outcome(name, target)
     assert kind != "wrong", f"{name} {target}: {detail}"
-    known.check(SUITE, case_name(name, target), kind == "verified",
-                f"{name} {target} refused, and not listed in tests/known_failures.json: {detail}")
+    known.check(
+        SUITE,
+        case_name(name, target),
+        kind == "verified",
+        f"{name} {target} refused, and not listed in tests/known_failures.json: {detail}",
+    )
 
 
 def test_corpus_has_every_family_and_exporter():

@@ -34,8 +34,9 @@ def test_committed_tables_match_the_registries(fresh):
     committed = DOC.read_text(encoding="utf-8")
     if committed != fresh:
         stale = [line for line in fresh.splitlines() if line not in set(committed.splitlines())][:10]
-        pytest.fail("docs/coverage.md is stale: run python scripts/gen_coverage.py; rows that changed:\n"
-                    + "\n".join(stale))
+        pytest.fail(
+            "docs/coverage.md is stale: run python scripts/gen_coverage.py; rows that changed:\n" + "\n".join(stale)
+        )
 
 
 def test_standard_table_lists_every_onnx_operator(fresh):

@@ -35,8 +35,10 @@ def _declared() -> tuple[list[str], dict[str, list[str]]]:
     if tomllib is not None:
         project = tomllib.loads((PACKAGE_DIR.parent / "pyproject.toml").read_text(encoding="utf-8"))["project"]
         extras = project.get("optional-dependencies", {})
-        return ([_requirement_name(r) for r in project["dependencies"]],
-                {extra: [_requirement_name(r) for r in reqs] for extra, reqs in extras.items()})
+        return (
+            [_requirement_name(r) for r in project["dependencies"]],
+            {extra: [_requirement_name(r) for r in reqs] for extra, reqs in extras.items()},
+        )
     runtime, extras = [], {}
     for requirement in importlib.metadata.requires("opconv") or []:
         extra = re.search(r"extra\s*==\s*['\"]([^'\"]+)", requirement)
@@ -73,16 +75,20 @@ def _third_party(imports):
 def test_module_level_imports_are_runtime_dependencies():
     runtime, _ = _declared()
     allowed = _import_names(runtime)
-    undeclared = [f"{i.where()}: {i.target}" for i in _third_party(package_imports())
-                  if not i.deferred and i.target.split(".")[0] not in allowed]
+    undeclared = [
+        f"{i.where()}: {i.target}"
+        for i in _third_party(package_imports())
+        if not i.deferred and i.target.split(".")[0] not in allowed
+    ]
     assert not undeclared, "imported at module level but not in pyproject's dependencies:\n" + "\n".join(undeclared)
 
 
 def test_deferred_imports_are_runtime_dependencies_or_runtime_extras():
     runtime, extras = _declared()
     allowed = _import_names(runtime + [d for extra in RUNTIME_EXTRAS for d in extras[extra]])
-    undeclared = [f"{i.where()}: {i.target}" for i in _third_party(package_imports())
-                  if i.target.split(".")[0] not in allowed]
+    undeclared = [
+        f"{i.where()}: {i.target}" for i in _third_party(package_imports()) if i.target.split(".")[0] not in allowed
+    ]
     assert not undeclared, "imported but neither a dependency nor a runtime extra:\n" + "\n".join(undeclared)
 
 

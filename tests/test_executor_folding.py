@@ -21,11 +21,15 @@ def _model():
         helper.make_node("Add", ["x", "w2"], ["y"]),
     ]
     graph = helper.make_graph(
-        nodes, "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3]),
-         helper.make_tensor_value_info("w", TensorProto.FLOAT, [3])],
+        nodes,
+        "g",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [3]),
+            helper.make_tensor_value_info("w", TensorProto.FLOAT, [3]),
+        ],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
-        [numpy_helper.from_array(np.array([1, 2, 3], np.float32), "w")])
+        [numpy_helper.from_array(np.array([1, 2, 3], np.float32), "w")],
+    )
     return opconv.load(helper.make_model(graph, ir_version=3, opset_imports=[helper.make_opsetid("", 9)]))
 
 

@@ -40,9 +40,11 @@ def _params(channels: int, in_channels: int, group: int, bias: bool) -> list:
 
 def _model(*, group=1, bias=False, extra_use=False, conv_is_output=False, ir_version=8, opset=15):
     conv_inputs = ["x", "w"] + (["b"] if bias else [])
-    nodes = [helper.make_node("Conv", conv_inputs, ["c"], group=group, pads=[1, 1, 1, 1]),
-             helper.make_node("BatchNormalization", ["c", "scale", "shift", "mean", "var"], ["y"], epsilon=1e-3),
-             helper.make_node("Relu", ["y"], ["r"])]
+    nodes = [
+        helper.make_node("Conv", conv_inputs, ["c"], group=group, pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c", "scale", "shift", "mean", "var"], ["y"], epsilon=1e-3),
+        helper.make_node("Relu", ["y"], ["r"]),
+    ]
     outputs = ["r"]
     if extra_use:
         nodes.append(helper.make_node("Sigmoid", ["c"], ["s"]))
@@ -53,8 +55,9 @@ def _model(*, group=1, bias=False, extra_use=False, conv_is_output=False, ir_ver
     inputs = [helper.make_tensor_value_info("x", F, [2, 4, 9, 9])]
     if ir_version < 4:  # every initializer is also an input, so a run may feed it
         inputs += [helper.make_tensor_value_info(t.name, F, list(t.dims)) for t in initializers]
-    graph = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info(n, F, None) for n in outputs],
-                              initializers)
+    graph = helper.make_graph(
+        nodes, "g", inputs, [helper.make_tensor_value_info(n, F, None) for n in outputs], initializers
+    )
     return helper.make_model(graph, ir_version=ir_version, opset_imports=[helper.make_opsetid("", opset)])
 
 
@@ -115,7 +118,8 @@ def test_a_fed_batch_norm_parameter_reaches_the_fused_convolution():
     next(t for t in refed.graph.initializer if t.name == "scale").CopyFrom(numpy_helper.from_array(fed_scale, "scale"))
     for feeds, model in (({"x": x}, proto), ({"x": x, "scale": fed_scale}, refed), ({"x": x}, proto)):
         expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
-            None, {"x": x})[0]
+            None, {"x": x}
+        )[0]
         np.testing.assert_allclose(session.run(feeds)["r"], expected, rtol=1e-4, atol=1e-5)
 
 
@@ -123,8 +127,13 @@ def test_a_fed_batch_norm_parameter_reaches_the_fused_convolution():
 
 
 def _graph(nodes, inputs, outputs, initializers=(), opset=15):
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, F, shape) for n, shape in inputs],
-                              [helper.make_tensor_value_info(n, F, None) for n in outputs], list(initializers))
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info(n, F, shape) for n, shape in inputs],
+        [helper.make_tensor_value_info(n, F, None) for n in outputs],
+        list(initializers),
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
@@ -136,35 +145,84 @@ _BN = helper.make_node("BatchNormalization", ["c", "scale", "shift", "mean", "va
 RELU_GRAPHS = {
     "conv": ([_CONV, helper.make_node("Relu", ["c"], ["r"])], [_X], ["r"], 1),
     "conv_batch_norm": ([_CONV, _BN, helper.make_node("Relu", ["y"], ["r"])], [_X], ["r"], 1),
-    "add": ([helper.make_node("Neg", ["x"], ["m"]), helper.make_node("Add", ["m", "x2"], ["s"]),
-             helper.make_node("Relu", ["s"], ["r"])], [_X, ("x2", [2, 4, 9, 9])], ["r"], 1),
-    "add_broadcast": ([helper.make_node("Add", ["x", "row"], ["s"]), helper.make_node("Relu", ["s"], ["r"])],
-                      [_X, ("row", [9])], ["r"], 1),
-    "sum": ([helper.make_node("Neg", ["x"], ["m"]), helper.make_node("Sum", ["m", "x", "x2"], ["s"]),
-             helper.make_node("Relu", ["s"], ["r"])], [_X, ("x2", [2, 4, 9, 9])], ["r"], 1),
+    "add": (
+        [
+            helper.make_node("Neg", ["x"], ["m"]),
+            helper.make_node("Add", ["m", "x2"], ["s"]),
+            helper.make_node("Relu", ["s"], ["r"]),
+        ],
+        [_X, ("x2", [2, 4, 9, 9])],
+        ["r"],
+        1,
+    ),
+    "add_broadcast": (
+        [helper.make_node("Add", ["x", "row"], ["s"]), helper.make_node("Relu", ["s"], ["r"])],
+        [_X, ("row", [9])],
+        ["r"],
+        1,
+    ),
+    "sum": (
+        [
+            helper.make_node("Neg", ["x"], ["m"]),
+            helper.make_node("Sum", ["m", "x", "x2"], ["s"]),
+            helper.make_node("Relu", ["s"], ["r"]),
+        ],
+        [_X, ("x2", [2, 4, 9, 9])],
+        ["r"],
+        1,
+    ),
     # a one-input Sum hands back its input, the caller's feed: the Relu must not write into it
-    "sum_of_a_feed": ([helper.make_node("Sum", ["x"], ["s"]), helper.make_node("Relu", ["s"], ["r"])],
-                      [_X], ["r"], 1),
+    "sum_of_a_feed": ([helper.make_node("Sum", ["x"], ["s"]), helper.make_node("Relu", ["s"], ["r"])], [_X], ["r"], 1),
     # Add's first input is read again later: Add must not reuse it, nor may the Relu
-    "add_input_read_later": ([helper.make_node("Neg", ["x"], ["m"]), helper.make_node("Add", ["m", "x"], ["s"]),
-                              helper.make_node("Relu", ["s"], ["r"]), helper.make_node("Sub", ["m", "x"], ["t"])],
-                             [_X], ["r", "t"], 1),
+    "add_input_read_later": (
+        [
+            helper.make_node("Neg", ["x"], ["m"]),
+            helper.make_node("Add", ["m", "x"], ["s"]),
+            helper.make_node("Relu", ["s"], ["r"]),
+            helper.make_node("Sub", ["m", "x"], ["t"]),
+        ],
+        [_X],
+        ["r", "t"],
+        1,
+    ),
     # not fused: the Relu's input has another reader, or is returned, or comes from another op
-    "two_readers": ([_CONV, helper.make_node("Relu", ["c"], ["r"]), helper.make_node("Sigmoid", ["c"], ["g"])],
-                    [_X], ["r", "g"], 0),
+    "two_readers": (
+        [_CONV, helper.make_node("Relu", ["c"], ["r"]), helper.make_node("Sigmoid", ["c"], ["g"])],
+        [_X],
+        ["r", "g"],
+        0,
+    ),
     "returned": ([_CONV, helper.make_node("Relu", ["c"], ["r"])], [_X], ["c", "r"], 0),
-    "batch_norm_output_two_readers": ([_CONV, _BN, helper.make_node("Relu", ["y"], ["r"]),
-                                       helper.make_node("Neg", ["y"], ["n"])], [_X], ["r", "n"], 0),
+    "batch_norm_output_two_readers": (
+        [_CONV, _BN, helper.make_node("Relu", ["y"], ["r"]), helper.make_node("Neg", ["y"], ["n"])],
+        [_X],
+        ["r", "n"],
+        0,
+    ),
     "mul": ([helper.make_node("Mul", ["x", "x"], ["m"]), helper.make_node("Relu", ["m"], ["r"])], [_X], ["r"], 0),
     # Clip with constant bounds (ReLU6) fuses as Relu does; a bound a run feeds does not
     "conv_clip": ([_CONV, helper.make_node("Clip", ["c", "zero", "six"], ["r"])], [_X], ["r"], 1),
-    "add_clip_low_only": ([helper.make_node("Neg", ["x"], ["m"]), helper.make_node("Add", ["m", "x2"], ["s"]),
-                           helper.make_node("Clip", ["s", "zero"], ["r"])], [_X, ("x2", [2, 4, 9, 9])], ["r"], 1),
-    "conv_clip_fed_bound": ([_CONV, helper.make_node("Clip", ["c", "zero", "high"], ["r"])], [_X, ("high", [])],
-                            ["r"], 0),
+    "add_clip_low_only": (
+        [
+            helper.make_node("Neg", ["x"], ["m"]),
+            helper.make_node("Add", ["m", "x2"], ["s"]),
+            helper.make_node("Clip", ["s", "zero"], ["r"]),
+        ],
+        [_X, ("x2", [2, 4, 9, 9])],
+        ["r"],
+        1,
+    ),
+    "conv_clip_fed_bound": (
+        [_CONV, helper.make_node("Clip", ["c", "zero", "high"], ["r"])],
+        [_X, ("high", [])],
+        ["r"],
+        0,
+    ),
 }
-_BOUNDS = [numpy_helper.from_array(np.array(0, np.float32), "zero"),
-           numpy_helper.from_array(np.array(6, np.float32), "six")]
+_BOUNDS = [
+    numpy_helper.from_array(np.array(0, np.float32), "zero"),
+    numpy_helper.from_array(np.array(6, np.float32), "six"),
+]
 
 
 @pytest.mark.parametrize("name", sorted(RELU_GRAPHS))

@@ -20,8 +20,13 @@ F = TensorProto.FLOAT
 
 
 def _model(nodes, inputs, outputs, initializers=(), opset=17):
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, F, s) for n, s in inputs],
-                              [helper.make_tensor_value_info(n, F, None) for n in outputs], list(initializers))
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info(n, F, s) for n, s in inputs],
+        [helper.make_tensor_value_info(n, F, None) for n in outputs],
+        list(initializers),
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
@@ -37,38 +42,79 @@ _BIAS = numpy_helper.from_array(np.linspace(-1, 1, 24, dtype=np.float32).reshape
 
 GRAPHS = {
     # a feed consumed by in-place-capable kernels
-    "feed": ([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Add", ["x", "x"], ["s"])],
-             ["r", "s"], []),
+    "feed": ([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Add", ["x", "x"], ["s"])], ["r", "s"], []),
     # one value, two consumers: the first must not overwrite it
-    "two_consumers": ([helper.make_node("Mul", ["x", "x"], ["m"]),
-                       helper.make_node("Relu", ["m"], ["r"]),
-                       helper.make_node("Sub", ["m", "x"], ["s"])], ["r", "s"], []),
+    "two_consumers": (
+        [
+            helper.make_node("Mul", ["x", "x"], ["m"]),
+            helper.make_node("Relu", ["m"], ["r"]),
+            helper.make_node("Sub", ["m", "x"], ["s"]),
+        ],
+        ["r", "s"],
+        [],
+    ),
     # a view (Reshape) of a dying value stays alive as an output
-    "reshape_view": ([helper.make_node("Mul", ["x", "x"], ["m"]),
-                      helper.make_node("Reshape", ["m", "shape"], ["v"]),
-                      helper.make_node("Relu", ["m"], ["r"])], ["v", "r"], [_SHAPE]),
-    "transpose_view": ([helper.make_node("Neg", ["x"], ["m"]),
-                        helper.make_node("Transpose", ["m"], ["t"], perm=[1, 0]),
-                        helper.make_node("Add", ["m", "bias"], ["a"]),
-                        helper.make_node("Relu", ["t"], ["r"])], ["a", "r"], [_BIAS]),
+    "reshape_view": (
+        [
+            helper.make_node("Mul", ["x", "x"], ["m"]),
+            helper.make_node("Reshape", ["m", "shape"], ["v"]),
+            helper.make_node("Relu", ["m"], ["r"]),
+        ],
+        ["v", "r"],
+        [_SHAPE],
+    ),
+    "transpose_view": (
+        [
+            helper.make_node("Neg", ["x"], ["m"]),
+            helper.make_node("Transpose", ["m"], ["t"], perm=[1, 0]),
+            helper.make_node("Add", ["m", "bias"], ["a"]),
+            helper.make_node("Relu", ["t"], ["r"]),
+        ],
+        ["a", "r"],
+        [_BIAS],
+    ),
     # Identity may hand back the very same array
-    "identity_alias": ([helper.make_node("Neg", ["x"], ["m"]),
-                        helper.make_node("Identity", ["m"], ["i"]),
-                        helper.make_node("Relu", ["m"], ["r"])], ["i", "r"], []),
+    "identity_alias": (
+        [
+            helper.make_node("Neg", ["x"], ["m"]),
+            helper.make_node("Identity", ["m"], ["i"]),
+            helper.make_node("Relu", ["m"], ["r"]),
+        ],
+        ["i", "r"],
+        [],
+    ),
     # a graph output that is consumed afterwards is never a donor
-    "output_consumed": ([helper.make_node("Neg", ["x"], ["m"]),
-                         helper.make_node("Relu", ["m"], ["r"]),
-                         helper.make_node("Max", ["m", "r"], ["mx"])], ["m", "r", "mx"], []),
+    "output_consumed": (
+        [
+            helper.make_node("Neg", ["x"], ["m"]),
+            helper.make_node("Relu", ["m"], ["r"]),
+            helper.make_node("Max", ["m", "r"], ["mx"]),
+        ],
+        ["m", "r", "mx"],
+        [],
+    ),
     # initializers are constants, whatever consumes them
-    "initializer": ([helper.make_node("Relu", ["bias"], ["r"]),
-                     helper.make_node("Add", ["bias", "x"], ["a"]),
-                     helper.make_node("Sum", ["a", "bias"], ["s"])], ["r", "s"], [_BIAS]),
+    "initializer": (
+        [
+            helper.make_node("Relu", ["bias"], ["r"]),
+            helper.make_node("Add", ["bias", "x"], ["a"]),
+            helper.make_node("Sum", ["a", "bias"], ["s"]),
+        ],
+        ["r", "s"],
+        [_BIAS],
+    ),
     # a chain where every step may reuse its input's buffer
-    "chain": ([helper.make_node("Mul", ["x", "x"], ["m"]),
-               helper.make_node("Relu", ["m"], ["r"]),
-               helper.make_node("Add", ["r", "bias"], ["a"]),
-               helper.make_node("Sum", ["a", "x"], ["s"]),
-               helper.make_node("Max", ["s", "x"], ["mx"])], ["mx"], [_BIAS]),
+    "chain": (
+        [
+            helper.make_node("Mul", ["x", "x"], ["m"]),
+            helper.make_node("Relu", ["m"], ["r"]),
+            helper.make_node("Add", ["r", "bias"], ["a"]),
+            helper.make_node("Sum", ["a", "x"], ["s"]),
+            helper.make_node("Max", ["s", "x"], ["mx"]),
+        ],
+        ["mx"],
+        [_BIAS],
+    ),
 }
 
 
@@ -91,15 +137,22 @@ def test_outer_scope_value_read_by_a_loop_body_is_not_overwritten():
     body = helper.make_graph(
         [helper.make_node("Add", ["carried", "m"], ["next"]), helper.make_node("Identity", ["cond"], ["cond_out"])],
         "body",
-        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
-         helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("carried", F, [4, 6])],
-        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("next", F, [4, 6])])
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("carried", F, [4, 6]),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("next", F, [4, 6]),
+        ],
+    )
     trip = numpy_helper.from_array(np.array(3, np.int64), "trip")
-    nodes = [helper.make_node("Neg", ["x"], ["m"]),
-             helper.make_node("Loop", ["trip", "", "x"], ["looped"], body=body),
-             helper.make_node("Relu", ["m"], ["r"])]
+    nodes = [
+        helper.make_node("Neg", ["x"], ["m"]),
+        helper.make_node("Loop", ["trip", "", "x"], ["looped"], body=body),
+        helper.make_node("Relu", ["m"], ["r"]),
+    ]
     proto = _model(nodes, [("x", [4, 6])], ["looped", "r"], [trip])
     x = np.random.default_rng(1).standard_normal((4, 6)).astype(np.float32)
     ours = opconv.run(opconv.load(proto), {"x": x})
@@ -117,8 +170,9 @@ def test_a_dying_intermediate_is_handed_to_its_last_consumer():
         seen.append((self.node.op, original(self, i)))
         return seen[-1][1]
 
-    proto = _model([helper.make_node("Mul", ["x", "x"], ["m"]), helper.make_node("Relu", ["m"], ["r"])],
-                   [("x", [4, 6])], ["r"])
+    proto = _model(
+        [helper.make_node("Mul", ["x", "x"], ["m"]), helper.make_node("Relu", ["m"], ["r"])], [("x", [4, 6])], ["r"]
+    )
     x = np.random.default_rng(2).standard_normal((4, 6)).astype(np.float32)
     executor.ExecContext.owns = spy
     try:

@@ -15,12 +15,20 @@ F = TensorProto.FLOAT
 
 def test_profile_counts_the_steps_a_run_executes_and_times_their_kernels():
     # Two steps fold (they read constants only), three run on the feed.
-    nodes = [helper.make_node("Neg", ["c"], ["nc"]), helper.make_node("Exp", ["nc"], ["ec"]),
-             helper.make_node("Add", ["x", "ec"], ["a"]), helper.make_node("Relu", ["a"], ["r"]),
-             helper.make_node("Sqrt", ["r"], ["y"])]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [2, 3])],
-                              [helper.make_tensor_value_info("y", F, [2, 3])],
-                              [numpy_helper.from_array(np.array([0.5, 1.0, 2.0], np.float32), "c")])
+    nodes = [
+        helper.make_node("Neg", ["c"], ["nc"]),
+        helper.make_node("Exp", ["nc"], ["ec"]),
+        helper.make_node("Add", ["x", "ec"], ["a"]),
+        helper.make_node("Relu", ["a"], ["r"]),
+        helper.make_node("Sqrt", ["r"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", F, [2, 3])],
+        [helper.make_tensor_value_info("y", F, [2, 3])],
+        [numpy_helper.from_array(np.array([0.5, 1.0, 2.0], np.float32), "c")],
+    )
     session = opconv.prepare(opconv.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])))
     x = np.array([[-1, 0, 1], [2, 3, 4]], np.float32)
     profile = session.profile({"x": x})

@@ -27,17 +27,25 @@ def _scalar(name: str, value: float, dtype=np.float32):
 
 
 def _model(nodes, inputs, outputs, initializers, elem=TensorProto.FLOAT):
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, elem, s) for n, s in inputs],
-                              [helper.make_tensor_value_info(n, elem, None) for n in outputs], initializers)
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info(n, elem, s) for n, s in inputs],
+        [helper.make_tensor_value_info(n, elem, None) for n in outputs],
+        initializers,
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
 def _erf_gelu(half_first: bool, half=0.5):
     """x -> Gelu(x) as torch exports it (x * (1 + erf(x / sqrt 2)) * 0.5, or with 0.5 * x first), after a
     Sigmoid so that x is a computed value."""
-    nodes = [helper.make_node("Sigmoid", ["a"], ["x"]),
-             helper.make_node("Div", ["x", "sqrt2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
-             helper.make_node("Add", ["e", "one"], ["p"])]
+    nodes = [
+        helper.make_node("Sigmoid", ["a"], ["x"]),
+        helper.make_node("Div", ["x", "sqrt2"], ["d"]),
+        helper.make_node("Erf", ["d"], ["e"]),
+        helper.make_node("Add", ["e", "one"], ["p"]),
+    ]
     if half_first:
         nodes += [helper.make_node("Mul", ["half", "x"], ["h"]), helper.make_node("Mul", ["h", "p"], ["y"])]
     else:
@@ -48,35 +56,60 @@ def _erf_gelu(half_first: bool, half=0.5):
 
 def _tanh_gelu():
     """GPT-2's gelu_new as torch exports it."""
-    nodes = [helper.make_node("Sigmoid", ["a"], ["x"]),
-             helper.make_node("Mul", ["x", "half"], ["h"]), helper.make_node("Pow", ["x", "three"], ["c"]),
-             helper.make_node("Mul", ["c", "k"], ["ck"]), helper.make_node("Add", ["x", "ck"], ["s"]),
-             helper.make_node("Mul", ["s", "root"], ["t0"]), helper.make_node("Tanh", ["t0"], ["t"]),
-             helper.make_node("Add", ["t", "one"], ["p"]), helper.make_node("Mul", ["h", "p"], ["y"])]
-    constants = [_scalar("half", 0.5), _scalar("three", 3), _scalar("k", 0.044715),
-                 _scalar("root", math.sqrt(2 / math.pi)), _scalar("one", 1)]
+    nodes = [
+        helper.make_node("Sigmoid", ["a"], ["x"]),
+        helper.make_node("Mul", ["x", "half"], ["h"]),
+        helper.make_node("Pow", ["x", "three"], ["c"]),
+        helper.make_node("Mul", ["c", "k"], ["ck"]),
+        helper.make_node("Add", ["x", "ck"], ["s"]),
+        helper.make_node("Mul", ["s", "root"], ["t0"]),
+        helper.make_node("Tanh", ["t0"], ["t"]),
+        helper.make_node("Add", ["t", "one"], ["p"]),
+        helper.make_node("Mul", ["h", "p"], ["y"]),
+    ]
+    constants = [
+        _scalar("half", 0.5),
+        _scalar("three", 3),
+        _scalar("k", 0.044715),
+        _scalar("root", math.sqrt(2 / math.pi)),
+        _scalar("one", 1),
+    ]
     return nodes, constants
 
 
 def _linear():
-    nodes = [helper.make_node("Sigmoid", ["a"], ["x"]), helper.make_node("MatMul", ["x", "w"], ["m"]),
-             helper.make_node("Add", ["bias", "m"], ["y"])]
-    constants = [numpy_helper.from_array(RNG.standard_normal((16, 8)).astype(np.float32), "w"),
-                 numpy_helper.from_array(RNG.standard_normal(8).astype(np.float32), "bias")]
+    nodes = [
+        helper.make_node("Sigmoid", ["a"], ["x"]),
+        helper.make_node("MatMul", ["x", "w"], ["m"]),
+        helper.make_node("Add", ["bias", "m"], ["y"]),
+    ]
+    constants = [
+        numpy_helper.from_array(RNG.standard_normal((16, 8)).astype(np.float32), "w"),
+        numpy_helper.from_array(RNG.standard_normal(8).astype(np.float32), "bias"),
+    ]
     return nodes, constants
 
 
 def _rms_norm(cast: bool):
     """LLaMA's RMSNorm as torch exports it: w * Cast(x * (1 / sqrt(mean(x^2, -1) + eps))), x read twice."""
-    nodes = [helper.make_node("Sigmoid", ["a"], ["x"]), helper.make_node("Pow", ["x", "two"], ["x2"]),
-             helper.make_node("ReduceMean", ["x2"], ["ms"], axes=[-1]),
-             helper.make_node("Add", ["ms", "eps"], ["mse"]), helper.make_node("Sqrt", ["mse"], ["rms"]),
-             helper.make_node("Div", ["one", "rms"], ["inv"]), helper.make_node("Mul", ["x", "inv"], ["n"])]
+    nodes = [
+        helper.make_node("Sigmoid", ["a"], ["x"]),
+        helper.make_node("Pow", ["x", "two"], ["x2"]),
+        helper.make_node("ReduceMean", ["x2"], ["ms"], axes=[-1]),
+        helper.make_node("Add", ["ms", "eps"], ["mse"]),
+        helper.make_node("Sqrt", ["mse"], ["rms"]),
+        helper.make_node("Div", ["one", "rms"], ["inv"]),
+        helper.make_node("Mul", ["x", "inv"], ["n"]),
+    ]
     if cast:
         nodes.append(helper.make_node("Cast", ["n"], ["nc"], to=TensorProto.FLOAT))
     nodes.append(helper.make_node("Mul", ["w", "nc" if cast else "n"], ["y"]))
-    constants = [_scalar("two", 2), _scalar("eps", 1e-6), _scalar("one", 1),
-                 numpy_helper.from_array(RNG.standard_normal(16).astype(np.float32), "w")]
+    constants = [
+        _scalar("two", 2),
+        _scalar("eps", 1e-6),
+        _scalar("one", 1),
+        numpy_helper.from_array(RNG.standard_normal(16).astype(np.float32), "w"),
+    ]
     return nodes, constants
 
 
@@ -84,11 +117,16 @@ def _attention(mask: bool, divide: bool, cast: bool, sdpa: bool = False):
     """softmax(q k * scale [+ mask]) v over (batch, heads, sequence, width), k given transposed; ``sdpa``: as
     torch exports scaled_dot_product_attention (q and k each scaled, NaN weights of -inf rows zeroed)."""
     if sdpa:
-        nodes = [helper.make_node("Mul", ["q", "root"], ["qs"]), helper.make_node("Mul", ["kt", "root"], ["ks"]),
-                 helper.make_node("MatMul", ["qs", "ks"], ["z"])]
+        nodes = [
+            helper.make_node("Mul", ["q", "root"], ["qs"]),
+            helper.make_node("Mul", ["kt", "root"], ["ks"]),
+            helper.make_node("MatMul", ["qs", "ks"], ["z"]),
+        ]
     else:
-        nodes = [helper.make_node("MatMul", ["q", "kt"], ["s"]),
-                 helper.make_node("Div" if divide else "Mul", ["s", "scale"], ["z"])]
+        nodes = [
+            helper.make_node("MatMul", ["q", "kt"], ["s"]),
+            helper.make_node("Div" if divide else "Mul", ["s", "scale"], ["z"]),
+        ]
     if mask:
         nodes.append(helper.make_node("Add", ["mask", "z"], ["zm"]))
     nodes.append(helper.make_node("Softmax", ["zm" if mask else "z"], ["p"], axis=-1))
@@ -97,8 +135,9 @@ def _attention(mask: bool, divide: bool, cast: bool, sdpa: bool = False):
     if cast:
         nodes.append(helper.make_node("Cast", ["p"], ["pc"], to=TensorProto.FLOAT))
     nodes.append(helper.make_node("MatMul", ["pc" if cast else "pw" if sdpa else "p", "v"], ["y"]))
-    constants = [_scalar("root", 0.125 ** 0.5), _scalar("zero", 0)] if sdpa else [
-        _scalar("scale", 8.0 if divide else 0.125)]
+    constants = (
+        [_scalar("root", 0.125**0.5), _scalar("zero", 0)] if sdpa else [_scalar("scale", 8.0 if divide else 0.125)]
+    )
     return nodes, constants
 
 
@@ -140,8 +179,10 @@ CASES = {
 
 # A row of -inf scores gives NaN weights (-inf - -inf), numpy's warning included, which the sdpa form zeroes.
 @pytest.mark.filterwarnings("ignore:invalid value encountered in subtract:RuntimeWarning")
-@pytest.mark.parametrize("mask,divide,cast,sdpa", [(True, False, False, False), (True, True, True, False),
-                                                    (False, False, True, False), (True, False, False, True)])
+@pytest.mark.parametrize(
+    "mask,divide,cast,sdpa",
+    [(True, False, False, False), (True, True, True, False), (False, False, True, False), (True, False, False, True)],
+)
 def test_attention_fuses_and_matches_onnxruntime_and_the_unfused_bits(mask, divide, cast, sdpa):
     nodes, constants = _attention(mask, divide, cast, sdpa)
     inputs = _ATTENTION_INPUTS if mask else _ATTENTION_INPUTS[:3]
@@ -154,8 +195,7 @@ def test_attention_fuses_and_matches_onnxruntime_and_the_unfused_bits(mask, divi
             feeds["mask"][1] = hidden
     counts, fused, plain = _counts_and_runs(proto, feeds)
     assert counts == {"Attention": 1}
-    (expected,) = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(
-        None, feeds)
+    (expected,) = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
     for run in fused:
         np.testing.assert_allclose(run["y"], expected, rtol=1e-5, atol=1e-6)
         assert np.array_equal(run["y"], plain["y"])
@@ -168,8 +208,7 @@ def test_pattern_fuses_and_matches_onnxruntime_and_the_unfused_bits(name):
     feeds = {"a": (RNG.standard_normal((2, 3, 16)) * 4).astype(np.float32)}
     counts, fused, plain = _counts_and_runs(proto, feeds)
     assert counts == {pattern: 1}
-    (expected,) = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(
-        None, feeds)
+    (expected,) = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
     for run in fused:
         np.testing.assert_allclose(run["y"], expected, rtol=1e-5, atol=1e-6)
         assert np.array_equal(run["y"], plain["y"])
@@ -182,10 +221,8 @@ def test_float16_is_left_to_the_kernels():
     feeds = {"a": RNG.standard_normal((4, 16)).astype(np.float16)}
     counts, fused, _ = _counts_and_runs(proto, feeds)
     assert counts == {}
-    (expected,) = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(
-        None, feeds)
-    np.testing.assert_allclose(fused[1]["y"].astype(np.float32), expected.astype(np.float32), rtol=2e-3,
-                               atol=2e-3)
+    (expected,) = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    np.testing.assert_allclose(fused[1]["y"].astype(np.float32), expected.astype(np.float32), rtol=2e-3, atol=2e-3)
 
 
 @pytest.mark.parametrize("variant", ["inner value returned", "other constant", "relu fused into the add"])
@@ -204,8 +241,7 @@ def test_what_must_not_fuse_is_left_alone(variant):
     feeds = {"a": RNG.standard_normal((2, 3, 16)).astype(np.float32)}
     counts, fused, plain = _counts_and_runs(proto, feeds)
     assert counts == {}
-    expected = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(
-        None, feeds)
+    expected = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
     for name, value in zip(outputs, expected):
         np.testing.assert_allclose(fused[1][name], value, rtol=1e-5, atol=1e-6)
 
@@ -216,12 +252,13 @@ def test_a_value_the_fused_step_reads_is_not_overwritten_before_it_runs():
     nodes, constants = _linear()
     nodes = nodes[:2] + [helper.make_node("Add", ["x", "z"], ["s"])] + nodes[2:]
     proto = _model(nodes, [("a", [2, 3, 16]), ("z", [2, 3, 16])], ["y", "s"], constants)
-    feeds = {"a": RNG.standard_normal((2, 3, 16)).astype(np.float32),
-             "z": RNG.standard_normal((2, 3, 16)).astype(np.float32)}
+    feeds = {
+        "a": RNG.standard_normal((2, 3, 16)).astype(np.float32),
+        "z": RNG.standard_normal((2, 3, 16)).astype(np.float32),
+    }
     counts, fused, plain = _counts_and_runs(proto, feeds)
     assert counts == {"MatMul + bias": 1}
-    expected = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(
-        None, feeds)
+    expected = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
     for run in fused:
         for name, value in zip(["y", "s"], expected):
             np.testing.assert_allclose(run[name], value, rtol=1e-5, atol=1e-6)

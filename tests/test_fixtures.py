@@ -14,8 +14,9 @@ from tests.conftest import ROOT
 
 
 def test_fixtures_are_up_to_date():
-    result = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "make_fixtures.py"), "--check"],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "scripts", "make_fixtures.py"), "--check"], capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 

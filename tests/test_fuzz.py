@@ -29,8 +29,13 @@ _spec = importlib.util.spec_from_file_location("fuzz_mutations", os.path.join(RO
 fm = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(fm)
 
-FUZZ = settings(max_examples=12, deadline=None, derandomize=True, database=None,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=12,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 
 @pytest.fixture(scope="module")
@@ -107,8 +112,11 @@ def test_mutants_and_nonsense_through_the_command_line_end_in_one_line(seeds, tm
         folder = tmp_path / f"cli-{seed}-{kind}"
         folder.mkdir()
         path = fm.write_mutant(kind, seeds, rng, str(folder))
-        args = fm.cli_nonsense(rng, path, str(folder / "out")) if kind == "cli" else \
-            [rng.choice(["check", "run", "inspect"]), path]
+        args = (
+            fm.cli_nonsense(rng, path, str(folder / "out"))
+            if kind == "cli"
+            else [rng.choice(["check", "run", "inspect"]), path]
+        )
         signal.alarm(20)
         try:
             result = runner.invoke(cli, args)
@@ -124,6 +132,7 @@ def test_mutants_and_nonsense_through_the_command_line_end_in_one_line(seeds, tm
 # Regression cases: each a crash a campaign found, minimised by hand
 # ---------------------------------------------------------------------------
 
+
 def test_dot_general_with_a_contracting_dim_beyond_the_rank_is_refused(tmp_path):
     """scripts/fuzz_campaign.py: IndexError in hlo_to_onnx's dot_general (rhs_contracting_dimensions=[2**32])."""
     path = tmp_path / "m.hlo"
@@ -131,7 +140,8 @@ def test_dot_general_with_a_contracting_dim_beyond_the_rank_is_refused(tmp_path)
         "HloModule m\n\nfunc @main(%a: f32[2,3], %b: f32[3,4]) -> (f32[2,4]) {\n"
         '  node "d": %d: f32[2,4] = DotGeneral(%a, %b) {lhs_contracting_dimensions=[1], '
         "rhs_contracting_dimensions=[4294967296], lhs_batching_dimensions=[], rhs_batching_dimensions=[]}\n"
-        "  return %d\n}\n")
+        "  return %d\n}\n"
+    )
     model = opconv.load(str(path))
     with pytest.raises(OpconvError, match=r"rhs batching/contracting dimensions \[4294967296\]"):
         opconv.convert(model, to="onnx")
@@ -143,9 +153,13 @@ def test_an_ir_const_whose_byte_count_overflows_int64_is_refused(tmp_path):
     from onnx import TensorProto, helper, numpy_helper
 
     w = numpy_helper.from_array(np.ones((2, 3), np.float32), "w")
-    graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], [w])
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "w"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        [w],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     opconv.save(opconv.convert(model, to="openvino"), tmp_path / "m.xml")
     xml = (tmp_path / "m.xml").read_text()
@@ -169,9 +183,12 @@ def test_a_rule_check_that_refuses_gives_a_reason_instead_of_leaking_refuse():
     def check(m):
         raise Refuse("the input's shape is unknown")
 
-    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "g",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
     model = opconv.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
     report = apply(model.graph, [Rule("relu-rule", pattern, lambda b, m: m["x"], check=check)])
     assert not report.fired
@@ -188,11 +205,20 @@ def test_onnx_to_hlo_trial_run_takes_no_memory_for_a_declared_input():
 
     import opconv.converters.onnx_to_hlo  # noqa: F401 - imported before tracing
 
-    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("ReduceMax", ["s"], ["m"], keepdims=0),
-             helper.make_node("Div", ["m", "d"], ["n"]), helper.make_node("Range", ["zero", "n", "one"], ["r"])]
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("ReduceMax", ["s"], ["m"], keepdims=0),
+        helper.make_node("Div", ["m", "d"], ["n"]),
+        helper.make_node("Range", ["zero", "n", "one"], ["r"]),
+    ]
     constants = [numpy_helper.from_array(np.array(v, np.int64), k) for k, v in (("d", 2**18), ("zero", 0), ("one", 1))]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2**24])],
-                              [helper.make_tensor_value_info("r", TensorProto.INT64, None)], constants)
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2**24])],
+        [helper.make_tensor_value_info("r", TensorProto.INT64, None)],
+        constants,
+    )
     model = opconv.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]))
     tracemalloc.start()
     try:
@@ -235,8 +261,10 @@ def test_what_a_campaign_found_now_ends_cleanly(case, tmp_path):
     shutil.copy(source, model)
     for side in (".bin", ".weights"):
         if os.path.exists(source[:-4] + side) or os.path.exists(source + side):
-            shutil.copy(source[:-4] + side if side == ".bin" else source + side,
-                        model[:-4] + side if side == ".bin" else model + side)
+            shutil.copy(
+                source[:-4] + side if side == ".bin" else source + side,
+                model[:-4] + side if side == ".bin" else model + side,
+            )
     args = [a.format(model=model, out=str(tmp_path / "out")) for a in case["args"]]
     signal.alarm(20)
     try:

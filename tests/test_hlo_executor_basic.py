@@ -74,8 +74,9 @@ TOL = {np.float16: 2e-3, np.float32: 2e-6, np.float64: 1e-13}
 
 def close(actual, expected, dtype):
     assert actual.dtype == np.dtype(dtype), (actual.dtype, dtype)
-    np.testing.assert_allclose(actual.astype(np.float64), np.asarray(expected, np.float64),
-                               rtol=TOL[dtype], atol=TOL[dtype], equal_nan=True)
+    np.testing.assert_allclose(
+        actual.astype(np.float64), np.asarray(expected, np.float64), rtol=TOL[dtype], atol=TOL[dtype], equal_nan=True
+    )
 
 
 # ---------------------------------------------------------------- unary float math
@@ -87,9 +88,9 @@ UNARY_FLOAT = {
     "Sign": (lambda x: np.where(x > 0, 1.0, np.where(x < 0, -1.0, 0.0)), (-3, 3)),
     "Ceil": (lambda x: np.array([math.ceil(v) for v in x.flat]).reshape(x.shape), (-4, 4)),
     "Floor": (lambda x: np.array([math.floor(v) for v in x.flat]).reshape(x.shape), (-4, 4)),
-    "Sqrt": (lambda x: x ** 0.5, (0.01, 9)),
-    "Rsqrt": (lambda x: x ** -0.5, (0.01, 9)),
-    "Exp": (lambda x: np.e ** x, (-4, 4)),
+    "Sqrt": (lambda x: x**0.5, (0.01, 9)),
+    "Rsqrt": (lambda x: x**-0.5, (0.01, 9)),
+    "Exp": (lambda x: np.e**x, (-4, 4)),
     "Expm1": (lambda x: np.array([math.expm1(v) for v in x.flat]).reshape(x.shape), (-2, 2)),
     "Log": (lambda x: np.array([math.log(v) for v in x.flat]).reshape(x.shape), (0.05, 9)),
     "Log1p": (lambda x: np.array([math.log1p(v) for v in x.flat]).reshape(x.shape), (-0.9, 5)),
@@ -97,7 +98,7 @@ UNARY_FLOAT = {
     "Cos": (lambda x: np.array([math.cos(v) for v in x.flat]).reshape(x.shape), (-4, 4)),
     "Tan": (lambda x: np.array([math.tan(v) for v in x.flat]).reshape(x.shape), (-1.2, 1.2)),
     "Tanh": (lambda x: (np.e ** (2 * x) - 1) / (np.e ** (2 * x) + 1), (-3, 3)),
-    "Sinh": (lambda x: (np.e ** x - np.e ** -x) / 2, (-3, 3)),
+    "Sinh": (lambda x: (np.e**x - np.e**-x) / 2, (-3, 3)),
     "Asin": (lambda x: np.array([math.asin(v) for v in x.flat]).reshape(x.shape), (-0.95, 0.95)),
     "Acos": (lambda x: np.array([math.acos(v) for v in x.flat]).reshape(x.shape), (-0.95, 0.95)),
     "Atan": (lambda x: np.array([math.atan(v) for v in x.flat]).reshape(x.shape), (-5, 5)),
@@ -202,7 +203,7 @@ BINARY_FLOAT = {
     "Div": lambda a, b: a / b,
     "Max": lambda a, b: np.where(a > b, a, b),
     "Min": lambda a, b: np.where(a < b, a, b),
-    "Pow": lambda a, b: a ** b,
+    "Pow": lambda a, b: a**b,
     "Atan2": lambda a, b: np.array([math.atan2(u, v) for u, v in zip(a.flat, b.flat)]).reshape(a.shape),
     "Rem": lambda a, b: np.array([math.fmod(u, v) for u, v in zip(a.flat, b.flat)]).reshape(a.shape),
 }
@@ -277,7 +278,7 @@ def test_integer_pow_xla_semantics():
         if e < 0:
             expected.append(1 if b == 1 else ((-1) ** (-e) if b == -1 else 0))
         else:
-            v = (b ** e) & 0xFFFFFFFF
+            v = (b**e) & 0xFFFFFFFF
             expected.append(v - (1 << 32) if v >= 1 << 31 else v)
     assert run1("Pow", base, exponent).tolist() == expected
     # A float exponent for a float base of another width.
@@ -326,10 +327,16 @@ def test_clamp():
     np.testing.assert_array_equal(run1("Clamp", lo, x, hi), np.array(expected, np.float32))
     low = RNG.uniform(-2, 0, (4, 5)).astype(np.float32)
     high = low + 1
-    np.testing.assert_array_equal(run1("Clamp", low, x, high),
-                                  np.array([[min(max(v, a), b) for v, a, b in zip(r, s, t)]
-                                            for r, s, t in zip(x.tolist(), low.tolist(), high.tolist())],
-                                           np.float32))
+    np.testing.assert_array_equal(
+        run1("Clamp", low, x, high),
+        np.array(
+            [
+                [min(max(v, a), b) for v, a, b in zip(r, s, t)]
+                for r, s, t in zip(x.tolist(), low.tolist(), high.tolist())
+            ],
+            np.float32,
+        ),
+    )
     assert run1("Clamp", np.int8(0), np.array([-5, 3, 9], np.int8), np.int8(6)).tolist() == [0, 3, 6]
 
 
@@ -337,22 +344,30 @@ def test_clamp():
 def test_compare(direction):
     a = np.array([1.0, 2.0, np.nan, 3.0, -np.inf, np.nan], np.float32)
     b = np.array([1.0, 3.0, 1.0, 2.0, -np.inf, np.nan], np.float32)
-    python = {"EQ": lambda u, v: u == v, "NE": lambda u, v: u != v, "GE": lambda u, v: u >= v,
-              "GT": lambda u, v: u > v, "LE": lambda u, v: u <= v, "LT": lambda u, v: u < v}[direction]
+    python = {
+        "EQ": lambda u, v: u == v,
+        "NE": lambda u, v: u != v,
+        "GE": lambda u, v: u >= v,
+        "GT": lambda u, v: u > v,
+        "LE": lambda u, v: u <= v,
+        "LT": lambda u, v: u < v,
+    }[direction]
     out = run1("Compare", a, b, comparison_direction=direction)
     assert out.dtype == np.bool_
     assert out.tolist() == [python(u, v) for u, v in zip(a.tolist(), b.tolist())]  # IEEE: NaN compares unequal
     ints = np.array([[1, 5], [7, -2]], np.int64)
-    assert run1("Compare", ints, np.int64(5), comparison_direction=direction).tolist() == \
-        [[python(v, 5) for v in row] for row in ints.tolist()]
+    assert run1("Compare", ints, np.int64(5), comparison_direction=direction).tolist() == [
+        [python(v, 5) for v in row] for row in ints.tolist()
+    ]
 
 
 def test_select():
     pred = np.array([[True, False, True], [False, False, True]])
     t = np.arange(6, dtype=np.float32).reshape(2, 3)
     f = -t
-    assert run1("Select", pred, t, f).tolist() == [[u if p else v for p, u, v in zip(a, b, c)]
-                                                  for a, b, c in zip(pred.tolist(), t.tolist(), f.tolist())]
+    assert run1("Select", pred, t, f).tolist() == [
+        [u if p else v for p, u, v in zip(a, b, c)] for a, b, c in zip(pred.tolist(), t.tolist(), f.tolist())
+    ]
     assert run1("Select", np.bool_(False), t, f).tolist() == f.tolist()  # scalar pred picks a whole operand
 
 
@@ -361,8 +376,9 @@ def test_complex_real_imag():
     im = RNG.standard_normal((2, 3)).astype(np.float32)
     z = run1("Complex", re, im, types=[TensorType("complex64", (2, 3))])
     assert z.dtype == np.complex64
-    assert [[complex(v) for v in row] for row in z] == [[complex(a, b) for a, b in zip(r, s)]
-                                                        for r, s in zip(re.tolist(), im.tolist())]
+    assert [[complex(v) for v in row] for row in z] == [
+        [complex(a, b) for a, b in zip(r, s)] for r, s in zip(re.tolist(), im.tolist())
+    ]
     assert run1("Real", z, types=[TensorType("float32", (2, 3))]).tolist() == re.tolist()
     assert run1("Imag", z, types=[TensorType("float32", (2, 3))]).tolist() == im.tolist()
     assert run1("Real", re).tolist() == re.tolist()
@@ -375,12 +391,16 @@ def test_complex_real_imag():
 def test_convert_float_to_int_truncates_and_saturates():
     x = np.array([2.7, -2.7, 0.5, -0.5, 1e10, -1e10, np.nan, np.inf, -np.inf, 127.9], np.float32)
     out = run1("Convert", x, types=[TensorType("int8", (10,))])
-    expected = [max(-128, min(127, math.trunc(v))) if math.isfinite(v) else (0 if math.isnan(v) else
-                (127 if v > 0 else -128)) for v in x.tolist()]
+    expected = [
+        max(-128, min(127, math.trunc(v))) if math.isfinite(v) else (0 if math.isnan(v) else (127 if v > 0 else -128))
+        for v in x.tolist()
+    ]
     assert out.dtype == np.int8 and out.tolist() == expected
     out = run1("Convert", x, types=[TensorType("uint32", (10,))])
-    assert out.tolist() == [max(0, min(2 ** 32 - 1, math.trunc(v))) if math.isfinite(v) else
-                            (0 if math.isnan(v) or v < 0 else 2 ** 32 - 1) for v in x.tolist()]
+    assert out.tolist() == [
+        max(0, min(2**32 - 1, math.trunc(v))) if math.isfinite(v) else (0 if math.isnan(v) or v < 0 else 2**32 - 1)
+        for v in x.tolist()
+    ]
 
 
 def test_convert_narrowing_keeps_the_sign_bit():
@@ -535,8 +555,7 @@ def test_slice(shape, data):
     out = run1("SliceInDim", x, start_index=starts[dim], limit_index=limits[dim], stride=strides[dim], dim=dim)
     assert out.shape == tuple(len(ranges[dim]) if d == dim else n for d, n in enumerate(shape))
     with pytest.raises(ExecutionError):
-        run1("Slice", x, start_indices=[0] * len(shape), limit_indices=[n + 1 for n in shape],
-             strides=[1] * len(shape))
+        run1("Slice", x, start_indices=[0] * len(shape), limit_indices=[n + 1 for n in shape], strides=[1] * len(shape))
 
 
 def test_dynamic_slice_clamps_like_xla():
@@ -579,12 +598,15 @@ def _xla_pad_reference(x, value, low, high, interior):
     return out
 
 
-@pytest.mark.parametrize("low, high, interior", [
-    ([1, 0], [2, 3], [0, 0]),
-    ([0, 2], [1, 0], [1, 2]),
-    ([-1, 2], [1, -2], [0, 1]),
-    ([2, -3], [-2, 1], [2, 0]),
-])
+@pytest.mark.parametrize(
+    "low, high, interior",
+    [
+        ([1, 0], [2, 3], [0, 0]),
+        ([0, 2], [1, 0], [1, 2]),
+        ([-1, 2], [1, -2], [0, 1]),
+        ([2, -3], [-2, 1], [2, 0]),
+    ],
+)
 def test_pad_value(low, high, interior):
     x = RNG.integers(1, 9, (3, 4)).astype(np.float32)
     out = run1("Pad", x, np.float32(-1), edge_padding_low=low, edge_padding_high=high, interior_padding=interior)
@@ -594,11 +616,11 @@ def test_pad_value(low, high, interior):
 def test_pad_modes():
     x = np.array([[1, 2, 3], [4, 5, 6]], np.int32)
     # Along one axis: REFLECT mirrors without the edge, SYMMETRIC with it, EDGE repeats it.
-    expected = {"PAD_EDGE": [1, 1, 1, 2, 3, 3], "PAD_REFLECT": [3, 2, 1, 2, 3, 2],
-                "PAD_SYMMETRIC": [2, 1, 1, 2, 3, 3]}
+    expected = {"PAD_EDGE": [1, 1, 1, 2, 3, 3], "PAD_REFLECT": [3, 2, 1, 2, 3, 2], "PAD_SYMMETRIC": [2, 1, 1, 2, 3, 3]}
     for mode, line in expected.items():
-        out = run1("Pad", x, np.int32(0), mode=mode, edge_padding_low=[0, 2], edge_padding_high=[0, 1],
-                   interior_padding=[0, 0])
+        out = run1(
+            "Pad", x, np.int32(0), mode=mode, edge_padding_low=[0, 2], edge_padding_high=[0, 1], interior_padding=[0, 0]
+        )
         assert out[0].tolist() == line and out[1].tolist() == [v + 3 for v in line], mode
     # pads = [x1_begin, x2_begin, x1_end, x2_end]
     out = run1("DynamicPad", x, np.array([1, 0, 0, 2], np.int64), np.int32(9))
@@ -713,9 +735,18 @@ def test_reduce_float(computation, dims):
     np.testing.assert_allclose(out, expected, rtol=1e-12)
 
 
-@pytest.mark.parametrize("computation, combine", [("ADD", lambda a, v: a + v), ("MUL", lambda a, v: a * v),
-                                                  ("AND", lambda a, v: a & v), ("OR", lambda a, v: a | v),
-                                                  ("XOR", lambda a, v: a ^ v), ("MAX", max), ("MIN", min)])
+@pytest.mark.parametrize(
+    "computation, combine",
+    [
+        ("ADD", lambda a, v: a + v),
+        ("MUL", lambda a, v: a * v),
+        ("AND", lambda a, v: a & v),
+        ("OR", lambda a, v: a | v),
+        ("XOR", lambda a, v: a ^ v),
+        ("MAX", max),
+        ("MIN", min),
+    ],
+)
 def test_reduce_int8_wraps(computation, combine):
     x = RNG.integers(-128, 127, (3, 5), dtype=np.int8, endpoint=True)
     init = np.int8(3)
@@ -737,16 +768,19 @@ def test_reduce_bool_and_float16():
 def test_reduce_several_inputs_carries_the_argmax():
     values = np.array([[1.0, 5.0, 5.0, 2.0], [-1.0, -3.0, -0.5, -2.0], [0.0, 0.0, 0.0, 0.0]], np.float32)
     index = np.broadcast_to(np.arange(4, dtype=np.int32), (3, 4)).copy()
-    best, where = run("Reduce", values, index, np.float32(-np.inf), np.int32(-1), outputs=2, dimensions=[1],
-                      computation="MAX")
+    best, where = run(
+        "Reduce", values, index, np.float32(-np.inf), np.int32(-1), outputs=2, dimensions=[1], computation="MAX"
+    )
     assert best.tolist() == [max(row) for row in values.tolist()]
     assert where.tolist() == [row.index(max(row)) for row in values.tolist()]  # the first maximum
     # The init wins when the data never beats it.
-    best, where = run("Reduce", values, index, np.float32(0.5), np.int32(-1), outputs=2, dimensions=[1],
-                      computation="ARGMAX")
+    best, where = run(
+        "Reduce", values, index, np.float32(0.5), np.int32(-1), outputs=2, dimensions=[1], computation="ARGMAX"
+    )
     assert best.tolist() == [5.0, 0.5, 0.5] and where.tolist() == [1, -1, -1]
-    low, where = run("Reduce", values, index, np.float32(np.inf), np.int32(-1), outputs=2, dimensions=[1],
-                     computation="MIN")
+    low, where = run(
+        "Reduce", values, index, np.float32(np.inf), np.int32(-1), outputs=2, dimensions=[1], computation="MIN"
+    )
     assert where.tolist() == [row.index(min(row)) for row in values.tolist()]
     with pytest.raises(ExecutionError, match="MIN/MAX"):
         run("Reduce", values, index, np.float32(0), np.int32(0), outputs=2, dimensions=[1], computation="ADD")
@@ -781,8 +815,9 @@ def test_arg_max_min(op):
 def test_sort_several_operands(descending, dimension):
     keys = RNG.integers(0, 4, (4, 6)).astype(np.float32)  # ties: the sort is stable
     payload = np.arange(24, dtype=np.int32).reshape(4, 6)
-    sorted_keys, sorted_payload = run("Sort", keys, payload, outputs=2, dimension=dimension,
-                                      descending=descending, is_stable=True)
+    sorted_keys, sorted_payload = run(
+        "Sort", keys, payload, outputs=2, dimension=dimension, descending=descending, is_stable=True
+    )
     axis = dimension % 2
     mk, mp = np.moveaxis(keys, axis, -1), np.moveaxis(payload, axis, -1)
     for index in np.ndindex(*mk.shape[:-1]):
@@ -795,8 +830,15 @@ def test_sort_several_operands(descending, dimension):
 @pytest.mark.parametrize("axis", [0, -1])
 def test_topk(largest, axis):
     x = RNG.integers(0, 5, (5, 7)).astype(np.float64)
-    values, indices = run("Topk", x, np.array([3], np.int64), outputs=2, axis=axis, largest=largest,
-                          types=[None, TensorType("int32", None)])
+    values, indices = run(
+        "Topk",
+        x,
+        np.array([3], np.int64),
+        outputs=2,
+        axis=axis,
+        largest=largest,
+        types=[None, TensorType("int32", None)],
+    )
     assert indices.dtype == np.int32
     moved = np.moveaxis(x, axis, -1)
     for index in np.ndindex(*moved.shape[:-1]):
@@ -814,10 +856,15 @@ def test_partial_reduce_is_an_exact_top_k():
     vx, vi = graph.add_input("x", tensor_type(x)), graph.add_input("i", tensor_type(idx))
     ix, ii = graph.const(np.float32(-np.inf)), graph.const(np.int32(-1))
     f, i32 = scalar(np.float32), scalar(np.int32)
-    greater = region("cmp", [f, f, i32, i32],
-                     lambda r, a, b, c, d: hlo_node(r, "Compare", a, b, comparison_direction="GT"), parent=graph)
-    top, where = hlo_node(graph, "PartialReduce", vx, vi, ix, ii, _outputs=2, size=5, comparator=greater,
-                          reduction_dim=1)
+    greater = region(
+        "cmp",
+        [f, f, i32, i32],
+        lambda r, a, b, c, d: hlo_node(r, "Compare", a, b, comparison_direction="GT"),
+        parent=graph,
+    )
+    top, where = hlo_node(
+        graph, "PartialReduce", vx, vi, ix, ii, _outputs=2, size=5, comparator=greater, reduction_dim=1
+    )
     graph.outputs = [top, where]
     out = opconv.run(Model(graph, "hlo", {"": 1}), {"x": x, "i": idx})
     for r in range(3):
@@ -835,8 +882,9 @@ def test_while_counting_loop_with_outer_value():
     limit = graph.const(np.int32(10), "limit")
     step = graph.const(np.float32(1.5), "step")
     i32, f2 = scalar(np.int32), TensorType("float32", (2,))
-    cond = region("cond", [i32, f2], lambda r, i, acc: hlo_node(r, "Compare", i, limit, comparison_direction="LT"),
-                  parent=graph)
+    cond = region(
+        "cond", [i32, f2], lambda r, i, acc: hlo_node(r, "Compare", i, limit, comparison_direction="LT"), parent=graph
+    )
 
     def body_fn(r, i, acc):
         one = r.const(np.int32(1))
@@ -867,15 +915,25 @@ def test_while_carries_a_tuple():
     def body_fn(r, t):
         n, prod = hlo_node(r, "GetTupleElement", t, index=0), hlo_node(r, "GetTupleElement", t, index=1)
         # The dialect has no Mul: n * prod is a MUL Reduce over the pair [n, prod].
-        new_prod = hlo_node(r, "Reduce", hlo_node(r, "Concatenate",
-                                                   hlo_node(r, "Broadcast", n, broadcast_sizes=[1]),
-                                                   hlo_node(r, "Broadcast", prod, broadcast_sizes=[1]),
-                                                   dimension=0),
-                            r.const(np.int64(1)), dimensions=[0], computation="MUL")
+        new_prod = hlo_node(
+            r,
+            "Reduce",
+            hlo_node(
+                r,
+                "Concatenate",
+                hlo_node(r, "Broadcast", n, broadcast_sizes=[1]),
+                hlo_node(r, "Broadcast", prod, broadcast_sizes=[1]),
+                dimension=0,
+            ),
+            r.const(np.int64(1)),
+            dimensions=[0],
+            computation="MUL",
+        )
         return hlo_node(r, "Tuple", hlo_node(r, "Sub", n, r.const(np.int64(1))), new_prod)
 
-    loop = hlo_node(graph, "While", packed, cond=region("c", [tup_t], cond_fn, graph),
-                    body=region("b", [tup_t], body_fn, graph))
+    loop = hlo_node(
+        graph, "While", packed, cond=region("c", [tup_t], cond_fn, graph), body=region("b", [tup_t], body_fn, graph)
+    )
     result = hlo_node(graph, "GetTupleElement", loop, index=1)
     graph.outputs = [result]
     out = opconv.run(Model(graph, "hlo", {"": 1}), {"x": np.int64(6)})
@@ -913,8 +971,13 @@ def test_map_elementwise_and_per_element_bodies():
 
     def branchy(r, u):  # an If on the element: runs element by element
         positive = hlo_node(r, "Compare", u, r.const(np.float32(0)), comparison_direction="GT")
-        return hlo_node(r, "If", positive, true_branch=region("t", [], lambda q: hlo_node(q, "Sqrt", u), r),
-                        false_branch=region("e", [], lambda q: hlo_node(q, "Neg", u), r))
+        return hlo_node(
+            r,
+            "If",
+            positive,
+            true_branch=region("t", [], lambda q: hlo_node(q, "Sqrt", u), r),
+            false_branch=region("e", [], lambda q: hlo_node(q, "Neg", u), r),
+        )
 
     mapped2 = hlo_node(graph, "Map", a, dimensions=[0, 1], computation=region("g", [f], branchy, graph))
 
@@ -928,8 +991,9 @@ def test_map_elementwise_and_per_element_bodies():
     da = np.array([[1.0, -2.0, 4.0], [-0.5, 9.0, 0.0]], np.float32)
     db = np.array([[0.0, 1.0, 5.0], [2.0, -1.0, 0.0]], np.float32)
     out = opconv.run(Model(graph, "hlo", {"": 1}), {"a": da, "b": db})
-    assert out[mapped.name].tolist() == [[max(u, v) + v for u, v in zip(r, s)] for r, s in zip(da.tolist(),
-                                                                                               db.tolist())]
+    assert out[mapped.name].tolist() == [
+        [max(u, v) + v for u, v in zip(r, s)] for r, s in zip(da.tolist(), db.tolist())
+    ]
     assert out[mapped2.name].tolist() == [[math.sqrt(u) if u > 0 else -u for u in r] for r in da.tolist()]
     assert out[mapped3.name].tolist() == [[u + 1 for u in r] for r in da.tolist()]
 
@@ -942,8 +1006,9 @@ def test_tuple_and_get_tuple_element():
     t.type = TupleType((x.type, y.type))
     second, first = hlo_node(graph, "GetTupleElement", t, index=1), hlo_node(graph, "GetTupleElement", t, index=0)
     graph.outputs = [second, first]
-    out = opconv.run(Model(graph, "hlo", {"": 1}), {"x": np.array([1, 2], np.float32),
-                                                      "y": np.array([3, 4, 5], np.int32)})
+    out = opconv.run(
+        Model(graph, "hlo", {"": 1}), {"x": np.array([1, 2], np.float32), "y": np.array([3, 4, 5], np.int32)}
+    )
     assert out[second.name].tolist() == [3, 4, 5] and out[first.name].tolist() == [1.0, 2.0]
     with pytest.raises(ExecutionError, match="tuple operand"):
         run1("GetTupleElement", np.zeros(2), index=0)

@@ -53,9 +53,13 @@ def hlo1(op, *inputs, **attrs):
     return run_hlo(op, *inputs, **attrs)[0]
 
 
-_ONNX_TYPES = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float64): TensorProto.DOUBLE,
-               np.dtype(np.int64): TensorProto.INT64, np.dtype(np.int32): TensorProto.INT32,
-               np.dtype(np.float16): TensorProto.FLOAT16}
+_ONNX_TYPES = {
+    np.dtype(np.float32): TensorProto.FLOAT,
+    np.dtype(np.float64): TensorProto.DOUBLE,
+    np.dtype(np.int64): TensorProto.INT64,
+    np.dtype(np.int32): TensorProto.INT32,
+    np.dtype(np.float16): TensorProto.FLOAT16,
+}
 
 
 def ort(op, inputs, attrs=None, outputs=1, opset=21, constants=None):
@@ -71,8 +75,7 @@ def ort(op, inputs, attrs=None, outputs=1, opset=21, constants=None):
         feeds[f"x{i}"] = a
     outs = [f"y{i}" for i in range(outputs)]
     node = helper.make_node(op, names, outs, **(attrs or {}))
-    graph = helper.make_graph([node], "g", graph_inputs,
-                              [helper.make_empty_tensor_value_info(o) for o in outs])
+    graph = helper.make_graph([node], "g", graph_inputs, [helper.make_empty_tensor_value_info(o) for o in outs])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 10
     return run_ort(model, feeds)
@@ -86,6 +89,7 @@ def close(actual, expected, rtol=1e-5, atol=1e-5):
 
 # ---------------------------------------------------------------- activations (spec formulas)
 
+
 def _sigmoid(x):
     return 1 / (1 + np.exp(-x))
 
@@ -95,7 +99,7 @@ _ERF = np.vectorize(math.erf)
 
 def _gelu(x, approximate):
     if approximate:
-        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
     return 0.5 * x * (1 + _ERF(x / math.sqrt(2)))
 
 
@@ -114,8 +118,7 @@ ACTIVATIONS = [
     ("Swish", {}, lambda x: x / (1 + np.exp(-x))),
     ("Mish", {}, lambda x: x * np.tanh(np.log(1 + np.exp(x)))),
     ("Softplus", {}, lambda x: np.log(np.exp(x) + 1)),
-    ("Softplus", {"beta": 2.0, "threshold": 3.0},
-     lambda x: np.where(2 * x > 3, x, 0.5 * np.log(np.exp(2 * x) + 1))),
+    ("Softplus", {"beta": 2.0, "threshold": 3.0}, lambda x: np.where(2 * x > 3, x, 0.5 * np.log(np.exp(2 * x) + 1))),
     ("Gelu", {"approximate": False}, lambda x: _gelu(x, False)),
     ("Gelu", {"approximate": True}, lambda x: _gelu(x, True)),
 ]
@@ -134,8 +137,12 @@ def test_activation_float16_is_computed_in_float32():
     x = rand(50, dtype=np.float16, low=-4, high=4)
     y = hlo1("Mish", x)
     assert y.dtype == np.float16
-    close(y, (x.astype(np.float64) * np.tanh(np.log1p(np.exp(x.astype(np.float64))))).astype(np.float16),
-          rtol=1e-3, atol=1e-3)
+    close(
+        y,
+        (x.astype(np.float64) * np.tanh(np.log1p(np.exp(x.astype(np.float64))))).astype(np.float16),
+        rtol=1e-3,
+        atol=1e-3,
+    )
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64])
@@ -177,6 +184,7 @@ def test_gated_unit_needs_even_dim():
 
 # ---------------------------------------------------------------- softmax
 
+
 @pytest.mark.parametrize("axis", [0, 1, -1])
 @pytest.mark.parametrize("accurate", [False, True])
 @pytest.mark.parametrize("logarithmic", [False, True])
@@ -198,8 +206,10 @@ def test_softmax_epsilon_bounds_the_denominator():
 
 # ---------------------------------------------------------------- convolution
 
-def direct_conv(lhs, rhs, lhs_layout, rhs_layout, out_layout, strides, padding, lhs_dilation, rhs_dilation,
-                fgc=1, bgc=1):
+
+def direct_conv(
+    lhs, rhs, lhs_layout, rhs_layout, out_layout, strides, padding, lhs_dilation, rhs_dilation, fgc=1, bgc=1
+):
     """XLA convolution written from the StableHLO definition, one output position at a time."""
     x = np.transpose(lhs, lhs_layout).astype(np.float64 if lhs.dtype.kind == "f" else np.int64)
     w = np.transpose(rhs, rhs_layout).astype(x.dtype)
@@ -224,10 +234,13 @@ def direct_conv(lhs, rhs, lhs_layout, rhs_layout, out_layout, strides, padding, 
         out = [(s - e) // st + 1 for s, e, st in zip(xg.shape[2:], eff, strides)]
         y = np.zeros((xg.shape[0], wg.shape[0]) + tuple(out), x.dtype)
         for pos in itertools.product(*[range(o) for o in out]):
-            window = xg[(slice(None), slice(None)) + tuple(
-                slice(p * st, p * st + e, d) for p, st, e, d in zip(pos, strides, eff, rhs_dilation))]
-            y[(slice(None), slice(None)) + pos] = np.tensordot(window, wg, axes=([1] + list(range(2, 2 + n_sp)),
-                                                                             [1] + list(range(2, 2 + n_sp))))
+            window = xg[
+                (slice(None), slice(None))
+                + tuple(slice(p * st, p * st + e, d) for p, st, e, d in zip(pos, strides, eff, rhs_dilation))
+            ]
+            y[(slice(None), slice(None)) + pos] = np.tensordot(
+                window, wg, axes=([1] + list(range(2, 2 + n_sp)), [1] + list(range(2, 2 + n_sp)))
+            )
         return y
 
     if fgc > 1:
@@ -240,12 +253,18 @@ def direct_conv(lhs, rhs, lhs_layout, rhs_layout, out_layout, strides, padding, 
 
 
 def conv_attrs(lhs_layout, rhs_layout, out_layout, **extra):
-    return dict(input_batch_dimension=lhs_layout[0], input_feature_dimension=lhs_layout[1],
-                input_spatial_dimensions=list(lhs_layout[2:]),
-                kernel_output_feature_dimension=rhs_layout[0], kernel_input_feature_dimension=rhs_layout[1],
-                kernel_spatial_dimensions=list(rhs_layout[2:]),
-                output_batch_dimension=out_layout[0], output_feature_dimension=out_layout[1],
-                output_spatial_dimensions=list(out_layout[2:]), **extra)
+    return dict(
+        input_batch_dimension=lhs_layout[0],
+        input_feature_dimension=lhs_layout[1],
+        input_spatial_dimensions=list(lhs_layout[2:]),
+        kernel_output_feature_dimension=rhs_layout[0],
+        kernel_input_feature_dimension=rhs_layout[1],
+        kernel_spatial_dimensions=list(rhs_layout[2:]),
+        output_batch_dimension=out_layout[0],
+        output_feature_dimension=out_layout[1],
+        output_spatial_dimensions=list(out_layout[2:]),
+        **extra,
+    )
 
 
 NCHW, OIHW = (0, 1, 2, 3), (0, 1, 2, 3)
@@ -269,8 +288,12 @@ def test_conv_matches_onnxruntime(x_shape, w_shape, attrs, layout):
     expected = ort("Conv", [x, w], attrs)[0]
     n = x.ndim - 2
     pads = attrs.get("pads", [0] * 2 * n)
-    hlo_attrs = dict(window_strides=attrs.get("strides"), padding=pads, rhs_dilation=attrs.get("dilations"),
-                     feature_group_count=attrs.get("group", 1))
+    hlo_attrs = dict(
+        window_strides=attrs.get("strides"),
+        padding=pads,
+        rhs_dilation=attrs.get("dilations"),
+        feature_group_count=attrs.get("group", 1),
+    )
     if layout == "channels_first":
         dims = tuple(range(n + 2))
         y = hlo1("Conv", x, w, **conv_attrs(dims, dims, dims, **hlo_attrs))
@@ -281,16 +304,22 @@ def test_conv_matches_onnxruntime(x_shape, w_shape, attrs, layout):
         ker = tuple(range(2, n + 2)) + (1, 0)
         lhs_layout = (0, n + 1) + tuple(range(1, n + 1))
         rhs_layout = (n + 1, n) + tuple(range(n))
-        y = hlo1("Conv", x.transpose(act), w.transpose(ker), **conv_attrs(lhs_layout, rhs_layout, lhs_layout,
-                                                                          **hlo_attrs))
+        y = hlo1(
+            "Conv", x.transpose(act), w.transpose(ker), **conv_attrs(lhs_layout, rhs_layout, lhs_layout, **hlo_attrs)
+        )
         close(y, expected.transpose(act), rtol=1e-4, atol=1e-4)
 
 
 def test_conv_bias_matches_onnxruntime():
     x, w, b = rand(2, 4, 8, 8), rand(6, 2, 3, 3), rand(6)
     expected = ort("Conv", [x, w, b], {"group": 2, "pads": [1, 1, 1, 1]})[0]
-    y = hlo1("ConvBias", x.transpose(0, 2, 3, 1), w.transpose(2, 3, 1, 0), b,
-             **conv_attrs(NHWC, HWIO, NHWC, padding=[1, 1, 1, 1], feature_group_count=2))
+    y = hlo1(
+        "ConvBias",
+        x.transpose(0, 2, 3, 1),
+        w.transpose(2, 3, 1, 0),
+        b,
+        **conv_attrs(NHWC, HWIO, NHWC, padding=[1, 1, 1, 1], feature_group_count=2),
+    )
     close(y, expected.transpose(0, 2, 3, 1), rtol=1e-4, atol=1e-4)
 
 
@@ -308,14 +337,25 @@ def test_conv_lhs_dilation_is_transposed_convolution(stride, pad, out_pad, group
     # padding (k - 1) - pad low and (k - 1) - pad + output_padding high).
     c_in, o_per_group, k = 4, 3, 3
     x, w = rand(1, c_in, 5, 6), rand(c_in, o_per_group, k, k)
-    expected = ort("ConvTranspose", [x, w], {"strides": [stride, stride], "pads": [pad] * 4,
-                                              "output_padding": [out_pad] * 2, "group": group})[0]
-    kernel = (w.reshape(group, c_in // group, o_per_group, k, k).swapaxes(1, 2)
-              .reshape(group * o_per_group, c_in // group, k, k)[:, :, ::-1, ::-1])
+    expected = ort(
+        "ConvTranspose",
+        [x, w],
+        {"strides": [stride, stride], "pads": [pad] * 4, "output_padding": [out_pad] * 2, "group": group},
+    )[0]
+    kernel = (
+        w.reshape(group, c_in // group, o_per_group, k, k)
+        .swapaxes(1, 2)
+        .reshape(group * o_per_group, c_in // group, k, k)[:, :, ::-1, ::-1]
+    )
     lo, hi = k - 1 - pad, k - 1 - pad + out_pad
-    y = hlo1("Conv", x, np.ascontiguousarray(kernel),
-             **conv_attrs(NCHW, OIHW, NCHW, lhs_dilation=[stride, stride], padding=[lo, lo, hi, hi],
-                          feature_group_count=group))
+    y = hlo1(
+        "Conv",
+        x,
+        np.ascontiguousarray(kernel),
+        **conv_attrs(
+            NCHW, OIHW, NCHW, lhs_dilation=[stride, stride], padding=[lo, lo, hi, hi], feature_group_count=group
+        ),
+    )
     close(y, expected, rtol=1e-4, atol=1e-4)
 
 
@@ -323,10 +363,18 @@ DIRECT_CONVS = [  # lhs shape, rhs shape, layouts, attrs
     ((4, 3, 7, 6), (4, 3, 2, 2), (NCHW, OIHW, NCHW), dict(batch_group_count=2)),
     ((6, 7, 5, 2), (2, 3, 2, 6), (NHWC, HWIO, NHWC), dict(batch_group_count=3, window_strides=[2, 1])),
     ((2, 4, 9, 8), (3, 4, 3, 3), (NCHW, OIHW, NCHW), dict(padding=[-1, 2, -2, 1])),
-    ((1, 9, 9, 4), (3, 3, 2, 6), (NHWC, HWIO, NHWC), dict(feature_group_count=2, lhs_dilation=[2, 1],
-                                                           rhs_dilation=[1, 2], padding=[1, 0, 2, -1])),
-    ((2, 5, 4, 3), (3, 2, 3, 2), ((3, 0, 1, 2), (1, 3, 0, 2), (2, 3, 0, 1)),
-     dict(window_strides=[1, 2], padding=[1, 1, 0, 2], lhs_dilation=[2, 2])),
+    (
+        (1, 9, 9, 4),
+        (3, 3, 2, 6),
+        (NHWC, HWIO, NHWC),
+        dict(feature_group_count=2, lhs_dilation=[2, 1], rhs_dilation=[1, 2], padding=[1, 0, 2, -1]),
+    ),
+    (
+        (2, 5, 4, 3),
+        (3, 2, 3, 2),
+        ((3, 0, 1, 2), (1, 3, 0, 2), (2, 3, 0, 1)),
+        dict(window_strides=[1, 2], padding=[1, 1, 0, 2], lhs_dilation=[2, 2]),
+    ),
 ]
 
 
@@ -335,9 +383,17 @@ def test_conv_matches_direct_formula(lhs_shape, rhs_shape, layouts, attrs):
     lhs, rhs = rand(*lhs_shape, dtype=np.float64), rand(*rhs_shape, dtype=np.float64)
     n = lhs.ndim - 2
     pads = attrs.get("padding", [0] * 2 * n)
-    expected = direct_conv(lhs, rhs, *layouts, attrs.get("window_strides", [1] * n), list(zip(pads[:n], pads[n:])),
-                           attrs.get("lhs_dilation", [1] * n), attrs.get("rhs_dilation", [1] * n),
-                           attrs.get("feature_group_count", 1), attrs.get("batch_group_count", 1))
+    expected = direct_conv(
+        lhs,
+        rhs,
+        *layouts,
+        attrs.get("window_strides", [1] * n),
+        list(zip(pads[:n], pads[n:])),
+        attrs.get("lhs_dilation", [1] * n),
+        attrs.get("rhs_dilation", [1] * n),
+        attrs.get("feature_group_count", 1),
+        attrs.get("batch_group_count", 1),
+    )
     close(hlo1("Conv", lhs, rhs, **conv_attrs(*layouts, **attrs)), expected, rtol=1e-12, atol=1e-12)
 
 
@@ -359,11 +415,20 @@ def test_conv_integers_are_exact():
 
 # ---------------------------------------------------------------- dot, gemm, cholesky
 
+
 @pytest.mark.parametrize("lhs_shape,rhs_shape", [((5,), (5,)), ((3, 5), (5,)), ((5,), (5, 4)), ((3, 5), (5, 4))])
 def test_dot_shapes(lhs_shape, rhs_shape):
     lhs, rhs = rand(*lhs_shape, dtype=np.float64), rand(*rhs_shape, dtype=np.float64)
-    expected = np.einsum({1: "k", 2: "mk"}[lhs.ndim] + "," + {1: "k", 2: "kn"}[rhs.ndim] + "->"
-                         + {1: "", 2: "m"}[lhs.ndim] + {1: "", 2: "n"}[rhs.ndim], lhs, rhs)
+    expected = np.einsum(
+        {1: "k", 2: "mk"}[lhs.ndim]
+        + ","
+        + {1: "k", 2: "kn"}[rhs.ndim]
+        + "->"
+        + {1: "", 2: "m"}[lhs.ndim]
+        + {1: "", 2: "n"}[rhs.ndim],
+        lhs,
+        rhs,
+    )
     close(hlo1("Dot", lhs, rhs), expected, rtol=1e-12)
 
 
@@ -378,8 +443,12 @@ DOT_GENERAL = [  # lhs, rhs, lb, rb, lc, rc, einsum
 @pytest.mark.parametrize("ls,rs,lb,rb,lc,rc,equation", DOT_GENERAL)
 def test_dot_general_matches_einsum(ls, rs, lb, rb, lc, rc, equation):
     lhs, rhs = rand(*ls, dtype=np.float64), rand(*rs, dtype=np.float64)
-    dims = dict(lhs_batching_dimensions=lb, rhs_batching_dimensions=rb, lhs_contracting_dimensions=lc,
-                rhs_contracting_dimensions=rc)
+    dims = dict(
+        lhs_batching_dimensions=lb,
+        rhs_batching_dimensions=rb,
+        lhs_contracting_dimensions=lc,
+        rhs_contracting_dimensions=rc,
+    )
     expected = np.einsum(equation, lhs, rhs)
     close(hlo1("DotGeneral", lhs, rhs, **dims), expected, rtol=1e-12)
     bias = rand(expected.shape[-1], dtype=np.float64)
@@ -389,13 +458,22 @@ def test_dot_general_matches_einsum(ls, rs, lb, rb, lc, rc, equation):
 def test_dot_general_integers_are_exact():
     lhs = RNG.integers(-100, 100, (2, 3, 4)).astype(np.int32)
     rhs = RNG.integers(-100, 100, (2, 4, 5)).astype(np.int32)
-    y = hlo1("DotGeneral", lhs, rhs, lhs_batching_dimensions=[0], rhs_batching_dimensions=[0],
-             lhs_contracting_dimensions=[2], rhs_contracting_dimensions=[1])
+    y = hlo1(
+        "DotGeneral",
+        lhs,
+        rhs,
+        lhs_batching_dimensions=[0],
+        rhs_batching_dimensions=[0],
+        lhs_contracting_dimensions=[2],
+        rhs_contracting_dimensions=[1],
+    )
     assert y.dtype == np.int32 and np.array_equal(y, np.einsum("bmk,bkn->bmn", lhs, rhs))
 
 
-@pytest.mark.parametrize("trans_a,trans_b,alpha,beta,c_shape", [
-    (0, 0, 1.0, 1.0, (3, 5)), (1, 0, 0.5, 2.0, (5,)), (0, 1, 1.5, 0.0, (1, 5)), (1, 1, 1.0, 1.0, None)])
+@pytest.mark.parametrize(
+    "trans_a,trans_b,alpha,beta,c_shape",
+    [(0, 0, 1.0, 1.0, (3, 5)), (1, 0, 0.5, 2.0, (5,)), (0, 1, 1.5, 0.0, (1, 5)), (1, 1, 1.0, 1.0, None)],
+)
 def test_gemm_matches_onnxruntime(trans_a, trans_b, alpha, beta, c_shape):
     a = rand(*((4, 3) if trans_a else (3, 4)))
     b = rand(*((5, 4) if trans_b else (4, 5)))
@@ -409,8 +487,13 @@ def test_cholesky_factors(lower):
     m = rand(2, 3, 4, 4, dtype=np.float64)
     spd = m @ m.swapaxes(-1, -2) + 4 * np.eye(4)
     # XLA reads only the requested triangle: garbage in the other one must not matter.
-    noisy = np.where(np.tril(np.ones((4, 4)), -1 if not lower else 0).astype(bool) if lower
-                     else np.triu(np.ones((4, 4))).astype(bool), spd, 99.0)
+    noisy = np.where(
+        np.tril(np.ones((4, 4)), -1 if not lower else 0).astype(bool)
+        if lower
+        else np.triu(np.ones((4, 4))).astype(bool),
+        spd,
+        99.0,
+    )
     f = hlo1("Cholesky", noisy, lower=lower)
     if lower:
         assert np.allclose(np.triu(f, 1), 0)
@@ -422,6 +505,7 @@ def test_cholesky_factors(lower):
 
 
 # ---------------------------------------------------------------- normalization
+
 
 def test_batch_norm_inference_matches_onnxruntime():
     x, scale, bias, mean, var = rand(2, 3, 4, 5), rand(3), rand(3), rand(3), rand(3, low=0.1, high=2)
@@ -436,15 +520,17 @@ def test_batch_norm_inference_matches_onnxruntime():
 def test_batch_norm_training_formula(feature_index):
     x, scale, bias = rand(3, 4, 5, dtype=np.float64), rand(4, dtype=np.float64), rand(4, dtype=np.float64)
     x = np.moveaxis(x, 1, feature_index)
-    y, mean, var = run_hlo("BatchNormTraining", x, scale, bias, outputs=3, epsilon=1e-4,
-                           feature_index=feature_index)
+    y, mean, var = run_hlo("BatchNormTraining", x, scale, bias, outputs=3, epsilon=1e-4, feature_index=feature_index)
     xs = np.moveaxis(x, feature_index, -1).reshape(-1, 4)
     mu, v = xs.sum(0) / len(xs), ((xs - xs.sum(0) / len(xs)) ** 2).sum(0) / len(xs)
     shape = [-1 if d == feature_index else 1 for d in range(3)]
     close(mean, mu, rtol=1e-12)
     close(var, v, rtol=1e-12)
-    close(y, (x - mu.reshape(shape)) / np.sqrt(v.reshape(shape) + 1e-4) * scale.reshape(shape)
-          + bias.reshape(shape), rtol=1e-10)
+    close(
+        y,
+        (x - mu.reshape(shape)) / np.sqrt(v.reshape(shape) + 1e-4) * scale.reshape(shape) + bias.reshape(shape),
+        rtol=1e-10,
+    )
 
 
 @pytest.mark.parametrize("feature_index", [1, 3])
@@ -458,8 +544,11 @@ def test_batch_norm_grad_matches_finite_differences(feature_index):
 
     def objective(x_, scale_, bias_):  # sum(grad_out * batch_norm_training(x))
         mu, var = x_.mean(axis=axes, keepdims=True), x_.var(axis=axes, keepdims=True)
-        return float(((x_ - mu) / np.sqrt(var + eps) * scale_.reshape(shape) + bias_.reshape(shape)
-                      * 1.0).__mul__(grad_out).sum())
+        return float(
+            ((x_ - mu) / np.sqrt(var + eps) * scale_.reshape(shape) + bias_.reshape(shape) * 1.0)
+            .__mul__(grad_out)
+            .sum()
+        )
 
     bias = np.zeros(3)
     h = 1e-6
@@ -468,12 +557,23 @@ def test_batch_norm_grad_matches_finite_differences(feature_index):
         d = np.zeros_like(x)
         d[i] = h
         numeric_x[i] = (objective(x + d, scale, bias) - objective(x - d, scale, bias)) / (2 * h)
-    numeric_scale = np.array([(objective(x, scale + h * e, bias) - objective(x, scale - h * e, bias)) / (2 * h)
-                              for e in np.eye(3)])
-    numeric_bias = np.array([(objective(x, scale, bias + h * e) - objective(x, scale, bias - h * e)) / (2 * h)
-                             for e in np.eye(3)])
-    gx, gs, gb = run_hlo("BatchNormGrad", x, scale, x.mean(axis=axes), x.var(axis=axes), grad_out, outputs=3,
-                         epsilon=eps, feature_index=feature_index)
+    numeric_scale = np.array(
+        [(objective(x, scale + h * e, bias) - objective(x, scale - h * e, bias)) / (2 * h) for e in np.eye(3)]
+    )
+    numeric_bias = np.array(
+        [(objective(x, scale, bias + h * e) - objective(x, scale, bias - h * e)) / (2 * h) for e in np.eye(3)]
+    )
+    gx, gs, gb = run_hlo(
+        "BatchNormGrad",
+        x,
+        scale,
+        x.mean(axis=axes),
+        x.var(axis=axes),
+        grad_out,
+        outputs=3,
+        epsilon=eps,
+        feature_index=feature_index,
+    )
     close(gx, numeric_x, rtol=1e-5, atol=1e-6)
     close(gs, numeric_scale, rtol=1e-5, atol=1e-6)
     close(gb, numeric_bias, rtol=1e-5, atol=1e-6)
@@ -517,8 +617,12 @@ POOLS = [  # x shape, ONNX attrs
 
 
 def _hlo_pool_attrs(attrs):
-    out = {"kernel_shape": attrs["kernel_shape"], "strides": attrs.get("strides"),
-           "padding": attrs.get("pads"), "ceil_mode": bool(attrs.get("ceil_mode", 0))}
+    out = {
+        "kernel_shape": attrs["kernel_shape"],
+        "strides": attrs.get("strides"),
+        "padding": attrs.get("pads"),
+        "ceil_mode": bool(attrs.get("ceil_mode", 0)),
+    }
     if "auto_pad" in attrs:
         out["auto_pad"] = attrs["auto_pad"]
     return out
@@ -534,8 +638,13 @@ def test_average_pool_matches_onnxruntime(shape, attrs, count_include_pad):
     close(y, expected)
     # Channels last: pool over dims 1..n.
     last = (0,) + tuple(range(2, x.ndim)) + (1,)
-    y = hlo1("AveragePool", x.transpose(last), dims=list(range(1, x.ndim - 1)),
-             count_include_pad=bool(count_include_pad), **_hlo_pool_attrs(attrs))
+    y = hlo1(
+        "AveragePool",
+        x.transpose(last),
+        dims=list(range(1, x.ndim - 1)),
+        count_include_pad=bool(count_include_pad),
+        **_hlo_pool_attrs(attrs),
+    )
     close(y, expected.transpose(last))
 
 
@@ -576,6 +685,7 @@ def test_global_pools():
 
 
 # ---------------------------------------------------------------- ReduceWindow / SelectAndScatter
+
 
 def direct_reduce_window(x, init, window, strides, base, wdil, pads, fold):
     """Each output element folds ``fold`` over the real (not padding, not hole) elements of its window."""
@@ -636,9 +746,18 @@ def test_reduce_window_matches_direct_fold(computation, init, fold, geometry):
         else:
             pads.append((0, 0))
     expected = direct_reduce_window(x, init, window, strides, base_, wdil_, pads, fold)
-    y = run_hlo("ReduceWindow", x, np.array(init), computation=computation, window_dimensions=window,
-                window_strides=strides, base_dilations=base, window_dilations=wdil, auto_pad=auto_pad,
-                ceil_mode=ceil_mode)[0]
+    y = run_hlo(
+        "ReduceWindow",
+        x,
+        np.array(init),
+        computation=computation,
+        window_dimensions=window,
+        window_strides=strides,
+        base_dilations=base,
+        window_dilations=wdil,
+        auto_pad=auto_pad,
+        ceil_mode=ceil_mode,
+    )[0]
     close(y, expected, rtol=1e-12)
 
 
@@ -650,10 +769,8 @@ def test_reduce_window_integer_and_bool_combiners():
     assert np.array_equal(hlo1("ReduceWindow", x, np.int32(0), computation="XOR", **attrs), xor)
     assert np.array_equal(hlo1("ReduceWindow", x, np.int32(0), computation="ADD", **attrs), blocks.sum(-1))
     b = x > 7
-    assert np.array_equal(hlo1("ReduceWindow", b, np.bool_(True), computation="AND", **attrs),
-                          (blocks > 7).all(-1))
-    assert np.array_equal(hlo1("ReduceWindow", b, np.bool_(False), computation="OR", **attrs),
-                          (blocks > 7).any(-1))
+    assert np.array_equal(hlo1("ReduceWindow", b, np.bool_(True), computation="AND", **attrs), (blocks > 7).all(-1))
+    assert np.array_equal(hlo1("ReduceWindow", b, np.bool_(False), computation="OR", **attrs), (blocks > 7).any(-1))
 
 
 @pytest.mark.parametrize("computation", ["ARGMAX", "ARGMIN"])
@@ -661,28 +778,45 @@ def test_reduce_window_arg_selects_first_extreme_and_its_companions(computation)
     x = RNG.integers(0, 4, (5, 6)).astype(np.float32)  # many ties
     iota = np.arange(30, dtype=np.float32).reshape(5, 6)
     init = np.float32(-np.inf if computation == "ARGMAX" else np.inf)
-    values, where = run_hlo("ReduceWindow", x, iota, init, np.float32(-1), outputs=2, computation=computation,
-                            window_dimensions=[2, 3], window_strides=[1, 2])
+    values, where = run_hlo(
+        "ReduceWindow",
+        x,
+        iota,
+        init,
+        np.float32(-1),
+        outputs=2,
+        computation=computation,
+        window_dimensions=[2, 3],
+        window_strides=[1, 2],
+    )
     for o in np.ndindex(*values.shape):
-        block = x[o[0]:o[0] + 2, 2 * o[1]:2 * o[1] + 3]
+        block = x[o[0] : o[0] + 2, 2 * o[1] : 2 * o[1] + 3]
         flat = block.argmax() if computation == "ARGMAX" else block.argmin()  # first in row-major order
         r, c = np.unravel_index(flat, block.shape)
         assert values[o] == block[r, c]
         assert where[o] == iota[o[0] + r, 2 * o[1] + c]
     # One input: the position of that element inside its window.
-    position = hlo1("ReduceWindow", x, init, computation=computation, window_dimensions=[2, 3],
-                    window_strides=[1, 2])
+    position = hlo1("ReduceWindow", x, init, computation=computation, window_dimensions=[2, 3], window_strides=[1, 2])
     assert position.dtype == np.int64
     for o in np.ndindex(*values.shape):
-        block = x[o[0]:o[0] + 2, 2 * o[1]:2 * o[1] + 3]
+        block = x[o[0] : o[0] + 2, 2 * o[1] : 2 * o[1] + 3]
         assert position[o] == (block.argmax() if computation == "ARGMAX" else block.argmin())
 
 
 def test_reduce_window_two_inputs_max_lets_the_init_win():
     x = np.array([[-3.0, -1.0, 5.0, 2.0]])
     payload = np.array([[10.0, 11.0, 12.0, 13.0]])
-    values, carried = run_hlo("ReduceWindow", x, payload, np.float64(0.0), np.float64(-7.0), outputs=2,
-                              computation="MAX", window_dimensions=[1, 2], window_strides=[1, 2])
+    values, carried = run_hlo(
+        "ReduceWindow",
+        x,
+        payload,
+        np.float64(0.0),
+        np.float64(-7.0),
+        outputs=2,
+        computation="MAX",
+        window_dimensions=[1, 2],
+        window_strides=[1, 2],
+    )
     # First window: both elements are below the init 0, so the init pair is kept.
     assert values.tolist() == [[0.0, 5.0]] and carried.tolist() == [[-7.0, 12.0]]
 
@@ -703,18 +837,31 @@ def direct_select_and_scatter(x, source, init, window, strides, pads, select, co
     return out
 
 
-@pytest.mark.parametrize("select_type,select", [("GE", lambda a, b: a >= b), ("GT", lambda a, b: a > b),
-                                                ("LE", lambda a, b: a <= b), ("LT", lambda a, b: a < b)])
-@pytest.mark.parametrize("computation,combine", [("ADD", lambda a, b: a + b), ("MAX", max),
-                                                 ("UPDATE", lambda a, b: b), ("MUL", lambda a, b: a * b)])
+@pytest.mark.parametrize(
+    "select_type,select",
+    [("GE", lambda a, b: a >= b), ("GT", lambda a, b: a > b), ("LE", lambda a, b: a <= b), ("LT", lambda a, b: a < b)],
+)
+@pytest.mark.parametrize(
+    "computation,combine",
+    [("ADD", lambda a, b: a + b), ("MAX", max), ("UPDATE", lambda a, b: b), ("MUL", lambda a, b: a * b)],
+)
 def test_select_and_scatter_matches_definition(select_type, select, computation, combine):
     x = RNG.integers(0, 3, (5, 6)).astype(np.float64)  # ties exercise the select rule
     window, strides, pads = [2, 3], [1, 2], [1, 0, 0, 1]
     out_shape = [(5 + 1 - 2) // 1 + 1, (6 + 1 - 3) // 2 + 1]
     source = rand(*out_shape, dtype=np.float64)
     expected = direct_select_and_scatter(x, source, 1.0, window, strides, [1, 0], select, combine)
-    y = hlo1("SelectAndScatter", x, source, np.float64(1.0), select_type=select_type, computation=computation,
-             window_dimensions=window, window_strides=strides, padding=pads)
+    y = hlo1(
+        "SelectAndScatter",
+        x,
+        source,
+        np.float64(1.0),
+        select_type=select_type,
+        computation=computation,
+        window_dimensions=window,
+        window_strides=strides,
+        padding=pads,
+    )
     close(y, expected, rtol=1e-12)
 
 
@@ -725,12 +872,22 @@ def test_select_and_scatter_is_the_max_pool_gradient():
     _, indices = ort("MaxPool", [x], {"kernel_shape": [2, 2], "strides": [2, 2]}, outputs=2, opset=12)
     expected = np.zeros(x.size, np.float32)
     expected[indices.ravel()] = grad.ravel()
-    y = hlo1("SelectAndScatter", x, grad, np.float32(0), select_type="GE", computation="ADD",
-             window_dimensions=[1, 1, 2, 2], window_strides=[1, 1, 2, 2], padding=[0] * 8)
+    y = hlo1(
+        "SelectAndScatter",
+        x,
+        grad,
+        np.float32(0),
+        select_type="GE",
+        computation="ADD",
+        window_dimensions=[1, 1, 2, 2],
+        window_strides=[1, 1, 2, 2],
+        padding=[0] * 8,
+    )
     close(y, expected.reshape(x.shape))
 
 
 # ---------------------------------------------------------------- gather / scatter
+
 
 def direct_gather(operand, indices, offset_dims, collapsed, start_index_map, index_vector_dim, slice_sizes):
     """XLA Gather, one output element at a time, from the operation semantics."""
@@ -773,15 +930,31 @@ GATHERS = [  # operand shape, indices, offset_dims, collapsed, start_index_map, 
 def test_gather_matches_definition(shape, indices, offset_dims, collapsed, start_index_map, ivd, slice_sizes):
     operand = rand(*shape)
     expected = direct_gather(operand, indices, offset_dims, collapsed, start_index_map, ivd, slice_sizes)
-    y = hlo1("Gather", operand, indices.astype(np.int64), index_vector_dim=ivd, start_index_map=start_index_map,
-             collapsed_slice_dims=collapsed, offset_dims=offset_dims, slice_sizes=slice_sizes)
+    y = hlo1(
+        "Gather",
+        operand,
+        indices.astype(np.int64),
+        index_vector_dim=ivd,
+        start_index_map=start_index_map,
+        collapsed_slice_dims=collapsed,
+        offset_dims=offset_dims,
+        slice_sizes=slice_sizes,
+    )
     assert np.array_equal(y, expected)
 
 
 def test_gather_rows_is_numpy_take():
     operand, idx = rand(6, 3, 2), np.array([[5, 0], [2, 2]], dtype=np.int32)
-    y = hlo1("Gather", operand, idx, index_vector_dim=2, start_index_map=[0], collapsed_slice_dims=[0],
-             offset_dims=[2, 3], slice_sizes=[1, 3, 2])
+    y = hlo1(
+        "Gather",
+        operand,
+        idx,
+        index_vector_dim=2,
+        start_index_map=[0],
+        collapsed_slice_dims=[0],
+        offset_dims=[2, 3],
+        slice_sizes=[1, 3, 2],
+    )
     assert np.array_equal(y, np.take(operand, idx, axis=0))
 
 
@@ -819,24 +992,50 @@ SCATTERS = [  # operand shape, indices, updates shape, update_window_dims, inser
 
 
 @pytest.mark.parametrize("shape,indices,updates_shape,uwd,inserted,to_operand,ivd", SCATTERS)
-@pytest.mark.parametrize("computation,combine", [("UPDATE", lambda a, b: b), ("ADD", lambda a, b: a + b),
-                                                 ("MUL", lambda a, b: a * b), ("MAX", max), ("MIN", min),
-                                                 ("SUB", lambda a, b: a - b)])
-def test_scatter_matches_definition(shape, indices, updates_shape, uwd, inserted, to_operand, ivd, computation,
-                                    combine):
+@pytest.mark.parametrize(
+    "computation,combine",
+    [
+        ("UPDATE", lambda a, b: b),
+        ("ADD", lambda a, b: a + b),
+        ("MUL", lambda a, b: a * b),
+        ("MAX", max),
+        ("MIN", min),
+        ("SUB", lambda a, b: a - b),
+    ],
+)
+def test_scatter_matches_definition(
+    shape, indices, updates_shape, uwd, inserted, to_operand, ivd, computation, combine
+):
     operand, updates = rand(*shape, dtype=np.float64), rand(*updates_shape, dtype=np.float64)
     expected = direct_scatter(operand, indices, updates, uwd, inserted, to_operand, ivd, combine)
-    y = hlo1("ScatterND", operand, indices.astype(np.int64), updates, computation=computation,
-             index_vector_dim=ivd, update_window_dims=uwd, inserted_window_dims=inserted,
-             scatter_dims_to_operand_dims=to_operand)
+    y = hlo1(
+        "ScatterND",
+        operand,
+        indices.astype(np.int64),
+        updates,
+        computation=computation,
+        index_vector_dim=ivd,
+        update_window_dims=uwd,
+        inserted_window_dims=inserted,
+        scatter_dims_to_operand_dims=to_operand,
+    )
     close(y, expected, rtol=1e-12)
 
 
 def test_scatter_rows_matches_onnx_scatter_nd():
     data, idx, upd = rand(5, 4), np.array([[3], [0]], dtype=np.int64), rand(2, 4)
     expected = ort("ScatterND", [data, idx, upd], {"reduction": "add"}, opset=18)[0]
-    y = hlo1("ScatterND", data, idx, upd, computation="ADD", index_vector_dim=1, update_window_dims=[1],
-             inserted_window_dims=[0], scatter_dims_to_operand_dims=[0])
+    y = hlo1(
+        "ScatterND",
+        data,
+        idx,
+        upd,
+        computation="ADD",
+        index_vector_dim=1,
+        update_window_dims=[1],
+        inserted_window_dims=[0],
+        scatter_dims_to_operand_dims=[0],
+    )
     close(y, expected)
 
 
@@ -857,8 +1056,9 @@ def test_resize_matches_onnxruntime(shape, mode, transform, scales, sizes):
     x = rand(*shape)
     s = None if scales is None else np.array(scales, np.float32)
     z = None if sizes is None else np.array(sizes, np.int64)
-    expected = ort("Resize", [x, None, s, z], {"mode": mode.lower(),
-                                                "coordinate_transformation_mode": transform.lower()}, opset=19)[0]
+    expected = ort(
+        "Resize", [x, None, s, z], {"mode": mode.lower(), "coordinate_transformation_mode": transform.lower()}, opset=19
+    )[0]
     y = hlo1("Resize", x, None, s, z, mode=mode, coordinate_transformation_mode=transform)
     close(y, expected, rtol=1e-5, atol=1e-5)
 
@@ -868,21 +1068,37 @@ def test_resize_tf_crop_and_resize_matches_onnxruntime():
     roi = np.array([0, 0, 0.2, 0.1, 1, 1, 0.9, 1.2], np.float32)
     attrs = {"mode": "linear", "coordinate_transformation_mode": "tf_crop_and_resize", "extrapolation_value": 7.0}
     expected = ort("Resize", [x, roi, None, np.array([1, 1, 4, 5], np.int64)], attrs, opset=19)[0]
-    y = hlo1("Resize", x, roi, None, np.array([1, 1, 4, 5], np.int64), mode="LINEAR",
-             coordinate_transformation_mode="TF_CROP_AND_RESIZE", extrapolation_value=7.0)
+    y = hlo1(
+        "Resize",
+        x,
+        roi,
+        None,
+        np.array([1, 1, 4, 5], np.int64),
+        mode="LINEAR",
+        coordinate_transformation_mode="TF_CROP_AND_RESIZE",
+        extrapolation_value=7.0,
+    )
     close(y, expected)
 
 
 @pytest.mark.parametrize("mode", ["NEAREST", "LINEAR"])
-@pytest.mark.parametrize("padding_mode,onnx_padding", [("PAD_VALUE", "zeros"), ("PAD_EDGE", "border"),
-                                                       ("PAD_REFLECT", "reflection")])
+@pytest.mark.parametrize(
+    "padding_mode,onnx_padding", [("PAD_VALUE", "zeros"), ("PAD_EDGE", "border"), ("PAD_REFLECT", "reflection")]
+)
 @pytest.mark.parametrize("align_corners", [False, True])
 def test_grid_sample_matches_onnxruntime(mode, padding_mode, onnx_padding, align_corners):
     x = rand(2, 3, 5, 6)
     grid = rand(2, 4, 3, 2, low=-1.3, high=1.3)
-    expected = ort("GridSample", [x, grid], {"mode": "bilinear" if mode == "LINEAR" else "nearest",
-                                             "padding_mode": onnx_padding, "align_corners": int(align_corners)},
-                   opset=16)[0]
+    expected = ort(
+        "GridSample",
+        [x, grid],
+        {
+            "mode": "bilinear" if mode == "LINEAR" else "nearest",
+            "padding_mode": onnx_padding,
+            "align_corners": int(align_corners),
+        },
+        opset=16,
+    )[0]
     y = hlo1("GridSample", x, grid, mode=mode, padding_mode=padding_mode, align_corners=align_corners)
     close(y, expected)
 
@@ -894,13 +1110,27 @@ def test_roi_align_matches_onnxruntime(mode, transform, sampling_ratio):
     x = rand(2, 3, 10, 8)
     rois = np.array([[0, 0, 7, 9], [1.5, 2.2, 6.1, 8.8], [3, 1, 5, 4]], np.float32)
     batch = np.array([0, 1, 1], np.int64)
-    attrs = {"mode": "avg" if mode == "ROIALIGN_AVG" else "max", "output_height": 3, "output_width": 2,
-             "sampling_ratio": sampling_ratio, "spatial_scale": 0.8,
-             "coordinate_transformation_mode": "half_pixel" if transform == "ROIALIGN_HALF_PIXEL"
-             else "output_half_pixel"}
+    attrs = {
+        "mode": "avg" if mode == "ROIALIGN_AVG" else "max",
+        "output_height": 3,
+        "output_width": 2,
+        "sampling_ratio": sampling_ratio,
+        "spatial_scale": 0.8,
+        "coordinate_transformation_mode": "half_pixel" if transform == "ROIALIGN_HALF_PIXEL" else "output_half_pixel",
+    }
     expected = ort("RoiAlign", [x, rois, batch], attrs, opset=16)[0]
-    y = hlo1("RoiAlign", x, rois, batch, mode=mode, coordinate_transformation_mode=transform, output_height=3,
-             output_width=2, sampling_ratio=sampling_ratio, spatial_scale=0.8)
+    y = hlo1(
+        "RoiAlign",
+        x,
+        rois,
+        batch,
+        mode=mode,
+        coordinate_transformation_mode=transform,
+        output_height=3,
+        output_width=2,
+        sampling_ratio=sampling_ratio,
+        spatial_scale=0.8,
+    )
     close(y, expected, rtol=1e-4, atol=1e-5)
 
 
@@ -925,12 +1155,20 @@ def test_nms_matches_onnxruntime(center_point_box, max_boxes, iou, score):
     if score is not None:
         inputs.append(np.array([score], np.float32))
     expected = ort("NonMaxSuppression", inputs, {"center_point_box": center_point_box}, opset=11)[0]
-    y = hlo1("NMS", boxes, scores, max_output_boxes_per_class=max_boxes, iou_threshold=iou, score_threshold=score,
-             center_point_box=center_point_box)
+    y = hlo1(
+        "NMS",
+        boxes,
+        scores,
+        max_output_boxes_per_class=max_boxes,
+        iou_threshold=iou,
+        score_threshold=score,
+        center_point_box=center_point_box,
+    )
     assert y.dtype == np.int64 and np.array_equal(y, expected)
 
 
 # ---------------------------------------------------------------- random
+
 
 def test_rng_normal_statistics_and_seeding():
     shape = np.array([200, 100], np.int64)
@@ -970,6 +1208,7 @@ def test_dropout_training_scales_kept_elements(noise_shape):
 
 # ---------------------------------------------------------------- losses
 
+
 @pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
 @pytest.mark.parametrize("weighted", [False, True])
 def test_bce_loss_formula(reduction, weighted):
@@ -1006,12 +1245,21 @@ def test_ctc_loss_matches_enumeration(blank, concatenated):
     target_lengths = np.array([3, 2, 1])
     input_lengths = np.array([5, 4, 5])
     if concatenated:
-        targets = np.concatenate([targets[n, :target_lengths[n]] for n in range(batch)])
-    loss, alpha = run_hlo("CTCLoss", log_probs, targets.astype(np.int64), input_lengths.astype(np.int64),
-                          target_lengths.astype(np.int64), outputs=2, blank=blank)
+        targets = np.concatenate([targets[n, : target_lengths[n]] for n in range(batch)])
+    loss, alpha = run_hlo(
+        "CTCLoss",
+        log_probs,
+        targets.astype(np.int64),
+        input_lengths.astype(np.int64),
+        target_lengths.astype(np.int64),
+        outputs=2,
+        blank=blank,
+    )
     padded = np.array([[labels[0], labels[1], labels[1]], [labels[2], labels[0], 0], [labels[1], 0, 0]])
-    expected = [ctc_by_enumeration(log_probs[:, n], padded[n, :target_lengths[n]], input_lengths[n], blank)
-                for n in range(batch)]
+    expected = [
+        ctc_by_enumeration(log_probs[:, n], padded[n, : target_lengths[n]], input_lengths[n], blank)
+        for n in range(batch)
+    ]
     close(loss, expected, rtol=1e-10)
     assert alpha.shape == (batch, steps, 2 * 3 + 1)
     # The forward variables end in the loss: the last label or the trailing blank at the last frame.

@@ -165,8 +165,9 @@ def sweep():
             names_by_key[key] = f"fn{len(names_by_key)}"
             functions[names_by_key[key]] = text.replace("func.func @f(", f"func.func @{names_by_key[key]}(", 1)
         feeds = case.feeds(0)
-        cases.append(Exported(case, names_by_key[key], [feeds[v.name] for v in model.graph.inputs],
-                              list(case.datasets[0][1])))
+        cases.append(
+            Exported(case, names_by_key[key], [feeds[v.name] for v in model.graph.inputs], list(case.datasets[0][1]))
+        )
     # Functions IREE is known to reject are not compiled (a failed module costs a recompile of the rest).
     compile_failed = {n: _known_limitation(t) for n, t in functions.items() if _known_limitation(t)}
     to_compile = [n for n in functions if n not in compile_failed]
@@ -196,10 +197,12 @@ def sweep():
 def test_node_cases_run_in_iree_as_stablehlo(sweep):
     outcome, refused, invalid, distinct = sweep
     counts = collections.Counter(status for status, _ in outcome.values())
-    print(f"\nONNX -> HLO -> StableHLO -> IREE node cases ({distinct} distinct functions): "
-          f"{counts['verified']} verified in IREE, "
-          f"{counts['wrong']} wrong, {counts['iree compile']} IREE compile failures, {counts['iree run']} IREE run "
-          f"failures, {sum(refused.values())} export refused, {len(invalid)} exported but invalid StableHLO")
+    print(
+        f"\nONNX -> HLO -> StableHLO -> IREE node cases ({distinct} distinct functions): "
+        f"{counts['verified']} verified in IREE, "
+        f"{counts['wrong']} wrong, {counts['iree compile']} IREE compile failures, {counts['iree run']} IREE run "
+        f"failures, {sum(refused.values())} export refused, {len(invalid)} exported but invalid StableHLO"
+    )
     for reason, n in refused.most_common():
         print(f"  export refused {n:4d}: {reason}")
     for name, why in sorted(invalid.items()):
@@ -241,8 +244,11 @@ def _perturbed(model: onnx.ModelProto) -> onnx.ModelProto:
             continue
         shape = tuple(int(d) for d in shapes[node.input[0]])
         weight = fill * (rng.random(shape, dtype=np.float32) + np.float32(0.5))
-        node.CopyFrom(onnx.helper.make_node("Constant", [], list(node.output), node.name,
-                                            value=onnx.numpy_helper.from_array(weight)))
+        node.CopyFrom(
+            onnx.helper.make_node(
+                "Constant", [], list(node.output), node.name, value=onnx.numpy_helper.from_array(weight)
+            )
+        )
     return model
 
 
@@ -257,8 +263,11 @@ def light_modules(request):
     The shipped models convert in about a second each (their ConstantOfShape weights fold to broadcast views), and
     their modules compile two at a time in the background, in test order, while the tests build, convert and run
     the perturbed models: compiling is most of a light model's time (densenet121 has 264 dispatches)."""
-    names = {item.callspec.params["case"].name for item in request.session.items
-             if getattr(item, "originalname", "") == LIGHT_TEST}
+    names = {
+        item.callspec.params["case"].name
+        for item in request.session.items
+        if getattr(item, "originalname", "") == LIGHT_TEST
+    }
     with ThreadPoolExecutor(max_workers=2) as pool:  # iree-compile runs as a subprocess
         modules = {}
         for case in LIGHT:
@@ -284,8 +293,9 @@ def test_light_model_runs_in_iree_as_stablehlo(case, light_modules):
     perturbed = _perturbed(shipped)
     converted = onnx_to_hlo(opconv.load(perturbed))
     weights = dict(weight_arguments(converted, min_weight_bytes=0))
-    assert {n: (a.shape, a.dtype) for n, a in own} == {n: (a.shape, a.dtype) for n, a in weights.items()}, \
+    assert {n: (a.shape, a.dtype) for n, a in own} == {n: (a.shape, a.dtype) for n, a in weights.items()}, (
         "perturbing the weights changed the function's weight arguments"
+    )
     module = iree_runtime.IreeModule([], [binary.result()])
     feeds = testdata.random_feeds(shipped)
     inputs = [feeds[v.name] for v in hlo.graph.inputs]

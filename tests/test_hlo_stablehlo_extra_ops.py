@@ -21,8 +21,14 @@ from onnx import helper
 
 import opconv
 from opconv.dialects.hlo.build import OPSETS, hlo_node
-from opconv.dialects.hlo.stablehlo import (NO_STATIC_FORM, StableHloExportError, export, export_function,
-                                           exportable_ops, module_text)
+from opconv.dialects.hlo.stablehlo import (
+    NO_STATIC_FORM,
+    StableHloExportError,
+    export,
+    export_function,
+    exportable_ops,
+    module_text,
+)
 from opconv.ir import Graph, Model
 from opconv.schemas import dialect_schemas
 from opconv.types import TensorType, from_numpy
@@ -67,20 +73,27 @@ def add_case(case_id, op, args, expected, oracle, *, rtol=1e-6, atol=1e-7, regio
     for value, e in zip(produced, expected):
         value.type = _tensor_type(e)
     graph.outputs = produced
-    CASES.append(Case(case_id, Model(graph, "hlo", dict(OPSETS)), [np.asarray(a) for a in args], expected,
-                      oracle, rtol, atol))
+    CASES.append(
+        Case(case_id, Model(graph, "hlo", dict(OPSETS)), [np.asarray(a) for a in args], expected, oracle, rtol, atol)
+    )
 
 
 # -- MaxRoiPool -----------------------------------------------------------------------------------
 
 
 def ort_max_roi_pool(x, rois, pooled_shape, spatial_scale):
-    node = helper.make_node("MaxRoiPool", ["x", "rois"], ["y"], pooled_shape=list(pooled_shape),
-                            spatial_scale=float(spatial_scale))
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x.shape),
-                                            helper.make_tensor_value_info("rois", onnx.TensorProto.FLOAT,
-                                                                          rois.shape)],
-                              [helper.make_empty_tensor_value_info("y")])
+    node = helper.make_node(
+        "MaxRoiPool", ["x", "rois"], ["y"], pooled_shape=list(pooled_shape), spatial_scale=float(spatial_scale)
+    )
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [
+            helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x.shape),
+            helper.make_tensor_value_info("rois", onnx.TensorProto.FLOAT, rois.shape),
+        ],
+        [helper.make_empty_tensor_value_info("y")],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
     return run_ort(model, {"x": x, "rois": rois})[0]
 
@@ -109,21 +122,49 @@ def caffe_roi_pool(x, rois, pooled_shape, spatial_scale):
 
 image = RNG.standard_normal((2, 3, 9, 8)).astype(np.float32)
 boxes = np.array([[0, 1, 1, 6, 7], [1, 0, 2, 7, 5], [1, 3.2, 3.7, 4.4, 8.1], [0, 5, 6, 2, 1]], np.float32)
-add_case("MaxRoiPool_NCHW", "MaxRoiPool", [image, boxes], [ort_max_roi_pool(image, boxes, (3, 2), 1.0)],
-         "onnxruntime", layout="NCHW", pooled_shape=[3, 2])
+add_case(
+    "MaxRoiPool_NCHW",
+    "MaxRoiPool",
+    [image, boxes],
+    [ort_max_roi_pool(image, boxes, (3, 2), 1.0)],
+    "onnxruntime",
+    layout="NCHW",
+    pooled_shape=[3, 2],
+)
 scaled = np.array([[1, 2, 4, 13, 15], [0, -3, 1, 9, 20], [1, 6.6, 0.2, 7.4, 3]], np.float32)
-add_case("MaxRoiPool_NHWC_scaled", "MaxRoiPool", [image.transpose(0, 2, 3, 1).copy(), scaled],
-         [ort_max_roi_pool(image, scaled, (2, 4), 0.5)], "onnxruntime", layout="NHWC", pooled_shape=[2, 4],
-         spatial_scale=0.5)
+add_case(
+    "MaxRoiPool_NHWC_scaled",
+    "MaxRoiPool",
+    [image.transpose(0, 2, 3, 1).copy(), scaled],
+    [ort_max_roi_pool(image, scaled, (2, 4), 0.5)],
+    "onnxruntime",
+    layout="NHWC",
+    pooled_shape=[2, 4],
+    spatial_scale=0.5,
+)
 # float64, and rois partly or wholly outside the image: clipped and empty bins.
 image64 = RNG.standard_normal((1, 2, 6, 7))
 outside = np.array([[0, -4, -4, 2, 2], [0, 5, 4, 12, 9], [0, 9, 9, 11, 12], [0, 0, 0, 6, 5]])
-add_case("MaxRoiPool_f64_outside", "MaxRoiPool", [image64, outside.astype(np.float64)],
-         [caffe_roi_pool(image64, outside, (4, 3), 1.0)], "Caffe's loop", layout="NCHW", pooled_shape=[4, 3])
+add_case(
+    "MaxRoiPool_f64_outside",
+    "MaxRoiPool",
+    [image64, outside.astype(np.float64)],
+    [caffe_roi_pool(image64, outside, (4, 3), 1.0)],
+    "Caffe's loop",
+    layout="NCHW",
+    pooled_shape=[4, 3],
+)
 half = image[:1, :, :6, :6].astype(np.float16)
 few = np.array([[0, 0.4, 1.6, 4.5, 5.2]], np.float16)
-add_case("MaxRoiPool_f16", "MaxRoiPool", [half, few], [caffe_roi_pool(half, few, (2, 2), 1.0)], "Caffe's loop",
-         layout="NCHW", pooled_shape=[2, 2])
+add_case(
+    "MaxRoiPool_f16",
+    "MaxRoiPool",
+    [half, few],
+    [caffe_roi_pool(half, few, (2, 2), 1.0)],
+    "Caffe's loop",
+    layout="NCHW",
+    pooled_shape=[2, 2],
+)
 
 
 # -- CTCLoss --------------------------------------------------------------------------------------
@@ -177,45 +218,67 @@ def log_softmax(logits):
     return logits - np.log(np.exp(logits).sum(-1, keepdims=True))
 
 
-def add_ctc_case(case_id, log_probs, targets, input_lengths, target_lengths, blank, *, rtol, atol,
-                 concatenated=False):
+def add_ctc_case(case_id, log_probs, targets, input_lengths, target_lengths, blank, *, rtol, atol, concatenated=False):
     """Expected values from ctc_forward per sequence; ``targets`` padded (N, S), fed concatenated if asked."""
     unbatched = log_probs.ndim == 2
     lp = log_probs[:, None] if unbatched else log_probs
     width = targets.shape[1]
     losses, alphas = [], []
     for n in range(lp.shape[1]):
-        loss, alpha = ctc_forward(lp[:, n].astype(np.float64), targets[n, :target_lengths[n]], input_lengths[n],
-                                  blank, width)
+        loss, alpha = ctc_forward(
+            lp[:, n].astype(np.float64), targets[n, : target_lengths[n]], input_lengths[n], blank, width
+        )
         losses.append(loss)
         alphas.append(alpha)
     loss, alpha = np.array(losses), np.array(alphas)
     fed = targets
     if concatenated or unbatched:
-        fed = np.concatenate([targets[n, :target_lengths[n]] for n in range(len(targets))])
+        fed = np.concatenate([targets[n, : target_lengths[n]] for n in range(len(targets))])
     lengths = [np.asarray(input_lengths), np.asarray(target_lengths)]
     if unbatched:
         loss, alpha = loss[0], alpha[0]
         lengths = [v.reshape(()) for v in lengths]
     dtype = log_probs.dtype
-    add_case(case_id, "CTCLoss", [log_probs, fed] + lengths, [loss.astype(dtype), alpha.astype(dtype)],
-             "the forward algorithm", rtol=rtol, atol=atol, blank=blank)
+    add_case(
+        case_id,
+        "CTCLoss",
+        [log_probs, fed] + lengths,
+        [loss.astype(dtype), alpha.astype(dtype)],
+        "the forward algorithm",
+        rtol=rtol,
+        atol=atol,
+        blank=blank,
+    )
 
 
 logits = RNG.standard_normal((7, 6, 5))
 # The last two sequences have no alignment (infinite loss): too few frames for a repeated label (which needs a
 # blank between), and no frames at all.
 padded = np.array([[1, 2, 2], [3, 1, 0], [4, 0, 0], [0, 0, 0], [1, 1, 0], [2, 3, 0]])
-add_ctc_case("CTCLoss_padded_f32", log_softmax(logits).astype(np.float32), padded.astype(np.int64),
-             np.array([7, 6, 7, 3, 2, 0], np.int64), np.array([3, 2, 1, 0, 2, 2], np.int64), 0, rtol=2e-5,
-             atol=2e-5)
+add_ctc_case(
+    "CTCLoss_padded_f32",
+    log_softmax(logits).astype(np.float32),
+    padded.astype(np.int64),
+    np.array([7, 6, 7, 3, 2, 0], np.int64),
+    np.array([3, 2, 1, 0, 2, 2], np.int64),
+    0,
+    rtol=2e-5,
+    atol=2e-5,
+)
 relabelled = np.array([[1, 0, 0], [3, 1, 4], [0, 0, 0], [4, 4, 3]])  # blank 2
-add_ctc_case("CTCLoss_concatenated_blank2_f64", log_softmax(logits[:, :4]), relabelled.astype(np.int32),
-             np.array([5, 7, 2, 4], np.int32), np.array([2, 3, 0, 3], np.int32), 2, rtol=1e-10, atol=1e-10,
-             concatenated=True)
+add_ctc_case(
+    "CTCLoss_concatenated_blank2_f64",
+    log_softmax(logits[:, :4]),
+    relabelled.astype(np.int32),
+    np.array([5, 7, 2, 4], np.int32),
+    np.array([2, 3, 0, 3], np.int32),
+    2,
+    rtol=1e-10,
+    atol=1e-10,
+    concatenated=True,
+)
 tiny = log_softmax(RNG.standard_normal((4, 3)))
-add_ctc_case("CTCLoss_unbatched_f64", tiny, np.array([[1, 2]]), np.array([4]), np.array([2]), 0, rtol=1e-10,
-             atol=1e-10)
+add_ctc_case("CTCLoss_unbatched_f64", tiny, np.array([[1, 2]]), np.array([4]), np.array([2]), 0, rtol=1e-10, atol=1e-10)
 
 
 def test_ctc_forward_oracle_matches_enumeration():
@@ -233,8 +296,7 @@ def comparator(directions, dtypes):
 
     def build(graph):
         region = Graph("comparator", parent=graph)
-        params = [region.add_input(f"p{i}", TensorType(d, ())) for i, d in enumerate(t for t in dtypes
-                                                                                      for _ in (0, 1))]
+        params = [region.add_input(f"p{i}", TensorType(d, ())) for i, d in enumerate(t for t in dtypes for _ in (0, 1))]
         out = hlo_node(region, "Compare", params[0], params[1], comparison_direction=directions)
         out.type = TensorType("bool", ())
         region.outputs = [out]
@@ -246,17 +308,37 @@ def comparator(directions, dtypes):
 scores = RNG.permutation(3 * 37).reshape(3, 37).astype(np.float32) / 7  # distinct values: one right answer
 positions = np.broadcast_to(np.arange(37, dtype=np.int32), (3, 37)).copy()
 order = np.argsort(-scores, axis=1, kind="stable")[:, :5]
-add_case("PartialReduce_top5_with_payload", "PartialReduce",
-         [scores, positions, np.float32(-np.inf), np.int32(-1)],
-         [np.take_along_axis(scores, order, 1), order.astype(np.int32)], "numpy argsort",
-         regions={"comparator": comparator("GT", ["float32", "int32"])}, size=5, reduction_dim=1)
+add_case(
+    "PartialReduce_top5_with_payload",
+    "PartialReduce",
+    [scores, positions, np.float32(-np.inf), np.int32(-1)],
+    [np.take_along_axis(scores, order, 1), order.astype(np.int32)],
+    "numpy argsort",
+    regions={"comparator": comparator("GT", ["float32", "int32"])},
+    size=5,
+    reduction_dim=1,
+)
 column = RNG.permutation(8 * 4).reshape(8, 4).astype(np.float64)
-add_case("PartialReduce_smallest3_dim0", "PartialReduce", [column, np.float64(np.inf)],
-         [np.sort(column, axis=0)[:3]], "numpy sort", regions={"comparator": comparator("LT", ["float64"])},
-         size=3, reduction_dim=0)
-add_case("PartialReduce_candidates", "PartialReduce", [scores, np.float32(-np.inf)],
-         [-np.sort(-scores, axis=-1)[:, :8]], "numpy sort",
-         regions={"comparator": comparator("GT", ["float32"])}, size=2, aggregate_to_topk=False)
+add_case(
+    "PartialReduce_smallest3_dim0",
+    "PartialReduce",
+    [column, np.float64(np.inf)],
+    [np.sort(column, axis=0)[:3]],
+    "numpy sort",
+    regions={"comparator": comparator("LT", ["float64"])},
+    size=3,
+    reduction_dim=0,
+)
+add_case(
+    "PartialReduce_candidates",
+    "PartialReduce",
+    [scores, np.float32(-np.inf)],
+    [-np.sort(-scores, axis=-1)[:, :8]],
+    "numpy sort",
+    regions={"comparator": comparator("GT", ["float32"])},
+    size=2,
+    aggregate_to_topk=False,
+)
 
 
 # -- tests ----------------------------------------------------------------------------------------
@@ -277,8 +359,9 @@ def _close(got, want, case: Case, oracle: str, index: int):
     if got.dtype.kind in "iu":
         np.testing.assert_array_equal(got, want, err_msg=f"{case.id} output {index} vs {oracle}")
     else:  # equal infinities match; inf against a number does not
-        np.testing.assert_allclose(got, want, rtol=case.rtol, atol=case.atol,
-                                   err_msg=f"{case.id} output {index} vs {oracle}")
+        np.testing.assert_allclose(
+            got, want, rtol=case.rtol, atol=case.atol, err_msg=f"{case.id} output {index} vs {oracle}"
+        )
 
 
 @pytest.mark.parametrize("index", range(len(CASES)), ids=CASE_IDS)
@@ -303,10 +386,13 @@ def test_every_hlo_op_is_exported_or_documented():
     assert EXTRA_OPS <= covered
 
 
-@pytest.mark.parametrize("op,args,out", [
-    ("NonZero", [np.ones(3, np.float32)], TensorType("int64", (3, 1))),
-    ("NMS", [np.zeros((1, 3, 4), np.float32), np.zeros((1, 1, 3), np.float32)], TensorType("int64", (1, 3))),
-])
+@pytest.mark.parametrize(
+    "op,args,out",
+    [
+        ("NonZero", [np.ones(3, np.float32)], TensorType("int64", (3, 1))),
+        ("NMS", [np.zeros((1, 3, 4), np.float32), np.zeros((1, 1, 3), np.float32)], TensorType("int64", (1, 3))),
+    ],
+)
 def test_data_dependent_shapes_are_refused_with_the_reason(op, args, out):
     graph = Graph("refused")
     values = [graph.add_input(f"x{i}", _tensor_type(a)) for i, a in enumerate(args)]

@@ -43,19 +43,44 @@ class Case:
 
 CASES = [
     # NCHW; H and W cropped past both edges, H keeps its size (the roi still applies), W grows.
-    Case("nearest_sizes", RNG.standard_normal((1, 2, 4, 5)).astype(np.float32),
-         np.array([0, 0, -0.3, 0.2, 1, 1, 1.2, 1.4], np.float32), None, np.array([1, 2, 4, 7], np.int64),
-         "nearest", 10.0, "onnx reference"),
+    Case(
+        "nearest_sizes",
+        RNG.standard_normal((1, 2, 4, 5)).astype(np.float32),
+        np.array([0, 0, -0.3, 0.2, 1, 1, 1.2, 1.4], np.float32),
+        None,
+        np.array([1, 2, 4, 7], np.int64),
+        "nearest",
+        10.0,
+        "onnx reference",
+    ),
     # One output row along H: the single sample sits at the roi's centre (outside the input here).
-    Case("nearest_single_row_int32", RNG.integers(-50, 50, (2, 3, 6)).astype(np.int32),
-         np.array([0, 1.1, -0.25, 1, 1.5, 0.75], np.float32), None, np.array([2, 1, 5], np.int64),
-         "nearest", -7.0),
-    Case("linear_scales", RNG.standard_normal((1, 3, 4, 5)).astype(np.float32),
-         np.array([0, 0, -0.4, 0.1, 1, 1, 0.8, 1.25], np.float32), np.array([1, 1, 1.5, 0.8], np.float32),
-         None, "linear", -1.5),
-    Case("linear_sizes_3d", RNG.standard_normal((2, 5, 3)).astype(np.float32),
-         np.array([0, 0.3, -0.5, 1, 1.3, 0.6], np.float32), None, np.array([2, 7, 4], np.int64),
-         "linear", 0.25),
+    Case(
+        "nearest_single_row_int32",
+        RNG.integers(-50, 50, (2, 3, 6)).astype(np.int32),
+        np.array([0, 1.1, -0.25, 1, 1.5, 0.75], np.float32),
+        None,
+        np.array([2, 1, 5], np.int64),
+        "nearest",
+        -7.0,
+    ),
+    Case(
+        "linear_scales",
+        RNG.standard_normal((1, 3, 4, 5)).astype(np.float32),
+        np.array([0, 0, -0.4, 0.1, 1, 1, 0.8, 1.25], np.float32),
+        np.array([1, 1, 1.5, 0.8], np.float32),
+        None,
+        "linear",
+        -1.5,
+    ),
+    Case(
+        "linear_sizes_3d",
+        RNG.standard_normal((2, 5, 3)).astype(np.float32),
+        np.array([0, 0.3, -0.5, 1, 1.3, 0.6], np.float32),
+        None,
+        np.array([2, 7, 4], np.int64),
+        "linear",
+        0.25,
+    ),
 ]
 CASE_IDS = [case.id for case in CASES]
 
@@ -67,8 +92,17 @@ def hlo_model(case: Case) -> Model:
     roi = graph.add_initializer("roi", Tensor.from_array(case.roi))
     scales = None if case.scales is None else graph.add_initializer("scales", Tensor.from_array(case.scales))
     sizes = None if case.sizes is None else graph.add_initializer("sizes", Tensor.from_array(case.sizes))
-    y = hlo_node(graph, "Resize", x, roi, scales, sizes, mode=case.mode.upper(),
-                 coordinate_transformation_mode="TF_CROP_AND_RESIZE", extrapolation_value=case.extrapolation_value)
+    y = hlo_node(
+        graph,
+        "Resize",
+        x,
+        roi,
+        scales,
+        sizes,
+        mode=case.mode.upper(),
+        coordinate_transformation_mode="TF_CROP_AND_RESIZE",
+        extrapolation_value=case.extrapolation_value,
+    )
     y.type = TensorType(from_numpy(case.x.dtype).name, tuple(onnx_resize(case).shape))
     graph.outputs = [y]
     return Model(graph, "hlo", dict(OPSETS))
@@ -77,12 +111,22 @@ def hlo_model(case: Case) -> Model:
 def onnx_resize(case: Case) -> np.ndarray:
     inputs = {"roi": case.roi, "scales": case.scales, "sizes": case.sizes}
     names = ["x"] + [name if value is not None else "" for name, value in inputs.items()]
-    node = helper.make_node("Resize", names, ["y"], mode=case.mode, coordinate_transformation_mode="tf_crop_and_resize",
-                            extrapolation_value=case.extrapolation_value)
+    node = helper.make_node(
+        "Resize",
+        names,
+        ["y"],
+        mode=case.mode,
+        coordinate_transformation_mode="tf_crop_and_resize",
+        extrapolation_value=case.extrapolation_value,
+    )
     elem = helper.np_dtype_to_tensor_dtype(case.x.dtype)
-    graph = helper.make_graph([node], case.id, [helper.make_tensor_value_info("x", elem, case.x.shape)],
-                              [helper.make_tensor_value_info("y", elem, [None] * case.x.ndim)],
-                              [numpy_helper.from_array(v, n) for n, v in inputs.items() if v is not None])
+    graph = helper.make_graph(
+        [node],
+        case.id,
+        [helper.make_tensor_value_info("x", elem, case.x.shape)],
+        [helper.make_tensor_value_info("y", elem, [None] * case.x.ndim)],
+        [numpy_helper.from_array(v, n) for n, v in inputs.items() if v is not None],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
     model.ir_version = 9
     onnx.checker.check_model(model)
@@ -96,8 +140,9 @@ MODELS = [hlo_model(case) for case in CASES]
 @pytest.fixture(scope="module")
 def compiled():
     """Every case as ``@case_N`` of one module, compiled once."""
-    return iree_runtime.IreeModule(module_text([export_function(m, f"case_{i}") for i, m in enumerate(MODELS)],
-                                               "resize_crop"))
+    return iree_runtime.IreeModule(
+        module_text([export_function(m, f"case_{i}") for i, m in enumerate(MODELS)], "resize_crop")
+    )
 
 
 @pytest.mark.parametrize("index", range(len(CASES)), ids=CASE_IDS)

@@ -37,6 +37,7 @@ from opconv.types import ELEMENT_TYPES, TensorType, TupleType, type_signature
 # comparing graphs exactly
 # ---------------------------------------------------------------------------
 
+
 def _float_bits(x: float) -> bytes:
     return struct.pack("<d", x)
 
@@ -67,11 +68,18 @@ def _graph_key(g: Graph):
         g.name,
         [(v.name, v.type, _tensor_key(v.const)) for v in g.inputs],
         sorted((name, v.type, _tensor_key(v.const)) for name, v in g.initializers.items() if id(v) not in inputs),
-        [(n.op, n.domain, n.version, n.name,
-          [None if v is None else v.name for v in n.inputs],
-          [None if v is None else (v.name, v.type) for v in n.outputs],
-          sorted((k, a.type, _attr_key(a)) for k, a in n.attrs.items()))
-         for n in g.nodes],
+        [
+            (
+                n.op,
+                n.domain,
+                n.version,
+                n.name,
+                [None if v is None else v.name for v in n.inputs],
+                [None if v is None else (v.name, v.type) for v in n.outputs],
+                sorted((k, a.type, _attr_key(a)) for k, a in n.attrs.items()),
+            )
+            for n in g.nodes
+        ],
         [v.name for v in g.outputs],
     )
 
@@ -107,6 +115,7 @@ def _identity_region(name: str, parent: Graph, t: TensorType) -> Graph:
 # ---------------------------------------------------------------------------
 # programmatically built modules
 # ---------------------------------------------------------------------------
+
 
 def _loop_model() -> Model:
     """While with cond/body reading an outer value, If with both branches, Map, Sort, tuples."""
@@ -149,16 +158,29 @@ def _loop_model() -> Model:
     mapped = hlo_node(g, "Map", chosen, acc, dimensions=[0], computation=comp)
     mapped.type = _tt("float32", 4)
 
-    keys, idx = hlo_node(g, "Sort", mapped, g.const(np.arange(4, dtype=np.int32), "iota"), _outputs=2,
-                         dimension=0, descending=True, is_stable=True)
+    keys, idx = hlo_node(
+        g,
+        "Sort",
+        mapped,
+        g.const(np.arange(4, dtype=np.int32), "iota"),
+        _outputs=2,
+        dimension=0,
+        descending=True,
+        is_stable=True,
+    )
     keys.type, idx.type = _tt("float32", 4), _tt("int32", 4)
     tup = hlo_node(g, "Tuple", keys, idx)
     tup.type = TupleType((keys.type, idx.type))
     first = hlo_node(g, "GetTupleElement", tup, index=0)
     first.type = keys.type
     g.outputs = [i, first, tup]
-    return _model(g, producer="opconv", producer_version="0.1.0", doc="a \"loop\"\nwith regions",
-                  metadata={"source": "test", "ünïcode": "✓"})
+    return _model(
+        g,
+        producer="opconv",
+        producer_version="0.1.0",
+        doc='a "loop"\nwith regions',
+        metadata={"source": "test", "ünïcode": "✓"},
+    )
 
 
 def test_round_trip_regions_and_tuples():
@@ -188,9 +210,18 @@ def test_every_attribute_type():
     leaky = hlo_node(g, "LeakyRelu", x, alpha=float("nan"))  # float, special values below
     elu = hlo_node(g, "Elu", x, alpha=-0.0)
     hs = hlo_node(g, "HardSigmoid", x, slope=float("-inf"), offset=1e-300)
-    pr = hlo_node(g, "PartialReduce", x, g.const(np.zeros(3, np.int32), "idx"), _outputs=2, size=1,
-                  comparator=_identity_region("comparator", g, _tt("float32")), recall_target=0.1,
-                  op_name="top \"k\"", aggregate_to_topk=True)
+    pr = hlo_node(
+        g,
+        "PartialReduce",
+        x,
+        g.const(np.zeros(3, np.int32), "idx"),
+        _outputs=2,
+        size=1,
+        comparator=_identity_region("comparator", g, _tt("float32")),
+        recall_target=0.1,
+        op_name='top "k"',
+        aggregate_to_topk=True,
+    )
     small = hlo_node(g, "Constant", value=Tensor.from_array(np.array([1.5, -0.0, np.inf], np.float32)))
     large = hlo_node(g, "Constant", value=Tensor.from_array(np.linspace(-1, 1, 40).astype(np.float64)))
     g.outputs = [cmp, leaky, elu, hs, *pr, small, large]
@@ -237,13 +268,14 @@ def test_every_dtype_inline_and_sidecar(dtype, count, tmp_path):
     et = ELEMENT_TYPES[dtype]
     rng = np.random.default_rng(len(dtype) * count)
     if dtype == "string":
-        array = np.array([f"s{i}\n\"" for i in range(count)], dtype=object)
+        array = np.array([f's{i}\n"' for i in range(count)], dtype=object)
     elif dtype == "bool":
         array = rng.integers(0, 2, count).astype(bool)
     elif et.is_int:
         info = ml_dtypes.iinfo(et.numpy) if et.bits < 8 else np.iinfo(et.numpy)
-        array = rng.integers(int(info.min), int(info.max), count, endpoint=True, dtype=np.int64 if dtype != "uint64"
-                             else np.uint64).astype(et.numpy)
+        array = rng.integers(
+            int(info.min), int(info.max), count, endpoint=True, dtype=np.int64 if dtype != "uint64" else np.uint64
+        ).astype(et.numpy)
     elif et.bits < 8:
         array = (rng.integers(0, 256, count, dtype=np.uint8) & ((1 << et.bits) - 1)).view(et.numpy)
     else:  # every bit pattern: NaN payloads, infinities, -0.0, subnormals
@@ -285,7 +317,7 @@ def test_names_needing_quoting():
     assert '%"": f32[*]' in text and "%ok.name-1$: ?" in text
     assert 'node "": %"résultat ✓" = Add(' in text
     assert back.graph.nodes[0].name == "" and back.graph.nodes[2].name == "r"
-    assert "return %\"résultat ✓\", %\"%neg\", %\"quote" in text
+    assert 'return %"résultat ✓", %"%neg", %"quote' in text
     assert text.rstrip().endswith('%conv1/w, %"a//b", %end/\n}')
 
 
@@ -311,7 +343,11 @@ def _sample_attr(spec, parent: Graph):
     if spec.allowed:
         return spec.allowed[0]
     return {
-        "int": 1, "ints": [0, 1], "float": 0.25, "bool": True, "string": "add",
+        "int": 1,
+        "ints": [0, 1],
+        "float": 0.25,
+        "bool": True,
+        "string": "add",
         "tensor": Tensor.from_array(np.array([[1.5, -0.0]], np.float32)),
         "region": _identity_region(spec.name, parent, _tt("float32", 2, 3)),
     }[spec.type]
@@ -350,7 +386,7 @@ def _value_types(draw, depth=0):
     if kind == "tuple":
         return TupleType(tuple(draw(st.lists(_value_types(depth + 1), max_size=3))))
     dims = st.one_of(st.integers(0, 9), st.none(), st.text(min_size=1, max_size=4))
-    shape = draw(st.one_of(st.none(), st.tuples() , st.lists(dims, max_size=4).map(tuple)))
+    shape = draw(st.one_of(st.none(), st.tuples(), st.lists(dims, max_size=4).map(tuple)))
     return TensorType(draw(st.sampled_from(_DTYPES)), shape)
 
 
@@ -391,20 +427,23 @@ def _graphs(draw, names=None, parent=None, depth=0):
             op, inputs = draw(st.sampled_from(_BINARY)), [draw(pick), draw(pick)]
         elif choice == 2:
             op, inputs = "Transpose", [draw(pick)]
-            attrs["permutation"] = Attr("permutation", "ints", draw(st.lists(st.integers(-2**63, 2**63 - 1),
-                                                                              max_size=4)))
+            attrs["permutation"] = Attr(
+                "permutation", "ints", draw(st.lists(st.integers(-(2**63), 2**63 - 1), max_size=4))
+            )
         elif choice == 3:
             op, inputs = "Constant", []
             attrs["value"] = Attr("value", "tensor", Tensor.from_array(draw(_arrays())))
         elif choice == 4:
             op, inputs = "Sort", [draw(pick)]
             attrs["descending"] = Attr("descending", "bool", draw(st.booleans()))
-            attrs["dimension"] = Attr("dimension", "int", draw(st.integers(-2**63, 2**63 - 1)))
+            attrs["dimension"] = Attr("dimension", "int", draw(st.integers(-(2**63), 2**63 - 1)))
             if draw(st.booleans()):
                 op, attrs = "LeakyRelu", {"alpha": Attr("alpha", "float", draw(st.floats()))}
             elif draw(st.booleans()):
-                op, attrs = "Compare", {"comparison_direction": Attr("comparison_direction", "string",
-                                                                      draw(st.text(max_size=5)))}
+                op, attrs = (
+                    "Compare",
+                    {"comparison_direction": Attr("comparison_direction", "string", draw(st.text(max_size=5)))},
+                )
                 inputs.append(draw(pick))
         else:
             op, inputs = "If", [draw(pick)]
@@ -418,7 +457,11 @@ def _graphs(draw, names=None, parent=None, depth=0):
     return g
 
 
-@settings(max_examples=int(os.environ.get("OPCONV_HYPOTHESIS_EXAMPLES", 60)), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=int(os.environ.get("OPCONV_HYPOTHESIS_EXAMPLES", 60)),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(_graphs(), st.text(max_size=5))
 def test_random_graphs_round_trip(g, producer):
     m = _model(g, producer=producer)
@@ -466,32 +509,39 @@ def test_hand_written_literals_match_numpy():
 # errors: line and column, hostile inputs
 # ---------------------------------------------------------------------------
 
+
 def _module(body: str, params: str = "%x: f32[2]", results: str = "f32[2]") -> str:
     return f"HloModule m\nfunc @main({params}) -> ({results}) {{\n{body}\n}}\n"
 
 
-@pytest.mark.parametrize("text, line, column, message", [
-    (_module("  %y: f32[2] = Bogus(%x)\n  return %y"), 3, 16, "unknown HLO operation 'Bogus'"),
-    (_module("  %y: f32[4] = Concatenate(%x, %x) {dimension=\"0\"}\n  return %y", results="f32[4]"), 3, 47,
-     "attribute Concatenate.dimension is an int: expected an integer"),
-    (_module("  %y: f32[2] = Sort(%x) {descending=1}\n  return %y"), 3, 37, "expected true or false"),
-    (_module("  %y: f32[2] = Abs(%x) {axis=1}\n  return %y"), 3, 25, "Abs has no attribute 'axis'"),
-    (_module("  %y: f32[2] = Abs(%q)\n  return %y"), 3, 20, "%q is not defined before this use"),
-    (_module("  %x: f32[2] = Abs(%x)\n  return %x"), 3, 3, "%x is already defined on line 2"),
-    (_module("  const %c = u8[2] {1, 300}\n  return %x"), 3, 24, "300 is out of range for u8"),
-    (_module("  const %c = f32[3] {1, 2}\n  return %x"), 3, 21, "constant of 3 element(s) lists 2"),
-    (_module("  %y: f32[2] = Abs(%x)\n  return %y", results="f32[3]"), 2, 28, "declares f32[3]"),
-    (_module("  %y: q32[2] = Abs(%x)\n  return %y"), 3, 7, "unknown element type 'q32'"),
-    (_module("  %y: f32[2] = Abs(%x"), 4, 1, "expected ','"),
-    (_module('  %y: f32[2] = CustomCall(%x) {call_target_name="oops}\n  return %y'), 3, 49,
-     "unterminated string"),
-    (_module("  %y: f32[2] = While(%x) {cond=1}\n  return %y"), 3, 27, "'cond' is a region"),
-    ("HloModule m\nfunc @other() -> () {\n  return\n}\n", 2, 6, "exactly one, @main"),
-    ("HloModel m\n", 1, 1, "expected 'HloModule'"),
-    (_module("  return %x", params="%x: f32[1000000,1000000,1000000,1000000]"), 2, 16, "absurd shape"),
-    (_module("  return %x", params="%x: " + "(" * 100 + "f32[2]" + ")" * 100), 2, 80, "nest deeper than 64"),
-    (_module("  const %c = f32[2] weights(offset=0, length=8)\n  return %c"), 3, 21, "needs a weights file"),
-])
+@pytest.mark.parametrize(
+    "text, line, column, message",
+    [
+        (_module("  %y: f32[2] = Bogus(%x)\n  return %y"), 3, 16, "unknown HLO operation 'Bogus'"),
+        (
+            _module('  %y: f32[4] = Concatenate(%x, %x) {dimension="0"}\n  return %y', results="f32[4]"),
+            3,
+            47,
+            "attribute Concatenate.dimension is an int: expected an integer",
+        ),
+        (_module("  %y: f32[2] = Sort(%x) {descending=1}\n  return %y"), 3, 37, "expected true or false"),
+        (_module("  %y: f32[2] = Abs(%x) {axis=1}\n  return %y"), 3, 25, "Abs has no attribute 'axis'"),
+        (_module("  %y: f32[2] = Abs(%q)\n  return %y"), 3, 20, "%q is not defined before this use"),
+        (_module("  %x: f32[2] = Abs(%x)\n  return %x"), 3, 3, "%x is already defined on line 2"),
+        (_module("  const %c = u8[2] {1, 300}\n  return %x"), 3, 24, "300 is out of range for u8"),
+        (_module("  const %c = f32[3] {1, 2}\n  return %x"), 3, 21, "constant of 3 element(s) lists 2"),
+        (_module("  %y: f32[2] = Abs(%x)\n  return %y", results="f32[3]"), 2, 28, "declares f32[3]"),
+        (_module("  %y: q32[2] = Abs(%x)\n  return %y"), 3, 7, "unknown element type 'q32'"),
+        (_module("  %y: f32[2] = Abs(%x"), 4, 1, "expected ','"),
+        (_module('  %y: f32[2] = CustomCall(%x) {call_target_name="oops}\n  return %y'), 3, 49, "unterminated string"),
+        (_module("  %y: f32[2] = While(%x) {cond=1}\n  return %y"), 3, 27, "'cond' is a region"),
+        ("HloModule m\nfunc @other() -> () {\n  return\n}\n", 2, 6, "exactly one, @main"),
+        ("HloModel m\n", 1, 1, "expected 'HloModule'"),
+        (_module("  return %x", params="%x: f32[1000000,1000000,1000000,1000000]"), 2, 16, "absurd shape"),
+        (_module("  return %x", params="%x: " + "(" * 100 + "f32[2]" + ")" * 100), 2, 80, "nest deeper than 64"),
+        (_module("  const %c = f32[2] weights(offset=0, length=8)\n  return %c"), 3, 21, "needs a weights file"),
+    ],
+)
 def test_parse_errors_name_line_and_column(text, line, column, message):
     with pytest.raises(HloParseError) as info:
         parse_module(text, where="m.hlo")
@@ -503,19 +553,24 @@ def test_parse_errors_name_line_and_column(text, line, column, message):
 
 
 def _sidecar_module(location: str, offset: int = 0, length: int = 80, shape: str = "20") -> str:
-    return (f'HloModule m, weights="{location}"\nfunc @main() -> (f32[{shape}]) {{\n'
-            f"  const %w = f32[{shape}] weights(offset={offset}, length={length})\n  return %w\n}}\n")
+    return (
+        f'HloModule m, weights="{location}"\nfunc @main() -> (f32[{shape}]) {{\n'
+        f"  const %w = f32[{shape}] weights(offset={offset}, length={length})\n  return %w\n}}\n"
+    )
 
 
-@pytest.mark.parametrize("location, offset, length, shape, message", [
-    ("../outside.bin", 0, 80, "20", "lies outside the module's folder"),
-    ("/etc/passwd", 0, 80, "20", "must be a relative path"),
-    ("link.bin", 0, 80, "20", "lies outside the module's folder"),
-    ("missing.bin", 0, 80, "20", "does not exist"),
-    ("m.hlo.weights", 16, 80, "20", "bytes 16..96 lie outside 'm.hlo.weights' (80 bytes)"),
-    ("m.hlo.weights", 0, 40, "20", "40 bytes stored, 80 expected"),
-    ("m.hlo.weights", 0, 80, "100000000,100000000,1000000", "absurd shape"),
-])
+@pytest.mark.parametrize(
+    "location, offset, length, shape, message",
+    [
+        ("../outside.bin", 0, 80, "20", "lies outside the module's folder"),
+        ("/etc/passwd", 0, 80, "20", "must be a relative path"),
+        ("link.bin", 0, 80, "20", "lies outside the module's folder"),
+        ("missing.bin", 0, 80, "20", "does not exist"),
+        ("m.hlo.weights", 16, 80, "20", "bytes 16..96 lie outside 'm.hlo.weights' (80 bytes)"),
+        ("m.hlo.weights", 0, 40, "20", "40 bytes stored, 80 expected"),
+        ("m.hlo.weights", 0, 80, "100000000,100000000,1000000", "absurd shape"),
+    ],
+)
 def test_hostile_sidecars_are_refused(tmp_path, location, offset, length, shape, message):
     folder = tmp_path / "model"
     folder.mkdir()
@@ -551,6 +606,7 @@ def test_unreadable_files(tmp_path):
 # saving: refusals write nothing
 # ---------------------------------------------------------------------------
 
+
 def _unsavable_models():
     def graph():
         g = Graph("bad")
@@ -568,9 +624,13 @@ def _unsavable_models():
     g4.add_initializer("liar", Tensor("float32", (20,), array=np.zeros(20, np.float64)))
     g5 = graph()
     g5.add_node(Node("Abs", [g5.inputs[0]], [Value("x")], version=1))  # two values named x
-    return [(g1, "not an operation of the HLO dialect"), (g2, "the schema of Sort declares a bool"),
-            (g3, "reads 'ghost', which is not defined"), (g4, "declared float32 but holds float64"),
-            (g5, "are named 'x'")]
+    return [
+        (g1, "not an operation of the HLO dialect"),
+        (g2, "the schema of Sort declares a bool"),
+        (g3, "reads 'ghost', which is not defined"),
+        (g4, "declared float32 but holds float64"),
+        (g5, "are named 'x'"),
+    ]
 
 
 @pytest.mark.parametrize("index", range(5))
@@ -607,6 +667,7 @@ def test_stablehlo_format_calls_the_exporter(tmp_path, monkeypatch):
 
     def broken(model):
         raise ModelWriteError("cannot export")
+
     fake.export = broken
     with pytest.raises(ModelWriteError, match="cannot export"):
         opconv.save(m, tmp_path / "new.mlir")
@@ -616,6 +677,7 @@ def test_stablehlo_format_calls_the_exporter(tmp_path, monkeypatch):
 # ---------------------------------------------------------------------------
 # the CLI: inspect, check, run
 # ---------------------------------------------------------------------------
+
 
 def _dense_model() -> Model:
     g = Graph("dense")

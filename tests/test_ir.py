@@ -127,8 +127,13 @@ def test_infer_attr_types():
 def _cases_with_subgraphs():
     from opconv import testdata
 
-    wanted = ("test_if", "test_loop11", "test_loop16_seq_none", "test_scan9_sum",
-              "test_range_float_type_positive_delta_expanded")
+    wanted = (
+        "test_if",
+        "test_loop11",
+        "test_loop16_seq_none",
+        "test_scan9_sum",
+        "test_range_float_type_positive_delta_expanded",
+    )
     return [c for c in testdata.node_cases() if c.name in wanted]
 
 

@@ -50,9 +50,11 @@ def test_conv_matches_ort(x_shape, w_shape, attrs, with_bias):
 
 
 # onnxruntime rejects dilations with SAME_* auto_pad, so only VALID gets them.
-@pytest.mark.parametrize("mode,strides,dilations", [
-    (mode, strides, [1, 1]) for mode in ("SAME_UPPER", "SAME_LOWER", "VALID") for strides in ([1, 1], [2, 3])
-] + [("VALID", [2, 1], [2, 2])])
+@pytest.mark.parametrize(
+    "mode,strides,dilations",
+    [(mode, strides, [1, 1]) for mode in ("SAME_UPPER", "SAME_LOWER", "VALID") for strides in ([1, 1], [2, 3])]
+    + [("VALID", [2, 1], [2, 2])],
+)
 def test_conv_auto_pad_matches_ort(mode, strides, dilations):
     r = rng(2)
     x = r.standard_normal((1, 2, 7, 8)).astype(np.float32)
@@ -77,8 +79,9 @@ def test_conv_float64_stays_float64():
     r = rng(3)
     x = r.standard_normal((1, 3, 5, 6))
     w = r.standard_normal((2, 3, 3, 2))
-    expected = slow_conv_general(x, w, [1, 2], [(1, 1), (0, 1)], [1, 1], [1, 1], 1, 1, (0, 1, 2, 3), (0, 1, 2, 3),
-                                 (0, 1, 2, 3))
+    expected = slow_conv_general(
+        x, w, [1, 2], [(1, 1), (0, 1)], [1, 1], [1, 1], 1, 1, (0, 1, 2, 3), (0, 1, 2, 3), (0, 1, 2, 3)
+    )
     got = K.conv(x, w, strides=[1, 2], pads_begin=[1, 0], pads_end=[1, 1])
     assert_close(got, expected, rtol=1e-12, atol=1e-12)
 
@@ -103,8 +106,9 @@ def test_conv_transpose_matches_ort(x_shape, w_shape, attrs):
     (expected,) = run_ort("ConvTranspose", [x, w, b], attrs)
     n = len(x_shape) - 2
     pads = attrs.get("pads", [0] * 2 * n)
-    got = K.conv_transpose(x, w, b, attrs.get("strides"), pads[:n], pads[n:], attrs.get("dilations"), group,
-                           attrs.get("output_padding"))
+    got = K.conv_transpose(
+        x, w, b, attrs.get("strides"), pads[:n], pads[n:], attrs.get("dilations"), group, attrs.get("output_padding")
+    )
     assert_close(got, expected, rtol=1e-4, atol=1e-5)
 
 
@@ -118,8 +122,9 @@ def test_conv_transpose_output_shape_matches_ort(mode, output_shape):
     if output_shape is not None:
         attrs["output_shape"] = output_shape
     (expected,) = run_ort("ConvTranspose", [x, w], attrs)
-    begin, end = K.conv_transpose_pads(x.shape[2:], w.shape[2:], [2, 2], output_size=output_shape,
-                                       extra_at_end=(mode == "SAME_UPPER"))
+    begin, end = K.conv_transpose_pads(
+        x.shape[2:], w.shape[2:], [2, 2], output_size=output_shape, extra_at_end=(mode == "SAME_UPPER")
+    )
     got = K.conv_transpose(x, w, strides=[2, 2], pads_begin=begin, pads_end=end)
     assert_close(got, expected, rtol=1e-4, atol=1e-5)
 
@@ -147,8 +152,10 @@ def slow_conv_general(lhs, rhs, strides, padding, lhs_dil, rhs_dil, fgc, bgc, lh
     n, c = x.shape[:2]
     o, c_per_group = w.shape[:2]
     base = [(s - 1) * d + 1 for s, d in zip(x.shape[2:], lhs_dil)]
-    out = [(b + lo + hi - (k - 1) * d - 1) // st + 1
-           for b, (lo, hi), k, d, st in zip(base, padding, w.shape[2:], rhs_dil, strides)]
+    out = [
+        (b + lo + hi - (k - 1) * d - 1) // st + 1
+        for b, (lo, hi), k, d, st in zip(base, padding, w.shape[2:], rhs_dil, strides)
+    ]
     nb = n // bgc
     og = o // (fgc * bgc)
     y = np.zeros((nb, o, *out))
@@ -170,8 +177,18 @@ def slow_conv_general(lhs, rhs, strides, padding, lhs_dil, rhs_dil, fgc, bgc, lh
 GENERAL_CASES = [
     # lhs shape (in lhs layout), rhs shape (in rhs layout), kwargs
     ((2, 3, 5, 6), (4, 3, 2, 2), dict(window_strides=[1, 2], padding=[(1, 0), (0, 2)])),
-    ((1, 5, 6, 2), (3, 2, 2, 4), dict(padding=[(-1, 1), (2, -1)], lhs_dilation=[2, 1], rhs_dilation=[1, 2],
-                                      lhs_layout=(0, 3, 1, 2), rhs_layout=(3, 2, 0, 1), out_layout=(0, 3, 1, 2))),
+    (
+        (1, 5, 6, 2),
+        (3, 2, 2, 4),
+        dict(
+            padding=[(-1, 1), (2, -1)],
+            lhs_dilation=[2, 1],
+            rhs_dilation=[1, 2],
+            lhs_layout=(0, 3, 1, 2),
+            rhs_layout=(3, 2, 0, 1),
+            out_layout=(0, 3, 1, 2),
+        ),
+    ),
     ((1, 4, 7), (6, 2, 3), dict(feature_group_count=2, lhs_dilation=[3], padding=[(2, 2)])),
     ((4, 3, 5, 5), (6, 3, 2, 3), dict(batch_group_count=2, window_strides=[2, 1])),
     ((6, 2, 4), (6, 2, 2), dict(batch_group_count=3, padding=[(1, 1)], out_layout=(2, 1, 0))),
@@ -187,10 +204,18 @@ def test_conv_general_matches_direct_formula(lhs_shape, rhs_shape, kwargs):
     n = lhs.ndim - 2
     ident = tuple(range(lhs.ndim))
     expected = slow_conv_general(
-        lhs, rhs, kwargs.get("window_strides", [1] * n), kwargs.get("padding", [(0, 0)] * n),
-        kwargs.get("lhs_dilation", [1] * n), kwargs.get("rhs_dilation", [1] * n),
-        kwargs.get("feature_group_count", 1), kwargs.get("batch_group_count", 1),
-        kwargs.get("lhs_layout", ident), kwargs.get("rhs_layout", ident), kwargs.get("out_layout", ident))
+        lhs,
+        rhs,
+        kwargs.get("window_strides", [1] * n),
+        kwargs.get("padding", [(0, 0)] * n),
+        kwargs.get("lhs_dilation", [1] * n),
+        kwargs.get("rhs_dilation", [1] * n),
+        kwargs.get("feature_group_count", 1),
+        kwargs.get("batch_group_count", 1),
+        kwargs.get("lhs_layout", ident),
+        kwargs.get("rhs_layout", ident),
+        kwargs.get("out_layout", ident),
+    )
     got = K.conv_general(lhs, rhs, **kwargs)
     assert_close(got, expected.astype(np.float32), rtol=1e-4, atol=1e-5)
 
@@ -245,8 +270,9 @@ def test_packed_weights_follow_the_input_type():
     assert_close(K.conv(x32, packed), expected + b.reshape(1, 3, 1, 1), rtol=1e-12, atol=1e-12)
     # float64 input, float32 packed weights: computed in float64 from the unpacked arrays
     packed32 = K.pack_conv_weights(w.astype(np.float32), b.astype(np.float32))
-    expected = slow_conv_general(x, w.astype(np.float32), [1, 1], [(0, 0)] * 2, [1, 1], [1, 1], 1, 1,
-                                 *[(0, 1, 2, 3)] * 3) + b.astype(np.float32).reshape(1, 3, 1, 1)
+    expected = slow_conv_general(
+        x, w.astype(np.float32), [1, 1], [(0, 0)] * 2, [1, 1], [1, 1], 1, 1, *[(0, 1, 2, 3)] * 3
+    ) + b.astype(np.float32).reshape(1, 3, 1, 1)
     assert_close(K.conv(x, packed32), expected, rtol=1e-12, atol=1e-12)
     # float16 weights are computed in float32: nothing to pack
     assert K.pack_conv_weights(w.astype(np.float16), b.astype(np.float16)) is None
@@ -255,20 +281,24 @@ def test_packed_weights_follow_the_input_type():
 def test_packed_weights_carry_their_bias():
     w = np.ones((2, 1, 1, 1), np.float32)
     with pytest.raises(ExecutionError, match="carry their bias"):
-        K.conv(np.ones((1, 1, 2, 2), np.float32), K.pack_conv_weights(w, np.ones(2, np.float32)),
-               np.ones(2, np.float32))
+        K.conv(
+            np.ones((1, 1, 2, 2), np.float32), K.pack_conv_weights(w, np.ones(2, np.float32)), np.ones(2, np.float32)
+        )
     with pytest.raises(ExecutionError, match="do not fit"):
         K.pack_conv_weights(np.ones((3, 1, 1, 1), np.float32), np.ones(3, np.float32), groups=2)
 
 
-@pytest.mark.parametrize("x_shape,o,pads,tile", [
-    ((1, 64, 14, 14), 64, [1, 1, 1, 1], 2),
-    ((2, 64, 15, 17), 72, [1, 1, 1, 1], 2),  # odd output sizes, two images
-    ((1, 80, 16, 15), 64, [2, 0, 1, 1], 2),  # asymmetric pads
-    ((1, 64, 16, 16), 64, [0, 0, 0, 0], 2),
-    ((1, 64, 28, 28), 64, [1, 1, 1, 1], 4),  # from 784 output positions on: F(4x4, 3x3)
-    ((2, 72, 29, 30), 64, [1, 1, 1, 0], 4),  # output sizes no multiple of 4, two images
-])
+@pytest.mark.parametrize(
+    "x_shape,o,pads,tile",
+    [
+        ((1, 64, 14, 14), 64, [1, 1, 1, 1], 2),
+        ((2, 64, 15, 17), 72, [1, 1, 1, 1], 2),  # odd output sizes, two images
+        ((1, 80, 16, 15), 64, [2, 0, 1, 1], 2),  # asymmetric pads
+        ((1, 64, 16, 16), 64, [0, 0, 0, 0], 2),
+        ((1, 64, 28, 28), 64, [1, 1, 1, 1], 4),  # from 784 output positions on: F(4x4, 3x3)
+        ((2, 72, 29, 30), 64, [1, 1, 1, 0], 4),  # output sizes no multiple of 4, two images
+    ],
+)
 def test_winograd_path_matches_ort(monkeypatch, x_shape, o, pads, tile):
     # Packed 3x3 stride-1 weights with enough channels and positions take a Winograd path.
     calls = []
@@ -287,8 +317,9 @@ def test_winograd_path_matches_ort(monkeypatch, x_shape, o, pads, tile):
     assert_close(got, expected, rtol=1e-4, atol=1e-5 if tile == 2 else 1e-5 * scale)
     # against a direct sum in float64: F(2x2, 3x3) stays near float32's own rounding, F(4x4, 3x3) within
     # 1e-5 of the output's scale
-    direct = direct_conv(np.pad(x, [(0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])]), w, (1, 1), (0, 0),
-                         (1, 1), 1) + b.astype(np.float64).reshape(1, -1, 1, 1)
+    direct = direct_conv(
+        np.pad(x, [(0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])]), w, (1, 1), (0, 0), (1, 1), 1
+    ) + b.astype(np.float64).reshape(1, -1, 1, 1)
     error = np.abs(got - direct).max() / np.abs(direct).max()
     assert error < (1e-6 if tile == 2 else 1e-5), error
     # float64: a direct sum over kernel offsets in float64 is the oracle

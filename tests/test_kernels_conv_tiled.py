@@ -18,22 +18,28 @@ def direct_conv(x, w, strides, pads, dilations, groups):
     og = o // groups
     y = np.zeros((x.shape[0], o) + tuple(out))
     for offset in np.ndindex(*w.shape[2:]):
-        window = x[(slice(None), slice(None)) + tuple(
-            slice(k * d, k * d + (m - 1) * st + 1, st) for k, d, m, st in zip(offset, dilations, out, strides))]
+        window = x[
+            (slice(None), slice(None))
+            + tuple(slice(k * d, k * d + (m - 1) * st + 1, st) for k, d, m, st in zip(offset, dilations, out, strides))
+        ]
         for g in range(groups):
-            part = window[:, g * cg:(g + 1) * cg]
+            part = window[:, g * cg : (g + 1) * cg]
             taps = w[(slice(g * og, (g + 1) * og), slice(None)) + offset]
-            y[:, g * og:(g + 1) * og] += np.tensordot(part, taps, axes=([1], [1])).transpose(
-                (0, 1 + n_sp) + tuple(range(1, 1 + n_sp)))
+            y[:, g * og : (g + 1) * og] += np.tensordot(part, taps, axes=([1], [1])).transpose(
+                (0, 1 + n_sp) + tuple(range(1, 1 + n_sp))
+            )
     return y
 
 
-@pytest.mark.parametrize("x_shape, w_shape, strides, pads, dilations, groups", [
-    ((2, 6, 30, 31), (8, 3, 3, 3), (1, 2), (1, 0), (1, 2), 2),
-    ((1, 4, 50), (5, 4, 3), (2,), (1,), (1,), 1),
-    ((1, 3, 9, 10, 11), (4, 3, 2, 3, 2), (1, 1, 2), (0, 1, 1), (1, 1, 1), 1),
-    ((1, 16, 40, 40), (32, 16, 3, 3), (1, 1), (1, 1), (1, 1), 1),
-])
+@pytest.mark.parametrize(
+    "x_shape, w_shape, strides, pads, dilations, groups",
+    [
+        ((2, 6, 30, 31), (8, 3, 3, 3), (1, 2), (1, 0), (1, 2), 2),
+        ((1, 4, 50), (5, 4, 3), (2,), (1,), (1,), 1),
+        ((1, 3, 9, 10, 11), (4, 3, 2, 3, 2), (1, 1, 2), (0, 1, 1), (1, 1, 1), 1),
+        ((1, 16, 40, 40), (32, 16, 3, 3), (1, 1), (1, 1), (1, 1), 1),
+    ],
+)
 @pytest.mark.parametrize("packed", [False, True])  # packed: the bias rides in the product (a row of ones)
 def test_banded_im2col_matches_a_direct_sum(monkeypatch, x_shape, w_shape, strides, pads, dilations, groups, packed):
     monkeypatch.setattr(K, "_TILED_IM2COL_BYTES", 0)  # every convolution takes the banded path

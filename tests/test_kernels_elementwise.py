@@ -30,8 +30,9 @@ def test_round_matches_ort(dtype):
 
 
 def test_round_half_away():
-    assert_close(K.round_half_away(np.array([-2.5, -0.5, 0.5, 1.5, 2.4], np.float32)),
-                 np.array([-3, -1, 1, 2, 2], np.float32))
+    assert_close(
+        K.round_half_away(np.array([-2.5, -0.5, 0.5, 1.5, 2.4], np.float32)), np.array([-3, -1, 1, 2, 2], np.float32)
+    )
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.int8, np.uint8])
@@ -172,8 +173,10 @@ def test_float32_erf_within_one_ulp_over_the_whole_range():
 
 
 def test_float32_erf_special_values_and_tails():
-    x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 3.9, 3.92, 3.93, 4.0, 10.0, 1e30, -1e30, 3.4e38,
-                  1e-45, -1e-45, 1.17e-38], np.float32)
+    x = np.array(
+        [0.0, -0.0, np.inf, -np.inf, np.nan, 3.9, 3.92, 3.93, 4.0, 10.0, 1e30, -1e30, 3.4e38, 1e-45, -1e-45, 1.17e-38],
+        np.float32,
+    )
     got = K.erf(x)
     expected = _math_erf(x.astype(np.float64)).astype(np.float64).astype(np.float32)
     np.testing.assert_array_equal(got, expected)  # NaN == NaN for assert_array_equal
@@ -203,11 +206,16 @@ FLOAT8 = [
 
 def _cast_chain(x, to, back, saturate=1):
     """Cast to ``to`` and back to ``back`` in onnxruntime (its Python API cannot return float8/int4)."""
-    nodes = [helper.make_node("Cast", ["x"], ["m"], to=to, saturate=saturate),
-             helper.make_node("Cast", ["m"], ["y"], to=back)]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", helper.np_dtype_to_tensor_dtype(x.dtype),
-                                                                          x.shape)],
-                              [helper.make_tensor_value_info("y", back, x.shape)])
+    nodes = [
+        helper.make_node("Cast", ["x"], ["m"], to=to, saturate=saturate),
+        helper.make_node("Cast", ["m"], ["y"], to=back),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", helper.np_dtype_to_tensor_dtype(x.dtype), x.shape)],
+        [helper.make_tensor_value_info("y", back, x.shape)],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
     model.ir_version = 10
     return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
@@ -250,13 +258,16 @@ def test_cast_to_string_matches_ort(source):
     assert got.tolist() == expected.tolist()
 
 
-@pytest.mark.parametrize("onnx_type,dtype,texts", [
-    (TensorProto.FLOAT, np.float32, ["1.5", "-INF", "NaN", "+Inf", "1e3", " 7", "-0.25"]),
-    (TensorProto.DOUBLE, np.float64, ["0.1", "inf", "-1e-300"]),
-    (TensorProto.INT32, np.int32, ["15", "-7", "3", "2147483647"]),
-    (TensorProto.INT8, np.int8, ["1.9", "300", "-3"]),
-    (TensorProto.BOOL, np.bool_, ["1", "0", "2"]),
-])
+@pytest.mark.parametrize(
+    "onnx_type,dtype,texts",
+    [
+        (TensorProto.FLOAT, np.float32, ["1.5", "-INF", "NaN", "+Inf", "1e3", " 7", "-0.25"]),
+        (TensorProto.DOUBLE, np.float64, ["0.1", "inf", "-1e-300"]),
+        (TensorProto.INT32, np.int32, ["15", "-7", "3", "2147483647"]),
+        (TensorProto.INT8, np.int8, ["1.9", "300", "-3"]),
+        (TensorProto.BOOL, np.bool_, ["1", "0", "2"]),
+    ],
+)
 def test_cast_from_string_matches_ort(onnx_type, dtype, texts):
     x = np.array(texts, dtype=object)
     (expected,) = run_ort("Cast", [x], {"to": onnx_type})
@@ -285,8 +296,9 @@ def test_bfloat16_computes_in_float32():
     x = np.array([0.3, -1.7, 2.2], ml_dtypes.bfloat16)
     got = K.sigmoid(x)
     assert got.dtype == x.dtype
-    assert_close(got.astype(np.float32), (1 / (1 + np.exp(-x.astype(np.float32)))).astype(ml_dtypes.bfloat16)
-                 .astype(np.float32))
+    assert_close(
+        got.astype(np.float32), (1 / (1 + np.exp(-x.astype(np.float32)))).astype(ml_dtypes.bfloat16).astype(np.float32)
+    )
 
 
 @pytest.mark.parametrize("exponent", [2.0, 3.0, 4.0, -1.0, -2.0, 2.5])

@@ -37,15 +37,22 @@ def test_gather_elements_matches_ort(axis):
     assert_close(K.gather_elements(data, indices, axis), expected)
 
 
-@pytest.mark.parametrize("data_shape,indices_shape,batch_dims", [
-    ((3, 4), (2, 2), 0), ((3, 4, 5), (2, 1), 0), ((3, 4, 5), (2, 3, 3), 0),
-    ((2, 4, 5), (2, 3, 1), 1), ((2, 3, 4, 5), (2, 3, 2), 2), ((2, 3, 4), (2, 5, 2), 1),
-])
+@pytest.mark.parametrize(
+    "data_shape,indices_shape,batch_dims",
+    [
+        ((3, 4), (2, 2), 0),
+        ((3, 4, 5), (2, 1), 0),
+        ((3, 4, 5), (2, 3, 3), 0),
+        ((2, 4, 5), (2, 3, 1), 1),
+        ((2, 3, 4, 5), (2, 3, 2), 2),
+        ((2, 3, 4), (2, 5, 2), 1),
+    ],
+)
 def test_gather_nd_matches_ort(data_shape, indices_shape, batch_dims):
     r = rng(3)
     data = r.standard_normal(data_shape).astype(np.float32)
     k = indices_shape[-1]
-    bounds = np.array(data_shape[batch_dims:batch_dims + k])
+    bounds = np.array(data_shape[batch_dims : batch_dims + k])
     indices = (r.integers(0, 1 << 20, indices_shape) % (2 * bounds) - bounds).astype(np.int64)
     (expected,) = run_ort("GatherND", [data, indices], {"batch_dims": batch_dims})
     assert_close(K.gather_nd(data, indices, batch_dims), expected)
@@ -179,20 +186,54 @@ def slow_xla_gather(operand, indices, offset_dims, collapsed, index_map, ivd, sl
 
 GATHER_CASES = [
     # operand shape, indices, kwargs
-    ((5, 4), [[0], [3], [4]], dict(offset_dims=[1], collapsed_slice_dims=[0], start_index_map=[0],
-                                   index_vector_dim=1, slice_sizes=[1, 4])),
-    ((5, 4, 3), [[1, 2], [4, 3], [-1, 0]], dict(offset_dims=[1, 2, 3], collapsed_slice_dims=[],
-                                                start_index_map=[0, 1], index_vector_dim=1,
-                                                slice_sizes=[2, 2, 3])),  # clamped starts
-    ((5, 4, 3), [[[1], [2]], [[0], [3]]], dict(offset_dims=[0, 3], collapsed_slice_dims=[1], start_index_map=[1],
-                                               index_vector_dim=2, slice_sizes=[3, 1, 2])),
-    ((6, 5), [[0, 2, 4], [1, 1, 3]], dict(offset_dims=[], collapsed_slice_dims=[0, 1], start_index_map=[1, 0],
-                                          index_vector_dim=0, slice_sizes=[1, 1])),
-    ((5, 7), [3, 0, 6], dict(offset_dims=[0], collapsed_slice_dims=[1], start_index_map=[1],
-                             index_vector_dim=1, slice_sizes=[5, 1])),  # implicit index vector dim
-    ((3, 5, 4), [[1, 2], [0, 0], [4, 1]], dict(offset_dims=[1], collapsed_slice_dims=[1], start_index_map=[1],
-                                               index_vector_dim=2, slice_sizes=[1, 1, 2],
-                                               operand_batching_dims=[0], start_indices_batching_dims=[0])),
+    (
+        (5, 4),
+        [[0], [3], [4]],
+        dict(offset_dims=[1], collapsed_slice_dims=[0], start_index_map=[0], index_vector_dim=1, slice_sizes=[1, 4]),
+    ),
+    (
+        (5, 4, 3),
+        [[1, 2], [4, 3], [-1, 0]],
+        dict(
+            offset_dims=[1, 2, 3],
+            collapsed_slice_dims=[],
+            start_index_map=[0, 1],
+            index_vector_dim=1,
+            slice_sizes=[2, 2, 3],
+        ),
+    ),  # clamped starts
+    (
+        (5, 4, 3),
+        [[[1], [2]], [[0], [3]]],
+        dict(
+            offset_dims=[0, 3], collapsed_slice_dims=[1], start_index_map=[1], index_vector_dim=2, slice_sizes=[3, 1, 2]
+        ),
+    ),
+    (
+        (6, 5),
+        [[0, 2, 4], [1, 1, 3]],
+        dict(
+            offset_dims=[], collapsed_slice_dims=[0, 1], start_index_map=[1, 0], index_vector_dim=0, slice_sizes=[1, 1]
+        ),
+    ),
+    (
+        (5, 7),
+        [3, 0, 6],
+        dict(offset_dims=[0], collapsed_slice_dims=[1], start_index_map=[1], index_vector_dim=1, slice_sizes=[5, 1]),
+    ),  # implicit index vector dim
+    (
+        (3, 5, 4),
+        [[1, 2], [0, 0], [4, 1]],
+        dict(
+            offset_dims=[1],
+            collapsed_slice_dims=[1],
+            start_index_map=[1],
+            index_vector_dim=2,
+            slice_sizes=[1, 1, 2],
+            operand_batching_dims=[0],
+            start_indices_batching_dims=[0],
+        ),
+    ),
 ]
 
 
@@ -200,9 +241,17 @@ GATHER_CASES = [
 def test_xla_gather_matches_loop(operand_shape, indices, kwargs):
     operand = rng(10).standard_normal(operand_shape).astype(np.float32)
     indices = np.array(indices, np.int64)
-    expected = slow_xla_gather(operand, indices, kwargs["offset_dims"], kwargs["collapsed_slice_dims"],
-                               kwargs["start_index_map"], kwargs["index_vector_dim"], kwargs["slice_sizes"],
-                               kwargs.get("operand_batching_dims", ()), kwargs.get("start_indices_batching_dims", ()))
+    expected = slow_xla_gather(
+        operand,
+        indices,
+        kwargs["offset_dims"],
+        kwargs["collapsed_slice_dims"],
+        kwargs["start_index_map"],
+        kwargs["index_vector_dim"],
+        kwargs["slice_sizes"],
+        kwargs.get("operand_batching_dims", ()),
+        kwargs.get("start_indices_batching_dims", ()),
+    )
     assert_close(K.xla_gather(operand, indices, **kwargs), expected)
 
 
@@ -225,19 +274,50 @@ def slow_xla_scatter(operand, indices, updates, window_dims, inserted, sdod, ivd
 
 SCATTER_CASES = [
     # operand shape, indices, updates shape, kwargs
-    ((6, 3), [[1], [4], [1]], (3, 3), dict(update_window_dims=[1], inserted_window_dims=[0],
-                                           scatter_dims_to_operand_dims=[0], index_vector_dim=1)),
-    ((5, 4, 3), [[0, 1], [3, 2], [4, 3]], (3, 2, 2, 3), dict(update_window_dims=[1, 2, 3], inserted_window_dims=[],
-                                                             scatter_dims_to_operand_dims=[0, 1],
-                                                             index_vector_dim=1)),  # last window is out of bounds
-    ((5, 4), [[2, 0, 2]], (2, 3), dict(update_window_dims=[0], inserted_window_dims=[1],
-                                       scatter_dims_to_operand_dims=[1], index_vector_dim=0)),
-    ((4, 6), [[1, 5], [0, 0]], (2,), dict(update_window_dims=[], inserted_window_dims=[0, 1],
-                                            scatter_dims_to_operand_dims=[1, 0], index_vector_dim=1)),
-    ((3, 5, 2), [[1, 4], [0, 0], [2, 2]], (3, 2, 2), dict(update_window_dims=[2], inserted_window_dims=[1],
-                                                          scatter_dims_to_operand_dims=[1], index_vector_dim=2,
-                                                          input_batching_dims=[0],
-                                                          scatter_indices_batching_dims=[0])),
+    (
+        (6, 3),
+        [[1], [4], [1]],
+        (3, 3),
+        dict(update_window_dims=[1], inserted_window_dims=[0], scatter_dims_to_operand_dims=[0], index_vector_dim=1),
+    ),
+    (
+        (5, 4, 3),
+        [[0, 1], [3, 2], [4, 3]],
+        (3, 2, 2, 3),
+        dict(
+            update_window_dims=[1, 2, 3],
+            inserted_window_dims=[],
+            scatter_dims_to_operand_dims=[0, 1],
+            index_vector_dim=1,
+        ),
+    ),  # last window is out of bounds
+    (
+        (5, 4),
+        [[2, 0, 2]],
+        (2, 3),
+        dict(update_window_dims=[0], inserted_window_dims=[1], scatter_dims_to_operand_dims=[1], index_vector_dim=0),
+    ),
+    (
+        (4, 6),
+        [[1, 5], [0, 0]],
+        (2,),
+        dict(
+            update_window_dims=[], inserted_window_dims=[0, 1], scatter_dims_to_operand_dims=[1, 0], index_vector_dim=1
+        ),
+    ),
+    (
+        (3, 5, 2),
+        [[1, 4], [0, 0], [2, 2]],
+        (3, 2, 2),
+        dict(
+            update_window_dims=[2],
+            inserted_window_dims=[1],
+            scatter_dims_to_operand_dims=[1],
+            index_vector_dim=2,
+            input_batching_dims=[0],
+            scatter_indices_batching_dims=[0],
+        ),
+    ),
 ]
 
 
@@ -248,11 +328,23 @@ def test_xla_scatter_matches_loop(operand_shape, indices, updates_shape, kwargs,
     operand = r.standard_normal(operand_shape).astype(np.float32)
     updates = r.standard_normal(updates_shape).astype(np.float32)
     indices = np.array(indices, np.int64)
-    functions = {"replace": lambda a, b: b, "add": lambda a, b: a + b, "max": np.maximum,
-                 "custom": lambda a, b: a * np.float32(0.5) + b}
-    expected = slow_xla_scatter(operand, indices, updates, kwargs["update_window_dims"],
-                                kwargs["inserted_window_dims"], kwargs["scatter_dims_to_operand_dims"],
-                                kwargs["index_vector_dim"], functions[combiner],
-                                kwargs.get("input_batching_dims", ()), kwargs.get("scatter_indices_batching_dims", ()))
+    functions = {
+        "replace": lambda a, b: b,
+        "add": lambda a, b: a + b,
+        "max": np.maximum,
+        "custom": lambda a, b: a * np.float32(0.5) + b,
+    }
+    expected = slow_xla_scatter(
+        operand,
+        indices,
+        updates,
+        kwargs["update_window_dims"],
+        kwargs["inserted_window_dims"],
+        kwargs["scatter_dims_to_operand_dims"],
+        kwargs["index_vector_dim"],
+        functions[combiner],
+        kwargs.get("input_batching_dims", ()),
+        kwargs.get("scatter_indices_batching_dims", ()),
+    )
     chosen = functions["custom"] if combiner == "custom" else combiner
     assert_close(K.xla_scatter(operand, indices, updates, combiner=chosen, **kwargs), expected)

@@ -14,8 +14,9 @@ from onnx import helper
 DEFAULT_OPSET = 21
 
 
-def run_ort(op_type: str, inputs, attrs: dict | None = None, n_outputs: int = 1,
-            opset: int = DEFAULT_OPSET, domain: str = "") -> list[np.ndarray]:
+def run_ort(
+    op_type: str, inputs, attrs: dict | None = None, n_outputs: int = 1, opset: int = DEFAULT_OPSET, domain: str = ""
+) -> list[np.ndarray]:
     """Run ``op_type`` on ``inputs`` (a list; ``None`` = omitted optional input)."""
     names, feeds, graph_inputs = [], {}, []
     for i, value in enumerate(inputs):
@@ -51,8 +52,9 @@ def assert_close(actual, expected, rtol=1e-5, atol=1e-6):
     if actual.dtype.kind in "iubOSU":
         np.testing.assert_array_equal(actual, expected)
     else:
-        np.testing.assert_allclose(actual.astype(np.float64), expected.astype(np.float64),
-                                   rtol=rtol, atol=atol, equal_nan=True)
+        np.testing.assert_allclose(
+            actual.astype(np.float64), expected.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True
+        )
 
 
 def rng(seed: int = 0) -> np.random.Generator:

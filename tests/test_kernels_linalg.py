@@ -13,9 +13,17 @@ from opconv.kernels import linalg as K
 from .test_kernels_helpers import assert_close, rng, run_ort
 
 
-@pytest.mark.parametrize("a_shape,b_shape", [
-    ((3, 4), (4, 5)), ((4,), (4, 2)), ((3, 4), (4,)), ((4,), (4,)), ((2, 1, 3, 4), (5, 4, 2)), ((1, 3, 4), (2, 4, 6)),
-])
+@pytest.mark.parametrize(
+    "a_shape,b_shape",
+    [
+        ((3, 4), (4, 5)),
+        ((4,), (4, 2)),
+        ((3, 4), (4,)),
+        ((4,), (4,)),
+        ((2, 1, 3, 4), (5, 4, 2)),
+        ((1, 3, 4), (2, 4, 6)),
+    ],
+)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int32, np.int64])
 def test_matmul_matches_ort(a_shape, b_shape, dtype):
     r = rng(1)
@@ -39,15 +47,18 @@ def test_gemm_matches_ort(trans_a, trans_b, c_shape, alpha, beta):
     assert_close(K.gemm(a, b, c, alpha, beta, bool(trans_a), bool(trans_b)), expected)
 
 
-@pytest.mark.parametrize("equation,shapes", [
-    ("ij,jk->ik", [(3, 4), (4, 5)]),
-    ("bij, bjk -> bik", [(2, 3, 4), (2, 4, 5)]),
-    ("ii->i", [(4, 4)]),
-    ("ij->", [(3, 4)]),
-    ("...ij,...jk->...ik", [(2, 3, 4), (1, 4, 2)]),
-    ("abc,cd,be->ade", [(2, 3, 4), (4, 5), (3, 2)]),
-    ("i,j", [(3,), (4,)]),
-])
+@pytest.mark.parametrize(
+    "equation,shapes",
+    [
+        ("ij,jk->ik", [(3, 4), (4, 5)]),
+        ("bij, bjk -> bik", [(2, 3, 4), (2, 4, 5)]),
+        ("ii->i", [(4, 4)]),
+        ("ij->", [(3, 4)]),
+        ("...ij,...jk->...ik", [(2, 3, 4), (1, 4, 2)]),
+        ("abc,cd,be->ade", [(2, 3, 4), (4, 5), (3, 2)]),
+        ("i,j", [(3,), (4,)]),
+    ],
+)
 def test_einsum_matches_ort(equation, shapes):
     r = rng(3)
     operands = [r.standard_normal(s).astype(np.float32) for s in shapes]
@@ -79,13 +90,19 @@ def slow_dot_general(lhs, rhs, lb, rb, lc, rc):
     shape = [lhs.shape[d] for d in lb] + [lhs.shape[d] for d in lf] + [rhs.shape[d] for d in rf]
     out = np.zeros(shape)
     for index in itertools.product(*[range(s) for s in shape]):
-        b_idx, rest = index[:len(lb)], index[len(lb):]
-        l_idx, r_idx = rest[:len(lf)], rest[len(lf):]
+        b_idx, rest = index[: len(lb)], index[len(lb) :]
+        l_idx, r_idx = rest[: len(lf)], rest[len(lf) :]
         total = 0.0
         for c_idx in itertools.product(*[range(lhs.shape[d]) for d in lc]):
             li, ri = [0] * lhs.ndim, [0] * rhs.ndim
-            for dims, vals, target in ((lb, b_idx, li), (lf, l_idx, li), (lc, c_idx, li),
-                                       (rb, b_idx, ri), (rf, r_idx, ri), (rc, c_idx, ri)):
+            for dims, vals, target in (
+                (lb, b_idx, li),
+                (lf, l_idx, li),
+                (lc, c_idx, li),
+                (rb, b_idx, ri),
+                (rf, r_idx, ri),
+                (rc, c_idx, ri),
+            ):
                 for d, v in zip(dims, vals):
                     target[d] = v
             total += float(lhs[tuple(li)]) * float(rhs[tuple(ri)])
@@ -93,14 +110,17 @@ def slow_dot_general(lhs, rhs, lb, rb, lc, rc):
     return out
 
 
-@pytest.mark.parametrize("lhs_shape,rhs_shape,lb,rb,lc,rc", [
-    ((3, 4), (4, 5), [], [], [1], [0]),
-    ((2, 3, 4), (2, 4, 5), [0], [0], [2], [1]),
-    ((4, 2, 3), (5, 3, 2), [1], [2], [2], [1]),
-    ((2, 3, 4, 5), (5, 2, 4, 6), [0], [1], [2, 3], [2, 0]),
-    ((3, 2, 4), (4, 3), [], [], [], []),
-    ((2, 3, 2, 4), (3, 4, 2, 2), [2, 1], [3, 0], [3], [1]),
-])
+@pytest.mark.parametrize(
+    "lhs_shape,rhs_shape,lb,rb,lc,rc",
+    [
+        ((3, 4), (4, 5), [], [], [1], [0]),
+        ((2, 3, 4), (2, 4, 5), [0], [0], [2], [1]),
+        ((4, 2, 3), (5, 3, 2), [1], [2], [2], [1]),
+        ((2, 3, 4, 5), (5, 2, 4, 6), [0], [1], [2, 3], [2, 0]),
+        ((3, 2, 4), (4, 3), [], [], [], []),
+        ((2, 3, 2, 4), (3, 4, 2, 2), [2, 1], [3, 0], [3], [1]),
+    ],
+)
 def test_dot_general_matches_loop(lhs_shape, rhs_shape, lb, rb, lc, rc):
     r = rng(5)
     lhs = r.standard_normal(lhs_shape).astype(np.float32)

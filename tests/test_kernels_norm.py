@@ -14,8 +14,12 @@ from .test_kernels_helpers import assert_close, rng, run_ort
 
 def _params(c, seed=0):
     r = rng(seed)
-    return (r.standard_normal(c).astype(np.float32), r.standard_normal(c).astype(np.float32),
-            r.standard_normal(c).astype(np.float32), r.uniform(0.5, 2, c).astype(np.float32))
+    return (
+        r.standard_normal(c).astype(np.float32),
+        r.standard_normal(c).astype(np.float32),
+        r.standard_normal(c).astype(np.float32),
+        r.uniform(0.5, 2, c).astype(np.float32),
+    )
 
 
 @pytest.mark.parametrize("shape", [(2, 3), (2, 3, 5), (1, 4, 3, 3), (2, 2, 2, 3, 2)])
@@ -30,8 +34,13 @@ def test_batch_norm_matches_ort(shape):
 def test_batch_norm_training_matches_ort(momentum):
     x = rng(2).standard_normal((4, 3, 5)).astype(np.float32)
     scale, bias, mean, var = _params(3, 1)
-    expected = run_ort("BatchNormalization", [x, scale, bias, mean, var],
-                       {"training_mode": 1, "momentum": momentum}, n_outputs=3, opset=15)
+    expected = run_ort(
+        "BatchNormalization",
+        [x, scale, bias, mean, var],
+        {"training_mode": 1, "momentum": momentum},
+        n_outputs=3,
+        opset=15,
+    )
     got = K.batch_norm_training(x, scale, bias, mean, var, 1e-5, momentum)
     for g, e in zip(got[:3], expected):
         assert_close(g, e, rtol=1e-5, atol=1e-5)
@@ -50,11 +59,10 @@ def test_instance_norm_matches_ort(shape):
 @pytest.mark.parametrize("dtype,tol", [(np.float32, 1e-5), (np.float16, 3e-3)])
 def test_layer_norm_matches_ort(axis, with_bias, dtype, tol):
     x = rng(4).standard_normal((2, 3, 4, 5)).astype(dtype)
-    normalized = x.shape[axis % 4:]
+    normalized = x.shape[axis % 4 :]
     scale = rng(5).standard_normal(normalized).astype(dtype)
     bias = rng(6).standard_normal(normalized).astype(dtype) if with_bias else None
-    expected = run_ort("LayerNormalization", [x, scale, bias], {"axis": axis, "epsilon": 1e-4}, n_outputs=3,
-                       opset=17)
+    expected = run_ort("LayerNormalization", [x, scale, bias], {"axis": axis, "epsilon": 1e-4}, n_outputs=3, opset=17)
     got = K.layer_norm(x, scale, bias, axis, 1e-4)
     for g, e in zip(got, expected):
         assert_close(g, e, rtol=tol, atol=tol)
@@ -90,7 +98,7 @@ def test_lrn_even_size_window_matches_formula(size):
     x = rng(15).standard_normal((2, 6, 3))
     before, after = (size - 1) // 2, size - 1 - (size - 1) // 2
     squares = np.pad(x * x, [(0, 0), (before, after), (0, 0)])
-    sums = sum(squares[:, i:i + 6] for i in range(size))
+    sums = sum(squares[:, i : i + 6] for i in range(size))
     assert_close(K.lrn(x, size, 0.02, 0.6, 1.5), x / (1.5 + 0.02 / size * sums) ** 0.6, rtol=1e-12, atol=1e-12)
 
 
@@ -98,7 +106,7 @@ def test_lrn_spatial_axes_matches_formula():
     x = rng(10).standard_normal((1, 2, 4, 4))
     got = K.lrn(x, 3, 0.1, 0.5, 2.0, axes=(2, 3))
     squares = np.pad(x * x, [(0, 0), (0, 0), (1, 1), (1, 1)])
-    sums = sum(squares[:, :, i:i + 4, j:j + 4] for i in range(3) for j in range(3))
+    sums = sum(squares[:, :, i : i + 4, j : j + 4] for i in range(3) for j in range(3))
     assert_close(got, x / (2.0 + 0.1 / 9 * sums) ** 0.5, rtol=1e-12, atol=1e-12)
 
 
@@ -106,8 +114,7 @@ def test_lrn_spatial_axes_matches_formula():
 def test_mvn_matches_ort(axes):
     x = rng(11).standard_normal((2, 3, 4, 5)).astype(np.float32)
     (expected,) = run_ort("MeanVarianceNormalization", [x], {} if axes is None else {"axes": axes})
-    assert_close(K.mean_variance_normalization(x, (0, 2, 3) if axes is None else axes), expected,
-                 rtol=1e-4, atol=1e-5)
+    assert_close(K.mean_variance_normalization(x, (0, 2, 3) if axes is None else axes), expected, rtol=1e-4, atol=1e-5)
 
 
 def test_mvn_variants():

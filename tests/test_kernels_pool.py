@@ -82,12 +82,15 @@ def test_global_pool_matches_ort(op, mode, shape):
     assert_close(K.global_pool(x, mode, p=3), expected, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("shape,attrs,output_shape", [
-    ((1, 2, 6, 6), {"kernel_shape": [2, 2], "strides": [2, 2]}, None),
-    ((1, 2, 7, 5), {"kernel_shape": [3, 2], "strides": [2, 2], "pads": [1, 0, 1, 0]}, [1, 2, 7, 5]),
-    ((1, 1, 8, 6), {"kernel_shape": [3, 2], "strides": [2, 2], "pads": [1, 0, 0, 0]}, None),
-    ((2, 1, 7, 5), {"kernel_shape": [2, 2], "strides": [2, 2]}, [2, 1, 7, 5]),
-])
+@pytest.mark.parametrize(
+    "shape,attrs,output_shape",
+    [
+        ((1, 2, 6, 6), {"kernel_shape": [2, 2], "strides": [2, 2]}, None),
+        ((1, 2, 7, 5), {"kernel_shape": [3, 2], "strides": [2, 2], "pads": [1, 0, 1, 0]}, [1, 2, 7, 5]),
+        ((1, 1, 8, 6), {"kernel_shape": [3, 2], "strides": [2, 2], "pads": [1, 0, 0, 0]}, None),
+        ((2, 1, 7, 5), {"kernel_shape": [2, 2], "strides": [2, 2]}, [2, 1, 7, 5]),
+    ],
+)
 def test_max_unpool_matches_ort(shape, attrs, output_shape):
     x = rng(8).standard_normal(shape).astype(np.float32)
     values, indices = run_ort("MaxPool", [x], attrs, n_outputs=2)
@@ -131,8 +134,15 @@ def test_reduce_window_matches_loop(kwargs, reducer, init):
     x = rng(9).standard_normal((5, 6, 4)[:rank] if rank == 2 else (3, 4, 5)).astype(np.float32)
     combine = {"add": lambda a, b: a + b, "max": max, "min": min}[reducer]
     expected = slow_reduce_window(
-        x, kwargs["window"], kwargs.get("strides", [1] * rank), kwargs.get("base_dilations", [1] * rank),
-        kwargs.get("window_dilations", [1] * rank), kwargs.get("padding", [(0, 0)] * rank), np.float32(init), combine)
+        x,
+        kwargs["window"],
+        kwargs.get("strides", [1] * rank),
+        kwargs.get("base_dilations", [1] * rank),
+        kwargs.get("window_dilations", [1] * rank),
+        kwargs.get("padding", [(0, 0)] * rank),
+        np.float32(init),
+        combine,
+    )
     got = K.reduce_window(x, init_value=init, reducer=reducer, **kwargs)
     assert_close(got, expected)
 
@@ -151,5 +161,11 @@ def test_pool_output_size_drops_window_starting_in_padding():
 
 def _geometry(attrs, n):
     pads = attrs.get("pads", [0] * 2 * n)
-    return dict(kernel=attrs["kernel_shape"], strides=attrs.get("strides"), pads_begin=pads[:n], pads_end=pads[n:],
-                dilations=attrs.get("dilations"), ceil_mode=bool(attrs.get("ceil_mode", 0)))
+    return dict(
+        kernel=attrs["kernel_shape"],
+        strides=attrs.get("strides"),
+        pads_begin=pads[:n],
+        pads_end=pads[n:],
+        dilations=attrs.get("dilations"),
+        ceil_mode=bool(attrs.get("ceil_mode", 0)),
+    )

@@ -10,8 +10,15 @@ from opconv.kernels import reduce as K
 from .test_kernels_helpers import assert_close, rng, run_ort
 
 ONNX_NAMES = {
-    "sum": "ReduceSum", "mean": "ReduceMean", "max": "ReduceMax", "min": "ReduceMin", "prod": "ReduceProd",
-    "l1": "ReduceL1", "l2": "ReduceL2", "sum_square": "ReduceSumSquare", "log_sum": "ReduceLogSum",
+    "sum": "ReduceSum",
+    "mean": "ReduceMean",
+    "max": "ReduceMax",
+    "min": "ReduceMin",
+    "prod": "ReduceProd",
+    "l1": "ReduceL1",
+    "l2": "ReduceL2",
+    "sum_square": "ReduceSumSquare",
+    "log_sum": "ReduceLogSum",
     "log_sum_exp": "ReduceLogSumExp",
 }
 

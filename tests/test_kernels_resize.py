@@ -17,9 +17,12 @@ SCALES = [[1, 1, 2.0, 1.5], [1, 1, 0.5, 0.75], [1, 1, 1.7, 0.6], [1, 1, 0.35, 3.
 def _ort_resize(x, attrs, scales=None, sizes=None, roi=None, axes=None):
     if axes is not None:
         attrs = {**attrs, "axes": axes}
-    inputs = [x, None if roi is None else np.array(roi, np.float32),
-              None if scales is None else np.array(scales, np.float32),
-              None if sizes is None else np.array(sizes, np.int64)]
+    inputs = [
+        x,
+        None if roi is None else np.array(roi, np.float32),
+        None if scales is None else np.array(scales, np.float32),
+        None if sizes is None else np.array(sizes, np.int64),
+    ]
     (out,) = run_ort("Resize", inputs, attrs, opset=19)
     return out
 
@@ -35,12 +38,25 @@ def _kernel_resize(x, attrs, scales=None, sizes=None, roi=None, axes=None):
             full[axis] = (float(np.float32(start)), float(np.float32(end)))
         roi_pairs = full
     shape, full_scales = K.resize_output_shape(
-        x.shape, None if scales is None else np.float32(scales), sizes, axes,
-        attrs.get("keep_aspect_ratio_policy", "stretch"))
-    return K.resize(x, shape, attrs.get("mode", "nearest"), attrs.get("coordinate_transformation_mode", "half_pixel"),
-                    full_scales, attrs.get("nearest_mode", "round_prefer_floor"), attrs.get("cubic_coeff_a", -0.75),
-                    bool(attrs.get("exclude_outside", 0)), roi_pairs, attrs.get("extrapolation_value", 0.0),
-                    bool(attrs.get("antialias", 0)))
+        x.shape,
+        None if scales is None else np.float32(scales),
+        sizes,
+        axes,
+        attrs.get("keep_aspect_ratio_policy", "stretch"),
+    )
+    return K.resize(
+        x,
+        shape,
+        attrs.get("mode", "nearest"),
+        attrs.get("coordinate_transformation_mode", "half_pixel"),
+        full_scales,
+        attrs.get("nearest_mode", "round_prefer_floor"),
+        attrs.get("cubic_coeff_a", -0.75),
+        bool(attrs.get("exclude_outside", 0)),
+        roi_pairs,
+        attrs.get("extrapolation_value", 0.0),
+        bool(attrs.get("antialias", 0)),
+    )
 
 
 def _check(x, attrs, rtol=1e-5, atol=1e-5, **inputs):
@@ -53,8 +69,7 @@ def _check(x, attrs, rtol=1e-5, atol=1e-5, **inputs):
 @pytest.mark.parametrize("scales", SCALES)
 def test_nearest_matches_ort(ctm, nearest_mode, scales):
     x = rng(1).standard_normal((1, 2, 5, 6)).astype(np.float32)
-    _check(x, {"mode": "nearest", "coordinate_transformation_mode": ctm, "nearest_mode": nearest_mode},
-           scales=scales)
+    _check(x, {"mode": "nearest", "coordinate_transformation_mode": ctm, "nearest_mode": nearest_mode}, scales=scales)
 
 
 @pytest.mark.parametrize("ctm", CTMS)
@@ -69,8 +84,12 @@ def test_linear_matches_ort(ctm, scales):
 @pytest.mark.parametrize("a,exclude_outside", [(-0.75, 0), (-0.5, 1), (-0.6, 0)])
 def test_cubic_matches_ort(ctm, scales, a, exclude_outside):
     x = rng(3).standard_normal((1, 2, 5, 6)).astype(np.float32)
-    attrs = {"mode": "cubic", "coordinate_transformation_mode": ctm, "cubic_coeff_a": a,
-             "exclude_outside": exclude_outside}
+    attrs = {
+        "mode": "cubic",
+        "coordinate_transformation_mode": ctm,
+        "cubic_coeff_a": a,
+        "exclude_outside": exclude_outside,
+    }
     _check(x, attrs, scales=scales)
 
 
@@ -152,8 +171,9 @@ def test_area_integer_factor_is_block_mean():
 def test_output_shape_helper():
     assert K.resize_output_shape([1, 3, 5, 7], scales=[1, 1, 1.5, 0.5]) == ([1, 3, 7, 3], [1, 1, 1.5, 0.5])
     assert K.resize_output_shape([5], scales=[1.4])[0] == [7]  # float32(1.4) * 5 rounds to 7.0
-    shape, scales = K.resize_output_shape([1, 3, 6, 9], sizes=[4, 4], axes=[2, 3],
-                                          keep_aspect_ratio_policy="not_larger")
+    shape, scales = K.resize_output_shape(
+        [1, 3, 6, 9], sizes=[4, 4], axes=[2, 3], keep_aspect_ratio_policy="not_larger"
+    )
     assert shape == [1, 3, 3, 4] and scales[2:] == [np.float32(4 / 9)] * 2
 
 

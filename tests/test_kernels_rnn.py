@@ -30,7 +30,7 @@ def _inputs(op, directions, seed, layout=0, with_bias=True, with_states=True, wi
 
 
 def _split_bias(b, g):
-    return (None, None) if b is None else (b[:, :g * H], b[:, g * H:])
+    return (None, None) if b is None else (b[:, : g * H], b[:, g * H :])
 
 
 def _onnx_activation_attrs(activations):
@@ -47,11 +47,21 @@ def _onnx_activation_attrs(activations):
     return attrs
 
 
-def _run_both(op, direction, seed=0, layout=0, with_bias=True, with_states=True, with_lens=False, activations=None,
-              clip=None, peepholes=False, **extra):
+def _run_both(
+    op,
+    direction,
+    seed=0,
+    layout=0,
+    with_bias=True,
+    with_states=True,
+    with_lens=False,
+    activations=None,
+    clip=None,
+    peepholes=False,
+    **extra,
+):
     directions = 2 if direction == "bidirectional" else 1
-    x, w, rec, b, lens, h0, c0, p = _inputs(op, directions, seed, layout, with_bias, with_states, with_lens,
-                                           peepholes)
+    x, w, rec, b, lens, h0, c0, p = _inputs(op, directions, seed, layout, with_bias, with_states, with_lens, peepholes)
     attrs = {"hidden_size": H, "direction": direction, **_onnx_activation_attrs(activations)}
     if clip is not None:
         attrs["clip"] = clip
@@ -64,15 +74,22 @@ def _run_both(op, direction, seed=0, layout=0, with_bias=True, with_states=True,
     if layout:
         expected = [expected[0].transpose(2, 0, 1, 3)] + [swap(e) for e in expected[1:]]
     b_w, b_r = _split_bias(b, GATES[op])
-    common = dict(b_w=b_w, b_r=b_r, initial_h=h0, sequence_lens=lens, direction=direction, activations=activations,
-                  clip=clip, layout=layout)
+    common = dict(
+        b_w=b_w,
+        b_r=b_r,
+        initial_h=h0,
+        sequence_lens=lens,
+        direction=direction,
+        activations=activations,
+        clip=clip,
+        layout=layout,
+    )
     if op == "RNN":
         got = K.rnn(x, w, rec, **common)
     elif op == "GRU":
         got = K.gru(x, w, rec, linear_before_reset=bool(extra.get("linear_before_reset", 0)), **common)
     else:
-        got = K.lstm(x, w, rec, initial_c=c0, peepholes=p, input_forget=bool(extra.get("input_forget", 0)),
-                     **common)
+        got = K.lstm(x, w, rec, initial_c=c0, peepholes=p, input_forget=bool(extra.get("input_forget", 0)), **common)
     assert len(got) == len(expected)
     for g, e in zip(got, expected):
         assert_close(g, e, rtol=1e-5, atol=1e-5)
@@ -97,10 +114,21 @@ def test_clip_matches_ort(op, clip):
     _run_both(op, "bidirectional", seed=2, clip=clip)
 
 
-@pytest.mark.parametrize("activation", [
-    "Relu", "Sigmoid", "Softsign", "Softplus", ("LeakyRelu", 0.2), ("ThresholdedRelu", 0.1),
-    ("ScaledTanh", 0.8, 1.3), ("HardSigmoid", 0.3, 0.4), ("Elu", 0.7), ("Affine", 0.5, 0.1),
-])
+@pytest.mark.parametrize(
+    "activation",
+    [
+        "Relu",
+        "Sigmoid",
+        "Softsign",
+        "Softplus",
+        ("LeakyRelu", 0.2),
+        ("ThresholdedRelu", 0.1),
+        ("ScaledTanh", 0.8, 1.3),
+        ("HardSigmoid", 0.3, 0.4),
+        ("Elu", 0.7),
+        ("Affine", 0.5, 0.1),
+    ],
+)
 def test_rnn_activations_match_ort(activation):
     _run_both("RNN", "forward", seed=3, activations=[activation])
 
@@ -123,12 +151,18 @@ def test_lstm_custom_activations_match_ort():
 def test_activation_specs_read_onnx_lists_like_ort():
     x, w, rec, b, _, h0, _, _ = _inputs("GRU", 2, 14)
     names, alphas, betas = ["HardSigmoid", "LeakyRelu", "Sigmoid", "ScaledTanh"], [0.3, 0.05, 0.8], [0.45, 1.2]
-    attrs = {"hidden_size": H, "direction": "bidirectional", "activations": names, "activation_alpha": alphas,
-             "activation_beta": betas}
+    attrs = {
+        "hidden_size": H,
+        "direction": "bidirectional",
+        "activations": names,
+        "activation_alpha": alphas,
+        "activation_beta": betas,
+    }
     expected = run_ort("GRU", [x, w, rec, b, None, h0], attrs, n_outputs=2, opset=14)
     b_w, b_r = _split_bias(b, 3)
-    got = K.gru(x, w, rec, b_w, b_r, h0, direction="bidirectional",
-                activations=K.activation_specs(names, alphas, betas))
+    got = K.gru(
+        x, w, rec, b_w, b_r, h0, direction="bidirectional", activations=K.activation_specs(names, alphas, betas)
+    )
     for g, e in zip(got, expected):
         assert_close(g, e, rtol=1e-5, atol=1e-5)
 
@@ -155,8 +189,19 @@ def test_lstm_openvino_gate_order_gives_same_result():
     b_w, b_r = _split_bias(b, 4)
     onnx = K.lstm(x, w, rec, b_w, b_r, h0, c0, p, lens)
     fico = [_reorder(a, "iofc", "fico", H, axis=1) for a in (w, rec, b_w + b_r)]
-    openvino = K.lstm(x, fico[0], fico[1], fico[2], None, h0, c0, _reorder(p, "iof", "fio", H, 1), lens,
-                      gate_order="fico", peephole_order="fio")
+    openvino = K.lstm(
+        x,
+        fico[0],
+        fico[1],
+        fico[2],
+        None,
+        h0,
+        c0,
+        _reorder(p, "iof", "fio", H, 1),
+        lens,
+        gate_order="fico",
+        peephole_order="fio",
+    )
     for a, b_ in zip(onnx, openvino):
         assert_close(a, b_, rtol=1e-5, atol=1e-6)
 

@@ -38,11 +38,14 @@ def test_top_k_uint8_largest():
     assert values.tolist() == [[255, 255]] and indices.tolist() == [[1, 3]]
 
 
-@pytest.mark.parametrize("x", [
-    np.array([2.0, 1.0, 1.0, 3.0, 4.0, 3.0], np.float32),
-    np.array([[1, 3], [1, 3], [2, 0], [1, 3]], np.int64),
-    np.array([5, 5, 5], np.int64),
-])
+@pytest.mark.parametrize(
+    "x",
+    [
+        np.array([2.0, 1.0, 1.0, 3.0, 4.0, 3.0], np.float32),
+        np.array([[1, 3], [1, 3], [2, 0], [1, 3]], np.int64),
+        np.array([5, 5, 5], np.int64),
+    ],
+)
 @pytest.mark.parametrize("sorted_", [1, 0])
 @pytest.mark.parametrize("axis", [None, 0])
 def test_unique_matches_ort(x, sorted_, axis):
@@ -76,15 +79,21 @@ def _random_boxes(r, images, n, center):
 
 
 @pytest.mark.parametrize("center", [0, 1])
-@pytest.mark.parametrize("max_boxes,iou,score", [(3, 0.5, None), (10, 0.3, 0.2), (0, 0.5, None), (2, 0.0, 0.5),
-                                                 (20, 1.0, None)])
+@pytest.mark.parametrize(
+    "max_boxes,iou,score", [(3, 0.5, None), (10, 0.3, 0.2), (0, 0.5, None), (2, 0.0, 0.5), (20, 1.0, None)]
+)
 def test_nms_matches_ort(center, max_boxes, iou, score):
     r = rng(2)
     boxes = _random_boxes(r, 2, 12, center)
     scores = r.random((2, 3, 12)).astype(np.float32)
     scores[0, 0, 3] = scores[0, 0, 5]  # a tie
-    inputs = [boxes, scores, np.array([max_boxes], np.int64), np.array([iou], np.float32),
-              None if score is None else np.array([score], np.float32)]
+    inputs = [
+        boxes,
+        scores,
+        np.array([max_boxes], np.int64),
+        np.array([iou], np.float32),
+        None if score is None else np.array([score], np.float32),
+    ]
     (expected,) = run_ort("NonMaxSuppression", inputs, {"center_point_box": center})
     got = K.non_max_suppression(boxes, scores, max_boxes, iou, score, bool(center))
     assert_close(got, expected)

@@ -30,8 +30,9 @@ def _imported(imp: Import) -> str:
 
 
 # The direction packages (onnx_to_openvino, hlo_to_onnx, onnx_versions ...): the subpackages of the converters.
-DIRECTIONS = frozenset(f"{CONVERTERS}.{init.parent.name}"
-                       for init in (PACKAGE_DIR / "converters").glob("*/__init__.py"))
+DIRECTIONS = frozenset(
+    f"{CONVERTERS}.{init.parent.name}" for init in (PACKAGE_DIR / "converters").glob("*/__init__.py")
+)
 
 
 def _direction(module: str) -> str | None:
@@ -49,20 +50,24 @@ def _exception_for(imp: Import) -> tuple[str, str] | None:
 
 
 def _violations(rule) -> list[str]:
-    return [f"{imp.where()}: {imp.importer} imports {_imported(imp)}"
-            for imp in package_imports() if rule(imp) and _exception_for(imp) is None]
+    return [
+        f"{imp.where()}: {imp.importer} imports {_imported(imp)}"
+        for imp in package_imports()
+        if rule(imp) and _exception_for(imp) is None
+    ]
 
 
 def _dialect_imports_converter(imp: Import) -> bool:
     return imp.importer.startswith("opconv.dialects") and (
-        _imported(imp) == CONVERTERS or _imported(imp).startswith(CONVERTERS + "."))
+        _imported(imp) == CONVERTERS or _imported(imp).startswith(CONVERTERS + ".")
+    )
 
 
 def _reaches_sibling_private(imp: Import) -> bool:
     mine, theirs = _direction(imp.importer), _direction(_imported(imp))
     if mine is None or theirs is None or mine == theirs:
         return False
-    inside = _imported(imp)[len(theirs) + 1:].split(".")
+    inside = _imported(imp)[len(theirs) + 1 :].split(".")
     return any(_private(segment) for segment in inside)
 
 
@@ -91,4 +96,5 @@ def test_no_stale_exceptions():
     live = {_exception_for(imp) for imp in package_imports() if any(rule(imp) for rule in rules)}
     stale = sorted(REFACTOR_EXCEPTIONS - live)
     assert not stale, "exceptions whose import is gone, delete them from REFACTOR_EXCEPTIONS:\n" + "\n".join(
-        f"{importer} -> {imported}" for importer, imported in stale)
+        f"{importer} -> {imported}" for importer, imported in stale
+    )

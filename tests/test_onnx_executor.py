@@ -79,9 +79,16 @@ def _small_model(overridable_w: bool = False):
     inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3])]
     if overridable_w:
         inputs.append(helper.make_tensor_value_info("w", TensorProto.FLOAT, [3]))
-    graph = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-                              [numpy_helper.from_array(np.array([3], np.int64), "shape"),
-                               numpy_helper.from_array(np.full(3, 2, np.float32), "w")])
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        inputs,
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [
+            numpy_helper.from_array(np.array([3], np.int64), "shape"),
+            numpy_helper.from_array(np.full(3, 2, np.float32), "w"),
+        ],
+    )
     return opconv.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
 
 
@@ -96,17 +103,21 @@ def test_an_initializer_that_is_an_input_can_be_overridden():
     session = opconv.prepare(_small_model(overridable_w=True))
     x = np.zeros((1, 3), np.float32)
     np.testing.assert_array_equal(session.run({"x": x})["y"], np.full((1, 3), 2, np.float32))
-    np.testing.assert_array_equal(session.run({"x": x, "w": np.full(3, 5, np.float32)})["y"],
-                                  np.full((1, 3), 5, np.float32))
+    np.testing.assert_array_equal(
+        session.run({"x": x, "w": np.full(3, 5, np.float32)})["y"], np.full((1, 3), 5, np.float32)
+    )
 
 
-@pytest.mark.parametrize("feeds, message", [
-    ({"x": np.zeros((2, 3), np.float64)}, "input 'x' expects float32, got float64"),
-    ({"x": np.zeros((2, 4), np.float32)}, "input 'x' expects shape [n,3], got [2, 4]"),
-    ({"x": np.zeros((2, 3, 1), np.float32)}, "input 'x' expects rank 2"),
-    ({"x": np.zeros((2, 3), np.float32), "z": np.zeros(1)}, "unknown input(s) 'z'"),
-    ({}, "missing input(s) 'x'"),
-])
+@pytest.mark.parametrize(
+    "feeds, message",
+    [
+        ({"x": np.zeros((2, 3), np.float64)}, "input 'x' expects float32, got float64"),
+        ({"x": np.zeros((2, 4), np.float32)}, "input 'x' expects shape [n,3], got [2, 4]"),
+        ({"x": np.zeros((2, 3, 1), np.float32)}, "input 'x' expects rank 2"),
+        ({"x": np.zeros((2, 3), np.float32), "z": np.zeros(1)}, "unknown input(s) 'z'"),
+        ({}, "missing input(s) 'x'"),
+    ],
+)
 def test_bad_inputs_are_named(feeds, message):
     with pytest.raises(ExecutionError) as e:
         opconv.run(_small_model(), feeds)
@@ -114,8 +125,12 @@ def test_bad_inputs_are_named(feeds, message):
 
 
 def test_random_ops_are_deterministic_given_a_seed():
-    graph = helper.make_graph([helper.make_node("RandomUniform", [], ["y"], shape=[4])], "g", [],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    graph = helper.make_graph(
+        [helper.make_node("RandomUniform", [], ["y"], shape=[4])],
+        "g",
+        [],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+    )
     model = opconv.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
     a, b, c = (opconv.run(model, {}, seed=s)["y"] for s in (1, 1, 2))
     np.testing.assert_array_equal(a, b)

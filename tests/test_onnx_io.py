@@ -56,9 +56,11 @@ def test_save_embedded_and_external_on_request(fixtures_dir, tmp_path):
 
 def _external_model(folder, location, offset=0, length=None, dims=(2, 3)):
     graph = helper.make_graph(
-        [helper.make_node("Add", ["x", "w"], ["y"])], "g",
+        [helper.make_node("Add", ["x", "w"], ["y"])],
+        "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(dims))],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(dims))])
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(dims))],
+    )
     w = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=list(dims))
     w.data_location = TensorProto.EXTERNAL
     w.external_data.add(key="location", value=location)
@@ -73,11 +75,14 @@ def _external_model(folder, location, offset=0, length=None, dims=(2, 3)):
     return path
 
 
-@pytest.mark.parametrize("location, message", [
-    ("../outside.bin", "escapes the model's folder"),
-    ("/etc/passwd", "is absolute"),
-    ("missing.bin", "does not exist"),
-])
+@pytest.mark.parametrize(
+    "location, message",
+    [
+        ("../outside.bin", "escapes the model's folder"),
+        ("/etc/passwd", "is absolute"),
+        ("missing.bin", "does not exist"),
+    ],
+)
 def test_hostile_external_locations_are_refused(tmp_path, location, message):
     folder = tmp_path / "m"
     folder.mkdir()
@@ -141,6 +146,7 @@ def test_saved_file_mode_follows_umask(tmp_path, fixtures_dir):
 def _fallocate_failing_with(code):
     def fallocate(fd, start, length):
         raise OSError(code, os.strerror(code))
+
     return fallocate
 
 
@@ -180,15 +186,19 @@ def test_filesystem_without_reservation_still_saves(tmp_path, monkeypatch, fmt):
     else:
         opconv.save(model, tmp_path / "out.onnx", external_data=True)
         source = opconv.dialects.onnx.io.to_proto(model)
-        np.testing.assert_array_equal(run_ort(onnx.load(str(tmp_path / "out.onnx")), feeds)[0],
-                                      run_ort(source, feeds)[0])
+        np.testing.assert_array_equal(
+            run_ort(onnx.load(str(tmp_path / "out.onnx")), feeds)[0], run_ort(source, feeds)[0]
+        )
 
 
 def _big_weight_model():
     """One MatMul with a 4 MiB weight (above the size from which blocks are reserved)."""
     w = np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32)
-    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1024])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1024])],
-                              [onnx.numpy_helper.from_array(w, "w")])
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1024])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1024])],
+        [onnx.numpy_helper.from_array(w, "w")],
+    )
     return opconv.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))

@@ -20,8 +20,11 @@ from tests import known
 EXECUTOR.load_kernels()
 _ONNX_DEFINED = {(s.domain, s.name, s.since_version) for s in onnx.defs.get_all_schemas_with_history()}
 # ONNX's own ops; ONNX Runtime's ai.onnx-domain additions are counted by tests/test_contrib_coverage.py
-SCHEMAS = [s for s in dialect_schemas("onnx") if s.domain in ("", "ai.onnx.preview.training")
-           and (s.domain, s.name, s.version) in _ONNX_DEFINED]
+SCHEMAS = [
+    s
+    for s in dialect_schemas("onnx")
+    if s.domain in ("", "ai.onnx.preview.training") and (s.domain, s.name, s.version) in _ONNX_DEFINED
+]
 REGISTERED = {(r.domain, r.op, r.since) for r in REGISTRY.registrations()}
 
 
@@ -41,5 +44,9 @@ def _has_function_body(s) -> bool:
 @pytest.mark.parametrize("schema", SCHEMAS, ids=[f"{s.domain or 'ai.onnx'}::{s.name}-{s.version}" for s in SCHEMAS])
 def test_schema_version_has_a_kernel(schema):
     covered = (schema.domain, schema.name, schema.version) in REGISTERED or _has_function_body(schema)
-    known.check("onnx-kernel-coverage", f"{schema.name}-{schema.version}", covered,
-                f"no kernel registered for {schema.name} at version {schema.version} and no function body")
+    known.check(
+        "onnx-kernel-coverage",
+        f"{schema.name}-{schema.version}",
+        covered,
+        f"no kernel registered for {schema.name} at version {schema.version} and no function body",
+    )

@@ -23,9 +23,25 @@ from opconv.dialects.onnx import proto
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-_DTYPES = [np.float32, np.float64, np.float16, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
-           np.uint32, np.uint64, np.bool_, np.complex64, ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn,
-           ml_dtypes.int4, ml_dtypes.uint4]
+_DTYPES = [
+    np.float32,
+    np.float64,
+    np.float16,
+    np.int8,
+    np.int16,
+    np.int32,
+    np.int64,
+    np.uint8,
+    np.uint16,
+    np.uint32,
+    np.uint64,
+    np.bool_,
+    np.complex64,
+    ml_dtypes.bfloat16,
+    ml_dtypes.float8_e4m3fn,
+    ml_dtypes.int4,
+    ml_dtypes.uint4,
+]
 
 
 def _sample(dtype, shape=(2, 3)) -> np.ndarray:
@@ -43,9 +59,11 @@ def _sample(dtype, shape=(2, 3)) -> np.ndarray:
 
 def _same(a: np.ndarray, b: np.ndarray) -> None:
     assert a.dtype == b.dtype and a.shape == b.shape
-    assert np.array_equal(a.view(np.uint8) if a.dtype.itemsize == 1 and a.dtype.kind == "V" else a,
-                          b.view(np.uint8) if b.dtype.itemsize == 1 and b.dtype.kind == "V" else b,
-                          equal_nan=a.dtype.kind == "f")
+    assert np.array_equal(
+        a.view(np.uint8) if a.dtype.itemsize == 1 and a.dtype.kind == "V" else a,
+        b.view(np.uint8) if b.dtype.itemsize == 1 and b.dtype.kind == "V" else b,
+        equal_nan=a.dtype.kind == "f",
+    )
 
 
 @pytest.mark.parametrize("dtype", _DTYPES, ids=lambda d: np.dtype(d).name)
@@ -67,8 +85,11 @@ def test_empty_and_scalar_tensors():
     for array in (np.zeros((0, 3), np.float32), np.array(5, np.int64), np.array(True)):
         for raw in (True, False):
             code = helper.np_dtype_to_tensor_dtype(array.dtype)
-            t = helper.make_tensor("t", code, array.shape, array.flatten().tolist(), raw=raw) if not raw \
+            t = (
+                helper.make_tensor("t", code, array.shape, array.flatten().tolist(), raw=raw)
+                if not raw
                 else numpy_helper.from_array(array, "t")
+            )
             _same(proto.to_array(t), numpy_helper.to_array(t))
 
 
@@ -100,8 +121,9 @@ checker.check_model(onnx.load({os.path.join(ROOT, "fixtures", "cnn.onnx")!r}))
 assert onnx.load({os.path.join(ROOT, "fixtures", "cnn.onnx")!r}).graph.node
 print("ok")
 """
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          env=dict(os.environ, CI="true"), timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=dict(os.environ, CI="true"), timeout=300
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().endswith("ok")
     assert (tmp_path / "cnn.bin").stat().st_size > 0

@@ -21,7 +21,8 @@ N = 20000  # samples for the statistics: the mean of N uniforms is within ~0.01 
 def _model(op: str, inputs: list[tuple[str, int, list]], out_type: int, out_shape: list, opset: int = 22, **attrs):
     node = helper.make_node(op, [name for name, _, _ in inputs], ["y"], **attrs)
     graph = helper.make_graph(
-        [node], "g",
+        [node],
+        "g",
         [helper.make_tensor_value_info(name, t, shape) for name, t, shape in inputs],
         [helper.make_tensor_value_info("y", out_type, out_shape)],
     )
@@ -33,8 +34,10 @@ def _run(model, feeds=None, seed: int = 0):
 
 
 @pytest.mark.parametrize("opset", [1, 22])
-@pytest.mark.parametrize("dtype, np_dtype", [(TensorProto.FLOAT, np.float32), (TensorProto.DOUBLE, np.float64),
-                                             (TensorProto.FLOAT16, np.float16)])
+@pytest.mark.parametrize(
+    "dtype, np_dtype",
+    [(TensorProto.FLOAT, np.float32), (TensorProto.DOUBLE, np.float64), (TensorProto.FLOAT16, np.float16)],
+)
 def test_random_uniform(opset, dtype, np_dtype):
     model = _model("RandomUniform", [], dtype, [N], opset, shape=[N], low=-2.0, high=3.0, dtype=dtype, seed=5.0)
     y = _run(model)
@@ -46,8 +49,7 @@ def test_random_uniform(opset, dtype, np_dtype):
 
 
 def test_random_normal():
-    model = _model("RandomNormal", [], TensorProto.FLOAT, [100, 200], shape=[100, 200], mean=1.5, scale=0.5,
-                   seed=1.0)
+    model = _model("RandomNormal", [], TensorProto.FLOAT, [100, 200], shape=[100, 200], mean=1.5, scale=0.5, seed=1.0)
     y = _run(model)
     assert y.shape == (100, 200) and y.dtype == np.float32
     assert abs(float(y.mean()) - 1.5) < 0.02
@@ -67,12 +69,21 @@ def test_without_seed_the_run_seed_decides():
     assert not np.array_equal(_run(model, seed=0), _run(model, seed=1))
 
 
-@pytest.mark.parametrize("op, attrs, check", [
-    ("RandomUniformLike", {"low": 2.0, "high": 4.0}, lambda y: y.min() >= 2.0 and y.max() <= 4.0
-     and abs(float(y.mean()) - 3.0) < 0.05),
-    ("RandomNormalLike", {"mean": -1.0, "scale": 2.0}, lambda y: abs(float(y.mean()) + 1.0) < 0.1
-     and abs(float(y.std()) - 2.0) < 0.1),
-])
+@pytest.mark.parametrize(
+    "op, attrs, check",
+    [
+        (
+            "RandomUniformLike",
+            {"low": 2.0, "high": 4.0},
+            lambda y: y.min() >= 2.0 and y.max() <= 4.0 and abs(float(y.mean()) - 3.0) < 0.05,
+        ),
+        (
+            "RandomNormalLike",
+            {"mean": -1.0, "scale": 2.0},
+            lambda y: abs(float(y.mean()) + 1.0) < 0.1 and abs(float(y.std()) - 2.0) < 0.1,
+        ),
+    ],
+)
 def test_like_ops_take_shape_and_type_from_input(op, attrs, check):
     model = _model(op, [("x", TensorProto.DOUBLE, [40, 500])], TensorProto.DOUBLE, [40, 500], seed=3.0, **attrs)
     y = _run(model, {"x": np.zeros((40, 500))})
@@ -81,17 +92,21 @@ def test_like_ops_take_shape_and_type_from_input(op, attrs, check):
 
 
 def test_like_op_dtype_attribute_overrides_input_type():
-    model = _model("RandomUniformLike", [("x", TensorProto.INT32, [3, 4])], TensorProto.FLOAT16, [3, 4],
-                   dtype=TensorProto.FLOAT16)
+    model = _model(
+        "RandomUniformLike", [("x", TensorProto.INT32, [3, 4])], TensorProto.FLOAT16, [3, 4], dtype=TensorProto.FLOAT16
+    )
     y = _run(model, {"x": np.zeros((3, 4), np.int32)})
     assert y.shape == (3, 4) and y.dtype == np.float16
 
 
-@pytest.mark.parametrize("in_type, np_in, out_type, np_out", [
-    (TensorProto.FLOAT, np.float32, None, np.float32),
-    (TensorProto.DOUBLE, np.float64, TensorProto.INT32, np.int32),
-    (TensorProto.FLOAT, np.float32, TensorProto.BOOL, np.bool_),
-])
+@pytest.mark.parametrize(
+    "in_type, np_in, out_type, np_out",
+    [
+        (TensorProto.FLOAT, np.float32, None, np.float32),
+        (TensorProto.DOUBLE, np.float64, TensorProto.INT32, np.int32),
+        (TensorProto.FLOAT, np.float32, TensorProto.BOOL, np.bool_),
+    ],
+)
 def test_bernoulli(in_type, np_in, out_type, np_out):
     p = np.array([0.0, 0.25, 0.75, 1.0], np_in)
     attrs = {"seed": 7.0} if out_type is None else {"seed": 7.0, "dtype": out_type}
@@ -112,8 +127,9 @@ def test_multinomial(opset, dtype, np_dtype):
     probs = np.array([[0.1, 0.2, 0.7], [0.5, 0.5, 0.0]])
     with np.errstate(divide="ignore"):
         logits = np.log(probs).astype(np.float32)
-    model = _model("Multinomial", [("x", TensorProto.FLOAT, [2, 3])], dtype, [2, N], opset,
-                   sample_size=N, dtype=dtype, seed=11.0)
+    model = _model(
+        "Multinomial", [("x", TensorProto.FLOAT, [2, 3])], dtype, [2, N], opset, sample_size=N, dtype=dtype, seed=11.0
+    )
     y = _run(model, {"x": logits})
     assert y.shape == (2, N) and y.dtype == np_dtype
     assert y.min() >= 0 and y.max() <= 2

@@ -36,7 +36,7 @@ def _clear_defaults(msg) -> None:
     """proto2 keeps an explicitly set default ("" or 0) apart from an unset field; ONNX reads both alike."""
     for fd, value in msg.ListFields():
         if fd.type == fd.TYPE_MESSAGE:
-            for item in (value if fd.is_repeated else [value]):
+            for item in value if fd.is_repeated else [value]:
                 _clear_defaults(item)
         elif not fd.is_repeated and fd.containing_oneof is None and value == fd.default_value:
             msg.ClearField(fd.name)

@@ -38,11 +38,16 @@ MIN_VERIFIED = 1360
 # The node-case sweep
 # ---------------------------------------------------------------------------
 
+
 def _with_constant_int_inputs(case) -> onnx.ModelProto | None:
     """The case's model with its small integer and shape-operand inputs as initializers (None if none)."""
     feeds = case.feeds(0)
-    params = {n.input[i] for n in case.model.graph.node for i in range(1, len(n.input))
-              if n.op_type in ("Resize", "Upsample", "Pad", "Range", "TopK", "OneHot", "CumSum", "CumProd")}
+    params = {
+        n.input[i]
+        for n in case.model.graph.node
+        for i in range(1, len(n.input))
+        if n.op_type in ("Resize", "Upsample", "Pad", "Range", "TopK", "OneHot", "CumSum", "CumProd")
+    }
     params |= {n.input[i] for n in case.model.graph.node if n.op_type == "Range" for i in range(len(n.input))}
     m = onnx.ModelProto()
     m.CopyFrom(case.model)
@@ -119,9 +124,11 @@ def sweep():
 def test_node_cases_convert_and_verify_in_the_hlo_executor(sweep):
     outcome, refused, how = sweep
     counts = collections.Counter(status for status, _ in outcome.values())
-    print(f"\nONNX -> HLO node cases: {counts['verified']} converted+verified ({dict(how)}), "
-          f"{counts['wrong']} converted-but-wrong, {counts['not runnable']} not runnable, "
-          f"{sum(refused.values())} refused")
+    print(
+        f"\nONNX -> HLO node cases: {counts['verified']} converted+verified ({dict(how)}), "
+        f"{counts['wrong']} converted-but-wrong, {counts['not runnable']} not runnable, "
+        f"{sum(refused.values())} refused"
+    )
     for reason, n in refused.most_common():
         print(f"  refused {n:4d}: {reason}")
     listed = known.KNOWN.get(SUITE, {})
@@ -167,8 +174,12 @@ def test_light_model_converts_verifies_fuses_and_round_trips(case):
     assert cmp.ok, "round trip in onnxruntime: " + cmp.message
 
 
-FIXTURES = [("cnn.onnx", {"image": (2, 3, 32, 32)}), ("mlp_external.onnx", {"x": (3, 64)}),
-            ("transformer.onnx", {"x": (2, 8, 32)}), ("lstm.onnx", {"seq": (10, 2, 6)})]
+FIXTURES = [
+    ("cnn.onnx", {"image": (2, 3, 32, 32)}),
+    ("mlp_external.onnx", {"x": (3, 64)}),
+    ("transformer.onnx", {"x": (2, 8, 32)}),
+    ("lstm.onnx", {"seq": (10, 2, 6)}),
+]
 
 
 @pytest.mark.parametrize("fixture,shapes", FIXTURES, ids=[f for f, _ in FIXTURES])
@@ -202,6 +213,7 @@ def test_lstm_is_unrolled_over_its_static_sequence(fixtures_dir):
 # ---------------------------------------------------------------------------
 # Fusion patterns on hand-built graphs, against onnxruntime
 # ---------------------------------------------------------------------------
+
 
 def _proto(nodes, inputs, outputs, initializers=(), opset=17):
     graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
@@ -244,8 +256,12 @@ def _layer_norm_nodes(eps_name="eps"):
 
 def test_layer_norm_pattern_fuses_and_matches_onnxruntime():
     rng = np.random.default_rng(0)
-    inits = [_const("two", 2.0), _const("eps", 1e-5), _const("gamma", rng.standard_normal(16)),
-             _const("beta", rng.standard_normal(16))]
+    inits = [
+        _const("two", 2.0),
+        _const("eps", 1e-5),
+        _const("gamma", rng.standard_normal(16)),
+        _const("beta", rng.standard_normal(16)),
+    ]
     proto = _proto(_layer_norm_nodes(), [_f32("x", [2, 3, 16])], [_f32("y", [2, 3, 16])], inits)
     hlo = _check_against_ort(proto, {"x": rng.standard_normal((2, 3, 16)).astype(np.float32)})
     assert [n.op for n in hlo.graph.nodes if n.op not in ("BroadcastInDim",)] == ["LayerNorm"]
@@ -255,8 +271,9 @@ def test_layer_norm_pattern_with_run_time_epsilon_is_not_fused():
     rng = np.random.default_rng(1)
     inits = [_const("two", 2.0), _const("gamma", rng.standard_normal(16)), _const("beta", rng.standard_normal(16))]
     proto = _proto(_layer_norm_nodes("e"), [_f32("x", [2, 16]), _f32("e", [])], [_f32("y", [2, 16])], inits)
-    hlo = _check_against_ort(proto, {"x": rng.standard_normal((2, 16)).astype(np.float32),
-                                     "e": np.asarray(1e-3, np.float32)})
+    hlo = _check_against_ort(
+        proto, {"x": rng.standard_normal((2, 16)).astype(np.float32), "e": np.asarray(1e-3, np.float32)}
+    )
     assert "LayerNorm" not in {n.op for n in hlo.graph.nodes}
 
 
@@ -274,9 +291,15 @@ def test_gelu_tanh_form_and_matmul_add_fuse():
         helper.make_node("Mul", ["h", "half"], ["hh"]),
         helper.make_node("Mul", ["hh", "t1"], ["y"]),
     ]
-    inits = [_const("w", rng.standard_normal((8, 12))), _const("bias", rng.standard_normal(12)),
-             _const("three", 3.0), _const("c", 0.044715), _const("s", np.sqrt(2 / np.pi)), _const("one", 1.0),
-             _const("half", 0.5)]
+    inits = [
+        _const("w", rng.standard_normal((8, 12))),
+        _const("bias", rng.standard_normal(12)),
+        _const("three", 3.0),
+        _const("c", 0.044715),
+        _const("s", np.sqrt(2 / np.pi)),
+        _const("one", 1.0),
+        _const("half", 0.5),
+    ]
     proto = _proto(nodes, [_f32("x", [4, 8])], [_f32("y", [4, 12])], inits)
     hlo = _check_against_ort(proto, {"x": rng.standard_normal((4, 8)).astype(np.float32)})
     ops = collections.Counter(n.op for n in hlo.graph.nodes)
@@ -287,10 +310,12 @@ def test_gelu_tanh_form_and_matmul_add_fuse():
 
 def test_conv_add_fuses_to_conv_bias_and_silu():
     rng = np.random.default_rng(3)
-    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], strides=[2, 2]),
-             helper.make_node("Add", ["c", "b"], ["a"]),
-             helper.make_node("Sigmoid", ["a"], ["sg"]),
-             helper.make_node("Mul", ["a", "sg"], ["y"])]
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("Add", ["c", "b"], ["a"]),
+        helper.make_node("Sigmoid", ["a"], ["sg"]),
+        helper.make_node("Mul", ["a", "sg"], ["y"]),
+    ]
     inits = [_const("w", rng.standard_normal((4, 3, 3, 3))), _const("b", rng.standard_normal((1, 4, 1, 1)))]
     proto = _proto(nodes, [_f32("x", [1, 3, 9, 9])], [_f32("y", None)], inits, opset=13)
     hlo = _check_against_ort(proto, {"x": rng.standard_normal((1, 3, 9, 9)).astype(np.float32)})
@@ -301,10 +326,12 @@ def test_conv_add_fuses_to_conv_bias_and_silu():
 def test_mul_becomes_an_all_batch_dot_general():
     """The dialect has no multiply: x * y is a DotGeneral batching every dim and contracting none."""
     rng = np.random.default_rng(4)
-    proto = _proto([helper.make_node("Mul", ["x", "y"], ["z"])], [_f32("x", [2, 3]), _f32("y", [3])],
-                   [_f32("z", [2, 3])], opset=13)
-    hlo = _check_against_ort(proto, {"x": rng.standard_normal((2, 3)).astype(np.float32),
-                                     "y": rng.standard_normal(3).astype(np.float32)})
+    proto = _proto(
+        [helper.make_node("Mul", ["x", "y"], ["z"])], [_f32("x", [2, 3]), _f32("y", [3])], [_f32("z", [2, 3])], opset=13
+    )
+    hlo = _check_against_ort(
+        proto, {"x": rng.standard_normal((2, 3)).astype(np.float32), "y": rng.standard_normal(3).astype(np.float32)}
+    )
     dot = next(n for n in hlo.graph.nodes if n.op == "DotGeneral")
     assert dot.attr("lhs_batching_dimensions") == [0, 1] and dot.attr("lhs_contracting_dimensions") == []
     assert any(n.op == "BroadcastInDim" for n in hlo.graph.nodes)
@@ -314,12 +341,19 @@ def test_mul_becomes_an_all_batch_dot_general():
 # Errors and the command line
 # ---------------------------------------------------------------------------
 
+
 def _unsupported_proto():
-    nodes = [helper.make_node("Relu", ["x"], ["r"]),
-             helper.make_node("Det", ["r"], ["d"], name="det_node"),
-             helper.make_node("NonZero", ["x"], ["nz"], name="nonzero_node")]
-    return _proto(nodes, [_f32("x", [3, 3])], [_f32("d", []), helper.make_tensor_value_info(
-        "nz", TensorProto.INT64, None)], opset=13)
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("Det", ["r"], ["d"], name="det_node"),
+        helper.make_node("NonZero", ["x"], ["nz"], name="nonzero_node"),
+    ]
+    return _proto(
+        nodes,
+        [_f32("x", [3, 3])],
+        [_f32("d", []), helper.make_tensor_value_info("nz", TensorProto.INT64, None)],
+        opset=13,
+    )
 
 
 def test_unsupported_nodes_are_all_named_in_one_error():
@@ -337,8 +371,18 @@ def test_symbolic_input_without_shape_is_refused_naming_the_input(fixtures_dir):
 
 def test_cli_converts_verifies_reports_fusions(tmp_path, fixtures_dir):
     out = tmp_path / "t.hlo"
-    result = CliRunner().invoke(cli, ["onnx-to-hlo", os.path.join(fixtures_dir, "transformer.onnx"), "-o", str(out),
-                                      "--input-shape", "x=2,8,32", "--verify"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "onnx-to-hlo",
+            os.path.join(fixtures_dir, "transformer.onnx"),
+            "-o",
+            str(out),
+            "--input-shape",
+            "x=2,8,32",
+            "--verify",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "fusions:" in result.output and "Gelu 1" in result.output and "outputs equal" in result.output
     reloaded = opconv.load(str(out))
@@ -352,8 +396,17 @@ def test_cli_converts_verifies_reports_fusions(tmp_path, fixtures_dir):
 def test_cli_hlo_to_onnx_round_trip(tmp_path, fixtures_dir):
     hlo_path, onnx_path = tmp_path / "cnn.hlo", tmp_path / "back.onnx"
     runner = CliRunner()
-    result = runner.invoke(cli, ["onnx-to-hlo", os.path.join(fixtures_dir, "cnn.onnx"), "-o", str(hlo_path),
-                                 "--input-shape", "image=1,3,32,32"])
+    result = runner.invoke(
+        cli,
+        [
+            "onnx-to-hlo",
+            os.path.join(fixtures_dir, "cnn.onnx"),
+            "-o",
+            str(hlo_path),
+            "--input-shape",
+            "image=1,3,32,32",
+        ],
+    )
     assert result.exit_code == 0, result.output
     result = runner.invoke(cli, ["hlo-to-onnx", str(hlo_path), "-o", str(onnx_path), "--opset", "17", "--verify"])
     assert result.exit_code == 0, result.output
@@ -383,15 +436,22 @@ def test_cli_help_has_examples():
 
 def test_loop_becomes_while_and_matches_onnxruntime():
     body = helper.make_graph(
-        [helper.make_node("Cast", ["i"], ["fi"], to=TensorProto.FLOAT),
-         helper.make_node("Mul", ["v_in", "two"], ["doubled"]),
-         helper.make_node("Add", ["doubled", "fi"], ["v_out"]),
-         helper.make_node("ReduceSum", ["v_out"], ["total"], keepdims=0),
-         helper.make_node("Less", ["total", "limit"], ["c_out"])],
-        "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
-                 helper.make_tensor_value_info("c_in", TensorProto.BOOL, []), _f32("v_in", [3])],
+        [
+            helper.make_node("Cast", ["i"], ["fi"], to=TensorProto.FLOAT),
+            helper.make_node("Mul", ["v_in", "two"], ["doubled"]),
+            helper.make_node("Add", ["doubled", "fi"], ["v_out"]),
+            helper.make_node("ReduceSum", ["v_out"], ["total"], keepdims=0),
+            helper.make_node("Less", ["total", "limit"], ["c_out"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
+            _f32("v_in", [3]),
+        ],
         [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []), _f32("v_out", [3])],
-        [_const("two", 2.0), _const("limit", 200.0)])
+        [_const("two", 2.0), _const("limit", 200.0)],
+    )
     nodes = [helper.make_node("Loop", ["m", "c", "x"], ["y"], body=body)]
     inits = [numpy_helper.from_array(np.asarray(8, np.int64), "m"), numpy_helper.from_array(np.asarray(True), "c")]
     proto = _proto(nodes, [_f32("x", [3])], [_f32("y", [3])], inits, opset=13)

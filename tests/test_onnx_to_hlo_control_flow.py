@@ -66,12 +66,12 @@ def test_if_whose_condition_is_constant_once_shapes_are_fixed(rows):
 def test_if_whose_branches_differ_in_shape_is_refused_saying_where():
     with pytest.raises(ConversionError) as caught:
         onnx_to_hlo(opconv.load(_if_model(else_output=("ReduceSum", [1, 1]))))
-    assert ("branch output 0 has shape [2, 3] in then_branch ('t') and [1, 1] in else_branch ('e')"
-            in str(caught.value))
+    assert "branch output 0 has shape [2, 3] in then_branch ('t') and [1, 1] in else_branch ('e')" in str(caught.value)
 
 
-@pytest.mark.parametrize("make", [_loop_model, _loop_without_iteration_number_model],
-                         ids=["carried-and-scan-output", "scan-output-only"])
+@pytest.mark.parametrize(
+    "make", [_loop_model, _loop_without_iteration_number_model], ids=["carried-and-scan-output", "scan-output-only"]
+)
 def test_loop_with_scan_outputs_and_a_constant_trip_count(make):
     """Scan outputs are carried as (M, ...) buffers written row by row: the count must be known."""
     proto, feeds = make()
@@ -81,8 +81,11 @@ def test_loop_with_scan_outputs_and_a_constant_trip_count(make):
 
 def test_loop_with_scan_outputs_and_a_run_time_trip_count_is_refused():
     proto, _ = _loop_model(trip_count_input=True)
-    with pytest.raises(ConversionError, match=r"scan outputs need a constant trip count \(their first dim\); "
-                                              r"'M' is computed at run time"):
+    with pytest.raises(
+        ConversionError,
+        match=r"scan outputs need a constant trip count \(their first dim\); "
+        r"'M' is computed at run time",
+    ):
         onnx_to_hlo(opconv.load(proto))
 
 
@@ -109,17 +112,28 @@ def test_loop_state_that_changes_shape_is_not_typed_from_its_start():
     from onnx import TensorProto, helper, numpy_helper
 
     body = helper.make_graph(
-        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
-         helper.make_node("Concat", ["y_in", "y_in"], ["y_out"], axis=0)],
-        "grow", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
-                 helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
-                 helper.make_tensor_value_info("y_in", TensorProto.FLOAT, None)],
-        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("y_out", TensorProto.FLOAT, None)])
+        [
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+            helper.make_node("Concat", ["y_in", "y_in"], ["y_out"], axis=0),
+        ],
+        "grow",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("y_in", TensorProto.FLOAT, None),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("y_out", TensorProto.FLOAT, None),
+        ],
+    )
     graph = helper.make_graph(
-        [helper.make_node("Loop", ["M", "", "x"], ["y"], body=body)], "g",
+        [helper.make_node("Loop", ["M", "", "x"], ["y"], body=body)],
+        "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["rows", 3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [numpy_helper.from_array(np.int64(2), "M")])
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.int64(2), "M")],
+    )
     proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     with pytest.raises(ConversionError, match="not a static tensor type"):
         onnx_to_hlo(opconv.load(proto), input_shapes={"x": (2, 3)})

@@ -48,15 +48,25 @@ print(json.dumps(sorted(sys.modules)))
 """
 
 #: modules a conversion has no use for, each of which costs a fresh process milliseconds to import
-NOT_IMPORTED = ("onnx", "importlib.abc", "importlib.resources", "pathlib", "tempfile", "zipfile", "shutil",
-                "opconv.verification", "opconv.compare")
+NOT_IMPORTED = (
+    "onnx",
+    "importlib.abc",
+    "importlib.resources",
+    "pathlib",
+    "tempfile",
+    "zipfile",
+    "shutil",
+    "opconv.verification",
+    "opconv.compare",
+)
 
 
 def test_command_line_conversion_imports_only_what_it_needs_and_exits_without_collecting(tmp_path, fixtures_dir):
     xml = tmp_path / "cnn.xml"
     code = _CHILD.format(root=ROOT, model=os.path.join(fixtures_dir, "cnn.onnx"), xml=str(xml))
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
-                          env={**os.environ, "CI": "true"})
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "CI": "true"}
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.strip().splitlines()
     assert lines[0].startswith(f"wrote {xml} and ")  # the command's own output got out
@@ -64,8 +74,13 @@ def test_command_line_conversion_imports_only_what_it_needs_and_exits_without_co
     assert {"opconv.converters.onnx_to_openvino", "opconv.dialects.openvino.io"} <= modules
     # What merely finding the package imports belongs to how it is installed (an editable install's finder
     # imports pathlib), not to opconv.
-    found = subprocess.run([sys.executable, "-c", _FIND.format(root=ROOT)], capture_output=True, text=True,
-                           cwd=tmp_path, env={**os.environ, "CI": "true"})
+    found = subprocess.run(
+        [sys.executable, "-c", _FIND.format(root=ROOT)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "CI": "true"},
+    )
     assert found.returncode == 0, found.stderr
     installation = set(json.loads(found.stdout))
     unwanted = (modules - installation) & set(NOT_IMPORTED)
@@ -83,20 +98,26 @@ def test_command_line_conversion_imports_only_what_it_needs_and_exits_without_co
 
 
 def test_the_python_api_leaves_the_exit_alone():
-    code = ("import gc, opconv, opconv.converters.onnx_to_openvino, atexit; "
-            "atexit.register(lambda: print(gc.get_freeze_count()))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                          env={**os.environ, "CI": "true"})
+    code = (
+        "import gc, opconv, opconv.converters.onnx_to_openvino, atexit; "
+        "atexit.register(lambda: print(gc.get_freeze_count()))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env={**os.environ, "CI": "true"}
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "0"
 
 
 def test_verify_stays_a_function_when_its_module_loads_later():
-    code = ("import sys, types, opconv; loaded_early = 'opconv.verification' in sys.modules; "
-            "from opconv.verification import random_inputs; import opconv.verification as v; "
-            "print(loaded_early, isinstance(opconv.verify, types.FunctionType), v is not opconv.verify)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                          env={**os.environ, "CI": "true"})
+    code = (
+        "import sys, types, opconv; loaded_early = 'opconv.verification' in sys.modules; "
+        "from opconv.verification import random_inputs; import opconv.verification as v; "
+        "print(loaded_early, isinstance(opconv.verify, types.FunctionType), v is not opconv.verify)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env={**os.environ, "CI": "true"}
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "True", "True"]
 
@@ -109,8 +130,9 @@ def test_schema_files_split_into_the_entries_json_parses(filename):
     header, entries = split_ops(text)
     assert header == {k: v for k, v in whole.items() if k != "ops"}
     assert [json.loads(e.text) for e in entries] == whole["ops"]
-    assert [(e.domain, e.name, e.version) for e in entries] == [(o["domain"], o["name"], o["version"])
-                                                                  for o in whole["ops"]]
+    assert [(e.domain, e.name, e.version) for e in entries] == [
+        (o["domain"], o["name"], o["version"]) for o in whole["ops"]
+    ]
 
 
 def test_schema_files_in_another_layout_are_parsed_whole():
@@ -119,7 +141,7 @@ def test_schema_files_in_another_layout_are_parsed_whole():
     assert split_ops(json.dumps(whole).encode()) is None  # compact: no layout to rely on
     reordered = dict(whole, ops=[{"version": op["version"], **op} for op in whole["ops"]])
     assert split_ops(json.dumps(reordered, indent=1).encode()) is None  # an entry not starting with its name
-    escaped = dict(whole, ops=[dict(whole["ops"][0], name="Odd\"Name")] + whole["ops"][1:])
+    escaped = dict(whole, ops=[dict(whole["ops"][0], name='Odd"Name')] + whole["ops"][1:])
     header, entries = split_ops(json.dumps(escaped, indent=1, ensure_ascii=False).encode())
     assert entries[0].name == 'Odd"Name' and json.loads(entries[0].text) == escaped["ops"][0]
 
@@ -129,15 +151,22 @@ def _two_equal_fills_model(path):
     shape = helper.make_tensor("shape", TensorProto.INT64, [2], [64, 64])
     fill = helper.make_tensor("fill", TensorProto.FLOAT, [1], [0.25])
     other = helper.make_tensor("other", TensorProto.FLOAT, [1], [-0.5])
-    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["w1"], value=fill),
-             helper.make_node("ConstantOfShape", ["shape"], ["w2"], value=fill),
-             helper.make_node("ConstantOfShape", ["shape"], ["w3"], value=other),
-             helper.make_node("MatMul", ["x", "w1"], ["a"]),
-             helper.make_node("MatMul", ["x", "w2"], ["b"]),
-             helper.make_node("MatMul", ["x", "w3"], ["c"]),
-             helper.make_node("Sum", ["a", "b", "c"], ["y"])]
-    graph = helper.make_graph(nodes, "fills", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 64])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 64])], [shape])
+    nodes = [
+        helper.make_node("ConstantOfShape", ["shape"], ["w1"], value=fill),
+        helper.make_node("ConstantOfShape", ["shape"], ["w2"], value=fill),
+        helper.make_node("ConstantOfShape", ["shape"], ["w3"], value=other),
+        helper.make_node("MatMul", ["x", "w1"], ["a"]),
+        helper.make_node("MatMul", ["x", "w2"], ["b"]),
+        helper.make_node("MatMul", ["x", "w3"], ["c"]),
+        helper.make_node("Sum", ["a", "b", "c"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "fills",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 64])],
+        [shape],
+    )
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
 
 
@@ -158,8 +187,9 @@ def test_equal_constants_share_their_bytes_in_the_bin(tmp_path):
 def test_saved_files_get_the_usual_mode(tmp_path, fixtures_dir):
     previous = os.umask(0o027)
     try:
-        model = opconv.convert(opconv.load(os.path.join(fixtures_dir, "cnn.onnx")), to="openvino",
-                               input_shapes={"image": (1, 3, 32, 32)})
+        model = opconv.convert(
+            opconv.load(os.path.join(fixtures_dir, "cnn.onnx")), to="openvino", input_shapes={"image": (1, 3, 32, 32)}
+        )
         opconv.save(model, tmp_path / "cnn.xml")
     finally:
         os.umask(previous)

@@ -96,8 +96,12 @@ def test_grouped_conv_pools_and_activations(tmp_path):
         helper.make_node("Transpose", ["k"], ["t"], perm=[0, 2, 3, 1]),
         helper.make_node("Softmax", ["t"], ["y"], axis=-1),
     ]
-    inits = [w, b, helper.make_tensor("lo", TensorProto.FLOAT, [], [-0.5]),
-             helper.make_tensor("hi", TensorProto.FLOAT, [], [0.7])]
+    inits = [
+        w,
+        b,
+        helper.make_tensor("lo", TensorProto.FLOAT, [], [-0.5]),
+        helper.make_tensor("hi", TensorProto.FLOAT, [], [0.7]),
+    ]
     proto = _proto(nodes, [_f32("x", [1, 6, 9, 9])], [_f32("y", None)], inits)
     _check_op_model(tmp_path, proto, {"x": rng.standard_normal((1, 6, 9, 9)).astype(np.float32)})
 
@@ -113,20 +117,24 @@ def test_shape_ops_and_layer_norm(tmp_path):
         helper.make_node("LayerNormalization", ["i", "scale", "bias"], ["ln"], axis=-1, epsilon=1e-5),
         helper.make_node("Gemm", ["ln", "gw", "gc"], ["y"], alpha=0.5, beta=2.0, transB=1),
     ]
-    inits = [helper.make_tensor("ax", TensorProto.INT64, [1], [0]),
-             helper.make_tensor("shape", TensorProto.INT64, [2], [0, -1]),
-             helper.make_tensor("scale", TensorProto.FLOAT, [12], rng.standard_normal(12).astype(np.float32)),
-             helper.make_tensor("bias", TensorProto.FLOAT, [12], rng.standard_normal(12).astype(np.float32)),
-             helper.make_tensor("gw", TensorProto.FLOAT, [5, 12], rng.standard_normal(60).astype(np.float32)),
-             helper.make_tensor("gc", TensorProto.FLOAT, [5], rng.standard_normal(5).astype(np.float32))]
+    inits = [
+        helper.make_tensor("ax", TensorProto.INT64, [1], [0]),
+        helper.make_tensor("shape", TensorProto.INT64, [2], [0, -1]),
+        helper.make_tensor("scale", TensorProto.FLOAT, [12], rng.standard_normal(12).astype(np.float32)),
+        helper.make_tensor("bias", TensorProto.FLOAT, [12], rng.standard_normal(12).astype(np.float32)),
+        helper.make_tensor("gw", TensorProto.FLOAT, [5, 12], rng.standard_normal(60).astype(np.float32)),
+        helper.make_tensor("gc", TensorProto.FLOAT, [5], rng.standard_normal(5).astype(np.float32)),
+    ]
     proto = _proto(nodes, [_f32("x", [3, 2, 2])], [_f32("y", None)], inits, opset=17)
     _check_op_model(tmp_path, proto, {"x": rng.standard_normal((3, 2, 2)).astype(np.float32)})
 
 
 def _unsupported_proto():
-    nodes = [helper.make_node("Relu", ["x"], ["r"]),
-             helper.make_node("Det", ["r"], ["h"], name="det_node"),
-             helper.make_node("Bernoulli", ["h"], ["y"], name="bernoulli_node", seed=1.0)]
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("Det", ["r"], ["h"], name="det_node"),
+        helper.make_node("Bernoulli", ["h"], ["y"], name="bernoulli_node", seed=1.0),
+    ]
     return _proto(nodes, [_f32("x", [2, 4, 4])], [_f32("y", [2])], opset=18)
 
 
@@ -154,8 +162,18 @@ def test_softmax_before_opset13_normalises_over_every_axis_from_its_axis_on(tmp_
 
 def test_cli_converts_verifies_and_exits_0(tmp_path, fixtures_dir):
     out = tmp_path / "cnn.xml"
-    result = CliRunner().invoke(cli, ["onnx-to-ir", os.path.join(fixtures_dir, "cnn.onnx"), "-o", str(out),
-                                      "--input-shape", "image=2,3,32,32", "--verify"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "onnx-to-ir",
+            os.path.join(fixtures_dir, "cnn.onnx"),
+            "-o",
+            str(out),
+            "--input-shape",
+            "image=2,3,32,32",
+            "--verify",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "outputs equal" in result.output
     assert out.exists() and (tmp_path / "cnn.bin").exists()
@@ -166,7 +184,8 @@ def test_cli_default_output_is_beside_the_model(tmp_path, fixtures_dir):
     src = tmp_path / "mlp.onnx"
     src.write_bytes(open(os.path.join(fixtures_dir, "mlp_external.onnx"), "rb").read())
     (tmp_path / "mlp_external.onnx.data").write_bytes(
-        open(os.path.join(fixtures_dir, "mlp_external.onnx.data"), "rb").read())
+        open(os.path.join(fixtures_dir, "mlp_external.onnx.data"), "rb").read()
+    )
     result = CliRunner().invoke(cli, ["onnx-to-ir", str(src), "--input-shape", "x=1,64"])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "mlp.xml").exists() and (tmp_path / "mlp.bin").exists()
@@ -201,10 +220,12 @@ def test_shape_subgraph_is_folded_and_reductions_compare_select(tmp_path, fixtur
         helper.make_node("Where", ["above", "flat", "neg"], ["sel"]),
         helper.make_node("ReduceSum", ["sel", "axes"], ["y"], keepdims=0),
     ]
-    inits = [helper.make_tensor("zero", TensorProto.INT64, [], [0]),
-             helper.make_tensor("zero1", TensorProto.INT64, [1], [0]),
-             helper.make_tensor("minus1", TensorProto.INT64, [1], [-1]),
-             helper.make_tensor("axes", TensorProto.INT64, [1], [-1])]
+    inits = [
+        helper.make_tensor("zero", TensorProto.INT64, [], [0]),
+        helper.make_tensor("zero1", TensorProto.INT64, [1], [0]),
+        helper.make_tensor("minus1", TensorProto.INT64, [1], [-1]),
+        helper.make_tensor("axes", TensorProto.INT64, [1], [-1]),
+    ]
     proto = _proto(nodes, [_f32("x", ["batch", 3, 4])], [_f32("y", None)], inits, opset=13)
     converted = onnx_to_openvino(opconv.load(proto), input_shapes={"x": (2, 3, 4)})
     assert not {"ShapeOf", "Gather", "Concat"} & {n.op for n in converted.graph.nodes}
@@ -248,8 +269,10 @@ def test_every_light_model_converts_and_runs_in_openvino(tmp_path):
                     # The plugin may depart from ONNX on this CPU whoever wrote the IR: then OpenVINO's own
                     # frontend on the source gives what it gave for opconv's IR.
                     if who == "OpenVINO CPU" and _plugin_gives_the_same(case.path, feeds, names, got):
-                        print(f"{case.name}: OpenVINO's CPU plugin departs from {oracle} with its own frontend "
-                              f"too ({cmp.message})")
+                        print(
+                            f"{case.name}: OpenVINO's CPU plugin departs from {oracle} with its own frontend "
+                            f"too ({cmp.message})"
+                        )
                     else:
                         problems.append(f"{case.name}, {who} vs {oracle}: {cmp.message}")
         os.remove(xml)

@@ -50,17 +50,47 @@ MIN_CORRECT = 1444  # + test_if: If with a run-time condition as both branches a
 
 # ONNX op -> the positions of its inputs that fix an output shape (frozen when they are graph inputs).
 SHAPE_OPERANDS = {
-    "Reshape": {1}, "Expand": {1}, "Squeeze": {1}, "Unsqueeze": {1}, "Slice": {1, 2, 3, 4}, "Split": {1},
-    "Pad": {1, 3}, "Tile": {1}, "Resize": {1, 2, 3}, "Upsample": {1}, "TopK": {1}, "OneHot": {1},
-    "ConstantOfShape": {0}, "Range": {0, 1, 2}, "CumSum": {1}, "CumProd": {1}, "CenterCropPad": {1, 2}, "Col2Im": {1, 2}, "AffineGrid": {1},
-    **{op: {1} for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
-                          "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")},
+    "Reshape": {1},
+    "Expand": {1},
+    "Squeeze": {1},
+    "Unsqueeze": {1},
+    "Slice": {1, 2, 3, 4},
+    "Split": {1},
+    "Pad": {1, 3},
+    "Tile": {1},
+    "Resize": {1, 2, 3},
+    "Upsample": {1},
+    "TopK": {1},
+    "OneHot": {1},
+    "ConstantOfShape": {0},
+    "Range": {0, 1, 2},
+    "CumSum": {1},
+    "CumProd": {1},
+    "CenterCropPad": {1, 2},
+    "Col2Im": {1, 2},
+    "AffineGrid": {1},
+    **{
+        op: {1}
+        for op in (
+            "ReduceSum",
+            "ReduceMean",
+            "ReduceMax",
+            "ReduceMin",
+            "ReduceProd",
+            "ReduceL1",
+            "ReduceL2",
+            "ReduceLogSum",
+            "ReduceLogSumExp",
+            "ReduceSumSquare",
+        )
+    },
 }
 
 
 @dataclass
 class VerifiedIR:
     """A case whose IR both runtimes reproduced: kept for other runtimes to run (tests/test_openvino_2023.py)."""
+
     case: object  # the node case (its expected outputs and tolerances)
     xml: str  # the IR, alive until the test process exits
     model: object  # the ONNX model it was converted from (shape operands frozen away)
@@ -117,8 +147,7 @@ def _compare(case, expected: list, actual: list) -> str | None:
             # OpenVINO reports IR v10 outputs in its legacy types (i64 -> i32, u8/bool/bf16 -> f32).
             a = a.astype(e.dtype)
         default_rtol, default_atol = tolerance(str(e.dtype))
-        cmp = compare_arrays(f"output {i}", e, a, rtol=max(case.rtol, default_rtol),
-                             atol=max(case.atol, default_atol))
+        cmp = compare_arrays(f"output {i}", e, a, rtol=max(case.rtol, default_rtol), atol=max(case.atol, default_atol))
         if not cmp.ok:
             return cmp.message
     return None
@@ -144,7 +173,9 @@ def _freeze_shape_operands(model, feeds: dict):
     uses: dict[str, list[bool]] = {}
     for node in model.graph.node:
         for i, name in enumerate(node.input):
-            uses.setdefault(name, []).append(i in SHAPE_OPERANDS.get(node.op_type, ()) and node.domain in ("", "ai.onnx"))
+            uses.setdefault(name, []).append(
+                i in SHAPE_OPERANDS.get(node.op_type, ()) and node.domain in ("", "ai.onnx")
+            )
     frozen = [name for name, value in feeds.items() if uses.get(name) and all(uses[name])]
     if not frozen:
         return model, feeds
@@ -171,8 +202,9 @@ def _sweep_case(case, core, xml: str, sweep: Sweep) -> None:
     # A 0-d value may come as a numpy scalar (e.g. a loss computed with `.mean()`): it is a tensor all the same.
     feeds = {k: np.asarray(v) if isinstance(v, np.generic) else v for k, v in case.feeds(0).items()}
     expected = [np.asarray(v) if isinstance(v, np.generic) else v for v in case.datasets[0][1]]
-    if not all(isinstance(v, np.ndarray) for v in feeds.values()) or \
-            not all(isinstance(v, np.ndarray) for v in expected):
+    if not all(isinstance(v, np.ndarray) for v in feeds.values()) or not all(
+        isinstance(v, np.ndarray) for v in expected
+    ):
         sweep.refused[case.name] = ["sequence or optional values (IR has tensors only)"]
         return
     model, feeds = _freeze_shape_operands(case.model, feeds)
@@ -226,8 +258,10 @@ def sweep() -> Sweep:
 def test_node_cases_convert_and_run_in_openvino_and_opconv():
     result = sweep()
     total = len(result.correct) + len(result.plugin_departs) + len(result.refused) + len(result.wrong)
-    print(f"\n{len(result.correct)} of {total} node cases converted and correct ({len(result.frozen)} of them with "
-          f"a shape operand frozen), {len(result.refused)} refused, {len(result.wrong)} wrong")
+    print(
+        f"\n{len(result.correct)} of {total} node cases converted and correct ({len(result.frozen)} of them with "
+        f"a shape operand frozen), {len(result.refused)} refused, {len(result.wrong)} wrong"
+    )
     print("refusal reasons (cases per reason):")
     for reason, count in result.grouped_refusals().most_common():
         print(f"  {count:5d}  {reason}")

@@ -21,17 +21,24 @@ from opconv.errors import ConversionError
 
 from .runtimes import convert_and_run_ir
 
-INFO = {np.uint8: TensorProto.UINT8, np.int8: TensorProto.INT8, np.uint16: TensorProto.UINT16,
-        np.int16: TensorProto.INT16}
+INFO = {
+    np.uint8: TensorProto.UINT8,
+    np.int8: TensorProto.INT8,
+    np.uint16: TensorProto.UINT16,
+    np.int16: TensorProto.INT16,
+}
 
 
 def _model(op, inputs: dict, outputs: dict, opset: int = 21, **attrs):
     """A one-node model over graph inputs ``{name: array}`` with outputs ``{name: (onnx type, shape)}``."""
     node = helper.make_node(op, list(inputs), list(outputs), **attrs)
     info = helper.make_tensor_value_info
-    graph = helper.make_graph([node], op.lower(),
-                              [info(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for n, v in inputs.items()],
-                              [info(n, t, s) for n, (t, s) in outputs.items()])
+    graph = helper.make_graph(
+        [node],
+        op.lower(),
+        [info(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for n, v in inputs.items()],
+        [info(n, t, s) for n, (t, s) in outputs.items()],
+    )
     proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     proto.ir_version = 10
     return proto
@@ -53,8 +60,10 @@ def _assert_same(expected, got, who: str, what: str, x=None, scale=None):
     if bad.size:
         i = bad[0]
         where = "" if x is None else f" (x={x.ravel()[i]!r}, scale={np.broadcast_to(scale, x.shape).ravel()[i]!r})"
-        raise AssertionError(f"{who}: {bad.size} of {expected.size} {what} differ, first at {i}: "
-                             f"{got.ravel()[i]} instead of {expected.ravel()[i]}{where}")
+        raise AssertionError(
+            f"{who}: {bad.size} of {expected.size} {what} differ, first at {i}: "
+            f"{got.ravel()[i]} instead of {expected.ravel()[i]}{where}"
+        )
 
 
 def _tricky_quotients(rng, scale: np.ndarray, n: int, span: int) -> np.ndarray:
@@ -83,8 +92,9 @@ def test_quantize_linear_ties_and_saturation(tmp_path, dtype):
     width = int(info.max) - int(info.min)
     channels = 4
     # Scales over many binades, one per channel (axis 1); exact ties need scales with short significands.
-    scale = np.ldexp(rng.integers(1, 1 << rng.integers(1, 24), channels).astype(np.float64),
-                     rng.integers(-40, 30, channels)).astype(np.float32)
+    scale = np.ldexp(
+        rng.integers(1, 1 << rng.integers(1, 24), channels).astype(np.float64), rng.integers(-40, 30, channels)
+    ).astype(np.float32)
     scale[0] = np.float32(0.0196078431372549)  # 1/51: the tie -127.5 of an onnx case is near
     zero_point = rng.integers(info.min, int(info.max) + 1, channels).astype(dtype)
     per = 600
@@ -119,8 +129,9 @@ def test_quantize_linear_blocked_per_tensor_and_default_type(tmp_path):
     block_scale = np.ldexp(rng.integers(1, 64, (4, 20)).astype(np.float64), -3).astype(np.float32)
     x = (np.repeat(block_scale, 3, axis=1) * (rng.integers(-150, 150, (4, 60)) + 0.5)).astype(np.float32)  # ties
     feeds = {"x": x, "scale": block_scale}
-    proto = _model("QuantizeLinear", feeds, {"y": (TensorProto.INT8, x.shape)}, axis=1, block_size=3,
-                   output_dtype=TensorProto.INT8)
+    proto = _model(
+        "QuantizeLinear", feeds, {"y": (TensorProto.INT8, x.shape)}, axis=1, block_size=3, output_dtype=TensorProto.INT8
+    )
     expected = _formula(x, np.repeat(block_scale, 3, axis=1), np.zeros((), np.int8), np.int8)
     _assert_same(expected, _onnxruntime(proto, feeds)[0], "onnxruntime", "values")
     for who, got in _run_converted(tmp_path, proto, feeds).items():
@@ -134,14 +145,16 @@ def test_quantize_linear_long_significand_scales(tmp_path):
     rng = np.random.default_rng(21)
     channels, per = 48, 200
     scale = (rng.uniform(1, 2, channels) * np.exp2(rng.integers(-60, 60, channels))).astype(np.float32)
-    scale[:4] = np.float32([1 / 3, 1 / 255, 2 ** -20 * 1.9999999, 7.0])
+    scale[:4] = np.float32([1 / 3, 1 / 255, 2**-20 * 1.9999999, 7.0])
     k = np.concatenate([rng.integers(-32770, 32770, per - 40), rng.integers(-3, 3, 40)]) + 0.5
     x = (k[:, None] * scale.astype(np.float64)).astype(np.float32)
     steps = rng.integers(-2, 3, x.shape)
-    x = np.where(steps > 0, np.nextafter(x, np.float32(np.inf)), np.where(steps < 0, np.nextafter(
-        x, np.float32(-np.inf)), x))
-    x = np.where(np.abs(steps) == 2, np.nextafter(x, np.where(steps > 0, np.float32(np.inf), np.float32(-np.inf))),
-                 x).astype(np.float32)
+    x = np.where(
+        steps > 0, np.nextafter(x, np.float32(np.inf)), np.where(steps < 0, np.nextafter(x, np.float32(-np.inf)), x)
+    )
+    x = np.where(
+        np.abs(steps) == 2, np.nextafter(x, np.where(steps > 0, np.float32(np.inf), np.float32(-np.inf))), x
+    ).astype(np.float32)
     x = x.reshape(per // 10, 10, channels).transpose(0, 2, 1).copy()
     zero_point = rng.integers(-100, 100, channels).astype(np.int16)
     feeds = {"x": x, "scale": scale, "zero_point": zero_point}
@@ -163,20 +176,25 @@ def test_dynamic_quantize_linear_scales(tmp_path):
     spreads = (midpoints * 255).astype(np.float32)
     spreads = np.where(rng.integers(0, 2, count) == 1, np.nextafter(spreads, np.float32(np.inf)), spreads)
     feeds = {f"x{i}": np.array([0.0, spread, spread / 3], np.float32) for i, spread in enumerate(spreads)}
-    nodes = [helper.make_node("DynamicQuantizeLinear", [f"x{i}"], [f"y{i}", f"s{i}", f"z{i}"])
-             for i in range(count)]
+    nodes = [helper.make_node("DynamicQuantizeLinear", [f"x{i}"], [f"y{i}", f"s{i}", f"z{i}"]) for i in range(count)]
     info = helper.make_tensor_value_info
-    graph = helper.make_graph(nodes, "scales", [info(n, TensorProto.FLOAT, [3]) for n in feeds],
-                              [info(f"s{i}", TensorProto.FLOAT, []) for i in range(count)]
-                              + [info(f"y{i}", TensorProto.UINT8, [3]) for i in range(count)])
+    graph = helper.make_graph(
+        nodes,
+        "scales",
+        [info(n, TensorProto.FLOAT, [3]) for n in feeds],
+        [info(f"s{i}", TensorProto.FLOAT, []) for i in range(count)]
+        + [info(f"y{i}", TensorProto.UINT8, [3]) for i in range(count)],
+    )
     proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
     proto.ir_version = 10
     expected_scales = (spreads / np.float32(255)).astype(np.float32)
     assert np.sum(expected_scales != (spreads * np.float32(1 / 255)).astype(np.float32)) >= 4
     expected = [np.asarray(v) for v in expected_scales] + [
-        _formula(feeds[f"x{i}"], expected_scales[i], np.zeros((), np.uint8), np.uint8) for i in range(count)]
-    for who, got in [("onnxruntime", _onnxruntime(proto, feeds))] + list(_run_converted(tmp_path, proto,
-                                                                                          feeds).items()):
+        _formula(feeds[f"x{i}"], expected_scales[i], np.zeros((), np.uint8), np.uint8) for i in range(count)
+    ]
+    for who, got in [("onnxruntime", _onnxruntime(proto, feeds))] + list(
+        _run_converted(tmp_path, proto, feeds).items()
+    ):
         for i, (e, g) in enumerate(zip(expected, got)):
             _assert_same(e, np.asarray(g), who, f"output {i}")
 
@@ -189,16 +207,22 @@ def test_quantize_dynamic_model_stays_compact(tmp_path):
     rng = np.random.default_rng(2)
     width, nodes, initializers, x = 32, [], [], "x"
     for i in range(4):
-        initializers += [helper.make_tensor(f"w{i}", TensorProto.FLOAT, (width, width),
-                                            (rng.standard_normal((width, width)) * 0.2).ravel().tolist()),
-                         helper.make_tensor(f"b{i}", TensorProto.FLOAT, (width,), rng.standard_normal(width).tolist())]
-        nodes += [helper.make_node("MatMul", [x, f"w{i}"], [f"m{i}"]), helper.make_node("Add", [f"m{i}", f"b{i}"],
-                                                                                         [f"a{i}"]),
-                  helper.make_node("Relu", [f"a{i}"], [f"r{i}"])]
+        initializers += [
+            helper.make_tensor(
+                f"w{i}", TensorProto.FLOAT, (width, width), (rng.standard_normal((width, width)) * 0.2).ravel().tolist()
+            ),
+            helper.make_tensor(f"b{i}", TensorProto.FLOAT, (width,), rng.standard_normal(width).tolist()),
+        ]
+        nodes += [
+            helper.make_node("MatMul", [x, f"w{i}"], [f"m{i}"]),
+            helper.make_node("Add", [f"m{i}", f"b{i}"], [f"a{i}"]),
+            helper.make_node("Relu", [f"a{i}"], [f"r{i}"]),
+        ]
         x = f"r{i}"
     info = helper.make_tensor_value_info
-    graph = helper.make_graph(nodes, "mlp", [info("x", TensorProto.FLOAT, [3, width])],
-                              [info(x, TensorProto.FLOAT, [3, width])], initializers)
+    graph = helper.make_graph(
+        nodes, "mlp", [info("x", TensorProto.FLOAT, [3, width])], [info(x, TensorProto.FLOAT, [3, width])], initializers
+    )
     source = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     source.ir_version = 8
     float_path, quantized_path = tmp_path / "mlp.onnx", tmp_path / "mlp_q.onnx"
@@ -212,26 +236,35 @@ def test_quantize_dynamic_model_stays_compact(tmp_path):
     layers = len(converted.graph.nodes)
     assert layers <= 40 * len(proto.graph.node), f"{layers} layers for {len(proto.graph.node)} nodes"
     for who, named in runs.items():
-        np.testing.assert_allclose(np.asarray(list(named.values())[0]), expected, rtol=1e-5, atol=1e-5,
-                                   err_msg=who)
+        np.testing.assert_allclose(np.asarray(list(named.values())[0]), expected, rtol=1e-5, atol=1e-5, err_msg=who)
 
 
 def test_dynamic_quantize_linear(tmp_path):
     rng = np.random.default_rng(5)
-    for x in [rng.normal(0, 3, (8, 25)).astype(np.float32),
-              np.abs(rng.normal(0, 1e-3, (200,))).astype(np.float32),       # min 0: zero point 0
-              -np.abs(rng.normal(0, 1e4, (10, 20))).astype(np.float32),     # max 0: zero point 255
-              np.zeros((3, 4), np.float32)]:                                # no range: onnxruntime's scale 1
+    for x in [
+        rng.normal(0, 3, (8, 25)).astype(np.float32),
+        np.abs(rng.normal(0, 1e-3, (200,))).astype(np.float32),  # min 0: zero point 0
+        -np.abs(rng.normal(0, 1e4, (10, 20))).astype(np.float32),  # max 0: zero point 255
+        np.zeros((3, 4), np.float32),
+    ]:  # no range: onnxruntime's scale 1
         feeds = {"x": x}
-        proto = _model("DynamicQuantizeLinear", feeds, {"y": (TensorProto.UINT8, x.shape),
-                                                        "y_scale": (TensorProto.FLOAT, ()),
-                                                        "y_zero_point": (TensorProto.UINT8, ())}, opset=11)
+        proto = _model(
+            "DynamicQuantizeLinear",
+            feeds,
+            {
+                "y": (TensorProto.UINT8, x.shape),
+                "y_scale": (TensorProto.FLOAT, ()),
+                "y_zero_point": (TensorProto.UINT8, ()),
+            },
+            opset=11,
+        )
         high, low = np.float32(max(x.max(), 0)), np.float32(min(x.min(), 0))
         scale = np.float32((high - low) / np.float32(255)) if high > low else np.float32(1)
         zero_point = np.clip(np.rint(np.float32(0) - (low / scale).astype(np.float32)), 0, 255)
         expected = [_formula(x, scale, zero_point, np.uint8), np.array(scale), np.array(zero_point, np.uint8)]
-        for who, got in [("onnxruntime", _onnxruntime(proto, feeds))] + list(_run_converted(tmp_path, proto,
-                                                                                              feeds).items()):
+        for who, got in [("onnxruntime", _onnxruntime(proto, feeds))] + list(
+            _run_converted(tmp_path, proto, feeds).items()
+        ):
             for e, g, what in zip(expected, got, ("values", "scales", "zero points")):
                 _assert_same(e, np.asarray(g), who, what)
 
@@ -252,8 +285,9 @@ def test_matmul_integer_and_conv_integer(tmp_path, dtype):
 
     x, w = draw(2, 3, 9, 9), draw(4, 3, 3, 3)
     feeds = {"x": x, "w": w, "x_zero_point": draw(), "w_zero_point": draw(4)}
-    proto = _model("ConvInteger", feeds, {"y": (TensorProto.INT32, (2, 4, 5, 5))}, opset=10, pads=[1, 1, 1, 1],
-                   strides=[2, 2])
+    proto = _model(
+        "ConvInteger", feeds, {"y": (TensorProto.INT32, (2, 4, 5, 5))}, opset=10, pads=[1, 1, 1, 1], strides=[2, 2]
+    )
     expected = ReferenceEvaluator(proto).run(None, feeds)[0]  # onnxruntime has no per-channel weight zero point
     for who, got in _run_converted(tmp_path, proto, feeds).items():
         _assert_same(expected, got[0], who, "values")
@@ -269,7 +303,7 @@ def test_long_integer_products_are_summed_exactly(tmp_path):
     feeds = {"a": a, "b": b, "a_zero_point": np.asarray(0, np.uint8), "b_zero_point": np.asarray(0, np.int8)}
     proto = _model("MatMulInteger", feeds, {"y": (TensorProto.INT32, (3, 4))}, opset=10)
     expected = _onnxruntime(proto, feeds)[0]
-    assert np.abs(expected).max() > 2 ** 24
+    assert np.abs(expected).max() > 2**24
     for who, got in _run_converted(tmp_path, proto, feeds).items():
         _assert_same(expected, got[0], who, "values")
     x = np.full((1, 128, 6, 6), 255, np.uint8)
@@ -277,14 +311,17 @@ def test_long_integer_products_are_summed_exactly(tmp_path):
     feeds = {"x": x, "w": np.full((2, 128, 3, 3), -128, np.int8), "x_zero_point": np.asarray(0, np.uint8)}
     proto = _model("ConvInteger", feeds, {"y": (TensorProto.INT32, (1, 2, 4, 4))}, opset=10)
     expected = _onnxruntime(proto, feeds)[0]
-    assert np.abs(expected).max() > 2 ** 24
+    assert np.abs(expected).max() > 2**24
     for who, got in _run_converted(tmp_path, proto, feeds).items():
         _assert_same(expected, got[0], who, "values")
 
 
 def test_integer_products_too_long_for_one_float32_step_are_refused():
-    feeds = {"x": np.zeros((1, 1, 20, 20), np.uint8), "w": np.zeros((1, 1, 17, 17), np.uint8),
-             "x_zero_point": np.zeros((), np.uint8)}
+    feeds = {
+        "x": np.zeros((1, 1, 20, 20), np.uint8),
+        "w": np.zeros((1, 1, 17, 17), np.uint8),
+        "x_zero_point": np.zeros((), np.uint8),
+    }
     proto = _model("ConvInteger", feeds, {"y": (TensorProto.INT32, (1, 1, 4, 4))}, opset=10)
     with pytest.raises(ConversionError, match="2\\*\\*24"):
         opconv.convert(opconv.load(proto), to="openvino")
@@ -298,16 +335,26 @@ def test_qlinear_matmul_and_conv_requantize_exactly(tmp_path, dtype, scale_type)
     draw = lambda *shape: rng.integers(info.min, int(info.max) + 1, shape).astype(dtype)
     wide = lambda v: v.astype(np.int64)
     # Scales with short significands make many sums land exactly on k + 1/2; random ones test the division.
-    near = lambda zero_point, *shape: np.clip(wide(zero_point) + rng.integers(-9, 10, shape),
-                                              info.min, info.max).astype(dtype)
+    near = lambda zero_point, *shape: np.clip(
+        wide(zero_point) + rng.integers(-9, 10, shape), info.min, info.max
+    ).astype(dtype)
     # The second set: scale products below 2**-14 (float16 subnormals) and a negative scale.
-    for scales in [(0.5, rng.integers(1, 8, 12) * 0.5, 1.0),
-                   (rng.uniform(1e-3, 3e-3), rng.uniform(1e-3, 3e-3, 12), -rng.uniform(1e-5, 1e-4))]:
+    for scales in [
+        (0.5, rng.integers(1, 8, 12) * 0.5, 1.0),
+        (rng.uniform(1e-3, 3e-3), rng.uniform(1e-3, 3e-3, 12), -rng.uniform(1e-5, 1e-4)),
+    ]:
         a_scale, b_scale, y_scale = (np.asarray(s, scale_type) for s in scales)
         a_zero_point, b_zero_point = draw(), draw(12)
-        feeds = {"a": near(a_zero_point, 4, 16, 8), "a_scale": a_scale, "a_zero_point": a_zero_point,
-                 "b": near(b_zero_point, 8, 12), "b_scale": b_scale, "b_zero_point": b_zero_point,
-                 "y_scale": y_scale, "y_zero_point": np.asarray(draw() | 1, dtype)}  # odd: rint after adding it
+        feeds = {
+            "a": near(a_zero_point, 4, 16, 8),
+            "a_scale": a_scale,
+            "a_zero_point": a_zero_point,
+            "b": near(b_zero_point, 8, 12),
+            "b_scale": b_scale,
+            "b_zero_point": b_zero_point,
+            "y_scale": y_scale,
+            "y_zero_point": np.asarray(draw() | 1, dtype),
+        }  # odd: rint after adding it
         proto = _model("QLinearMatMul", feeds, {"y": (INFO[dtype], (4, 16, 12))})
         expected = ReferenceEvaluator(proto).run(None, feeds)[0]
         sums = (wide(feeds["a"]) - wide(feeds["a_zero_point"])) @ (wide(feeds["b"]) - wide(feeds["b_zero_point"]))
@@ -319,9 +366,16 @@ def test_qlinear_matmul_and_conv_requantize_exactly(tmp_path, dtype, scale_type)
         for who, got in _run_converted(tmp_path, proto, feeds).items():
             _assert_same(expected, got[0], who, "values")
 
-    feeds = {"x": draw(1, 3, 6, 6), "x_scale": np.asarray(2.0 ** -4, scale_type), "x_zero_point": draw(),
-             "w": draw(4, 3, 2, 2), "w_scale": (rng.integers(1, 8, 4) * 2.0 ** -5).astype(scale_type),
-             "w_zero_point": draw(4), "y_scale": np.asarray(2.0 ** -1, scale_type), "y_zero_point": draw()}
+    feeds = {
+        "x": draw(1, 3, 6, 6),
+        "x_scale": np.asarray(2.0**-4, scale_type),
+        "x_zero_point": draw(),
+        "w": draw(4, 3, 2, 2),
+        "w_scale": (rng.integers(1, 8, 4) * 2.0**-5).astype(scale_type),
+        "w_zero_point": draw(4),
+        "y_scale": np.asarray(2.0**-1, scale_type),
+        "y_zero_point": draw(),
+    }
     proto = _model("QLinearConv", feeds, {"y": (INFO[dtype], (1, 4, 5, 5))})
     expected = ReferenceEvaluator(proto).run(None, feeds)[0]
     for who, got in _run_converted(tmp_path, proto, feeds).items():
@@ -338,10 +392,16 @@ def test_qlinear_matmul_requantization_ties(tmp_path):
     np.fill_diagonal(a, 101)  # row i sums (b[i] - b_zero_point) once
     b = rng.integers(0, 256, (k, columns)).astype(np.uint8)
     multiplier = rng.choice([1, 3, 5, 7], columns) * np.exp2(-rng.integers(1, 5, columns))
-    feeds = {"a": a, "a_scale": np.float32(1.0), "a_zero_point": np.uint8(100), "b": b,
-             "b_scale": (3 * multiplier).astype(np.float32),
-             "b_zero_point": rng.integers(0, 256, columns).astype(np.uint8), "y_scale": np.float32(3.0),
-             "y_zero_point": np.uint8(127)}
+    feeds = {
+        "a": a,
+        "a_scale": np.float32(1.0),
+        "a_zero_point": np.uint8(100),
+        "b": b,
+        "b_scale": (3 * multiplier).astype(np.float32),
+        "b_zero_point": rng.integers(0, 256, columns).astype(np.uint8),
+        "y_scale": np.float32(3.0),
+        "y_zero_point": np.uint8(127),
+    }
     feeds = {k: np.asarray(v) for k, v in feeds.items()}
     proto = _model("QLinearMatMul", feeds, {"y": (TensorProto.UINT8, (k, columns))})
     expected = ReferenceEvaluator(proto).run(None, feeds)[0]

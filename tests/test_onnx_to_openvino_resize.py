@@ -17,8 +17,15 @@ from .runtimes import convert_and_run_ir, run_any, run_reference
 
 ov = pytest.importorskip("openvino")
 
-TRANSFORMS = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
-              "tf_half_pixel_for_nn", "tf_crop_and_resize")
+TRANSFORMS = (
+    "half_pixel",
+    "half_pixel_symmetric",
+    "pytorch_half_pixel",
+    "align_corners",
+    "asymmetric",
+    "tf_half_pixel_for_nn",
+    "tf_crop_and_resize",
+)
 # Transforms that divide by the output length: with a fractional in * scale, onnxruntime divides by the rounded
 # length and the specification (onnx's reference, opconv's executor) by the unrounded one.
 LENGTH_TRANSFORMS = ("align_corners", "tf_crop_and_resize")
@@ -38,9 +45,13 @@ def _model(shape, dtype=np.float32, *, op="Resize", opset=19, roi=None, scales=N
     while names[-1] == "":
         names.pop()
     element = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
-    graph = helper.make_graph([helper.make_node(op, names, ["y"], **attrs)], "resize",
-                              [helper.make_tensor_value_info("x", element, list(shape))],
-                              [helper.make_tensor_value_info("y", element, None)], initializers)
+    graph = helper.make_graph(
+        [helper.make_node(op, names, ["y"], **attrs)],
+        "resize",
+        [helper.make_tensor_value_info("x", element, list(shape))],
+        [helper.make_tensor_value_info("y", element, None)],
+        initializers,
+    )
     proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     proto.ir_version = 8
     return proto
@@ -79,18 +90,31 @@ SHAPE = (2, 3, 5, 8)
 
 
 @pytest.mark.parametrize("transform", TRANSFORMS)
-@pytest.mark.parametrize("mode,extra", [
-    ("nearest", {"nearest_mode": "round_prefer_floor"}), ("nearest", {"nearest_mode": "round_prefer_ceil"}),
-    ("nearest", {"nearest_mode": "floor"}), ("nearest", {"nearest_mode": "ceil"}), ("linear", {}),
-    ("cubic", {}), ("cubic", {"cubic_coeff_a": -0.5, "exclude_outside": 1})], ids=lambda v: str(v))
+@pytest.mark.parametrize(
+    "mode,extra",
+    [
+        ("nearest", {"nearest_mode": "round_prefer_floor"}),
+        ("nearest", {"nearest_mode": "round_prefer_ceil"}),
+        ("nearest", {"nearest_mode": "floor"}),
+        ("nearest", {"nearest_mode": "ceil"}),
+        ("linear", {}),
+        ("cubic", {}),
+        ("cubic", {"cubic_coeff_a": -0.5, "exclude_outside": 1}),
+    ],
+    ids=lambda v: str(v),
+)
 def test_sizes_grow_one_axis_and_shrink_another(tmp_path, mode, extra, transform):
     # H grows 5 -> 8 while W shrinks 8 -> 3, on a batch of 2 x 3 images.
     # The roi reaches past the input on H: those outputs are extrapolation_value.
-    crop = {"roi": [0, 0, -0.3, 0.1, 1, 1, 0.9, 1.2], "extrapolation_value": 2.5} if transform == \
-        "tf_crop_and_resize" else {}
+    crop = (
+        {"roi": [0, 0, -0.3, 0.1, 1, 1, 0.9, 1.2], "extrapolation_value": 2.5}
+        if transform == "tf_crop_and_resize"
+        else {}
+    )
     roi = crop.pop("roi", None)
-    proto = _model(SHAPE, sizes=[2, 3, 8, 3], roi=roi, mode=mode, coordinate_transformation_mode=transform,
-                   **extra, **crop)
+    proto = _model(
+        SHAPE, sizes=[2, 3, 8, 3], roi=roi, mode=mode, coordinate_transformation_mode=transform, **extra, **crop
+    )
     _converted_ops(tmp_path, proto, _data(SHAPE, np.float32))
 
 
@@ -118,16 +142,22 @@ def test_keep_aspect_ratio(tmp_path, policy, mode):
     _converted_ops(tmp_path, proto, _data(SHAPE, np.float32, 3))
 
 
-@pytest.mark.parametrize("shape,sizes", [((6,), [11]), ((4, 9, 3), [2, 9, 5]), ((2, 3, 4, 5, 3), [3, 3, 2, 7, 3])],
-                         ids=["1d", "3d-outer-and-inner", "5d"])
+@pytest.mark.parametrize(
+    "shape,sizes",
+    [((6,), [11]), ((4, 9, 3), [2, 9, 5]), ((2, 3, 4, 5, 3), [3, 3, 2, 7, 3])],
+    ids=["1d", "3d-outer-and-inner", "5d"],
+)
 @pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
 def test_other_ranks_and_the_batch_axis(tmp_path, shape, sizes, mode):
     proto = _model(shape, sizes=sizes, mode=mode, coordinate_transformation_mode="half_pixel")
     _converted_ops(tmp_path, proto, _data(shape, np.float32, 4))
 
 
-@pytest.mark.parametrize("shape,sizes,mode", [((2, 2, 6), [5, 2, 3], "cubic"), ((2, 3, 4, 5), [4, 2, 6, 5], "linear")],
-                         ids=["3d-cubic", "4d-linear-three-axes"])
+@pytest.mark.parametrize(
+    "shape,sizes,mode",
+    [((2, 2, 6), [5, 2, 3], "cubic"), ((2, 3, 4, 5), [4, 2, 6, 5], "linear")],
+    ids=["3d-cubic", "4d-linear-three-axes"],
+)
 def test_batch_and_channel_axes_are_not_left_to_interpolate(tmp_path, shape, sizes, mode):
     # align_corners would suit Interpolate-1, but the CPU plugin miscomputes (cubic) or refuses (three axes) these.
     proto = _model(shape, sizes=sizes, mode=mode, coordinate_transformation_mode="align_corners")
@@ -153,23 +183,41 @@ def test_float16_linear(tmp_path):
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int32])
 def test_integer_nearest_gathers(tmp_path, dtype):
-    proto = _model(SHAPE, dtype, sizes=[2, 3, 9, 4], mode="nearest", coordinate_transformation_mode="half_pixel",
-                   nearest_mode="round_prefer_ceil")
+    proto = _model(
+        SHAPE,
+        dtype,
+        sizes=[2, 3, 9, 4],
+        mode="nearest",
+        coordinate_transformation_mode="half_pixel",
+        nearest_mode="round_prefer_ceil",
+    )
     assert "Gather" in _converted_ops(tmp_path, proto, _data(SHAPE, dtype, 8))
 
 
 def test_bool_nearest_gathers(tmp_path):
     # Interpolate-1 would compute the same indices, but the CPU plugin cannot load a boolean Interpolate.
-    proto = _model(SHAPE, np.bool_, sizes=[2, 3, 10, 16], mode="nearest", coordinate_transformation_mode="asymmetric",
-                   nearest_mode="floor")
+    proto = _model(
+        SHAPE,
+        np.bool_,
+        sizes=[2, 3, 10, 16],
+        mode="nearest",
+        coordinate_transformation_mode="asymmetric",
+        nearest_mode="floor",
+    )
     # No runtime resizes booleans; doubling with asymmetric floor repeats every element twice.
     doubled = lambda proto, feeds: [feeds["x"].repeat(2, axis=2).repeat(2, axis=3)]  # noqa: E731
     assert "Gather" in _converted_ops(tmp_path, proto, _data(SHAPE, np.float32, 12) > 0, doubled)
 
 
-@pytest.mark.parametrize("op,opset,mode,scales", [
-    ("Upsample", 9, "nearest", [1, 1, 2, 3]), ("Upsample", 9, "linear", [1, 1, 2.5, 1.5]),
-    ("Resize", 10, "nearest", [1, 1, 0.6, 1.3]), ("Resize", 10, "linear", [1, 1, 0.7, 2])])
+@pytest.mark.parametrize(
+    "op,opset,mode,scales",
+    [
+        ("Upsample", 9, "nearest", [1, 1, 2, 3]),
+        ("Upsample", 9, "linear", [1, 1, 2.5, 1.5]),
+        ("Resize", 10, "nearest", [1, 1, 0.6, 1.3]),
+        ("Resize", 10, "linear", [1, 1, 0.7, 2]),
+    ],
+)
 def test_legacy_versions(tmp_path, op, opset, mode, scales):
     proto = _model(SHAPE, op=op, opset=opset, scales=scales, mode=mode)
     _converted_ops(tmp_path, proto, _data(SHAPE, np.float32, 9))
@@ -181,9 +229,13 @@ def test_sizes_as_scales_on_the_spec_length(tmp_path):
     _converted_ops(tmp_path, proto, _data(SHAPE, np.float32, 10), run_reference)
 
 
-@pytest.mark.parametrize("dtype,shape,sizes,reason", [
-    (np.int32, SHAPE, [2, 3, 9, 4], "linear on int32"),
-    (np.float32, (1, 5000), [1, 4000], "weight matrix over 64 MiB")])
+@pytest.mark.parametrize(
+    "dtype,shape,sizes,reason",
+    [
+        (np.int32, SHAPE, [2, 3, 9, 4], "linear on int32"),
+        (np.float32, (1, 5000), [1, 4000], "weight matrix over 64 MiB"),
+    ],
+)
 def test_refusals_say_why(dtype, shape, sizes, reason):
     proto = _model(shape, dtype, sizes=sizes, mode="linear")
     with pytest.raises(ConversionError, match=reason):

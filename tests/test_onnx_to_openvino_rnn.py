@@ -19,8 +19,17 @@ T, B, I, H = 5, 3, 4, 6
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 
 
-def _model(kind, direction="forward", layout=0, lens=None, lens_input=False, initial=False, peepholes=False,
-           weights_as_inputs=False, **attrs):
+def _model(
+    kind,
+    direction="forward",
+    layout=0,
+    lens=None,
+    lens_input=False,
+    initial=False,
+    peepholes=False,
+    weights_as_inputs=False,
+    **attrs,
+):
     rng = np.random.default_rng(sum(map(ord, kind + direction)) + layout)
     d = 2 if direction == "bidirectional" else 1
     g = GATES[kind]
@@ -59,11 +68,12 @@ def _model(kind, direction="forward", layout=0, lens=None, lens_input=False, ini
         inits.append(numpy_helper.from_array(rng.uniform(-0.5, 0.5, (d, 3 * H)).astype(np.float32), "P"))
     while names and not names[-1]:
         names.pop()
-    outs = ["Y", "Y_h", "Y_c"][:3 if kind == "LSTM" else 2]
+    outs = ["Y", "Y_h", "Y_c"][: 3 if kind == "LSTM" else 2]
     node = helper.make_node(kind, names, outs, hidden_size=H, direction=direction, layout=layout, **attrs)
     y_shape = [T, d, B, H] if layout == 0 else [B, T, d, H]
     outputs = [helper.make_tensor_value_info("Y", TensorProto.FLOAT, y_shape)] + [
-        helper.make_tensor_value_info(o, TensorProto.FLOAT, state_shape) for o in outs[1:]]
+        helper.make_tensor_value_info(o, TensorProto.FLOAT, state_shape) for o in outs[1:]
+    ]
     graph = helper.make_graph([node], kind.lower(), inputs, outputs, inits)
     proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
     proto.ir_version = 8
@@ -73,20 +83,30 @@ def _model(kind, direction="forward", layout=0, lens=None, lens_input=False, ini
 CASES = {
     "lstm": ("LSTM", {}),
     "lstm-bidirectional-padded": ("LSTM", dict(direction="bidirectional", lens=[5, 2, 4])),
-    "lstm-reverse-padded-runtime-lens": ("LSTM", dict(direction="reverse", lens=[3, 5, 1], lens_input=True,
-                                                      initial=True)),
+    "lstm-reverse-padded-runtime-lens": (
+        "LSTM",
+        dict(direction="reverse", lens=[3, 5, 1], lens_input=True, initial=True),
+    ),
     "lstm-peepholes-clip": ("LSTM", dict(peepholes=True, clip=0.7, initial=True)),
-    "lstm-input-forget-activations": ("LSTM", dict(input_forget=1, activations=["HardSigmoid", "Softsign", "Relu"],
-                                                   activation_alpha=[0.3], activation_beta=[0.4])),
+    "lstm-input-forget-activations": (
+        "LSTM",
+        dict(
+            input_forget=1,
+            activations=["HardSigmoid", "Softsign", "Relu"],
+            activation_alpha=[0.3],
+            activation_beta=[0.4],
+        ),
+    ),
     "lstm-weights-as-inputs": ("LSTM", dict(weights_as_inputs=True, direction="bidirectional")),
     "gru": ("GRU", {}),
-    "gru-linear-before-reset-bidirectional": ("GRU", dict(direction="bidirectional", linear_before_reset=1,
-                                                          initial=True)),
+    "gru-linear-before-reset-bidirectional": (
+        "GRU",
+        dict(direction="bidirectional", linear_before_reset=1, initial=True),
+    ),
     "gru-padded": ("GRU", dict(lens=[1, 5, 3])),
     "gru-activations": ("GRU", dict(activations=["LeakyRelu", "Tanh"], activation_alpha=[0.2])),
     "rnn": ("RNN", dict(activations=["Tanh"])),
-    "rnn-bidirectional-padded": ("RNN", dict(direction="bidirectional", lens=[2, 5, 5],
-                                             activations=["Relu", "Tanh"])),
+    "rnn-bidirectional-padded": ("RNN", dict(direction="bidirectional", lens=[2, 5, 5], activations=["Relu", "Tanh"])),
 }
 
 

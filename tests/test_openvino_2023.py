@@ -43,8 +43,11 @@ def openvino_2023_env():
         # tests/conftest.py sets CI=true for every run (OpenVINO's telemetry), so a local skip is asked for by name.
         if os.environ.get("OPCONV_OPENVINO_2023") == "skip":
             pytest.skip(message)
-        pytest.fail(message + " (on a machine with no package index, OPCONV_OPENVINO_2023=skip skips these tests; "
-                    "never set it in CI)", pytrace=False)
+        pytest.fail(
+            message + " (on a machine with no package index, OPCONV_OPENVINO_2023=skip skips these tests; "
+            "never set it in CI)",
+            pytrace=False,
+        )
     if env.installed_in_s is not None:
         print(f"\ninstalled OpenVINO {openvino_2023.VERSION} in {env.installed_in_s:.1f} s")
     return env
@@ -53,8 +56,9 @@ def openvino_2023_env():
 def _judge(failing: dict[str, str], passed: list[str], what: str) -> None:
     listed = known.KNOWN.get(SUITE, {})
     unexpected = {name: why for name, why in failing.items() if name not in listed}
-    assert not unexpected, f"{what} that the current OpenVINO runs correctly but 2023.0 does not:\n" + \
-        "\n".join(f"  {k}: {v[:300]}" for k, v in sorted(unexpected.items()))
+    assert not unexpected, f"{what} that the current OpenVINO runs correctly but 2023.0 does not:\n" + "\n".join(
+        f"  {k}: {v[:300]}" for k, v in sorted(unexpected.items())
+    )
     now_pass = sorted(name for name in passed if name in listed)
     assert not now_pass, f"listed in tests/known_failures.json ({SUITE}) but correct in 2023.0 now: {now_pass}"
 
@@ -113,10 +117,12 @@ def test_node_case_irs_run_in_openvino_2023(openvino_2023_env):
     batch, failing, _ = openvino_2023.check_node_cases(openvino_2023_env, verified)
     passed = [name for name in verified if name not in failing]
     ops = set().union(*(_op_types(v.case) for v in verified.values()))
-    print(f"\nOpenVINO {batch.version}: {len(passed)} of {len(verified)} node-case IRs (covering the {len(ops)} "
-          f"ONNX ops that convert; scripts/openvino_2023_sweep.py runs them all) run correctly "
-          f"({batch.seconds:.1f} s, {batch.processes} process(es), "
-          f"{1000 * batch.seconds / max(len(verified), 1):.0f} ms per IR)")
+    print(
+        f"\nOpenVINO {batch.version}: {len(passed)} of {len(verified)} node-case IRs (covering the {len(ops)} "
+        f"ONNX ops that convert; scripts/openvino_2023_sweep.py runs them all) run correctly "
+        f"({batch.seconds:.1f} s, {batch.processes} process(es), "
+        f"{1000 * batch.seconds / max(len(verified), 1):.0f} ms per IR)"
+    )
     for name, why in sorted(failing.items()):
         print(f"  {name}: {why[:200]}")
     _judge(failing, passed, "node cases")
@@ -142,14 +148,17 @@ def _corpus_irs(tmp_path) -> tuple[dict, dict]:
     for entry in _corpus_models():
         name = entry["name"]
         with np.load(os.path.join(CORPUS, name + ".npz")) as data:
-            feeds = {k[len("input:"):]: data[k] for k in data.files if k.startswith("input:")}
+            feeds = {k[len("input:") :]: data[k] for k in data.files if k.startswith("input:")}
             expected = [data[k] for k in data.files if k.startswith("output:")]
         xml = str(tmp_path / f"{name}.xml")
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                converted = opconv.convert(opconv.load(os.path.join(CORPUS, name + ".onnx")), to="openvino",
-                                           input_shapes={k: v.shape for k, v in feeds.items()})
+                converted = opconv.convert(
+                    opconv.load(os.path.join(CORPUS, name + ".onnx")),
+                    to="openvino",
+                    input_shapes={k: v.shape for k, v in feeds.items()},
+                )
             opconv.save(converted, xml)
             compiled = core.compile_model(core.read_model(xml), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
             got = list(compiled(feeds).values())
@@ -177,14 +186,17 @@ def _corpus_compare(compare_arrays, expected: list, actual: list) -> str | None:
     return None
 
 
-@pytest.mark.skipif(not os.path.exists(os.path.join(CORPUS, "manifest.json")),
-                    reason="no real-model corpus in fixtures/corpus/ on this tree (scripts/build_corpus.py makes it)")
+@pytest.mark.skipif(
+    not os.path.exists(os.path.join(CORPUS, "manifest.json")),
+    reason="no real-model corpus in fixtures/corpus/ on this tree (scripts/build_corpus.py makes it)",
+)
 def test_corpus_irs_run_in_openvino_2023(openvino_2023_env, tmp_path):
     from opconv.compare import compare_arrays
 
     irs, left_out = _corpus_irs(tmp_path)
-    batch = openvino_2023.run_models(openvino_2023_env,
-                                     [openvino_2023.Job(n, xml, feeds) for n, (xml, feeds, _) in irs.items()])
+    batch = openvino_2023.run_models(
+        openvino_2023_env, [openvino_2023.Job(n, xml, feeds) for n, (xml, feeds, _) in irs.items()]
+    )
     failing = {}
     for name, (_, _, expected) in irs.items():
         outcome = batch.outcomes[name]
@@ -192,9 +204,11 @@ def test_corpus_irs_run_in_openvino_2023(openvino_2023_env, tmp_path):
         if problem:
             failing[name] = problem
     passed = [name for name in irs if name not in failing]
-    print(f"\nOpenVINO {batch.version}: {len(passed)} of {len(irs)} corpus IRs that the current OpenVINO runs "
-          f"correctly ({len(left_out)} corpus models left out: not converted or not correct in the current "
-          f"OpenVINO) in {batch.seconds:.1f} s")
+    print(
+        f"\nOpenVINO {batch.version}: {len(passed)} of {len(irs)} corpus IRs that the current OpenVINO runs "
+        f"correctly ({len(left_out)} corpus models left out: not converted or not correct in the current "
+        f"OpenVINO) in {batch.seconds:.1f} s"
+    )
     for name, why in sorted(failing.items()):
         print(f"  {name}: {why[:200]}")
     _judge(failing, passed, "corpus models")

@@ -55,11 +55,22 @@ def test_batch_norm_inference_input_order_matches_openvino(tmp_path):
     rng = np.random.default_rng(2)
     g = Graph("bn")
     x = g.add_input("x", TensorType("float32", (1, 3, 4, 4)))
-    params = [g.add_initializer(n, Tensor.from_array(rng.uniform(0.5, 1.5, 3).astype(np.float32)))
-              for n in ("gamma", "beta", "mean", "variance")]
+    params = [
+        g.add_initializer(n, Tensor.from_array(rng.uniform(0.5, 1.5, 3).astype(np.float32)))
+        for n in ("gamma", "beta", "mean", "variance")
+    ]
     y = Value("y", TensorType("float32", (1, 3, 4, 4)))
-    g.add_node(Node("BatchNormInference", [params[0], params[1], x, params[2], params[3]], [y], domain="opset1",
-                    version=1, name="y", attrs=[Attr("epsilon", "float", 1e-3)]))
+    g.add_node(
+        Node(
+            "BatchNormInference",
+            [params[0], params[1], x, params[2], params[3]],
+            [y],
+            domain="opset1",
+            version=1,
+            name="y",
+            attrs=[Attr("epsilon", "float", 1e-3)],
+        )
+    )
     g.outputs.append(y)
     opconv.save(Model(g, "openvino", {"opset1": 1}), tmp_path / "bn.xml")
     data = rng.standard_normal((1, 3, 4, 4)).astype(np.float32)

@@ -29,28 +29,43 @@ from tests.test_openvino_executor import CORE, C, Case, P, _opconv_model, _r, ch
 
 # ---------------------------------------------------------------- LSTMSequence
 
+
 def _lstm_sequence_cases():
     batch, steps, inputs, hidden = 3, 5, 4, 6
     cases = []
     for direction, d in (("forward", 1), ("reverse", 1), ("bidirectional", 2)):
         for tag, lengths, attrs in (
-                ("", [5, 5, 5], {}),
-                ("-lengths", [5, 2, 4], {}),
-                ("-clip-acts", [4, 5, 1], {"clip": 0.7, "activations": ["tanh", "sigmoid", "relu"]}),
-                # The CPU plugin accepts only sigmoid, tanh and relu (no alpha/beta activations).
-                ("-relu", [5, 3, 5], {"activations": ["sigmoid", "relu", "tanh"]})):
-            ports = [P(_r(batch, steps, inputs, seed=1)), P(_r(batch, d, hidden, seed=2)),
-                     P(_r(batch, d, hidden, seed=3)), C(np.array(lengths, np.int32)),
-                     C(_r(d, 4 * hidden, inputs, seed=4)), C(_r(d, 4 * hidden, hidden, seed=5)),
-                     C(_r(d, 4 * hidden, seed=6))]
+            ("", [5, 5, 5], {}),
+            ("-lengths", [5, 2, 4], {}),
+            ("-clip-acts", [4, 5, 1], {"clip": 0.7, "activations": ["tanh", "sigmoid", "relu"]}),
+            # The CPU plugin accepts only sigmoid, tanh and relu (no alpha/beta activations).
+            ("-relu", [5, 3, 5], {"activations": ["sigmoid", "relu", "tanh"]}),
+        ):
+            ports = [
+                P(_r(batch, steps, inputs, seed=1)),
+                P(_r(batch, d, hidden, seed=2)),
+                P(_r(batch, d, hidden, seed=3)),
+                C(np.array(lengths, np.int32)),
+                C(_r(d, 4 * hidden, inputs, seed=4)),
+                C(_r(d, 4 * hidden, hidden, seed=5)),
+                C(_r(d, 4 * hidden, seed=6)),
+            ]
 
             def build(*nodes, direction=direction, ov_attrs=attrs):
                 # OpenVINO no longer builds the opset1 version; opset5's has the same inputs and semantics
                 # without the peephole input.
                 return opset5.lstm_sequence(*nodes, hidden, direction, **ov_attrs)
 
-            cases.append(Case(f"LSTMSequence-{direction}{tag}", "LSTMSequence", ports,
-                              {"hidden_size": hidden, "direction": direction, **attrs}, build, outputs=3))
+            cases.append(
+                Case(
+                    f"LSTMSequence-{direction}{tag}",
+                    "LSTMSequence",
+                    ports,
+                    {"hidden_size": hidden, "direction": direction, **attrs},
+                    build,
+                    outputs=3,
+                )
+            )
     return cases
 
 
@@ -61,21 +76,30 @@ def test_lstm_sequence_matches_openvino(case):
 
 # ---------------------------------------------------------------- DeformableConvolution
 
+
 def _deformable_cases():
     cases = []
     for tag, (n, c, size, o, k), attrs in (
-            ("basic", (1, 4, 6, 3, 3), {}),
-            ("stride-pad", (2, 4, 7, 4, 3), {"strides": [2, 2], "pads_begin": [1, 0], "pads_end": [1, 2]}),
-            ("dilation", (1, 2, 8, 2, 2), {"dilations": [2, 3]}),
-            ("group2", (1, 4, 6, 6, 3), {"group": 2}),
-            ("defgroup2", (2, 4, 6, 2, 3), {"deformable_group": 2}),
-            ("groups-both", (1, 8, 5, 4, 2), {"group": 2, "deformable_group": 4, "pads_begin": [1, 1],
-                                               "pads_end": [0, 0]}),
-            ("same_upper", (1, 3, 5, 2, 2), {"auto_pad": "same_upper", "strides": [2, 2]}),
-            ("valid", (1, 3, 5, 2, 3), {"auto_pad": "valid", "pads_begin": [1, 1], "pads_end": [1, 1]})):
+        ("basic", (1, 4, 6, 3, 3), {}),
+        ("stride-pad", (2, 4, 7, 4, 3), {"strides": [2, 2], "pads_begin": [1, 0], "pads_end": [1, 2]}),
+        ("dilation", (1, 2, 8, 2, 2), {"dilations": [2, 3]}),
+        ("group2", (1, 4, 6, 6, 3), {"group": 2}),
+        ("defgroup2", (2, 4, 6, 2, 3), {"deformable_group": 2}),
+        ("groups-both", (1, 8, 5, 4, 2), {"group": 2, "deformable_group": 4, "pads_begin": [1, 1], "pads_end": [0, 0]}),
+        ("same_upper", (1, 3, 5, 2, 2), {"auto_pad": "same_upper", "strides": [2, 2]}),
+        ("valid", (1, 3, 5, 2, 3), {"auto_pad": "valid", "pads_begin": [1, 1], "pads_end": [1, 1]}),
+    ):
         # Every attribute set, as OpenVINO writes them (its IR reader takes a missing group as 0).
-        full = {"strides": [1, 1], "pads_begin": [0, 0], "pads_end": [0, 0], "dilations": [1, 1],
-                "auto_pad": "explicit", "group": 1, "deformable_group": 1, **attrs}
+        full = {
+            "strides": [1, 1],
+            "pads_begin": [0, 0],
+            "pads_end": [0, 0],
+            "dilations": [1, 1],
+            "auto_pad": "explicit",
+            "group": 1,
+            "deformable_group": 1,
+            **attrs,
+        }
         group, dgroup, mode = full["group"], full["deformable_group"], full["auto_pad"]
         pads = (full["pads_begin"], full["pads_end"]) if mode == "explicit" else None
         out = []
@@ -91,9 +115,18 @@ def _deformable_cases():
         inputs = [P(_r(n, c, size, size, seed=8)), P(offsets), C(_r(o, c // group, k, k, seed=9))]
 
         def build(x, off, w, full=full):
-            return ops.deformable_convolution(x, off, w, full["strides"], full["pads_begin"], full["pads_end"],
-                                              full["dilations"], full["auto_pad"], full["group"],
-                                              full["deformable_group"])
+            return ops.deformable_convolution(
+                x,
+                off,
+                w,
+                full["strides"],
+                full["pads_begin"],
+                full["pads_end"],
+                full["dilations"],
+                full["auto_pad"],
+                full["group"],
+                full["deformable_group"],
+            )
 
         cases.append(Case(f"DeformableConvolution-{tag}", "DeformableConvolution", inputs, full, build))
     return cases
@@ -106,6 +139,7 @@ def test_deformable_convolution_matches_openvino(case):
 
 # ---------------------------------------------------------------- BinaryConvolution
 
+
 def _ov_binary_filters(bits: np.ndarray):
     # The Python API packs u1 constants most significant bit first (the reference implementation's order),
     # while the CPU plugin reads each byte least significant bit first: reversing the bits of every byte makes
@@ -117,24 +151,43 @@ def _ov_binary_filters(bits: np.ndarray):
 def _binary_cases():
     cases = []
     for tag, (n, c, h, w_, o, k), attrs in (
-            ("basic", (1, 8, 5, 6, 3, 3), {}),
-            ("pad1", (2, 8, 4, 5, 4, 3), {"pads_begin": [1, 0], "pads_end": [1, 2], "pad_value": 1.0}),
-            ("pad-neg", (1, 16, 5, 5, 2, 3), {"pads_begin": [2, 1], "pads_end": [0, 1], "pad_value": -1.0}),
-            ("stride-dilation", (1, 8, 9, 8, 3, 2), {"strides": [2, 1], "dilations": [2, 3]}),
-            ("same_upper", (1, 8, 5, 5, 2, 3), {"auto_pad": "same_upper", "pad_value": 1.0}),
-            ("valid", (1, 24, 4, 4, 2, 2), {"auto_pad": "valid", "pads_begin": [1, 1], "pads_end": [1, 1]}),
-            ("real-input", (1, 8, 4, 4, 2, 3), {})):
-        full = {"strides": [1, 1], "pads_begin": [0, 0], "pads_end": [0, 0], "dilations": [1, 1],
-                "mode": "xnor-popcount", "pad_value": 0.0, **attrs}
-        data = (_r(n, c, h, w_, seed=10) if tag == "real-input"
-                else _r(n, c, h, w_, seed=10, dtype=np.int32, low=0, high=2).astype(np.float32))
+        ("basic", (1, 8, 5, 6, 3, 3), {}),
+        ("pad1", (2, 8, 4, 5, 4, 3), {"pads_begin": [1, 0], "pads_end": [1, 2], "pad_value": 1.0}),
+        ("pad-neg", (1, 16, 5, 5, 2, 3), {"pads_begin": [2, 1], "pads_end": [0, 1], "pad_value": -1.0}),
+        ("stride-dilation", (1, 8, 9, 8, 3, 2), {"strides": [2, 1], "dilations": [2, 3]}),
+        ("same_upper", (1, 8, 5, 5, 2, 3), {"auto_pad": "same_upper", "pad_value": 1.0}),
+        ("valid", (1, 24, 4, 4, 2, 2), {"auto_pad": "valid", "pads_begin": [1, 1], "pads_end": [1, 1]}),
+        ("real-input", (1, 8, 4, 4, 2, 3), {}),
+    ):
+        full = {
+            "strides": [1, 1],
+            "pads_begin": [0, 0],
+            "pads_end": [0, 0],
+            "dilations": [1, 1],
+            "mode": "xnor-popcount",
+            "pad_value": 0.0,
+            **attrs,
+        }
+        data = (
+            _r(n, c, h, w_, seed=10)
+            if tag == "real-input"
+            else _r(n, c, h, w_, seed=10, dtype=np.int32, low=0, high=2).astype(np.float32)
+        )
         bits = _r(o, c, k, k, seed=11, dtype=np.int32, low=0, high=2).astype(np.uint8)
         opconv_case = Case(f"BinaryConvolution-{tag}", "BinaryConvolution", [P(data), C(bits)], full, None)
 
         def build(x, _filters, full=full, bits=bits):
-            return ops.binary_convolution(x, _ov_binary_filters(bits), full["strides"], full["pads_begin"],
-                                          full["pads_end"], full["dilations"], full["mode"], full["pad_value"],
-                                          full.get("auto_pad", "explicit"))
+            return ops.binary_convolution(
+                x,
+                _ov_binary_filters(bits),
+                full["strides"],
+                full["pads_begin"],
+                full["pads_end"],
+                full["dilations"],
+                full["mode"],
+                full["pad_value"],
+                full.get("auto_pad", "explicit"),
+            )
 
         opconv_case.build = build
         cases.append(opconv_case)
@@ -157,16 +210,30 @@ def test_binary_convolution_matches_spec_formula(pad_value):
     out_h, out_w = padded.shape[2] - 2, padded.shape[3] - 2
     expected = np.zeros((1, 2, out_h, out_w), np.float32)
     for oc, i, j in np.ndindex(2, out_h, out_w):
-        patch = padded[0, :, i:i + 3, j:j + 3]
+        patch = padded[0, :, i : i + 3, j : j + 3]
         popcount = int(np.sum(~(patch ^ bits[oc]) & 1))
         expected[0, oc, i, j] = 2 * popcount - patch.size
-    model = _opconv_model(Case("b", "BinaryConvolution", [P(x), C(bits)],
-                               {"strides": [1, 1], "pads_begin": [1, 2], "pads_end": [1, 0], "dilations": [1, 1],
-                                "mode": "xnor-popcount", "pad_value": pad_value}, None))
+    model = _opconv_model(
+        Case(
+            "b",
+            "BinaryConvolution",
+            [P(x), C(bits)],
+            {
+                "strides": [1, 1],
+                "pads_begin": [1, 2],
+                "pads_end": [1, 0],
+                "dilations": [1, 1],
+                "mode": "xnor-popcount",
+                "pad_value": pad_value,
+            },
+            None,
+        )
+    )
     np.testing.assert_array_equal(Session(model).run({"in0": x})["out0"], expected)
 
 
 # ---------------------------------------------------------------- TensorIterator
+
 
 def _ti_recurrent(x_slice, y_slice, steps=6, part=1):
     """A TensorIterator running a tanh RNN over X (2, steps, 3): H carried by a back edge, W invariant.
@@ -174,13 +241,17 @@ def _ti_recurrent(x_slice, y_slice, steps=6, part=1):
     Each iteration takes ``part`` steps of X (their sum, scaled by a body constant); the outputs are the last
     H and every H concatenated.  ``x_slice`` / ``y_slice``: (start, stride, part_size, end).
     """
-    params = [ops.parameter([2, steps, 3], np.float32, name="X"), ops.parameter([2, 3], np.float32, name="H0"),
-              ops.parameter([3, 3], np.float32, name="W")]
+    params = [
+        ops.parameter([2, steps, 3], np.float32, name="X"),
+        ops.parameter([2, 3], np.float32, name="H0"),
+        ops.parameter([3, 3], np.float32, name="W"),
+    ]
     xb = ops.parameter([2, part, 3], np.float32, name="xb")
     hb = ops.parameter([2, 3], np.float32, name="hb")
     wb = ops.parameter([3, 3], np.float32, name="wb")
-    x = ops.reduce_sum(ops.multiply(xb, ops.constant(np.float32([[[0.75, -0.5, 1.25]]]))),
-                       ops.constant(np.array([1], np.int64)), False)
+    x = ops.reduce_sum(
+        ops.multiply(xb, ops.constant(np.float32([[[0.75, -0.5, 1.25]]]))), ops.constant(np.array([1], np.int64)), False
+    )
     h = ops.tanh(ops.add(ops.matmul(hb, wb, False, False), x))
     ho = ops.result(h)
     yo = ops.result(ops.unsqueeze(h, ops.constant(np.array([1], np.int64))))
@@ -190,8 +261,11 @@ def _ti_recurrent(x_slice, y_slice, steps=6, part=1):
     ti.set_merged_input(hb, params[1].output(0), ho.output(0))
     ti.set_invariant_input(wb, params[2].output(0))
     outputs = [ti.get_iter_value(ho.output(0), -1), ti.get_concatenated_slices(yo.output(0), *y_slice, 1)]
-    return ov.Model(outputs, params, "ti"), {"X": _r(2, steps, 3, seed=20), "H0": _r(2, 3, seed=21),
-                                           "W": _r(3, 3, seed=22) * 0.5}
+    return ov.Model(outputs, params, "ti"), {
+        "X": _r(2, steps, 3, seed=20),
+        "H0": _r(2, 3, seed=21),
+        "W": _r(3, 3, seed=22) * 0.5,
+    }
 
 
 def _ti_two_sliced():
@@ -206,8 +280,11 @@ def _ti_two_sliced():
     ti.set_body(body)
     ti.set_sliced_input(ab, a.output(0), 0, 1, 1, -1, 0)
     ti.set_sliced_input(bb, b.output(0), -1, -1, 1, 0, 0)
-    outputs = [ti.get_concatenated_slices(out.output(0), -1, -1, 1, 0, 0),
-               ti.get_concatenated_slices(out.output(0), 0, 1, 1, -1, 0), ti.get_iter_value(out.output(0), -1)]
+    outputs = [
+        ti.get_concatenated_slices(out.output(0), -1, -1, 1, 0, 0),
+        ti.get_concatenated_slices(out.output(0), 0, 1, 1, -1, 0),
+        ti.get_iter_value(out.output(0), -1),
+    ]
     return ov.Model(outputs, [a, b], "ti2"), {"A": _r(4, 3, seed=23), "B": _r(4, 3, seed=24)}
 
 
@@ -252,8 +329,9 @@ def test_tensor_iterator_ir_matches_openvino(kind, compress, tmp_path):
     _same(expected, _run_opconv(opconv.load(tmp_path / "again.xml"), feeds), f"opconv on opconv's {kind}")
 
 
-@pytest.mark.parametrize("x_slice, steps", [((1, 1, 1, -2), [1, 2, 3, 4]), ((-2, -1, 1, 1), [4, 3, 2, 1]),
-                                            ((0, 2, 1, -1), [0, 2, 4])])
+@pytest.mark.parametrize(
+    "x_slice, steps", [((1, 1, 1, -2), [1, 2, 3, 4]), ((-2, -1, 1, 1), [4, 3, 2, 1]), ((0, 2, 1, -1), [0, 2, 4])]
+)
 def test_tensor_iterator_slice_bounds_follow_the_spec(x_slice, steps, tmp_path):
     # start/end select the slices (negative counting from the end, -1 past the last element).  The CPU plugin
     # uses only the iteration count they imply and always starts at the first (last) element, against the
@@ -269,6 +347,7 @@ def test_tensor_iterator_slice_bounds_follow_the_spec(x_slice, steps, tmp_path):
 
 
 # ---------------------------------------------------------------- IR files and coverage
+
 
 def _typed_model(case: Case):
     """The case's opconv model with output types filled in from a run (IR ports need them), and its feeds."""
@@ -319,12 +398,13 @@ def test_tensor_iterator_port_map_errors_name_the_layer(tmp_path):
     ov.save_model(model, str(tmp_path / "ti.xml"), compress_to_fp16=False)
     text = (tmp_path / "ti.xml").read_text()
     # Point the sliced input's port map entry at a body MatMul instead of a Parameter.
-    matmul_id = text[:text.index('type="MatMul"')].rsplit('layer id="', 1)[1].split('"')[0]
+    matmul_id = text[: text.index('type="MatMul"')].rsplit('layer id="', 1)[1].split('"')[0]
     broken = text.replace('internal_layer_id="0"', f'internal_layer_id="{matmul_id}"', 1)
     (tmp_path / "bad.xml").write_text(broken)
     (tmp_path / "bad.bin").write_bytes((tmp_path / "ti.bin").read_bytes())
-    with pytest.raises(ModelReadError, match=f"TensorIterator.*port_map input.*body layer {matmul_id} is not a "
-                                             "Parameter"):
+    with pytest.raises(
+        ModelReadError, match=f"TensorIterator.*port_map input.*body layer {matmul_id} is not a Parameter"
+    ):
         opconv.load(tmp_path / "bad.xml")
     # A body graph without its port map cannot be written.
     loaded = opconv.load(tmp_path / "ti.xml")

@@ -32,6 +32,7 @@ def _weights(*shape):
 # models built with OpenVINO's own opset1 API
 # ---------------------------------------------------------------------------
 
+
 def _cnn():
     x = ops.parameter([1, 3, 8, 8], np.float32, name="image")
     c = ops.convolution(x, ops.constant(_weights(4, 3, 3, 3)), [1, 1], [1, 1], [1, 1], [1, 1])
@@ -51,8 +52,7 @@ def _multi_output():
     mask = ops.greater(summed, ops.constant(np.float32(0)))
     # An f16 graph output would not do: OpenVINO reads v10 graph outputs as f32 and drops such a Convert.
     halves = ops.convert(ops.multiply(summed, ops.constant(np.float32(4))), "i32")
-    return ov.Model([top.output(0), top.output(1), mask.output(0), halves.output(0), parts.output(1)], [x],
-                    "multi")
+    return ov.Model([top.output(0), top.output(1), mask.output(0), halves.output(0), parts.output(1)], [x], "multi")
 
 
 def _two_inputs():
@@ -147,12 +147,28 @@ def test_loaded_structure_follows_the_dialect_doc(tmp_path):
 # hostile and malformed inputs
 # ---------------------------------------------------------------------------
 
-def _tiny_ir(folder, *, layer_extra="", const_data='element_type="f32" shape="2" offset="0" size="8"',
-             const_type="Const", mid_type="Add", mid_version="opset1", edges=None, prolog="", bin_bytes=8):
-    edges = edges if edges is not None else (
-        '<edge from-layer="0" from-port="0" to-layer="2" to-port="0"/>'
-        '<edge from-layer="1" from-port="0" to-layer="2" to-port="1"/>'
-        '<edge from-layer="2" from-port="2" to-layer="3" to-port="0"/>')
+
+def _tiny_ir(
+    folder,
+    *,
+    layer_extra="",
+    const_data='element_type="f32" shape="2" offset="0" size="8"',
+    const_type="Const",
+    mid_type="Add",
+    mid_version="opset1",
+    edges=None,
+    prolog="",
+    bin_bytes=8,
+):
+    edges = (
+        edges
+        if edges is not None
+        else (
+            '<edge from-layer="0" from-port="0" to-layer="2" to-port="0"/>'
+            '<edge from-layer="1" from-port="0" to-layer="2" to-port="1"/>'
+            '<edge from-layer="2" from-port="2" to-layer="3" to-port="0"/>'
+        )
+    )
     port = '<port id="{}" precision="FP32"><dim>2</dim></port>'
     xml = f"""<?xml version="1.0"?>{prolog}
 <net name="tiny" version="10"><layers>
@@ -225,17 +241,23 @@ def test_unknown_op_type(tmp_path):
 
 
 def test_dangling_edge_and_missing_edge(tmp_path):
-    dangling = ('<edge from-layer="0" from-port="0" to-layer="2" to-port="0"/>'
-                '<edge from-layer="9" from-port="0" to-layer="2" to-port="1"/>'
-                '<edge from-layer="2" from-port="2" to-layer="3" to-port="0"/>')
+    dangling = (
+        '<edge from-layer="0" from-port="0" to-layer="2" to-port="0"/>'
+        '<edge from-layer="9" from-port="0" to-layer="2" to-port="1"/>'
+        '<edge from-layer="2" from-port="2" to-layer="3" to-port="0"/>'
+    )
     assert "layer 9" in _read_error(_tiny_ir(tmp_path, edges=dangling))
-    missing = ('<edge from-layer="0" from-port="0" to-layer="2" to-port="0"/>'
-               '<edge from-layer="2" from-port="2" to-layer="3" to-port="0"/>')
+    missing = (
+        '<edge from-layer="0" from-port="0" to-layer="2" to-port="0"/>'
+        '<edge from-layer="2" from-port="2" to-layer="3" to-port="0"/>'
+    )
     message = _read_error(_tiny_ir(tmp_path, edges=missing))
     assert "layer 2 'sum'" in message and "input port 1" in message
-    bad_port = ('<edge from-layer="0" from-port="7" to-layer="2" to-port="0"/>'
-                '<edge from-layer="1" from-port="0" to-layer="2" to-port="1"/>'
-                '<edge from-layer="2" from-port="2" to-layer="3" to-port="0"/>')
+    bad_port = (
+        '<edge from-layer="0" from-port="7" to-layer="2" to-port="0"/>'
+        '<edge from-layer="1" from-port="0" to-layer="2" to-port="1"/>'
+        '<edge from-layer="2" from-port="2" to-layer="3" to-port="0"/>'
+    )
     assert "layer 0 'x' has no output port 7" in _read_error(_tiny_ir(tmp_path, edges=bad_port))
 
 
@@ -270,6 +292,7 @@ def test_tensor_iterator_is_refused_clearly(tmp_path):
 # ---------------------------------------------------------------------------
 # saving
 # ---------------------------------------------------------------------------
+
 
 def test_failed_save_leaves_nothing(tmp_path):
     model = opconv.load(_save_ov(_cnn(), tmp_path))
@@ -316,16 +339,29 @@ def test_attributes_left_at_their_default_are_written_out(tmp_path):
     x = g.add_input("x", TensorType("float32", (1, 2, 5, 5)))
     offsets = g.add_input("offsets", TensorType("float32", (1, 18, 3, 3)))
     w = g.add_initializer("w", Tensor.from_array(_weights(3, 2, 3, 3)))
-    y = g.op("DeformableConvolution", x, offsets, w, domain="opset1", version=1, name="dc",
-             strides=[1, 1], pads_begin=[0, 0], pads_end=[0, 0], dilations=[1, 1])
+    y = g.op(
+        "DeformableConvolution",
+        x,
+        offsets,
+        w,
+        domain="opset1",
+        version=1,
+        name="dc",
+        strides=[1, 1],
+        pads_begin=[0, 0],
+        pads_end=[0, 0],
+        dilations=[1, 1],
+    )
     y.type = TensorType("float32", (1, 3, 3, 3))
     g.outputs.append(y)
     model = Model(g, "openvino", {"opset1": 1})
     path = tmp_path / "dc.xml"
     opconv.save(model, path)
     assert 'group="1"' in path.read_text() and 'deformable_group="1"' in path.read_text()
-    feeds = [RNG.standard_normal((1, 2, 5, 5)).astype(np.float32),
-             RNG.uniform(-1.5, 1.5, (1, 18, 3, 3)).astype(np.float32)]
+    feeds = [
+        RNG.standard_normal((1, 2, 5, 5)).astype(np.float32),
+        RNG.uniform(-1.5, 1.5, (1, 18, 3, 3)).astype(np.float32),
+    ]
     expected = opconv.run(opconv.load(path), {"x": feeds[0], "offsets": feeds[1]})
     np.testing.assert_allclose(_infer(str(path), feeds)[0], next(iter(expected.values())), rtol=1e-5, atol=1e-5)
 
@@ -337,13 +373,31 @@ def test_attributes_given_as_numpy_values_are_typed_by_the_schema(tmp_path):
 
     g = Graph("typed")
     x = g.add_input("x", TensorType("float32", (1, 2, 4, 4)))
-    elu = g.op("Elu", x, domain="opset1", version=1, name="elu",
-               attrs=typed_attributes("openvino", "Elu", {"alpha": np.float64(0.5)}, domain="opset1"))
+    elu = g.op(
+        "Elu",
+        x,
+        domain="opset1",
+        version=1,
+        name="elu",
+        attrs=typed_attributes("openvino", "Elu", {"alpha": np.float64(0.5)}, domain="opset1"),
+    )
     elu.type = TensorType("float32", (1, 2, 4, 4))
-    pool_attrs = {"strides": np.array([2, 2]), "pads_begin": np.zeros(2, np.int64), "pads_end": (0, 0),
-                  "kernel": np.array([2, 2], np.int32), "exclude_pad": np.bool_(True), "rounding_type": "floor"}
-    y = g.op("AvgPool", elu, domain="opset1", version=1, name="pool",
-             attrs=typed_attributes("openvino", "AvgPool", pool_attrs, domain="opset1"))
+    pool_attrs = {
+        "strides": np.array([2, 2]),
+        "pads_begin": np.zeros(2, np.int64),
+        "pads_end": (0, 0),
+        "kernel": np.array([2, 2], np.int32),
+        "exclude_pad": np.bool_(True),
+        "rounding_type": "floor",
+    }
+    y = g.op(
+        "AvgPool",
+        elu,
+        domain="opset1",
+        version=1,
+        name="pool",
+        attrs=typed_attributes("openvino", "AvgPool", pool_attrs, domain="opset1"),
+    )
     y.type = TensorType("float32", (1, 2, 2, 2))
     g.outputs.append(y)
     path = tmp_path / "typed.xml"
@@ -360,6 +414,7 @@ def test_attributes_given_as_numpy_values_are_typed_by_the_schema(tmp_path):
 # ---------------------------------------------------------------------------
 # CLI
 # ---------------------------------------------------------------------------
+
 
 def test_cli_inspect_and_check(tmp_path):
     path = _save_ov(_cnn(), tmp_path)

@@ -65,111 +65,271 @@ def _s(value):
 # Each case: (id, inputs {name: array}, build(params) -> OpenVINO output node(s)).
 CASES = [
     ("add-numpy", {"a": _r(2, 3, 4), "b": _r(3, 1)}, lambda p: ops.add(p["a"], p["b"])),
-    ("subtract-none", {"a": _r(2, 3), "b": _r(2, 3, seed=2)},
-     lambda p: ops.subtract(p["a"], p["b"], auto_broadcast="none")),
-    ("arith-chain", {"a": _r(4, 5), "b": _r(4, 5, low=0.5, high=2.0)},
-     lambda p: ops.maximum(ops.squared_difference(ops.divide(p["a"], p["b"]), p["b"]),
-                           ops.power(p["b"], ops.constant(np.float32(1.5))))),
-    ("floor-mod-float", {"a": _r(3, 4, low=-5, high=5), "b": _r(3, 4, low=0.5, high=2)},
-     lambda p: ops.floor_mod(p["a"], ops.negative(p["b"]))),
-    ("integer-divide-mod", {"a": _r(3, 4, dtype=np.int32, low=-20, high=20),
-                            "b": _r(3, 4, dtype=np.int32, low=1, high=6)},
-     lambda p: [ops.floor_mod(p["a"], ops.negative(p["b"])), ops.mod(p["a"], p["b"])]),
-    ("compare-logic-select", {"a": _r(2, 5), "b": _r(2, 5, seed=3)},
-     lambda p: ops.select(ops.logical_and(ops.greater_equal(p["a"], p["b"]), ops.not_equal(p["a"], p["a"])),
-                          p["a"], ops.exp(p["b"]))),
-    ("unary", {"x": _r(3, 4, low=0.1, high=0.9)},
-     lambda p: [ops.acos(p["x"]), ops.sinh(p["x"]), ops.log(p["x"]), ops.sqrt(p["x"]), ops.erf(p["x"]),
-                ops.ceiling(p["x"]), ops.sign(ops.negative(p["x"])), ops.tan(p["x"])]),
-    ("activations", {"x": _r(2, 3, 4, 4)},
-     lambda p: [ops.elu(p["x"], 0.7), ops.clamp(p["x"], -0.5, 0.25),
-                ops.prelu(p["x"], ops.constant(np.array([0.1, 0.2, 0.3], np.float32))),
-                ops.hard_sigmoid(p["x"], ops.constant(np.float32(0.3)), ops.constant(np.float32(0.4))),
-                ops.selu(p["x"], ops.constant(np.float32(1.6)), ops.constant(np.float32(1.05))),
-                ops.relu(p["x"]), ops.sigmoid(p["x"]), ops.tanh(p["x"])]),
+    (
+        "subtract-none",
+        {"a": _r(2, 3), "b": _r(2, 3, seed=2)},
+        lambda p: ops.subtract(p["a"], p["b"], auto_broadcast="none"),
+    ),
+    (
+        "arith-chain",
+        {"a": _r(4, 5), "b": _r(4, 5, low=0.5, high=2.0)},
+        lambda p: ops.maximum(
+            ops.squared_difference(ops.divide(p["a"], p["b"]), p["b"]), ops.power(p["b"], ops.constant(np.float32(1.5)))
+        ),
+    ),
+    (
+        "floor-mod-float",
+        {"a": _r(3, 4, low=-5, high=5), "b": _r(3, 4, low=0.5, high=2)},
+        lambda p: ops.floor_mod(p["a"], ops.negative(p["b"])),
+    ),
+    (
+        "integer-divide-mod",
+        {"a": _r(3, 4, dtype=np.int32, low=-20, high=20), "b": _r(3, 4, dtype=np.int32, low=1, high=6)},
+        lambda p: [ops.floor_mod(p["a"], ops.negative(p["b"])), ops.mod(p["a"], p["b"])],
+    ),
+    (
+        "compare-logic-select",
+        {"a": _r(2, 5), "b": _r(2, 5, seed=3)},
+        lambda p: ops.select(
+            ops.logical_and(ops.greater_equal(p["a"], p["b"]), ops.not_equal(p["a"], p["a"])), p["a"], ops.exp(p["b"])
+        ),
+    ),
+    (
+        "unary",
+        {"x": _r(3, 4, low=0.1, high=0.9)},
+        lambda p: [
+            ops.acos(p["x"]),
+            ops.sinh(p["x"]),
+            ops.log(p["x"]),
+            ops.sqrt(p["x"]),
+            ops.erf(p["x"]),
+            ops.ceiling(p["x"]),
+            ops.sign(ops.negative(p["x"])),
+            ops.tan(p["x"]),
+        ],
+    ),
+    (
+        "activations",
+        {"x": _r(2, 3, 4, 4)},
+        lambda p: [
+            ops.elu(p["x"], 0.7),
+            ops.clamp(p["x"], -0.5, 0.25),
+            ops.prelu(p["x"], ops.constant(np.array([0.1, 0.2, 0.3], np.float32))),
+            ops.hard_sigmoid(p["x"], ops.constant(np.float32(0.3)), ops.constant(np.float32(0.4))),
+            ops.selu(p["x"], ops.constant(np.float32(1.6)), ops.constant(np.float32(1.05))),
+            ops.relu(p["x"]),
+            ops.sigmoid(p["x"]),
+            ops.tanh(p["x"]),
+        ],
+    ),
     ("clamp-int", {"x": _r(10, dtype=np.int32, low=-10, high=10)}, lambda p: ops.clamp(p["x"], -2.5, 3.5)),
-    ("convert", {"x": _r(3, 4, low=-3, high=3)},
-     lambda p: [ops.convert(p["x"], "i32"), ops.convert_like(p["x"], ops.constant(np.zeros(1, np.int64)))]),
-    ("conv-explicit", {"x": _r(1, 3, 9, 9)},
-     lambda p: ops.convolution(p["x"], _c(4, 3, 3, 3), [2, 1], [1, 0], [0, 2], [1, 2])),
-    ("conv-same-upper", {"x": _r(1, 2, 7, 6)},
-     lambda p: ops.convolution(p["x"], _c(3, 2, 2, 3), [2, 2], [0, 0], [0, 0], [1, 1], auto_pad="same_upper")),
-    ("group-conv", {"x": _r(1, 4, 6, 6)},
-     lambda p: ops.group_convolution(p["x"], _c(2, 3, 2, 3, 3), [1, 1], [1, 1], [1, 1], [1, 1])),
-    ("conv-backprop", {"x": _r(1, 3, 4, 5)},
-     lambda p: ops.convolution_backprop_data(p["x"], _c(3, 2, 3, 3), [2, 2], pads_begin=[1, 0], pads_end=[0, 1],
-                                             output_padding=[1, 0])),
-    *[(f"conv-backprop-output-shape-{mode}", {"x": _r(1, 2, 4, 4)},
-       lambda p, mode=mode: ops.convolution_backprop_data(p["x"], _c(2, 3, 3, 3), [2, 2], output_shape=_i(9, 8),
-                                                          auto_pad=mode))
-      for mode in ("explicit", "same_upper", "same_lower")],
-    ("group-conv-backprop", {"x": _r(1, 4, 3, 3)},
-     lambda p: ops.group_convolution_backprop_data(p["x"], _c(2, 2, 3, 2, 2), [2, 2])),
-    ("pools", {"x": _r(1, 2, 7, 8)},
-     lambda p: [ops.max_pool(p["x"], [2, 2], [1, 0], [1, 1], [3, 3], rounding_type="ceil"),
-                ops.avg_pool(p["x"], [1, 2], [1, 1], [1, 1], [3, 2], exclude_pad=True),
-                ops.avg_pool(p["x"], [2, 2], [1, 1], [1, 1], [3, 3], exclude_pad=False),
-                ops.max_pool(p["x"], [2, 2], [0, 0], [0, 0], [3, 3], auto_pad="same_upper")]),
-    ("matmul-transposes", {"a": _r(2, 5, 3), "b": _r(4, 5)},
-     lambda p: [ops.matmul(p["a"], p["b"], True, True), ops.matmul(p["b"], _c(4), True, False)]),
+    (
+        "convert",
+        {"x": _r(3, 4, low=-3, high=3)},
+        lambda p: [ops.convert(p["x"], "i32"), ops.convert_like(p["x"], ops.constant(np.zeros(1, np.int64)))],
+    ),
+    (
+        "conv-explicit",
+        {"x": _r(1, 3, 9, 9)},
+        lambda p: ops.convolution(p["x"], _c(4, 3, 3, 3), [2, 1], [1, 0], [0, 2], [1, 2]),
+    ),
+    (
+        "conv-same-upper",
+        {"x": _r(1, 2, 7, 6)},
+        lambda p: ops.convolution(p["x"], _c(3, 2, 2, 3), [2, 2], [0, 0], [0, 0], [1, 1], auto_pad="same_upper"),
+    ),
+    (
+        "group-conv",
+        {"x": _r(1, 4, 6, 6)},
+        lambda p: ops.group_convolution(p["x"], _c(2, 3, 2, 3, 3), [1, 1], [1, 1], [1, 1], [1, 1]),
+    ),
+    (
+        "conv-backprop",
+        {"x": _r(1, 3, 4, 5)},
+        lambda p: ops.convolution_backprop_data(
+            p["x"], _c(3, 2, 3, 3), [2, 2], pads_begin=[1, 0], pads_end=[0, 1], output_padding=[1, 0]
+        ),
+    ),
+    *[
+        (
+            f"conv-backprop-output-shape-{mode}",
+            {"x": _r(1, 2, 4, 4)},
+            lambda p, mode=mode: ops.convolution_backprop_data(
+                p["x"], _c(2, 3, 3, 3), [2, 2], output_shape=_i(9, 8), auto_pad=mode
+            ),
+        )
+        for mode in ("explicit", "same_upper", "same_lower")
+    ],
+    (
+        "group-conv-backprop",
+        {"x": _r(1, 4, 3, 3)},
+        lambda p: ops.group_convolution_backprop_data(p["x"], _c(2, 2, 3, 2, 2), [2, 2]),
+    ),
+    (
+        "pools",
+        {"x": _r(1, 2, 7, 8)},
+        lambda p: [
+            ops.max_pool(p["x"], [2, 2], [1, 0], [1, 1], [3, 3], rounding_type="ceil"),
+            ops.avg_pool(p["x"], [1, 2], [1, 1], [1, 1], [3, 2], exclude_pad=True),
+            ops.avg_pool(p["x"], [2, 2], [1, 1], [1, 1], [3, 3], exclude_pad=False),
+            ops.max_pool(p["x"], [2, 2], [0, 0], [0, 0], [3, 3], auto_pad="same_upper"),
+        ],
+    ),
+    (
+        "matmul-transposes",
+        {"a": _r(2, 5, 3), "b": _r(4, 5)},
+        lambda p: [ops.matmul(p["a"], p["b"], True, True), ops.matmul(p["b"], _c(4), True, False)],
+    ),
     ("softmax", {"x": _r(2, 3, 4, 5)}, lambda p: ops.softmax(p["x"], 2)),
-    ("normalize-l2-lrn-grn", {"x": _r(1, 6, 3, 3)},
-     lambda p: [ops.normalize_l2(p["x"], _i(1, 2), 1e-3, "add"), ops.normalize_l2(p["x"], _i(1), 0.5, "max"),
-                ops.lrn(p["x"], _i(1), alpha=0.2, beta=0.75, bias=2.0, size=3), ops.grn(p["x"], 0.5)]),
-    ("batch-norm", {"x": _r(2, 3, 4, 4)},
-     lambda p: ops.batch_norm_inference(p["x"], _c(3), _c(3, seed=2), _c(3, seed=3),
-                                        ops.constant(_r(3, low=0.5, high=1.5)), 1e-4)),
-    ("lstm-cell", {"x": _r(2, 5), "h": _r(2, 4, seed=2), "c": _r(2, 4, seed=3)},
-     lambda p: list(ops.lstm_cell(p["x"], p["h"], p["c"], _c(16, 5), _c(16, 4, seed=2), _c(16, seed=3), 4,
-                                  clip=0.0).outputs())),
-    ("rnn-cell", {"x": _r(3, 5), "h": _r(3, 4, seed=2)},
-     lambda p: opset3.rnn_cell(p["x"], p["h"], _c(4, 5), _c(4, 4, seed=2), _c(4, seed=3), 4, ["tanh"], [], [],
-                               0.0)),
-    ("topk", {"x": _r(3, 7)},
-     lambda p: list(ops.topk(p["x"], _s(3), 1, "max", "value").outputs())
-     + list(ops.topk(p["x"], _s(2), 0, "min", "index").outputs())),
-    ("interpolate-nearest-linear", {"x": _r(1, 2, 4, 6)},
-     lambda p: [ops.interpolate(p["x"], _i(7, 3), {"axes": [2, 3], "mode": "nearest", "align_corners": False}),
-                ops.interpolate(p["x"], _i(8, 9), {"axes": [2, 3], "mode": "linear", "align_corners": False}),
-                ops.interpolate(p["x"], _i(5, 5), {"axes": [2, 3], "mode": "linear", "align_corners": True}),
-                ops.interpolate(p["x"], _i(6, 10), {"axes": [2, 3], "mode": "cubic", "align_corners": False})]),
-    ("reshape-transpose-concat", {"x": _r(2, 3, 4)},
-     lambda p: [ops.reshape(p["x"], _i(0, -1), special_zero=True), ops.reshape(p["x"], _i(4, 6), False),
-                ops.concat([ops.transpose(p["x"], _i(2, 0, 1)), ops.transpose(p["x"], _i(2, 0, 1))], 1)]),
-    ("split-squeeze", {"x": _r(2, 6, 1)},
-     lambda p: list(ops.split(p["x"], _s(1), 3).outputs())
-     + list(ops.variadic_split(p["x"], _s(-2), _i(1, -1, 2)).outputs())
-     + [ops.squeeze(p["x"], _i(2)), ops.unsqueeze(p["x"], _i(0, 4))]),
-    ("strided-slice", {"x": _r(4, 5, 6)},
-     lambda p: [ops.strided_slice(p["x"], _i(1, 0, 5), _i(3, 0, 0), _i(1, 1, -2), [0, 1, 0], [0, 1, 1]),
-                ops.strided_slice(p["x"], _i(0, -1), _i(0, 0), _i(1, 1), [0, 0], [1, 1],
-                                  shrink_axis_mask=[0, 1], ellipsis_mask=[1, 0])]),
-    ("gather-tile-broadcast", {"x": _r(3, 4), "v": _r(3)},
-     lambda p: [ops.gather(p["x"], _i(2, 0, 2), _s(1)), ops.tile(p["x"], _i(2, 1, 2)),
-                ops.broadcast(p["v"], _i(2, 3, 5), _i(1), "explicit"), ops.broadcast(p["x"], _i(2, 3, 4))]),
-    ("pad", {"x": _r(2, 3, 4)},
-     lambda p: [ops.pad(p["x"], _i(0, 1, 2), _i(1, 0, 1), "constant", ops.constant(np.float32(0.5))),
-                ops.pad(p["x"], _i(0, 1, 2), _i(0, 2, 1), "reflect"), ops.pad(p["x"], _i(1, 0, 0), _i(0, 0, 3), "edge")]),
-    ("shape-range-onehot", {"x": _r(2, 5), "i": _r(4, dtype=np.int64, low=-2, high=6)},
-     lambda p: [ops.shape_of(p["x"]), ops.range(ops.constant(np.float32(1)), ops.constant(np.float32(4)),
-                                                 ops.constant(np.float32(0.5))),
-                ops.one_hot(p["i"], _s(5), ops.constant(np.float32(2.0)), ops.constant(np.float32(-1.0)), 0)]),
-    ("depth-space-shuffle-reverse", {"x": _r(1, 8, 2, 4)},
-     lambda p: [ops.depth_to_space(p["x"], "blocks_first", 2), ops.depth_to_space(p["x"], "depth_first", 2),
-                ops.space_to_depth(p["x"], "blocks_first", 2), ops.space_to_depth(p["x"], "depth_first", 2),
-                opset3.shuffle_channels(p["x"], 1, 4),
-                ops.reverse_sequence(p["x"], ops.constant(np.array([1], np.int32)), 0, 1)]),
-    ("reductions", {"x": _r(2, 3, 4), "b": _r(2, 3, dtype=np.bool_)},
-     lambda p: [ops.reduce_sum(p["x"], _i(1), False), ops.reduce_mean(p["x"], _i(0, 2), True),
-                ops.reduce_max(p["x"], _i(-1)), ops.reduce_prod(p["x"], _i(1, 2)),
-                ops.reduce_logical_and(p["b"], _i(1)), ops.reduce_logical_or(p["b"], _i(0), True)]),
-    ("non-max-suppression", {"boxes": np.concatenate([_r(1, 10, 2, low=0, high=1), _r(1, 10, 2, low=1, high=2)], 2),
-                             "scores": _r(1, 1, 10, low=0, high=1)},
-     lambda p: ops.non_max_suppression(p["boxes"], p["scores"], _s(5), ops.constant(np.float32(0.3)),
-                                       ops.constant(np.float32(0.1)))),
-    ("fake-quantize", {"x": _r(2, 3, 4, low=-2, high=2)},
-     lambda p: ops.fake_quantize(p["x"], ops.constant(np.float32(-1)), ops.constant(np.float32(1.2)),
-                                 ops.constant(np.float32(0)), ops.constant(np.float32(5)), 7)),
+    (
+        "normalize-l2-lrn-grn",
+        {"x": _r(1, 6, 3, 3)},
+        lambda p: [
+            ops.normalize_l2(p["x"], _i(1, 2), 1e-3, "add"),
+            ops.normalize_l2(p["x"], _i(1), 0.5, "max"),
+            ops.lrn(p["x"], _i(1), alpha=0.2, beta=0.75, bias=2.0, size=3),
+            ops.grn(p["x"], 0.5),
+        ],
+    ),
+    (
+        "batch-norm",
+        {"x": _r(2, 3, 4, 4)},
+        lambda p: ops.batch_norm_inference(
+            p["x"], _c(3), _c(3, seed=2), _c(3, seed=3), ops.constant(_r(3, low=0.5, high=1.5)), 1e-4
+        ),
+    ),
+    (
+        "lstm-cell",
+        {"x": _r(2, 5), "h": _r(2, 4, seed=2), "c": _r(2, 4, seed=3)},
+        lambda p: list(
+            ops.lstm_cell(p["x"], p["h"], p["c"], _c(16, 5), _c(16, 4, seed=2), _c(16, seed=3), 4, clip=0.0).outputs()
+        ),
+    ),
+    (
+        "rnn-cell",
+        {"x": _r(3, 5), "h": _r(3, 4, seed=2)},
+        lambda p: opset3.rnn_cell(p["x"], p["h"], _c(4, 5), _c(4, 4, seed=2), _c(4, seed=3), 4, ["tanh"], [], [], 0.0),
+    ),
+    (
+        "topk",
+        {"x": _r(3, 7)},
+        lambda p: (
+            list(ops.topk(p["x"], _s(3), 1, "max", "value").outputs())
+            + list(ops.topk(p["x"], _s(2), 0, "min", "index").outputs())
+        ),
+    ),
+    (
+        "interpolate-nearest-linear",
+        {"x": _r(1, 2, 4, 6)},
+        lambda p: [
+            ops.interpolate(p["x"], _i(7, 3), {"axes": [2, 3], "mode": "nearest", "align_corners": False}),
+            ops.interpolate(p["x"], _i(8, 9), {"axes": [2, 3], "mode": "linear", "align_corners": False}),
+            ops.interpolate(p["x"], _i(5, 5), {"axes": [2, 3], "mode": "linear", "align_corners": True}),
+            ops.interpolate(p["x"], _i(6, 10), {"axes": [2, 3], "mode": "cubic", "align_corners": False}),
+        ],
+    ),
+    (
+        "reshape-transpose-concat",
+        {"x": _r(2, 3, 4)},
+        lambda p: [
+            ops.reshape(p["x"], _i(0, -1), special_zero=True),
+            ops.reshape(p["x"], _i(4, 6), False),
+            ops.concat([ops.transpose(p["x"], _i(2, 0, 1)), ops.transpose(p["x"], _i(2, 0, 1))], 1),
+        ],
+    ),
+    (
+        "split-squeeze",
+        {"x": _r(2, 6, 1)},
+        lambda p: (
+            list(ops.split(p["x"], _s(1), 3).outputs())
+            + list(ops.variadic_split(p["x"], _s(-2), _i(1, -1, 2)).outputs())
+            + [ops.squeeze(p["x"], _i(2)), ops.unsqueeze(p["x"], _i(0, 4))]
+        ),
+    ),
+    (
+        "strided-slice",
+        {"x": _r(4, 5, 6)},
+        lambda p: [
+            ops.strided_slice(p["x"], _i(1, 0, 5), _i(3, 0, 0), _i(1, 1, -2), [0, 1, 0], [0, 1, 1]),
+            ops.strided_slice(
+                p["x"], _i(0, -1), _i(0, 0), _i(1, 1), [0, 0], [1, 1], shrink_axis_mask=[0, 1], ellipsis_mask=[1, 0]
+            ),
+        ],
+    ),
+    (
+        "gather-tile-broadcast",
+        {"x": _r(3, 4), "v": _r(3)},
+        lambda p: [
+            ops.gather(p["x"], _i(2, 0, 2), _s(1)),
+            ops.tile(p["x"], _i(2, 1, 2)),
+            ops.broadcast(p["v"], _i(2, 3, 5), _i(1), "explicit"),
+            ops.broadcast(p["x"], _i(2, 3, 4)),
+        ],
+    ),
+    (
+        "pad",
+        {"x": _r(2, 3, 4)},
+        lambda p: [
+            ops.pad(p["x"], _i(0, 1, 2), _i(1, 0, 1), "constant", ops.constant(np.float32(0.5))),
+            ops.pad(p["x"], _i(0, 1, 2), _i(0, 2, 1), "reflect"),
+            ops.pad(p["x"], _i(1, 0, 0), _i(0, 0, 3), "edge"),
+        ],
+    ),
+    (
+        "shape-range-onehot",
+        {"x": _r(2, 5), "i": _r(4, dtype=np.int64, low=-2, high=6)},
+        lambda p: [
+            ops.shape_of(p["x"]),
+            ops.range(ops.constant(np.float32(1)), ops.constant(np.float32(4)), ops.constant(np.float32(0.5))),
+            ops.one_hot(p["i"], _s(5), ops.constant(np.float32(2.0)), ops.constant(np.float32(-1.0)), 0),
+        ],
+    ),
+    (
+        "depth-space-shuffle-reverse",
+        {"x": _r(1, 8, 2, 4)},
+        lambda p: [
+            ops.depth_to_space(p["x"], "blocks_first", 2),
+            ops.depth_to_space(p["x"], "depth_first", 2),
+            ops.space_to_depth(p["x"], "blocks_first", 2),
+            ops.space_to_depth(p["x"], "depth_first", 2),
+            opset3.shuffle_channels(p["x"], 1, 4),
+            ops.reverse_sequence(p["x"], ops.constant(np.array([1], np.int32)), 0, 1),
+        ],
+    ),
+    (
+        "reductions",
+        {"x": _r(2, 3, 4), "b": _r(2, 3, dtype=np.bool_)},
+        lambda p: [
+            ops.reduce_sum(p["x"], _i(1), False),
+            ops.reduce_mean(p["x"], _i(0, 2), True),
+            ops.reduce_max(p["x"], _i(-1)),
+            ops.reduce_prod(p["x"], _i(1, 2)),
+            ops.reduce_logical_and(p["b"], _i(1)),
+            ops.reduce_logical_or(p["b"], _i(0), True),
+        ],
+    ),
+    (
+        "non-max-suppression",
+        {
+            "boxes": np.concatenate([_r(1, 10, 2, low=0, high=1), _r(1, 10, 2, low=1, high=2)], 2),
+            "scores": _r(1, 1, 10, low=0, high=1),
+        },
+        lambda p: ops.non_max_suppression(
+            p["boxes"], p["scores"], _s(5), ops.constant(np.float32(0.3)), ops.constant(np.float32(0.1))
+        ),
+    ),
+    (
+        "fake-quantize",
+        {"x": _r(2, 3, 4, low=-2, high=2)},
+        lambda p: ops.fake_quantize(
+            p["x"],
+            ops.constant(np.float32(-1)),
+            ops.constant(np.float32(1.2)),
+            ops.constant(np.float32(0)),
+            ops.constant(np.float32(5)),
+            7,
+        ),
+    ),
 ]
 
 
@@ -234,9 +394,21 @@ def test_strided_slice_new_axis_follows_numpy(tmp_path):
     # The CPU plugin returns values from the wrong place when new_axis_mask and shrink_axis_mask meet, so
     # the expected value is numpy's x[np.newaxis, 2, ::-2], the specification's reading of the masks.
     x = _r(4, 5, 6)
-    xml = _save_openvino_model(tmp_path, "slice", {"x": x}, lambda p: ops.strided_slice(
-        p["x"], _i(0, 2, 0, 0), _i(0, 3, 0, 0), _i(1, 1, 1, -2), [0, 0, 1, 1], [0, 0, 1, 1],
-        new_axis_mask=[1, 0, 0, 0], shrink_axis_mask=[0, 1, 0, 0]))
+    xml = _save_openvino_model(
+        tmp_path,
+        "slice",
+        {"x": x},
+        lambda p: ops.strided_slice(
+            p["x"],
+            _i(0, 2, 0, 0),
+            _i(0, 3, 0, 0),
+            _i(1, 1, 1, -2),
+            [0, 0, 1, 1],
+            [0, 0, 1, 1],
+            new_axis_mask=[1, 0, 0, 0],
+            shrink_axis_mask=[0, 1, 0, 0],
+        ),
+    )
     proto = to_proto(openvino_to_onnx(opconv.load(xml)))
     _assert_close([x[np.newaxis, 2, :, ::-2]], _onnxruntime(proto, {"x": x}), "StridedSlice")
 
@@ -252,8 +424,17 @@ def _opconv_written_ir(tmp_path, op: str, inputs: dict, attrs: dict, consts: dic
     values += [g.add_initializer(name, Tensor.from_array(a)) for name, a in (consts or {}).items()]
     schema = dialect_schemas("openvino").find(op, 1, "opset1")
     out = Value("y")
-    g.add_node(Node(op, values, [out], domain="opset1", version=1, name="y",
-                    attrs=[Attr(k, schema.attribute(k).type, v) for k, v in attrs.items()]))
+    g.add_node(
+        Node(
+            op,
+            values,
+            [out],
+            domain="opset1",
+            version=1,
+            name="y",
+            attrs=[Attr(k, schema.attribute(k).type, v) for k, v in attrs.items()],
+        )
+    )
     g.outputs.append(out)
     model = Model(g, "openvino", {"opset1": 1})
     from opconv.converters.onnx_to_openvino import infer_port_types
@@ -264,10 +445,14 @@ def _opconv_written_ir(tmp_path, op: str, inputs: dict, attrs: dict, consts: dic
     return xml
 
 
-@pytest.mark.parametrize("attrs", [
-    {"across_channels": True, "normalize_variance": True, "eps": 1e-3},
-    {"across_channels": False, "normalize_variance": False, "eps": 1e-5},
-], ids=["across-normalized", "per-channel-centred"])
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        {"across_channels": True, "normalize_variance": True, "eps": 1e-3},
+        {"across_channels": False, "normalize_variance": False, "eps": 1e-5},
+    ],
+    ids=["across-normalized", "per-channel-centred"],
+)
 def test_mvn_matches_the_cpu_plugin(tmp_path, attrs):
     # OpenVINO's Python API builds MVN-0 and saves it as opset2, so this IR is written by opconv (v10).
     x = _r(2, 3, 4, 5)
@@ -312,8 +497,12 @@ def test_layers_without_onnx_form_are_all_listed(tmp_path):
 # Round trips through opconv's own IR v10
 # ---------------------------------------------------------------------------
 
-ROUND_TRIPS = [("cnn.onnx", {"image": (2, 3, 32, 32)}), ("transformer.onnx", {"x": (2, 8, 32)}),
-               ("mlp_external.onnx", {"x": (3, 64)}), ("lstm.onnx", {"seq": (10, 2, 6)})]
+ROUND_TRIPS = [
+    ("cnn.onnx", {"image": (2, 3, 32, 32)}),
+    ("transformer.onnx", {"x": (2, 8, 32)}),
+    ("mlp_external.onnx", {"x": (3, 64)}),
+    ("lstm.onnx", {"seq": (10, 2, 6)}),
+]
 
 
 def _round_trip(tmp_path, source, shapes, opset=None):
@@ -401,10 +590,12 @@ def test_light_models_round_trip_in_the_runtimes(tmp_path):
 # The command line
 # ---------------------------------------------------------------------------
 
+
 @pytest.fixture
 def cnn_ir(tmp_path, fixtures_dir):
-    ir = opconv.convert(opconv.load(os.path.join(fixtures_dir, "cnn.onnx")), to="openvino",
-                        input_shapes={"image": (1, 3, 32, 32)})
+    ir = opconv.convert(
+        opconv.load(os.path.join(fixtures_dir, "cnn.onnx")), to="openvino", input_shapes={"image": (1, 3, 32, 32)}
+    )
     xml = tmp_path / "cnn.xml"
     opconv.save(ir, xml)
     return xml

@@ -66,10 +66,17 @@ def _pass_through():
     ti.set_sliced_input(xb, x.output(0), -1, -1, 1, 0, 0)
     ti.set_invariant_input(wb, w.output(0))
     ti.set_merged_input(hb, h0.output(0), so.output(0))
-    outputs = [ti.get_concatenated_slices(xo.output(0), 0, 1, 1, -1, 0), ti.get_iter_value(wo.output(0), -1),
-               ti.get_iter_value(ho.output(0), -1), ti.get_iter_value(xo.output(0), -1)]
-    return ov.Model(outputs, [x, w, h0], "pass_through"), {"X": _r(3, 2, seed=33), "W": _r(2, seed=34),
-                                                           "H0": _r(1, 2, seed=35)}
+    outputs = [
+        ti.get_concatenated_slices(xo.output(0), 0, 1, 1, -1, 0),
+        ti.get_iter_value(wo.output(0), -1),
+        ti.get_iter_value(ho.output(0), -1),
+        ti.get_iter_value(xo.output(0), -1),
+    ]
+    return ov.Model(outputs, [x, w, h0], "pass_through"), {
+        "X": _r(3, 2, seed=33),
+        "W": _r(2, seed=34),
+        "H0": _r(1, 2, seed=35),
+    }
 
 
 def _parts_of_2_out():
@@ -80,8 +87,10 @@ def _parts_of_2_out():
     ti = ops.tensor_iterator()
     ti.set_body(ov.Model([yo], [xb], "body"))
     ti.set_sliced_input(xb, x.output(0), -1, -2, 2, 0, 1)
-    outputs = [ti.get_concatenated_slices(yo.output(0), 0, 2, 2, -1, 1),
-               ti.get_concatenated_slices(yo.output(0), -1, -2, 2, 0, 1)]
+    outputs = [
+        ti.get_concatenated_slices(yo.output(0), 0, 2, 2, -1, 1),
+        ti.get_concatenated_slices(yo.output(0), -1, -2, 2, 0, 1),
+    ]
     return ov.Model(outputs, [x], "parts_out"), {"X": _r(2, 6, 3, seed=36)}
 
 
@@ -120,8 +129,9 @@ def test_lowest_target_opset_and_fp16_weights(tmp_path):
     _same(_run_openvino_file(xml, feeds), _onnxruntime(_convert(xml, opset=13), feeds), "opset 13, f16 weights")
 
 
-@pytest.mark.parametrize("x_slice, steps", [((1, 1, 1, -2), [1, 2, 3, 4]), ((-2, -1, 1, 1), [4, 3, 2, 1]),
-                                            ((0, 2, 1, -1), [0, 2, 4])])
+@pytest.mark.parametrize(
+    "x_slice, steps", [((1, 1, 1, -2), [1, 2, 3, 4]), ((-2, -1, 1, 1), [4, 3, 2, 1]), ((0, 2, 1, -1), [0, 2, 4])]
+)
 def test_slice_bounds_follow_the_spec(x_slice, steps, tmp_path):
     # The CPU plugin ignores start/end beyond the iteration count they imply (see
     # test_openvino_executor_rnn_conv), so the expected values are the spec's loop written in numpy.
@@ -162,8 +172,13 @@ def test_cli_converts_and_verifies(tmp_path):
 def test_a_body_layer_without_onnx_form_is_named(tmp_path):
     x = ops.parameter([2, 4, 3], np.float32, name="X")
     xb = ops.parameter([2, 1, 3], np.float32, name="xb")
-    padded = ops.pad(xb, ops.constant(np.array([0, 0, 1], np.int64)), ops.constant(np.array([0, 0, 1], np.int64)),
-                     "symmetric", name="mirror")
+    padded = ops.pad(
+        xb,
+        ops.constant(np.array([0, 0, 1], np.int64)),
+        ops.constant(np.array([0, 0, 1], np.int64)),
+        "symmetric",
+        name="mirror",
+    )
     out = ops.result(padded)
     ti = ops.tensor_iterator()
     ti.set_body(ov.Model([out], [xb], "body"))

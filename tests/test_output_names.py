@@ -34,12 +34,16 @@ FIXTURES = {
 def _odd_names_model() -> onnx.ModelProto:
     """Multi-output layers whose outputs have names with a comma, a quote, a slash and a space."""
     graph = helper.make_graph(
-        [helper.make_node("Split", ["in put"], ["first,part", 'se"cond'], axis=1, name="split"),
-         helper.make_node("TopK", ["in put", "k"], ["vals", "idx/0"], axis=1, name="topk")], "g",
+        [
+            helper.make_node("Split", ["in put"], ["first,part", 'se"cond'], axis=1, name="split"),
+            helper.make_node("TopK", ["in put", "k"], ["vals", "idx/0"], axis=1, name="topk"),
+        ],
+        "g",
         [helper.make_tensor_value_info("in put", TensorProto.FLOAT, [2, 6])],
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("first,part", 'se"cond', "vals")]
         + [helper.make_tensor_value_info("idx/0", TensorProto.INT64, None)],
-        [numpy_helper.from_array(np.array([2], np.int64), "k")])
+        [numpy_helper.from_array(np.array([2], np.int64), "k")],
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
 
@@ -64,8 +68,9 @@ def test_multi_output_layers_keep_their_onnx_names_in_openvino(tmp_path):
     assert compiled.inputs[0].get_any_name() == "x"
     results = compiled({"x": data["in.x"]})
     for name in names:
-        np.testing.assert_allclose(results[compiled.output(name)], data[f"out.{name}"], rtol=1e-4, atol=2e-5,
-                                   err_msg=name)
+        np.testing.assert_allclose(
+            results[compiled.output(name)], data[f"out.{name}"], rtol=1e-4, atol=2e-5, err_msg=name
+        )
 
 
 def test_odd_names_survive_ir_hlo_stablehlo_and_back(tmp_path):
@@ -107,8 +112,9 @@ def test_every_fixture_output_is_found_by_its_onnx_name(tmp_path, name):
     opconv.save(ir_model, xml)
     compiled = _compile(xml)
     assert [o.get_any_name() for o in compiled.outputs] == names
-    assert [i.get_any_name() for i in compiled.inputs] == [i.name for i in source.graph.input
-                                                           if i.name not in {t.name for t in source.graph.initializer}]
+    assert [i.get_any_name() for i in compiled.inputs] == [
+        i.name for i in source.graph.input if i.name not in {t.name for t in source.graph.initializer}
+    ]
     assert [v.name for v in opconv.convert(opconv.load(str(xml)), to="onnx").graph.outputs] == names
     hlo = opconv.convert(path, to="hlo", input_shapes=FIXTURES[name])
     assert [v.name for v in hlo.graph.outputs] == names

@@ -40,9 +40,13 @@ def test_converted_relus_fuse_and_match_onnxruntime(target, module):
         assert np.array_equal(ours, next(iter(plain.run(feeds).values())))
 
 
-@pytest.mark.parametrize("target,module_name,pack", [("openvino", "opconv.dialects.openvino.fusion",
-                                                      "pack_conv_scale_shift"),
-                                                     ("hlo", "opconv.dialects.hlo.fusion", "pack_conv_bias")])
+@pytest.mark.parametrize(
+    "target,module_name,pack",
+    [
+        ("openvino", "opconv.dialects.openvino.fusion", "pack_conv_scale_shift"),
+        ("hlo", "opconv.dialects.hlo.fusion", "pack_conv_bias"),
+    ],
+)
 def test_converted_convolutions_run_packed_and_match_onnxruntime(target, module_name, pack):
     """IR Convolution -> Multiply -> Add (the folded BatchNormalization) and Convolution -> Add (the bias), HLO
     ConvBias: each runs as one packed convolution, within float rounding of onnxruntime."""

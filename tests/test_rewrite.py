@@ -36,9 +36,13 @@ OPSET = 17
 
 def make_model(nodes, inputs, outputs, initializers=()):
     """An ONNX opset-17 model; ``inputs``/``outputs`` are (name, shape) pairs of float tensors."""
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, F, s) for n, s in inputs],
-                              [helper.make_tensor_value_info(n, F, s) for n, s in outputs],
-                              initializer=list(initializers))
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info(n, F, s) for n, s in inputs],
+        [helper.make_tensor_value_info(n, F, s) for n, s in outputs],
+        initializer=list(initializers),
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
 
 
@@ -71,6 +75,7 @@ def ops(graph):
 
 
 # -- rules used by the tests ---------------------------------------------------------------
+
 
 def relu(op, x):
     return op.Relu(x)
@@ -106,6 +111,7 @@ GEMM = Rule("matmul-add-to-gemm", matmul_add, to_gemm, check=gemm_shapes)
 
 # -- one-to-one / decomposition -----------------------------------------------------------
 
+
 def test_decomposition_relu_to_max_keeps_numerics_and_output_name():
     proto = make_model([helper.make_node("Relu", ["x"], ["y"], name="r")], [("x", [2, 3])], [("y", [2, 3])])
     model = opconv.load(proto)
@@ -121,10 +127,13 @@ def test_decomposition_relu_to_max_keeps_numerics_and_output_name():
 
 # -- fusion with a check ---------------------------------------------------------------------
 
+
 def _mm_add_model(bias_shape, *, swap=False, extra_consumer=False):
     add_inputs = ["b", "mm"] if swap else ["mm", "b"]
-    nodes = [helper.make_node("MatMul", ["x", "w"], ["mm"], name="matmul"),
-             helper.make_node("Add", add_inputs, ["y"], name="add")]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["mm"], name="matmul"),
+        helper.make_node("Add", add_inputs, ["y"], name="add"),
+    ]
     outputs = [("y", [2, 4])]
     if extra_consumer:
         nodes.append(helper.make_node("Neg", ["mm"], ["z"], name="neg"))
@@ -186,9 +195,14 @@ def test_attribute_predicate_and_constant_capture():
         alpha = b.const(np.float32(m.root.attr("alpha")), "alpha")
         return b.Max(m["x"], b.Mul(m["x"], alpha))
 
-    proto = make_model([helper.make_node("LeakyRelu", ["x"], ["y"], alpha=0.25),
-                        helper.make_node("LeakyRelu", ["y"], ["z"], alpha=2.0)],
-                       [("x", [5])], [("z", [5])])
+    proto = make_model(
+        [
+            helper.make_node("LeakyRelu", ["x"], ["y"], alpha=0.25),
+            helper.make_node("LeakyRelu", ["y"], ["z"], alpha=2.0),
+        ],
+        [("x", [5])],
+        [("z", [5])],
+    )
     model = opconv.load(proto)
     report = apply(model.graph, [Rule("leaky", leaky, to_max)])
     assert ops(model.graph) == ["Mul", "Max", "LeakyRelu"]
@@ -199,6 +213,7 @@ def test_attribute_predicate_and_constant_capture():
 
 
 # -- multi-output nodes ------------------------------------------------------------------------
+
 
 def split2(op, x, sizes):
     return op.Split(x, sizes, axis=1, _outputs=2)
@@ -211,16 +226,19 @@ def split_to_slices(b: Builder, m: Match):
     axes = b.const(np.array([1], np.int64), "axes")
     cut = int(sizes[0])
     first = b.Slice(m["x"], b.const(np.array([0], np.int64)), b.const(np.array([cut], np.int64)), axes)
-    second = b.Slice(m["x"], b.const(np.array([cut], np.int64)), b.const(np.array([cut + int(sizes[1])], np.int64)),
-                     axes)
+    second = b.Slice(
+        m["x"], b.const(np.array([cut], np.int64)), b.const(np.array([cut + int(sizes[1])], np.int64)), axes
+    )
     return [first, second]
 
 
 def test_multi_output_node_replaced_by_two_nodes():
-    proto = make_model([helper.make_node("Split", ["x", "sizes"], ["a", "b"], axis=1),
-                        helper.make_node("Neg", ["b"], ["nb"])],
-                       [("x", [2, 5])], [("a", [2, 2]), ("nb", [2, 3])],
-                       [onnx.numpy_helper.from_array(np.array([2, 3], np.int64), "sizes")])
+    proto = make_model(
+        [helper.make_node("Split", ["x", "sizes"], ["a", "b"], axis=1), helper.make_node("Neg", ["b"], ["nb"])],
+        [("x", [2, 5])],
+        [("a", [2, 2]), ("nb", [2, 3])],
+        [onnx.numpy_helper.from_array(np.array([2, 3], np.int64), "sizes")],
+    )
     model = opconv.load(proto)
     report = apply(model.graph, [Rule("split", split2, split_to_slices)])
     assert report.fired == {"split": 1}
@@ -231,8 +249,11 @@ def test_multi_output_node_replaced_by_two_nodes():
 
 
 def test_replacement_may_refuse_and_graph_is_untouched():
-    proto = make_model([helper.make_node("Split", ["x", "sizes"], ["a", "b"], axis=1)],
-                       [("x", [2, 5]), ("sizes", [2])], [("a", [2, 2]), ("b", [2, 3])])
+    proto = make_model(
+        [helper.make_node("Split", ["x", "sizes"], ["a", "b"], axis=1)],
+        [("x", [2, 5]), ("sizes", [2])],
+        [("a", [2, 2]), ("b", [2, 3])],
+    )
     proto.graph.input[1].type.tensor_type.elem_type = TensorProto.INT64
     model = opconv.load(proto)
     before = len(model.graph.initializers)
@@ -243,6 +264,7 @@ def test_replacement_may_refuse_and_graph_is_untouched():
 
 # -- graph outputs -------------------------------------------------------------------------------
 
+
 def test_graph_output_replaced_by_graph_input_needs_identity():
     def add_zero(op, x, z):
         return op.Add(x, z)
@@ -252,8 +274,9 @@ def test_graph_output_replaced_by_graph_input_needs_identity():
             raise Refuse("not adding zero")
         return m["x"]
 
-    proto = make_model([helper.make_node("Add", ["x", "z"], ["y"])], [("x", [3])], [("y", [3])],
-                       [init("z", np.zeros(3))])
+    proto = make_model(
+        [helper.make_node("Add", ["x", "z"], ["y"])], [("x", [3])], [("y", [3])], [init("z", np.zeros(3))]
+    )
     model = opconv.load(proto)
     report = apply(model.graph, [Rule("add-zero", add_zero, drop)])
     assert ops(model.graph) == ["Add"]
@@ -266,8 +289,11 @@ def test_graph_output_replaced_by_graph_input_needs_identity():
 
 
 def test_output_used_inside_and_as_graph_output():
-    proto = make_model([helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Neg", ["y"], ["z"])],
-                       [("x", [4])], [("y", [4]), ("z", [4])])
+    proto = make_model(
+        [helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Neg", ["y"], ["z"])],
+        [("x", [4])],
+        [("y", [4]), ("z", [4])],
+    )
     model = opconv.load(proto)
     apply(model.graph, [RELU])
     assert ops(model.graph) == ["Max", "Neg"]
@@ -277,11 +303,20 @@ def test_output_used_inside_and_as_graph_output():
 
 # -- subgraphs -----------------------------------------------------------------------------------
 
+
 def _if_model():
-    then_g = helper.make_graph([helper.make_node("Relu", ["x"], ["t"], name="then_relu")], "then", [],
-                               [helper.make_tensor_value_info("t", F, [3])])
-    else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["n"]), helper.make_node("Relu", ["n"], ["e"])],
-                               "else", [], [helper.make_tensor_value_info("e", F, [3])])
+    then_g = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["t"], name="then_relu")],
+        "then",
+        [],
+        [helper.make_tensor_value_info("t", F, [3])],
+    )
+    else_g = helper.make_graph(
+        [helper.make_node("Neg", ["x"], ["n"]), helper.make_node("Relu", ["n"], ["e"])],
+        "else",
+        [],
+        [helper.make_tensor_value_info("e", F, [3])],
+    )
     node = helper.make_node("If", ["c"], ["y"], name="if", then_branch=then_g, else_branch=else_g)
     proto = make_model([node], [("x", [3])], [("y", [3])])
     proto.graph.input.append(helper.make_tensor_value_info("c", TensorProto.BOOL, []))
@@ -308,13 +343,15 @@ def test_not_recursive_leaves_subgraphs():
 
 # -- cross-dialect conversion ----------------------------------------------------------------
 
+
 def test_convert_graph_lists_every_unconverted_node():
     """A toy 'target dialect' (domain 'toy'): Relu maps, Neg has no rule, a 2-D-bias fusion is refused."""
     relu_rule = Rule("relu", relu, lambda b, m: b.ToyRelu(m["x"]))
     gemm_rule = Rule("gemm", matmul_add, lambda b, m: b.ToyGemm(m["x"], m["w"], m["bias"]), check=gemm_shapes)
     proto = _mm_add_model([2, 4])
-    proto.graph.node.extend([helper.make_node("Relu", ["y"], ["r"], name="relu"),
-                             helper.make_node("Neg", ["r"], ["out"], name="neg")])
+    proto.graph.node.extend(
+        [helper.make_node("Relu", ["y"], ["r"], name="relu"), helper.make_node("Neg", ["r"], ["out"], name="neg")]
+    )
     proto.graph.output.append(helper.make_tensor_value_info("out", F, [2, 4]))
     model = opconv.load(proto)
     with pytest.raises(ConversionError) as info:
@@ -338,6 +375,7 @@ def test_convert_graph_succeeds_when_everything_maps():
 
 # -- construction errors ---------------------------------------------------------------------
 
+
 def test_pattern_and_ruleset_errors():
     with pytest.raises(GraphError, match="names used twice"):
         Pattern(lambda op, x: op.Neg(x, _name="x"))
@@ -353,8 +391,11 @@ def test_pattern_and_ruleset_errors():
 
 def test_commutative_pattern_binds_repeated_capture_consistently():
     square = Rule("square", lambda op, x: op.Mul(x, x), lambda b, m: b.Pow(m["x"], b.const(np.float32(2))))
-    proto = make_model([helper.make_node("Mul", ["x", "x"], ["sq"]), helper.make_node("Mul", ["sq", "x"], ["y"])],
-                       [("x", [3])], [("y", [3])])
+    proto = make_model(
+        [helper.make_node("Mul", ["x", "x"], ["sq"]), helper.make_node("Mul", ["sq", "x"], ["y"])],
+        [("x", [3])],
+        [("y", [3])],
+    )
     model = opconv.load(proto)
     report = apply(model.graph, [square])
     assert report.fired == {"square": 1} and sorted(ops(model.graph)) == ["Mul", "Pow"]
@@ -364,18 +405,24 @@ def test_commutative_pattern_binds_repeated_capture_consistently():
 
 # -- property: decompositions keep numerics ----------------------------------------------------
 
+
 def _const(b, value):
     return b.const(np.array(value, np.float32), "c")
 
 
-DECOMPOSE = RuleSet([
-    RELU,
-    Rule("neg-to-sub", lambda op, x: op.Neg(x), lambda b, m: b.Sub(_const(b, 0), m["x"])),
-    Rule("abs-to-max", lambda op, x: op.Abs(x), lambda b, m: b.Max(m["x"], b.Neg(m["x"]))),
-    Rule("sigmoid-to-exp", lambda op, x: op.Sigmoid(x),
-         lambda b, m: b.Reciprocal(b.Add(_const(b, 1), b.Exp(b.Neg(m["x"]))))),
-    Rule("sub-to-add-neg", lambda op, x, y: op.Sub(x, y), lambda b, m: b.Add(m["x"], b.Neg(m["y"]))),
-])
+DECOMPOSE = RuleSet(
+    [
+        RELU,
+        Rule("neg-to-sub", lambda op, x: op.Neg(x), lambda b, m: b.Sub(_const(b, 0), m["x"])),
+        Rule("abs-to-max", lambda op, x: op.Abs(x), lambda b, m: b.Max(m["x"], b.Neg(m["x"]))),
+        Rule(
+            "sigmoid-to-exp",
+            lambda op, x: op.Sigmoid(x),
+            lambda b, m: b.Reciprocal(b.Add(_const(b, 1), b.Exp(b.Neg(m["x"])))),
+        ),
+        Rule("sub-to-add-neg", lambda op, x, y: op.Sub(x, y), lambda b, m: b.Add(m["x"], b.Neg(m["y"]))),
+    ]
+)
 
 _UNARY = ["Relu", "Neg", "Abs", "Sigmoid"]
 _BINARY = ["Sub", "Add", "Mul"]
@@ -385,8 +432,9 @@ _BINARY = ["Sub", "Add", "Mul"]
 def chains(draw):
     """A chain of elementwise ops; binary ops take the previous value and x or a constant."""
     length = draw(st.integers(1, 8))
-    steps = [(draw(st.sampled_from(_UNARY + _BINARY)), draw(st.sampled_from(["x", "k", "prev"])))
-             for _ in range(length)]
+    steps = [
+        (draw(st.sampled_from(_UNARY + _BINARY)), draw(st.sampled_from(["x", "k", "prev"]))) for _ in range(length)
+    ]
     return steps, draw(st.integers(0, 2**16))
 
 
@@ -412,8 +460,9 @@ def test_property_decomposition_keeps_outputs(case):
 
 def test_fusion_wins_over_one_to_one_rule_for_its_producer():
     """Consumers are visited first, so Add's fusion claims the MatMul before MatMul's own rule runs."""
-    matmul = Rule("matmul", lambda op, x, w: op.MatMul(x, w),
-                  lambda b, m: b.Einsum(m["x"], m["w"], equation="ij,jk->ik"))
+    matmul = Rule(
+        "matmul", lambda op, x, w: op.MatMul(x, w), lambda b, m: b.Einsum(m["x"], m["w"], equation="ij,jk->ik")
+    )
     proto = _mm_add_model([4])
     proto.graph.node.append(helper.make_node("MatMul", ["y", "w2"], ["out"], name="matmul2"))
     proto.graph.initializer.append(init("w2", np.eye(4)))

@@ -24,9 +24,24 @@ SPEC = Path(__file__).resolve().parents[2] / "shared" / "specs" / "hlo-operation
 HEADING = re.compile(r"^3\.(\d+)\.\s+(\S+)\s*$")
 
 TITLE_ONLY = {
-    "BCELoss", "CustomCall", "DepthToSpace", "Dropout", "Erf", "Gemm", "GeneralSplit",
-    "GetTupleElement", "GlobalMaxPool", "GroupNorm", "If", "PartialReduce",
-    "ShiftRightArithmetic", "ShiftRightLogical", "SliceInDim", "Tile", "Tuple", "While",
+    "BCELoss",
+    "CustomCall",
+    "DepthToSpace",
+    "Dropout",
+    "Erf",
+    "Gemm",
+    "GeneralSplit",
+    "GetTupleElement",
+    "GlobalMaxPool",
+    "GroupNorm",
+    "If",
+    "PartialReduce",
+    "ShiftRightArithmetic",
+    "ShiftRightLogical",
+    "SliceInDim",
+    "Tile",
+    "Tuple",
+    "While",
 }
 
 
@@ -46,13 +61,14 @@ def _spec_sections() -> list[tuple[int, str, bool]]:
     sections = []
     for k, (i, m) in enumerate(heads):
         end = heads[k + 1][0] if k + 1 < len(heads) else len(lines)
-        body = [line for line in lines[i + 1:end] if line.strip()]
+        body = [line for line in lines[i + 1 : end] if line.strip()]
         sections.append((int(m.group(1)), m.group(2), not body))
     return sections
 
 
 needs_spec = pytest.mark.skipif(
-    not SPEC.exists(), reason=f"the shared specification folder is absent ({SPEC} not found)")
+    not SPEC.exists(), reason=f"the shared specification folder is absent ({SPEC} not found)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +149,10 @@ def test_known_defects_are_corrected_and_noted(hlo):
     assert "+inf" in hlo["Rsqrt"].notes
     assert "away from zero" in hlo["Round"].doc
     assert hlo["AveragePool"].allowed_types(hlo["AveragePool"].outputs[0]) == (
-        "tensor(float16)", "tensor(float32)", "tensor(float64)")
+        "tensor(float16)",
+        "tensor(float32)",
+        "tensor(float64)",
+    )
     gather = hlo["Gather"]
     assert gather.allowed_types(gather.inputs[1]) == ("tensor(int32)", "tensor(int64)")
     assert "shape" in gather.notes

@@ -42,6 +42,7 @@ def loaded_keys(domain: str) -> list[tuple[str, int]]:
 
 # --------------------------------------------------------------------------- generated files are current
 
+
 def test_onnx_json_matches_a_fresh_generation():
     committed = (SCHEMAS / "onnx.json").read_text(encoding="utf-8")
     fresh = gen.generate()
@@ -77,6 +78,7 @@ def test_onnx_contrib_json_matches_a_fresh_generation():
 
 
 # --------------------------------------------------------------------------- completeness
+
 
 def ort_onnx_domain_keys(domain: str) -> set[tuple[str, int]]:
     """ONNX Runtime's own ai.onnx-domain schemas (LayerNormalization-1 ...), from onnx_contrib.json."""
@@ -129,6 +131,7 @@ def test_contrib_text_names_are_complete():
 
 # --------------------------------------------------------------------------- lookup semantics
 
+
 def test_lookup_finds_the_version_in_force():
     assert lookup("onnx", "Softmax", 12).version == 11
     assert lookup("onnx", "Softmax", 13).version == 13
@@ -147,6 +150,7 @@ def test_lookup_rejects_unknown_ops_and_versions():
 
 # --------------------------------------------------------------------------- content spot checks
 
+
 def test_conv_attributes():
     conv = lookup("onnx", "Conv", 11)
     assert conv.attribute("auto_pad").type == "string"
@@ -163,10 +167,16 @@ def test_float_defaults_are_float32_values():
     assert lookup("onnx", "Gemm", 13).attribute("beta").default == 1.0
 
 
-@pytest.mark.parametrize("op, version, domain", [
-    ("LeakyRelu", 16, ""), ("Conv", 22, ""), ("Resize", 19, ""), ("LabelEncoder", 4, "ai.onnx.ml"),
-    ("Adagrad", 1, "ai.onnx.preview.training"),
-])
+@pytest.mark.parametrize(
+    "op, version, domain",
+    [
+        ("LeakyRelu", 16, ""),
+        ("Conv", 22, ""),
+        ("Resize", 19, ""),
+        ("LabelEncoder", 4, "ai.onnx.ml"),
+        ("Adagrad", 1, "ai.onnx.preview.training"),
+    ],
+)
 def test_defaults_agree_with_onnx_defs(op, version, domain):
     ref = onnx.defs.get_schema(op, version, domain)
     mine = lookup("onnx", op, version, domain=domain)
@@ -225,6 +235,7 @@ def test_deprecated_ops_are_marked():
 
 # --------------------------------------------------------------------------- contrib content
 
+
 def test_training_ops_from_the_text_agree_with_their_onnx_successors():
     for name in ("Adagrad", "Gradient", "Momentum"):
         mine = lookup("onnx", name, 1, domain="ai.onnx.training")
@@ -254,20 +265,25 @@ def test_contrib_ops_follow_onnx_runtime_and_note_the_text():
 
 # --------------------------------------------------------------------------- converters
 
-@pytest.mark.parametrize("raw, canonical", [
-    ("tensor(float)", "tensor(float32)"),
-    ("seq(tensor(double))", "seq(tensor(float64))"),
-    ("map(int64, tensor(float))", "map(int64,tensor(float32))"),
-    ("optional(seq(tensor(bfloat16)))", "optional(seq(tensor(bfloat16)))"),
-    ("sparse_tensor(float8e4m3fn)", "sparse_tensor(float8e4m3fn)"),
-    ("map(string, double)", "map(string,float64)"),
-])
+
+@pytest.mark.parametrize(
+    "raw, canonical",
+    [
+        ("tensor(float)", "tensor(float32)"),
+        ("seq(tensor(double))", "seq(tensor(float64))"),
+        ("map(int64, tensor(float))", "map(int64,tensor(float32))"),
+        ("optional(seq(tensor(bfloat16)))", "optional(seq(tensor(bfloat16)))"),
+        ("sparse_tensor(float8e4m3fn)", "sparse_tensor(float8e4m3fn)"),
+        ("map(string, double)", "map(string,float64)"),
+    ],
+)
 def test_canonical_type(raw, canonical):
     assert gen.canonical_type(raw) == canonical
 
 
-@pytest.mark.parametrize("bad", ["tensor(quaternion)", "tensor(float", "tensor(float))", "list(float)",
-                                 "map(int64)", "tensor(float; int8)"])
+@pytest.mark.parametrize(
+    "bad", ["tensor(quaternion)", "tensor(float", "tensor(float))", "list(float)", "map(int64)", "tensor(float; int8)"]
+)
 def test_canonical_type_rejects_what_it_does_not_know(bad):
     with pytest.raises(ValueError):
         gen.canonical_type(bad)
@@ -276,7 +292,10 @@ def test_canonical_type_rejects_what_it_does_not_know(bad):
 def test_tensor_defaults_are_encoded_when_representable():
     tensor = helper.make_tensor("t", onnx.TensorProto.FLOAT, [2], [0.1, 2.0])
     assert gen.decode_default(helper.make_attribute("v", tensor)) == {
-        "dtype": "float32", "shape": [2], "values": [f32(0.1), 2.0]}
+        "dtype": "float32",
+        "shape": [2],
+        "values": [f32(0.1), 2.0],
+    }
     ints = helper.make_tensor("t", onnx.TensorProto.INT64, [1, 2], [3, 4])
     assert gen.encode_tensor(ints) == {"dtype": "int64", "shape": [1, 2], "values": [3, 4]}
     nan = helper.make_tensor("t", onnx.TensorProto.FLOAT, [1], [float("nan")])

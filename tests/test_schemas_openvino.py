@@ -34,10 +34,12 @@ def _generator():
 
 # --------------------------------------------------------------------------- the file itself
 
+
 def test_committed_file_matches_generator():
     fresh = _generator().generate()
-    assert SCHEMA_FILE.read_text(encoding="utf-8") == fresh, \
+    assert SCHEMA_FILE.read_text(encoding="utf-8") == fresh, (
         "openvino.json is stale: run python scripts/gen_openvino_schemas.py"
+    )
 
 
 def test_every_opset1_op_is_present():
@@ -93,8 +95,15 @@ STRUCTURAL_ATTRIBUTES = {("TensorIterator", "body")}
 #: Python type of a runtime attribute value (get_attributes()) for each schema attribute type;
 #: lists give the type of their elements
 _PY_TYPES = {
-    "int": int, "float": float, "bool": bool, "string": str, "element_type": str,
-    "ints": [int], "floats": [float], "strings": [str], "shape": [int],
+    "int": int,
+    "float": float,
+    "bool": bool,
+    "string": str,
+    "element_type": str,
+    "ints": [int],
+    "floats": [float],
+    "strings": [str],
+    "shape": [int],
 }
 
 
@@ -145,14 +154,20 @@ def _builders():
 
     u32 = np.uint32
     opset1 = {
-        "abs": unary(ops.abs), "absolute": unary(ops.absolute), "acos": unary(ops.acos),
-        "add": binary(ops.add), "asin": unary(ops.asin), "atan": unary(ops.atan),
+        "abs": unary(ops.abs),
+        "absolute": unary(ops.absolute),
+        "acos": unary(ops.acos),
+        "add": binary(ops.add),
+        "asin": unary(ops.asin),
+        "atan": unary(ops.atan),
         "avg_pool": lambda: ops.avg_pool(image(), [1, 1], [0, 0], [0, 0], [2, 2], True),
         "batch_norm_inference": lambda: ops.batch_norm_inference(image(), p([4]), p([4]), p([4]), p([4]), 1e-5),
-        "binary_convolution": lambda: ops.binary_convolution(image(), p([2, 4, 3, 3]), [1, 1], [0, 0], [0, 0],
-                                                             [1, 1], "xnor-popcount", 0.0),
+        "binary_convolution": lambda: ops.binary_convolution(
+            image(), p([2, 4, 3, 3]), [1, 1], [0, 0], [0, 0], [1, 1], "xnor-popcount", 0.0
+        ),
         "broadcast": lambda: ops.broadcast(p([3]), c([2, 3])),
-        "ceil": unary(ops.ceil), "ceiling": unary(ops.ceiling),
+        "ceil": unary(ops.ceil),
+        "ceiling": unary(ops.ceiling),
         "clamp": lambda: ops.clamp(p([2, 3]), 0.0, 6.0),
         "concat": lambda: ops.concat([p([2, 3]), p([2, 3])], 0),
         "constant": lambda: c([1, 2]),
@@ -160,59 +175,92 @@ def _builders():
         "convert_like": lambda: ops.convert_like(p([2, 3]), p([1], np.int32)),
         "convolution": lambda: ops.convolution(image(), p([2, 4, 3, 3]), [1, 1], [0, 0], [0, 0], [1, 1]),
         "convolution_backprop_data": lambda: ops.convolution_backprop_data(image(), p([4, 2, 3, 3]), [1, 1]),
-        "cos": unary(ops.cos), "cosh": unary(ops.cosh),
+        "cos": unary(ops.cos),
+        "cosh": unary(ops.cosh),
         "ctc_greedy_decoder": lambda: ops.ctc_greedy_decoder(p([5, 2, 10]), p([5, 2])),
-        "deformable_convolution": lambda: ops.deformable_convolution(image(), p([1, 18, 6, 6]), p([2, 4, 3, 3]),
-                                                                     [1, 1], [0, 0], [0, 0], [1, 1]),
-        "deformable_psroi_pooling": lambda: ops.deformable_psroi_pooling(p([1, 8, 8, 8]), p([3, 5]), 2, 0.5,
-                                                                         group_size=2),
+        "deformable_convolution": lambda: ops.deformable_convolution(
+            image(), p([1, 18, 6, 6]), p([2, 4, 3, 3]), [1, 1], [0, 0], [0, 0], [1, 1]
+        ),
+        "deformable_psroi_pooling": lambda: ops.deformable_psroi_pooling(
+            p([1, 8, 8, 8]), p([3, 5]), 2, 0.5, group_size=2
+        ),
         "depth_to_space": lambda: ops.depth_to_space(image(), "blocks_first", 2),
         "detection_output": lambda: ops.detection_output(
-            p([1, 8]), p([1, 4]), p([1, 2, 8]), {"num_classes": 2, "keep_top_k": [1], "nms_threshold": 0.5,
-                                                 "normalized": True}),
-        "divide": binary(ops.divide), "elu": lambda: ops.elu(p([2, 3]), 1.0),
-        "equal": binary(ops.equal), "erf": unary(ops.erf), "exp": unary(ops.exp),
+            p([1, 8]),
+            p([1, 4]),
+            p([1, 2, 8]),
+            {"num_classes": 2, "keep_top_k": [1], "nms_threshold": 0.5, "normalized": True},
+        ),
+        "divide": binary(ops.divide),
+        "elu": lambda: ops.elu(p([2, 3]), 1.0),
+        "equal": binary(ops.equal),
+        "erf": unary(ops.erf),
+        "exp": unary(ops.exp),
         "fake_quantize": lambda: ops.fake_quantize(p([2, 3]), p([1]), p([1]), p([1]), p([1]), 256),
-        "floor": unary(ops.floor), "floor_mod": binary(ops.floor_mod),
+        "floor": unary(ops.floor),
+        "floor_mod": binary(ops.floor_mod),
         "gather": lambda: ops.gather(p([4, 3]), c([0, 2]), c(0)),
         "gather_tree": lambda: ops.gather_tree(p([3, 1, 2]), p([3, 1, 2]), p([1]), p([])),
-        "greater": binary(ops.greater), "greater_equal": binary(ops.greater_equal),
+        "greater": binary(ops.greater),
+        "greater_equal": binary(ops.greater_equal),
         "grn": lambda: ops.grn(image(), 1e-6),
-        "group_convolution": lambda: ops.group_convolution(image(), p([2, 2, 2, 3, 3]), [1, 1], [0, 0], [0, 0],
-                                                           [1, 1]),
+        "group_convolution": lambda: ops.group_convolution(image(), p([2, 2, 2, 3, 3]), [1, 1], [0, 0], [0, 0], [1, 1]),
         "group_convolution_backprop_data": lambda: ops.group_convolution_backprop_data(
-            image(), p([2, 2, 2, 3, 3]), [1, 1]),
+            image(), p([2, 2, 2, 3, 3]), [1, 1]
+        ),
         "hard_sigmoid": lambda: ops.hard_sigmoid(p([2, 3]), p([]), p([])),
         "interpolate": lambda: ops.interpolate(image(), c([16, 16]), {"axes": [2, 3], "mode": "linear"}),
-        "less": binary(ops.less), "less_equal": binary(ops.less_equal), "log": unary(ops.log),
-        "logical_and": binary(ops.logical_and, bool), "logical_not": lambda: ops.logical_not(p([2], bool)),
-        "logical_or": binary(ops.logical_or, bool), "logical_xor": binary(ops.logical_xor, bool),
+        "less": binary(ops.less),
+        "less_equal": binary(ops.less_equal),
+        "log": unary(ops.log),
+        "logical_and": binary(ops.logical_and, bool),
+        "logical_not": lambda: ops.logical_not(p([2], bool)),
+        "logical_or": binary(ops.logical_or, bool),
+        "logical_xor": binary(ops.logical_xor, bool),
         "lrn": lambda: ops.lrn(image(), c([1])),
         "lstm_cell": lambda: ops.lstm_cell(p([2, 3]), p([2, 4]), p([2, 4]), p([16, 3]), p([16, 4]), p([16]), 4),
         "matmul": lambda: ops.matmul(p([2, 3]), p([3, 4]), False, False),
         "max_pool": lambda: ops.max_pool(image(), [1, 1], [0, 0], [0, 0], [2, 2]),
-        "maximum": binary(ops.maximum), "minimum": binary(ops.minimum), "mod": binary(ops.mod),
-        "multiply": binary(ops.multiply), "negative": unary(ops.negative),
+        "maximum": binary(ops.maximum),
+        "minimum": binary(ops.minimum),
+        "mod": binary(ops.mod),
+        "multiply": binary(ops.multiply),
+        "negative": unary(ops.negative),
         "non_max_suppression": lambda: ops.non_max_suppression(p([1, 6, 4]), p([1, 1, 6])),
         "normalize_l2": lambda: ops.normalize_l2(image(), c([1]), 1e-6, "add"),
         "not_equal": binary(ops.not_equal),
         "one_hot": lambda: ops.one_hot(c([0, 2]), c(3), c(1.0, np.float32), c(0.0, np.float32), -1),
         "pad": lambda: ops.pad(p([2, 3]), c([1, 1]), c([1, 1]), "constant"),
         "parameter": lambda: p([2, 3]),
-        "power": binary(ops.power), "prelu": lambda: ops.prelu(p([2, 3]), p([3])),
+        "power": binary(ops.power),
+        "prelu": lambda: ops.prelu(p([2, 3]), p([3])),
         "prior_box": lambda: ops.prior_box(c([2, 2]), c([16, 16]), {"offset": 0.5, "min_size": [2.0]}),
-        "prior_box_clustered": lambda: ops.prior_box_clustered(c([2, 2]), c([16, 16]),
-                                                               {"offset": 0.5, "width": [1.0], "height": [1.0]}),
+        "prior_box_clustered": lambda: ops.prior_box_clustered(
+            c([2, 2]), c([16, 16]), {"offset": 0.5, "width": [1.0], "height": [1.0]}
+        ),
         "proposal": lambda: ops.proposal(
-            p([1, 6, 4, 4]), p([1, 12, 4, 4]), p([3]),
-            {"base_size": u32(16), "pre_nms_topn": u32(10), "post_nms_topn": u32(5), "nms_thresh": 0.5,
-             "feat_stride": u32(16), "min_size": u32(1), "ratio": [1.0], "scale": [1.0, 2.0, 3.0]}),
+            p([1, 6, 4, 4]),
+            p([1, 12, 4, 4]),
+            p([3]),
+            {
+                "base_size": u32(16),
+                "pre_nms_topn": u32(10),
+                "post_nms_topn": u32(5),
+                "nms_thresh": 0.5,
+                "feat_stride": u32(16),
+                "min_size": u32(1),
+                "ratio": [1.0],
+                "scale": [1.0, 2.0, 3.0],
+            },
+        ),
         "psroi_pooling": lambda: ops.psroi_pooling(p([1, 8, 8, 8]), p([3, 5]), 2, 2, 1.0, 1, 1, "average"),
         "range": lambda: ops.range(c(0), c(10), c(1)),
         "reduce_logical_and": reduce(ops.reduce_logical_and, bool),
         "reduce_logical_or": reduce(ops.reduce_logical_or, bool),
-        "reduce_max": reduce(ops.reduce_max), "reduce_mean": reduce(ops.reduce_mean),
-        "reduce_min": reduce(ops.reduce_min), "reduce_prod": reduce(ops.reduce_prod),
+        "reduce_max": reduce(ops.reduce_max),
+        "reduce_mean": reduce(ops.reduce_mean),
+        "reduce_min": reduce(ops.reduce_min),
+        "reduce_prod": reduce(ops.reduce_prod),
         "reduce_sum": reduce(ops.reduce_sum),
         "region_yolo": lambda: ops.region_yolo(p([1, 125, 13, 13]), 4, 20, 5, True, [], 1, 3),
         "relu": unary(ops.relu),
@@ -221,15 +269,21 @@ def _builders():
         "reverse_sequence": lambda: ops.reverse_sequence(p([2, 3]), c([1, 2]), 0, 1),
         "select": lambda: ops.select(p([2, 3], bool), p([2, 3]), p([2, 3])),
         "selu": lambda: ops.selu(p([2, 3]), p([1]), p([1])),
-        "shape_of": unary(ops.shape_of), "sigmoid": unary(ops.sigmoid), "sign": unary(ops.sign),
-        "sin": unary(ops.sin), "sinh": unary(ops.sinh),
+        "shape_of": unary(ops.shape_of),
+        "sigmoid": unary(ops.sigmoid),
+        "sign": unary(ops.sign),
+        "sin": unary(ops.sin),
+        "sinh": unary(ops.sinh),
         "softmax": lambda: ops.softmax(p([2, 3]), 1),
         "space_to_depth": lambda: ops.space_to_depth(image(), "blocks_first", 2),
         "split": lambda: ops.split(p([4, 3]), c(0), 2),
-        "sqrt": unary(ops.sqrt), "squared_difference": binary(ops.squared_difference),
+        "sqrt": unary(ops.sqrt),
+        "squared_difference": binary(ops.squared_difference),
         "squeeze": lambda: ops.squeeze(p([1, 3]), c([0])),
         "strided_slice": lambda: ops.strided_slice(p([4, 3]), c([0, 0]), c([2, 3]), c([1, 1]), [0, 0], [0, 0]),
-        "subtract": binary(ops.subtract), "tan": unary(ops.tan), "tanh": unary(ops.tanh),
+        "subtract": binary(ops.subtract),
+        "tan": unary(ops.tan),
+        "tanh": unary(ops.tanh),
         "tensor_iterator": tensor_iterator,
         "tile": lambda: ops.tile(p([2, 3]), c([2, 1])),
         "topk": lambda: ops.topk(p([2, 5]), c(2), 1, "max", "value"),
@@ -239,8 +293,9 @@ def _builders():
     }
     # opset1 classes that only a later openvino.opsetN module has a factory for.
     later = {
-        "opset3.rnn_cell": lambda: ops3.rnn_cell(p([2, 3]), p([2, 4]), p([4, 3]), p([4, 4]), p([4]), 4,
-                                                 ["tanh"], [], [], 0.0),
+        "opset3.rnn_cell": lambda: ops3.rnn_cell(
+            p([2, 3]), p([2, 4]), p([4, 3]), p([4, 4]), p([4]), 4, ["tanh"], [], [], 0.0
+        ),
         "opset3.shuffle_channels": lambda: ops3.shuffle_channels(image(), 1, 2),
     }
     return opset1, later
@@ -302,8 +357,9 @@ def test_schema_covers_runtime_node(builders, factory):
     for attr_name, value in reported.items():
         declared = schema.attribute(attr_name)
         assert declared is not None, f"{name}: the runtime reports attribute {attr_name!r}, the schema lacks it"
-        assert _fits(declared.type, value), \
+        assert _fits(declared.type, value), (
             f"{name}.{attr_name}: runtime value {value!r} does not fit schema type {declared.type}"
+        )
         if declared.allowed is not None:
             assert value in declared.allowed, f"{name}.{attr_name}: runtime value {value!r} not in {declared.allowed}"
     for declared in schema.attributes:

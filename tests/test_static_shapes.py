@@ -57,6 +57,7 @@ def _ir_results(tmp_path, model, feeds, **shapes) -> dict[str, dict]:
 # conversions of real exports, checked against onnxruntime
 # ---------------------------------------------------------------------------
 
+
 def test_tiny_bert_converts_to_ir_from_the_shape_of_input_ids_alone(tmp_path):
     """attention_mask is declared [batch,seq] like input_ids: the shape of input_ids binds both symbols."""
     path, feeds, expected = _case("tiny_bert")
@@ -122,6 +123,7 @@ def test_declared_symbolic_output_types_are_replaced_by_inferred_ones():
 # what stays open, and bad dims: one clean error
 # ---------------------------------------------------------------------------
 
+
 def test_every_unresolved_input_is_named_with_the_dims_already_known():
     path, _, _ = _case("tiny_bert")
     with pytest.raises(ConversionError) as info:
@@ -156,8 +158,12 @@ def test_cli_bad_dim_is_one_line_and_exit_2(tmp_path, command, option):
 
 def test_cli_bad_dim_as_a_subprocess_is_exit_2_without_traceback(tmp_path):
     path, _, _ = _case("positions")
-    result = subprocess.run([sys.executable, "-m", "opconv", "onnx-to-ir", path, "-o", str(tmp_path / "m.xml"),
-                             "--input-shape", "x=-1,16"], capture_output=True, text=True, cwd=ROOT)
+    result = subprocess.run(
+        [sys.executable, "-m", "opconv", "onnx-to-ir", path, "-o", str(tmp_path / "m.xml"), "--input-shape", "x=-1,16"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert result.stderr.count("\n") == 1 and os.listdir(tmp_path) == []
 
@@ -165,8 +171,9 @@ def test_cli_bad_dim_as_a_subprocess_is_exit_2_without_traceback(tmp_path):
 def test_cli_dim_options_convert_and_verify(tmp_path):
     path, _, _ = _case("tiny_bert")
     xml = tmp_path / "bert.xml"
-    result = CliRunner().invoke(cli, ["onnx-to-ir", path, "-o", str(xml), "--dim", "batch=2", "--dim", "seq=12",
-                                      "--verify"])
+    result = CliRunner().invoke(
+        cli, ["onnx-to-ir", path, "-o", str(xml), "--dim", "batch=2", "--dim", "seq=12", "--verify"]
+    )
     assert result.exit_code == 0, result.output
     assert "2 outputs equal" in result.output
     # verify of the dynamic source against the static IR takes the IR's shapes, and says which
@@ -178,6 +185,7 @@ def test_cli_dim_options_convert_and_verify(tmp_path):
 # ---------------------------------------------------------------------------
 # run / verify: the same binding; open dims are 1, and said
 # ---------------------------------------------------------------------------
+
 
 def test_run_binds_symbols_and_defaults_open_dims_to_1():
     path, _, _ = _case("tiny_bert")

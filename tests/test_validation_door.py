@@ -25,8 +25,9 @@ Y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
 
 
 def _model(node, inits=(), opset=17) -> onnx.ModelProto:
-    model = helper.make_model(helper.make_graph([node], "g", [X], [Y], list(inits)),
-                              opset_imports=[helper.make_opsetid("", opset)])
+    model = helper.make_model(
+        helper.make_graph([node], "g", [X], [Y], list(inits)), opset_imports=[helper.make_opsetid("", opset)]
+    )
     model.ir_version = 8
     return model
 
@@ -45,16 +46,26 @@ def _transpose_with_float_perm():
 
 #: name -> (model, what the error must say)
 BROKEN = {
-    "input count": (_model(helper.make_node("Relu", ["x", "x"], ["y"], name="relu")),
-                    r"node 'relu' \(Relu\): Relu-14 takes 1 inputs, got 2"),
-    "attribute type": (_transpose_with_float_perm(),
-                       r"node 'transpose' \(Transpose\): attribute 'perm' must be of type ints, got float"),
-    "missing attribute": (_model(helper.make_node("Cast", ["x"], ["y"], name="cast")),
-                          r"node 'cast' \(Cast\): required attribute 'to' of Cast-13 is missing"),
-    "undefined name": (_model(helper.make_node("Add", ["x", "nowhere"], ["y"], name="add")),
-                       r"node 'add' \(Add\): input 1 reads 'nowhere', which is never defined"),
-    "output count": (_model(helper.make_node("Relu", ["x"], ["y", "z"], name="relu")),
-                     r"node 'relu' \(Relu\): Relu-14 has 1 outputs, node declares 2"),
+    "input count": (
+        _model(helper.make_node("Relu", ["x", "x"], ["y"], name="relu")),
+        r"node 'relu' \(Relu\): Relu-14 takes 1 inputs, got 2",
+    ),
+    "attribute type": (
+        _transpose_with_float_perm(),
+        r"node 'transpose' \(Transpose\): attribute 'perm' must be of type ints, got float",
+    ),
+    "missing attribute": (
+        _model(helper.make_node("Cast", ["x"], ["y"], name="cast")),
+        r"node 'cast' \(Cast\): required attribute 'to' of Cast-13 is missing",
+    ),
+    "undefined name": (
+        _model(helper.make_node("Add", ["x", "nowhere"], ["y"], name="add")),
+        r"node 'add' \(Add\): input 1 reads 'nowhere', which is never defined",
+    ),
+    "output count": (
+        _model(helper.make_node("Relu", ["x"], ["y", "z"], name="relu")),
+        r"node 'relu' \(Relu\): Relu-14 has 1 outputs, node declares 2",
+    ),
 }
 
 
@@ -68,9 +79,15 @@ def broken(request, tmp_path):
     return path, message
 
 
-COMMANDS = [["run", "{m}"], ["onnx-to-ir", "{m}", "-o", "{o}.xml"], ["onnx-to-hlo", "{m}", "-o", "{o}.hlo"],
-            ["upgrade", "--opset", "21", "{m}", "-o", "{o}.onnx"], ["downgrade", "--opset", "13", "{m}", "-o", "{o}.onnx"],
-            ["decompose", "{m}", "-o", "{o}.onnx"], ["verify", "{m}", "{m}"]]
+COMMANDS = [
+    ["run", "{m}"],
+    ["onnx-to-ir", "{m}", "-o", "{o}.xml"],
+    ["onnx-to-hlo", "{m}", "-o", "{o}.hlo"],
+    ["upgrade", "--opset", "21", "{m}", "-o", "{o}.onnx"],
+    ["downgrade", "--opset", "13", "{m}", "-o", "{o}.onnx"],
+    ["decompose", "{m}", "-o", "{o}.onnx"],
+    ["verify", "{m}", "{m}"],
+]
 
 
 def test_every_command_refuses_it_in_one_line_before_converting(broken, tmp_path):
@@ -89,10 +106,17 @@ def test_every_api_entry_point_raises_one_malformed_model_error(broken):
     path, message = broken
     from opconv.verification import random_inputs
 
-    calls = [lambda: opconv.run(path, {"x": np.zeros((2, 3), np.float32)}), lambda: opconv.prepare(path),
-             lambda: opconv.convert(path, to="openvino"), lambda: opconv.convert(path, to="hlo"),
-             lambda: opconv.convert_version(path, 21), lambda: opconv.convert_version(opconv.load(path), 13),
-             lambda: opconv.decompose(path), lambda: opconv.verify(path, path), lambda: random_inputs(path)]
+    calls = [
+        lambda: opconv.run(path, {"x": np.zeros((2, 3), np.float32)}),
+        lambda: opconv.prepare(path),
+        lambda: opconv.convert(path, to="openvino"),
+        lambda: opconv.convert(path, to="hlo"),
+        lambda: opconv.convert_version(path, 21),
+        lambda: opconv.convert_version(opconv.load(path), 13),
+        lambda: opconv.decompose(path),
+        lambda: opconv.verify(path, path),
+        lambda: random_inputs(path),
+    ]
     for call in calls:
         with pytest.raises(MalformedModelError, match=message) as info:
             call()
@@ -111,12 +135,16 @@ def test_damage_below_the_schemas_is_refused_by_the_loader(tmp_path):
     del packed.int32_data[2:]  # 2 of the 3 bytes that hold 6 nibbles
     patterns = helper.make_tensor("w", TensorProto.FLOAT8E4M3FN, [2, 3], [1.0] * 6)
     patterns.int32_data.append(0)  # 7 bit patterns for 6 values
-    for label, tensor, message in (("uint4", packed, "holds 2 int32_data, 3 expected"),
-                                   ("float8", patterns, "holds 7 int32_data, 6 expected")):
+    for label, tensor, message in (
+        ("uint4", packed, "holds 2 int32_data, 3 expected"),
+        ("float8", patterns, "holds 7 int32_data, 6 expected"),
+    ):
         with pytest.raises(ValueError):
             numpy_helper.to_array(tensor)
-        cases[label] = (_model(helper.make_node("Cast", ["w"], ["y"], to=TensorProto.FLOAT), [tensor], opset=21),
-                        message)
+        cases[label] = (
+            _model(helper.make_node("Cast", ["w"], ["y"], to=TensorProto.FLOAT), [tensor], opset=21),
+            message,
+        )
     name = _model(helper.make_node("Relu", ["x"], ["y"]))
     name.graph.node[0].name = "relu"
     serialized = name.SerializeToString().replace(b"relu", b"r\xffl\xfe")
@@ -147,8 +175,11 @@ def test_a_split_whose_num_outputs_is_not_its_output_count_is_refused(tmp_path):
     path = str(tmp_path / "split.onnx")
     onnx.save(model, path)
     for to in ("openvino", "hlo"):
-        with pytest.raises(MalformedModelError, match=r"node 'split' \(Split\): attribute 'num_outputs' is 3, "
-                                                      "but the node declares 2 outputs"):
+        with pytest.raises(
+            MalformedModelError,
+            match=r"node 'split' \(Split\): attribute 'num_outputs' is 3, "
+            "but the node declares 2 outputs",
+        ):
             opconv.convert(path, to=to)
 
 

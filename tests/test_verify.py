@@ -60,14 +60,17 @@ def _model(nodes, inputs, outputs, initializers=(), opset=13):
 
 
 def _identity(in_name="x", out_name="y", shape=("batch", 3)):
-    return _model([helper.make_node("Identity", [in_name], [out_name])],
-                  [helper.make_tensor_value_info(in_name, TensorProto.FLOAT, shape)],
-                  [helper.make_tensor_value_info(out_name, TensorProto.FLOAT, shape)])
+    return _model(
+        [helper.make_node("Identity", [in_name], [out_name])],
+        [helper.make_tensor_value_info(in_name, TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info(out_name, TensorProto.FLOAT, shape)],
+    )
 
 
 # ---------------------------------------------------------------------------
 # equal, different, unreadable
 # ---------------------------------------------------------------------------
+
 
 def test_a_resaved_model_verifies_equal(mlp, resaved):
     report = opconv.verify(mlp, resaved)
@@ -126,9 +129,11 @@ def test_an_unreadable_model_exits_2(mlp, tmp_path):
 def test_a_model_that_cannot_run_is_named(tmp_path):
     good = tmp_path / "good.onnx"
     onnx.save(_identity(), good)
-    bad = _model([helper.make_node("NoSuchOp", ["x"], ["y"], domain="example.domain")],
-                 [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])],
-                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])])
+    bad = _model(
+        [helper.make_node("NoSuchOp", ["x"], ["y"], domain="example.domain")],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])],
+    )
     bad.opset_import.append(helper.make_opsetid("example.domain", 1))
     with pytest.raises(opconv.ExecutionError, match=r"^model B: .*NoSuchOp"):
         opconv.verify(good, bad)
@@ -143,6 +148,7 @@ def test_a_model_that_cannot_run_is_named(tmp_path):
 # reports
 # ---------------------------------------------------------------------------
 
+
 def test_json_report(mlp, perturbed, tmp_path):
     path = tmp_path / "report.json"
     assert run("verify", mlp, perturbed, "--json", path, "--input-shape", "x=4,64").exit_code == 1
@@ -151,8 +157,20 @@ def test_json_report(mlp, perturbed, tmp_path):
     assert report["input_matching"] == "name" and report["seed"] == 0 and report["random_inputs"] is True
     assert report["inputs"]["x"]["dtype"] == "float32"
     [out] = report["outputs"]
-    for key in ("name", "ok", "max_abs_error", "max_rel_error", "mismatches", "total", "first_mismatch",
-                "expected_value", "actual_value", "rtol", "atol", "message"):
+    for key in (
+        "name",
+        "ok",
+        "max_abs_error",
+        "max_rel_error",
+        "mismatches",
+        "total",
+        "first_mismatch",
+        "expected_value",
+        "actual_value",
+        "rtol",
+        "atol",
+        "message",
+    ):
         assert key in out
     assert out["name"] == "y" and out["mismatches"] > 0 and isinstance(out["expected_value"], float)
 
@@ -175,13 +193,20 @@ def test_junit_report_parses_with_the_standard_structure(mlp, perturbed, resaved
 
 def test_junit_escapes_names_and_messages(tmp_path):
     odd = 'y<&>"\x01'
-    a = _model([helper.make_node("Identity", ["x"], [odd])],
-               [helper.make_tensor_value_info("x", TensorProto.STRING, [2])],
-               [helper.make_tensor_value_info(odd, TensorProto.STRING, [2])])
-    b = _model([helper.make_node("Constant", [], [odd], value=helper.make_tensor("c", TensorProto.STRING, [2],
-                                                                                   [b"<&\x02>", b"]]>"]))],
-               [helper.make_tensor_value_info("x", TensorProto.STRING, [2])],
-               [helper.make_tensor_value_info(odd, TensorProto.STRING, [2])])
+    a = _model(
+        [helper.make_node("Identity", ["x"], [odd])],
+        [helper.make_tensor_value_info("x", TensorProto.STRING, [2])],
+        [helper.make_tensor_value_info(odd, TensorProto.STRING, [2])],
+    )
+    b = _model(
+        [
+            helper.make_node(
+                "Constant", [], [odd], value=helper.make_tensor("c", TensorProto.STRING, [2], [b"<&\x02>", b"]]>"])
+            )
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.STRING, [2])],
+        [helper.make_tensor_value_info(odd, TensorProto.STRING, [2])],
+    )
     report = opconv.verify(a, b)
     assert not report.ok
     root = etree.fromstring(report.to_junit().encode())
@@ -193,6 +218,7 @@ def test_junit_escapes_names_and_messages(tmp_path):
 # ---------------------------------------------------------------------------
 # pairing and inputs
 # ---------------------------------------------------------------------------
+
 
 def test_renamed_inputs_and_outputs_pair_by_position(tmp_path):
     report = opconv.verify(_identity("x", "y"), _identity("image", "probs"))
@@ -209,9 +235,11 @@ def test_renamed_inputs_and_outputs_pair_by_position(tmp_path):
 
 
 def test_different_input_counts_are_an_error():
-    two = _model([helper.make_node("Identity", ["x"], ["y"]), helper.make_node("Identity", ["z"], ["w"])],
-                 [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in ("x", "z")],
-                 [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in ("y", "w")])
+    two = _model(
+        [helper.make_node("Identity", ["x"], ["y"]), helper.make_node("Identity", ["z"], ["w"])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in ("x", "z")],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in ("y", "w")],
+    )
     with pytest.raises(opconv.OpconvError, match="different numbers of inputs: A has 1"):
         opconv.verify(_identity(shape=[2]), two)
 
@@ -238,11 +266,17 @@ def test_given_inputs_are_used_and_checked(mlp, resaved, tmp_path):
 
 
 def test_random_inputs_are_seeded_and_bind_symbols_consistently():
-    model = _model([helper.make_node("Identity", ["a"], ["c"]), helper.make_node("Identity", ["b"], ["d"])],
-                   [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["n", 3, None]),
-                    helper.make_tensor_value_info("b", TensorProto.INT32, ["n"])],
-                   [helper.make_tensor_value_info("c", TensorProto.FLOAT, None),
-                    helper.make_tensor_value_info("d", TensorProto.INT32, None)])
+    model = _model(
+        [helper.make_node("Identity", ["a"], ["c"]), helper.make_node("Identity", ["b"], ["d"])],
+        [
+            helper.make_tensor_value_info("a", TensorProto.FLOAT, ["n", 3, None]),
+            helper.make_tensor_value_info("b", TensorProto.INT32, ["n"]),
+        ],
+        [
+            helper.make_tensor_value_info("c", TensorProto.FLOAT, None),
+            helper.make_tensor_value_info("d", TensorProto.INT32, None),
+        ],
+    )
     first, again, other = (random_inputs(model, seed=s) for s in (5, 5, 6))
     assert all(np.array_equal(first[k], again[k]) for k in first)
     assert not np.array_equal(first["a"], other["a"]) if first["a"].shape == other["a"].shape else True
@@ -259,18 +293,23 @@ def test_random_indices_are_valid_for_what_they_index():
     data = numpy_helper.from_array(np.arange(35, dtype=np.float32).reshape(5, 7), "data")
     axes = numpy_helper.from_array(np.array([0], dtype=np.int64), "axes")
     model = _model(
-        [helper.make_node("Gather", ["data", "rows"], ["g0"], axis=0),
-         helper.make_node("Unsqueeze", ["cols", "axes"], ["cols1"]),
-         helper.make_node("Gather", ["data", "cols1"], ["g1"], axis=-1),
-         helper.make_node("GatherND", ["data", "nd"], ["g2"]),
-         helper.make_node("GatherElements", ["table", "elems"], ["g3"], axis=1)],
-        [helper.make_tensor_value_info("rows", TensorProto.INT64, [200]),
-         helper.make_tensor_value_info("cols", TensorProto.INT32, [200]),
-         helper.make_tensor_value_info("nd", TensorProto.INT64, [100, 2]),
-         helper.make_tensor_value_info("table", TensorProto.FLOAT, ["n", 3]),
-         helper.make_tensor_value_info("elems", TensorProto.INT64, ["n", 50])],
+        [
+            helper.make_node("Gather", ["data", "rows"], ["g0"], axis=0),
+            helper.make_node("Unsqueeze", ["cols", "axes"], ["cols1"]),
+            helper.make_node("Gather", ["data", "cols1"], ["g1"], axis=-1),
+            helper.make_node("GatherND", ["data", "nd"], ["g2"]),
+            helper.make_node("GatherElements", ["table", "elems"], ["g3"], axis=1),
+        ],
+        [
+            helper.make_tensor_value_info("rows", TensorProto.INT64, [200]),
+            helper.make_tensor_value_info("cols", TensorProto.INT32, [200]),
+            helper.make_tensor_value_info("nd", TensorProto.INT64, [100, 2]),
+            helper.make_tensor_value_info("table", TensorProto.FLOAT, ["n", 3]),
+            helper.make_tensor_value_info("elems", TensorProto.INT64, ["n", 50]),
+        ],
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("g0", "g1", "g2", "g3")],
-        [data, axes])
+        [data, axes],
+    )
     feeds = random_inputs(model, seed=1)
     assert feeds["rows"].min() >= 0 and feeds["rows"].max() == 4
     assert feeds["cols"].dtype == np.int32 and feeds["cols"].max() == 6

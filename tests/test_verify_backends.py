@@ -36,7 +36,7 @@ def corpus(name: str) -> tuple[str, str]:
 
 def stored(npz: str, prefix: str) -> dict[str, np.ndarray]:
     with np.load(npz) as data:
-        return {k[len(prefix):]: data[k] for k in data.files if k.startswith(prefix)}
+        return {k[len(prefix) :]: data[k] for k in data.files if k.startswith(prefix)}
 
 
 def run(*args, color=False):
@@ -55,6 +55,7 @@ def resnet_ir(tmp_path_factory):
 # ---------------------------------------------------------------------------
 # every backend, every pair
 # ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("model", MODELS)
 def test_every_backend_reproduces_the_stored_onnxruntime_outputs(model):
@@ -92,8 +93,10 @@ def test_backends_return_intermediates_by_name():
         out = get_backend(backend).run(onnx_path, feeds, extra_outputs=["image", weight, "logits"])
         assert list(out) == ["logits", "image", weight], backend
         np.testing.assert_array_equal(out["image"], feeds["image"])
-        np.testing.assert_array_equal(out[weight], numpy_helper.to_array(
-            next(t for t in onnx.load(onnx_path).graph.initializer if t.name == weight)))
+        np.testing.assert_array_equal(
+            out[weight],
+            numpy_helper.to_array(next(t for t in onnx.load(onnx_path).graph.initializer if t.name == weight)),
+        )
     with pytest.raises(opconv.OpconvError, match="no value called 'nowhere'"):
         get_backend("opconv").run(onnx_path, feeds, extra_outputs=["nowhere"])
 
@@ -107,6 +110,7 @@ def _with_outputs(proto: onnx.ModelProto, names: list[str]) -> onnx.ModelProto:
 # ---------------------------------------------------------------------------
 # ONNX vs its IR on onnxruntime and OpenVINO; a perturbed weight in the .bin
 # ---------------------------------------------------------------------------
+
 
 def test_onnx_and_its_ir_on_onnxruntime_and_openvino(resnet_ir):
     onnx_path, _ = corpus("resnet_legacy_op11")
@@ -127,12 +131,23 @@ def test_a_weight_perturbed_in_the_bin_fails_with_the_runtimes_own_figures(resne
     consts = [layer.find("data") for layer in etree.parse(resnet_ir).iter("layer") if layer.get("type") == "Const"]
     data = max((d for d in consts if d.get("element_type") == "f32"), key=lambda d: int(d.get("size")))
     offset = int(data.get("offset"))
-    weights[offset:offset + 4] = (np.frombuffer(weights[offset:offset + 4], np.float32) + 3.0).tobytes()
+    weights[offset : offset + 4] = (np.frombuffer(weights[offset : offset + 4], np.float32) + 3.0).tobytes()
     (tmp_path / "perturbed.bin").write_bytes(bytes(weights))
 
     json_path = tmp_path / "report.json"
-    result = run("verify", onnx_path, xml, "--backend", "A:onnxruntime", "--backend", "B:openvino",
-                 "--inputs", _inputs_npz(npz, tmp_path), "--json", json_path)
+    result = run(
+        "verify",
+        onnx_path,
+        xml,
+        "--backend",
+        "A:onnxruntime",
+        "--backend",
+        "B:openvino",
+        "--inputs",
+        _inputs_npz(npz, tmp_path),
+        "--json",
+        json_path,
+    )
     assert result.exit_code == 1, result.output
     [out] = json.loads(json_path.read_text())["outputs"]
 
@@ -167,6 +182,7 @@ def _inputs_npz(npz: str, tmp_path) -> str:
 # ---------------------------------------------------------------------------
 # tolerances
 # ---------------------------------------------------------------------------
+
 
 def test_a_float16_model_verifies_at_float16_tolerance(tmp_path):
     """bert_ort_fp16 is onnxruntime's float16 rewrite of bert_legacy_op14 (float32 inputs and outputs)."""
@@ -209,8 +225,9 @@ def test_per_output_tolerances(tmp_path):
     assert verdicts == {n: n != worst.name for n in names}
     assert {o["name"]: o["atol"] for o in data["outputs"]} == {n: 1e-9 if n == worst.name else 1.0 for n in names}
     # per output from Python, "*" for the rest
-    mixed = opconv.verify(fp32, fp16, stored(npz, "input:"), backends="onnxruntime",
-                          atol={worst.name: 1.0, "*": 1e-9}, rtol=0)
+    mixed = opconv.verify(
+        fp32, fp16, stored(npz, "input:"), backends="onnxruntime", atol={worst.name: 1.0, "*": 1e-9}, rtol=0
+    )
     assert {o.name: o.ok for o in mixed.outputs} == {n: n == worst.name for n in names}
 
     unknown = run(*base, "--rtol", "nosuch=1e-2")
@@ -224,11 +241,22 @@ def test_per_output_tolerances(tmp_path):
 # saved references
 # ---------------------------------------------------------------------------
 
+
 def test_saved_outputs_gate_later_runs(resnet_ir, tmp_path):
     onnx_path, npz = corpus("resnet_legacy_op11")
     ref = tmp_path / "ref.npz"
-    result = run("verify", onnx_path, resnet_ir, "--backend", "A:onnxruntime", "--inputs",
-                 _inputs_npz(npz, tmp_path), "--save-outputs", ref, "-q")
+    result = run(
+        "verify",
+        onnx_path,
+        resnet_ir,
+        "--backend",
+        "A:onnxruntime",
+        "--inputs",
+        _inputs_npz(npz, tmp_path),
+        "--save-outputs",
+        ref,
+        "-q",
+    )
     assert result.exit_code == 0, result.output
     saved = dict(np.load(ref))
     assert sorted(saved) == ["input:image", "output:logits"]
@@ -274,6 +302,7 @@ def test_reference_misuse_is_a_one_line_error(tmp_path):
 # progress, verdicts, missing runtimes
 # ---------------------------------------------------------------------------
 
+
 def test_progress_says_what_ran_where_and_quiet_silences_it():
     onnx_path, _ = corpus("resnet_legacy_op11")
     result = run("verify", onnx_path, onnx_path, "--backend", "B:onnxruntime")
@@ -299,9 +328,14 @@ def test_the_verdict_column_is_coloured_only_on_a_terminal(tmp_path):
     assert "\x1b[32m" in good.output and good.exit_code == 0
 
 
-@pytest.mark.parametrize("backend, module, extra", [("onnxruntime", "onnxruntime", "onnxruntime"),
-                                                    ("openvino", "openvino", "openvino"),
-                                                    ("iree", "iree.runtime", "iree")])
+@pytest.mark.parametrize(
+    "backend, module, extra",
+    [
+        ("onnxruntime", "onnxruntime", "onnxruntime"),
+        ("openvino", "openvino", "openvino"),
+        ("iree", "iree.runtime", "iree"),
+    ],
+)
 def test_a_missing_runtime_names_its_extra(backend, module, extra, monkeypatch):
     monkeypatch.setitem(sys.modules, module, None)  # import raises ImportError
     onnx_path, npz = corpus("resnet_legacy_op11")
@@ -335,8 +369,17 @@ def test_onnx_and_its_hlo_on_onnxruntime_and_iree(tmp_path):
     onnx_path, npz = corpus("encoder_block_legacy_op17")
     hlo = str(tmp_path / "encoder.hlo")
     opconv.save(opconv.convert(onnx_path, to="hlo", input_shapes={"input_ids": (2, 8)}), hlo)
-    result = run("verify", onnx_path, hlo, "--backend", "A:onnxruntime", "--backend", "B:iree",
-                 "--inputs", _inputs_npz(npz, tmp_path))
+    result = run(
+        "verify",
+        onnx_path,
+        hlo,
+        "--backend",
+        "A:onnxruntime",
+        "--backend",
+        "B:iree",
+        "--inputs",
+        _inputs_npz(npz, tmp_path),
+    )
     assert result.exit_code == 0, result.output
     assert f"B: {hlo} on iree llvm-cpu" in result.output
     refused = run("verify", hlo, "--expected", npz, "--backend", "onnxruntime")
@@ -382,10 +425,13 @@ def test_openvino_returns_intermediates_of_an_ir_by_layer(resnet_ir):
     ir = opconv.load(resnet_ir)
     # the first ReLU and MaxPool layers, named after their ONNX nodes
     onnx_names = {"ReLU": "/stem/stem.2/Relu_output_0", "MaxPool": "/stem/stem.3/MaxPool_output_0"}
-    layers = {op: next(n.outputs[0].name for n in ir.graph.nodes if n.op == op and n.name.startswith(prefix))
-              for op, prefix in (("ReLU", "/stem/stem.2/"), ("MaxPool", "/stem/stem.3/"))}
-    got = get_backend("openvino").run(resnet_ir, feeds, extra_outputs=[layers["ReLU"], layers["MaxPool"],
-                                                                      layers["ReLU"]])
+    layers = {
+        op: next(n.outputs[0].name for n in ir.graph.nodes if n.op == op and n.name.startswith(prefix))
+        for op, prefix in (("ReLU", "/stem/stem.2/"), ("MaxPool", "/stem/stem.3/"))
+    }
+    got = get_backend("openvino").run(
+        resnet_ir, feeds, extra_outputs=[layers["ReLU"], layers["MaxPool"], layers["ReLU"]]
+    )
     assert list(got) == ["logits", layers["ReLU"], layers["MaxPool"]]
     want = run_ort(_with_outputs(onnx.load(onnx_path), list(onnx_names.values())), feeds)
     for op, value in zip(onnx_names, want[1:]):

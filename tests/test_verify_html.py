@@ -31,13 +31,31 @@ def _pair(tmp_path):
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [8])
     outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [8]) for n in ("y", "z")]
     opset = [helper.make_opsetid("", 13)]
-    a = helper.make_model(helper.make_graph([helper.make_node("Identity", ["x"], ["y"], name="shift"),
-                                             helper.make_node("Identity", ["x"], ["z"], name="copy")],
-                                            "a", [x], outs), opset_imports=opset)
-    b = helper.make_model(helper.make_graph([helper.make_node("Add", ["x", "delta"], ["y"], name="shift"),
-                                             helper.make_node("Identity", ["x"], ["z"], name="copy")],
-                                            "b", [x], outs, [numpy_helper.from_array(DELTA, "delta")]),
-                          opset_imports=opset)
+    a = helper.make_model(
+        helper.make_graph(
+            [
+                helper.make_node("Identity", ["x"], ["y"], name="shift"),
+                helper.make_node("Identity", ["x"], ["z"], name="copy"),
+            ],
+            "a",
+            [x],
+            outs,
+        ),
+        opset_imports=opset,
+    )
+    b = helper.make_model(
+        helper.make_graph(
+            [
+                helper.make_node("Add", ["x", "delta"], ["y"], name="shift"),
+                helper.make_node("Identity", ["x"], ["z"], name="copy"),
+            ],
+            "b",
+            [x],
+            outs,
+            [numpy_helper.from_array(DELTA, "delta")],
+        ),
+        opset_imports=opset,
+    )
     paths = tmp_path / "a.onnx", tmp_path / "b.onnx", tmp_path / "in.npz"
     for model, path in zip((a, b), paths):
         path.write_bytes(model.SerializeToString())
@@ -121,8 +139,11 @@ def test_a_real_conversion_with_a_perturbed_weight(fixtures_dir, tmp_path):
     [row] = page.xpath("//table[@id='outputs']/tr[@class='output']")
     counts = [int(c) for c in row.xpath(".//rect/@data-count")]
     assert sum(counts) == int(row.xpath("string(td[contains(@class, 'total')]/@data-value)")) == 10
-    top = max(float(r.get("data-upper")) for r in row.xpath(".//rect[@data-count!='0']")
-              if r.get("data-label") not in ("exact", "non-finite"))
+    top = max(
+        float(r.get("data-upper"))
+        for r in row.xpath(".//rect[@data-count!='0']")
+        if r.get("data-label") not in ("exact", "non-finite")
+    )
     max_abs = float(row.xpath("string(td[contains(@class, 'max_abs_error')]/@data-value)"))
     assert top / 10 <= max_abs < top
     node = page.xpath("string(//table[@id='first-divergence']/tr[@data-key='node']/td)")
@@ -140,18 +161,21 @@ def test_without_bisect_the_page_says_it_was_not_run(tmp_path):
     assert "--bisect" in _page(page_path).xpath("string(//div[@id='bisect'])")
 
 
-@pytest.mark.parametrize("expected, actual, bins", [
-    (np.zeros(3, np.int64), np.array([0, 5, 300]), {"exact": 1, "1e0": 1, "1e1": 0, "1e2": 1, "non-finite": 0}),
-    (np.array([np.inf, np.nan]), np.array([np.inf, np.nan]), {"exact": 2, "non-finite": 0}),
-    (np.array([np.inf, 1.0]), np.array([-np.inf, 1.0]), {"exact": 1, "non-finite": 1}),
-])
+@pytest.mark.parametrize(
+    "expected, actual, bins",
+    [
+        (np.zeros(3, np.int64), np.array([0, 5, 300]), {"exact": 1, "1e0": 1, "1e1": 0, "1e2": 1, "non-finite": 0}),
+        (np.array([np.inf, np.nan]), np.array([np.inf, np.nan]), {"exact": 2, "non-finite": 0}),
+        (np.array([np.inf, 1.0]), np.array([-np.inf, 1.0]), {"exact": 1, "non-finite": 1}),
+    ],
+)
 def test_histogram_bins_of_integers_and_special_values(expected, actual, bins):
     hist = error_histogram(expected, actual)
     assert {b.label: b.count for b in hist.bins} == bins and hist.total == expected.size
 
 
 def test_errors_over_many_decades_share_the_first_bar():
-    errors = np.array([10.0 ** k for k in range(-30, 1)])
+    errors = np.array([10.0**k for k in range(-30, 1)])
     hist = error_histogram(np.zeros_like(errors), errors)
     decades = [b for b in hist.bins if b.label not in ("exact", "non-finite")]
     assert len(decades) == 14 and decades[0].label == "< 1e-12" and decades[0].count == 31 - 13

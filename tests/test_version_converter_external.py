@@ -33,23 +33,31 @@ def external_model(folder, *, with_if: bool = False) -> str:
     """MatMul + Add + Relu + Clip layers at opset 17, weights in ``model.onnx.data``; ``with_if``: the last
     layer inside an If's branches (a subgraph sends the conversion the whole-model way)."""
     rng = np.random.default_rng(3)
-    inits = [numpy_helper.from_array(np.array(-0.5, np.float32), "lo"),
-             numpy_helper.from_array(np.array(0.5, np.float32), "hi")]
+    inits = [
+        numpy_helper.from_array(np.array(-0.5, np.float32), "lo"),
+        numpy_helper.from_array(np.array(0.5, np.float32), "hi"),
+    ]
     nodes, x = [], "x"
     for i in range(LAYERS):
-        inits += [numpy_helper.from_array(rng.standard_normal((WIDTH, WIDTH)).astype(np.float32) / 8, f"w{i}"),
-                  numpy_helper.from_array(rng.standard_normal(WIDTH).astype(np.float32), f"b{i}")]
-        nodes += [helper.make_node("MatMul", [x, f"w{i}"], [f"m{i}"]), helper.make_node("Add", [f"m{i}", f"b{i}"], [f"a{i}"]),
-                  helper.make_node("Relu", [f"a{i}"], [f"r{i}"]),
-                  helper.make_node("Clip", [f"r{i}", "lo", "hi"], [f"y{i}" if i + 1 < LAYERS else "body"])]
+        inits += [
+            numpy_helper.from_array(rng.standard_normal((WIDTH, WIDTH)).astype(np.float32) / 8, f"w{i}"),
+            numpy_helper.from_array(rng.standard_normal(WIDTH).astype(np.float32), f"b{i}"),
+        ]
+        nodes += [
+            helper.make_node("MatMul", [x, f"w{i}"], [f"m{i}"]),
+            helper.make_node("Add", [f"m{i}", f"b{i}"], [f"a{i}"]),
+            helper.make_node("Relu", [f"a{i}"], [f"r{i}"]),
+            helper.make_node("Clip", [f"r{i}", "lo", "hi"], [f"y{i}" if i + 1 < LAYERS else "body"]),
+        ]
         x = f"y{i}"
     inputs = [tensor("x", TensorProto.FLOAT, [2, WIDTH])]
     if with_if:
         last = nodes[-4:]
         branch = lambda name, ops: helper.make_graph(ops, name, [], [tensor("body", TensorProto.FLOAT, [2, WIDTH])])
         other = [helper.make_node("Relu", [f"y{LAYERS - 2}"], ["body"])]  # the last layer's input
-        nodes = nodes[:-4] + [helper.make_node("If", ["c"], ["y"], then_branch=branch("then", last),
-                                               else_branch=branch("else", other))]
+        nodes = nodes[:-4] + [
+            helper.make_node("If", ["c"], ["y"], then_branch=branch("then", last), else_branch=branch("else", other))
+        ]
         inputs.append(tensor("c", TensorProto.BOOL, []))
     else:
         nodes.append(helper.make_node("Identity", ["body"], ["y"]))
@@ -68,6 +76,7 @@ def ort_run(path: str, feeds: dict) -> np.ndarray:
 @pytest.fixture
 def weights_never_read_whole(monkeypatch):
     """Mapping an external tensor fails, and every protobuf the converter works on must be small."""
+
     def refuse(where, dtype, shape):
         raise AssertionError(f"external weights mapped whole: {where}")
 
@@ -85,8 +94,9 @@ def weights_never_read_whole(monkeypatch):
 
 @pytest.mark.parametrize("with_if", [False, True], ids=["protobuf path", "whole-model path"])
 @pytest.mark.parametrize("direction,opset", [("upgrade", 21), ("downgrade", 10)])
-def test_cli_converts_external_weights_without_reading_them(tmp_path, weights_never_read_whole, direction, opset,
-                                                            with_if):
+def test_cli_converts_external_weights_without_reading_them(
+    tmp_path, weights_never_read_whole, direction, opset, with_if
+):
     source = external_model(tmp_path, with_if=with_if)
     out = str(tmp_path / "out" / "converted.onnx")
     os.mkdir(os.path.dirname(out))

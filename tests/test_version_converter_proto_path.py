@@ -17,8 +17,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import opconv
-from opconv.converters.onnx_versions import convert_proto, driver, proto_path
 from opconv.converters import lowering
+from opconv.converters.onnx_versions import convert_proto, driver, proto_path
 from opconv.converters.onnx_versions.registry import upgrade
 from opconv.dialects.onnx.io import to_proto
 
@@ -47,10 +47,14 @@ def node_fields(n: onnx.NodeProto) -> tuple:
 def parts(m: onnx.ModelProto):
     """Nodes, initializers, graph inputs/outputs and opsets; node order and value_info aside."""
     g = m.graph
-    return (sorted(map(node_fields, g.node)),
-            sorted((t.name, t.data_type, tuple(t.dims), numpy_helper.to_array(t).tobytes()) for t in g.initializer),
-            [v.name for v in g.input], [v.name for v in g.output],
-            sorted((o.domain, o.version) for o in m.opset_import), m.ir_version)
+    return (
+        sorted(map(node_fields, g.node)),
+        sorted((t.name, t.data_type, tuple(t.dims), numpy_helper.to_array(t).tobytes()) for t in g.initializer),
+        [v.name for v in g.input],
+        [v.name for v in g.output],
+        sorted((o.domain, o.version) for o in m.opset_import),
+        m.ir_version,
+    )
 
 
 def ort_outputs(model: onnx.ModelProto, feeds: dict) -> list:
@@ -102,21 +106,33 @@ def test_untouched_and_worked_nodes_read_each_other():
     """Relu/Add/Mul stay, Clip/Unsqueeze/Upsample/Dropout change; graph outputs come from both kinds."""
     scales = numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")
     nodes = [
-        helper.make_node("Relu", ["x"], ["r"]),                                      # untouched
-        helper.make_node("Clip", ["r"], ["c"], min=-0.5, max=0.5),                    # worked, reads untouched
-        helper.make_node("Add", ["c", "r"], ["a"]),                                   # untouched, reads worked
-        helper.make_node("Unsqueeze", ["a"], ["u"], axes=[0]),                        # worked
-        helper.make_node("Squeeze", ["u"], ["s"], axes=[0]),                          # worked, reads worked
-        helper.make_node("Upsample", ["s", "scales"], ["up"], mode="nearest"),        # replaced by Resize
-        helper.make_node("Dropout", ["up"], ["d"], ratio=0.3),                        # worked
-        helper.make_node("Mul", ["d", "up"], ["y"]),                                  # untouched, graph output
+        helper.make_node("Relu", ["x"], ["r"]),  # untouched
+        helper.make_node("Clip", ["r"], ["c"], min=-0.5, max=0.5),  # worked, reads untouched
+        helper.make_node("Add", ["c", "r"], ["a"]),  # untouched, reads worked
+        helper.make_node("Unsqueeze", ["a"], ["u"], axes=[0]),  # worked
+        helper.make_node("Squeeze", ["u"], ["s"], axes=[0]),  # worked, reads worked
+        helper.make_node("Upsample", ["s", "scales"], ["up"], mode="nearest"),  # replaced by Resize
+        helper.make_node("Dropout", ["up"], ["d"], ratio=0.3),  # worked
+        helper.make_node("Mul", ["d", "up"], ["y"]),  # untouched, graph output
     ]
-    m = make_model(nodes, [tensor("x", TensorProto.FLOAT, [1, 2, 3, 4])],
-                   [tensor("y", TensorProto.FLOAT, [1, 2, 6, 8]), tensor("c", TensorProto.FLOAT, [1, 2, 3, 4])],
-                   9, [scales])
+    m = make_model(
+        nodes,
+        [tensor("x", TensorProto.FLOAT, [1, 2, 3, 4])],
+        [tensor("y", TensorProto.FLOAT, [1, 2, 6, 8]), tensor("c", TensorProto.FLOAT, [1, 2, 3, 4])],
+        9,
+        [scales],
+    )
     up = converted_in_place(m, 21)
-    assert [n.op_type for n in up.graph.node] == ["Relu", "Clip", "Add", "Unsqueeze", "Squeeze", "Resize",
-                                                    "Dropout", "Mul"]
+    assert [n.op_type for n in up.graph.node] == [
+        "Relu",
+        "Clip",
+        "Add",
+        "Unsqueeze",
+        "Squeeze",
+        "Resize",
+        "Dropout",
+        "Mul",
+    ]
     assert up.graph.node[0] == m.graph.node[0]  # copied as it was
     down = converted_in_place(up, 13)
     x = RNG.standard_normal((1, 2, 3, 4)).astype(np.float32)
@@ -130,13 +146,16 @@ def test_decompositions_are_written_in_place_in_order():
     """Gelu-20 and LayerNormalization-17 downgraded become several nodes each, between untouched ones."""
     scale = numpy_helper.from_array(RNG.uniform(0.5, 1.5, 6).astype(np.float32), "scale")
     bias = numpy_helper.from_array(RNG.uniform(-0.5, 0.5, 6).astype(np.float32), "bias")
-    nodes = [helper.make_node("Neg", ["x"], ["n"]),
-             helper.make_node("Gelu", ["n"], ["g"]),
-             helper.make_node("Abs", ["g"], ["a"]),
-             helper.make_node("LayerNormalization", ["a", "scale", "bias"], ["l"], axis=-1, epsilon=1e-5),
-             helper.make_node("Sigmoid", ["l"], ["y"])]
-    m = make_model(nodes, [tensor("x", TensorProto.FLOAT, [2, 6])], [tensor("y", TensorProto.FLOAT, [2, 6])],
-                   20, [scale, bias])
+    nodes = [
+        helper.make_node("Neg", ["x"], ["n"]),
+        helper.make_node("Gelu", ["n"], ["g"]),
+        helper.make_node("Abs", ["g"], ["a"]),
+        helper.make_node("LayerNormalization", ["a", "scale", "bias"], ["l"], axis=-1, epsilon=1e-5),
+        helper.make_node("Sigmoid", ["l"], ["y"]),
+    ]
+    m = make_model(
+        nodes, [tensor("x", TensorProto.FLOAT, [2, 6])], [tensor("y", TensorProto.FLOAT, [2, 6])], 20, [scale, bias]
+    )
     down = converted_in_place(m, 16)
     ops = [n.op_type for n in down.graph.node]
     assert ops[0] == "Neg" and ops[-1] == "Sigmoid" and "Gelu" not in ops and "LayerNormalization" not in ops
@@ -146,9 +165,11 @@ def test_decompositions_are_written_in_place_in_order():
 
 
 def test_negative_axes_are_counted_from_the_rank_below_opset_11():
-    nodes = [helper.make_node("Concat", ["x", "x"], ["c"], axis=-1),
-             helper.make_node("Flatten", ["c"], ["f"], axis=-1),
-             helper.make_node("ArgMax", ["f"], ["y"], axis=-1, keepdims=0)]
+    nodes = [
+        helper.make_node("Concat", ["x", "x"], ["c"], axis=-1),
+        helper.make_node("Flatten", ["c"], ["f"], axis=-1),
+        helper.make_node("ArgMax", ["f"], ["y"], axis=-1, keepdims=0),
+    ]
     m = make_model(nodes, [tensor("x", TensorProto.FLOAT, [2, 3, 4])], [tensor("y", TensorProto.INT64, [6])], 13)
     down = converted_in_place(m, 10)
     assert [a.i for n in down.graph.node for a in n.attribute if a.name == "axis"] == [2, 2, 1]
@@ -158,8 +179,12 @@ def test_negative_axes_are_counted_from_the_rank_below_opset_11():
 
 def test_defaults_that_changed_are_written_out():
     """Selu-6's alpha/gamma defaults differ from Selu-1's (the spec's 1.6732632..., 1.0507009...)."""
-    m = make_model([helper.make_node("Selu", ["x"], ["y"])], [tensor("x", TensorProto.FLOAT, [3])],
-                   [tensor("y", TensorProto.FLOAT, [3])], 6)
+    m = make_model(
+        [helper.make_node("Selu", ["x"], ["y"])],
+        [tensor("x", TensorProto.FLOAT, [3])],
+        [tensor("y", TensorProto.FLOAT, [3])],
+        6,
+    )
     down = converted_in_place(m, 5)
     attrs = {a.name: a.f for a in down.graph.node[0].attribute}
     assert attrs == pytest.approx({"alpha": 1.67326319217681884765625, "gamma": 1.05070102214813232421875})
@@ -176,19 +201,27 @@ def test_shape_inference_waits_for_an_adapter_that_reads_types(monkeypatch):
 
     monkeypatch.setattr(driver, "infer_types", counted)
     monkeypatch.setattr(proto_path, "infer_types", counted)
-    stats = [numpy_helper.from_array(np.full(3, v, np.float32), n) for n, v in
-             (("s", 1.5), ("b", 0.1), ("mean", 0.2), ("var", 2.0))]
-    nodes = [helper.make_node("BatchNormalization", ["x", "s", "b", "mean", "var"], ["n"]),
-             helper.make_node("Squeeze", ["n"], ["y"], axes=[0])]
-    m = make_model(nodes, [tensor("x", TensorProto.FLOAT, [1, 3, 2])], [tensor("y", TensorProto.FLOAT, [3, 2])],
-                   9, stats)
+    stats = [
+        numpy_helper.from_array(np.full(3, v, np.float32), n)
+        for n, v in (("s", 1.5), ("b", 0.1), ("mean", 0.2), ("var", 2.0))
+    ]
+    nodes = [
+        helper.make_node("BatchNormalization", ["x", "s", "b", "mean", "var"], ["n"]),
+        helper.make_node("Squeeze", ["n"], ["y"], axes=[0]),
+    ]
+    m = make_model(
+        nodes, [tensor("x", TensorProto.FLOAT, [1, 3, 2])], [tensor("y", TensorProto.FLOAT, [3, 2])], 9, stats
+    )
     up = converted_in_place(m, 21)
     assert [n.op_type for n in up.graph.node] == ["BatchNormalization", "Squeeze"]
     assert runs == []  # neither way: no adapter asked for a type
     runs.clear()
-    clip = make_model([helper.make_node("Relu", ["x"], ["r"]),
-                       helper.make_node("Clip", ["r"], ["y"], min=0.0, max=1.0)],
-                      [tensor("x", TensorProto.FLOAT, [3])], [tensor("y", TensorProto.FLOAT, [3])], 9)
+    clip = make_model(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Clip", ["r"], ["y"], min=0.0, max=1.0)],
+        [tensor("x", TensorProto.FLOAT, [3])],
+        [tensor("y", TensorProto.FLOAT, [3])],
+        9,
+    )
     converted_in_place(clip, 21)  # Clip's bounds take the element type of r, which only inference knows
     assert len(runs) == 2  # once each way
     x = RNG.standard_normal((1, 3, 2)).astype(np.float32)
@@ -196,21 +229,32 @@ def test_shape_inference_waits_for_an_adapter_that_reads_types(monkeypatch):
 
 
 def test_subgraphs_and_refusals_go_the_whole_model_way():
-    then = helper.make_graph([helper.make_node("Squeeze", ["x"], ["t"], axes=[0])], "then", [],
-                             [tensor("t", TensorProto.FLOAT, [3])])
-    other = helper.make_graph([helper.make_node("Squeeze", ["x"], ["e"], axes=[0])], "else", [],
-                              [tensor("e", TensorProto.FLOAT, [3])])
-    m = make_model([helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)],
-                   [tensor("c", TensorProto.BOOL, []), tensor("x", TensorProto.FLOAT, [1, 3])],
-                   [tensor("y", TensorProto.FLOAT, [3])], 11)
+    then = helper.make_graph(
+        [helper.make_node("Squeeze", ["x"], ["t"], axes=[0])], "then", [], [tensor("t", TensorProto.FLOAT, [3])]
+    )
+    other = helper.make_graph(
+        [helper.make_node("Squeeze", ["x"], ["e"], axes=[0])], "else", [], [tensor("e", TensorProto.FLOAT, [3])]
+    )
+    m = make_model(
+        [helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)],
+        [tensor("c", TensorProto.BOOL, []), tensor("x", TensorProto.FLOAT, [1, 3])],
+        [tensor("y", TensorProto.FLOAT, [3])],
+        11,
+    )
     before = proto_path.FALLBACKS["subgraphs"]
     up = convert_proto(m, 13)
     assert proto_path.FALLBACKS["subgraphs"] == before + 1
     assert parts(up) == parts(whole_model_way(m, 13))
 
-    refused = make_model([helper.make_node("Shape", ["x"], ["shape"]),
-                          helper.make_node("Reshape", ["x", "shape"], ["y"], name="dynamic_reshape")],
-                         [tensor("x", TensorProto.FLOAT, [2, 3])], [tensor("y", TensorProto.FLOAT, [2, 3])], 13)
+    refused = make_model(
+        [
+            helper.make_node("Shape", ["x"], ["shape"]),
+            helper.make_node("Reshape", ["x", "shape"], ["y"], name="dynamic_reshape"),
+        ],
+        [tensor("x", TensorProto.FLOAT, [2, 3])],
+        [tensor("y", TensorProto.FLOAT, [2, 3])],
+        13,
+    )
     before = proto_path.FALLBACKS["refused"]
     with pytest.raises(opconv.ConversionError) as ours:
         convert_proto(refused, 4)
@@ -222,12 +266,20 @@ def test_subgraphs_and_refusals_go_the_whole_model_way():
 
 def test_an_output_renamed_for_an_untouched_reader_goes_the_whole_model_way():
     """An adapter that lets another value take an output's place: the untouched reader must follow."""
+
     def identity_dropped(ctx, node):
         ctx.replace(node, [node.inputs[0]])
 
-    m = make_model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Identity", ["r"], ["i"]),
-                    helper.make_node("Neg", ["i"], ["y"])],
-                   [tensor("x", TensorProto.FLOAT, [3])], [tensor("y", TensorProto.FLOAT, [3])], 12)
+    m = make_model(
+        [
+            helper.make_node("Relu", ["x"], ["r"]),
+            helper.make_node("Identity", ["r"], ["i"]),
+            helper.make_node("Neg", ["i"], ["y"]),
+        ],
+        [tensor("x", TensorProto.FLOAT, [3])],
+        [tensor("y", TensorProto.FLOAT, [3])],
+        12,
+    )
     caches = (driver._next_step, driver._upgrade_steps, driver.unchanged_form)
     upgrade("Identity", 13)(identity_dropped)
     try:
@@ -260,6 +312,7 @@ def test_benchmark_model_computes_the_same_in_onnxruntime():
 
 # -- the memo: repeated node forms converted once, then written from a template ------------------
 
+
 def attrs_of(n: onnx.NodeProto) -> tuple:
     return node_fields(n)[5]
 
@@ -288,11 +341,27 @@ def canonical(m: onnx.ModelProto, source: onnx.ModelProto) -> tuple:
                 seen[name] = ("made", n.op_type, n.domain, attrs_of(n), tuple(map(canon, n.input)), k)
         return seen[name]
 
-    nodes = sorted(repr((n.op_type, n.domain, attrs_of(n), tuple(map(canon, n.input)), tuple(map(canon, n.output)),
-                         n.name if n.name in node_names else "made")) for n in g.node)
+    nodes = sorted(
+        repr(
+            (
+                n.op_type,
+                n.domain,
+                attrs_of(n),
+                tuple(map(canon, n.input)),
+                tuple(map(canon, n.output)),
+                n.name if n.name in node_names else "made",
+            )
+        )
+        for n in g.node
+    )
     initializers = sorted(repr(canon(t.name)) for t in g.initializer)
-    return nodes, initializers, [v.name for v in g.input], [v.name for v in g.output], \
-        sorted((o.domain, o.version) for o in m.opset_import)
+    return (
+        nodes,
+        initializers,
+        [v.name for v in g.input],
+        [v.name for v in g.output],
+        sorted((o.domain, o.version) for o in m.opset_import),
+    )
 
 
 def memo_converted(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
@@ -324,12 +393,24 @@ def test_memo_clip_bounds_take_each_nodes_inferred_element_type():
     nodes = []
     for branch, x in (("f", "xf"), ("d", "xd")):
         for k in range(4):
-            nodes += [helper.make_node("Abs", [x], [f"{branch}r{k}"]),
-                      helper.make_node("Clip", [f"{branch}r{k}"], [f"{branch}c{k}"], name=f"{branch}clip{k}",
-                                       min=-0.5, max=0.25 if k % 2 else 0.75)]
+            nodes += [
+                helper.make_node("Abs", [x], [f"{branch}r{k}"]),
+                helper.make_node(
+                    "Clip",
+                    [f"{branch}r{k}"],
+                    [f"{branch}c{k}"],
+                    name=f"{branch}clip{k}",
+                    min=-0.5,
+                    max=0.25 if k % 2 else 0.75,
+                ),
+            ]
             x = f"{branch}c{k}"
-    m = chain(nodes, [tensor("xf", TensorProto.FLOAT, [2, 3]), tensor("xd", TensorProto.DOUBLE, [2, 3])],
-              [tensor("fc3", TensorProto.FLOAT, [2, 3]), tensor("dc3", TensorProto.DOUBLE, [2, 3])], 9)
+    m = chain(
+        nodes,
+        [tensor("xf", TensorProto.FLOAT, [2, 3]), tensor("xd", TensorProto.DOUBLE, [2, 3])],
+        [tensor("fc3", TensorProto.FLOAT, [2, 3]), tensor("dc3", TensorProto.DOUBLE, [2, 3])],
+        9,
+    )
     up = memo_converted(m, 21)
     # two attribute sets x two element types, and each branch's last Clip (a graph output)
     assert memo_converted.counts == {"converted": 6, "reused": 2}
@@ -359,13 +440,20 @@ def test_memo_softmax_decomposes_by_each_nodes_rank():
             x = s
         outputs.append(tensor(x, TensorProto.FLOAT, ["d0", "d1"] if shape_name == "two" else ["d0", "d1", "d2", "d3"]))
     declared = [tensor("four_r1", TensorProto.FLOAT, [2, 3, 4, 5]), tensor("two_r2", TensorProto.FLOAT, [3, 4])]
-    m = chain(nodes, [tensor("x2", TensorProto.FLOAT, [3, 4]), tensor("x4", TensorProto.FLOAT, [2, 3, 4, 5])],
-              outputs, 11, value_info=declared)
+    m = chain(
+        nodes,
+        [tensor("x2", TensorProto.FLOAT, [3, 4]), tensor("x4", TensorProto.FLOAT, [2, 3, 4, 5])],
+        outputs,
+        11,
+        value_info=declared,
+    )
     up = memo_converted(m, 13)
     ops = [n.op_type for n in up.graph.node]
     assert ops.count("Flatten") == 3 and ops.count("Softmax") == 6
-    feeds = {"x2": RNG.standard_normal((3, 4)).astype(np.float32),
-             "x4": RNG.standard_normal((2, 3, 4, 5)).astype(np.float32)}
+    feeds = {
+        "x2": RNG.standard_normal((3, 4)).astype(np.float32),
+        "x4": RNG.standard_normal((2, 3, 4, 5)).astype(np.float32),
+    }
     for e, a in zip(ort_outputs(m, feeds), ort_outputs(up, feeds)):
         np.testing.assert_allclose(a, e, rtol=1e-6, atol=1e-7)
 
@@ -373,8 +461,10 @@ def test_memo_softmax_decomposes_by_each_nodes_rank():
 def test_memo_dropout_mask_follows_each_nodes_readers():
     """Downgraded below 12, Dropout's mask goes when nothing reads it and stays when a node or
     the graph's outputs do; ratio constants of equal content share a template, others do not."""
-    ratios = [numpy_helper.from_array(np.array(v, np.float32), name)
-              for name, v in (("ratio_a", 0.1), ("ratio_b", 0.1), ("ratio_c", 0.3))]
+    ratios = [
+        numpy_helper.from_array(np.array(v, np.float32), name)
+        for name, v in (("ratio_a", 0.1), ("ratio_b", 0.1), ("ratio_c", 0.3))
+    ]
     nodes, outputs, x = [], [], "x"
     for k in range(6):
         ratio = ("ratio_a", "ratio_b", "ratio_c")[k % 3]
@@ -385,13 +475,15 @@ def test_memo_dropout_mask_follows_each_nodes_readers():
         elif k % 3 == 2:
             outputs.append(tensor(f"mask{k}", TensorProto.BOOL, [2, 3]))
         x = f"y{k}"
-    m = chain(nodes, [tensor("x", TensorProto.FLOAT, [2, 3])], [tensor(x, TensorProto.FLOAT, [2, 3]), *outputs],
-              13, ratios)
+    m = chain(
+        nodes, [tensor("x", TensorProto.FLOAT, [2, 3])], [tensor(x, TensorProto.FLOAT, [2, 3]), *outputs], 13, ratios
+    )
     down = memo_converted(m, 11)
     kept = {n.name: len(n.output) for n in down.graph.node if n.op_type == "Dropout"}
     assert kept == {f"drop{k}": 1 if k % 3 == 0 else 2 for k in range(6)}
-    ratio_of = {n.name: next(a.f for a in n.attribute if a.name == "ratio") for n in down.graph.node
-                if n.op_type == "Dropout"}
+    ratio_of = {
+        n.name: next(a.f for a in n.attribute if a.name == "ratio") for n in down.graph.node if n.op_type == "Dropout"
+    }
     assert ratio_of == {f"drop{k}": pytest.approx(0.3 if k % 3 == 2 else 0.1) for k in range(6)}
     x = RNG.standard_normal((2, 3)).astype(np.float32)
     np.testing.assert_array_equal(ort_outputs(down, {"x": x})[0], ort_outputs(m, {"x": x})[0])
@@ -407,26 +499,51 @@ def test_memo_dropout_mask_follows_each_nodes_readers():
 def test_memo_constant_inputs_become_each_nodes_attributes():
     """Slice-13 and Unsqueeze-13 down to 9: each node's constants (initializers or Constant nodes,
     shared or of equal content under another name) become its own attributes."""
+
     def ints(name, values):
         return numpy_helper.from_array(np.array(values, np.int64), name)
 
-    consts = [ints("s0", [0]), ints("e0", [2]), ints("s1", [1]), ints("e1", [3]), ints("s0_again", [0]),
-              ints("ax0", [0]), ints("ax1", [1])]
+    consts = [
+        ints("s0", [0]),
+        ints("e0", [2]),
+        ints("s1", [1]),
+        ints("e1", [3]),
+        ints("s0_again", [0]),
+        ints("ax0", [0]),
+        ints("ax1", [1]),
+    ]
     nodes = [helper.make_node("Constant", [], ["ax_node"], value=numpy_helper.from_array(np.array([0], np.int64)))]
     x = "x"
-    for k, (start, end, axes) in enumerate((("s0", "e0", "ax0"), ("s1", "e1", "ax1"), ("s0_again", "e0", "ax0"),
-                                            ("s0", "e0", "ax_node"), ("s1", "e1", "ax1"))):
-        nodes += [helper.make_node("Unsqueeze", [x, "ax0"], [f"u{k}"], name=f"unsqueeze{k}"),
-                  helper.make_node("Squeeze", [f"u{k}", "ax0"], [f"q{k}"], name=f"squeeze{k}"),
-                  helper.make_node("Slice", [f"q{k}", start, end, axes], [f"sl{k}"], name=f"slice{k}"),
-                  helper.make_node("Pad", [f"sl{k}", "pads"], [f"p{k}"], name=f"pad{k}")]
+    for k, (start, end, axes) in enumerate(
+        (
+            ("s0", "e0", "ax0"),
+            ("s1", "e1", "ax1"),
+            ("s0_again", "e0", "ax0"),
+            ("s0", "e0", "ax_node"),
+            ("s1", "e1", "ax1"),
+        )
+    ):
+        nodes += [
+            helper.make_node("Unsqueeze", [x, "ax0"], [f"u{k}"], name=f"unsqueeze{k}"),
+            helper.make_node("Squeeze", [f"u{k}", "ax0"], [f"q{k}"], name=f"squeeze{k}"),
+            helper.make_node("Slice", [f"q{k}", start, end, axes], [f"sl{k}"], name=f"slice{k}"),
+            helper.make_node("Pad", [f"sl{k}", "pads"], [f"p{k}"], name=f"pad{k}"),
+        ]
         x = f"p{k}"
     pads = numpy_helper.from_array(np.array([1, 1, 0, 0], np.int64), "pads")
-    m = chain(nodes, [tensor("x", TensorProto.FLOAT, [4, 4])], [tensor(x, TensorProto.FLOAT, ["rows", "columns"])], 13,
-              consts + [pads])
+    m = chain(
+        nodes,
+        [tensor("x", TensorProto.FLOAT, [4, 4])],
+        [tensor(x, TensorProto.FLOAT, ["rows", "columns"])],
+        13,
+        consts + [pads],
+    )
     down = memo_converted(m, 9)
-    starts = {n.name: list(next(a.ints for a in n.attribute if a.name == "starts")) for n in down.graph.node
-              if n.op_type == "Slice"}
+    starts = {
+        n.name: list(next(a.ints for a in n.attribute if a.name == "starts"))
+        for n in down.graph.node
+        if n.op_type == "Slice"
+    }
     assert starts == {"slice0": [0], "slice1": [1], "slice2": [0], "slice3": [0], "slice4": [1]}
     feeds = {"x": RNG.standard_normal((4, 4)).astype(np.float32)}
     np.testing.assert_array_equal(ort_outputs(down, feeds)[0], ort_outputs(m, feeds)[0])
@@ -442,8 +559,12 @@ def test_memo_int8_add_casts_follow_each_nodes_operands():
         other = x if k % 2 else "b"
         nodes.append(helper.make_node("Add", [x, other], [f"s{k}"], name=f"add{k}" if k < 6 else ""))
         x = f"s{k}"
-    m = chain(nodes, [tensor("a", TensorProto.INT8, [5]), tensor("b", TensorProto.INT8, [5])],
-              [tensor(x, TensorProto.INT8, [5])], 14)
+    m = chain(
+        nodes,
+        [tensor("a", TensorProto.INT8, [5]), tensor("b", TensorProto.INT8, [5])],
+        [tensor(x, TensorProto.INT8, [5])],
+        14,
+    )
     down = memo_converted(m, 13)
     assert [n.op_type for n in down.graph.node].count("Cast") == 24
     assert memo_converted.counts == {"converted": 5, "reused": 3}
@@ -463,8 +584,11 @@ def test_memo_keeps_a_few_templates_per_key_and_converts_the_rest_one_by_one():
     for copy in range(2):
         for rank in range(2, 12):
             x, r, s, y = f"x{rank}", f"r{rank}_{copy}", f"s{rank}_{copy}", f"y{rank}_{copy}"
-            nodes += [helper.make_node("Relu", [x], [r]), helper.make_node("Softmax", [r], [s], axis=1),
-                      helper.make_node("Relu", [s], [y])]
+            nodes += [
+                helper.make_node("Relu", [x], [r]),
+                helper.make_node("Softmax", [r], [s], axis=1),
+                helper.make_node("Relu", [s], [y]),
+            ]
             if copy == 0:
                 inputs.append(tensor(x, TensorProto.FLOAT, [2] * rank))
             outputs.append(tensor(y, TensorProto.FLOAT, [2] * rank))
@@ -482,9 +606,11 @@ def test_memo_clip_bounds_read_only_the_element_type():
     shapes = ([2, 3], [4], [1, 2, 3], [5, 1])
     nodes, inputs, outputs = [], [], []
     for k, shape in enumerate(shapes):
-        nodes += [helper.make_node("Abs", [f"x{k}"], [f"a{k}"]),
-                  helper.make_node("Clip", [f"a{k}"], [f"c{k}"], name=f"relu6_{k}", min=0.0, max=6.0),
-                  helper.make_node("Neg", [f"c{k}"], [f"y{k}"])]
+        nodes += [
+            helper.make_node("Abs", [f"x{k}"], [f"a{k}"]),
+            helper.make_node("Clip", [f"a{k}"], [f"c{k}"], name=f"relu6_{k}", min=0.0, max=6.0),
+            helper.make_node("Neg", [f"c{k}"], [f"y{k}"]),
+        ]
         inputs.append(tensor(f"x{k}", TensorProto.FLOAT, shape))
         outputs.append(tensor(f"y{k}", TensorProto.FLOAT, shape))
     m = chain(nodes, inputs, outputs, 9)

@@ -51,8 +51,7 @@ def _hostile_targets(tmp_path) -> dict:
     (tmp_path / "link").symlink_to(target)
     os.mkfifo(tmp_path / "fifo")
     (tmp_path / "dir").mkdir()
-    return {"symbolic link": str(tmp_path / "link"), "FIFO": str(tmp_path / "fifo"),
-            "directory": str(tmp_path / "dir")}
+    return {"symbolic link": str(tmp_path / "link"), "FIFO": str(tmp_path / "fifo"), "directory": str(tmp_path / "dir")}
 
 
 def _snapshot(path: str):
@@ -63,8 +62,10 @@ def _snapshot(path: str):
 @pytest.fixture
 def alarm():
     """Fail instead of hanging when a writer would open a FIFO nobody reads."""
+
     def fired(signum, frame):
         raise TimeoutError("a writer blocked on the output")
+
     previous = signal.signal(signal.SIGALRM, fired)
     signal.alarm(10)
     yield
@@ -111,9 +112,11 @@ def test_cli_outputs_to_a_device_leave_it_a_device(tmp_path, fixtures_dir):
     runner = CliRunner()
     # (conformance --report writes through the same write_text as verify --json; listing ONNX's cases
     # takes it ~10 s, so it is left out here)
-    for args in (["run", model, "--shape", "image=1,3,32,32", "-o", device],
-                 ["verify", model, model, "--shape", "image=1,3,32,32", "--json", device, "--junit", device],
-                 ["upgrade", model, "--opset", "18", "-o", device]):
+    for args in (
+        ["run", model, "--shape", "image=1,3,32,32", "-o", device],
+        ["verify", model, model, "--shape", "image=1,3,32,32", "--json", device, "--junit", device],
+        ["upgrade", model, "--opset", "18", "-o", device],
+    ):
         result = runner.invoke(cli, args)
         assert result.exit_code == 0, (args, result.output)
         assert _snapshot(device) == before
@@ -126,8 +129,7 @@ def test_cli_outputs_to_a_device_leave_it_a_device(tmp_path, fixtures_dir):
 
 def test_dash_and_dev_stdout_stream_the_file_and_move_messages_to_stderr(tmp_path, fixtures_dir):
     model = os.path.join(fixtures_dir, "cnn.onnx")
-    runner = CliRunner(mix_stderr=False) if "mix_stderr" in CliRunner.__init__.__code__.co_varnames \
-        else CliRunner()
+    runner = CliRunner(mix_stderr=False) if "mix_stderr" in CliRunner.__init__.__code__.co_varnames else CliRunner()
     for target in ("-", "/dev/stdout"):
         result = runner.invoke(cli, ["run", model, "--shape", "image=1,3,32,32", "-o", target])
         assert result.exit_code == 0, result.output
@@ -146,8 +148,7 @@ def test_dash_and_dev_stdout_stream_the_file_and_move_messages_to_stderr(tmp_pat
 @pytest.mark.parametrize("writer", kill_writers.WRITER_NAMES)
 def test_a_writer_killed_at_random_moments_never_leaves_a_mixed_pair(tmp_path, writers, writer):
     rng = np.random.default_rng(sum(map(ord, writer)))
-    states = [kill_writers.trial(writer, writers[writer], str(tmp_path), rng, max_delay=0.08)
-              for _ in range(20)]
+    states = [kill_writers.trial(writer, writers[writer], str(tmp_path), rng, max_delay=0.08) for _ in range(20)]
     assert {s["state"] for s in states} <= {None, "A", "B"}
     assert any(s["state"] for s in states)  # the kills did land after some saves
 
@@ -184,8 +185,9 @@ def test_sigterm_during_a_save_removes_its_temporaries(tmp_path, writers):
     path = str(tmp_path / "m.xml")
     script = os.path.join(ROOT, "scripts", "kill_writers.py")
     for delay in np.random.default_rng(7).uniform(0.005, 0.06, 4):
-        child = subprocess.Popen([sys.executable, "-c", _SAVE_FOREVER, ROOT, script, path],
-                                 stdout=subprocess.PIPE, text=True)
+        child = subprocess.Popen(
+            [sys.executable, "-c", _SAVE_FOREVER, ROOT, script, path], stdout=subprocess.PIPE, text=True
+        )
         assert child.stdout.readline().strip() == "ready"
         time.sleep(delay)
         child.send_signal(signal.SIGTERM)
@@ -200,8 +202,12 @@ def test_the_next_write_removes_temporaries_of_dead_writers_only(tmp_path):
     if dead == 0:
         os._exit(0)
     os.waitpid(dead, 0)
-    names = {"dead": f".opconv-{dead}-0123456789ab.tmp", "alive": f".opconv-{os.getppid()}-0123456789ab.tmp",
-             "legacy-old": ".opconv-0123456789abcdef.tmp", "legacy-new": ".opconv-fedcba9876543210.tmp"}
+    names = {
+        "dead": f".opconv-{dead}-0123456789ab.tmp",
+        "alive": f".opconv-{os.getppid()}-0123456789ab.tmp",
+        "legacy-old": ".opconv-0123456789abcdef.tmp",
+        "legacy-new": ".opconv-fedcba9876543210.tmp",
+    }
     for name in names.values():
         (tmp_path / name).write_bytes(b"x")
     old = time.time() - 2 * 3600

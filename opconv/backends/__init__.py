@@ -39,5 +39,8 @@ def get_backend(name: str, **settings) -> Backend:
 
 def backends_for(dialect: str) -> list[str]:
     """The names of the backends that run models of ``dialect``."""
-    return [name for name, module in _MODULES.items()
-            if dialect in importlib.import_module(f".{module}", __name__).BACKEND.dialects]
+    return [
+        name
+        for name, module in _MODULES.items()
+        if dialect in importlib.import_module(f".{module}", __name__).BACKEND.dialects
+    ]

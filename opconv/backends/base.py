@@ -42,9 +42,11 @@ class Backend:
         if loaded.dialect not in self.dialects:
             from . import backends_for
 
-            raise OpconvError(f"the {self.name} backend runs {' and '.join(self.dialects)} models, not "
-                              f"{loaded.dialect} (which {', '.join(backends_for(loaded.dialect))} run)",
-                              where=loaded.path)
+            raise OpconvError(
+                f"the {self.name} backend runs {' and '.join(self.dialects)} models, not "
+                f"{loaded.dialect} (which {', '.join(backends_for(loaded.dialect))} run)",
+                where=loaded.path,
+            )
         return loaded
 
 
@@ -53,8 +55,10 @@ def import_runtime(module: str, extra: str, backend: str):
     try:
         return importlib.import_module(module)
     except ImportError as e:
-        raise OpconvError(f"the {backend} backend needs {module.split('.')[0]}, which is not installed "
-                          f"({e.msg}): pip install 'opconv[{extra}]'") from None
+        raise OpconvError(
+            f"the {backend} backend needs {module.split('.')[0]}, which is not installed "
+            f"({e.msg}): pip install 'opconv[{extra}]'"
+        ) from None
 
 
 def values_by_name(model: Model, names: Iterable[str]) -> list[Value]:

@@ -33,8 +33,9 @@ IM2COL_FLAGS = ["--iree-global-opt-use-im2col-for-convs"]
 def compile_stablehlo(text: str, flags: Iterable[str] = ()) -> bytes:
     """A VM flatbuffer of the StableHLO module ``text`` for the host CPU (``flags`` after COMPILE_FLAGS)."""
     compiler = import_runtime("iree.compiler", "iree", "iree")
-    return compiler.compile_str(text, target_backends=["llvm-cpu"], input_type="stablehlo",
-                                extra_args=COMPILE_FLAGS + list(flags))
+    return compiler.compile_str(
+        text, target_backends=["llvm-cpu"], input_type="stablehlo", extra_args=COMPILE_FLAGS + list(flags)
+    )
 
 
 class IreeModule:

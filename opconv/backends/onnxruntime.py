@@ -36,7 +36,7 @@ class OnnxRuntimeBackend(Backend):
         names = declared + [n for n in extra if n not in declared]
         if extra or not isinstance(source, (str, os.PathLike)):
             proto = to_proto(model)
-            for name in names[len(declared):]:
+            for name in names[len(declared) :]:
                 proto.graph.output.add().name = name  # untyped: onnxruntime infers it
             source = proto.SerializeToString()
         try:

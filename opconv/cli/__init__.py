@@ -39,22 +39,29 @@ class _Group(click.Group):
         except MemoryError:  # what no budget foresaw: still one line, and not called a bug
             if os.environ.get("OPCONV_DEBUG"):
                 raise
-            click.echo("opconv: error: out of memory; a smaller --max-tensor-bytes refuses such tensors earlier",
-                       err=True)
+            click.echo(
+                "opconv: error: out of memory; a smaller --max-tensor-bytes refuses such tensors earlier", err=True
+            )
             sys.exit(2)
         except Exception as e:  # a bug in opconv: say so in one line
             if os.environ.get("OPCONV_DEBUG"):
                 raise
-            click.echo(f"opconv: internal error: {type(e).__name__}: {one_line(e)} "
-                       "(a bug in opconv; rerun with OPCONV_DEBUG=1 for details)", err=True)
+            click.echo(
+                f"opconv: internal error: {type(e).__name__}: {one_line(e)} "
+                "(a bug in opconv; rerun with OPCONV_DEBUG=1 for details)",
+                err=True,
+            )
             sys.exit(3)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="opconv")
-@click.option("--max-tensor-bytes", metavar="SIZE",
-              help="Largest tensor, random input or weights file opconv makes (e.g. 16G; default 4G, or "
-                   "OPCONV_MAX_TENSOR_BYTES).")
+@click.option(
+    "--max-tensor-bytes",
+    metavar="SIZE",
+    help="Largest tensor, random input or weights file opconv makes (e.g. 16G; default 4G, or "
+    "OPCONV_MAX_TENSOR_BYTES).",
+)
 def cli(max_tensor_bytes):
     """Convert neural-network models between ONNX, OpenVINO IR (opset1) and HLO,
     and prove each conversion numerically.

@@ -16,12 +16,16 @@ from . import cli
 from .output import Conversion, Progress, json_option, op_summary  # noqa: F401 - Progress: its old home
 from .run_cmd import MODEL, shape_options
 
-_INPUT_SHAPE_HELP = ("Static shape for an input with symbolic or unknown dims, as NAME=D0,D1,... (repeatable); "
-                     "binds the symbols of its declared dims (batch, seq) for every input. "
-                     "OpenVINO opset1 IR needs every input shape static.")
+_INPUT_SHAPE_HELP = (
+    "Static shape for an input with symbolic or unknown dims, as NAME=D0,D1,... (repeatable); "
+    "binds the symbols of its declared dims (batch, seq) for every input. "
+    "OpenVINO opset1 IR needs every input shape static."
+)
 
-OPSET_HELP = (f"Target ai.onnx opset (13 up to the newest the installed onnx defines). Default {DEFAULT_ONNX_OPSET}: "
-              "onnxruntime 1.20, the oldest the test extras allow, reads it; newer opsets only newer runtimes.")
+OPSET_HELP = (
+    f"Target ai.onnx opset (13 up to the newest the installed onnx defines). Default {DEFAULT_ONNX_OPSET}: "
+    "onnxruntime 1.20, the oldest the test extras allow, reads it; newer opsets only newer runtimes."
+)
 
 
 def default_output(model_path: str, suffix: str = ".xml") -> str:
@@ -30,23 +34,35 @@ def default_output(model_path: str, suffix: str = ".xml") -> str:
 
 
 def output_option(what: str, default: str):
-    return click.option("-o", "--output", type=click.Path(),
-                        help=f"{what} to write, or a folder to write it in under MODEL's name. Default: {default}.")
+    return click.option(
+        "-o",
+        "--output",
+        type=click.Path(),
+        help=f"{what} to write, or a folder to write it in under MODEL's name. Default: {default}.",
+    )
 
 
 def to_onnx_options(source: str):
     """The argument and options of every command that writes ONNX from a ``source`` model (ir-to-onnx, hlo-to-onnx)."""
+
     def apply(command):
-        for decorator in reversed((
-            click.argument("model", type=MODEL),
-            output_option("The .onnx", "MODEL with an .onnx suffix, beside it"),
-            click.option("--opset", type=int, default=DEFAULT_ONNX_OPSET, show_default=True, help=OPSET_HELP),
-            click.option("--verify", "verify_after", is_flag=True,
-                         help=f"Run {source} and the ONNX model on the same random inputs and compare every output."),
-            json_option,
-        )):
+        for decorator in reversed(
+            (
+                click.argument("model", type=MODEL),
+                output_option("The .onnx", "MODEL with an .onnx suffix, beside it"),
+                click.option("--opset", type=int, default=DEFAULT_ONNX_OPSET, show_default=True, help=OPSET_HELP),
+                click.option(
+                    "--verify",
+                    "verify_after",
+                    is_flag=True,
+                    help=f"Run {source} and the ONNX model on the same random inputs and compare every output.",
+                ),
+                json_option,
+            )
+        ):
             command = decorator(command)
         return command
+
     return apply
 
 
@@ -54,8 +70,12 @@ def to_onnx_options(source: str):
 @click.argument("model", type=MODEL)
 @output_option("The .xml (its .bin goes beside it)", "MODEL with an .xml suffix, beside it")
 @shape_options(_INPUT_SHAPE_HELP)
-@click.option("--verify", "verify_after", is_flag=True,
-              help="Run the ONNX model and the IR on the same random inputs and compare every output.")
+@click.option(
+    "--verify",
+    "verify_after",
+    is_flag=True,
+    help="Run the ONNX model and the IR on the same random inputs and compare every output.",
+)
 @json_option
 def onnx_to_ir(model, output, input_shapes, dims, verify_after, as_json):
     """Convert an ONNX MODEL to OpenVINO IR v10 (opset1): OUT.xml plus OUT.bin.
@@ -78,8 +98,9 @@ def onnx_to_ir(model, output, input_shapes, dims, verify_after, as_json):
     with Conversion("onnx-to-ir", model, "onnx", as_json=as_json) as conv:
         source = conv.load()
         target = conv.output_path(output, default_output(model), "openvino")
-        converted = conv.convert("converting to OpenVINO opset1", lambda m: onnx_to_openvino(
-            m, input_shapes=input_shapes, dims=dims), source)
+        converted = conv.convert(
+            "converting to OpenVINO opset1", lambda m: onnx_to_openvino(m, input_shapes=input_shapes, dims=dims), source
+        )
         conv.save(converted, target)
         conv.report(f"wrote {' and '.join(conv.files)} ({op_summary(converted)})")
         if verify_after:
@@ -105,8 +126,12 @@ def ir_to_onnx(model, output, opset, verify_after, as_json):
     """
     from ..converters.openvino_to_onnx import openvino_to_onnx
 
-    to_onnx(Conversion("ir-to-onnx", model, "openvino", as_json=as_json), output,
-            lambda m: openvino_to_onnx(m, opset=opset), verify_after)
+    to_onnx(
+        Conversion("ir-to-onnx", model, "openvino", as_json=as_json),
+        output,
+        lambda m: openvino_to_onnx(m, opset=opset),
+        verify_after,
+    )
 
 
 def to_onnx(conversion: Conversion, output: str | None, convert, verify_after: bool) -> None:
@@ -116,7 +141,6 @@ def to_onnx(conversion: Conversion, output: str | None, convert, verify_after: b
         target = conv.output_path(output, default_output(conv.model, ".onnx"), "onnx")
         converted = conv.convert("converting to ONNX", convert, source)
         conv.save(converted, target)
-        conv.report(f"wrote {' and '.join(conv.files)} (ai.onnx opset {converted.opsets['']}; "
-                    f"{op_summary(converted)})")
+        conv.report(f"wrote {' and '.join(conv.files)} (ai.onnx opset {converted.opsets['']}; {op_summary(converted)})")
         if verify_after:
             conv.verify(source, converted)

@@ -20,16 +20,28 @@ def default_output(model_path: str) -> str:
 
 @cli.command("decompose")
 @click.argument("model", type=MODEL)
-@click.option("-o", "--output", type=click.Path(),
-              help="Where to write the result, or a folder to write it in under MODEL's name. "
-                   "Default: MODEL with .decomposed before its suffix, beside it.")
-@click.option("--domain", "domains", multiple=True, default=("com.microsoft", "com.microsoft.nchwc"),
-              show_default=True,
-              help="A domain whose operators are decomposed (repeatable).")
-@click.option("--composites", is_flag=True,
-              help="Also decompose the ai.onnx composites (Attention, RNN/GRU/LSTM unrolled, RotaryEmbedding, "
-                   "NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss), as onnx-to-ir and onnx-to-hlo do; "
-                   "their input shapes must be static.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(),
+    help="Where to write the result, or a folder to write it in under MODEL's name. "
+    "Default: MODEL with .decomposed before its suffix, beside it.",
+)
+@click.option(
+    "--domain",
+    "domains",
+    multiple=True,
+    default=("com.microsoft", "com.microsoft.nchwc"),
+    show_default=True,
+    help="A domain whose operators are decomposed (repeatable).",
+)
+@click.option(
+    "--composites",
+    is_flag=True,
+    help="Also decompose the ai.onnx composites (Attention, RNN/GRU/LSTM unrolled, RotaryEmbedding, "
+    "NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss), as onnx-to-ir and onnx-to-hlo do; "
+    "their input shapes must be static.",
+)
 @json_option
 def decompose(model, output, domains, composites, as_json):
     """Rewrite the contrib operators of an ONNX MODEL (ONNX Runtime's com.microsoft ones, the blocked-layout
@@ -49,14 +61,18 @@ def decompose(model, output, domains, composites, as_json):
     Exit code 0 when written, 2 when the model cannot be read or decomposed.
     """
     import opconv
+
     from ..converters.decompose import is_composite
 
     with Conversion("decompose", model, "onnx", as_json=as_json) as conv:
         source = conv.load()
         target = conv.output_path(output, default_output(model), "onnx")
         before = sum(1 for n in source.graph.walk() if n.domain in domains or (composites and is_composite(n)))
-        result = conv.convert("decomposing", lambda m: opconv.decompose(m, domains=domains, composites=composites),
-                              source)
+        result = conv.convert(
+            "decomposing", lambda m: opconv.decompose(m, domains=domains, composites=composites), source
+        )
         conv.save(result, target)
-        conv.report(f"wrote {' and '.join(conv.files)} ({before} node(s) decomposed, "
-                    f"{len(list(result.graph.walk()))} nodes)", decomposed=before)
+        conv.report(
+            f"wrote {' and '.join(conv.files)} ({before} node(s) decomposed, {len(list(result.graph.walk()))} nodes)",
+            decomposed=before,
+        )

@@ -15,24 +15,38 @@ from .convert_cmd import default_output, output_option, to_onnx, to_onnx_options
 from .output import Conversion, json_option, op_summary
 from .run_cmd import MODEL, shape_options
 
-_INPUT_SHAPE_HELP = ("Static shape for an input with symbolic or unknown dims, as NAME=D0,D1,... (repeatable); "
-                     "binds the symbols of its declared dims (batch, seq) for every input. "
-                     "HLO values have static shapes.")
+_INPUT_SHAPE_HELP = (
+    "Static shape for an input with symbolic or unknown dims, as NAME=D0,D1,... (repeatable); "
+    "binds the symbols of its declared dims (batch, seq) for every input. "
+    "HLO values have static shapes."
+)
 
 
 @cli.command("onnx-to-hlo")
 @click.argument("model", type=MODEL)
 @output_option("The file", "MODEL with an .hlo suffix (.mlir with --format stablehlo), beside it")
-@click.option("--format", "fmt", type=click.Choice(["text", "stablehlo"]), default=None,
-              help="text: opconv's HLO module (+ OUT.weights for large constants); stablehlo: MLIR text with "
-                   "stablehlo.* ops. Default: stablehlo for a .mlir output, else text.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "stablehlo"]),
+    default=None,
+    help="text: opconv's HLO module (+ OUT.weights for large constants); stablehlo: MLIR text with "
+    "stablehlo.* ops. Default: stablehlo for a .mlir output, else text.",
+)
 @shape_options(_INPUT_SHAPE_HELP)
-@click.option("--weights-as-arguments", is_flag=True,
-              help="StableHLO only (implies --format stablehlo): pass constants of 1 KiB or more as arguments "
-                   "of @main after the inputs instead of dense<...> literals, and write them, in argument order "
-                   "and keyed by constant name, to the output path with an .npz suffix.")
-@click.option("--verify", "verify_after", is_flag=True,
-              help="Run the ONNX model and the HLO module on the same random inputs and compare every output.")
+@click.option(
+    "--weights-as-arguments",
+    is_flag=True,
+    help="StableHLO only (implies --format stablehlo): pass constants of 1 KiB or more as arguments "
+    "of @main after the inputs instead of dense<...> literals, and write them, in argument order "
+    "and keyed by constant name, to the output path with an .npz suffix.",
+)
+@click.option(
+    "--verify",
+    "verify_after",
+    is_flag=True,
+    help="Run the ONNX model and the HLO module on the same random inputs and compare every output.",
+)
 @json_option
 def onnx_to_hlo(model, output, fmt, input_shapes, dims, weights_as_arguments, verify_after, as_json):
     """Convert an ONNX MODEL to the HLO dialect (text module or StableHLO).
@@ -65,19 +79,27 @@ def onnx_to_hlo(model, output, fmt, input_shapes, dims, weights_as_arguments, ve
         source = conv.load()
         target = conv.output_path(output, default_output(model, ".mlir" if fmt == "stablehlo" else ".hlo"), "hlo")
         weights_file = os.path.splitext(target)[0] + ".npz"
-        converted = conv.convert("converting to HLO", lambda m: convert(m, input_shapes=input_shapes, dims=dims),
-                                 source)
-        conv.save(converted, target,
-                  (lambda m, path: _save_with_weight_arguments(m, path, weights_file)) if weights_as_arguments
-                  else (lambda m, path: save(m, path, format=fmt)),
-                  extra_files=(weights_file,) if weights_as_arguments else ())
+        converted = conv.convert(
+            "converting to HLO", lambda m: convert(m, input_shapes=input_shapes, dims=dims), source
+        )
+        conv.save(
+            converted,
+            target,
+            (lambda m, path: _save_with_weight_arguments(m, path, weights_file))
+            if weights_as_arguments
+            else (lambda m, path: save(m, path, format=fmt)),
+            extra_files=(weights_file,) if weights_as_arguments else (),
+        )
         stats = conversion_stats(converted)
         fused, patterns = stats.get("fused_ops", {}), stats.get("patterns", {})
-        conv.report(f"wrote {' and '.join(conv.files)} ({op_summary(converted)})",
-                    "fusions: " + (", ".join(f"{op} {n}" for op, n in fused.items()) or "none")
-                    + "; multi-node patterns fused: "
-                    + (", ".join(f"{op} {n}" for op, n in patterns.items()) or "none"),
-                    fusions={"fused_ops": fused, "patterns": patterns})
+        conv.report(
+            f"wrote {' and '.join(conv.files)} ({op_summary(converted)})",
+            "fusions: "
+            + (", ".join(f"{op} {n}" for op, n in fused.items()) or "none")
+            + "; multi-node patterns fused: "
+            + (", ".join(f"{op} {n}" for op, n in patterns.items()) or "none"),
+            fusions={"fused_ops": fused, "patterns": patterns},
+        )
         if verify_after:
             conv.verify(source, converted, input_shapes, dims)
 
@@ -120,8 +142,12 @@ def hlo_to_onnx(model, output, opset, verify_after, as_json):
     """
     from ..converters.hlo_to_onnx import hlo_to_onnx as convert
 
-    to_onnx(Conversion("hlo-to-onnx", model, "hlo", as_json=as_json, hints={"onnx": "onnx-to-hlo"}), output,
-            lambda m: convert(m, opset=opset), verify_after)
+    to_onnx(
+        Conversion("hlo-to-onnx", model, "hlo", as_json=as_json, hints={"onnx": "onnx-to-hlo"}),
+        output,
+        lambda m: convert(m, opset=opset),
+        verify_after,
+    )
 
 
 __all__ = ["onnx_to_hlo", "hlo_to_onnx"]

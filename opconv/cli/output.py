@@ -31,6 +31,7 @@ _READER_COMMAND = {"openvino": "ir-to-onnx", "hlo": "hlo-to-onnx", "onnx": "onnx
 # -q / -v
 # ---------------------------------------------------------------------------
 
+
 def verbosity() -> int:
     ctx = click.get_current_context(silent=True)
     return ctx.meta.get(_KEY, NORMAL) if ctx is not None else NORMAL
@@ -40,6 +41,7 @@ def _set_verbosity(level: int):
     def callback(ctx: click.Context, _param, value: bool) -> None:
         if value:
             ctx.meta[_KEY] = level
+
     return callback
 
 
@@ -47,12 +49,26 @@ def add_verbosity_options(command: click.Command) -> None:
     """Give ``command`` (and, for a group, every command under it) ``-q/--quiet`` and ``-v/--verbose``,
     except where the command has such an option of its own (``verify -q``)."""
     taken = {flag for param in command.params for flag in getattr(param, "opts", ())}
-    command.params += [option for option in (
-        click.Option(["-q", "--quiet"], is_flag=True, expose_value=False, callback=_set_verbosity(QUIET),
-                     help="Print only errors and what was asked for (no progress, no summary)."),
-        click.Option(["-v", "--verbose"], is_flag=True, expose_value=False, callback=_set_verbosity(VERBOSE),
-                     help="Print more: the op counts of both models and every stage's time."),
-    ) if not taken & set(option.opts)]
+    command.params += [
+        option
+        for option in (
+            click.Option(
+                ["-q", "--quiet"],
+                is_flag=True,
+                expose_value=False,
+                callback=_set_verbosity(QUIET),
+                help="Print only errors and what was asked for (no progress, no summary).",
+            ),
+            click.Option(
+                ["-v", "--verbose"],
+                is_flag=True,
+                expose_value=False,
+                callback=_set_verbosity(VERBOSE),
+                help="Print more: the op counts of both models and every stage's time.",
+            ),
+        )
+        if not taken & set(option.opts)
+    ]
     for sub in getattr(command, "commands", {}).values():
         add_verbosity_options(sub)
 
@@ -66,6 +82,7 @@ def say(message: str, *, err: bool = False) -> None:
 # ---------------------------------------------------------------------------
 # progress
 # ---------------------------------------------------------------------------
+
 
 class Progress:
     """The stages of a command with their durations, on stderr.
@@ -116,7 +133,7 @@ class Progress:
         if self.live:
             self.stream.write(self.summary() + "\n")
         else:
-            self.stream.writelines(f"{text}: {seconds:.2f}s\n" for text, seconds in self.timings[self.shown:])
+            self.stream.writelines(f"{text}: {seconds:.2f}s\n" for text, seconds in self.timings[self.shown :])
         self.shown = len(self.timings)
         self.stream.flush()
 
@@ -148,10 +165,15 @@ class Progress:
 # --json
 # ---------------------------------------------------------------------------
 
+
 def error_json(e: OpconvError) -> dict:
     """An error as JSON: its type, message, file, exit code, and for a conversion every refused node."""
-    record: dict[str, Any] = {"type": type(e).__name__, "message": e.message, "where": e.where,
-                              "exit_code": e.exit_code}
+    record: dict[str, Any] = {
+        "type": type(e).__name__,
+        "message": e.message,
+        "where": e.where,
+        "exit_code": e.exit_code,
+    }
     if isinstance(e, ConversionError):
         record["refused"] = [r.to_json() for r in e.refused]
     return {"ok": False, "error": record}
@@ -159,6 +181,7 @@ def error_json(e: OpconvError) -> dict:
 
 def json_option(command):
     """Decorator: ``--json`` (as ``as_json``); with it, an OpconvError is one JSON document on stdout too."""
+
     @functools.wraps(command)
     def wrapped(*args, as_json: bool, **kwargs):
         try:
@@ -169,20 +192,27 @@ def json_option(command):
             click.echo(json.dumps(error_json(e), indent=1))
             click.echo(f"opconv: error: {one_line(e)}", err=True)
             sys.exit(e.exit_code)
-    return click.option("--json", "as_json", is_flag=True,
-                        help="Print what was done (files written, op counts, fusions, stage times; or the "
-                             "error with every refused node) as one JSON document on standard output.")(wrapped)
+
+    return click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        help="Print what was done (files written, op counts, fusions, stage times; or the "
+        "error with every refused node) as one JSON document on standard output.",
+    )(wrapped)
 
 
 # ---------------------------------------------------------------------------
 # the conversion flow
 # ---------------------------------------------------------------------------
 
+
 class Conversion:
     """One conversion command: load, convert, write, report (as text, or as JSON with ``as_json``)."""
 
-    def __init__(self, command: str, model: str, dialect: str, *, as_json: bool = False,
-                 hints: dict[str, str] | None = None):
+    def __init__(
+        self, command: str, model: str, dialect: str, *, as_json: bool = False, hints: dict[str, str] | None = None
+    ):
         self.command, self.model, self.dialect, self.as_json = command, model, dialect, as_json
         self.hints = {**_READER_COMMAND, **(hints or {})}
         self.progress = Progress.for_command()
@@ -212,9 +242,11 @@ class Conversion:
         if target.lower().endswith(suffixes) or check_output(target) == "stream":
             return
         bin_note = " (its .bin goes beside it)" if dialect == "openvino" else ""
-        raise OpconvError(f"{self.command} writes {DIALECT_NAMES[dialect]}, whose file is "
-                          f"{' or '.join(suffixes)}{bin_note}; give -o a {suffixes[0]} path or a folder",
-                          where=target)
+        raise OpconvError(
+            f"{self.command} writes {DIALECT_NAMES[dialect]}, whose file is "
+            f"{' or '.join(suffixes)}{bin_note}; give -o a {suffixes[0]} path or a folder",
+            where=target,
+        )
 
     def load(self):
         """The source model; a file of another dialect is refused with the command that reads it."""
@@ -229,8 +261,11 @@ class Conversion:
             actual = _dialect_of(self.model) or self.dialect
             if actual == self.dialect or actual not in self.hints:
                 raise
-            raise ModelReadError(f"this is {DIALECT_NAMES[actual]}, not {DIALECT_NAMES[self.dialect]}: "
-                                 f"did you mean `opconv {self.hints[actual]}`?", where=self.model) from None
+            raise ModelReadError(
+                f"this is {DIALECT_NAMES[actual]}, not {DIALECT_NAMES[self.dialect]}: "
+                f"did you mean `opconv {self.hints[actual]}`?",
+                where=self.model,
+            ) from None
         self.record["source"] = _model_json(source)
         return source
 
@@ -247,8 +282,11 @@ class Conversion:
             os.makedirs(self.folder, exist_ok=True)
         since = time.time_ns() - 50_000_000  # file times come from a coarse clock
         (save or opconv.save)(model, target)
-        self.files = [path for path in (target, *_data_files(target, model.dialect), *extra_files)
-                      if path == target or _written_since(path, since)]
+        self.files = [
+            path
+            for path in (target, *_data_files(target, model.dialect), *extra_files)
+            if path == target or _written_since(path, since)
+        ]
         self.record.update(output=_model_json(model), files=self.files)
 
     def report(self, *lines: str, **fields) -> None:
@@ -279,8 +317,10 @@ class Conversion:
         for o in report.outputs:
             if verbosity() > QUIET or not o.ok:
                 status = "ok" if o.ok else "DIFFERS"
-                click.echo(f"  {o.name}: {status}, max abs err {o.max_abs_error:.3g}, "
-                           f"{o.mismatches}/{o.total} mismatches" + ("" if o.ok else f" ({o.message})"))
+                click.echo(
+                    f"  {o.name}: {status}, max abs err {o.max_abs_error:.3g}, "
+                    f"{o.mismatches}/{o.total} mismatches" + ("" if o.ok else f" ({o.message})")
+                )
         if verbosity() > QUIET or not report.ok:
             click.echo(report.summary())
 
@@ -323,8 +363,7 @@ def op_summary(model) -> str:
 
 def _model_json(model) -> dict:
     counts = model.op_counts()
-    return {"dialect": model.dialect, "opsets": dict(model.opsets), "nodes": sum(counts.values()),
-            "op_counts": counts}
+    return {"dialect": model.dialect, "opsets": dict(model.opsets), "nodes": sum(counts.values()), "op_counts": counts}
 
 
 def _data_files(target: str, dialect: str) -> tuple[str, ...]:

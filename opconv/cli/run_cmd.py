@@ -26,9 +26,11 @@ from .output import QUIET, json_option, verbosity
 
 MODEL = click.Path(dir_okay=False)  # existence is checked by the loader, with opconv's own message
 
-_RANDOM_SHAPE_HELP = ("Shape of an input with symbolic or unknown dims for random inputs, as NAME=D0,D1,... "
-                      "(repeatable; NAME= for a scalar); binds the symbols of its declared dims for every input. "
-                      "Dims nothing binds are 1.")
+_RANDOM_SHAPE_HELP = (
+    "Shape of an input with symbolic or unknown dims for random inputs, as NAME=D0,D1,... "
+    "(repeatable; NAME= for a scalar); binds the symbols of its declared dims for every input. "
+    "Dims nothing binds are 1."
+)
 
 _DIM_HELP = "Size of a symbolic dim wherever inputs declare it, as SYMBOL=N (repeatable), e.g. --dim batch=1."
 
@@ -40,6 +42,7 @@ def shape_options(input_shape_help: str):
     reach the command parsed, as ``input_shapes`` ({name: dims}) and ``dims`` ({symbol: size}); a malformed value
     (``x=-1,16``, ``x=?,3``) is an :class:`OpconvError`, one line and exit 2.
     """
+
     def wrap(command):
         @functools.wraps(command)
         def parsed(*args, input_shapes, old_shapes, dims, **kwargs):
@@ -48,8 +51,10 @@ def shape_options(input_shape_help: str):
 
         parsed = click.option("--dim", "dims", multiple=True, metavar="SYMBOL=N", help=_DIM_HELP)(parsed)
         parsed = click.option("--shape", "old_shapes", multiple=True, hidden=True)(parsed)
-        return click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=DIMS",
-                            help=input_shape_help)(parsed)
+        return click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=DIMS", help=input_shape_help)(
+            parsed
+        )
+
     return wrap
 
 
@@ -68,6 +73,7 @@ def _echo(*outputs: str | None):
 # ---------------------------------------------------------------------------
 # formatting
 # ---------------------------------------------------------------------------
+
 
 def describe(value: Any) -> str:
     """``float32[2,10]``, ``seq(2) of float32[3]``, ``empty optional``."""
@@ -101,8 +107,9 @@ def stats(value: Any) -> str:
     finite = a[np.isfinite(a)]
     parts = []
     if finite.size:
-        parts.append(f"min {finite.min():.6g}  max {finite.max():.6g}  mean {finite.mean():.6g}  "
-                     f"std {finite.std():.6g}")
+        parts.append(
+            f"min {finite.min():.6g}  max {finite.max():.6g}  mean {finite.mean():.6g}  std {finite.std():.6g}"
+        )
     nan, inf = int(np.isnan(a).sum()), int(np.isinf(a).sum())
     if nan:
         parts.append(f"nan {nan}")
@@ -132,13 +139,23 @@ def _error_figure(x: float) -> str:
 # commands
 # ---------------------------------------------------------------------------
 
+
 @cli.command()
 @click.argument("model", type=MODEL)
-@click.option("--inputs", "inputs_path", type=click.Path(dir_okay=False),
-              help="An .npz file of inputs by name (default: seeded random inputs).")
+@click.option(
+    "--inputs",
+    "inputs_path",
+    type=click.Path(dir_okay=False),
+    help="An .npz file of inputs by name (default: seeded random inputs).",
+)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the outputs to this .npz file.")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Seed of the random inputs and of the model's random ops.")
+@click.option(
+    "--seed",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Seed of the random inputs and of the model's random ops.",
+)
 @shape_options(_RANDOM_SHAPE_HELP)
 @json_option
 def run(model, inputs_path, output, seed, input_shapes, dims, as_json):
@@ -174,8 +191,9 @@ def run(model, inputs_path, output, seed, input_shapes, dims, as_json):
         feeds = random_inputs(m, seed=seed, input_shapes=input_shapes, dims=dims, notes=notes)
         origin = f"random, seed {seed}"
         if verbosity() > QUIET:
-            show_input_shapes({name: None if isinstance(v, (list, tuple)) or v is None else np.shape(v)
-                               for name, v in feeds.items()})
+            show_input_shapes(
+                {name: None if isinstance(v, (list, tuple)) or v is None else np.shape(v) for name, v in feeds.items()}
+            )
             for note in notes:
                 click.echo(f"note: {note}", err=True)
     try:
@@ -195,11 +213,19 @@ def run(model, inputs_path, output, seed, input_shapes, dims, as_json):
         write_npz(output, outputs)
         say(f"wrote {output}")
     if as_json:
-        click.echo(json.dumps({"ok": True, "model": model, "inputs_from": origin,
-                               "inputs": {name: describe(v) for name, v in feeds.items()},
-                               "outputs": {name: {"type": describe(v), "stats": stats(v)}
-                                           for name, v in outputs.items()},
-                               "files": [output] if output else []}, indent=1))
+        click.echo(
+            json.dumps(
+                {
+                    "ok": True,
+                    "model": model,
+                    "inputs_from": origin,
+                    "inputs": {name: describe(v) for name, v in feeds.items()},
+                    "outputs": {name: {"type": describe(v), "stats": stats(v)} for name, v in outputs.items()},
+                    "files": [output] if output else [],
+                },
+                indent=1,
+            )
+        )
 
 
 class SideProgress:
@@ -306,37 +332,102 @@ def _tolerance_option(what: str, values: tuple[str, ...]) -> float | dict[str, f
 @cli.command()
 @click.argument("model_a", metavar="A", type=MODEL)
 @click.argument("model_b", metavar="[B]", type=MODEL, required=False)
-@click.option("--inputs", "inputs_path", type=click.Path(dir_okay=False),
-              help="An .npz file of inputs by A's input names (default: seeded random inputs).")
-@click.option("--backend", "backends", multiple=True, metavar="[A:|B:]NAME",
-              help="What runs the models: opconv (reference executors, default), onnxruntime, openvino, iree. "
-                   "NAME for both sides, A:NAME or B:NAME for one (repeatable).")
-@click.option("--openvino-precision", type=click.Choice(["f32", "bf16", "f16", "default"]), default="f32",
-              show_default=True, help="Inference precision of OpenVINO's CPU plugin; 'default' leaves it to the "
-                                      "plugin (bf16 on a CPU that has it).")
-@click.option("--rtol", "rtols", multiple=True, metavar="[OUTPUT=]R",
-              help="Relative tolerance: R for every float output, OUTPUT=R for one (repeatable). "
-                   "Default: per element type, at the precision the model computes in.")
-@click.option("--atol", "atols", multiple=True, metavar="[OUTPUT=]A",
-              help="Absolute tolerance: A for every float output, OUTPUT=A for one (repeatable).")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Seed of the random inputs and of both models' random ops.")
+@click.option(
+    "--inputs",
+    "inputs_path",
+    type=click.Path(dir_okay=False),
+    help="An .npz file of inputs by A's input names (default: seeded random inputs).",
+)
+@click.option(
+    "--backend",
+    "backends",
+    multiple=True,
+    metavar="[A:|B:]NAME",
+    help="What runs the models: opconv (reference executors, default), onnxruntime, openvino, iree. "
+    "NAME for both sides, A:NAME or B:NAME for one (repeatable).",
+)
+@click.option(
+    "--openvino-precision",
+    type=click.Choice(["f32", "bf16", "f16", "default"]),
+    default="f32",
+    show_default=True,
+    help="Inference precision of OpenVINO's CPU plugin; 'default' leaves it to the plugin (bf16 on a CPU that has it).",
+)
+@click.option(
+    "--rtol",
+    "rtols",
+    multiple=True,
+    metavar="[OUTPUT=]R",
+    help="Relative tolerance: R for every float output, OUTPUT=R for one (repeatable). "
+    "Default: per element type, at the precision the model computes in.",
+)
+@click.option(
+    "--atol",
+    "atols",
+    multiple=True,
+    metavar="[OUTPUT=]A",
+    help="Absolute tolerance: A for every float output, OUTPUT=A for one (repeatable).",
+)
+@click.option(
+    "--seed",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Seed of the random inputs and of both models' random ops.",
+)
 @shape_options(_RANDOM_SHAPE_HELP)
-@click.option("--expected", "expected_path", type=click.Path(dir_okay=False),
-              help="Compare A with outputs stored in this .npz (input:NAME / output:NAME, as --save-outputs "
-                   "writes them) instead of running a second model.")
-@click.option("--save-outputs", "save_path", type=click.Path(dir_okay=False),
-              help="Write the inputs and A's outputs to this .npz, for a later --expected.")
+@click.option(
+    "--expected",
+    "expected_path",
+    type=click.Path(dir_okay=False),
+    help="Compare A with outputs stored in this .npz (input:NAME / output:NAME, as --save-outputs "
+    "writes them) instead of running a second model.",
+)
+@click.option(
+    "--save-outputs",
+    "save_path",
+    type=click.Path(dir_okay=False),
+    help="Write the inputs and A's outputs to this .npz, for a later --expected.",
+)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the full report as JSON.")
-@click.option("--junit", "junit_path", type=click.Path(dir_okay=False),
-              help="Write a JUnit XML report (one testcase per output) for CI dashboards.")
-@click.option("--bisect", "bisect", is_flag=True,
-              help="When outputs differ, find the first node of A whose output B does not reproduce.")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False),
-              help="Write a self-contained HTML page: outputs with error histograms, bisect result, settings.")
+@click.option(
+    "--junit",
+    "junit_path",
+    type=click.Path(dir_okay=False),
+    help="Write a JUnit XML report (one testcase per output) for CI dashboards.",
+)
+@click.option(
+    "--bisect",
+    "bisect",
+    is_flag=True,
+    help="When outputs differ, find the first node of A whose output B does not reproduce.",
+)
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False),
+    help="Write a self-contained HTML page: outputs with error histograms, bisect result, settings.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress or input shapes on stderr.")
-def verify(model_a, model_b, inputs_path, backends, openvino_precision, rtols, atols, seed, input_shapes, dims,
-           expected_path, save_path, json_path, junit_path, quiet, bisect, html_path):
+def verify(
+    model_a,
+    model_b,
+    inputs_path,
+    backends,
+    openvino_precision,
+    rtols,
+    atols,
+    seed,
+    input_shapes,
+    dims,
+    expected_path,
+    save_path,
+    json_path,
+    junit_path,
+    quiet,
+    bisect,
+    html_path,
+):
     """Run A and B on the same inputs and compare every output of B with A's.
 
     A and B may be of any dialect, e.g. an ONNX model and its conversion, and
@@ -365,8 +456,11 @@ def verify(model_a, model_b, inputs_path, backends, openvino_precision, rtols, a
     import opconv
 
     if (model_b is None) == (expected_path is None):
-        raise click.UsageError("give two models A B, or one model and --expected F.npz" if model_b is None else
-                               "give --expected or a second model, not both")
+        raise click.UsageError(
+            "give two models A B, or one model and --expected F.npz"
+            if model_b is None
+            else "give --expected or a second model, not both"
+        )
     say = _echo(json_path, junit_path, html_path)
     for path in (json_path, junit_path, save_path, html_path):
         if path:
@@ -374,11 +468,23 @@ def verify(model_a, model_b, inputs_path, backends, openvino_precision, rtols, a
     inputs = read_npz(inputs_path) if inputs_path else None
     progress = None if quiet else SideProgress()
     try:
-        report = opconv.verify(model_a, model_b, inputs, _tolerance_option("rtol", rtols),
-                               _tolerance_option("atol", atols), seed=seed, input_shapes=input_shapes, dims=dims,
-                               backends=_backend_option(backends), openvino_precision=openvino_precision,
-                               expected=expected_path, save_outputs=save_path, progress=progress,
-                               bisect=bisect, histograms=bool(html_path))
+        report = opconv.verify(
+            model_a,
+            model_b,
+            inputs,
+            _tolerance_option("rtol", rtols),
+            _tolerance_option("atol", atols),
+            seed=seed,
+            input_shapes=input_shapes,
+            dims=dims,
+            backends=_backend_option(backends),
+            openvino_precision=openvino_precision,
+            expected=expected_path,
+            save_outputs=save_path,
+            progress=progress,
+            bisect=bisect,
+            histograms=bool(html_path),
+        )
     finally:
         if progress is not None:
             progress.close()
@@ -418,18 +524,36 @@ def _bisect_and_html(report, html_path: str | None, say) -> None:
 
 def _verdict_table(report) -> list[str]:
     """The per-output table, its first column the verdict (green ok / red FAIL where the terminal shows colour)."""
-    rows = [["verdict", "output", "shape/dtype", "abs error max/mean/median/p99", "rel error max/mean/median/p99",
-             "mismatches", "rtol/atol", "first mismatch (A vs B)"]]
+    rows = [
+        [
+            "verdict",
+            "output",
+            "shape/dtype",
+            "abs error max/mean/median/p99",
+            "rel error max/mean/median/p99",
+            "mismatches",
+            "rtol/atol",
+            "first mismatch (A vs B)",
+        ]
+    ]
     for o in report.outputs:
         comparable = o.expected_shape == o.actual_shape and o.expected_dtype == o.actual_dtype
         errors = [_figures(o, "abs"), _figures(o, "rel")] if comparable else ["-", "-"]
-        rows.append(["ok" if o.ok else "FAIL", o.name, _type_cell(o), *errors,
-                     f"{o.mismatches}/{o.total}" if comparable else "-", f"{o.rtol:g}/{o.atol:g}",
-                     _first_mismatch_cell(o)])
+        rows.append(
+            [
+                "ok" if o.ok else "FAIL",
+                o.name,
+                _type_cell(o),
+                *errors,
+                f"{o.mismatches}/{o.total}" if comparable else "-",
+                f"{o.rtol:g}/{o.atol:g}",
+                _first_mismatch_cell(o),
+            ]
+        )
     lines = _table(rows)
     for i, o in enumerate(report.outputs, start=1):
         verdict = rows[i][0]
-        lines[i] = click.style(verdict, fg="green" if o.ok else "red", bold=not o.ok) + lines[i][len(verdict):]
+        lines[i] = click.style(verdict, fg="green" if o.ok else "red", bold=not o.ok) + lines[i][len(verdict) :]
     return lines
 
 
@@ -462,11 +586,20 @@ CONFORMANCE_KINDS = ("node", "simple", "pytorch-converted", "pytorch-operator")
 
 
 @cli.command()
-@click.option("--kind", type=click.Choice(CONFORMANCE_KINDS + ("all",)), default="all", show_default=True,
-              help="Which of ONNX's test suites to run.")
+@click.option(
+    "--kind",
+    type=click.Choice(CONFORMANCE_KINDS + ("all",)),
+    default="all",
+    show_default=True,
+    help="Which of ONNX's test suites to run.",
+)
 @click.option("-k", "substring", help="Only cases whose name contains SUBSTRING (e.g. -k conv).")
-@click.option("--report", "report_path", type=click.Path(dir_okay=False),
-              help="Write every case's result (name, kind, passed, message, seconds) as JSON.")
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(dir_okay=False),
+    help="Write every case's result (name, kind, passed, message, seconds) as JSON.",
+)
 def conformance(kind, substring, report_path):
     """Run ONNX's own test cases (shipped in the onnx package) through opconv's executor.
 
@@ -501,8 +634,13 @@ def conformance(kind, substring, report_path):
     passed = sum(r.passed for r in results)
     failed = len(results) - passed
     if report_path:
-        report = {"kind": kind, "filter": substring, "passed": passed, "failed": failed,
-                  "cases": [r.to_json() for r in results]}
+        report = {
+            "kind": kind,
+            "filter": substring,
+            "passed": passed,
+            "failed": failed,
+            "cases": [r.to_json() for r in results],
+        }
         write_text(report_path, json.dumps(report, indent=1) + "\n")
     say(f"{passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)

@@ -27,8 +27,9 @@ def schema_list(dialect, domain, as_json):
     """List every operator version of DIALECT (onnx, openvino or hlo)."""
     entries = [s for s in dialect_schemas(dialect) if domain is None or s.domain == domain]
     if as_json:
-        click.echo(json.dumps([{"domain": s.domain, "op": s.name, "since_version": s.version}
-                               for s in entries], indent=1))
+        click.echo(
+            json.dumps([{"domain": s.domain, "op": s.name, "since_version": s.version} for s in entries], indent=1)
+        )
         return
     by_op: dict[tuple[str, str], list[int]] = {}
     for s in entries:

@@ -18,8 +18,9 @@ def default_output(model_path: str, opset: int) -> str:
     return f"{stem}.opset{opset}{ext or '.onnx'}"
 
 
-def _convert(model: str, opset: int, output: str | None, verify_after: bool, direction: str,
-             decompose: bool, as_json: bool) -> None:
+def _convert(
+    model: str, opset: int, output: str | None, verify_after: bool, direction: str, decompose: bool, as_json: bool
+) -> None:
     import opconv
 
     with Conversion(direction, model, "onnx", as_json=as_json) as conv:
@@ -27,36 +28,44 @@ def _convert(model: str, opset: int, output: str | None, verify_after: bool, dir
         target = conv.output_path(output, default_output(model, opset), "onnx")
         current = source.opsets.get("", source.opsets.get("ai.onnx", 1))
         if direction == "upgrade" and opset < current:
-            raise ConversionError(f"the model is at opset {current}; use `opconv downgrade` to go to {opset}",
-                                  where=model)
+            raise ConversionError(
+                f"the model is at opset {current}; use `opconv downgrade` to go to {opset}", where=model
+            )
         if direction == "downgrade" and opset > current:
-            raise ConversionError(f"the model is at opset {current}; use `opconv upgrade` to go to {opset}",
-                                  where=model)
-        converted = conv.convert(f"converting to opset {opset}",
-                                 lambda m: opconv.convert_version(m, opset, decompose=decompose), source)
+            raise ConversionError(
+                f"the model is at opset {current}; use `opconv upgrade` to go to {opset}", where=model
+            )
+        converted = conv.convert(
+            f"converting to opset {opset}", lambda m: opconv.convert_version(m, opset, decompose=decompose), source
+        )
         conv.save(converted, target)
-        conv.report(f"wrote {' and '.join(conv.files)} (opset {current} -> {opset}, "
-                    f"{len(list(converted.graph.walk()))} nodes)")
+        conv.report(
+            f"wrote {' and '.join(conv.files)} (opset {current} -> {opset}, {len(list(converted.graph.walk()))} nodes)"
+        )
         if verify_after:
             conv.verify(source, converted)
 
 
-_OUTPUT_HELP = ("Where to write the result, or a folder to write it in under MODEL's name. "
-                "Default: MODEL with .opsetN before its suffix, beside it.")
+_OUTPUT_HELP = (
+    "Where to write the result, or a folder to write it in under MODEL's name. "
+    "Default: MODEL with .opsetN before its suffix, beside it."
+)
 _DECOMPOSE_HELP = "First rewrite ONNX Runtime's contrib operators into standard ones (else they stay as they are)."
 _VERIFY_HELP = "Run the original and the converted model on the same random inputs and compare every output."
 
 
 def _version_options(command):
     """The arguments and options upgrade and downgrade share, in the order --help lists them."""
-    for decorator in reversed((
-        click.option("--opset", type=click.IntRange(1), required=True, help="The ai.onnx opset to move to."),
-        click.argument("model", type=MODEL),
-        click.option("-o", "--output", type=click.Path(), help=_OUTPUT_HELP),
-        click.option("--verify", "verify_after", is_flag=True, help=_VERIFY_HELP),
-        click.option("--decompose", is_flag=True, help=_DECOMPOSE_HELP),
-        json_option,
-    )):
+    for decorator in reversed(
+        (
+            click.option("--opset", type=click.IntRange(1), required=True, help="The ai.onnx opset to move to."),
+            click.argument("model", type=MODEL),
+            click.option("-o", "--output", type=click.Path(), help=_OUTPUT_HELP),
+            click.option("--verify", "verify_after", is_flag=True, help=_VERIFY_HELP),
+            click.option("--decompose", is_flag=True, help=_DECOMPOSE_HELP),
+            json_option,
+        )
+    ):
         command = decorator(command)
     return command
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import importlib
-from typing import Callable
+from collections.abc import Callable
 
 from ..errors import NotImplementedFeature
 from ..ir import Model, quiet_collector
@@ -25,6 +25,7 @@ def register(source: str, target: str):
     What it returns (and registers) first refuses a model that breaks its schemas
     (:func:`opconv.validation.require_valid`), so the direction's rules may rely on a checked model.
     """
+
     def wrap(fn: Converter) -> Converter:
         @functools.wraps(fn)
         def converter(model: Model, *args, **options) -> Model:
@@ -33,6 +34,7 @@ def register(source: str, target: str):
 
         _CONVERTERS[(source, target)] = converter
         return converter
+
     return wrap
 
 

@@ -28,8 +28,9 @@ from ..ir import Graph, Model, Node, Value
 # ONNX ops that only read their input's shape -> the constant they compute from a static shape.
 _SHAPE_READERS = {
     "Shape": lambda node, shape: np.asarray(
-        shape[_slice_bound(node.attr("start"), 0, len(shape)):_slice_bound(node.attr("end"), len(shape), len(shape))],
-        np.int64),
+        shape[_slice_bound(node.attr("start"), 0, len(shape)) : _slice_bound(node.attr("end"), len(shape), len(shape))],
+        np.int64,
+    ),
     "Size": lambda node, shape: np.asarray(int(np.prod(shape, dtype=np.int64)), np.int64),
 }
 
@@ -114,8 +115,14 @@ def _fold_element_mover(graph: Graph, node: Node) -> int:
     a broadcast view -> that view's value over the inferred shape.  No executor start-up, no copy."""
     data, out = node.inputs[0], node.outputs[0]
     shape = _static(out) if len(node.outputs) == 1 else None
-    if shape is None or data is None or data.const is None or out.dtype != data.const.dtype or not out.uses \
-            or not all(v is None or v.const is not None for v in node.inputs):
+    if (
+        shape is None
+        or data is None
+        or data.const is None
+        or out.dtype != data.const.dtype
+        or not out.uses
+        or not all(v is None or v.const is not None for v in node.inputs)
+    ):
         return 0
     array = data.const.numpy()
     if array.size and not any(array.strides):  # one value broadcast over the shape
@@ -206,6 +213,11 @@ def _remove_unused(graph: Graph) -> None:
         inputs = [v for v in node.inputs if v is not None]
         graph.remove_node(node)
         for v in inputs:
-            if v.const is not None and not v.uses and id(v) not in outputs and graph.initializers.get(v.name) is v \
-                    and v not in graph.inputs:
+            if (
+                v.const is not None
+                and not v.uses
+                and id(v) not in outputs
+                and graph.initializers.get(v.name) is v
+                and v not in graph.inputs
+            ):
                 del graph.initializers[v.name]

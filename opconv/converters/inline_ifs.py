@@ -29,16 +29,24 @@ def inline_constant_ifs(graph: Graph) -> int:
         taken = bool(np.asarray(data).reshape(()))
         branch, other = node.attr("then_branch"), node.attr("else_branch")
         branch, other = (branch, other) if taken else (other, branch)
-        if branch is None or branch.inputs or len(branch.outputs) != len(node.outputs) \
-                or any(v in graph.outputs for v in branch.outputs):
+        if (
+            branch is None
+            or branch.inputs
+            or len(branch.outputs) != len(node.outputs)
+            or any(v in graph.outputs for v in branch.outputs)
+        ):
             continue
         b = Builder(graph, node, domain="", version=None)
         values = b.inline(branch)
         for old, new in zip(node.outputs, values):
             if old is None:
                 continue
-            if new.producer is not None and new.producer.graph is graph and old in graph.outputs \
-                    and not any(new is o for o in graph.outputs):
+            if (
+                new.producer is not None
+                and new.producer.graph is graph
+                and old in graph.outputs
+                and not any(new is o for o in graph.outputs)
+            ):
                 new.name, new.type = old.name, old.type or new.type  # the moved node now makes the output
                 graph.outputs[graph.outputs.index(old)] = new
             elif old in graph.outputs:

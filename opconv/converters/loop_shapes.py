@@ -61,8 +61,10 @@ class LoopTyping:
             return False
         states = [f"{loop}#{k}" for k in range(len(initial))]
         undone = set(self.varying)
-        pinned = [self._state(state, start, body.inputs[2 + k], body.outputs[1 + k])
-                  for k, (state, start) in enumerate(zip(states, initial))]
+        pinned = [
+            self._state(state, start, body.inputs[2 + k], body.outputs[1 + k])
+            for k, (state, start) in enumerate(zip(states, initial))
+        ]
         if self.varying - undone:  # what the body inferred from a wrong pin goes: the next round infers afresh
             for inner in body.walk():
                 for value in inner.outputs:
@@ -71,14 +73,14 @@ class LoopTyping:
         if any(pinned) or any(state in self.unverified for state in states):
             return True  # the body's types follow the pins only after the next inference round
         changed = False
-        for k, out in enumerate(node.outputs[:len(initial)]):
+        for k, out in enumerate(node.outputs[: len(initial)]):
             inside, back = body.inputs[2 + k], body.outputs[1 + k]
             if out is not None and _static(inside) and back.type == inside.type and out.type != inside.type:
                 out.type = inside.type
                 changed = True
         iterations = _iterations(node, body)
         if iterations is not None:
-            for out, part in zip(node.outputs[len(initial):], body.outputs[1 + len(initial):]):
+            for out, part in zip(node.outputs[len(initial) :], body.outputs[1 + len(initial) :]):
                 if out is not None and _static(part) and not _static(out):
                     out.type = TensorType(part.type.dtype, (iterations, *part.type.shape))
                     changed = True
@@ -94,8 +96,10 @@ class LoopTyping:
             return True
         if name in self.varying or name in self.pinned or not _static(start) or not _open_dims(inside):
             return False
-        if inside.type is not None and (inside.type.dtype != start.type.dtype or (
-                inside.type.shape is not None and len(inside.type.shape) != len(start.type.shape))):
+        if inside.type is not None and (
+            inside.type.dtype != start.type.dtype
+            or (inside.type.shape is not None and len(inside.type.shape) != len(start.type.shape))
+        ):
             return False
         self.pinned[name] = inside.type
         self.unverified.add(name)

@@ -12,11 +12,24 @@ one root op are tried in registration order, before the single-node translator o
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from ..ir import Graph, Node, Value
-from ..lowering import (Check, Route, Translator, discover, find, find_exact, lower, ops,  # noqa: F401
-                        translator_routes, translators, versions, withdraw)
+from ..lowering import (  # noqa: F401
+    Check,
+    Route,
+    Translator,
+    discover,
+    find,
+    find_exact,
+    lower,
+    ops,
+    translator_routes,
+    translators,
+    versions,
+    withdraw,
+)
 from .rewrite import Builder, Match, Pattern, Refuse, Rule, RuleSet, same_domain
 
 #: how a route's converter calls a translator inside a rewrite: ``call(translator, builder, match)``
@@ -37,9 +50,11 @@ class Fusion:
 _FUSIONS: dict[Route, list[Fusion]] = {}
 
 
-def fusion(source: str, target: str, name: str, pattern: Pattern | Callable[..., Any], *,
-           check: Check | None = None) -> Callable[[Callable], Callable]:
+def fusion(
+    source: str, target: str, name: str, pattern: Pattern | Callable[..., Any], *, check: Check | None = None
+) -> Callable[[Callable], Callable]:
     """Register the decorated ``replacement(b, match)`` of a multi-node ``pattern`` on a route."""
+
     def register(replacement: Callable) -> Callable:
         add_rules(source, target, [Rule(name, pattern, replacement, check=check)])
         return replacement
@@ -68,6 +83,7 @@ class _OpAnchor(Pattern):
     def __init__(self, op: str, domain: str):
         def anchor(p):  # one node with any inputs: what the registries' readers (docs/coverage.md) see
             return p.node(op, _domain=domain, _any_inputs=True)
+
         anchor.__name__ = op
         super().__init__(anchor)
         self.op = op
@@ -91,8 +107,12 @@ class DispatchRule(Rule):
         self.op = op
         self.domain = domain
         self.call = call
-        super().__init__(f"{route[0]}->{route[1]}:{domain + '::' if domain else ''}{op}",
-                         _OpAnchor(op, domain), self._replace, check=self._check)
+        super().__init__(
+            f"{route[0]}->{route[1]}:{domain + '::' if domain else ''}{op}",
+            _OpAnchor(op, domain),
+            self._replace,
+            check=self._check,
+        )
 
     def translator(self, node: Node) -> Translator | None:
         return find(self.route[0], self.route[1], self.op, node.version, self.domain)
@@ -129,12 +149,12 @@ def _fit_outputs(m: Match, t: Translator, result) -> list:
     values = [result] if isinstance(result, Value) or result is None else list(result)
     outputs = m.root.outputs
     if len(values) >= len(outputs):
-        return values[:len(outputs)]
+        return values[: len(outputs)]
     graph_outputs = {id(v) for v in m.graph.outputs}
-    for old in outputs[len(values):]:
+    for old in outputs[len(values) :]:
         if old is not None and (old.uses or id(old) in graph_outputs):
             raise Refuse(f"output {old.name!r} of {m.root.label} is used, and {t.label} does not compute it")
-    return values + list(outputs[len(values):])  # unused: removed with the node, nothing replaces them
+    return values + list(outputs[len(values) :])  # unused: removed with the node, nothing replaces them
 
 
 def call_with_match(t: Translator, b: Builder, m: Match):
@@ -150,5 +170,22 @@ def rule_set(source: str, target: str, call: Call = call_with_match) -> RuleSet:
     return RuleSet(rules)
 
 
-__all__ = ["Translator", "Fusion", "DispatchRule", "lower", "withdraw", "fusion", "add_rules", "find", "find_exact",
-           "versions", "translators", "fusions", "ops", "routes", "discover", "rule_set", "call_with_match"]
+__all__ = [
+    "Translator",
+    "Fusion",
+    "DispatchRule",
+    "lower",
+    "withdraw",
+    "fusion",
+    "add_rules",
+    "find",
+    "find_exact",
+    "versions",
+    "translators",
+    "fusions",
+    "ops",
+    "routes",
+    "discover",
+    "rule_set",
+    "call_with_match",
+]

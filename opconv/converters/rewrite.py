@@ -103,6 +103,7 @@ def same_domain(a: str | None, b: str | None) -> bool:
 # The classes of this module are plain slotted classes, not dataclasses: defining a dataclass costs about a
 # millisecond of every fresh process that imports this module, and hundreds of patterns are built at import.
 
+
 class _Capture:
     """A pattern input: matches any value, bound under ``name`` (the same name must bind the same value)."""
 
@@ -115,12 +116,21 @@ class _Capture:
 class _PNode:
     """One node of a pattern."""
 
-    __slots__ = ("op", "inputs", "domain", "version", "attrs", "n_outputs", "name", "commute", "shared",
-                 "any_inputs")
+    __slots__ = ("op", "inputs", "domain", "version", "attrs", "n_outputs", "name", "commute", "shared", "any_inputs")
 
-    def __init__(self, op: str | None, inputs: list[_Capture | _POut | None], domain: str | None, version: Any,
-                 attrs: dict[str, Any],
-                 n_outputs: int, name: str | None, commute: bool, shared: bool, any_inputs: bool = False):
+    def __init__(
+        self,
+        op: str | None,
+        inputs: list[_Capture | _POut | None],
+        domain: str | None,
+        version: Any,
+        attrs: dict[str, Any],
+        n_outputs: int,
+        name: str | None,
+        commute: bool,
+        shared: bool,
+        any_inputs: bool = False,
+    ):
         self.op = op  # None: any op
         self.inputs = inputs  # of _Capture | _POut | None
         self.domain = domain
@@ -152,9 +162,19 @@ class _PatternOps:
     def __init__(self) -> None:
         self.nodes: list[_PNode] = []
 
-    def node(self, op: str | None, *inputs: Any, _domain: str | None = "", _version: Any = None,
-             _outputs: int = 1, _name: str | None = None, _commute: bool = False, _shared: bool = False,
-             _any_inputs: bool = False, **attrs: Any) -> _POut | list[_POut]:
+    def node(
+        self,
+        op: str | None,
+        *inputs: Any,
+        _domain: str | None = "",
+        _version: Any = None,
+        _outputs: int = 1,
+        _name: str | None = None,
+        _commute: bool = False,
+        _shared: bool = False,
+        _any_inputs: bool = False,
+        **attrs: Any,
+    ) -> _POut | list[_POut]:
         for i, v in enumerate(inputs):
             if v is not None and not isinstance(v, (_Capture, _POut)):
                 raise GraphError(f"pattern {op or 'any'}: input {i} is {v!r}, not a pattern value")
@@ -188,7 +208,7 @@ def _capture_names(fn: Callable[..., Any]) -> list[str]:
     code = getattr(fn, "__code__", None)
     if getattr(fn, "__signature__", None) is not None or code is None or code.co_flags & inspect.CO_VARARGS:
         return list(inspect.signature(fn).parameters)[1:]
-    return list(code.co_varnames[1:code.co_argcount])
+    return list(code.co_varnames[1 : code.co_argcount])
 
 
 class Pattern:
@@ -236,8 +256,16 @@ class Match:
 
     __slots__ = ("graph", "root", "values", "nodes", "matched", "removable", "n_outputs")
 
-    def __init__(self, graph: Graph, root: Node, values: dict[str, Value | None], nodes: dict[str, Node],
-                 matched: list[Node], removable: list[Node], n_outputs: int):
+    def __init__(
+        self,
+        graph: Graph,
+        root: Node,
+        values: dict[str, Value | None],
+        nodes: dict[str, Node],
+        matched: list[Node],
+        removable: list[Node],
+        n_outputs: int,
+    ):
         self.graph = graph
         self.root = root
         self.values = values
@@ -255,7 +283,7 @@ class Match:
     @property
     def outputs(self) -> list[Value | None]:
         """The root node's outputs that the replacement must provide."""
-        return self.root.outputs[:self.n_outputs]
+        return self.root.outputs[: self.n_outputs]
 
     def constant(self, name: str) -> np.ndarray | None:
         """The data of captured value ``name`` when it is a constant, else ``None``."""
@@ -368,8 +396,9 @@ class _Matcher:
                 return f"{node.label}: attribute {name}={node.attr(name)!r} does not match"
         return None
 
-    def _inputs(self, pvs: list[_Capture | _POut | None], values: list[Value | None],
-                b: _Binding) -> Iterator[_Binding]:
+    def _inputs(
+        self, pvs: list[_Capture | _POut | None], values: list[Value | None], b: _Binding
+    ) -> Iterator[_Binding]:
         if not pvs:
             yield b
             return
@@ -400,7 +429,7 @@ class _Matcher:
                 continue
             # The root's own pattern outputs are rewired; its other outputs, and all of an
             # intermediate node's outputs, must stay inside the match.
-            escaping = node.outputs[self.pattern.root.n_outputs:] if node is root else node.outputs
+            escaping = node.outputs[self.pattern.root.n_outputs :] if node is root else node.outputs
             for v in escaping:
                 if v is None:
                     continue
@@ -491,10 +520,14 @@ def branch_outputs_differ(then_branch: Graph, else_branch: Graph) -> str | None:
                 return f"branch output {k} ({value.name!r}) is a {value.type}, not a tensor"
             shape = value.shape if value.type is not None else None
             if shape is None or not all(isinstance(d, int) for d in shape):
-                return (f"the shape of branch output {k} ({value.name!r}) is not static, so computing both "
-                        "branches and selecting cannot be shown exact")
-        where = f"in then_branch ({yes.name!r}) and {{}} in else_branch ({no.name!r}): with a condition known " \
-                f"only at run time, both branches must give one"
+                return (
+                    f"the shape of branch output {k} ({value.name!r}) is not static, so computing both "
+                    "branches and selecting cannot be shown exact"
+                )
+        where = (
+            f"in then_branch ({yes.name!r}) and {{}} in else_branch ({no.name!r}): with a condition known "
+            f"only at run time, both branches must give one"
+        )
         if yes.dtype != no.dtype:
             return f"branch output {k} is {yes.dtype} " + where.format(no.dtype) + " element type"
         yes_shape, no_shape = list(yes.shape or ()), list(no.shape or ())  # both static (checked above)
@@ -508,8 +541,9 @@ class Rule:
 
     __slots__ = ("name", "pattern", "replacement", "check")
 
-    def __init__(self, name: str, pattern: Pattern | Callable[..., Any], replacement: Replacement,
-                 check: Check | None = None):
+    def __init__(
+        self, name: str, pattern: Pattern | Callable[..., Any], replacement: Replacement, check: Check | None = None
+    ):
         self.name = name
         self.pattern = pattern if isinstance(pattern, Pattern) else Pattern(pattern)
         self.replacement = replacement
@@ -554,6 +588,7 @@ class RuleSet:
 # Building replacements
 # ---------------------------------------------------------------------------
 
+
 class Builder:
     """Creates replacement nodes before the matched root, in the target ``domain``/``version``.
 
@@ -571,13 +606,28 @@ class Builder:
         self.consts: list[Value] = []
         self.discarded: list[Graph] = []
 
-    def op(self, op: str, *inputs: Value | None, _domain: str | None = None, _version: int | None = None,
-           _outputs: int = 1, _name: str | None = None, **attrs: Any) -> Value | list[Value]:
+    def op(
+        self,
+        op: str,
+        *inputs: Value | None,
+        _domain: str | None = None,
+        _version: int | None = None,
+        _outputs: int = 1,
+        _name: str | None = None,
+        **attrs: Any,
+    ) -> Value | list[Value]:
         hint = _name or (f"{self.before.name}/{op}" if self.before.name else op)
         typed = {k: infer_attr(k, v) if not isinstance(v, Attr) else v for k, v in attrs.items()}
-        result = self.graph.op(op, *inputs, domain=self.domain if _domain is None else _domain,
-                               version=self.version if _version is None else _version,
-                               outputs=_outputs, name=hint, attrs=typed, before=self.before)
+        result = self.graph.op(
+            op,
+            *inputs,
+            domain=self.domain if _domain is None else _domain,
+            version=self.version if _version is None else _version,
+            outputs=_outputs,
+            name=hint,
+            attrs=typed,
+            before=self.before,
+        )
         first = result if isinstance(result, Value) else result[0]
         assert first.producer is not None  # the node just made
         self.nodes.append(first.producer)
@@ -642,6 +692,7 @@ class Builder:
 # Reports
 # ---------------------------------------------------------------------------
 
+
 class Unmatched:
     """A node that no rule rewrote: where it is and every rule's reason."""
 
@@ -693,8 +744,16 @@ Identity = Callable[[Builder, Value], Value]
 class _Rewriter:
     """One :func:`apply` call: the rule set, builder defaults, and the report being filled."""
 
-    def __init__(self, rules: RuleSet, *, domain: str | None, version: int | None, recursive: bool,
-                 skip: Callable[[Node], bool] | None, identity: Identity | None):
+    def __init__(
+        self,
+        rules: RuleSet,
+        *,
+        domain: str | None,
+        version: int | None,
+        recursive: bool,
+        skip: Callable[[Node], bool] | None,
+        identity: Identity | None,
+    ):
         self.rules = rules
         self.domain = domain
         self.version = version
@@ -747,8 +806,12 @@ class _Rewriter:
 
     def rewrite(self, rule: Rule, m: Match) -> str | None:
         """Build the replacement and rewire; returns a reason (and leaves the graph as it was) on refusal."""
-        b = Builder(m.graph, m.root, domain=m.root.domain if self.domain is None else self.domain,
-                    version=m.root.version if self.version is None else self.version)
+        b = Builder(
+            m.graph,
+            m.root,
+            domain=m.root.domain if self.domain is None else self.domain,
+            version=m.root.version if self.version is None else self.version,
+        )
         try:
             replaced = rule.replacement(b, m)
         except Refuse as e:
@@ -756,8 +819,11 @@ class _Rewriter:
             return str(e)
         except MemoryError:
             b.undo()
-            raise BudgetError(f"out of memory while {rule.name} built the replacement; a smaller "
-                              "--max-tensor-bytes refuses such tensors earlier", where=m.root.label) from None
+            raise BudgetError(
+                f"out of memory while {rule.name} built the replacement; a smaller "
+                "--max-tensor-bytes refuses such tensors earlier",
+                where=m.root.label,
+            ) from None
         except MALFORMED as e:
             # A rule that indexes an attribute, rank or operand list the node does not have: a malformed
             # model (a valid one would pass the schema checks), refused like any node the rule cannot take.
@@ -771,8 +837,11 @@ class _Rewriter:
             b.undo()
             raise GraphError(f"rule {rule.name}: replacement returned {len(new)} values for {m.n_outputs} outputs")
         missing = [old.name for old, value in zip(m.outputs, new) if old is not None and value is None]
-        why = (f"replacement gives no value for {', '.join(map(repr, missing))}" if missing
-               else self._fix_graph_outputs(b, m, new))
+        why = (
+            f"replacement gives no value for {', '.join(map(repr, missing))}"
+            if missing
+            else self._fix_graph_outputs(b, m, new)
+        )
         if why is not None:
             b.undo()
             return why
@@ -799,8 +868,10 @@ class _Rewriter:
             fresh = value.producer is not None and id(value.producer) in made and id(value) not in taken
             if not fresh:
                 if self.identity is None:
-                    return (f"graph output {old.name!r} would be replaced by {value.name!r}, which cannot be "
-                            f"renamed (it is a graph input, a constant or another output)")
+                    return (
+                        f"graph output {old.name!r} would be replaced by {value.name!r}, which cannot be "
+                        f"renamed (it is a graph input, a constant or another output)"
+                    )
                 new[i] = value = self.identity(b, value)
             taken.add(id(value))
         return None
@@ -851,9 +922,16 @@ def _remove_dead(graph: Graph, matched: list[Node]) -> None:
                 del graph.initializers[v.name]
 
 
-def apply(graph: Graph, rules: RuleSet | Sequence[Rule], *, recursive: bool = True, domain: str | None = None,
-          version: int | None = None, skip: Callable[[Node], bool] | None = None,
-          identity: Identity | None = None) -> RewriteReport:
+def apply(
+    graph: Graph,
+    rules: RuleSet | Sequence[Rule],
+    *,
+    recursive: bool = True,
+    domain: str | None = None,
+    version: int | None = None,
+    skip: Callable[[Node], bool] | None = None,
+    identity: Identity | None = None,
+) -> RewriteReport:
     """Rewrite ``graph`` in place with ``rules``; returns the report.
 
     ``domain``/``version`` are what the builder gives new nodes (default: the
@@ -865,15 +943,21 @@ def apply(graph: Graph, rules: RuleSet | Sequence[Rule], *, recursive: bool = Tr
     """
     if not isinstance(rules, RuleSet):
         rules = RuleSet(rules)
-    rewriter = _Rewriter(rules, domain=domain, version=version, recursive=recursive, skip=skip,
-                         identity=identity)
+    rewriter = _Rewriter(rules, domain=domain, version=version, recursive=recursive, skip=skip, identity=identity)
     rewriter.graph(graph, "")
     return rewriter.report()
 
 
-def convert_graph(graph: Graph, rules: RuleSet | Sequence[Rule], target_domain: str,
-                  target_version: int | None, *, is_target: Callable[[Node], bool] | None = None,
-                  identity: Identity | None = None, where: str | None = None) -> tuple[Graph, RewriteReport]:
+def convert_graph(
+    graph: Graph,
+    rules: RuleSet | Sequence[Rule],
+    target_domain: str,
+    target_version: int | None,
+    *,
+    is_target: Callable[[Node], bool] | None = None,
+    identity: Identity | None = None,
+    where: str | None = None,
+) -> tuple[Graph, RewriteReport]:
     """Rewrite ``graph`` into the target dialect; every node must end up there.
 
     ``is_target(node)`` says whether a node already belongs to the target
@@ -882,15 +966,21 @@ def convert_graph(graph: Graph, rules: RuleSet | Sequence[Rule], target_domain: 
     each rule's reason; ``where`` (a file name) prefixes the message.
     """
     if is_target is None:
+
         def is_target(node: Node) -> bool:
             return same_domain(node.domain, target_domain) and node.version == target_version
+
     report = apply(graph, rules, domain=target_domain, version=target_version, skip=is_target, identity=identity)
     left = [n for n in graph.walk() if not is_target(n)]
     if left:
         known = {id(u.node): u for u in report.unmatched}
-        problems = [known.get(id(n)) or Unmatched(n, n.label, ["a rule produced it outside the target dialect"])
-                    for n in left]
+        problems = [
+            known.get(id(n)) or Unmatched(n, n.label, ["a rule produced it outside the target dialect"]) for n in left
+        ]
         target = f"{target_domain or 'ai.onnx'}" + (f" version {target_version}" if target_version else "")
-        raise ConversionError(f"{len(problems)} node(s) cannot be converted to {target}: "
-                              + " | ".join(str(p) for p in problems), problems, where=where)
+        raise ConversionError(
+            f"{len(problems)} node(s) cannot be converted to {target}: " + " | ".join(str(p) for p in problems),
+            problems,
+            where=where,
+        )
     return graph, report

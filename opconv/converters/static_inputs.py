@@ -16,9 +16,10 @@ and the fold/infer rounds run again over what they became.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
-from ..dialects.onnx.proto import inference_failures, infer_shapes, messages as pb
+from ..dialects.onnx.proto import infer_shapes, inference_failures
+from ..dialects.onnx.proto import messages as pb
 from ..errors import ConversionError, OpconvError
 from ..input_shapes import InputShapes
 from ..ir import Model, Tensor
@@ -33,8 +34,14 @@ WEIGHTLESS_BYTES = 1 << 20
 
 # ---------------------------------------------------------------------------
 
-def static_copy(model: Model, input_shapes: Mapping[str, Sequence[int]] | None, dims: Mapping[str, int] | None,
-                where: str | None, target: str) -> Model:
+
+def static_copy(
+    model: Model,
+    input_shapes: Mapping[str, Sequence[int]] | None,
+    dims: Mapping[str, int] | None,
+    where: str | None,
+    target: str,
+) -> Model:
     """A fresh copy of ``model`` with static input shapes, its constant shape computations folded and its
     types inferred again until neither changes anything (``target`` names the conversion in messages).
 
@@ -51,6 +58,7 @@ def static_copy(model: Model, input_shapes: Mapping[str, Sequence[int]] | None, 
     # The composites (Attention, LSTM, the losses ...) become standard ops once their shapes are static (an RNN
     # is unrolled over its sequence length), and the nodes they became are folded and typed in turn.
     from .decompose import decompose_composites
+
     if decompose_composites(copy):
         copy = _settle(with_inferred_types(copy), loops)
     return copy
@@ -73,8 +81,13 @@ def _settle(copy: Model, loops: LoopTyping) -> Model:
 MAX_ROUNDS = 16
 
 
-def copy_with_static_inputs(model: Model, input_shapes: Mapping[str, Sequence[int]] | None, where: str | None,
-                            target: str = "OpenVINO opset1 IR", dims: Mapping[str, int] | None = None) -> Model:
+def copy_with_static_inputs(
+    model: Model,
+    input_shapes: Mapping[str, Sequence[int]] | None,
+    where: str | None,
+    target: str = "OpenVINO opset1 IR",
+    dims: Mapping[str, int] | None = None,
+) -> Model:
     """A fresh model with static graph-input shapes and ONNX-inferred intermediate types (``target`` for messages).
 
     ``input_shapes`` gives whole shapes by input name, binding the symbols of those inputs' declared dims for
@@ -151,7 +164,8 @@ def _weightless_proto(model: Model) -> tuple[pb.ModelProto, dict[str, Tensor]]:
 
 def _load_inferred(proto: pb.ModelProto, weights: dict[str, Tensor]) -> Model:
     """Run ONNX shape inference on ``proto`` (large weights as typed inputs), load it, put the weights back."""
-    from ..dialects.onnx.io import load as load_onnx, type_proto
+    from ..dialects.onnx.io import load as load_onnx
+    from ..dialects.onnx.io import type_proto
 
     listed = {vi.name for vi in proto.graph.input}
     kept = [t for t in proto.graph.initializer if t.name not in weights]
@@ -179,8 +193,10 @@ def _load_inferred(proto: pb.ModelProto, weights: dict[str, Tensor]) -> Model:
 
 def may_fold(graph) -> bool:
     """Whether constant folding has anything to do (it costs an ONNX executor session, so check first)."""
-    return any(node.op in ("Shape", "Size") or all(v is None or v.const is not None for v in node.inputs)
-               for node in graph.nodes)
+    return any(
+        node.op in ("Shape", "Size") or all(v is None or v.const is not None for v in node.inputs)
+        for node in graph.nodes
+    )
 
 
 def has_unresolved_types(graph) -> bool:

@@ -11,7 +11,8 @@ It returns the value(s) replacing the node's outputs, or raises :class:`Refuse` 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 import onnx
@@ -106,8 +107,10 @@ class Ctx:
 
 def call_with_ctx(ctx: type[Ctx]) -> Callable[[Translator, Builder, Match], Any]:
     """The calling convention of the directions into ONNX: ``fn(ctx(b, node), *node.inputs)``."""
+
     def call(t: Translator, b: Builder, m: Match):
         return t.fn(ctx(b, m.root), *m.root.inputs)
+
     return call
 
 
@@ -139,8 +142,11 @@ def target_opset(opset: int | None, source: str, where: str | None) -> int:
         return newest
     opset = int(opset)
     if not MIN_OPSET <= opset <= newest:
-        raise ConversionError(f"target opset {opset} is out of range: opconv converts {source} to ai.onnx "
-                              f"opsets {MIN_OPSET}..{newest} (the newest the installed onnx defines)", where=where)
+        raise ConversionError(
+            f"target opset {opset} is out of range: opconv converts {source} to ai.onnx "
+            f"opsets {MIN_OPSET}..{newest} (the newest the installed onnx defines)",
+            where=where,
+        )
     return opset
 
 
@@ -149,8 +155,9 @@ def identity(b: Builder, value: Value) -> Value:
     return b.op("Identity", value)
 
 
-def convert_to_onnx(graph: Graph, rules: RuleSet, target: int, where: str | None,
-                    is_target: Callable[[Node], bool] | None = None) -> None:
+def convert_to_onnx(
+    graph: Graph, rules: RuleSet, target: int, where: str | None, is_target: Callable[[Node], bool] | None = None
+) -> None:
     """Rewrite ``graph`` in place with a direction's ``rules`` (:func:`rule_set`), then forget the types of its
     intermediate values: ONNX shape inference (and ``onnx.checker``'s full check) derives them rather than
     trusting types the source dialect may have written with runtime-specific types."""
@@ -170,10 +177,32 @@ def keep_io_types_only(graph: Graph) -> None:
 def onnx_model(graph: Graph, target: int, source: Model) -> Model:
     """The converted ``graph`` as an ai.onnx ``target`` model, with ``source``'s doc and metadata."""
     meta = {"ir_version": onnx.helper.find_min_ir_version_for([onnx.helper.make_opsetid("", target)])}
-    return Model(graph, "onnx", {"": target}, producer="opconv", doc=source.doc, metadata=dict(source.metadata),
-                 meta=meta, path=None)
+    return Model(
+        graph,
+        "onnx",
+        {"": target},
+        producer="opconv",
+        doc=source.doc,
+        metadata=dict(source.metadata),
+        meta=meta,
+        path=None,
+    )
 
 
-__all__ = ["MIN_OPSET", "INT64_MAX", "INT64_MIN", "Ctx", "Refuse", "call_with_ctx", "rule_set", "const_ints",
-           "const_scalar", "newest_opset", "target_opset", "identity", "convert_to_onnx", "keep_io_types_only",
-           "onnx_model"]
+__all__ = [
+    "MIN_OPSET",
+    "INT64_MAX",
+    "INT64_MIN",
+    "Ctx",
+    "Refuse",
+    "call_with_ctx",
+    "rule_set",
+    "const_ints",
+    "const_scalar",
+    "newest_opset",
+    "target_opset",
+    "identity",
+    "convert_to_onnx",
+    "keep_io_types_only",
+    "onnx_model",
+]

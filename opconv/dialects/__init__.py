@@ -93,7 +93,9 @@ def save_model(model: Model, path: str | os.PathLike, **options) -> None:
 
         raise ModelWriteError(
             f"this is {DIALECT_NAMES.get(model.dialect, model.dialect)}, whose file is {' or '.join(d.suffixes)}; "
-            f"to write another format, convert the model first (opconv.convert(model, to=...))", where=path)
+            f"to write another format, convert the model first (opconv.convert(model, to=...))",
+            where=path,
+        )
     d.save(model, path, **options)
 
 
@@ -115,6 +117,7 @@ def _ensure_loaded() -> None:
         return
     _loaded = True
     from . import onnx as _onnx  # noqa: F401
+
     for optional in ("openvino", "hlo"):
         try:
             __import__(f"{__name__}.{optional}")

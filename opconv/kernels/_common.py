@@ -71,8 +71,22 @@ def computes_natively(dtype) -> bool:
 
 # The dtypes computed as they are, e.g. float32: upcast/downcast hand such arrays back untouched without
 # asking numpy (a few microseconds per kernel call, which small models make thousands of).
-_NATIVE = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int8, np.int16, np.int32, np.int64,
-                                          np.uint8, np.uint16, np.uint32, np.uint64, np.bool_))
+_NATIVE = frozenset(
+    np.dtype(t)
+    for t in (
+        np.float32,
+        np.float64,
+        np.int8,
+        np.int16,
+        np.int32,
+        np.int64,
+        np.uint8,
+        np.uint16,
+        np.uint32,
+        np.uint64,
+        np.bool_,
+    )
+)
 
 
 def upcast(x) -> np.ndarray:

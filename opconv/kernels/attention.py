@@ -64,9 +64,18 @@ def repeat_kv_heads(x: np.ndarray, q_heads: int) -> np.ndarray:
 # ---------------------------------------------------------------- masks and softmax
 
 
-def attention_bias(q_len: int, kv_len: int, *, mask=None, is_causal: bool = False, offset=0,
-                   nonpad_kv_seqlen=None, left_window: int = -1, right_window: int = -1,
-                   dtype=np.float32) -> np.ndarray | None:
+def attention_bias(
+    q_len: int,
+    kv_len: int,
+    *,
+    mask=None,
+    is_causal: bool = False,
+    offset=0,
+    nonpad_kv_seqlen=None,
+    left_window: int = -1,
+    right_window: int = -1,
+    dtype=np.float32,
+) -> np.ndarray | None:
     """The additive bias, broadcastable to ``(B, H, q_len, kv_len)``, or None when nothing is masked.
 
     ``mask`` is boolean (True = attend) or float (added), broadcastable to
@@ -95,7 +104,7 @@ def attention_bias(q_len: int, kv_len: int, *, mask=None, is_causal: bool = Fals
 
     allowed = None
     key = np.arange(kv_len)
-    position = (np.reshape(offset, (-1, 1, 1, 1)) + np.arange(q_len)[:, None])  # (B or 1, 1, q_len, 1)
+    position = np.reshape(offset, (-1, 1, 1, 1)) + np.arange(q_len)[:, None]  # (B or 1, 1, q_len, 1)
     if is_causal:
         allowed = key <= position
     if left_window >= 0:
@@ -133,10 +142,20 @@ def _softcap(x, cap: float):
 QK_STAGES = ("matmul", "softcap", "bias", "softmax")
 
 
-def scaled_dot_product_attention(q, k, v, bias=None, *, scale: float | None = None, softcap: float = 0.0,
-                                 softmax_dtype=None, scale_operands: bool = True,
-                                 score_mod: Callable | None = None, prob_mod: Callable | None = None,
-                                 qk_stage: str | None = None):
+def scaled_dot_product_attention(
+    q,
+    k,
+    v,
+    bias=None,
+    *,
+    scale: float | None = None,
+    softcap: float = 0.0,
+    softmax_dtype=None,
+    scale_operands: bool = True,
+    score_mod: Callable | None = None,
+    prob_mod: Callable | None = None,
+    qk_stage: str | None = None,
+):
     """``softmax(softcap(Q K^T * scale) + bias) V`` -> ``(Y, scores at qk_stage or None)``.
 
     ``scale`` defaults to ``1 / sqrt(D)``.  With ``scale_operands`` Q and K
@@ -151,8 +170,7 @@ def scaled_dot_product_attention(q, k, v, bias=None, *, scale: float | None = No
     out_dtype = np.asarray(q).dtype
     q, k, v = upcast(q), upcast(k), upcast(v)
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
-        raise ExecutionError(f"incompatible attention shapes: Q {list(q.shape)}, K {list(k.shape)}, "
-                             f"V {list(v.shape)}")
+        raise ExecutionError(f"incompatible attention shapes: Q {list(q.shape)}, K {list(k.shape)}, V {list(v.shape)}")
     heads = q.shape[1]
     k, v = repeat_kv_heads(k, heads), repeat_kv_heads(v, heads)
     scale = 1 / np.sqrt(q.shape[-1]) if scale is None else scale
@@ -195,7 +213,7 @@ def mrope_streams(sections, layout: int) -> np.ndarray:
         return np.repeat(np.arange(3), sections)
     streams = np.zeros(sum(sections), np.int64)
     for stream in (1, 2):
-        streams[stream:3 * sections[stream]:3] = stream
+        streams[stream : 3 * sections[stream] : 3] = stream
     return streams
 
 
@@ -211,11 +229,12 @@ def rotary_embedding(x, cos, sin, *, interleaved: bool = False, rotary_dim: int 
     x, cos, sin = upcast(x), upcast(cos), upcast(sin)
     rotary_dim = x.shape[-1] if not rotary_dim else rotary_dim
     if rotary_dim % 2 or rotary_dim > x.shape[-1]:
-        raise ExecutionError(f"rotary dimension {rotary_dim} must be even and at most the head size "
-                             f"{x.shape[-1]}")
+        raise ExecutionError(f"rotary dimension {rotary_dim} must be even and at most the head size {x.shape[-1]}")
     if cos.shape[-1] != rotary_dim // 2 or sin.shape[-1] != rotary_dim // 2:
-        raise ExecutionError(f"cos/sin caches have {cos.shape[-1]}/{sin.shape[-1]} values per position, "
-                             f"expected rotary_dim / 2 = {rotary_dim // 2}")
+        raise ExecutionError(
+            f"cos/sin caches have {cos.shape[-1]}/{sin.shape[-1]} values per position, "
+            f"expected rotary_dim / 2 = {rotary_dim // 2}"
+        )
     rotate, keep = x[..., :rotary_dim], x[..., rotary_dim:]
     if interleaved:
         a, b = rotate[..., 0::2], rotate[..., 1::2]
@@ -234,8 +253,9 @@ def rotary_embedding(x, cos, sin, *, interleaved: bool = False, rotary_dim: int 
 LINEAR_ATTENTION_RULES = ("linear", "gated", "delta", "gated_delta")
 
 
-def linear_attention(q, k, v, state=None, decay=None, beta=None, *, rule: str = "gated_delta",
-                     scale: float | None = None):
+def linear_attention(
+    q, k, v, state=None, decay=None, beta=None, *, rule: str = "gated_delta", scale: float | None = None
+):
     """Recurrent linear attention, one token at a time -> ``(output (B, T, Hq, Dv), state (B, Hkv, Dk, Dv))``.
 
     ``q`` ``(B, T, Hq, Dk)``, ``k`` ``(B, T, Hkv, Dk)``, ``v`` ``(B, T, Hkv, Dv)``;
@@ -251,8 +271,7 @@ def linear_attention(q, k, v, state=None, decay=None, beta=None, *, rule: str = 
     ``scale`` defaults to ``1 / sqrt(Dk)``.
     """
     if rule not in LINEAR_ATTENTION_RULES:
-        raise ExecutionError(f"unknown linear attention update rule {rule!r}; expected one of "
-                             f"{LINEAR_ATTENTION_RULES}")
+        raise ExecutionError(f"unknown linear attention update rule {rule!r}; expected one of {LINEAR_ATTENTION_RULES}")
     gated, delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
     if gated and decay is None:
         raise ExecutionError(f"update rule {rule!r} needs the decay input")
@@ -300,8 +319,9 @@ def causal_conv_with_state(x, weight, bias=None, past_state=None, activation: st
     try:
         act = _CONV_ACTIVATIONS[activation.lower()]
     except KeyError:
-        raise ExecutionError(f"unknown activation {activation!r}; expected one of "
-                             f"{sorted(_CONV_ACTIVATIONS)}") from None
+        raise ExecutionError(
+            f"unknown activation {activation!r}; expected one of {sorted(_CONV_ACTIVATIONS)}"
+        ) from None
     past = np.zeros((batch, channels, kernel - 1), x.dtype) if past_state is None else upcast(past_state)
     if past.shape != (batch, channels, kernel - 1):
         raise ExecutionError(f"past_state must have shape {[batch, channels, kernel - 1]}, got {list(past.shape)}")
@@ -310,4 +330,4 @@ def causal_conv_with_state(x, weight, bias=None, past_state=None, activation: st
     y = np.einsum("bclk,ck->bcl", windows, weight[:, 0])
     if bias is not None:
         y = y + upcast(bias)[:, None]
-    return downcast(act(y), dtype), downcast(seq[:, :, seq.shape[2] - (kernel - 1):], dtype)
+    return downcast(act(y), dtype), downcast(seq[:, :, seq.shape[2] - (kernel - 1) :], dtype)

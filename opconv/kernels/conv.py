@@ -109,8 +109,9 @@ def split_pads(pads, n: int, name: str = "pads") -> tuple[list[int], list[int]]:
     return pads[:n], pads[n:]
 
 
-def conv_output_size(size: int, kernel: int, stride: int = 1, dilation: int = 1,
-                     pad_begin: int = 0, pad_end: int = 0) -> int:
+def conv_output_size(
+    size: int, kernel: int, stride: int = 1, dilation: int = 1, pad_begin: int = 0, pad_end: int = 0
+) -> int:
     """Output length of one spatial dim of a (floor-mode) convolution."""
     return (size + pad_begin + pad_end - (kernel - 1) * dilation - 1) // stride + 1
 
@@ -132,7 +133,8 @@ def conv(
     """
     n = np.ndim(x) - 2
     return _conv_channels_first(
-        x, w,
+        x,
+        w,
         strides=per_dim(strides, n, "strides"),
         pads_begin=per_dim(pads_begin, n, "pads_begin", 0),
         pads_end=per_dim(pads_end, n, "pads_end", 0),
@@ -165,7 +167,8 @@ def conv_general(
     n = rank - 2
     lhs_layout, rhs_layout, out_layout = (
         tuple(range(rank)) if layout is None else tuple(int(d) for d in layout)
-        for layout in (lhs_layout, rhs_layout, out_layout))
+        for layout in (lhs_layout, rhs_layout, out_layout)
+    )
     pads = list(padding) if padding is not None else [(0, 0)] * n
     if len(pads) != n:
         raise ExecutionError(f"padding has {len(pads)} pairs, expected {n}")
@@ -225,7 +228,8 @@ def conv_transpose(
     w_conv = w_conv[(slice(None), slice(None)) + (slice(None, None, -1),) * n]
     full = [(k - 1) * d for k, d in zip(kernel, dilations)]
     return _conv_channels_first(
-        x, w_conv,
+        x,
+        w_conv,
         strides=(1,) * n,
         pads_begin=tuple(f - pb for f, pb in zip(full, pads_begin)),
         pads_end=tuple(f - pe + op for f, pe, op in zip(full, pads_end, output_padding)),
@@ -237,8 +241,15 @@ def conv_transpose(
     )
 
 
-def conv_transpose_output_size(size: int, kernel: int, stride: int = 1, dilation: int = 1,
-                               pad_begin: int = 0, pad_end: int = 0, output_padding: int = 0) -> int:
+def conv_transpose_output_size(
+    size: int,
+    kernel: int,
+    stride: int = 1,
+    dilation: int = 1,
+    pad_begin: int = 0,
+    pad_end: int = 0,
+    output_padding: int = 0,
+) -> int:
     """Output length of one spatial dim of a transposed convolution."""
     return stride * (size - 1) + output_padding + (kernel - 1) * dilation + 1 - pad_begin - pad_end
 
@@ -352,8 +363,9 @@ def pack_conv_weights(w: np.ndarray, bias: np.ndarray, groups: int = 1) -> ConvW
     return ConvWeights(tuple(w.shape), groups, matrix)
 
 
-def _conv_channels_first(x, w, strides, pads_begin, pads_end, lhs_dilation, rhs_dilation,
-                         feature_groups, batch_groups, bias=None):
+def _conv_channels_first(
+    x, w, strides, pads_begin, pads_end, lhs_dilation, rhs_dilation, feature_groups, batch_groups, bias=None
+):
     """The one convolution all entry points reduce to (channels-first layouts); ``w`` may be
     :class:`ConvWeights` (then ``bias`` is in it)."""
     x = np.asarray(x)
@@ -374,7 +386,8 @@ def _conv_channels_first(x, w, strides, pads_begin, pads_end, lhs_dilation, rhs_
         raise ExecutionError("feature_group_count and batch_group_count cannot both exceed 1")
     if c % feature_groups or c // feature_groups != c_per_group:
         raise ExecutionError(
-            f"input has {c} channels; kernel expects {c_per_group} per group x {feature_groups} groups")
+            f"input has {c} channels; kernel expects {c_per_group} per group x {feature_groups} groups"
+        )
     if o % groups or n % batch_groups:
         raise ExecutionError(f"{o} output features / batch {n} do not split into {groups} groups")
     if packed is not None and (packed.groups != groups or packed.matrix.dtype != acc):
@@ -389,19 +402,24 @@ def _conv_channels_first(x, w, strides, pads_begin, pads_end, lhs_dilation, rhs_
     else:
         w_mat = w.astype(acc, copy=False).reshape(groups, og, depth)
 
-    out = tuple(window_output_size(size, k, s, d)
-                for size, k, s, d in zip(x.shape[2:], kernel, strides, rhs_dilation))
+    out = tuple(window_output_size(size, k, s, d) for size, k, s, d in zip(x.shape[2:], kernel, strides, rhs_dilation))
     positions = math.prod(out)
     bias_in_product = False
     if cg == 1 and batch_groups == 1 and groups > 1:
         bias_in_product = True
-        y = _depthwise(x, w_mat[..., :depth], kernel, strides, rhs_dilation, og,
-                       None if bias is None else np.asarray(bias).astype(acc, copy=False).reshape(groups, og))
+        y = _depthwise(
+            x,
+            w_mat[..., :depth],
+            kernel,
+            strides,
+            rhs_dilation,
+            og,
+            None if bias is None else np.asarray(bias).astype(acc, copy=False).reshape(groups, og),
+        )
     elif packed is not None and groups == 1 and (tile := _winograd_tile(kernel, strides, rhs_dilation, c, o, out)):
         bias_in_product = True
         y = _winograd_3x3(x, packed.winograd(tile), out)
-    elif (batch_groups == 1 and any(k > 1 for k in kernel)
-            and depth * positions * x.itemsize > _TILED_IM2COL_BYTES):
+    elif batch_groups == 1 and any(k > 1 for k in kernel) and depth * positions * x.itemsize > _TILED_IM2COL_BYTES:
         bias_in_product = packed is not None
         y = _conv_tiled(x, w_mat, kernel, strides, rhs_dilation, out, ones_row=bias_in_product)
     elif all(k == 1 for k in kernel) and all(s == 1 for s in strides) and (packed is None or c >= o):
@@ -478,13 +496,15 @@ def _conv_tiled(x, w_mat, kernel, strides, dilations, out, ones_row=False):
         band[depth] = 1
     for image in range(x.shape[0]):
         for g in range(groups):
-            planes = patches[image, g * cg:(g + 1) * cg]
+            planes = patches[image, g * cg : (g + 1) * cg]
             for r0 in range(0, out[0], rows):
                 r1 = min(out[0], r0 + rows)
-                cols = band[:, :(r1 - r0) * row]
-                np.copyto(cols[:depth].reshape((cg,) + tuple(kernel) + (r1 - r0,) + tuple(out[1:])),
-                          planes[:, r0:r1].transpose(order))
-                np.matmul(w_mat[g], cols, out=y[image, g, :, r0 * row:r1 * row])
+                cols = band[:, : (r1 - r0) * row]
+                np.copyto(
+                    cols[:depth].reshape((cg,) + tuple(kernel) + (r1 - r0,) + tuple(out[1:])),
+                    planes[:, r0:r1].transpose(order),
+                )
+                np.matmul(w_mat[g], cols, out=y[image, g, :, r0 * row : r1 * row])
     return y
 
 
@@ -512,16 +532,40 @@ class _Winograd:
 
 
 _WINOGRAD = {
-    2: _Winograd(2, bt=np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], dtype=np.float64),
-                 g=np.array([[1, 0, 0], [1 / 2, 1 / 2, 1 / 2], [1 / 2, -1 / 2, 1 / 2], [0, 0, 1]]),
-                 at=np.array([[1, 1, 1, 0], [0, 1, -1, -1]], dtype=np.float64)),
+    2: _Winograd(
+        2,
+        bt=np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], dtype=np.float64),
+        g=np.array([[1, 0, 0], [1 / 2, 1 / 2, 1 / 2], [1 / 2, -1 / 2, 1 / 2], [0, 0, 1]]),
+        at=np.array([[1, 1, 1, 0], [0, 1, -1, -1]], dtype=np.float64),
+    ),
     # interpolation points 0, 1, -1, 2, -2 and infinity
-    4: _Winograd(4, bt=np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
-                                 [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]], dtype=np.float64),
-                 g=np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
-                             [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]]),
-                 at=np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]],
-                             dtype=np.float64)),
+    4: _Winograd(
+        4,
+        bt=np.array(
+            [
+                [4, 0, -5, 0, 1, 0],
+                [0, -4, -4, 1, 1, 0],
+                [0, 4, -4, -1, 1, 0],
+                [0, -2, -1, 2, 1, 0],
+                [0, 2, -1, -2, 1, 0],
+                [0, 4, 0, -5, 0, 1],
+            ],
+            dtype=np.float64,
+        ),
+        g=np.array(
+            [
+                [1 / 4, 0, 0],
+                [-1 / 6, -1 / 6, -1 / 6],
+                [-1 / 6, 1 / 6, -1 / 6],
+                [1 / 24, 1 / 12, 1 / 6],
+                [1 / 24, -1 / 12, 1 / 6],
+                [0, 0, 1],
+            ]
+        ),
+        at=np.array(
+            [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]], dtype=np.float64
+        ),
+    ),
 }
 #: where the saved multiplications outweigh the transforms (measured with one BLAS thread): enough channels
 #: for the products to be BLAS-efficient, and enough output positions (tiles) for each of them
@@ -534,8 +578,12 @@ _WINOGRAD_F4_MIN_POSITIONS = 784
 
 def _winograd_tile(kernel, strides, dilations, c, o, out) -> int:
     """The Winograd variant that pays for this convolution: outputs per tile side (2 or 4), or 0 for none."""
-    if not (tuple(kernel) == (3, 3) and tuple(strides) == (1, 1) and tuple(dilations) == (1, 1)
-            and min(c, o) >= _WINOGRAD_MIN_CHANNELS):
+    if not (
+        tuple(kernel) == (3, 3)
+        and tuple(strides) == (1, 1)
+        and tuple(dilations) == (1, 1)
+        and min(c, o) >= _WINOGRAD_MIN_CHANNELS
+    ):
         return 0
     positions = math.prod(out)
     return 4 if positions >= _WINOGRAD_F4_MIN_POSITIONS else 2 if positions >= _WINOGRAD_MIN_POSITIONS else 0
@@ -580,15 +628,16 @@ def _winograd_3x3(x: np.ndarray, u: np.ndarray, out) -> np.ndarray:
     v = np.empty((size * size, c + 1, tiles), dtype=x.dtype)  # B^T d B, and a row of ones for the bias
     v[:, c] = 1
     input_transform, output_transform = _winograd_transforms(m, x.dtype)
-    np.matmul(input_transform, d.reshape(size * size, c * tiles),
-              out=v.reshape(size * size, (c + 1) * tiles)[:, :c * tiles])
+    np.matmul(
+        input_transform, d.reshape(size * size, c * tiles), out=v.reshape(size * size, (c + 1) * tiles)[:, : c * tiles]
+    )
     products = np.matmul(u, v)  # (size^2, O, tiles)
     blocks = np.matmul(output_transform, products.reshape(size * size, o * tiles)).reshape(m, m, o, n, th, tw)
     y = np.empty((n, o, m * th, m * tw), dtype=x.dtype)
     for r in range(m):  # output row m * tile row + r, column m * tile column + s
         for s in range(m):  # (one copy per (r, s) is ~4x faster than one whose innermost axis is s)
             np.copyto(y[:, :, r::m, s::m], blocks[r, s].swapaxes(0, 1))
-    return y if (m * th, m * tw) == tuple(out) else y[:, :, :out[0], :out[1]]
+    return y if (m * th, m * tw) == tuple(out) else y[:, :, : out[0], : out[1]]
 
 
 def _depthwise(x, w_mat, kernel, strides, dilations, og, bias=None):
@@ -603,27 +652,32 @@ def _depthwise(x, w_mat, kernel, strides, dilations, og, bias=None):
     image's row pitch, and the columns past the output's width are cut off by a last pass adding the bias.
     Strided windows are read as views (gathering the stride phases first would copy the input).
     """
-    out = tuple(window_output_size(size, k, s, d)
-                for size, k, s, d in zip(x.shape[2:], kernel, strides, dilations))
+    out = tuple(window_output_size(size, k, s, d) for size, k, s, d in zip(x.shape[2:], kernel, strides, dilations))
     n, groups = x.shape[:2]
     spatial_ones = (1,) * len(out)
     if any(o == 0 for o in out):
         return np.zeros((n, groups, og) + out, dtype=x.dtype)
     flat = all(s == 1 for s in strides)
     if flat:
-        pitch = [math.prod(x.shape[3 + d:]) for d in range(len(out))]
+        pitch = [math.prod(x.shape[3 + d :]) for d in range(len(out))]
         length = sum((o - 1) * p for o, p in zip(out, pitch)) + 1  # flat index of the last output, + 1
         source = x.reshape(n, groups, 1, -1)
         full = np.empty((n, groups, og, out[0] * pitch[0]), dtype=x.dtype)
         y = full[..., :length]
-        parts = (source[..., shift:shift + length] for shift in (
-            sum(k * d * p for k, d, p in zip(offset, dilations, pitch)) for offset in np.ndindex(*kernel)))
+        parts = (
+            source[..., shift : shift + length]
+            for shift in (sum(k * d * p for k, d, p in zip(offset, dilations, pitch)) for offset in np.ndindex(*kernel))
+        )
         weights = w_mat[:, :, :, None]
     else:
         y = np.empty((n, groups, og) + out, dtype=x.dtype)
-        parts = (x[(slice(None), slice(None), None) + tuple(
-            slice(k * d, k * d + (o - 1) * s + 1, s) for k, d, o, s in zip(offset, dilations, out, strides))]
-            for offset in np.ndindex(*kernel))
+        parts = (
+            x[
+                (slice(None), slice(None), None)
+                + tuple(slice(k * d, k * d + (o - 1) * s + 1, s) for k, d, o, s in zip(offset, dilations, out, strides))
+            ]
+            for offset in np.ndindex(*kernel)
+        )
         weights = w_mat.reshape(w_mat.shape + spatial_ones)
     parts = list(parts)
     if len(parts) > 1 and og == 1 and x.dtype in _BLAS_DTYPES:
@@ -641,8 +695,7 @@ def _depthwise(x, w_mat, kernel, strides, dilations, og, bias=None):
         if bias is not None:
             y += bias.reshape(bias.shape + spatial_ones)
         return y
-    result = full.reshape((n, groups, og, out[0]) + x.shape[3:])[
-        (Ellipsis,) + tuple(slice(0, o) for o in out[1:])]
+    result = full.reshape((n, groups, og, out[0]) + x.shape[3:])[(Ellipsis,) + tuple(slice(0, o) for o in out[1:])]
     if bias is None:
         return np.ascontiguousarray(result)
     return np.add(result, bias.reshape(bias.shape + spatial_ones), dtype=x.dtype)
@@ -663,7 +716,7 @@ def _depthwise_products(parts: list, w_mat: np.ndarray, y: np.ndarray) -> None:
     cols = np.empty((n, min(block, groups), k) + y.shape[3:], dtype=y.dtype)
     for start in range(0, groups, block):
         stop = min(start + block, groups)
-        window = cols[:, :stop - start]
+        window = cols[:, : stop - start]
         for i, part in enumerate(parts):
             window[:, :, i] = part[:, start:stop, 0]
         product = np.matmul(w_mat[start:stop], window.reshape(n, stop - start, k, positions))
@@ -687,7 +740,14 @@ def _pad(x: np.ndarray, pads_begin, pads_end) -> np.ndarray:
 
 
 def qlinear_conv(
-    x: np.ndarray, x_scale, x_zero_point, w: np.ndarray, w_scale, w_zero_point, y_scale, y_zero_point,
+    x: np.ndarray,
+    x_scale,
+    x_zero_point,
+    w: np.ndarray,
+    w_scale,
+    w_zero_point,
+    y_scale,
+    y_zero_point,
     bias: np.ndarray | None = None,
     strides: Sequence[int] | None = None,
     pads_begin: Sequence[int] | None = None,
@@ -702,8 +762,9 @@ def qlinear_conv(
     saturated to the output type; ``w_scale`` / ``w_zero_point`` may be per output channel.
     """
     y_zero_point = np.asarray(y_zero_point)
-    acc = conv_integer(x, w, x_zero_point, w_zero_point, strides, pads_begin, pads_end, dilations,
-                       groups).astype(np.int64)
+    acc = conv_integer(x, w, x_zero_point, w_zero_point, strides, pads_begin, pads_end, dilations, groups).astype(
+        np.int64
+    )
     n_sp = acc.ndim - 2
     if bias is not None:
         acc = acc + np.asarray(bias).astype(np.int64).reshape((1, -1) + (1,) * n_sp)
@@ -750,17 +811,22 @@ def deform_conv(
     o, cg = w.shape[:2]
     kernel = w.shape[2:]
     if c % offset_groups or c % groups or o % groups or c // groups != cg:
-        raise ExecutionError(f"input channels {c}, output channels {o} and weight {w.shape} do not fit "
-                             f"group={groups}, offset_group={offset_groups}")
-    out = tuple(conv_output_size(s, k, st, d, pb, pe)
-                for s, k, st, d, pb, pe in zip(x.shape[2:], kernel, strides, dilations, pads_begin, pads_end))
+        raise ExecutionError(
+            f"input channels {c}, output channels {o} and weight {w.shape} do not fit "
+            f"group={groups}, offset_group={offset_groups}"
+        )
+    out = tuple(
+        conv_output_size(s, k, st, d, pb, pe)
+        for s, k, st, d, pb, pe in zip(x.shape[2:], kernel, strides, dilations, pads_begin, pads_end)
+    )
     n_k, n_pos = math.prod(kernel), math.prod(out)
     xc = x.astype(accumulator_dtype(x.dtype), copy=False)
 
     # Regular sampling grid (K, positions, n), then displaced per image and offset group.
     taps = np.stack(np.meshgrid(*[np.arange(k) * d for k, d in zip(kernel, dilations)], indexing="ij"), -1)
-    starts = np.stack(np.meshgrid(*[np.arange(m) * s - pb for m, s, pb in zip(out, strides, pads_begin)],
-                                  indexing="ij"), -1)
+    starts = np.stack(
+        np.meshgrid(*[np.arange(m) * s - pb for m, s, pb in zip(out, strides, pads_begin)], indexing="ij"), -1
+    )
     base = taps.reshape(n_k, 1, n_sp) + starts.reshape(1, n_pos, n_sp)
     displacement = offset.reshape(n, offset_groups, n_k, n_sp, n_pos).swapaxes(3, 4)
     positions = (base + displacement).reshape(n * offset_groups, n_k * n_pos, n_sp)

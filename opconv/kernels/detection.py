@@ -32,8 +32,13 @@ from . import sort as sort_kernels
 from ._common import upcast
 
 
-def decode_boxes(priors: np.ndarray, deltas: np.ndarray, variances: np.ndarray | None = None,
-                 center_size: bool = False, offset: float = 0.0) -> np.ndarray:
+def decode_boxes(
+    priors: np.ndarray,
+    deltas: np.ndarray,
+    variances: np.ndarray | None = None,
+    center_size: bool = False,
+    offset: float = 0.0,
+) -> np.ndarray:
     """Boxes ``(..., 4)`` from prior boxes and predicted deltas (each delta scaled by its variance first)."""
     priors, deltas = upcast(priors), upcast(deltas)
     dtype = np.result_type(priors, deltas)
@@ -73,8 +78,13 @@ def box_iou(box: np.ndarray, boxes: np.ndarray, offset: float = 0.0) -> np.ndarr
     return np.where(touching & (intersection > 0), iou, zero)
 
 
-def greedy_nms(boxes: np.ndarray, order: Sequence[int] | np.ndarray, threshold: float, limit: int | None = None,
-               offset: float = 0.0) -> np.ndarray:
+def greedy_nms(
+    boxes: np.ndarray,
+    order: Sequence[int] | np.ndarray,
+    threshold: float,
+    limit: int | None = None,
+    offset: float = 0.0,
+) -> np.ndarray:
     """Indices into ``boxes`` kept by greedy NMS over ``order``, in visiting order (at most ``limit``)."""
     order = np.asarray(order, dtype=np.int64)
     if order.size == 0 or (limit is not None and limit <= 0):
@@ -99,8 +109,14 @@ def descending(scores: np.ndarray) -> np.ndarray:
     return sort_kernels.sort(np.asarray(scores), 0, descending=True)[1]
 
 
-def generate_anchors(base_size: int, ratios: Sequence[float], scales: Sequence[float], offset: float = 1.0,
-                     round_sizes: bool = True, centered: bool = False) -> np.ndarray:
+def generate_anchors(
+    base_size: int,
+    ratios: Sequence[float],
+    scales: Sequence[float],
+    offset: float = 1.0,
+    round_sizes: bool = True,
+    centered: bool = False,
+) -> np.ndarray:
     """``(len(ratios) * len(scales), 4)`` float32 anchors ``(x0, y0, x1, y1)``, ratio-major.
 
     Each ratio (height / width) reshapes the ``base_size`` square keeping its

@@ -118,8 +118,8 @@ def _in_float64_blocks(function, x):
     flat = np.ascontiguousarray(x).reshape(-1)
     out = np.empty(flat.shape, x.dtype)
     for start in range(0, flat.size, _FLOAT64_BLOCK):
-        block = flat[start:start + _FLOAT64_BLOCK]
-        out[start:start + _FLOAT64_BLOCK] = function(block.astype(np.float64))
+        block = flat[start : start + _FLOAT64_BLOCK]
+        out[start : start + _FLOAT64_BLOCK] = function(block.astype(np.float64))
     return out.reshape(x.shape)
 
 
@@ -191,8 +191,7 @@ def clip(x, low=None, high=None, out=None):
     gives ``high`` everywhere, as ONNX ``Clip`` specifies.
     """
     x = np.asarray(x)
-    if (low is not None and high is not None and np.size(low) == 1 and np.size(high) == 1
-            and computes_natively(x.dtype)):
+    if low is not None and high is not None and np.size(low) == 1 and np.size(high) == 1 and computes_natively(x.dtype):
         # numpy's clip with scalar bounds is max-then-min (NaN kept) and ~5x faster than the two
         # broadcasting ufuncs (ReLU6 of every MobileNet activation).
         with np.errstate(over="ignore"):
@@ -246,11 +245,27 @@ def _erfc_fraction(x):
 # the coefficients come from scripts/fit_erf.py (relative error 4.4e-11 against math.erf).
 _ERF_SMALL_LIMIT = 1.0  # erf(x) = x * P(x**2) below, 1 - exp(-x**2) * Q(1 / (1 + |x|)) above
 _ERF_TAIL_LIMIT = 3.92  # erfc(3.92) < 2**-25: beyond it erf is +-1 in float32
-_ERF_SMALL = (-9.689738194508606e-06, 0.00011274736859702177, -0.0008485438757358175, 0.0052211386841029914,
-              -0.026865475509929487, 0.11283783443769743, -0.37612638552814404, 1.128379167080099)
-_ERFC_TAIL = (1.032509160709535, -3.4926714975151905, 4.793449745760851, -2.9933918833912423,
-              0.36564716380353174, 0.1641722321018161, 0.5777477213508769, 0.5632898913062525,
-              2.6324759469065206e-05)
+_ERF_SMALL = (
+    -9.689738194508606e-06,
+    0.00011274736859702177,
+    -0.0008485438757358175,
+    0.0052211386841029914,
+    -0.026865475509929487,
+    0.11283783443769743,
+    -0.37612638552814404,
+    1.128379167080099,
+)
+_ERFC_TAIL = (
+    1.032509160709535,
+    -3.4926714975151905,
+    4.793449745760851,
+    -2.9933918833912423,
+    0.36564716380353174,
+    0.1641722321018161,
+    0.5777477213508769,
+    0.5632898913062525,
+    2.6324759469065206e-05,
+)
 
 
 def _horner(coefficients, variable):
@@ -361,9 +376,9 @@ def relu(x, out=None):
         flat, flat_out = x.reshape(-1), out.reshape(-1)
         full = x.size - x.size % zeros.size
         np.maximum(flat[:full].reshape(-1, zeros.size), zeros, out=flat_out[:full].reshape(-1, zeros.size))
-        np.maximum(flat[full:], zeros[:x.size - full], out=flat_out[full:])
+        np.maximum(flat[full:], zeros[: x.size - full], out=flat_out[full:])
     else:
-        np.maximum(x, zeros[:x.shape[-1]] if 0 < x.ndim and x.shape[-1] <= zeros.size else 0, out=out)
+        np.maximum(x, zeros[: x.shape[-1]] if 0 < x.ndim and x.shape[-1] <= zeros.size else 0, out=out)
     return out
 
 
@@ -425,7 +440,7 @@ def gelu(x, approximate: str = "none"):
     x = np.asarray(x)
     xc = upcast(x)
     if approximate == "tanh":
-        y = 0.5 * xc * (1 + np.tanh(_GELU_TANH_SCALE * (xc + 0.044715 * xc ** 3)))
+        y = 0.5 * xc * (1 + np.tanh(_GELU_TANH_SCALE * (xc + 0.044715 * xc**3)))
     elif approximate == "none":
         y = 0.5 * xc * (1 + erf(xc / math.sqrt(2)))
     else:
@@ -531,8 +546,11 @@ def cast(x, to, saturate: bool = True, round_mode: str = "up") -> np.ndarray:
     if to in _SATURATING_FLOAT8 and saturate:
         limit = _SATURATING_FLOAT8[to]
         x = np.clip(x.astype(np.float32), -limit, limit)  # NaN stays NaN; +-inf -> +-max
-    if to.kind == "f" and to.itemsize >= 4 and (
-            x.dtype.kind in "biu" or x.dtype.kind == "f" and x.itemsize <= to.itemsize):
+    if (
+        to.kind == "f"
+        and to.itemsize >= 4
+        and (x.dtype.kind in "biu" or x.dtype.kind == "f" and x.itemsize <= to.itemsize)
+    ):
         return x.astype(to)  # nothing can overflow (and np.errstate costs more than a small cast)
     with np.errstate(invalid="ignore", over="ignore"):
         if is_int_dtype(to) and not is_int_dtype(x.dtype) and x.dtype != np.bool_:

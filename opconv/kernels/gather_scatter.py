@@ -145,17 +145,18 @@ def gather_nd(data: np.ndarray, indices: np.ndarray, batch_dims: int = 0) -> np.
     data, indices = np.asarray(data), np.asarray(indices)
     b, k = batch_dims, int(indices.shape[-1])
     batch_shape = data.shape[:b]
-    indexed_shape = data.shape[b:b + k]
+    indexed_shape = data.shape[b : b + k]
     idx = _wrap_indices(indices, indexed_shape, "gather_nd")
     flat_data = data.reshape((math.prod(batch_shape),) + data.shape[b:])
     flat_idx = idx.reshape(math.prod(batch_shape), -1, k)
     batch = np.arange(len(flat_data)).reshape(-1, 1)
     gathered = flat_data[(batch,) + tuple(flat_idx[..., j] for j in range(k))]
-    return gathered.reshape(indices.shape[:-1] + data.shape[b + k:])
+    return gathered.reshape(indices.shape[:-1] + data.shape[b + k :])
 
 
-def scatter_elements(data: np.ndarray, indices: np.ndarray, updates: np.ndarray, axis: int = 0,
-                     reduction: str = "none") -> np.ndarray:
+def scatter_elements(
+    data: np.ndarray, indices: np.ndarray, updates: np.ndarray, axis: int = 0, reduction: str = "none"
+) -> np.ndarray:
     """Inverse of :func:`gather_elements`: ``out[p with p[axis] = indices[p]] (op)= updates[p]``."""
     data, updates = np.asarray(data), np.asarray(updates)
     axis = normalize_axis(axis, data.ndim)
@@ -219,8 +220,9 @@ def xla_gather(
     slice_sizes = [int(s) for s in slice_sizes]
     vectors = _index_vectors(start_indices, index_vector_dim)
     batch_shape = vectors.shape[:-1]
-    starts = _full_starts(vectors, rank, start_index_map, operand_batching_dims, start_indices_batching_dims,
-                          index_vector_dim)
+    starts = _full_starts(
+        vectors, rank, start_index_map, operand_batching_dims, start_indices_batching_dims, index_vector_dim
+    )
     starts = np.clip(starts, 0, np.array(operand.shape) - np.array(slice_sizes))
 
     # gathered[batch..., s_0, ..., s_{rank-1}] = operand[starts + s]
@@ -238,10 +240,14 @@ def xla_gather(
     # Offset dims go to the output positions `offset_dims`; batch dims fill the rest, in order.
     offset_dims = sorted(offset_dims)
     out_rank = nb + len(kept)
-    if len(offset_dims) != len(kept) or len(set(offset_dims)) != len(offset_dims) \
-            or any(not 0 <= d < out_rank for d in offset_dims):
-        raise ExecutionError(f"gather: offset_dims {offset_dims} are not {len(kept)} distinct dims of the "
-                             f"rank-{out_rank} result")
+    if (
+        len(offset_dims) != len(kept)
+        or len(set(offset_dims)) != len(offset_dims)
+        or any(not 0 <= d < out_rank for d in offset_dims)
+    ):
+        raise ExecutionError(
+            f"gather: offset_dims {offset_dims} are not {len(kept)} distinct dims of the rank-{out_rank} result"
+        )
     batch_axes = iter(range(nb))
     perm = [nb + offset_dims.index(p) if p in offset_dims else next(batch_axes) for p in range(out_rank)]
     return np.transpose(gathered, perm)
@@ -265,17 +271,24 @@ def xla_scatter(
     combine = _XLA_COMBINERS[combiner] if isinstance(combiner, str) else combiner
     vectors = _index_vectors(scatter_indices, index_vector_dim)
     batch_shape = vectors.shape[:-1]
-    starts = _full_starts(vectors, rank, scatter_dims_to_operand_dims, input_batching_dims,
-                          scatter_indices_batching_dims, index_vector_dim)
+    starts = _full_starts(
+        vectors,
+        rank,
+        scatter_dims_to_operand_dims,
+        input_batching_dims,
+        scatter_indices_batching_dims,
+        index_vector_dim,
+    )
 
     # Updates as (scatter batch..., window...).
     window_dims = list(update_window_dims)
     scatter_dims = [d for d in range(updates.ndim) if d not in window_dims]
     updates = np.transpose(updates, scatter_dims + window_dims)
-    window_shape = updates.shape[len(scatter_dims):]
-    if updates.shape[:len(scatter_dims)] != batch_shape:
+    window_shape = updates.shape[len(scatter_dims) :]
+    if updates.shape[: len(scatter_dims)] != batch_shape:
         raise ExecutionError(
-            f"scatter updates batch {updates.shape[:len(scatter_dims)]} != indices batch {batch_shape}")
+            f"scatter updates batch {updates.shape[: len(scatter_dims)]} != indices batch {batch_shape}"
+        )
 
     # Operand dims covered by the update window; inserted and batching dims have extent 1.
     absent = set(inserted_window_dims) | set(input_batching_dims)
@@ -291,7 +304,8 @@ def xla_scatter(
         if d in window_operand_dims:
             j = window_operand_dims.index(d)
             coord = coord + np.arange(window_shape[j]).reshape(
-                (1,) * nb + tuple(-1 if e == j else 1 for e in range(len(window_shape))))
+                (1,) * nb + tuple(-1 if e == j else 1 for e in range(len(window_shape)))
+            )
         coords.append(coord)
     full_shape = batch_shape + tuple(window_shape)
     coords = [np.broadcast_to(c, full_shape)[in_bounds] for c in coords]
@@ -329,9 +343,9 @@ def depth_to_space(x: np.ndarray, block_size: int, mode: str = "DCR") -> np.ndar
     x = np.asarray(x)
     n, channels, spatial = x.shape[0], x.shape[1], x.shape[2:]
     k, b = len(spatial), int(block_size)
-    depth = channels // b ** k
-    if depth * b ** k != channels:
-        raise ExecutionError(f"{channels} channels do not divide by block_size**{k} = {b ** k}")
+    depth = channels // b**k
+    if depth * b**k != channels:
+        raise ExecutionError(f"{channels} channels do not divide by block_size**{k} = {b**k}")
     if _depth_mode(mode) == "DCR":
         split = x.reshape((n,) + (b,) * k + (depth,) + spatial)
         block_axes, depth_axis = list(range(1, 1 + k)), 1 + k
@@ -359,7 +373,7 @@ def space_to_depth(x: np.ndarray, block_size: int, mode: str = "DCR") -> np.ndar
         order = [0] + block_axes + [1] + spatial_axes
     else:
         order = [0, 1] + block_axes + spatial_axes
-    return split.transpose(order).reshape((n, depth * b ** k) + outer)
+    return split.transpose(order).reshape((n, depth * b**k) + outer)
 
 
 def tile(x: np.ndarray, repeats: Sequence[int]) -> np.ndarray:
@@ -375,8 +389,9 @@ def tile(x: np.ndarray, repeats: Sequence[int]) -> np.ndarray:
 _PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap", "symmetric": "symmetric"}
 
 
-def pad(x: np.ndarray, pads_begin: Sequence[int], pads_end: Sequence[int], mode: str = "constant",
-        value=None) -> np.ndarray:
+def pad(
+    x: np.ndarray, pads_begin: Sequence[int], pads_end: Sequence[int], mode: str = "constant", value=None
+) -> np.ndarray:
     """Pad every dim of ``x`` by ``pads_begin[d]`` / ``pads_end[d]`` elements (negative: crop).
 
     ``value`` fills constant padding; ``None`` means zero (the empty string for string tensors).
@@ -407,8 +422,13 @@ def pad(x: np.ndarray, pads_begin: Sequence[int], pads_end: Sequence[int], mode:
     return np.pad(x, width, mode=np_mode)  # type: ignore[call-overload]  # numpy's stubs want a literal mode
 
 
-def strided_slice(x: np.ndarray, starts: Sequence[int], ends: Sequence[int], axes: Sequence[int] | None = None,
-                  steps: Sequence[int] | None = None) -> np.ndarray:
+def strided_slice(
+    x: np.ndarray,
+    starts: Sequence[int],
+    ends: Sequence[int],
+    axes: Sequence[int] | None = None,
+    steps: Sequence[int] | None = None,
+) -> np.ndarray:
     """ONNX ``Slice``: ``x[start:end:step]`` along each of ``axes`` (default: the first ``len(starts)`` dims).
 
     Negative starts/ends count from the end of the dim; both are then clamped
@@ -418,12 +438,17 @@ def strided_slice(x: np.ndarray, starts: Sequence[int], ends: Sequence[int], axe
     x = np.asarray(x)
     starts = [int(v) for v in np.asarray(starts).reshape(-1).tolist()]  # tolist: Python numbers at once
     ends = [int(v) for v in np.asarray(ends).reshape(-1).tolist()]
-    axes = list(range(len(starts))) if axes is None else [normalize_axis(int(a), x.ndim)
-                                                             for a in np.asarray(axes).reshape(-1).tolist()]
+    axes = (
+        list(range(len(starts)))
+        if axes is None
+        else [normalize_axis(int(a), x.ndim) for a in np.asarray(axes).reshape(-1).tolist()]
+    )
     steps = [1] * len(starts) if steps is None else [int(v) for v in np.asarray(steps).reshape(-1).tolist()]
     if not len(starts) == len(ends) == len(axes) == len(steps):
-        raise ExecutionError(f"slice: starts, ends, axes and steps differ in length "
-                             f"({len(starts)}, {len(ends)}, {len(axes)}, {len(steps)})")
+        raise ExecutionError(
+            f"slice: starts, ends, axes and steps differ in length "
+            f"({len(starts)}, {len(ends)}, {len(axes)}, {len(steps)})"
+        )
     if len(set(axes)) != len(axes):
         raise ExecutionError(f"slice: duplicate axes {axes}")
     index = [slice(None)] * x.ndim
@@ -441,8 +466,14 @@ def strided_slice(x: np.ndarray, starts: Sequence[int], ends: Sequence[int], axe
     return x[tuple(index)]
 
 
-def col2im(x: np.ndarray, image_shape: Sequence[int], block_shape: Sequence[int], strides: Sequence[int] | None = None,
-           pads: Sequence[int] | None = None, dilations: Sequence[int] | None = None) -> np.ndarray:
+def col2im(
+    x: np.ndarray,
+    image_shape: Sequence[int],
+    block_shape: Sequence[int],
+    strides: Sequence[int] | None = None,
+    pads: Sequence[int] | None = None,
+    dilations: Sequence[int] | None = None,
+) -> np.ndarray:
     """Fold ``(N, C * prod(block), L)`` column blocks into ``(N, C, *image_shape)``, summing overlaps.
 
     The inverse layout of im2col (PyTorch ``fold``): block position ``l`` (row-major over the

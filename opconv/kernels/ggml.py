@@ -27,8 +27,17 @@ from ..errors import ExecutionError
 IQ4_NL_VALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], np.float32)
 
 #: GGML type id -> (name, values per block, bytes per block)
-FORMATS = {0: ("F32", 1, 4), 1: ("F16", 1, 2), 30: ("BF16", 1, 2), 2: ("Q4_0", 32, 18), 6: ("Q5_0", 32, 22),
-           8: ("Q8_0", 32, 34), 20: ("IQ4_NL", 32, 18), 14: ("Q6_K", 256, 210), 13: ("Q5_K", 256, 176)}
+FORMATS = {
+    0: ("F32", 1, 4),
+    1: ("F16", 1, 2),
+    30: ("BF16", 1, 2),
+    2: ("Q4_0", 32, 18),
+    6: ("Q5_0", 32, 22),
+    8: ("Q8_0", 32, 34),
+    20: ("IQ4_NL", 32, 18),
+    14: ("Q6_K", 256, 210),
+    13: ("Q5_K", 256, 176),
+}
 #: formats onnxruntime reads that need GGML's large code-book grids, which opconv does not carry
 GRID_FORMATS = {16: "IQ2_XXS", 17: "IQ2_XS", 18: "IQ3_XXS", 22: "IQ3_S", 23: "IQ2_S"}
 
@@ -43,17 +52,21 @@ def row_bytes(packed_type: int, k: int) -> int:
 
 def format_of(packed_type: int) -> tuple[str, int, int]:
     if packed_type in GRID_FORMATS:
-        raise ExecutionError(f"packed_type {packed_type} ({GRID_FORMATS[packed_type]}) is not supported by "
-                             "opconv: it decodes through GGML's code-book grids, which opconv does not carry")
+        raise ExecutionError(
+            f"packed_type {packed_type} ({GRID_FORMATS[packed_type]}) is not supported by "
+            "opconv: it decodes through GGML's code-book grids, which opconv does not carry"
+        )
     if packed_type not in FORMATS:
-        raise ExecutionError(f"unknown packed_type {packed_type}; opconv reads GGML types "
-                             f"{', '.join(f'{t} ({f[0]})' for t, f in sorted(FORMATS.items()))}")
+        raise ExecutionError(
+            f"unknown packed_type {packed_type}; opconv reads GGML types "
+            f"{', '.join(f'{t} ({f[0]})' for t, f in sorted(FORMATS.items()))}"
+        )
     return FORMATS[packed_type]
 
 
 def _f16(blocks: np.ndarray, at: int) -> np.ndarray:
     """The little-endian float16 at byte ``at`` of every block, as float32 ``(..., 1)``."""
-    return np.ascontiguousarray(blocks[..., at:at + 2]).view("<f2").astype(np.float32)
+    return np.ascontiguousarray(blocks[..., at : at + 2]).view("<f2").astype(np.float32)
 
 
 def _nibbles(codes: np.ndarray) -> np.ndarray:
@@ -84,7 +97,7 @@ def _q6_k(b):
     scales = b[..., 192:208].view(np.int8).astype(np.float32)
     halves = []
     for half in range(2):
-        ql, qh = low[..., 64 * half:64 * half + 64], high[..., 32 * half:32 * half + 32]
+        ql, qh = low[..., 64 * half : 64 * half + 64], high[..., 32 * half : 32 * half + 32]
         low_codes = _nibbles(ql)  # (..., 128): values 0-63 low nibbles, 64-127 high nibbles
         high_codes = np.concatenate([(qh >> shift) & 3 for shift in (0, 2, 4, 6)], axis=-1)  # per 32-quarter
         halves.append((low_codes | (high_codes << 4)).astype(np.float32) - 32)
@@ -100,8 +113,10 @@ def _k_scale_min(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     scale_lo, min_lo = q[..., 0:4] & 63, q[..., 4:8] & 63
     scale_hi = (q[..., 8:12] & 0x0F) | ((q[..., 0:4] >> 6) << 4)
     min_hi = (q[..., 8:12] >> 4) | ((q[..., 4:8] >> 6) << 4)
-    return (np.concatenate([scale_lo, scale_hi], axis=-1).astype(np.float32),
-            np.concatenate([min_lo, min_hi], axis=-1).astype(np.float32))
+    return (
+        np.concatenate([scale_lo, scale_hi], axis=-1).astype(np.float32),
+        np.concatenate([min_lo, min_hi], axis=-1).astype(np.float32),
+    )
 
 
 def _q5_k(b):
@@ -109,7 +124,7 @@ def _q5_k(b):
     fifth_bits, low = b[..., 16:48], b[..., 48:176]
     codes = []
     for chunk in range(4):  # 64 values: sub-blocks 2*chunk (low nibbles) and 2*chunk + 1 (high nibbles)
-        ql = low[..., 32 * chunk:32 * chunk + 32]
+        ql = low[..., 32 * chunk : 32 * chunk + 32]
         for part, nibble in enumerate((ql & 0x0F, ql >> 4)):
             bit = (fifth_bits >> (2 * chunk + part)) & 1
             codes.append((nibble | (bit << 4)).astype(np.float32))
@@ -126,8 +141,9 @@ def dequantize_rows(rows: np.ndarray, packed_type: int, k: int) -> np.ndarray:
     name, per_block, size = format_of(packed_type)
     rows = np.ascontiguousarray(rows, dtype=np.uint8)
     if rows.shape[-1] != row_bytes(packed_type, k):
-        raise ExecutionError(f"rows of {rows.shape[-1]} bytes, expected {row_bytes(packed_type, k)} for K={k} "
-                             f"in {name}")
+        raise ExecutionError(
+            f"rows of {rows.shape[-1]} bytes, expected {row_bytes(packed_type, k)} for K={k} in {name}"
+        )
     if packed_type in (0, 1, 30):
         plain = {0: "<f4", 1: "<f2", 30: "<u2"}[packed_type]
         values = rows.view(plain)

@@ -142,7 +142,6 @@ def transpose(x: np.ndarray, perm: Sequence[int] | None = None) -> np.ndarray:
     return np.transpose(x, perm)
 
 
-
 def cholesky(x: np.ndarray, lower: bool = True) -> np.ndarray:
     """Cholesky factor of each matrix in the last two dims (XLA ``Cholesky``).
 

@@ -61,9 +61,15 @@ def fits_graph(graph) -> Callable[[int], bool]:
     channel counts are multiples of it): the model's own evidence, whichever node asks."""
     counts = graph.meta.get("nchwc_conv_outputs")
     if counts is None:
-        counts = {int(n.inputs[1].const.shape[0]) for n in graph.walk()
-                  if n.domain == NCHWC and n.op == "Conv" and len(n.inputs) > 1 and n.inputs[1] is not None
-                  and n.inputs[1].const is not None}
+        counts = {
+            int(n.inputs[1].const.shape[0])
+            for n in graph.walk()
+            if n.domain == NCHWC
+            and n.op == "Conv"
+            and len(n.inputs) > 1
+            and n.inputs[1] is not None
+            and n.inputs[1].const is not None
+        }
         graph.meta["nchwc_conv_outputs"] = counts
     return lambda b: all(c % b == 0 for c in counts)
 

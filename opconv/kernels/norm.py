@@ -46,8 +46,9 @@ def _channel_shape(param, ndim: int, axis: int = 1) -> np.ndarray:
     return upcast(param).reshape([-1 if d == axis else 1 for d in range(ndim)])
 
 
-def batch_norm(x, scale, bias, mean, var, epsilon: float = 1e-5, axis: int = 1, *,
-               overwrite_input: bool = False) -> np.ndarray:
+def batch_norm(
+    x, scale, bias, mean, var, epsilon: float = 1e-5, axis: int = 1, *, overwrite_input: bool = False
+) -> np.ndarray:
     """Inference batch normalization with given statistics, channels on ``axis``.
 
     The per-channel arithmetic is folded first, ``y = x * a + b`` with
@@ -66,8 +67,7 @@ def batch_norm(x, scale, bias, mean, var, epsilon: float = 1e-5, axis: int = 1, 
     return downcast(y, x.dtype)
 
 
-def batch_norm_training(x, scale, bias, running_mean, running_var, epsilon: float = 1e-5,
-                        momentum: float = 0.9):
+def batch_norm_training(x, scale, bias, running_mean, running_var, epsilon: float = 1e-5, momentum: float = 0.9):
     """Training batch normalization: normalize with the batch statistics.
 
     Returns ``(y, new_running_mean, new_running_var, batch_mean, batch_var)``.
@@ -81,8 +81,13 @@ def batch_norm_training(x, scale, bias, running_mean, running_var, epsilon: floa
     new_mean = upcast(running_mean) * momentum + batch_mean * (1 - momentum)
     new_var = upcast(running_var) * momentum + batch_var * (1 - momentum)
     dtype = np.asarray(running_mean).dtype
-    return y, downcast(new_mean, dtype), downcast(new_var, dtype), downcast(batch_mean, dtype), \
-        downcast(batch_var, dtype)
+    return (
+        y,
+        downcast(new_mean, dtype),
+        downcast(new_var, dtype),
+        downcast(batch_mean, dtype),
+        downcast(batch_var, dtype),
+    )
 
 
 def instance_norm(x, scale, bias, epsilon: float = 1e-5) -> np.ndarray:
@@ -147,8 +152,7 @@ def group_norm(x, scale, bias, num_groups: int, epsilon: float = 1e-5) -> np.nda
     if c % num_groups:
         raise ExecutionError(f"{c} channels do not split into {num_groups} groups")
     grouped = upcast(x).reshape(n, num_groups, -1)
-    normalized = (grouped - grouped.mean(axis=2, keepdims=True)) / np.sqrt(
-        grouped.var(axis=2, keepdims=True) + epsilon)
+    normalized = (grouped - grouped.mean(axis=2, keepdims=True)) / np.sqrt(grouped.var(axis=2, keepdims=True) + epsilon)
     scale, bias = upcast(scale).reshape(-1), upcast(bias).reshape(-1)
     if scale.size == num_groups and num_groups != c:
         scale, bias = np.repeat(scale, c // num_groups), np.repeat(bias, c // num_groups)
@@ -156,15 +160,17 @@ def group_norm(x, scale, bias, num_groups: int, epsilon: float = 1e-5) -> np.nda
     return downcast(y, x.dtype)
 
 
-def lrn(x, size: int, alpha: float = 1e-4, beta: float = 0.75, bias: float = 1.0,
-        axes: Sequence[int] = (1,)) -> np.ndarray:
+def lrn(
+    x, size: int, alpha: float = 1e-4, beta: float = 0.75, bias: float = 1.0, axes: Sequence[int] = (1,)
+) -> np.ndarray:
     """Local response normalization over a window along ``axes`` (see the module docstring)."""
     before = (size - 1) // 2
     return _lrn(x, size, before, size - 1 - before, alpha, beta, bias, axes)
 
 
-def lrn_symmetric(x, size: int, alpha: float = 1e-4, beta: float = 0.75, bias: float = 1.0,
-                  axes: Sequence[int] = (1,)) -> np.ndarray:
+def lrn_symmetric(
+    x, size: int, alpha: float = 1e-4, beta: float = 0.75, bias: float = 1.0, axes: Sequence[int] = (1,)
+) -> np.ndarray:
     """Local response normalization over a window centred on each element (see the module docstring)."""
     if size < 1:
         raise ExecutionError(f"LRN size must be positive, got {size}")
@@ -198,8 +204,13 @@ def _window_sum(a: np.ndarray, axis: int, before: int, after: int) -> np.ndarray
     return total
 
 
-def mean_variance_normalization(x, axes: Sequence[int] = (0, 2, 3), normalize_variance: bool = True,
-                                epsilon: float = 1e-9, eps_inside_sqrt: bool = False) -> np.ndarray:
+def mean_variance_normalization(
+    x,
+    axes: Sequence[int] = (0, 2, 3),
+    normalize_variance: bool = True,
+    epsilon: float = 1e-9,
+    eps_inside_sqrt: bool = False,
+) -> np.ndarray:
     """``(x - mean) / std`` over ``axes``; ONNX adds ``epsilon`` to the std (outside the sqrt)."""
     x = np.asarray(x)
     xc = upcast(x)
@@ -326,9 +337,15 @@ def batch_norm_grad(x, scale, mean, var, grad_output, epsilon: float = 1e-5, axi
     sum_g = g.sum(axis=others)
     sum_gc = (g * centred).sum(axis=others)
     r = _channel_shape(rstd, x.ndim, axis)
-    grad_x = _channel_shape(scale, x.ndim, axis) * r * (
-        g - _channel_shape(sum_g, x.ndim, axis) / count
-        - centred * r * r * _channel_shape(sum_gc, x.ndim, axis) / count)
+    grad_x = (
+        _channel_shape(scale, x.ndim, axis)
+        * r
+        * (
+            g
+            - _channel_shape(sum_g, x.ndim, axis) / count
+            - centred * r * r * _channel_shape(sum_gc, x.ndim, axis) / count
+        )
+    )
     return downcast(grad_x, x.dtype), downcast(sum_gc * rstd, x.dtype), downcast(sum_g, x.dtype)
 
 
@@ -376,7 +393,7 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank: int = 0):
         width = int(target_lengths.max(initial=0))
         padded = np.full((batch, width), blank, dtype=np.int64)
         for n in range(batch):
-            padded[n, :target_lengths[n]] = targets[bounds[n]:bounds[n + 1]]
+            padded[n, : target_lengths[n]] = targets[bounds[n] : bounds[n + 1]]
         targets = padded
     width = targets.shape[1]
     ext = np.full((batch, 2 * width + 1), blank, dtype=np.int64)

@@ -43,9 +43,16 @@ from ._common import dilate, downcast, lowest, pad_or_crop, per_dim, upcast, win
 POOL_MODES = ("max", "avg", "lp")
 
 
-def pool_output_size(size: int, kernel: int, stride: int = 1, dilation: int = 1,
-                     pad_begin: int = 0, pad_end: int = 0, ceil_mode: bool = False,
-                     keep_pad_windows: bool = False) -> int:
+def pool_output_size(
+    size: int,
+    kernel: int,
+    stride: int = 1,
+    dilation: int = 1,
+    pad_begin: int = 0,
+    pad_end: int = 0,
+    ceil_mode: bool = False,
+    keep_pad_windows: bool = False,
+) -> int:
     """Number of windows along one spatial dim (see the module docstring).
 
     ``keep_pad_windows`` keeps a ceil-mode window that starts in the end padding.
@@ -113,7 +120,7 @@ def max_pool_with_indices(
     x = np.asarray(x)
     geometry = _Geometry(x.shape, kernel, strides, pads_begin, pads_end, dilations, ceil_mode)
     windows = geometry.windows(x, lowest(x.dtype))
-    flat = windows.reshape(windows.shape[:x.ndim] + (-1,))
+    flat = windows.reshape(windows.shape[: x.ndim] + (-1,))
     best = flat.argmax(axis=-1)
     values = np.take_along_axis(flat, best[..., None], axis=-1)[..., 0]
 
@@ -130,8 +137,9 @@ def max_pool_with_indices(
     return values, (plane * math.prod(spatial) + spatial_index).astype(np.int64)
 
 
-def masked_max_pool(x, mask, kernel: Sequence[int], strides: Sequence[int], pad_begin: Sequence[int],
-                    pad_end: Sequence[int]) -> np.ndarray:
+def masked_max_pool(
+    x, mask, kernel: Sequence[int], strides: Sequence[int], pad_begin: Sequence[int], pad_end: Sequence[int]
+) -> np.ndarray:
     """onnxruntime's MaxpoolWithMask (an internal kernel written for one model), float32, 1-3 spatial dims.
 
     A max pool whose scan of each window stops early: channel ``k`` (of the ``N * C`` input channels) reads the
@@ -146,16 +154,19 @@ def masked_max_pool(x, mask, kernel: Sequence[int], strides: Sequence[int], pad_
     spatial = x.shape[2:]
     rank = len(spatial)
     if mask.ndim != x.ndim or mask.shape[2:] != spatial or rank not in (1, 2, 3):
-        raise ExecutionError(f"MaxpoolWithMask takes an input of 1-3 spatial dims and a mask of its spatial shape, "
-                             f"got {list(x.shape)} and {list(mask.shape)}")
+        raise ExecutionError(
+            f"MaxpoolWithMask takes an input of 1-3 spatial dims and a mask of its spatial shape, "
+            f"got {list(x.shape)} and {list(mask.shape)}"
+        )
     channels = x.shape[0] * x.shape[1]
     size = int(np.prod(spatial))
     flat_x = x.reshape(channels, size)
     flat_mask = mask.reshape(-1)
     mask_starts = (np.arange(channels) * size) % max(mask.shape[0] * mask.shape[1], 1)
-    element_strides = [int(np.prod(spatial[d + 1:])) for d in range(rank)]
-    out_sizes = [pool_output_size(n, k, s, 1, b, e) for n, k, s, b, e in zip(spatial, kernel, strides, pad_begin,
-                                                                               pad_end)]
+    element_strides = [int(np.prod(spatial[d + 1 :])) for d in range(rank)]
+    out_sizes = [
+        pool_output_size(n, k, s, 1, b, e) for n, k, s, b, e in zip(spatial, kernel, strides, pad_begin, pad_end)
+    ]
     y = np.empty((channels, int(np.prod(out_sizes))), np.float32)
     floor = np.finfo(np.float32).min
     for out_index, position in enumerate(np.ndindex(*out_sizes)):
@@ -217,7 +228,8 @@ def max_unpool(
     strides = per_dim(strides, n, "strides")
     pads_begin, pads_end = per_dim(pads_begin, n, "pads_begin", 0), per_dim(pads_end, n, "pads_end", 0)
     default_shape = x.shape[:2] + tuple(
-        (size - 1) * s + k - pb - pe for size, k, s, pb, pe in zip(x.shape[2:], kernel, strides, pads_begin, pads_end))
+        (size - 1) * s + k - pb - pe for size, k, s, pb, pe in zip(x.shape[2:], kernel, strides, pads_begin, pads_end)
+    )
     output_shape = default_shape if output_shape is None else tuple(int(d) for d in output_shape)
     if indices_of not in ("output", "default"):
         raise ExecutionError(f"indices_of must be 'output' or 'default', got {indices_of!r}")
@@ -310,12 +322,15 @@ class _Geometry:
         self.spatial = tuple(shape[2:])
         self.out = tuple(
             pool_output_size(*args, ceil_mode, keep_pad_windows)
-            for args in zip(self.spatial, self.kernel, self.strides, self.dilations, self.pads_begin, self.pads_end))
+            for args in zip(self.spatial, self.kernel, self.strides, self.dilations, self.pads_begin, self.pads_end)
+        )
         # Extra end padding a ceil-mode window reaches past the explicit pads.
         self.overflow = tuple(
             max(0, (o - 1) * s + (k - 1) * d + 1 - (size + pb + pe))
-            for o, s, k, d, size, pb, pe in zip(self.out, self.strides, self.kernel, self.dilations,
-                                                self.spatial, self.pads_begin, self.pads_end))
+            for o, s, k, d, size, pb, pe in zip(
+                self.out, self.strides, self.kernel, self.dilations, self.spatial, self.pads_begin, self.pads_end
+            )
+        )
         self.axes = tuple(range(2, 2 + n))
         self.window_axes = tuple(range(2 + n, 2 + 2 * n))
 
@@ -324,12 +339,12 @@ class _Geometry:
         if not any(self.pads_begin) and not any(self.pads_end) and not any(self.overflow):
             return x
         # One allocation: the ceil-mode overflow region with ``fill``, explicit pads with ``explicit_fill``.
-        lead = x.shape[:x.ndim - self.n]
-        explicit = tuple(s + b + e for s, b, e in zip(x.shape[x.ndim - self.n:], self.pads_begin, self.pads_end))
+        lead = x.shape[: x.ndim - self.n]
+        explicit = tuple(s + b + e for s, b, e in zip(x.shape[x.ndim - self.n :], self.pads_begin, self.pads_end))
         padded = np.full(lead + tuple(e + o for e, o in zip(explicit, self.overflow)), fill, dtype=x.dtype)
         if explicit_fill != fill:
             padded[(Ellipsis,) + tuple(slice(0, e) for e in explicit)] = explicit_fill
-        padded[(Ellipsis,) + tuple(slice(b, b + s) for b, s in zip(self.pads_begin, x.shape[x.ndim - self.n:]))] = x
+        padded[(Ellipsis,) + tuple(slice(b, b + s) for b, s in zip(self.pads_begin, x.shape[x.ndim - self.n :]))] = x
         return padded
 
     def windows(self, x, fill):
@@ -346,7 +361,7 @@ class _Geometry:
         reducing the trailing axes of a window view.
         """
         if any(o <= 0 for o in self.out):
-            return np.zeros(tuple(x.shape[:-self.n]) + tuple(max(o, 0) for o in self.out), dtype=x.dtype)
+            return np.zeros(tuple(x.shape[: -self.n]) + tuple(max(o, 0) for o in self.out), dtype=x.dtype)
         result = self._pad(x, fill)
         for i, (k, d, o, s) in enumerate(zip(self.kernel, self.dilations, self.out, self.strides)):
             axis = result.ndim - self.n + i
@@ -363,7 +378,6 @@ class _Geometry:
         mask = self._pad(ones, 0, 1 if include_pad else 0)
         windows = window_view(mask, tuple(range(self.n)), self.kernel, self.strides, self.dilations)
         return windows.sum(axis=tuple(range(self.n, 2 * self.n)))
-
 
 
 def _window_geometry(x, window, strides, base_dilations, window_dilations, padding):
@@ -408,7 +422,8 @@ def reduce_window_select(
     rank = xs[0].ndim
     axes = tuple(range(rank))
     window, strides, base_dilations, window_dilations, lows, highs = _window_geometry(
-        xs[0], window, strides, base_dilations, window_dilations, padding)
+        xs[0], window, strides, base_dilations, window_dilations, padding
+    )
     real = pad_or_crop(dilate(np.ones(xs[0].shape, bool), axes, base_dilations, False), axes, lows, highs, False)
     real_windows = window_view(real, axes, window, strides, window_dilations)
     value_windows = []
@@ -418,8 +433,10 @@ def reduce_window_select(
         padded = pad_or_crop(dilate(xc, axes, base_dilations, fill), axes, lows, highs, fill)
         value_windows.append(window_view(padded, axes, window, strides, window_dilations))
     out_shape = real_windows.shape[:rank]
-    selected = [np.full(out_shape, np.asarray(init).astype(v.dtype), dtype=v.dtype)
-                for init, v in zip(init_values, value_windows)]
+    selected = [
+        np.full(out_shape, np.asarray(init).astype(v.dtype), dtype=v.dtype)
+        for init, v in zip(init_values, value_windows)
+    ]
     offset_of = np.full(out_shape, -1, dtype=np.int64)
     better = np.greater if largest else np.less
     floating = selected[0].dtype.kind in "fc"

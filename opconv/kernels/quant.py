@@ -19,13 +19,49 @@ from . import elementwise, reduce
 from ._common import normalize_axis, upcast
 
 #: bitsandbytes' FP4 code table (1 sign, 2 exponent, 1 mantissa bits, scaled so the largest magnitude is 1).
-FP4_TABLE = np.array([0.0, 0.0052083333, 0.6666667, 1.0, 0.33333334, 0.5, 0.16666667, 0.25,
-                      -0.0, -0.0052083333, -0.6666667, -1.0, -0.33333334, -0.5, -0.16666667, -0.25], np.float32)
+FP4_TABLE = np.array(
+    [
+        0.0,
+        0.0052083333,
+        0.6666667,
+        1.0,
+        0.33333334,
+        0.5,
+        0.16666667,
+        0.25,
+        -0.0,
+        -0.0052083333,
+        -0.6666667,
+        -1.0,
+        -0.33333334,
+        -0.5,
+        -0.16666667,
+        -0.25,
+    ],
+    np.float32,
+)
 #: bitsandbytes' NF4 code table: quantiles of a unit normal distribution, normalized to [-1, 1].
-NF4_TABLE = np.array([-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453,
-                      -0.28444138169288635, -0.18477343022823334, -0.09105003625154495, 0.0,
-                      0.07958029955625534, 0.16093020141124725, 0.24611230194568634, 0.33791524171829224,
-                      0.44070982933044434, 0.5626170039176941, 0.7229568362236023, 1.0], np.float32)
+NF4_TABLE = np.array(
+    [
+        -1.0,
+        -0.6961928009986877,
+        -0.5250730514526367,
+        -0.39491748809814453,
+        -0.28444138169288635,
+        -0.18477343022823334,
+        -0.09105003625154495,
+        0.0,
+        0.07958029955625534,
+        0.16093020141124725,
+        0.24611230194568634,
+        0.33791524171829224,
+        0.44070982933044434,
+        0.5626170039176941,
+        0.7229568362236023,
+        1.0,
+    ],
+    np.float32,
+)
 
 
 def unpack_bits(packed: np.ndarray, bits: int, count: int | None = None) -> np.ndarray:
@@ -48,8 +84,9 @@ def repeat_blocks(param: np.ndarray, block_size: int, length: int, axis: int) ->
     return np.repeat(param, block_size, axis=axis).take(np.arange(length), axis=axis)
 
 
-def dequantize_blocks(q: np.ndarray, scales: np.ndarray, zero_points, block_size: int, axis: int,
-                      dtype=np.float32) -> np.ndarray:
+def dequantize_blocks(
+    q: np.ndarray, scales: np.ndarray, zero_points, block_size: int, axis: int, dtype=np.float32
+) -> np.ndarray:
     """``(q - zero_point) * scale`` with one scale (and zero point) per ``block_size`` values along ``axis``.
 
     ``zero_points`` is an integer array (exact difference) or a float one of the scales' type; ``None`` means 0.
@@ -81,8 +118,11 @@ def in_float(fn, *quantized, out_scale, out_zero_point, out_dtype=None):
     This is how onnxruntime defines its QLinear element-wise ops (it tabulates ``fn`` for 8-bit inputs).
     """
     real = [elementwise.dequantize(x, scale, zero, np.float32) for x, scale, zero in quantized]
-    dtype = out_dtype if out_dtype is not None else (
-        np.asarray(out_zero_point).dtype if out_zero_point is not None else np.asarray(quantized[0][0]).dtype)
+    dtype = (
+        out_dtype
+        if out_dtype is not None
+        else (np.asarray(out_zero_point).dtype if out_zero_point is not None else np.asarray(quantized[0][0]).dtype)
+    )
     return elementwise.quantize(upcast(fn(*real)).astype(np.float32), np.float32(out_scale), out_zero_point, dtype)
 
 
@@ -117,7 +157,7 @@ def bnb4_weight(packed, absmax, k: int, n: int, block_size: int, quant_type: int
     if table is None:
         raise ExecutionError(f"MatMulBnb4 quant_type must be 0 (FP4) or 1 (NF4), got {quant_type}")
     packed = np.asarray(packed, np.uint8).reshape(-1)
-    codes = np.stack([packed >> 4, packed & 0x0F], axis=-1).reshape(-1)[:n * k]
+    codes = np.stack([packed >> 4, packed & 0x0F], axis=-1).reshape(-1)[: n * k]
     scale = repeat_blocks(upcast(np.asarray(absmax)).astype(np.float32).reshape(-1), block_size, n * k, 0)
     flat = table[codes] * scale
     return flat.reshape(n, k).T if trans_b else flat.reshape(k, n)
@@ -150,14 +190,16 @@ def fpq4_weight(blob, k: int, n: int, blk_quant_type: int) -> np.ndarray:
     scale, with type 1 a uint8 zero point (type 0: 8), then 16 bytes whose low nibbles are the block's first 16
     values and high nibbles the next 16; a value is ``(nibble - zero_point) * scale``."""
     if blk_quant_type not in _FPQ4_ZERO_POINT:
-        raise ExecutionError(f"MatMulFpQ4 blk_quant_type {blk_quant_type} is not supported (0: symmetric, "
-                             f"1: with zero points, blocks of 32)")
+        raise ExecutionError(
+            f"MatMulFpQ4 blk_quant_type {blk_quant_type} is not supported (0: symmetric, "
+            f"1: with zero points, blocks of 32)"
+        )
     blocks = -(-k // _FPQ4_BLOCK)
     has_zero = _FPQ4_ZERO_POINT[blk_quant_type]
     blob = np.asarray(blob, np.uint8).reshape(n, blocks, -1)
     scales = blob[..., :4].copy().view(np.float32)  # [n, blocks, 1]
     zeros = blob[..., 4:5].astype(np.int64) if has_zero else np.full((n, blocks, 1), 8, np.int64)
-    packed = blob[..., 5 if has_zero else 4:]
+    packed = blob[..., 5 if has_zero else 4 :]
     codes = np.concatenate([packed & 0x0F, packed >> 4], axis=-1).astype(np.int64)  # [n, blocks, 32]
     return ((codes - zeros) * scales).reshape(n, -1)[:, :k].T
 
@@ -176,7 +218,7 @@ def moe_expert_weights(packed, scales, zero_points, bits: int, block_size) -> np
     if zero_points is None:
         zeros = np.full(scales.shape, 1 << (bits - 1), np.int64)
     else:
-        zeros = unpack_bits(np.asarray(zero_points), bits)[..., :scales.shape[-1]].astype(np.int64)
+        zeros = unpack_bits(np.asarray(zero_points), bits)[..., : scales.shape[-1]].astype(np.int64)
     if per_row:
         return ((q - zeros[..., None]) * scales[..., None]).astype(np.float32)
     return dequantize_blocks(q, scales, zeros, int(block_size or q.shape[-1] // groups), axis=-1)

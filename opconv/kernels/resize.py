@@ -122,8 +122,14 @@ def _lookup(table: dict, key: str, what: str):
         raise ExecutionError(f"unknown {what} {key!r}; expected one of {sorted(table)}") from None
 
 
-def source_coordinates(in_size: int, out_size: int, scale: float, mode: str = "half_pixel",
-                       roi: tuple[float, float] = (0.0, 1.0), length_resized: float | None = None) -> np.ndarray:
+def source_coordinates(
+    in_size: int,
+    out_size: int,
+    scale: float,
+    mode: str = "half_pixel",
+    roi: tuple[float, float] = (0.0, 1.0),
+    length_resized: float | None = None,
+) -> np.ndarray:
     """Source coordinate of every output index along one dim.
 
     ``length_resized`` is the output length the transforms divide by (``align_corners``,
@@ -191,10 +197,18 @@ def _area_matrix(in_size, out_size, scale):
     return overlap / np.where(total == 0, 1.0, total)
 
 
-def interpolation_matrix(in_size: int, out_size: int, scale: float | None = None, mode: str = "linear",
-                         coordinate_transformation_mode: str = "half_pixel", cubic_coeff_a: float = -0.75,
-                         exclude_outside: bool = False, antialias: bool = False,
-                         roi: tuple[float, float] = (0.0, 1.0), length_resized: float | None = None) -> np.ndarray:
+def interpolation_matrix(
+    in_size: int,
+    out_size: int,
+    scale: float | None = None,
+    mode: str = "linear",
+    coordinate_transformation_mode: str = "half_pixel",
+    cubic_coeff_a: float = -0.75,
+    exclude_outside: bool = False,
+    antialias: bool = False,
+    roi: tuple[float, float] = (0.0, 1.0),
+    length_resized: float | None = None,
+) -> np.ndarray:
     """The ``(out_size, in_size)`` float64 matrix that resizes one dim (linear/cubic/area)."""
     scale = np.float32(out_size) / np.float32(in_size) if scale is None else scale
     if mode == "area":
@@ -206,9 +220,15 @@ def interpolation_matrix(in_size: int, out_size: int, scale: float | None = None
     return _filter_matrix(x, in_size, mode, cubic_coeff_a, exclude_outside, antialias, float(scale))
 
 
-def nearest_indices(in_size: int, out_size: int, scale: float | None = None,
-                    coordinate_transformation_mode: str = "half_pixel", nearest_mode: str = "round_prefer_floor",
-                    roi: tuple[float, float] = (0.0, 1.0), length_resized: float | None = None) -> np.ndarray:
+def nearest_indices(
+    in_size: int,
+    out_size: int,
+    scale: float | None = None,
+    coordinate_transformation_mode: str = "half_pixel",
+    nearest_mode: str = "round_prefer_floor",
+    roi: tuple[float, float] = (0.0, 1.0),
+    length_resized: float | None = None,
+) -> np.ndarray:
     """Input index (int64) each output index copies along one dim."""
     scale = np.float32(out_size) / np.float32(in_size) if scale is None else scale
     x = source_coordinates(in_size, out_size, scale, coordinate_transformation_mode, roi, length_resized)
@@ -268,11 +288,22 @@ def resize(
             axis_outside = (coords < 0) | (coords > in_size - 1)
             outside = outside | axis_outside.reshape([-1 if d == axis else 1 for d in range(x.ndim)])
         if exact:
-            y = np.take(y, nearest_indices(*args, coordinate_transformation_mode, nearest_modes[axis],
-                                                 roi[axis], lengths[axis]), axis=axis)
+            y = np.take(
+                y,
+                nearest_indices(*args, coordinate_transformation_mode, nearest_modes[axis], roi[axis], lengths[axis]),
+                axis=axis,
+            )
         else:
-            matrix = interpolation_matrix(*args, mode, coordinate_transformation_mode, cubic_coeff_a,
-                                          exclude_outside, antialias, roi[axis], lengths[axis])
+            matrix = interpolation_matrix(
+                *args,
+                mode,
+                coordinate_transformation_mode,
+                cubic_coeff_a,
+                exclude_outside,
+                antialias,
+                roi[axis],
+                lengths[axis],
+            )
             y = np.moveaxis(np.tensordot(y, matrix.astype(y.dtype), axes=([axis], [1])), -1, axis)
     if crop and outside.any():
         y = np.where(outside, np.asarray(extrapolation_value).astype(y.dtype), y)
@@ -366,8 +397,12 @@ def onnx_resize_geometry(
     rank = len(input_shape)
     axes = list(range(rank)) if axes is None else [int(a) % rank for a in axes]
     shape, full_scales = resize_output_shape(
-        input_shape, None if scales is None else np.asarray(scales, np.float32).reshape(-1).tolist(),
-        None if sizes is None else np.asarray(sizes, np.int64).reshape(-1).tolist(), axes, keep_aspect_ratio_policy)
+        input_shape,
+        None if scales is None else np.asarray(scales, np.float32).reshape(-1).tolist(),
+        None if sizes is None else np.asarray(sizes, np.int64).reshape(-1).tolist(),
+        axes,
+        keep_aspect_ratio_policy,
+    )
     full_roi = None
     if roi is not None and transform == "tf_crop_and_resize":
         values = np.asarray(roi, np.float64).reshape(-1)

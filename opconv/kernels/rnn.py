@@ -108,8 +108,9 @@ def activation_specs(names: Sequence[str], alphas: Sequence[float] = (), betas: 
     ``activation_beta``.
     """
     alphas, betas = iter(alphas), iter(betas)
-    return [(n, next(alphas, None) if takes_alpha(n) else None, next(betas, None) if takes_beta(n) else None)
-            for n in names]
+    return [
+        (n, next(alphas, None) if takes_alpha(n) else None, next(betas, None) if takes_beta(n) else None) for n in names
+    ]
 
 
 def _gates(stacked: np.ndarray | None, order: str, hidden: int, axis: int = 0) -> dict:
@@ -190,15 +191,20 @@ class _LSTMStep:
         self.input_forget = input_forget
         # Without peepholes the three f-gates i, o, f (adjacent in ONNX's order) take f in one call.
         c_at = order.index("c")
-        self.sigmoid_block = (slice(hidden, None) if c_at == 0 else slice(0, 3 * hidden)) if (
-            c_at in (0, 3) and peepholes is None and not input_forget) else None
+        self.sigmoid_block = (
+            (slice(hidden, None) if c_at == 0 else slice(0, 3 * hidden))
+            if (c_at in (0, 3) and peepholes is None and not input_forget)
+            else None
+        )
         if self.sigmoid_block is not None:  # where i, f and o lie within that block
             start = self.sigmoid_block.start or 0
-            self.block_slices = tuple(slice(self.slices[g].start - start, self.slices[g].stop - start)
-                                      for g in "ifo")
+            self.block_slices = tuple(slice(self.slices[g].start - start, self.slices[g].stop - start) for g in "ifo")
         # The default activations unclipped (nearly every exported LSTM): computed in place on the gates.
-        self.plain = self.sigmoid_block is not None and clip is None and [
-            _plain_name(a) for a in activations[:3]] == ["sigmoid", "tanh", "tanh"]
+        self.plain = (
+            self.sigmoid_block is not None
+            and clip is None
+            and [_plain_name(a) for a in activations[:3]] == ["sigmoid", "tanh", "tanh"]
+        )
         self.operand = operand  # maps H before it multiplies R (a dynamically quantized LSTM rounds it)
 
     def __call__(self, xw, h, c):
@@ -264,29 +270,57 @@ def _cell(step, x, w, b_w, states):
     return tuple(downcast(o, dtype) for o in out)
 
 
-def rnn_cell(x, h, w, r, b_w=None, b_r=None, activations: Sequence[ActivationSpec] = ("tanh",),
-             clip: float | None = None) -> np.ndarray:
+def rnn_cell(
+    x, h, w, r, b_w=None, b_r=None, activations: Sequence[ActivationSpec] = ("tanh",), clip: float | None = None
+) -> np.ndarray:
     """One simple-RNN step: ``x`` ``(B, I)``, ``h`` ``(B, H)`` -> new ``h``."""
     step = _RNNStep(upcast(r), None if b_r is None else upcast(b_r), activations, clip)
     return _cell(step, x, w, b_w, (h,))[0]
 
 
-def gru_cell(x, h, w, r, b_w=None, b_r=None, activations: Sequence[ActivationSpec] = ("sigmoid", "tanh"),
-             clip: float | None = None, linear_before_reset: bool = False, gate_order: str = "zrh") -> np.ndarray:
+def gru_cell(
+    x,
+    h,
+    w,
+    r,
+    b_w=None,
+    b_r=None,
+    activations: Sequence[ActivationSpec] = ("sigmoid", "tanh"),
+    clip: float | None = None,
+    linear_before_reset: bool = False,
+    gate_order: str = "zrh",
+) -> np.ndarray:
     """One GRU step: ``x`` ``(B, I)``, ``h`` ``(B, H)`` -> new ``h``."""
-    step = _GRUStep(upcast(r), None if b_r is None else upcast(b_r), activations, clip, linear_before_reset,
-                    gate_order)
+    step = _GRUStep(upcast(r), None if b_r is None else upcast(b_r), activations, clip, linear_before_reset, gate_order)
     return _cell(step, x, w, b_w, (h,))[0]
 
 
-def lstm_cell(x, h, c, w, r, b_w=None, b_r=None, peepholes=None,
-              activations: Sequence[ActivationSpec] = ("sigmoid", "tanh", "tanh"), clip: float | None = None,
-              input_forget: bool = False, gate_order: str = "iofc",
-              peephole_order: str = "iof") -> tuple[np.ndarray, np.ndarray]:
+def lstm_cell(
+    x,
+    h,
+    c,
+    w,
+    r,
+    b_w=None,
+    b_r=None,
+    peepholes=None,
+    activations: Sequence[ActivationSpec] = ("sigmoid", "tanh", "tanh"),
+    clip: float | None = None,
+    input_forget: bool = False,
+    gate_order: str = "iofc",
+    peephole_order: str = "iof",
+) -> tuple[np.ndarray, np.ndarray]:
     """One LSTM step: ``x`` ``(B, I)``, ``h``/``c`` ``(B, H)`` -> ``(h, c)``."""
-    step = _LSTMStep(upcast(r), None if b_r is None else upcast(b_r),
-                     None if peepholes is None else upcast(peepholes), activations, clip, input_forget,
-                     gate_order, peephole_order)
+    step = _LSTMStep(
+        upcast(r),
+        None if b_r is None else upcast(b_r),
+        None if peepholes is None else upcast(peepholes),
+        activations,
+        clip,
+        input_forget,
+        gate_order,
+        peephole_order,
+    )
     return _cell(step, x, w, b_w, (h, c))
 
 
@@ -301,7 +335,7 @@ def _run(step, xw, states, lengths, reverse):
     y = np.zeros((steps,) + states[0].shape, dtype=states[0].dtype)
     every_step = bool(np.all(lengths >= steps))  # no sequence ends early: no masking
     with np.errstate(over="ignore"):  # a sigmoid taken as 1 / (1 + exp(-x)) overflows to its limit
-        for t in (reversed(range(steps)) if reverse else range(steps)):
+        for t in reversed(range(steps)) if reverse else range(steps):
             new = step(xw[t], *states)
             if every_step:
                 states = new
@@ -318,13 +352,13 @@ def _split_activations(activations, per_direction: int, directions: int) -> list
     if len(activations) == per_direction:
         return [activations] * directions
     if len(activations) == per_direction * directions:
-        return [activations[d * per_direction:(d + 1) * per_direction] for d in range(directions)]
-    raise ExecutionError(f"expected {per_direction} or {per_direction * directions} activations, "
-                         f"got {len(activations)}")
+        return [activations[d * per_direction : (d + 1) * per_direction] for d in range(directions)]
+    raise ExecutionError(
+        f"expected {per_direction} or {per_direction * directions} activations, got {len(activations)}"
+    )
 
 
-def _sequence(kind, make_step, x, w, b_w, initial_states, sequence_lens, direction, activations, layout,
-              operand=None):
+def _sequence(kind, make_step, x, w, b_w, initial_states, sequence_lens, direction, activations, layout, operand=None):
     """Shared driver of :func:`rnn`, :func:`gru` and :func:`lstm`; ``operand`` maps X to the left operand of
     its projection."""
     try:
@@ -340,8 +374,9 @@ def _sequence(kind, make_step, x, w, b_w, initial_states, sequence_lens, directi
     w = upcast(w)
     hidden = w.shape[1] // {"rnn": 1, "gru": 3, "lstm": 4}[kind]
     lengths = np.full(batch, steps) if sequence_lens is None else np.asarray(sequence_lens).astype(np.int64)
-    per_direction = _split_activations(activations or DEFAULT_ACTIVATIONS[kind], len(DEFAULT_ACTIVATIONS[kind]),
-                                       len(reverses))
+    per_direction = _split_activations(
+        activations or DEFAULT_ACTIVATIONS[kind], len(DEFAULT_ACTIVATIONS[kind]), len(reverses)
+    )
     ys, finals = [], []
     for d, reverse in enumerate(reverses):
         states = tuple(np.zeros((batch, hidden), x.dtype) if s is None else upcast(s[d]) for s in initial_states)
@@ -360,40 +395,91 @@ def _per_direction(array, d):
     return None if array is None else upcast(array[d])
 
 
-def rnn(x, w, r, b_w=None, b_r=None, initial_h=None, sequence_lens=None, direction: str = "forward",
-        activations: Sequence[ActivationSpec] | None = None, clip: float | None = None, layout: int = 0):
+def rnn(
+    x,
+    w,
+    r,
+    b_w=None,
+    b_r=None,
+    initial_h=None,
+    sequence_lens=None,
+    direction: str = "forward",
+    activations: Sequence[ActivationSpec] | None = None,
+    clip: float | None = None,
+    layout: int = 0,
+):
     """Simple RNN over a sequence; returns ``(Y, Y_h)``."""
+
     def make_step(d, acts):
         return _RNNStep(upcast(r[d]), _per_direction(b_r, d), acts, clip)
 
     return _sequence("rnn", make_step, x, w, b_w, [initial_h], sequence_lens, direction, activations, layout)
 
 
-def gru(x, w, r, b_w=None, b_r=None, initial_h=None, sequence_lens=None, direction: str = "forward",
-        activations: Sequence[ActivationSpec] | None = None, clip: float | None = None,
-        linear_before_reset: bool = False, gate_order: str = "zrh", layout: int = 0):
+def gru(
+    x,
+    w,
+    r,
+    b_w=None,
+    b_r=None,
+    initial_h=None,
+    sequence_lens=None,
+    direction: str = "forward",
+    activations: Sequence[ActivationSpec] | None = None,
+    clip: float | None = None,
+    linear_before_reset: bool = False,
+    gate_order: str = "zrh",
+    layout: int = 0,
+):
     """GRU over a sequence; returns ``(Y, Y_h)``."""
+
     def make_step(d, acts):
         return _GRUStep(upcast(r[d]), _per_direction(b_r, d), acts, clip, linear_before_reset, gate_order)
 
     return _sequence("gru", make_step, x, w, b_w, [initial_h], sequence_lens, direction, activations, layout)
 
 
-def lstm(x, w, r, b_w=None, b_r=None, initial_h=None, initial_c=None, peepholes=None, sequence_lens=None,
-         direction: str = "forward", activations: Sequence[ActivationSpec] | None = None,
-         clip: float | None = None, input_forget: bool = False, gate_order: str = "iofc",
-         peephole_order: str = "iof", layout: int = 0, operand=None):
+def lstm(
+    x,
+    w,
+    r,
+    b_w=None,
+    b_r=None,
+    initial_h=None,
+    initial_c=None,
+    peepholes=None,
+    sequence_lens=None,
+    direction: str = "forward",
+    activations: Sequence[ActivationSpec] | None = None,
+    clip: float | None = None,
+    input_forget: bool = False,
+    gate_order: str = "iofc",
+    peephole_order: str = "iof",
+    layout: int = 0,
+    operand=None,
+):
     """LSTM over a sequence; returns ``(Y, Y_h, Y_c)``.
 
     ``operand`` (default: none) transforms X and each step's H before they multiply W and R: a dynamically
     quantized LSTM rounds them to 8 bits there.
     """
-    def make_step(d, acts):
-        return _LSTMStep(upcast(r[d]), _per_direction(b_r, d), _per_direction(peepholes, d), acts, clip,
-                         input_forget, gate_order, peephole_order, operand)
 
-    return _sequence("lstm", make_step, x, w, b_w, [initial_h, initial_c], sequence_lens, direction, activations,
-                     layout, operand)
+    def make_step(d, acts):
+        return _LSTMStep(
+            upcast(r[d]),
+            _per_direction(b_r, d),
+            _per_direction(peepholes, d),
+            acts,
+            clip,
+            input_forget,
+            gate_order,
+            peephole_order,
+            operand,
+        )
+
+    return _sequence(
+        "lstm", make_step, x, w, b_w, [initial_h, initial_c], sequence_lens, direction, activations, layout, operand
+    )
 
 
 # ---------------------------------------------------------------- LSTM wrapped in Bahdanau attention
@@ -412,9 +498,27 @@ def bahdanau_context(query, keys, memory, v, query_weights, memory_lengths):
     return np.einsum("bm,bmd->bd", weights, memory)
 
 
-def attention_lstm(x, w, r, b_w, b_r, initial_h, initial_c, peepholes, sequence_lens, direction, activations,
-                   clip, input_forget, memory, memory_lengths, query_weights, memory_weights, v,
-                   attention_weights=None):
+def attention_lstm(
+    x,
+    w,
+    r,
+    b_w,
+    b_r,
+    initial_h,
+    initial_c,
+    peepholes,
+    sequence_lens,
+    direction,
+    activations,
+    clip,
+    input_forget,
+    memory,
+    memory_lengths,
+    query_weights,
+    memory_weights,
+    v,
+    attention_weights=None,
+):
     """A one-layer LSTM whose cell input carries the previous step's attention (see above); returns
     ``(Y (T, D, B, H), Y_h, Y_c)``.  ``w`` is ``(D, 4H, I + attention size)``; the attention arrays carry the
     direction first (``memory``, ``memory_lengths`` are shared)."""
@@ -427,13 +531,22 @@ def attention_lstm(x, w, r, b_w, b_r, initial_h, initial_c, peepholes, sequence_
     steps, batch, inputs = x.shape
     hidden = r.shape[-1]
     lengths = np.full(batch, steps) if sequence_lens is None else np.asarray(sequence_lens).astype(np.int64)
-    memory_lengths = (np.full(batch, memory.shape[1]) if memory_lengths is None
-                      else np.asarray(memory_lengths).astype(np.int64))
+    memory_lengths = (
+        np.full(batch, memory.shape[1]) if memory_lengths is None else np.asarray(memory_lengths).astype(np.int64)
+    )
     per_direction = _split_activations(activations or DEFAULT_ACTIVATIONS["lstm"], 3, len(reverses))
     ys, finals = [], []
     for d, reverse in enumerate(reverses):
-        step = _LSTMStep(upcast(r[d]), _per_direction(b_r, d), _per_direction(peepholes, d), per_direction[d],
-                         clip, input_forget, "iofc", "iof")
+        step = _LSTMStep(
+            upcast(r[d]),
+            _per_direction(b_r, d),
+            _per_direction(peepholes, d),
+            per_direction[d],
+            clip,
+            input_forget,
+            "iofc",
+            "iof",
+        )
         w_d = upcast(w[d])
         xw = _project(x, w_d[:, :inputs], _per_direction(b_w, d))
         w_attention = w_d[:, inputs:].T
@@ -443,10 +556,9 @@ def attention_lstm(x, w, r, b_w, b_r, initial_h, initial_c, peepholes, sequence_
         attention = np.zeros((batch, w_attention.shape[0]), x.dtype)
         y = np.zeros((steps, batch, hidden), x.dtype)
         with np.errstate(over="ignore"):
-            for t in (reversed(range(steps)) if reverse else range(steps)):
+            for t in reversed(range(steps)) if reverse else range(steps):
                 new_h, new_c = step(xw[t] + attention @ w_attention, h, c)
-                context = bahdanau_context(new_h, keys, memory, upcast(v[d]), upcast(query_weights[d]),
-                                           memory_lengths)
+                context = bahdanau_context(new_h, keys, memory, upcast(v[d]), upcast(query_weights[d]), memory_lengths)
                 new_attention = context if layer is None else np.concatenate([new_h, context], axis=-1) @ layer
                 active = (t < lengths)[:, None]  # a row past its length keeps its state; its Y step is 0
                 h, c = np.where(active, new_h, h), np.where(active, new_c, c)

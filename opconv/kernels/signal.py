@@ -38,8 +38,9 @@ def unpack_complex(x: np.ndarray) -> np.ndarray:
     """``[..., 1]`` (real) or ``[..., 2]`` (re, im) -> a real or complex array without the last axis."""
     x = np.asarray(x)
     if x.ndim == 0 or x.shape[-1] not in (1, 2):
-        raise ExecutionError(f"the last axis must hold 1 (real) or 2 (real, imaginary) values, got shape "
-                             f"{list(x.shape)}")
+        raise ExecutionError(
+            f"the last axis must hold 1 (real) or 2 (real, imaginary) values, got shape {list(x.shape)}"
+        )
     real = x[..., 0].astype(compute_dtype(x.dtype))
     if x.shape[-1] == 1:
         return real
@@ -53,8 +54,9 @@ def pack_complex(y: np.ndarray, dtype) -> np.ndarray:
     return np.stack(parts, axis=-1).astype(dtype)
 
 
-def dft(x: np.ndarray, axis: int, length: int | None = None, inverse: bool = False,
-        onesided: bool = False) -> np.ndarray:
+def dft(
+    x: np.ndarray, axis: int, length: int | None = None, inverse: bool = False, onesided: bool = False
+) -> np.ndarray:
     """The DFT of ``x`` (real or complex) along ``axis``, zero-padded or truncated to ``length``.
 
     ``onesided`` with a forward transform keeps the ``length // 2 + 1`` unique
@@ -78,8 +80,13 @@ def dft(x: np.ndarray, axis: int, length: int | None = None, inverse: bool = Fal
     return transform(x, n=length, axis=axis).astype(out_dtype)
 
 
-def stft(signal: np.ndarray, frame_step: int, frame_length: int | None = None, window: np.ndarray | None = None,
-         onesided: bool = True) -> np.ndarray:
+def stft(
+    signal: np.ndarray,
+    frame_step: int,
+    frame_length: int | None = None,
+    window: np.ndarray | None = None,
+    onesided: bool = True,
+) -> np.ndarray:
     """Short-time Fourier transform of ``signal`` ``(batch, length)`` -> ``(batch, frames, bins)`` complex.
 
     Frames start every ``frame_step`` samples; ``frames = (length - frame_length) // frame_step + 1``.
@@ -96,8 +103,10 @@ def stft(signal: np.ndarray, frame_step: int, frame_length: int | None = None, w
     if window is not None and len(window) != frame_length:
         raise ExecutionError(f"the window has {len(window)} samples but frame_length is {frame_length}")
     if frame_step < 1 or not 1 <= frame_length <= signal.shape[1]:
-        raise ExecutionError(f"invalid STFT framing: frame_step {frame_step}, frame_length {frame_length}, "
-                             f"signal length {signal.shape[1]}")
+        raise ExecutionError(
+            f"invalid STFT framing: frame_step {frame_step}, frame_length {frame_length}, "
+            f"signal length {signal.shape[1]}"
+        )
     frames = np.lib.stride_tricks.sliding_window_view(signal, frame_length, axis=1)[:, ::frame_step]
     if window is not None:
         frames = frames * np.asarray(window).astype(compute_dtype(np.asarray(window).dtype))
@@ -125,8 +134,9 @@ def mel_to_hz(mel):
     return 700 * (10 ** (np.asarray(mel, dtype=np.float64) / 2595) - 1)
 
 
-def mel_weight_matrix(num_mel_bins: int, dft_length: int, sample_rate: float, lower_edge_hertz: float,
-                      upper_edge_hertz: float) -> np.ndarray:
+def mel_weight_matrix(
+    num_mel_bins: int, dft_length: int, sample_rate: float, lower_edge_hertz: float, upper_edge_hertz: float
+) -> np.ndarray:
     """Triangular mel filters, ``(dft_length // 2 + 1, num_mel_bins)`` float64, each peaking at 1.
 
     Band edges are ``num_mel_bins + 2`` points spaced evenly on the mel scale
@@ -137,8 +147,9 @@ def mel_weight_matrix(num_mel_bins: int, dft_length: int, sample_rate: float, lo
     filter whose rising edge has zero width is 1 at its centre.
     """
     if num_mel_bins < 1 or dft_length < 1 or sample_rate <= 0:
-        raise ExecutionError(f"invalid mel parameters: num_mel_bins {num_mel_bins}, dft_length {dft_length}, "
-                             f"sample_rate {sample_rate}")
+        raise ExecutionError(
+            f"invalid mel parameters: num_mel_bins {num_mel_bins}, dft_length {dft_length}, sample_rate {sample_rate}"
+        )
     low, high = hz_to_mel(lower_edge_hertz), hz_to_mel(upper_edge_hertz)
     edges_mel = np.arange(num_mel_bins + 2) * ((high - low) / (num_mel_bins + 2)) + low
     edges = np.floor((dft_length + 1) * mel_to_hz(edges_mel) / sample_rate).astype(np.int64)

@@ -63,8 +63,7 @@ def unique(x: np.ndarray, axis: int | None = None, sorted: bool = True):
     x = np.asarray(x)
     if axis is not None:
         axis = normalize_axis(axis, x.ndim)
-    values, first, inverse, counts = np.unique(x, return_index=True, return_inverse=True, return_counts=True,
-                                               axis=axis)
+    values, first, inverse, counts = np.unique(x, return_index=True, return_inverse=True, return_counts=True, axis=axis)
     inverse = inverse.reshape(-1)
     if not sorted:
         # Renumber the unique values by first occurrence.
@@ -101,8 +100,7 @@ def _iou_matrix(corners: np.ndarray) -> np.ndarray:
 
 def _select(corners, scores, max_boxes, iou_threshold, score_threshold):
     """Greedy NMS for one image and class; returns kept box indices in order."""
-    candidates = np.flatnonzero(scores > score_threshold) if score_threshold is not None else \
-        np.arange(scores.size)
+    candidates = np.flatnonzero(scores > score_threshold) if score_threshold is not None else np.arange(scores.size)
     candidates = candidates[_stable_order(scores[candidates], 0, descending=True)]
     iou = _iou_matrix(corners[candidates])
     kept: list[int] = []
@@ -134,7 +132,12 @@ def non_max_suppression(
         corners = _corners(boxes, center_point_box)
         for image in range(scores.shape[0]):
             for cls in range(scores.shape[1]):
-                for box in _select(corners[image], scores[image, cls], int(max_output_boxes_per_class),
-                                   float(iou_threshold), score_threshold):
+                for box in _select(
+                    corners[image],
+                    scores[image, cls],
+                    int(max_output_boxes_per_class),
+                    float(iou_threshold),
+                    score_threshold,
+                ):
                     rows.append((image, cls, box))
     return np.array(rows, dtype=np.int64).reshape(-1, 3)

@@ -52,7 +52,7 @@ def _gather_taps(x: np.ndarray, indices: list[np.ndarray], weights: list[np.ndar
     b, c = x.shape[:2]
     spatial = x.shape[2:]
     flat_x = x.reshape(b, c, -1)
-    dim_strides = [math.prod(spatial[d + 1:]) for d in range(len(spatial))]
+    dim_strides = [math.prod(spatial[d + 1 :]) for d in range(len(spatial))]
     out = np.zeros((b, c, indices[0].shape[1]), dtype=x.dtype)
     for taps in np.ndindex(*(i.shape[2] for i in indices)):
         flat = functools.reduce(operator.add, (idx[..., t] * s for idx, t, s in zip(indices, taps, dim_strides)))
@@ -114,8 +114,14 @@ def _reflect(v: np.ndarray, low: float, high: float) -> np.ndarray:
     return np.where(below, from_low, np.where(above, from_high, v))
 
 
-def grid_sample(x: np.ndarray, grid: np.ndarray, mode: str = "linear", padding_mode: str = "zeros",
-                align_corners: bool = False, cubic_border_taps_only: bool = False) -> np.ndarray:
+def grid_sample(
+    x: np.ndarray,
+    grid: np.ndarray,
+    mode: str = "linear",
+    padding_mode: str = "zeros",
+    align_corners: bool = False,
+    cubic_border_taps_only: bool = False,
+) -> np.ndarray:
     """Sample ``x`` ``(N, C, *S)`` at ``grid`` ``(N, *out, n)`` (see the module docstring).
 
     ``cubic_border_taps_only``: with cubic interpolation and border padding, clamp only the 16
@@ -207,9 +213,17 @@ def _bilinear_axis(coords: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarra
     return np.stack([low, high], -1), np.stack([1 - frac, frac], -1), valid
 
 
-def roi_align(x: np.ndarray, rois: np.ndarray, batch_indices: np.ndarray, output_height: int = 1,
-              output_width: int = 1, sampling_ratio: int = 0, spatial_scale: float = 1.0, mode: str = "avg",
-              half_pixel: bool = True) -> np.ndarray:
+def roi_align(
+    x: np.ndarray,
+    rois: np.ndarray,
+    batch_indices: np.ndarray,
+    output_height: int = 1,
+    output_width: int = 1,
+    sampling_ratio: int = 0,
+    spatial_scale: float = 1.0,
+    mode: str = "avg",
+    half_pixel: bool = True,
+) -> np.ndarray:
     """ONNX ``RoiAlign`` on ``(N, C, H, W)``; returns ``(num_rois, C, output_height, output_width)``.
 
     ``half_pixel=False`` is the legacy ``output_half_pixel`` mode: no half-pixel
@@ -261,8 +275,9 @@ def _round_half_away(v):
     return np.sign(v) * np.floor(np.abs(v) + 0.5)
 
 
-def max_roi_pool(x: np.ndarray, rois: np.ndarray, pooled_shape: Sequence[int],
-                 spatial_scale: float = 1.0) -> np.ndarray:
+def max_roi_pool(
+    x: np.ndarray, rois: np.ndarray, pooled_shape: Sequence[int], spatial_scale: float = 1.0
+) -> np.ndarray:
     """ONNX ``MaxRoiPool``: ``(num_rois, C, ph, pw)`` maxima over each roi's bins (empty bins give 0)."""
     x, rois = np.asarray(x), np.asarray(rois)
     ph, pw = (int(v) for v in pooled_shape)
@@ -353,8 +368,9 @@ def roi_pool_bilinear(x: np.ndarray, rois: np.ndarray, pooled_shape: Sequence[in
     return downcast(out, x.dtype)
 
 
-def ps_roi_pool_average(x: np.ndarray, rois: np.ndarray, output_dim: int, group_size: int,
-                        spatial_scale: float) -> np.ndarray:
+def ps_roi_pool_average(
+    x: np.ndarray, rois: np.ndarray, output_dim: int, group_size: int, spatial_scale: float
+) -> np.ndarray:
     """Position-sensitive average ROI pooling (R-FCN): ``(num_rois, output_dim, G, G)``.
 
     Output bin ``(o, i, j)`` averages input channel ``(o * G + i) * G + j`` over
@@ -366,8 +382,9 @@ def ps_roi_pool_average(x: np.ndarray, rois: np.ndarray, output_dim: int, group_
     g = int(group_size)
     batches, c, height, width = x.shape
     if c != output_dim * g * g:
-        raise ExecutionError(f"average PSROIPooling needs output_dim * group_size^2 = {output_dim * g * g} "
-                             f"input channels, got {c}")
+        raise ExecutionError(
+            f"average PSROIPooling needs output_dim * group_size^2 = {output_dim * g * g} input channels, got {c}"
+        )
     out = np.zeros((rois.shape[0], output_dim, g, g), dtype=xc.dtype)
     scale = np.float32(spatial_scale)
     cells = np.arange(g, dtype=np.float32)
@@ -390,8 +407,15 @@ def ps_roi_pool_average(x: np.ndarray, rois: np.ndarray, output_dim: int, group_
     return downcast(out, x.dtype)
 
 
-def ps_roi_pool_bilinear(x: np.ndarray, rois: np.ndarray, output_dim: int, group_size: int,
-                         spatial_scale: float, bins_x: int = 1, bins_y: int = 1) -> np.ndarray:
+def ps_roi_pool_bilinear(
+    x: np.ndarray,
+    rois: np.ndarray,
+    output_dim: int,
+    group_size: int,
+    spatial_scale: float,
+    bins_x: int = 1,
+    bins_y: int = 1,
+) -> np.ndarray:
     """Position-sensitive bilinear ROI pooling: ``(num_rois, output_dim, G, G)``.
 
     The roi (corners times ``spatial_scale``, normalized to ``[0, 1]``) splits
@@ -404,8 +428,10 @@ def ps_roi_pool_bilinear(x: np.ndarray, rois: np.ndarray, output_dim: int, group
     g = int(group_size)
     batches, c, height, width = x.shape
     if c != output_dim * bins_x * bins_y:
-        raise ExecutionError(f"bilinear PSROIPooling needs output_dim * spatial_bins_x * spatial_bins_y = "
-                             f"{output_dim * bins_x * bins_y} input channels, got {c}")
+        raise ExecutionError(
+            f"bilinear PSROIPooling needs output_dim * spatial_bins_x * spatial_bins_y = "
+            f"{output_dim * bins_x * bins_y} input channels, got {c}"
+        )
     out = np.zeros((rois.shape[0], output_dim, g, g), dtype=xc.dtype)
     scale = np.float32(spatial_scale)
     cells = np.arange(g, dtype=np.float32)
@@ -436,9 +462,18 @@ def ps_roi_pool_bilinear(x: np.ndarray, rois: np.ndarray, output_dim: int, group
     return downcast(out / (bins_x * bins_y), x.dtype)
 
 
-def deformable_ps_roi_pool(x: np.ndarray, rois: np.ndarray, offsets: np.ndarray | None, output_dim: int,
-                           group_size: int, spatial_scale: float, bins_x: int = 1, bins_y: int = 1,
-                           trans_std: float = 1.0, part_size: int = 1) -> np.ndarray:
+def deformable_ps_roi_pool(
+    x: np.ndarray,
+    rois: np.ndarray,
+    offsets: np.ndarray | None,
+    output_dim: int,
+    group_size: int,
+    spatial_scale: float,
+    bins_x: int = 1,
+    bins_y: int = 1,
+    trans_std: float = 1.0,
+    part_size: int = 1,
+) -> np.ndarray:
     """Deformable position-sensitive ROI pooling (Deformable ConvNets): ``(num_rois, output_dim, G, G)``.
 
     Like average :func:`ps_roi_pool_average` but each bin, shifted by
@@ -453,8 +488,9 @@ def deformable_ps_roi_pool(x: np.ndarray, rois: np.ndarray, offsets: np.ndarray 
     g = int(group_size)
     batches, c, height, width = x.shape
     if c != output_dim * g * g:
-        raise ExecutionError(f"DeformablePSROIPooling needs output_dim * group_size^2 = {output_dim * g * g} "
-                             f"input channels, got {c}")
+        raise ExecutionError(
+            f"DeformablePSROIPooling needs output_dim * group_size^2 = {output_dim * g * g} input channels, got {c}"
+        )
     out = np.zeros((rois.shape[0], output_dim, g, g), dtype=xc.dtype)
     scale = np.float32(spatial_scale)
     cells = np.arange(g)
@@ -507,8 +543,9 @@ def reorg(x: np.ndarray, stride: int) -> np.ndarray:
     n, c, h, w = x.shape
     s = int(stride)
     if s < 1 or c % (s * s) or h % s or w % s:
-        raise ExecutionError(f"reorg stride {s} does not divide the channels by stride^2 and the spatial "
-                             f"dims of shape {list(x.shape)}")
+        raise ExecutionError(
+            f"reorg stride {s} does not divide the channels by stride^2 and the spatial dims of shape {list(x.shape)}"
+        )
     view = x.reshape(n, c // (s * s), h, s, w, s)
     return np.ascontiguousarray(view.transpose(0, 3, 5, 1, 2, 4)).reshape(n, c * s * s, h // s, w // s)
 
@@ -528,13 +565,14 @@ def region_yolo(x: np.ndarray, coords: int, classes: int, regions: int, do_softm
     n, c, h, w = x.shape
     entry = coords + classes + 1
     if c < regions * entry:
-        raise ExecutionError(f"region layer needs {regions} x (coords + classes + 1) = {regions * entry} "
-                             f"channels, got {c}")
-    y = upcast(x)[:, :regions * entry].reshape(n, regions, entry, h, w).copy()
+        raise ExecutionError(
+            f"region layer needs {regions} x (coords + classes + 1) = {regions * entry} channels, got {c}"
+        )
+    y = upcast(x)[:, : regions * entry].reshape(n, regions, entry, h, w).copy()
     y[:, :, :2] = sigmoid(y[:, :, :2])
     if do_softmax:
         y[:, :, coords] = sigmoid(y[:, :, coords])
-        y[:, :, coords + 1:] = softmax(y[:, :, coords + 1:], 2)
+        y[:, :, coords + 1 :] = softmax(y[:, :, coords + 1 :], 2)
     else:
         y[:, :, coords:] = sigmoid(y[:, :, coords:])
     return downcast(y.reshape(n, regions * entry, h, w), x.dtype)
@@ -550,8 +588,9 @@ def _prior_output(boxes: np.ndarray, variance: Sequence[float]) -> np.ndarray:
     return np.stack([boxes, variances])
 
 
-def _prior_count(ratios: int, min_sizes: int, max_sizes: int, scale_all_sizes: bool, fixed_ratio, fixed_size,
-                 density) -> int:
+def _prior_count(
+    ratios: int, min_sizes: int, max_sizes: int, scale_all_sizes: bool, fixed_ratio, fixed_size, density
+) -> int:
     """Boxes per cell as the layer's output shape counts them (OpenVINO's formula)."""
     count = ratios * min_sizes + max_sizes if scale_all_sizes else ratios + min_sizes - 1
     if fixed_size:
@@ -575,8 +614,9 @@ def _prior_aspect_ratios(aspect_ratio: Sequence[float], flip: bool) -> list[floa
 PriorShape = tuple[float, float, float, float, bool]
 
 
-def _fixed_size_priors(fixed_size: Sequence[float], fixed_ratio: Sequence[float], density: Sequence[float],
-                       non_square: list[float]) -> list[PriorShape]:
+def _fixed_size_priors(
+    fixed_size: Sequence[float], fixed_ratio: Sequence[float], density: Sequence[float], non_square: list[float]
+) -> list[PriorShape]:
     """The density grids of boxes of each fixed size, as :func:`prior_boxes` describes them.
 
     Each prior: (centre shift x, centre shift y, half width, half height, clipped on its own).
@@ -590,8 +630,15 @@ def _fixed_size_priors(fixed_size: Sequence[float], fixed_ratio: Sequence[float]
         def dense(half_w, half_h, whole=whole, grid=grid, shift=shift):
             for r in range(grid):
                 for col in range(grid):
-                    shapes.append((-(whole // 2) + shift / 2 + col * shift, -(whole // 2) + shift / 2 + r * shift,
-                                   half_w, half_h, True))
+                    shapes.append(
+                        (
+                            -(whole // 2) + shift / 2 + col * shift,
+                            -(whole // 2) + shift / 2 + r * shift,
+                            half_w,
+                            half_h,
+                            True,
+                        )
+                    )
 
         if fixed_ratio:
             for ar in fixed_ratio:
@@ -604,11 +651,23 @@ def _fixed_size_priors(fixed_size: Sequence[float], fixed_ratio: Sequence[float]
     return shapes
 
 
-def prior_boxes(layer_size: Sequence[int], image_size: Sequence[int], *, min_size: Sequence[float] = (),
-                max_size: Sequence[float] = (), aspect_ratio: Sequence[float] = (), flip: bool = False,
-                clip: bool = False, step: float = 0.0, offset: float = 0.5, variance: Sequence[float] = (),
-                scale_all_sizes: bool = True, fixed_ratio: Sequence[float] = (), fixed_size: Sequence[float] = (),
-                density: Sequence[float] = ()) -> np.ndarray:
+def prior_boxes(
+    layer_size: Sequence[int],
+    image_size: Sequence[int],
+    *,
+    min_size: Sequence[float] = (),
+    max_size: Sequence[float] = (),
+    aspect_ratio: Sequence[float] = (),
+    flip: bool = False,
+    clip: bool = False,
+    step: float = 0.0,
+    offset: float = 0.5,
+    variance: Sequence[float] = (),
+    scale_all_sizes: bool = True,
+    fixed_ratio: Sequence[float] = (),
+    fixed_size: Sequence[float] = (),
+    density: Sequence[float] = (),
+) -> np.ndarray:
     """SSD prior boxes over an ``(H, W)`` feature map for an ``(IH, IW)`` image: ``(2, 4 * H * W * priors)``.
 
     Per cell, in order: for each fixed size, its density grid of boxes (for
@@ -629,8 +688,9 @@ def prior_boxes(layer_size: Sequence[int], image_size: Sequence[int], *, min_siz
         step = image_h / height if step == -1 else step * image_h
         min_size = [v * image_h for v in min_size]
     if fixed_size and len(density) < len(fixed_size):
-        raise ExecutionError(f"prior boxes with {len(fixed_size)} fixed sizes need as many densities, "
-                             f"got {len(density)}")
+        raise ExecutionError(
+            f"prior boxes with {len(fixed_size)} fixed sizes need as many densities, got {len(density)}"
+        )
 
     shapes = _fixed_size_priors(fixed_size, fixed_ratio, density, non_square)
     for k, size in enumerate(min_size):
@@ -642,11 +702,14 @@ def prior_boxes(layer_size: Sequence[int], image_size: Sequence[int], *, min_siz
             base = min_size[k if scale_all_sizes else 0]
             shapes.extend((0.0, 0.0, base * 0.5 * root, base * 0.5 / root, False) for root in non_square)
 
-    expected = _prior_count(len(ratios), len(min_size), len(max_size), scale_all_sizes, fixed_ratio, fixed_size,
-                            density)
+    expected = _prior_count(
+        len(ratios), len(min_size), len(max_size), scale_all_sizes, fixed_ratio, fixed_size, density
+    )
     if len(shapes) != expected:
-        raise ExecutionError(f"these prior box attributes give {len(shapes)} boxes per cell but the layer's "
-                             f"output shape counts {expected} boxes per cell; the combination is ill-defined")
+        raise ExecutionError(
+            f"these prior box attributes give {len(shapes)} boxes per cell but the layer's "
+            f"output shape counts {expected} boxes per cell; the combination is ill-defined"
+        )
     f32 = np.float32
     if step == 0:  # cell centres; this form ignores ``offset``
         cx = (np.arange(width, dtype=f32) + f32(0.5)) * f32(image_w / width)
@@ -670,9 +733,18 @@ def prior_boxes(layer_size: Sequence[int], image_size: Sequence[int], *, min_siz
     return _prior_output(boxes, variance)
 
 
-def clustered_prior_boxes(layer_size: Sequence[int], image_size: Sequence[int], *, widths: Sequence[float],
-                          heights: Sequence[float], clip: bool = True, step_w: float = 0.0, step_h: float = 0.0,
-                          offset: float = 0.5, variance: Sequence[float] = ()) -> np.ndarray:
+def clustered_prior_boxes(
+    layer_size: Sequence[int],
+    image_size: Sequence[int],
+    *,
+    widths: Sequence[float],
+    heights: Sequence[float],
+    clip: bool = True,
+    step_w: float = 0.0,
+    step_h: float = 0.0,
+    offset: float = 0.5,
+    variance: Sequence[float] = (),
+) -> np.ndarray:
     """Prior boxes of given widths and heights at every cell centre: ``(2, 4 * H * W * priors)``.
 
     Centres are ``(cell + offset) * step`` per axis, the step defaulting (when
@@ -682,16 +754,24 @@ def clustered_prior_boxes(layer_size: Sequence[int], image_size: Sequence[int], 
     height, width = (int(v) for v in layer_size)
     image_h, image_w = (int(v) for v in image_size)
     if len(widths) != len(heights):
-        raise ExecutionError(f"clustered prior boxes need as many widths as heights, got {len(widths)} and "
-                             f"{len(heights)}")
+        raise ExecutionError(
+            f"clustered prior boxes need as many widths as heights, got {len(widths)} and {len(heights)}"
+        )
     f32 = np.float32
     if step_w == 0 and step_h == 0:
         step_w, step_h = image_w / width, image_h / height
     cx = ((np.arange(width, dtype=f32) + f32(offset)) * f32(step_w))[None, :, None]
     cy = ((np.arange(height, dtype=f32) + f32(offset)) * f32(step_h))[:, None, None]
     half_w, half_h = np.array(widths, f32) / f32(2), np.array(heights, f32) / f32(2)
-    boxes = np.stack(np.broadcast_arrays((cx - half_w) / f32(image_w), (cy - half_h) / f32(image_h),
-                                         (cx + half_w) / f32(image_w), (cy + half_h) / f32(image_h)), axis=-1)
+    boxes = np.stack(
+        np.broadcast_arrays(
+            (cx - half_w) / f32(image_w),
+            (cy - half_h) / f32(image_h),
+            (cx + half_w) / f32(image_w),
+            (cy + half_h) / f32(image_h),
+        ),
+        axis=-1,
+    )
     if clip:
         boxes = np.clip(boxes, 0, 1)
     return _prior_output(boxes, variance)

@@ -34,11 +34,29 @@ DIALECT_FILES = {
 }
 
 #: attribute types an ``AttrParam`` may declare
-ATTR_TYPES = frozenset({
-    "int", "float", "string", "bool", "ints", "floats", "strings", "bools",
-    "tensor", "tensors", "sparse_tensor", "sparse_tensors", "graph", "graphs",
-    "type", "types", "shape", "element_type", "region",
-})
+ATTR_TYPES = frozenset(
+    {
+        "int",
+        "float",
+        "string",
+        "bool",
+        "ints",
+        "floats",
+        "strings",
+        "bools",
+        "tensor",
+        "tensors",
+        "sparse_tensor",
+        "sparse_tensors",
+        "graph",
+        "graphs",
+        "type",
+        "types",
+        "shape",
+        "element_type",
+        "region",
+    }
+)
 
 PARAM_OPTIONS = frozenset({"single", "optional", "variadic"})
 
@@ -124,8 +142,11 @@ class OpSchema:
 
 def _drop_empty(d: dict) -> dict:
     # An empty-string *default* is meaningful ("" is a legal value); only unset fields are dropped.
-    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in d.items()
-            if v is not None and not (v == "" and k != "default")}
+    return {
+        k: (list(v) if isinstance(v, tuple) else v)
+        for k, v in d.items()
+        if v is not None and not (v == "" and k != "default")
+    }
 
 
 def parse_op(dialect: str, raw: dict, where: str) -> OpSchema:
@@ -134,7 +155,9 @@ def parse_op(dialect: str, raw: dict, where: str) -> OpSchema:
         name = raw["name"]
         attrs = tuple(
             AttrParam(
-                name=a["name"], type=a["type"], required=bool(a.get("required", False)),
+                name=a["name"],
+                type=a["type"],
+                required=bool(a.get("required", False)),
                 default=a.get("default"),
                 allowed=tuple(a["allowed"]) if a.get("allowed") is not None else None,
                 doc=a.get("doc", ""),
@@ -144,15 +167,22 @@ def parse_op(dialect: str, raw: dict, where: str) -> OpSchema:
         inputs = tuple(_param(p) for p in raw.get("inputs", ()))
         outputs = tuple(_param(p) for p in raw.get("outputs", ()))
         schema = OpSchema(
-            dialect=dialect, domain=raw.get("domain", ""), name=name, version=int(raw["version"]),
-            doc=raw.get("doc", ""), attributes=attrs, inputs=inputs, outputs=outputs,
+            dialect=dialect,
+            domain=raw.get("domain", ""),
+            name=name,
+            version=int(raw["version"]),
+            doc=raw.get("doc", ""),
+            attributes=attrs,
+            inputs=inputs,
+            outputs=outputs,
             type_constraints={k: tuple(v) for k, v in raw.get("type_constraints", {}).items()},
             min_inputs=int(raw.get("min_inputs", sum(p.option == "single" for p in inputs))),
             max_inputs=int(raw.get("max_inputs", _default_max(inputs))),
             min_outputs=int(raw.get("min_outputs", sum(p.option == "single" for p in outputs))),
             max_outputs=int(raw.get("max_outputs", _default_max(outputs))),
             deprecated=bool(raw.get("deprecated", False)),
-            completed_from=raw.get("completed_from"), notes=raw.get("notes", ""),
+            completed_from=raw.get("completed_from"),
+            notes=raw.get("notes", ""),
         )
     except (KeyError, TypeError, ValueError) as e:
         raise SchemaError(f"malformed op entry {raw.get('name', '?')!r}: {e!r}", where=where) from None
@@ -167,8 +197,11 @@ def parse_op(dialect: str, raw: dict, where: str) -> OpSchema:
 
 def _param(p: dict) -> Param:
     return Param(
-        name=p["name"], type=p["type"], option=p.get("option", "single"),
-        homogeneous=bool(p.get("homogeneous", True)), min_arity=int(p.get("min_arity", 1)),
+        name=p["name"],
+        type=p["type"],
+        option=p.get("option", "single"),
+        homogeneous=bool(p.get("homogeneous", True)),
+        min_arity=int(p.get("min_arity", 1)),
         doc=p.get("doc", ""),
     )
 
@@ -190,8 +223,14 @@ class DialectSchemas:
     when an op is not found in the ones read so far, or when every entry is needed.
     """
 
-    def __init__(self, dialect: str, ops: Iterable[OpSchema] = (), *, raw: Iterable[tuple[dict | OpText, str]] = (),
-                 later: Iterable[Callable[[], list[tuple[dict | OpText, str]]]] = ()):
+    def __init__(
+        self,
+        dialect: str,
+        ops: Iterable[OpSchema] = (),
+        *,
+        raw: Iterable[tuple[dict | OpText, str]] = (),
+        later: Iterable[Callable[[], list[tuple[dict | OpText, str]]]] = (),
+    ):
         self.dialect = dialect
         self._by_name: dict[tuple[str, str], list[OpSchema]] = {}
         self._pending: dict[tuple[str, str], list[tuple[dict | OpText, str]]] = {}
@@ -309,8 +348,10 @@ class OpText(NamedTuple):
 _OPS_START = b'\n "ops": [\n'
 _OPS_END = b"\n  }\n ]\n}"
 _OP_SEPARATOR = b"\n  },\n  {\n"
-_OP_KEYS = re.compile(rb'\n  \{\n   "name": ("(?:[^"\\\n]|\\.)*"),\n   "domain": ("(?:[^"\\\n]|\\.)*"),\n'
-                      rb'   "version": ([0-9]+),\n')
+_OP_KEYS = re.compile(
+    rb'\n  \{\n   "name": ("(?:[^"\\\n]|\\.)*"),\n   "domain": ("(?:[^"\\\n]|\\.)*"),\n'
+    rb'   "version": ([0-9]+),\n'
+)
 
 
 def split_ops(text: bytes) -> tuple[dict, list[OpText]] | None:
@@ -335,7 +376,7 @@ def split_ops(text: bytes) -> tuple[dict, list[OpText]] | None:
     ops = []
     for key, next_start in zip(keys, [k.start() for k in keys[1:]] + [end]):
         name, domain, version = key.group(1, 2, 3)
-        entry = text[key.start() + 1:next_start].rstrip(b",")  # the separator's "," ends the previous entry
+        entry = text[key.start() + 1 : next_start].rstrip(b",")  # the separator's "," ends the previous entry
         ops.append(OpText(_json_string(domain), _json_string(name), int(version), entry))
     return json.loads(head.rstrip(b",") + b"\n}"), ops
 
@@ -359,8 +400,11 @@ def dialect_schemas(dialect: str) -> DialectSchemas:
     if dialect not in DIALECT_FILES:
         raise SchemaError(f"unknown dialect {dialect!r}; expected one of {', '.join(DIALECT_FILES)}")
     first, *rest = DIALECT_FILES[dialect]
-    return DialectSchemas(dialect, raw=_load_file(dialect, first),
-                          later=[functools.partial(_load_file, dialect, filename) for filename in rest])
+    return DialectSchemas(
+        dialect,
+        raw=_load_file(dialect, first),
+        later=[functools.partial(_load_file, dialect, filename) for filename in rest],
+    )
 
 
 def lookup(dialect: str, name: str, version: int | None = None, domain: str = "") -> OpSchema:
@@ -372,8 +416,8 @@ def lookup(dialect: str, name: str, version: int | None = None, domain: str = ""
         label = f"{domain}::{name}" if domain else name
         if known:
             raise SchemaError(
-                f"{dialect} op {label} does not exist at version {version}; "
-                f"first defined at version {known[0].version}")
+                f"{dialect} op {label} does not exist at version {version}; first defined at version {known[0].version}"
+            )
         raise SchemaError(f"unknown {dialect} op {label}")
     return found
 
@@ -382,8 +426,11 @@ def dump(dialect: str, ops: Iterable[OpSchema], source: str, generated_by: str) 
     """Serialise schemas in the committed file format (stable order, one op per block)."""
     ordered = sorted(ops, key=lambda s: (s.domain, s.name, s.version))
     data = {
-        "format": FORMAT, "format_version": FORMAT_VERSION, "dialect": dialect,
-        "source": source, "generated_by": generated_by,
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "dialect": dialect,
+        "source": source,
+        "generated_by": generated_by,
         "ops": [s.to_json() for s in ordered],
     }
     return json.dumps(data, indent=1, ensure_ascii=False, sort_keys=False) + "\n"

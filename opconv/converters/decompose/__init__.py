@@ -18,7 +18,7 @@ See ``docs/decompose.md``.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Iterable
+from collections.abc import Iterable
 
 from ...errors import ConversionError, SchemaError
 from ...ir import Graph, Model, Node
@@ -31,8 +31,15 @@ from .registry import COMPOSITES, DROPPABLE, MS, Emitter, Refusal, decomposition
 
 lowering.discover(__name__)  # every module registers its decompositions beside its code
 
-__all__ = ["decompose", "decompose_contrib", "decompose_composites", "decompositions", "has_contrib",
-           "is_composite", "replace_in_step"]
+__all__ = [
+    "decompose",
+    "decompose_contrib",
+    "decompose_composites",
+    "decompositions",
+    "has_contrib",
+    "is_composite",
+    "replace_in_step",
+]
 
 #: the domains decomposed by default
 DEFAULT_DOMAINS = (MS, nchwc.NCHWC)
@@ -71,8 +78,9 @@ def _decomposition_of(node, opsets: dict):
     return _STANDARD if found is None and domain == "" else found
 
 
-def decompose(model, domains: Iterable[str] = DEFAULT_DOMAINS, *, strict: bool = True,
-              composites: bool = False) -> Model:
+def decompose(
+    model, domains: Iterable[str] = DEFAULT_DOMAINS, *, strict: bool = True, composites: bool = False
+) -> Model:
     """A copy of ``model`` with every node of ``domains`` (and onnxruntime's ai.onnx-domain contrib
     operators) rewritten into standard ai.onnx operators at the model's opset; with ``composites``, the ai.onnx
     composites too (Attention, RNN/GRU/LSTM unrolled, RotaryEmbedding, the losses: see ``COMPOSITES``),
@@ -83,6 +91,7 @@ def decompose(model, domains: Iterable[str] = DEFAULT_DOMAINS, *, strict: bool =
     ModelProto or Model) is never modified.
     """
     import opconv
+
     from ...dialects.onnx import io
 
     source = opconv.load(model, "onnx") if not isinstance(model, Model) else model
@@ -93,6 +102,7 @@ def decompose(model, domains: Iterable[str] = DEFAULT_DOMAINS, *, strict: bool =
     copy.path = source.path
     if composites:  # they read their inputs' shapes
         from ..static_inputs import with_inferred_types
+
         copy = with_inferred_types(copy)
     wanted = set(domains)
     refused = _decompose_model(copy, lambda node: _is_candidate(node, wanted) or (composites and is_composite(node)))
@@ -132,11 +142,16 @@ def _decompose_model(model: Model, is_candidate) -> dict[str, list[str]]:
 
 
 def _refuse(refused: dict[str, list[str]], where) -> None:
-    lines = [f"{len(names)} node(s): {reason}: {', '.join(names[:8])}{' ...' if len(names) > 8 else ''}"
-             for reason, names in refused.items()]
+    lines = [
+        f"{len(names)} node(s): {reason}: {', '.join(names[:8])}{' ...' if len(names) > 8 else ''}"
+        for reason, names in refused.items()
+    ]
     total = sum(len(n) for n in refused.values())
-    raise ConversionError(f"{total} node(s) cannot be decomposed into standard operators: " + " | ".join(lines),
-                          [f"{r}: {', '.join(n)}" for r, n in refused.items()], where=where)
+    raise ConversionError(
+        f"{total} node(s) cannot be decomposed into standard operators: " + " | ".join(lines),
+        [f"{r}: {', '.join(n)}" for r, n in refused.items()],
+        where=where,
+    )
 
 
 def decompose_contrib(model: Model) -> Model:
@@ -230,7 +245,7 @@ def replace_in_step(ctx, node, decomposition) -> None:
 def _type_emitted(e: Emitter, opset: int) -> None:
     """Give the values ``e`` emitted their types by ONNX shape inference over the emitted nodes alone."""
     from ...dialects.onnx import io
-    from ...dialects.onnx.proto import inference_failures, infer_shapes
+    from ...dialects.onnx.proto import infer_shapes, inference_failures
 
     sub = Graph("decomposition")
     sub.nodes = list(e.nodes)  # a view for the protobuf: the nodes stay in their graph
@@ -268,8 +283,12 @@ def _drop_unread_constants(graph: Graph, replaced) -> None:
     at decomposition time), so that the result does not carry both."""
     kept = {id(v) for v in graph.inputs} | {id(v) for v in graph.outputs}
     for value in replaced.inputs:
-        if (value is not None and not value.uses and id(value) not in kept
-                and graph.initializers.get(value.name) is value):
+        if (
+            value is not None
+            and not value.uses
+            and id(value) not in kept
+            and graph.initializers.get(value.name) is value
+        ):
             del graph.initializers[value.name]
 
 
@@ -301,6 +320,13 @@ def _bind_outputs(e: Emitter, node, results: list) -> None:
             renamed[id(new)] = original
         else:  # a graph input, a constant, or a value already bound to another output: copy it
             source = renamed.get(id(new), new)
-            e.nodes.append(Node("Identity", [source], [original], version=e.opset,
-                                name=e.graph.unique_name(f"{original.name}/Identity")))
+            e.nodes.append(
+                Node(
+                    "Identity",
+                    [source],
+                    [original],
+                    version=e.opset,
+                    name=e.graph.unique_name(f"{original.name}/Identity"),
+                )
+            )
     node.outputs = []

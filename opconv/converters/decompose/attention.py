@@ -49,8 +49,10 @@ def _padding_mask(e: Emitter, mask, keys, queries):
         return e.unsqueeze(e("Equal", e.cast(mask, "int64"), e.const(np.int64(0))), [1])
     if rank == 1:
         if not _one_per_batch(e, mask, queries):
-            raise Refusal("a 1-D mask_index not known to be of the batch's length (end positions; "
-                          "end and start positions are not decomposed)")
+            raise Refusal(
+                "a 1-D mask_index not known to be of the batch's length (end positions; "
+                "end and start positions are not decomposed)"
+            )
         # (B,): keys at or after each batch's end position are hidden ((2B,) with start positions is refused)
         ends = e.unsqueeze(e.cast(mask, "int64"), [1])
         hidden = e("Not", e("Less", _positions(e, keys, 2), ends))
@@ -65,8 +67,23 @@ def _causal_mask(e: Emitter, queries, keys):
     return e("Greater", _positions(e, keys, 2), e.unsqueeze(e("Add", rows, offset), [1]))
 
 
-def attend(e: Emitter, q, k, v, *, num_heads: int, scale: float, mask_filter: float, causal: bool,
-           padding=None, bias=None, past_k=None, past_v=None, head_size: int | None = None, batch_source=None):
+def attend(
+    e: Emitter,
+    q,
+    k,
+    v,
+    *,
+    num_heads: int,
+    scale: float,
+    mask_filter: float,
+    causal: bool,
+    padding=None,
+    bias=None,
+    past_k=None,
+    past_v=None,
+    head_size: int | None = None,
+    batch_source=None,
+):
     """Multi-head attention of 3-D q/k/v (B, S, N*H) (``batch_source``: a typed value whose first dim is B);
     returns (output (B, S, N*Hv), keys, values (B, N, T, H))."""
     dtype = e.dtype(q)
@@ -113,11 +130,22 @@ def _attention_from_qkv(e: Emitter, qkv, x, sizes: list[int], *, mask, past, att
     if past is not None:
         past_k = e("Gather", past, e.const(np.int64(0)), axis=0)
         past_v = e("Gather", past, e.const(np.int64(1)), axis=0)
-    out, kh, vh = attend(e, q, k, v, num_heads=num_heads, scale=float(e.attr("scale", 0.0) or 0.0),
-                         mask_filter=float(e.attr("mask_filter_value", -10000.0)),
-                         causal=bool(e.attr("unidirectional", 0)), padding=mask,
-                         bias=attention_bias, past_k=past_k, past_v=past_v,
-                         head_size=_head_size(sizes[0], num_heads), batch_source=x)
+    out, kh, vh = attend(
+        e,
+        q,
+        k,
+        v,
+        num_heads=num_heads,
+        scale=float(e.attr("scale", 0.0) or 0.0),
+        mask_filter=float(e.attr("mask_filter_value", -10000.0)),
+        causal=bool(e.attr("unidirectional", 0)),
+        padding=mask,
+        bias=attention_bias,
+        past_k=past_k,
+        past_v=past_v,
+        head_size=_head_size(sizes[0], num_heads),
+        batch_source=x,
+    )
     present = None
     if e.output_used(1):
         present = e("Concat", e.unsqueeze(kh, [0]), e.unsqueeze(vh, [0]), axis=0)
@@ -140,8 +168,9 @@ def attention(e: Emitter):
     qkv = e("MatMul", x, weights)
     if bias is not None:
         qkv = e("Add", qkv, bias)
-    return _attention_from_qkv(e, qkv, x, _qkv_sizes(e, weights), mask=e.input(3), past=e.input(4),
-                               attention_bias=e.input(5))
+    return _attention_from_qkv(
+        e, qkv, x, _qkv_sizes(e, weights), mask=e.input(3), past=e.input(4), attention_bias=e.input(5)
+    )
 
 
 @decomposes("QAttention")
@@ -178,8 +207,10 @@ def multi_head_attention(e: Emitter):
     elif k is not None and v is None and e.rank(q) == 3 and e.rank(k) == 5:  # packed KV (B, L, N, 2, H)
         k, v = (_flatten_heads(e, part) for part in e.split(k, [1, 1], axis=3))
     elif k is None or v is None or e.rank(q) != 3 or e.rank(k) != 3 or e.rank(v) != 3:
-        raise Refusal("pre-split key/value heads (4-D key and value) are not decomposed "
-                      "(query, key and value must be 3-D, or packed, and of known rank)")
+        raise Refusal(
+            "pre-split key/value heads (4-D key and value) are not decomposed "
+            "(query, key and value must be 3-D, or packed, and of known rank)"
+        )
     if any(e.input(i) is not None for i in range(8, 11)):
         raise Refusal("past_sequence_length / cache_indirection inputs are not decomposed")
     num_heads = int(e.attr("num_heads"))
@@ -190,16 +221,31 @@ def multi_head_attention(e: Emitter):
             raise Refusal("the widths of the query, key and bias (to split the bias) are unknown")
         bq, bk, bv = e.split(bias, [width, key_width, total - width - key_width], axis=0)
         q, k, v = e("Add", q, bq), e("Add", k, bk), e("Add", v, bv)
-    out, kh, vh = attend(e, q, k, v, num_heads=num_heads, scale=float(e.attr("scale", 0.0) or 0.0),
-                         mask_filter=float(e.attr("mask_filter_value", -10000.0)),
-                         causal=bool(e.attr("unidirectional", 0)), padding=e.input(4), bias=e.input(5),
-                         past_k=e.input(6), past_v=e.input(7),
-                         head_size=_head_size(width, num_heads), batch_source=e.input(0))
+    out, kh, vh = attend(
+        e,
+        q,
+        k,
+        v,
+        num_heads=num_heads,
+        scale=float(e.attr("scale", 0.0) or 0.0),
+        mask_filter=float(e.attr("mask_filter_value", -10000.0)),
+        causal=bool(e.attr("unidirectional", 0)),
+        padding=e.input(4),
+        bias=e.input(5),
+        past_k=e.input(6),
+        past_v=e.input(7),
+        head_size=_head_size(width, num_heads),
+        batch_source=e.input(0),
+    )
     return [out, kh if e.output_used(1) else None, vh if e.output_used(2) else None]
 
 
-_GQA_UNSUPPORTED = (("smooth_softmax", 1, "smooth_softmax=1"), ("qk_output", 1, "the qk_output output"),
-                    ("sliding_window_cache", 1, "a sliding-window cache"), ("causal", 0, "causal=0"))
+_GQA_UNSUPPORTED = (
+    ("smooth_softmax", 1, "smooth_softmax=1"),
+    ("qk_output", 1, "the qk_output output"),
+    ("sliding_window_cache", 1, "a sliding-window cache"),
+    ("causal", 0, "causal=0"),
+)
 
 
 @decomposes("GroupQueryAttention")
@@ -243,22 +289,25 @@ def group_query_attention(e: Emitter):
         if cache_shape is None:
             raise Refusal("the rotary cache's shape is unknown")
         from .rotary import rotate
+
         interleaved = bool(e.attr("rotary_interleaved", 0))
         qh = rotate(e, qh, 1, positions, cos_cache, sin_cache, 2 * cache_shape[1], interleaved)
         kh = rotate(e, kh, 1, positions, cos_cache, sin_cache, 2 * cache_shape[1], interleaved)
-    keys, values = _gqa_cache(e, e.input(3), kh, past_lengths, total), _gqa_cache(e, e.input(4), vh, past_lengths,
-                                                                                   total)
+    keys, values = (
+        _gqa_cache(e, e.input(3), kh, past_lengths, total),
+        _gqa_cache(e, e.input(4), vh, past_lengths, total),
+    )
     group = num_heads // kv_heads
     scale = float(e.attr("scale", 0.0) or 0.0) or 1.0 / math.sqrt(head)
-    scores = e("Mul", e("MatMul", qh, e("Transpose", _repeat_heads(e, keys, group), perm=[0, 1, 3, 2])),
-               e.scalar(scale, dtype))
+    scores = e(
+        "Mul", e("MatMul", qh, e("Transpose", _repeat_heads(e, keys, group), perm=[0, 1, 3, 2])), e.scalar(scale, dtype)
+    )
     softcap = float(e.attr("softcap", 0.0) or 0.0)
     if softcap:
         scores = e("Mul", e("Tanh", e("Div", scores, e.scalar(softcap, dtype))), e.scalar(softcap, dtype))
     columns = _positions(e, keys, 2)  # (L,)
     query_positions = e("Add", e.unsqueeze(past_lengths, [1, 2]), e.unsqueeze(_positions(e, qh, 2), [0, 2]))  # (B,S,1)
-    hidden = e("Or", e("Greater", columns, query_positions),
-               e("Not", e("Less", columns, e.unsqueeze(valid, [1, 2]))))
+    hidden = e("Or", e("Greater", columns, query_positions), e("Not", e("Less", columns, e.unsqueeze(valid, [1, 2]))))
     window = int(e.attr("local_window_size", -1))
     if window > 0:
         hidden = e("Or", hidden, e("Not", e("Greater", columns, e("Sub", query_positions, e.const(np.int64(window))))))
@@ -306,8 +355,19 @@ def decoder_masked_multi_head_attention(e: Emitter):
     attends over the buffer with the positions after it excluded (-inf before the Softmax, as if cut off).
     Cross-attention: key and value come split into heads, only the query takes its bias.  A 2-D 0/1 mask adds
     ``mask_filter_value`` to the keys it hides."""
-    (query, key, value, mask, attention_bias, past_key, past_value, past_length, beam_width, cache_indirection,
-     bias) = (e.input(i) for i in range(11))
+    (
+        query,
+        key,
+        value,
+        mask,
+        attention_bias,
+        past_key,
+        past_value,
+        past_length,
+        beam_width,
+        cache_indirection,
+        bias,
+    ) = (e.input(i) for i in range(11))
     beams = None if beam_width is None or beam_width.const is None else int(beam_width.const.numpy().reshape(-1)[0])
     if (beam_width is not None and beams != 1) or cache_indirection is not None:
         raise Refusal("beam search (beam_width > 1, cache_indirection) is not decomposed")
@@ -344,12 +404,19 @@ def decoder_masked_multi_head_attention(e: Emitter):
         mask = e.cast(mask, "int64")
         if not cross:  # the mask covers past_sequence_length + 1 keys: the rest of the buffer is excluded anyway
             extra = e("Sub", e.dim(past_key, 2), e.dim(mask, 1))
-            mask = e("Pad", mask, e("Concat", e.ints([0, 0, 0]), e.unsqueeze(extra, [0]), axis=0),
-                     e.const(np.int64(1)))
+            mask = e("Pad", mask, e("Concat", e.ints([0, 0, 0]), e.unsqueeze(extra, [0]), axis=0), e.const(np.int64(1)))
         hidden = e.unsqueeze(e("Not", e("Greater", mask, e.const(np.int64(0)))), [1, 2])
         filter_value = e.attr("mask_filter_value")
-        scores = e("Add", scores, e("Where", hidden, e.scalar(-10000.0 if filter_value is None else filter_value,
-                                                                 dtype), e.scalar(0.0, dtype)))
+        scores = e(
+            "Add",
+            scores,
+            e(
+                "Where",
+                hidden,
+                e.scalar(-10000.0 if filter_value is None else filter_value, dtype),
+                e.scalar(0.0, dtype),
+            ),
+        )
     if excluded is not None:
         scores = e("Where", excluded, e.scalar(-np.inf, dtype), scores)
     probs = e("Softmax", scores, axis=-1 if e.opset >= 13 else 3)

@@ -10,7 +10,7 @@ overflow elsewhere cannot reach a token it does not serve).
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -47,8 +47,9 @@ ACTIVATIONS: dict[str, Callable] = {
     "Tanh": lambda e, x, p: e("Tanh", x),
     "Sigmoid": lambda e, x, p: e("Sigmoid", x),
     "LeakyRelu": lambda e, x, p: e("LeakyRelu", x, alpha=float(p[0]) if p else 0.01),
-    "HardSigmoid": lambda e, x, p: e("HardSigmoid", x, alpha=float(p[0]) if p else 0.2,
-                                     beta=float(p[1]) if len(p) > 1 else 0.5),
+    "HardSigmoid": lambda e, x, p: e(
+        "HardSigmoid", x, alpha=float(p[0]) if p else 0.2, beta=float(p[1]) if len(p) > 1 else 0.5
+    ),
     "Elu": lambda e, x, p: e("Elu", x, alpha=float(p[0]) if p else 1.0),
     "Clip": lambda e, x, p: _clip(e, x, p),
 }
@@ -75,8 +76,14 @@ def activate(e: Emitter, x, name: str, params):
 @decomposes("FusedGemm")
 def fused_gemm(e: Emitter):
     inputs = [e.input(i) for i in range(3)]
-    gemm = e("Gemm", *[v for v in inputs if v is not None], alpha=float(e.attr("alpha", 1.0)),
-             beta=float(e.attr("beta", 1.0)), transA=int(e.attr("transA", 0)), transB=int(e.attr("transB", 0)))
+    gemm = e(
+        "Gemm",
+        *[v for v in inputs if v is not None],
+        alpha=float(e.attr("alpha", 1.0)),
+        beta=float(e.attr("beta", 1.0)),
+        transA=int(e.attr("transA", 0)),
+        transB=int(e.attr("transB", 0)),
+    )
     name = e.attr("activation", "")
     params = [e.attr(f"activation_{k}") for k in ("alpha", "beta", "gamma")]
     params = [p for p in params if p is not None]
@@ -103,8 +110,11 @@ def _experts(e: Emitter, x, weights, bias, per_expert: bool = False):
     return y if bias is None else e("Add", y, e.unsqueeze(bias, [1]))
 
 
-_MOE_ACTIVATIONS = {"relu": lambda e, x: e("Relu", x), "silu": lambda e, x: e("Mul", x, e("Sigmoid", x)),
-                    "identity": lambda e, x: x}
+_MOE_ACTIVATIONS = {
+    "relu": lambda e, x: e("Relu", x),
+    "silu": lambda e, x: e("Mul", x, e("Sigmoid", x)),
+    "identity": lambda e, x: x,
+}
 
 
 def _moe_activation(e: Emitter, kind: str, rows, hidden, width: int, fc3, b3):
@@ -130,6 +140,7 @@ def _moe_activation(e: Emitter, kind: str, rows, hidden, width: int, fc3, b3):
         return e("Mul", activated, e("Add", linear, e.scalar(beta, dtype)))
     if kind == "gelu":
         from .activation import gelu
+
         activated = gelu(e, hidden, "tanh")  # onnxruntime's CPU kernel: the tanh approximation
     elif kind in _MOE_ACTIVATIONS:
         activated = _MOE_ACTIVATIONS[kind](e, hidden)
@@ -155,19 +166,33 @@ def qmoe(e: Emitter):
         raise Refusal("weights_prepacked=1 holds weights in an execution provider's layout")
     default_bits = int(e.attr("expert_weight_bits", 4))
     layers = []
-    for weights, scales, zeros, bits in ((2, 3, 11, "fc1_expert_weight_bits"), (5, 6, 12, "fc2_expert_weight_bits"),
-                                         (8, 9, 13, "fc3_expert_weight_bits")):
+    for weights, scales, zeros, bits in (
+        (2, 3, 11, "fc1_expert_weight_bits"),
+        (5, 6, 12, "fc2_expert_weight_bits"),
+        (8, 9, 13, "fc3_expert_weight_bits"),
+    ):
         packed, scale, zero = e.input(weights), e.input(scales), e.input(zeros)
         if packed is None:
             layers.append(None)
             continue
         if any(v is not None and v.const is None for v in (packed, scale, zero)) or scale is None:
             raise Refusal("the experts' weights, scales and zero points must be constants")
-        layers.append(e.const(moe_expert_weights(packed.const.numpy(), scale.const.numpy(),
-                                                 None if zero is None else zero.const.numpy(),
-                                                 int(e.attr(bits, 0) or default_bits), e.attr("block_size"))))
-    return [mixture_of_experts(e, e.input(0), e.input(1), layers[0], e.input(4), layers[1], e.input(7), layers[2],
-                               e.input(10))]
+        layers.append(
+            e.const(
+                moe_expert_weights(
+                    packed.const.numpy(),
+                    scale.const.numpy(),
+                    None if zero is None else zero.const.numpy(),
+                    int(e.attr(bits, 0) or default_bits),
+                    e.attr("block_size"),
+                )
+            )
+        )
+    return [
+        mixture_of_experts(
+            e, e.input(0), e.input(1), layers[0], e.input(4), layers[1], e.input(7), layers[2], e.input(10)
+        )
+    ]
 
 
 def mixture_of_experts(e: Emitter, x, router, w1, b1, w2, b2, w3, b3):
@@ -186,20 +211,27 @@ def mixture_of_experts(e: Emitter, x, router, w1, b1, w2, b2, w3, b3):
     experts = e.static_shape(w1)
     if experts is None:
         raise Refusal("the experts' weights must have a known shape")
-    rows = e("Reshape", x_w, e("Concat", e.ints([-1]), e.slice(e("Shape", x), [-1], [np.iinfo(np.int64).max], [0]),
-                                axis=0))
+    rows = e(
+        "Reshape", x_w, e("Concat", e.ints([-1]), e.slice(e("Shape", x), [-1], [np.iinfo(np.int64).max], [0]), axis=0)
+    )
     probs = e("Softmax", e("Reshape", router_w, e.ints([-1, experts[0]])), axis=1)
     weights, chosen = e("TopK", probs, e.ints([int(e.attr("k", 1))]), outputs=2, axis=1)
     if e.attr("normalize_routing_weights", 0):
         weights = e("Div", weights, e.reduce("ReduceSum", weights, [1]))
     zeros = e("Mul", probs, e.scalar(0.0, wide))
     dense = e("ScatterElements", zeros, chosen, weights, axis=1)  # (T, E): the routed experts' weights
-    served = e("ScatterElements", e.cast(zeros, "bool"), chosen,
-               e("Expand", e.const(np.array(True)), e("Shape", chosen)), axis=1)
+    served = e(
+        "ScatterElements",
+        e.cast(zeros, "bool"),
+        chosen,
+        e("Expand", e.const(np.array(True)), e("Shape", chosen)),
+        axis=1,
+    )
     route = e.unsqueeze(e("Transpose", dense, perm=[1, 0]), [2])  # (E, T, 1)
     keep = e.unsqueeze(e("Transpose", served, perm=[1, 0]), [2])
-    hidden = _moe_activation(e, str(e.attr("activation_type", "relu")), rows, _experts(e, rows, w1, b1),
-                             experts[1], w3, b3)
+    hidden = _moe_activation(
+        e, str(e.attr("activation_type", "relu")), rows, _experts(e, rows, w1, b1), experts[1], w3, b3
+    )
     outputs = _experts(e, hidden, w2, b2, per_expert=True)  # (E, T, H)
     chosen_outputs = e("Where", keep, outputs, e.scalar(0.0, wide))
     y = e.reduce("ReduceSum", e("Mul", chosen_outputs, route), [0], keepdims=0)
@@ -232,13 +264,18 @@ def moe_group_router(e: Emitter):
     per_group = experts // groups
     grouped = e("Reshape", biased, e.ints([-1, groups, per_group]))
     best_in_group, _ = e("TopK", grouped, e.ints([min(int(e.attr("group_topk", 2)), per_group)]), outputs=2, axis=2)
-    _, kept_groups = e("TopK", e.reduce("ReduceSum", best_in_group, [2], keepdims=0),
-                       e.ints([int(e.attr("topk_group", 1))]), outputs=2, axis=1)
+    _, kept_groups = e(
+        "TopK",
+        e.reduce("ReduceSum", best_in_group, [2], keepdims=0),
+        e.ints([int(e.attr("topk_group", 1))]),
+        outputs=2,
+        axis=1,
+    )
     no_group = e("Mul", e.reduce("ReduceSum", grouped, [2], keepdims=0), e.scalar(0.0, "float32"))  # (rows, G)
-    kept = e("ScatterElements", no_group, kept_groups,
-             e("Expand", e.scalar(1.0, "float32"), e("Shape", kept_groups)), axis=1)
-    kept_experts = e("Reshape", e("Expand", e.unsqueeze(kept, [2]), e.ints([1, 1, per_group])),
-                     e.ints([-1, experts]))
+    kept = e(
+        "ScatterElements", no_group, kept_groups, e("Expand", e.scalar(1.0, "float32"), e("Shape", kept_groups)), axis=1
+    )
+    kept_experts = e("Reshape", e("Expand", e.unsqueeze(kept, [2]), e.ints([1, 1, per_group])), e.ints([-1, experts]))
     candidates = e("Where", e.cast(kept_experts, "bool"), biased, e.scalar(-np.inf, "float32"))
     _, chosen = e("TopK", candidates, e.ints([int(e.attr("top_k"))]), outputs=2, axis=1)
     sentinel = e("Expand", e.scalar(float(e.attr("router_sentinel", -10000.0)), "float32"), e("Shape", biased))

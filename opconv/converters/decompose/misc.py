@@ -1,7 +1,8 @@
 """Small operators of onnxruntime with a standard counterpart or a one-line formula: com.microsoft Range, Trilu,
 GatherND, ExpandDims, MatMulInteger16, Pad, GridSample, Unique, NhwcMaxPool, ConvTransposeWithDynamicPads,
 SampleOp, ScaledSiLU, GatedAdd, CDist, UnfoldTensor, HyperConnectionPreMix/PostMix, CropAndResize, MurmurHash3,
-WordConvEmbedding, NGramRepeatBlock, LinearAttentionGate, CausalConvWithState, and its ai.onnx-domain Affine, ScaledTanh, ParametricSoftplus, Scale,
+WordConvEmbedding, NGramRepeatBlock, LinearAttentionGate, CausalConvWithState, and its ai.onnx-domain Affine,
+ScaledTanh, ParametricSoftplus, Scale,
 ImageScaler, DynamicSlice, ThresholdedRelu-1 (ONNX's experimental operators, which onnxruntime keeps)."""
 
 from __future__ import annotations
@@ -118,8 +119,16 @@ def grid_sample_ms(e: Emitter):
         raise Refusal("bicubic with border padding clamps its taps, not its sample position, unlike ONNX's")
     if e.opset >= 20:
         mode = {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
-    return [e("GridSample", e.input(0), e.input(1), mode=mode, padding_mode=padding,
-              align_corners=int(e.attr("align_corners", 0)))]
+    return [
+        e(
+            "GridSample",
+            e.input(0),
+            e.input(1),
+            mode=mode,
+            padding_mode=padding,
+            align_corners=int(e.attr("align_corners", 0)),
+        )
+    ]
 
 
 @decomposes("Unique")
@@ -230,8 +239,11 @@ def _streams(e: Emitter, streams, branches: int):
     wide = _wide(e, streams)
     if branches:
         leading = e.slice(e("Shape", streams), [0], [-1], [0])
-        return e("Reshape", wide, e("Concat", leading, e.ints([branches, last // branches]), axis=0)), branches, \
-            last // branches
+        return (
+            e("Reshape", wide, e("Concat", leading, e.ints([branches, last // branches]), axis=0)),
+            branches,
+            last // branches,
+        )
     shape = streams.const.shape if streams.const is not None else streams.shape
     if not isinstance(shape[-2], (int, np.integer)):
         raise Refusal("the number of streams is unknown")
@@ -261,8 +273,7 @@ def hyper_connection_pre_mix(e: Emitter):
     streams = e.input(0)
     x, channels, features = _streams(e, streams, int(e.attr("num_branches", 0) or 0))
     rank = (e.rank(streams) or 0) + (1 if e.attr("num_branches") else 0)
-    mixed = e.reduce("ReduceSum", e("Mul", x, _per_stream(e, e.input(1), rank, channels, features)), [-2],
-                     keepdims=0)
+    mixed = e.reduce("ReduceSum", e("Mul", x, _per_stream(e, e.input(1), rank, channels, features)), [-2], keepdims=0)
     scaled = e("Mul", mixed, e.scalar(float(e.attr("reduction_scale", 1.0)), e.dtype(mixed)))
     return [_narrowed(e, scaled, streams)]
 
@@ -274,8 +285,9 @@ def hyper_connection_post_mix(e: Emitter):
     rank = (e.rank(streams) or 0) + (1 if e.attr("num_branches") else 0)
     if stream_mix is not None:  # sum over c of stream_mix[..., c, k] * x[..., c, :]
         x = e("MatMul", e("Transpose", _wide(e, stream_mix), perm=[*range(rank - 2), rank - 1, rank - 2]), x)
-    added = e("Mul", _per_stream(e, post_mix, rank, channels, features), e.unsqueeze(_wide(e, block_output),
-                                                                                    [rank - 2]))
+    added = e(
+        "Mul", _per_stream(e, post_mix, rank, channels, features), e.unsqueeze(_wide(e, block_output), [rank - 2])
+    )
     y = e("Add", x, added)
     if e.attr("num_branches"):
         y = e("Reshape", y, e("Shape", streams))
@@ -315,10 +327,18 @@ def crop_and_resize(e: Emitter):
 
     def picked(rows, columns):
         """images[r, :, rows[r, i], columns[r, j]] as (R, C, crop_h, crop_w)."""
-        by_row = e("GatherElements", images, e("Expand", e.unsqueeze(rows, [1, 3]),
-                                                    e.ints([1, channels, crop_h, width])), axis=2)
-        return e("GatherElements", by_row, e("Expand", e.unsqueeze(columns, [1, 2]),
-                                              e.ints([1, channels, crop_h, crop_w])), axis=3)
+        by_row = e(
+            "GatherElements",
+            images,
+            e("Expand", e.unsqueeze(rows, [1, 3]), e.ints([1, channels, crop_h, width])),
+            axis=2,
+        )
+        return e(
+            "GatherElements",
+            by_row,
+            e("Expand", e.unsqueeze(columns, [1, 2]), e.ints([1, channels, crop_h, crop_w])),
+            axis=3,
+        )
 
     def index(v, size: int, rounding: str):
         rounded = e("Floor", v if rounding == "floor" else e("Add", v, e.scalar(0.5, dtype)))
@@ -362,8 +382,9 @@ def murmur_hash3(e: Emitter):
         return e.const(np.uint32(v))
 
     def rotl(v, r: int):
-        return e("BitwiseOr", e("BitShift", v, u32(r), direction="LEFT"),
-                 e("BitShift", v, u32(32 - r), direction="RIGHT"))
+        return e(
+            "BitwiseOr", e("BitShift", v, u32(r), direction="LEFT"), e("BitShift", v, u32(32 - r), direction="RIGHT")
+        )
 
     def fold(h, shift: int):
         return e("BitwiseXor", h, e("BitShift", h, u32(shift), direction="RIGHT"))
@@ -461,8 +482,16 @@ def causal_conv_with_state(e: Emitter):
     states are transposed around it.  The attributes of onnxruntime's newer forms (dilation, ndim, windows,
     offsets) must keep their defaults."""
     x, weight, bias, past = (e.input(i) for i in range(4))
-    defaults = {"dilation": 1, "ndim": 1, "state_window": 0, "state_update_capacity": 0, "state_length": 0,
-                "input_channels": 0, "input_channel_offset": 0, "state_channels_last": -1}
+    defaults = {
+        "dilation": 1,
+        "ndim": 1,
+        "state_window": 0,
+        "state_update_capacity": 0,
+        "state_length": 0,
+        "input_channels": 0,
+        "input_channel_offset": 0,
+        "state_channels_last": -1,
+    }
     changed = [name for name, default in defaults.items() if e.attr(name, default) not in (None, default)]
     if changed:
         raise Refusal(f"{', '.join(changed)} other than the default")

@@ -22,8 +22,16 @@ from .linalg import CONV_ATTRS, activate
 from .registry import DROPPABLE, Emitter, Refusal, decomposes
 
 NCHWC = B.NCHWC
-POOL_ATTRS = ("auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads", "storage_order",
-              "strides")
+POOL_ATTRS = (
+    "auto_pad",
+    "ceil_mode",
+    "count_include_pad",
+    "dilations",
+    "kernel_shape",
+    "pads",
+    "storage_order",
+    "strides",
+)
 
 
 def _block_size(e: Emitter) -> int:
@@ -102,8 +110,13 @@ def conv(e: Emitter):
     depthwise = int(e.attr("group", 1) or 1) > 1
     input_blocked = depthwise or filters.shape[1] >= b
     plain = e.const(B.unblock_filter(filters, b, input_blocked and not depthwise))
-    y = e("Conv", _unblock(e, x, b) if input_blocked else x, plain, *([bias] if bias is not None else []),
-          **e.copy_attrs(CONV_ATTRS))
+    y = e(
+        "Conv",
+        _unblock(e, x, b) if input_blocked else x,
+        plain,
+        *([bias] if bias is not None else []),
+        **e.copy_attrs(CONV_ATTRS),
+    )
     if total is not None:  # Sum, added before the activation
         y = e("Add", y, _unblock(e, total, b))
     params = np.asarray(e.attr("activation_params", []) or [], float).tolist()
@@ -138,6 +151,13 @@ def upsample(e: Emitter):
         raise Refusal(f"Upsample mode {mode!r}")
     scales = e.const(np.asarray(e.attr("scales"), np.float32))
     transform = "asymmetric" if mode == "nearest" else e.attr("coordinate_transformation_mode", "asymmetric")
-    y = e("Resize", _unblock(e, e.input(0), b), e.const(np.zeros(0, np.float32)), scales, mode=mode,
-          coordinate_transformation_mode=transform, nearest_mode="floor")
+    y = e(
+        "Resize",
+        _unblock(e, e.input(0), b),
+        e.const(np.zeros(0, np.float32)),
+        scales,
+        mode=mode,
+        coordinate_transformation_mode=transform,
+        nearest_mode="floor",
+    )
     return [_block(e, y, b)]

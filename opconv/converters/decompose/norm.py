@@ -15,7 +15,6 @@ from __future__ import annotations
 import numpy as np
 
 from ...types import TensorType
-
 from .registry import Emitter, Refusal, decomposes, standard
 
 _WIDE = "float32"  # onnxruntime's statistics type, and the type narrower inputs are normalized in
@@ -40,8 +39,14 @@ def layer_norm(e: Emitter, x, scale, bias, axis: int, epsilon: float, stash_type
     downgrade of LayerNormalization-17 too) ``(x - mean) / sqrt(var + epsilon) * scale + bias``, computed in
     float32 for narrower inputs unless ``stash_type`` is 0."""
     if e.opset >= 17:
-        y, mean, inv_std = e("LayerNormalization", *([x, scale, bias] if bias is not None else [x, scale]),
-                             outputs=3, axis=axis, epsilon=float(epsilon), stash_type=stash_type)
+        y, mean, inv_std = e(
+            "LayerNormalization",
+            *([x, scale, bias] if bias is not None else [x, scale]),
+            outputs=3,
+            axis=axis,
+            epsilon=float(epsilon),
+            stash_type=stash_type,
+        )
         return y, mean, inv_std
     wide, dtype = _widen(e, x) if stash_type == 1 else (x, e.dtype(x))
     work = dtype if wide is x else _WIDE
@@ -61,8 +66,17 @@ def layer_norm(e: Emitter, x, scale, bias, axis: int, epsilon: float, stash_type
 
 def layer_normalization_17(e: Emitter):
     """ai.onnx LayerNormalization-17 in older operators: the version converter's downgrade below opset 17."""
-    return list(layer_norm(e, e.input(0), e.input(1), e.input(2), int(e.attr("axis", -1)),
-                           float(e.attr("epsilon", 1e-5)), int(e.attr("stash_type", 1))))
+    return list(
+        layer_norm(
+            e,
+            e.input(0),
+            e.input(1),
+            e.input(2),
+            int(e.attr("axis", -1)),
+            float(e.attr("epsilon", 1e-5)),
+            int(e.attr("stash_type", 1)),
+        )
+    )
 
 
 def rms_norm(e: Emitter, x, scale, axis: int, epsilon: float, stash_type: int = 1):
@@ -81,8 +95,9 @@ def rms_norm(e: Emitter, x, scale, axis: int, epsilon: float, stash_type: int = 
 @decomposes("RMSNormalization", domain="", since=23, composite=True)
 def rms_normalization_23(e: Emitter):
     """ai.onnx RMSNormalization, decomposed for every target (and the version converter's downgrade below 23)."""
-    y, _ = rms_norm(e, e.input(0), e.input(1), int(e.attr("axis", -1)), float(e.attr("epsilon", 1e-5)),
-                    int(e.attr("stash_type", 1)))
+    y, _ = rms_norm(
+        e, e.input(0), e.input(1), int(e.attr("axis", -1)), float(e.attr("epsilon", 1e-5)), int(e.attr("stash_type", 1))
+    )
     return [y]
 
 
@@ -131,8 +146,10 @@ def embed_layer_normalization(e: Emitter):
 def q_embed_layer_normalization(e: Emitter):
     """EmbedLayerNormalization over its tables and norm weights dequantized (DequantizeLinear of each)."""
     ids, segment_ids = e.input(0), e.input(1)
-    tables = [None if e.input(i) is None else e("DequantizeLinear", e.input(i), e.input(i + 6), e.input(i + 11))
-              for i in (2, 3, 4, 5, 6)]
+    tables = [
+        None if e.input(i) is None else e("DequantizeLinear", e.input(i), e.input(i + 6), e.input(i + 11))
+        for i in (2, 3, 4, 5, 6)
+    ]
     words, positions, segments, gamma, beta = tables
     y, mask_index, _ = embed(e, ids, segment_ids, words, positions, segments, gamma, beta, e.input(7), None)
     return [y, mask_index]
@@ -175,8 +192,11 @@ def _rms_float32(e: Emitter, x, epsilon: float):
     return e("Div", wide, e("Sqrt", e("Add", mean_square, e.scalar(epsilon, e.dtype(wide)))))
 
 
-_GATES = {"silu": lambda e, g: e("Mul", g, e("Sigmoid", g)), "swish": lambda e, g: e("Mul", g, e("Sigmoid", g)),
-          "sigmoid": lambda e, g: e("Sigmoid", g)}
+_GATES = {
+    "silu": lambda e, g: e("Mul", g, e("Sigmoid", g)),
+    "swish": lambda e, g: e("Mul", g, e("Sigmoid", g)),
+    "sigmoid": lambda e, g: e("Sigmoid", g),
+}
 
 
 @decomposes("GatedRMSNorm")
@@ -191,8 +211,11 @@ def gated_rms_norm(e: Emitter):
     if shape is None:
         raise Refusal("the size of scale (the group size) is unknown")
     dtype = e.dtype(x)
-    y = e("Mul", _rms_float32(e, _grouped(e, x, [-1, int(np.prod(shape))]), float(e.attr("epsilon", 1e-5))),
-          e("Reshape", _widen(e, scale)[0], e.ints([-1])))
+    y = e(
+        "Mul",
+        _rms_float32(e, _grouped(e, x, [-1, int(np.prod(shape))]), float(e.attr("epsilon", 1e-5))),
+        e("Reshape", _widen(e, scale)[0], e.ints([-1])),
+    )
     gated = _GATES[activation](e, e("Reshape", _widen(e, gate)[0], e("Shape", y)))
     out = e("Reshape", e("Mul", y, gated), e("Shape", x))
     return [out if dtype in ("float32", "float64") else e.cast(out, dtype)]
@@ -238,8 +261,11 @@ def engram_gate(e: Emitter):
     def normed(x, scale):
         return e("Mul", _rms_float32(e, x, epsilon), _widen(e, scale)[0])
 
-    dot = e("Div", e.reduce("ReduceSum", e("Mul", normed(key, key_scale), normed(query, query_scale)), [-1]),
-            e.scalar(float(np.float32(np.sqrt(hidden))), "float32"))
+    dot = e(
+        "Div",
+        e.reduce("ReduceSum", e("Mul", normed(key, key_scale), normed(query, query_scale)), [-1]),
+        e.scalar(float(np.float32(np.sqrt(hidden))), "float32"),
+    )
     magnitude = e("Sqrt", e("Max", e("Abs", dot), e.scalar(1e-6, "float32")))
     gate = e("Sigmoid", e("Mul", e("Sign", dot), magnitude))
     gated = e("Mul", gate, e.unsqueeze(_widen(e, value)[0], [-2]))

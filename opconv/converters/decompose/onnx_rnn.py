@@ -64,8 +64,11 @@ class _Cell:
         return self.e("Concat", *[self._value(p) for p in parts], axis=0)
 
     def _transposed(self, w):
-        return self.e.const(np.ascontiguousarray(w.T).astype(self.dtype)) if isinstance(w, np.ndarray) \
+        return (
+            self.e.const(np.ascontiguousarray(w.T).astype(self.dtype))
+            if isinstance(w, np.ndarray)
             else self.e("Transpose", w, perm=[1, 0])
+        )
 
     def _add_bias(self, x, bias):
         if bias is None or (isinstance(bias, np.ndarray) and not np.any(bias)):
@@ -167,7 +170,8 @@ def recurrent_1(e: Emitter):
         lens_value = e.const(lens) if isinstance(lens, np.ndarray) else lens
     ys, hs, cs = [], [], []
     for d, reverse in enumerate(reverses):
-        def pick(v):
+
+        def pick(v, d=d):  # called at once, for this direction
             if v is None:
                 return None
             if isinstance(v, np.ndarray):
@@ -179,7 +183,7 @@ def recurrent_1(e: Emitter):
         h = _initial(e, e.input(5), d, batch, hidden, dtype, layout)
         c = _initial(e, e.input(6), d, batch, hidden, dtype, layout) if kind == "LSTM" else None
         outs = [None] * steps
-        for t in (reversed(range(steps)) if reverse else range(steps)):
+        for t in reversed(range(steps)) if reverse else range(steps):
             h_new, c_new = cell.step(per_step[t], h, c)
             if lens_value is None:
                 h, c, outs[t] = h_new, c_new, h_new

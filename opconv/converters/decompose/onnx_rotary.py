@@ -34,6 +34,14 @@ def rotary_embedding_23(e: Emitter):
     rotary_dim = int(e.attr("rotary_embedding_dim", 0) or 0) or head_size
     if rotary_dim > head_size or rotary_dim % 2:
         raise Refusal(f"rotary_embedding_dim={rotary_dim} for heads of {head_size} channels")
-    result = rotate_by(e, work, head_axis, _rows(e, cos_cache, position_ids), _rows(e, sin_cache, position_ids),
-                       rotary_dim, bool(e.attr("interleaved", 0)), head_size)
+    result = rotate_by(
+        e,
+        work,
+        head_axis,
+        _rows(e, cos_cache, position_ids),
+        _rows(e, sin_cache, position_ids),
+        rotary_dim,
+        bool(e.attr("interleaved", 0)),
+        head_size,
+    )
     return [result if len(shape) == 4 else e("Reshape", result, e.ints(list(shape)))]

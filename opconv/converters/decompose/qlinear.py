@@ -7,7 +7,7 @@ so the result is the same integers (checked against onnxruntime in tests/test_de
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from .linalg import CONV_ATTRS
 from .registry import Emitter, Refusal, decomposes
@@ -39,8 +39,13 @@ def quantize_linear(e: Emitter):
     axis = e.attr("axis")
     if axis is not None and e.rank(scale) not in (0, None) and e.opset < 13:
         raise Refusal("per-axis quantization needs ai.onnx opset 13")
-    return [e(e.node.op, *[v for v in (x, scale, zero_point) if v is not None],
-              axis=None if axis is None or e.opset < 13 else int(axis))]
+    return [
+        e(
+            e.node.op,
+            *[v for v in (x, scale, zero_point) if v is not None],
+            axis=None if axis is None or e.opset < 13 else int(axis),
+        )
+    ]
 
 
 # QLinear op -> the float op between its dequantized inputs and quantized output
@@ -96,7 +101,7 @@ def qlinear_concat(e: Emitter):
     triples = [e.input(i) for i in range(2, len(e.node.inputs))]
     if len(triples) % 3:
         raise Refusal("inputs must come in (tensor, scale, zero point) triples")
-    parts = [_dq(e, *triples[i:i + 3]) for i in range(0, len(triples), 3)]
+    parts = [_dq(e, *triples[i : i + 3]) for i in range(0, len(triples), 3)]
     return [_q(e, e("Concat", *parts, axis=int(e.attr("axis"))), e.input(0), e.input(1))]
 
 
@@ -113,8 +118,14 @@ def qgemm(e: Emitter):
     inputs = [a, b]
     if e.input(6) is not None:
         inputs.append(e("Mul", e.cast(e.input(6), "float32"), e("Mul", e.input(1), e.input(4))))
-    y = e("Gemm", *inputs, alpha=float(e.attr("alpha", 1.0)), beta=1.0, transA=int(e.attr("transA", 0)),
-          transB=int(e.attr("transB", 0)))
+    y = e(
+        "Gemm",
+        *inputs,
+        alpha=float(e.attr("alpha", 1.0)),
+        beta=1.0,
+        transA=int(e.attr("transA", 0)),
+        transB=int(e.attr("transB", 0)),
+    )
     return [y if e.input(7) is None else _q(e, y, e.input(7), e.input(8))]
 
 
@@ -123,8 +134,14 @@ def qlinear_conv(e: Emitter):
     """ai.onnx QLinearConv (opset 10), which has the same inputs in NCHW."""
     _no_channels_last(e)
     e.require_opset(10, "QLinearConv")
-    return [e("QLinearConv", *[e.input(i) for i in range(8)], *([e.input(8)] if e.input(8) is not None else []),
-              **e.copy_attrs(CONV_ATTRS))]
+    return [
+        e(
+            "QLinearConv",
+            *[e.input(i) for i in range(8)],
+            *([e.input(8)] if e.input(8) is not None else []),
+            **e.copy_attrs(CONV_ATTRS),
+        )
+    ]
 
 
 @decomposes("QLinearWhere")

@@ -103,8 +103,16 @@ def _matmul_by(e: Emitter, a, weight: np.ndarray):
 @decomposes("MatMulBnb4")
 def matmul_bnb4(e: Emitter):
     packed, absmax = _constants(e.input(1), e.input(2))
-    weight = _decoded(quant.bnb4_weight, packed, absmax, int(e.attr("K")), int(e.attr("N")),
-                      int(e.attr("block_size")), int(e.attr("quant_type")), int(e.attr("transB", 1)))
+    weight = _decoded(
+        quant.bnb4_weight,
+        packed,
+        absmax,
+        int(e.attr("K")),
+        int(e.attr("N")),
+        int(e.attr("block_size")),
+        int(e.attr("quant_type")),
+        int(e.attr("transB", 1)),
+    )
     return [_matmul_by(e, e.input(0), weight)]
 
 
@@ -118,7 +126,14 @@ def matmul_fpq4(e: Emitter):
 @decomposes("GatherBlockQuantized")
 def gather_block_quantized(e: Emitter):
     data, scales, zero_points = _constants(e.input(0), e.input(2), e.input(3))
-    table = _decoded(quant.block_quantized_table, data, scales, zero_points, int(e.attr("bits", 4)),
-                     int(e.attr("block_size", 128)), int(e.attr("quantize_axis", 1)))
+    table = _decoded(
+        quant.block_quantized_table,
+        data,
+        scales,
+        zero_points,
+        int(e.attr("bits", 4)),
+        int(e.attr("block_size", 128)),
+        int(e.attr("quantize_axis", 1)),
+    )
     axis = int(e.attr("gather_axis", 0))
     return [e("Gather", e.const(table), e.input(1), axis=axis)]

@@ -50,8 +50,7 @@ def _dequantized_weight(e: Emitter, q, scale, zero_point, what: str) -> np.ndarr
         raise Refusal(f"{what}, its scale and zero point must be constants")
     q, scale, zero_point = (v.const.numpy() for v in (q, scale, zero_point))
     shape = (q.shape[0], 1, -1) if scale.ndim == 2 else (q.shape[0], 1, 1)
-    return elementwise.dequantize(q, scale.reshape(shape).astype(np.float32), zero_point.reshape(shape),
-                                  np.float32)
+    return elementwise.dequantize(q, scale.reshape(shape).astype(np.float32), zero_point.reshape(shape), np.float32)
 
 
 def _fake_quantized(e: Emitter, x):
@@ -70,24 +69,31 @@ def activations(e: Emitter, kind: str, directions: int) -> list[list[tuple]]:
         names = names[:1]  # RNN's schema default lists one activation per direction of a bidirectional layer
     if len(names) not in (per_direction, per_direction * directions):
         raise Refusal(f"{len(names)} activations for {directions} direction(s)")
-    specs = [activation_parameters(s) for s in activation_specs(names, e.attr("activation_alpha") or (),
-                                                                e.attr("activation_beta") or ())]
+    specs = [
+        activation_parameters(s)
+        for s in activation_specs(names, e.attr("activation_alpha") or (), e.attr("activation_beta") or ())
+    ]
     unknown = sorted({name for name, _, _ in specs} - set(ACTIVATIONS))
     if unknown:
         raise Refusal(f"activation {unknown[0]!r} is not decomposed")
     if len(specs) == per_direction:
         return [specs] * directions
-    return [specs[d * per_direction:(d + 1) * per_direction] for d in range(directions)]
+    return [specs[d * per_direction : (d + 1) * per_direction] for d in range(directions)]
 
 
 def gate_function(e: Emitter, acts, clip, dtype: str):
     """``gate(x, role)``: the activation of role ``role`` (f, g, h) of ``x`` clipped to ``clip`` first."""
+
     def gate(x, role: int, clipped: bool = True):
         if clip is not None and clipped:
-            x = (e("Clip", x, e.scalar(-clip, dtype), e.scalar(clip, dtype)) if e.opset >= 11
-                 else e("Clip", x, min=-float(clip), max=float(clip)))
+            x = (
+                e("Clip", x, e.scalar(-clip, dtype), e.scalar(clip, dtype))
+                if e.opset >= 11
+                else e("Clip", x, min=-float(clip), max=float(clip))
+            )
         name, alpha, beta = acts[role]
         return ACTIVATIONS[name](e, x, alpha, beta, dtype)
+
     return gate
 
 
@@ -109,8 +115,9 @@ def _step(body: Emitter, inputs, xw, recurrent, peepholes, acts, clip, input_for
     """The Loop body's nodes: (iteration, condition, H, C) -> (condition, H', C', H' stacked)."""
     iteration, condition, h, c = inputs
     pre = body("Add", body("Gather", xw, iteration, axis=0), body("MatMul", _fake_quantized(body, h), recurrent))
-    h_new, c_new = lstm_step(body, pre, c, peepholes, gate_function(body, acts, clip, "float32"), input_forget,
-                             hidden, "float32")
+    h_new, c_new = lstm_step(
+        body, pre, c, peepholes, gate_function(body, acts, clip, "float32"), input_forget, hidden, "float32"
+    )
     return [body("Identity", condition), h_new, c_new, body("Identity", h_new)]
 
 
@@ -119,8 +126,15 @@ def _loop(e: Emitter, direction: int, xw, h0, c0, recurrent, peepholes, acts, cl
     prefix = f"{e.node.name or e.node.op}/step{direction}"
     graph = Graph(e.graph.unique_name(prefix), parent=e.graph)
     state = TensorType("float32", (None, hidden))
-    inputs = [graph.add_input(graph.unique_name(f"{prefix}/{name}"), t) for name, t in (
-        ("iteration", TensorType("int64", ())), ("condition", TensorType("bool", ())), ("h", state), ("c", state))]
+    inputs = [
+        graph.add_input(graph.unique_name(f"{prefix}/{name}"), t)
+        for name, t in (
+            ("iteration", TensorType("int64", ())),
+            ("condition", TensorType("bool", ())),
+            ("h", state),
+            ("c", state),
+        )
+    ]
     body = Emitter(graph, e.node, e.opset, e.defaults, prefix=prefix)
     graph.outputs = _step(body, inputs, xw, recurrent, peepholes, acts, clip, input_forget, hidden)
     graph.nodes = body.nodes
@@ -145,8 +159,10 @@ def dynamic_quantize_lstm(e: Emitter):
     e.require_opset(11, "DynamicQuantizeLinear")
     x, w, r, b, lengths, initial_h, initial_c, p, w_scale, w_zero, r_scale, r_zero = (e.input(i) for i in range(12))
     if lengths is not None:
-        raise Refusal("sequence_lens is not decomposed (onnxruntime quantizes each step's H over its own subsets "
-                      "of rows when sequences end early)")
+        raise Refusal(
+            "sequence_lens is not decomposed (onnxruntime quantizes each step's H over its own subsets "
+            "of rows when sequences end early)"
+        )
     if int(e.attr("layout", 0) or 0):
         raise Refusal("layout=1 is not decomposed")
     direction = e.attr("direction", "forward")
@@ -158,8 +174,10 @@ def dynamic_quantize_lstm(e: Emitter):
     recurrents = _dequantized_weight(e, r, r_scale, r_zero, "R")
     hidden = hidden or recurrents.shape[1]
     if weights.shape[0] != len(reverses) or recurrents.shape != (len(reverses), hidden, 4 * hidden):
-        raise Refusal(f"W {list(weights.shape)} and R {list(recurrents.shape)} do not fit direction {direction!r} "
-                      f"and hidden_size {hidden}")
+        raise Refusal(
+            f"W {list(weights.shape)} and R {list(recurrents.shape)} do not fit direction {direction!r} "
+            f"and hidden_size {hidden}"
+        )
     acts = activations(e, "lstm", len(reverses))
     clip = e.attr("clip")
     input_forget = bool(e.attr("input_forget", 0))
@@ -167,21 +185,36 @@ def dynamic_quantize_lstm(e: Emitter):
     operand = _fake_quantized(e, x)  # one range over the whole sequence, shared by both directions
     steps = e.dim(x, 0)
     if initial_h is None or initial_c is None:
-        zeros = e("ConstantOfShape", e("Concat", e.slice(e("Shape", x), [1], [2], [0]), e.ints([hidden]), axis=0),
-                  value=np.zeros(1, np.float32))
+        zeros = e(
+            "ConstantOfShape",
+            e("Concat", e.slice(e("Shape", x), [1], [2], [0]), e.ints([hidden]), axis=0),
+            value=np.zeros(1, np.float32),
+        )
     finals_h, finals_c, stacked = [], [], []
     for d, reverse in enumerate(reverses):
         xw = e("MatMul", operand, e.const(weights[d]))
         if b is not None:
             bias = _per_direction(e, b, d)
-            xw = e("Add", xw, e("Add", e.slice(bias, [0], [4 * hidden], [0]),
-                                e.slice(bias, [4 * hidden], [8 * hidden], [0])))
+            xw = e(
+                "Add",
+                xw,
+                e("Add", e.slice(bias, [0], [4 * hidden], [0]), e.slice(bias, [4 * hidden], [8 * hidden], [0])),
+            )
         peepholes = None if p is None else e.split(_per_direction(e, p, d), [hidden] * 3, axis=0)
         h_last, c_last, ys = _loop(
-            e, d, _reversed_in_time(e, xw) if reverse else xw,
+            e,
+            d,
+            _reversed_in_time(e, xw) if reverse else xw,
             zeros if initial_h is None else _per_direction(e, initial_h, d),
             zeros if initial_c is None else _per_direction(e, initial_c, d),
-            e.const(recurrents[d]), peepholes, acts[d], clip, input_forget, hidden, steps)
+            e.const(recurrents[d]),
+            peepholes,
+            acts[d],
+            clip,
+            input_forget,
+            hidden,
+            steps,
+        )
         finals_h.append(e.unsqueeze(h_last, [0]))
         finals_c.append(e.unsqueeze(c_last, [0]))
         stacked.append(e.unsqueeze(_reversed_in_time(e, ys) if reverse else ys, [1]))

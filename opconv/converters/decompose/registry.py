@@ -11,7 +11,8 @@ decomposition refuses by raising :class:`Refusal` with a reason at any point.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -43,7 +44,7 @@ def decomposes(op: str, *, domain: str = MS, since: int = 1, composite: bool = F
     return lower("onnx", "standard", op, since=since, domain=domain)
 
 
-def keep_standard(e: "Emitter") -> list:
+def keep_standard(e: Emitter) -> list:
     """The "decomposition" of an ai.onnx op ONNX itself defines: the pass leaves such nodes as they are."""
     raise AssertionError("keep_standard is a marker, never called")
 
@@ -74,9 +75,31 @@ def lookup(domain: str, op: str, version: int) -> Decomposition | None:
 
 
 #: ops whose output has their first input's dim 0 (as the first dims of a transformer's layers keep the batch)
-_LEADING_DIM_KEEPERS = {"Add", "Sub", "Mul", "Div", "MatMul", "Cast", "Identity", "Relu", "Gelu", "Erf", "Tanh",
-                        "Sigmoid", "Softmax", "LayerNormalization", "Sqrt", "Reciprocal", "Where", "Concat", "Split",
-                        "DynamicQuantizeLinear", "QuantizeLinear", "DequantizeLinear", "MatMulInteger"}
+_LEADING_DIM_KEEPERS = {
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "MatMul",
+    "Cast",
+    "Identity",
+    "Relu",
+    "Gelu",
+    "Erf",
+    "Tanh",
+    "Sigmoid",
+    "Softmax",
+    "LayerNormalization",
+    "Sqrt",
+    "Reciprocal",
+    "Where",
+    "Concat",
+    "Split",
+    "DynamicQuantizeLinear",
+    "QuantizeLinear",
+    "DequantizeLinear",
+    "MatMulInteger",
+}
 
 
 def _keeps_leading_dim(node: Node) -> bool:
@@ -163,6 +186,7 @@ class Emitter:
             return None
         if node.op == "Cast" and node.attrs.get("to") is not None:
             from ...types import from_onnx_code
+
             return from_onnx_code(int(node.attr("to"))).name
         if node.op in _INT64_RESULTS:
             return "int64"
@@ -261,6 +285,5 @@ class Emitter:
 
     def cast(self, x: Value, dtype: str) -> Value:
         from ...types import from_numpy
+
         return self("Cast", x, to=from_numpy(np.dtype(dtype)).onnx)
-
-

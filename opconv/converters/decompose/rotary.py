@@ -72,29 +72,51 @@ def m_rotary_embedding(e: Emitter):
         raise Refusal(f"mrope_section {list(sections)} covers {streams.size} cache columns, not {rotary_dim // 2}")
     # (3, B, S, d/2) rows at every stream's positions; each column keeps its own stream's row
     batch_and_seq = e.slice(e("Shape", position_ids), [1], [3], [0])
-    pick = e("Expand", e.const(streams.reshape(1, 1, 1, -1)),
-             e("Concat", e.ints([1]), batch_and_seq, e.ints([streams.size]), axis=0))
+    pick = e(
+        "Expand",
+        e.const(streams.reshape(1, 1, 1, -1)),
+        e("Concat", e.ints([1]), batch_and_seq, e.ints([streams.size]), axis=0),
+    )
     angles_shape = e("Concat", batch_and_seq, e.ints([streams.size]), axis=0)
 
     def angles(cache):
         per_stream = e("Gather", cache, position_ids, axis=0)
         return e("Reshape", e("GatherElements", per_stream, pick, axis=0), angles_shape)
 
-    result = rotate_by(e, work, head_axis, angles(cos_cache), angles(sin_cache), rotary_dim,
-                       bool(e.attr("interleaved", 0)))
+    result = rotate_by(
+        e, work, head_axis, angles(cos_cache), angles(sin_cache), rotary_dim, bool(e.attr("interleaved", 0))
+    )
     return [e("Reshape", result, e.ints([0, 0, -1])) if rank == 3 else result]
 
 
-def rotate(e: Emitter, work, head_axis: int, positions, cos_cache, sin_cache, rotary_dim: int, interleaved: bool,
-           head_size: int | None = None):
+def rotate(
+    e: Emitter,
+    work,
+    head_axis: int,
+    positions,
+    cos_cache,
+    sin_cache,
+    rotary_dim: int,
+    interleaved: bool,
+    head_size: int | None = None,
+):
     """Rotate the first ``rotary_dim`` features of the 4-D ``work`` (heads on ``head_axis``, features last) by the
     angles of ``positions`` (B, S) in the caches."""
-    return rotate_by(e, work, head_axis, e("Gather", cos_cache, positions, axis=0),
-                     e("Gather", sin_cache, positions, axis=0), rotary_dim, interleaved, head_size)
+    return rotate_by(
+        e,
+        work,
+        head_axis,
+        e("Gather", cos_cache, positions, axis=0),
+        e("Gather", sin_cache, positions, axis=0),
+        rotary_dim,
+        interleaved,
+        head_size,
+    )
 
 
-def rotate_by(e: Emitter, work, head_axis: int, cos, sin, rotary_dim: int, interleaved: bool,
-              head_size: int | None = None):
+def rotate_by(
+    e: Emitter, work, head_axis: int, cos, sin, rotary_dim: int, interleaved: bool, head_size: int | None = None
+):
     """Rotate as :func:`rotate` by the angles' cosines and sines ``(B, S, rotary_dim / 2)``; the features past
     ``rotary_dim`` pass through (none when ``head_size``, if known, is ``rotary_dim``: no empty slice)."""
     half = rotary_dim // 2

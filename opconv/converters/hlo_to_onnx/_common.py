@@ -15,8 +15,7 @@ HLO values carry static types, so translators read shapes freely.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
-
+from collections.abc import Callable, Iterable
 
 from ...ir import Value
 from ...types import element_type
@@ -41,8 +40,12 @@ class Ctx(_OnnxCtx):
         return element_type(dtype).onnx
 
 
-def lower(ops: str | Iterable[str], inputs: int | Iterable[int] | None, outputs: int | Iterable[int] | None = 1,
-          check: Callable[[Match], str | None] | None = None):
+def lower(
+    ops: str | Iterable[str],
+    inputs: int | Iterable[int] | None,
+    outputs: int | Iterable[int] | None = 1,
+    check: Callable[[Match], str | None] | None = None,
+):
     """Register ``fn(c, *inputs)`` as the HLO -> ONNX translator of ``ops`` nodes with ``inputs`` inputs and
     ``outputs`` outputs (each a count, the allowed counts, or None for any)."""
     return lowering.lower("hlo", "onnx", ops, inputs=inputs, outputs=outputs, check=check)
@@ -68,5 +71,17 @@ def place_dims(c: Ctx, v: Value, dims: list[int], rank: int) -> tuple[Value, tup
     return (v if tuple(target) == vs else c.onnx("Reshape", v, c.i64(target))), tuple(target)
 
 
-__all__ = ["MIN_OPSET", "INT64_MAX", "INT64_MIN", "Ctx", "lower", "Refuse", "shape_of", "place_dims", "np_dtype", "const_ints",
-           "const_scalar", "constant_value"]
+__all__ = [
+    "MIN_OPSET",
+    "INT64_MAX",
+    "INT64_MIN",
+    "Ctx",
+    "lower",
+    "Refuse",
+    "shape_of",
+    "place_dims",
+    "np_dtype",
+    "const_ints",
+    "const_scalar",
+    "constant_value",
+]

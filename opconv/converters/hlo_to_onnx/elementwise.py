@@ -11,15 +11,34 @@ import numpy as np
 
 from ._common import Ctx, Refuse, lower, np_dtype, place_dims, shape_of
 
-
 BINARY = {"Add": "Add", "Sub": "Sub", "Div": "Div", "Max": "Max", "Min": "Min", "Pow": "Pow"}
 LOGICAL = {"And": ("And", "BitwiseAnd"), "Or": ("Or", "BitwiseOr"), "Xor": ("Xor", "BitwiseXor")}
 COMPARE = {"EQ": "Equal", "LT": "Less", "GT": "Greater", "LE": "LessOrEqual", "GE": "GreaterOrEqual"}
 UNARY = {
-    "Abs": "Abs", "Neg": "Neg", "Exp": "Exp", "Log": "Log", "Sqrt": "Sqrt", "Ceil": "Ceil", "Floor": "Floor",
-    "Sin": "Sin", "Cos": "Cos", "Tan": "Tan", "Asin": "Asin", "Acos": "Acos", "Atan": "Atan", "Sinh": "Sinh",
-    "Asinh": "Asinh", "Atanh": "Atanh", "Tanh": "Tanh", "Sigmoid": "Sigmoid", "Erf": "Erf", "Sign": "Sign",
-    "Relu": "Relu", "RoundNearestEven": "Round", "Copy": "Identity", "HardSwish": "HardSwish",
+    "Abs": "Abs",
+    "Neg": "Neg",
+    "Exp": "Exp",
+    "Log": "Log",
+    "Sqrt": "Sqrt",
+    "Ceil": "Ceil",
+    "Floor": "Floor",
+    "Sin": "Sin",
+    "Cos": "Cos",
+    "Tan": "Tan",
+    "Asin": "Asin",
+    "Acos": "Acos",
+    "Atan": "Atan",
+    "Sinh": "Sinh",
+    "Asinh": "Asinh",
+    "Atanh": "Atanh",
+    "Tanh": "Tanh",
+    "Sigmoid": "Sigmoid",
+    "Erf": "Erf",
+    "Sign": "Sign",
+    "Relu": "Relu",
+    "RoundNearestEven": "Round",
+    "Copy": "Identity",
+    "HardSwish": "HardSwish",
 }
 
 
@@ -46,6 +65,7 @@ def _binary(op: str):
         if op == "Pow" and y.dtype != x.dtype:
             y = c.onnx("Cast", y, to=c.onnx_type(x.dtype))
         return c.onnx(op, x, y)
+
     return translate
 
 
@@ -61,6 +81,7 @@ def _logical(ops):
         if c.opset < 18:
             raise Refuse(f"{ops[1]} needs opset 18")
         return c.onnx(ops[1], x, y)
+
     return translate
 
 

@@ -10,19 +10,23 @@ from ...types import TensorType
 from ..lowering import fusion
 from ._common import INT64_MIN, Ctx, Refuse, constant_value, lower, shape_of
 
-
 # ---------------------------------------------------------------------------
 # Dot products
 # ---------------------------------------------------------------------------
 
+
 def dot_general(c: Ctx, lhs, rhs):
-    lb, rb = [int(d) for d in c.a["lhs_batching_dimensions"] or []], [int(d) for d in c.a["rhs_batching_dimensions"] or []]
+    lb, rb = (
+        [int(d) for d in c.a["lhs_batching_dimensions"] or []],
+        [int(d) for d in c.a["rhs_batching_dimensions"] or []],
+    )
     lc, rc = [int(d) for d in c.a["lhs_contracting_dimensions"]], [int(d) for d in c.a["rhs_contracting_dimensions"]]
     lr, rr = len(shape_of(lhs)), len(shape_of(rhs))
     for dims, rank, side in ((lb + lc, lr, "lhs"), (rb + rc, rr, "rhs")):
         if any(not 0 <= d < rank for d in dims) or len(set(dims)) != len(dims):
-            raise Refuse(f"{side} batching/contracting dimensions {dims} are not distinct dims of a rank-{rank} "
-                         "operand")
+            raise Refuse(
+                f"{side} batching/contracting dimensions {dims} are not distinct dims of a rank-{rank} operand"
+            )
     if len(lb) != len(rb) or len(lc) != len(rc):
         raise Refuse("lhs and rhs name different numbers of batching or contracting dimensions")
     if not lc and lb == list(range(lr)) and rb == list(range(rr)) and lr == rr:
@@ -37,8 +41,11 @@ def dot_general(c: Ctx, lhs, rhs):
         lhs_l[a] = rhs_l[b] = next(letters)
     lhs_l = [ch or next(letters) for ch in lhs_l]
     rhs_l = [ch or next(letters) for ch in rhs_l]
-    out = ([lhs_l[d] for d in lb] + [lhs_l[d] for d in range(lr) if d not in lb + lc]
-           + [rhs_l[d] for d in range(rr) if d not in rb + rc])
+    out = (
+        [lhs_l[d] for d in lb]
+        + [lhs_l[d] for d in range(lr) if d not in lb + lc]
+        + [rhs_l[d] for d in range(rr) if d not in rb + rc]
+    )
     return c.onnx("Einsum", lhs, rhs, equation=f"{''.join(lhs_l)},{''.join(rhs_l)}->{''.join(out)}")
 
 
@@ -57,13 +64,13 @@ def dot(c: Ctx, lhs, rhs):
 
 @lower("Gemm", inputs=[2, 3])
 def gemm(c: Ctx, a, b, bias=None):
-    return c.onnx("Gemm", a, b, bias, alpha=c.a["alpha"], beta=c.a["beta"], transA=c.a["transA"],
-                  transB=c.a["transB"])
+    return c.onnx("Gemm", a, b, bias, alpha=c.a["alpha"], beta=c.a["beta"], transA=c.a["transA"], transB=c.a["transB"])
 
 
 # ---------------------------------------------------------------------------
 # Convolution and pooling
 # ---------------------------------------------------------------------------
+
 
 def conv(c: Ctx, lhs, rhs, bias=None):
     a = c.a
@@ -74,7 +81,8 @@ def conv(c: Ctx, lhs, rhs, bias=None):
     padding = [int(p) for p in (a.get("padding") or [0] * (2 * n))]
     in_perm = [a["input_batch_dimension"], a["input_feature_dimension"]] + list(a["input_spatial_dimensions"])
     k_perm = [a["kernel_output_feature_dimension"], a["kernel_input_feature_dimension"]] + list(
-        a["kernel_spatial_dimensions"])
+        a["kernel_spatial_dimensions"]
+    )
     out_order = [a["output_batch_dimension"], a["output_feature_dimension"]] + list(a["output_spatial_dimensions"])
     x = lhs if in_perm == list(range(n + 2)) else c.onnx("Transpose", lhs, perm=in_perm)
     w = rhs if k_perm == list(range(n + 2)) else c.onnx("Transpose", rhs, perm=k_perm)
@@ -83,9 +91,17 @@ def conv(c: Ctx, lhs, rhs, bias=None):
     else:
         if any(p < 0 for p in padding):
             raise Refuse("negative padding has no ONNX Conv form")
-        y = c.onnx("Conv", x, w, bias, strides=list(a.get("window_strides") or [1] * n),
-                   dilations=list(a.get("rhs_dilation") or [1] * n), group=int(a.get("feature_group_count") or 1),
-                   auto_pad=auto, pads=padding if auto == "NOTSET" else None)
+        y = c.onnx(
+            "Conv",
+            x,
+            w,
+            bias,
+            strides=list(a.get("window_strides") or [1] * n),
+            dilations=list(a.get("rhs_dilation") or [1] * n),
+            group=int(a.get("feature_group_count") or 1),
+            auto_pad=auto,
+            pads=padding if auto == "NOTSET" else None,
+        )
     if out_order == list(range(n + 2)):
         return y
     return c.onnx("Transpose", y, perm=list(np.argsort(out_order)))
@@ -108,8 +124,9 @@ def _conv_transpose(c: Ctx, x, w, w_shape: list[int], bias, padding: list[int], 
     end = [d * (k - 1) - p for d, k, p in zip(dilations, kernel, padding[n:])]
     extra = [max(-e, 0) for e in end]
     if any(b < 0 for b in begin) or any(o >= s for o, s in zip(extra, strides)):
-        raise Refuse(f"padding {padding} is wider than a ConvTranspose can make (pads >= 0, output_padding < "
-                     f"strides {strides})")
+        raise Refuse(
+            f"padding {padding} is wider than a ConvTranspose can make (pads >= 0, output_padding < strides {strides})"
+        )
     group = int(a.get("feature_group_count") or 1)
     out_f, in_per_group = w_shape[:2]
     if group > 1:  # (O, I/g, k) -> (g, O/g, I/g, k) -> (g, I/g, O/g, k) -> (I, O/g, k)
@@ -120,8 +137,17 @@ def _conv_transpose(c: Ctx, x, w, w_shape: list[int], bias, padding: list[int], 
         w = c.onnx("Transpose", w, perm=[1, 0] + list(range(2, 2 + n)))
     spatial = list(range(2, 2 + n))
     w = c.onnx("Slice", w, c.i64([-1] * n), c.i64([INT64_MIN] * n), c.i64(spatial), c.i64([-1] * n))
-    return c.onnx("ConvTranspose", x, w, bias, strides=strides, dilations=dilations, group=group,
-                  pads=begin + [max(e, 0) for e in end], output_padding=extra if any(extra) else None)
+    return c.onnx(
+        "ConvTranspose",
+        x,
+        w,
+        bias,
+        strides=strides,
+        dilations=dilations,
+        group=group,
+        pads=begin + [max(e, 0) for e in end],
+        output_padding=extra if any(extra) else None,
+    )
 
 
 lower("Conv", inputs=2)(conv)
@@ -137,19 +163,34 @@ def _nchw(c: Ctx, x, dims):
 def max_pool(c: Ctx, x):
     a = c.a
     n_out = len(c.node.outputs)
-    return c.onnx("MaxPool", x, kernel_shape=a["kernel_shape"], strides=a.get("strides"),
-                  dilations=a.get("dilations"), pads=a.get("padding") if a["auto_pad"] == "NOTSET" else None,
-                  auto_pad=a["auto_pad"], ceil_mode=int(bool(a["ceil_mode"])), storage_order=a["storage_order"],
-                  _outputs=n_out)
+    return c.onnx(
+        "MaxPool",
+        x,
+        kernel_shape=a["kernel_shape"],
+        strides=a.get("strides"),
+        dilations=a.get("dilations"),
+        pads=a.get("padding") if a["auto_pad"] == "NOTSET" else None,
+        auto_pad=a["auto_pad"],
+        ceil_mode=int(bool(a["ceil_mode"])),
+        storage_order=a["storage_order"],
+        _outputs=n_out,
+    )
 
 
 @lower("AveragePool", inputs=1)
 def avg_pool(c: Ctx, x):
     a = c.a
     _nchw(c, x, a["dims"])
-    return c.onnx("AveragePool", x, kernel_shape=a["kernel_shape"], strides=a.get("strides"),
-                  pads=a.get("padding") if a["auto_pad"] == "NOTSET" else None, auto_pad=a["auto_pad"],
-                  ceil_mode=int(bool(a["ceil_mode"])), count_include_pad=int(bool(a["count_include_pad"])))
+    return c.onnx(
+        "AveragePool",
+        x,
+        kernel_shape=a["kernel_shape"],
+        strides=a.get("strides"),
+        pads=a.get("padding") if a["auto_pad"] == "NOTSET" else None,
+        auto_pad=a["auto_pad"],
+        ceil_mode=int(bool(a["ceil_mode"])),
+        count_include_pad=int(bool(a["count_include_pad"])),
+    )
 
 
 @lower("GlobalAveragePool", inputs=1)
@@ -188,9 +229,13 @@ def cumulative_sum(b, m):
     if (pad.attr("mode") or "PAD_VALUE") != "PAD_VALUE" or any(int(i) for i in pad.attr("interior_padding") or []):
         raise Refuse("the padding is not a plain constant padding")
     ones = [1] * rank
-    if any([int(v) for v in (a.get(k) or ones)] != ones for k in ("window_strides", "base_dilations",
-                                                                    "window_dilations")) \
-            or (a.get("auto_pad") or "NOTSET") != "NOTSET":
+    if (
+        any(
+            [int(v) for v in (a.get(k) or ones)] != ones
+            for k in ("window_strides", "base_dilations", "window_dilations")
+        )
+        or (a.get("auto_pad") or "NOTSET") != "NOTSET"
+    ):
         raise Refuse("strides, dilations or auto_pad other than 1 and NOTSET")
     window = [int(w) for w in a["window_dimensions"]]
     low, high = [int(v) for v in pad.attr("edge_padding_low")], [int(v) for v in pad.attr("edge_padding_high")]
@@ -231,14 +276,18 @@ def reduce_window(c: Ctx, x, init):
     pooled = [d for d in range(rank) if window[d] != 1 or strides[d] != 1 or dilations[d] != 1]
     kept = [d for d in range(rank) if d not in pooled]
     if len(kept) < 2:
-        kept, pooled = kept + pooled[:2 - len(kept)], pooled[2 - len(kept):]
+        kept, pooled = kept + pooled[: 2 - len(kept)], pooled[2 - len(kept) :]
         if any(window[d] != 1 or strides[d] != 1 for d in kept):
             raise Refuse("fewer than two dims stay outside the window")
     spatial = kept[2:] + pooled
     perm = kept[:2] + spatial
     moved = x if perm == list(range(rank)) else c.onnx("Transpose", x, perm=perm)
-    attrs = dict(kernel_shape=[window[d] for d in spatial], strides=[strides[d] for d in spatial],
-                 auto_pad=a.get("auto_pad") or "NOTSET", ceil_mode=int(bool(a.get("ceil_mode"))))
+    attrs = dict(
+        kernel_shape=[window[d] for d in spatial],
+        strides=[strides[d] for d in spatial],
+        auto_pad=a.get("auto_pad") or "NOTSET",
+        ceil_mode=int(bool(a.get("ceil_mode"))),
+    )
     if any(dilations[d] != 1 for d in spatial):
         attrs["dilations"] = [dilations[d] for d in spatial]
     if computation == "MAX":
@@ -254,6 +303,7 @@ def reduce_window(c: Ctx, x, init):
 # ---------------------------------------------------------------------------
 # Normalization and softmax
 # ---------------------------------------------------------------------------
+
 
 @lower("BatchNormInference", inputs=5)
 def batch_norm(c: Ctx, x, scale, bias, mean, var):
@@ -303,8 +353,12 @@ def batch_norm_training(c: Ctx, x, scale, bias):
 # Reductions, arg-extremes, top-k, sort
 # ---------------------------------------------------------------------------
 
-REDUCE = {"ADD": ("ReduceSum", "Add", 0), "MUL": ("ReduceProd", "Mul", 1), "MAX": ("ReduceMax", "Max", -np.inf),
-          "MIN": ("ReduceMin", "Min", np.inf)}
+REDUCE = {
+    "ADD": ("ReduceSum", "Add", 0),
+    "MUL": ("ReduceProd", "Mul", 1),
+    "MAX": ("ReduceMax", "Max", -np.inf),
+    "MIN": ("ReduceMin", "Min", np.inf),
+}
 
 
 @lower("Reduce", inputs=2)
@@ -321,8 +375,11 @@ def reduce(c: Ctx, x, init):
     init_value = constant_value(init)
     if init_value is not None and np.all(np.asarray(init_value, np.float64) == identity):
         return y
-    if init_value is not None and computation in ("MAX", "MIN") and np.issubdtype(np.asarray(init_value).dtype,
-                                                                                   np.integer):
+    if (
+        init_value is not None
+        and computation in ("MAX", "MIN")
+        and np.issubdtype(np.asarray(init_value).dtype, np.integer)
+    ):
         info = np.iinfo(np.asarray(init_value).dtype)
         if int(np.asarray(init_value)) == (info.min if computation == "MAX" else info.max):
             return y
@@ -331,8 +388,14 @@ def reduce(c: Ctx, x, init):
 
 def _arg(op: str):
     def translate(c: Ctx, x):
-        return c.onnx(op, x, axis=c.a["axis"], keepdims=int(bool(c.a["keepdims"])),
-                      select_last_index=int(bool(c.a["select_last_index"])))
+        return c.onnx(
+            op,
+            x,
+            axis=c.a["axis"],
+            keepdims=int(bool(c.a["keepdims"])),
+            select_last_index=int(bool(c.a["select_last_index"])),
+        )
+
     return translate
 
 
@@ -342,8 +405,15 @@ lower("ArgMin", inputs=1)(_arg("ArgMin"))
 
 @lower("Topk", inputs=2, outputs=2)
 def topk(c: Ctx, x, k):
-    values, indices = c.onnx("TopK", x, c.as_i64(k), axis=c.a["axis"], largest=int(bool(c.a["largest"])),
-                             sorted=int(bool(c.a["sorted"])), _outputs=2)
+    values, indices = c.onnx(
+        "TopK",
+        x,
+        c.as_i64(k),
+        axis=c.a["axis"],
+        largest=int(bool(c.a["largest"])),
+        sorted=int(bool(c.a["sorted"])),
+        _outputs=2,
+    )
     if c.node.outputs[1].dtype != "int64":
         indices = c.onnx("Cast", indices, to=c.onnx_type(c.node.outputs[1].dtype))
     return [values, indices]
@@ -365,8 +435,9 @@ def if_(c: Ctx, pred):
         region = c.node.attr(name)
         if region.inputs:
             raise Refuse(f"the {name} region takes parameters")
-    outs = c.onnx("If", pred, then_branch=c.node.attr("true_branch"), else_branch=c.node.attr("false_branch"),
-                  _outputs=n)
+    outs = c.onnx(
+        "If", pred, then_branch=c.node.attr("true_branch"), else_branch=c.node.attr("false_branch"), _outputs=n
+    )
     return outs if n > 1 else [outs]
 
 
@@ -383,11 +454,11 @@ def _inline(c: Ctx, region, args, target=None):
         inputs = [None if v is None else mapped.get(id(v), v) for v in node.inputs]
         n_out = len(node.outputs)
         if target is None:
-            outs = c.b.op(node.op, *inputs, _domain=node.domain, _version=node.version, _outputs=n_out,
-                          **node.attrs)
+            outs = c.b.op(node.op, *inputs, _domain=node.domain, _version=node.version, _outputs=n_out, **node.attrs)
         else:
-            outs = target.op(node.op, *inputs, domain=node.domain, version=node.version, outputs=n_out,
-                             attrs=dict(node.attrs))
+            outs = target.op(
+                node.op, *inputs, domain=node.domain, version=node.version, outputs=n_out, attrs=dict(node.attrs)
+            )
         outs = outs if isinstance(outs, list) else [outs]
         for old, new in zip(node.outputs, outs):
             if old is not None:
@@ -415,8 +486,10 @@ def while_(c: Ctx, *init):
     carried = [loop_body.add_input(loop_body.unique_name(f"{p.name}_in"), p.type) for p in body.inputs]
     nxt = _inline(c, body, carried, loop_body)
     again = _inline(c, cond, nxt, loop_body)[0]
-    outs = [again] + [v if v.producer is not None and v.producer.graph is loop_body
-                      else loop_body.op("Identity", v, outputs=1) for v in nxt]
+    outs = [again] + [
+        v if v.producer is not None and v.producer.graph is loop_body else loop_body.op("Identity", v, outputs=1)
+        for v in nxt
+    ]
     for v, p in zip(outs[1:], body.outputs):
         v.type = p.type
     loop_body.outputs = outs

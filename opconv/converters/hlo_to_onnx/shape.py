@@ -57,8 +57,14 @@ def slice_(c: Ctx, x):
 @lower("SliceInDim", inputs=1)
 def slice_in_dim(c: Ctx, x):
     a = c.a
-    return c.onnx("Slice", x, c.i64([a["start_index"]]), c.i64([a["limit_index"]]), c.i64([a["dim"]]),
-                  c.i64([a.get("stride") or 1]))
+    return c.onnx(
+        "Slice",
+        x,
+        c.i64([a["start_index"]]),
+        c.i64([a["limit_index"]]),
+        c.i64([a["dim"]]),
+        c.i64([a.get("stride") or 1]),
+    )
 
 
 @lower("Reverse", inputs=1)
@@ -66,8 +72,9 @@ def reverse(c: Ctx, x):
     dims = [int(d) for d in c.a["dimensions"]]
     if not dims:
         return c.onnx("Identity", x)
-    return c.onnx("Slice", x, c.i64([-1] * len(dims)), c.i64([INT64_MIN] * len(dims)), c.i64(dims),
-                  c.i64([-1] * len(dims)))
+    return c.onnx(
+        "Slice", x, c.i64([-1] * len(dims)), c.i64([INT64_MIN] * len(dims)), c.i64(dims), c.i64([-1] * len(dims))
+    )
 
 
 PAD_MODES = {"PAD_VALUE": "constant", "PAD_EDGE": "edge", "PAD_REFLECT": "reflect"}
@@ -154,6 +161,7 @@ def general_split(c: Ctx, x, split):
 # Gather / scatter (the XLA general forms ONNX has an op for)
 # ---------------------------------------------------------------------------
 
+
 @lower("Gather", inputs=2)
 def gather(c: Ctx, x, indices):
     a = c.a
@@ -173,8 +181,12 @@ def gather(c: Ctx, x, indices):
     # ONNX GatherND: index vectors in the last dim address the leading k dims; the rest are slices.
     if ivd == q - 1:
         k = qs[-1]
-        if start_map == list(range(k)) and collapsed == list(range(k)) and sizes == [1] * k + list(xs[k:]) \
-                and offset == list(range(q - 1, q - 1 + r - k)):
+        if (
+            start_map == list(range(k))
+            and collapsed == list(range(k))
+            and sizes == [1] * k + list(xs[k:])
+            and offset == list(range(q - 1, q - 1 + r - k))
+        ):
             return c.onnx("GatherND", x, c.as_i64(indices))
     raise Refuse("this general gather has no ONNX Gather / GatherND form")
 
@@ -190,9 +202,11 @@ def scatter(c: Ctx, x, indices, updates):
     if int(a["index_vector_dim"]) != q - 1:
         raise Refuse("the index vectors are not in the last dim")
     k = qs[-1]
-    ok = ([int(d) for d in a["inserted_window_dims"]] == list(range(k))
-          and [int(d) for d in a["scatter_dims_to_operand_dims"]] == list(range(k))
-          and [int(d) for d in a["update_window_dims"]] == list(range(q - 1, q - 1 + r - k)))
+    ok = (
+        [int(d) for d in a["inserted_window_dims"]] == list(range(k))
+        and [int(d) for d in a["scatter_dims_to_operand_dims"]] == list(range(k))
+        and [int(d) for d in a["update_window_dims"]] == list(range(q - 1, q - 1 + r - k))
+    )
     if not ok:
         raise Refuse("this general scatter has no ONNX ScatterND form")
     reduction = SCATTER_REDUCTIONS.get(a["computation"])
@@ -204,12 +218,23 @@ def scatter(c: Ctx, x, indices, updates):
 @lower("Resize", inputs=range(1, 5))
 def resize(c: Ctx, x, roi=None, scales=None, sizes=None):
     a = c.a
-    lowered = {k: (a[k].lower() if isinstance(a.get(k), str) else a.get(k))
-               for k in ("mode", "coordinate_transformation_mode", "nearest_mode")}
-    return c.onnx("Resize", x, roi, scales, sizes, mode=lowered["mode"],
-                  coordinate_transformation_mode=lowered["coordinate_transformation_mode"],
-                  nearest_mode=lowered["nearest_mode"], exclude_outside=int(bool(a["exclude_outside"])),
-                  extrapolation_value=a["extrapolation_value"], cubic_coeff_a=a["cubic_coeff_a"])
+    lowered = {
+        k: (a[k].lower() if isinstance(a.get(k), str) else a.get(k))
+        for k in ("mode", "coordinate_transformation_mode", "nearest_mode")
+    }
+    return c.onnx(
+        "Resize",
+        x,
+        roi,
+        scales,
+        sizes,
+        mode=lowered["mode"],
+        coordinate_transformation_mode=lowered["coordinate_transformation_mode"],
+        nearest_mode=lowered["nearest_mode"],
+        exclude_outside=int(bool(a["exclude_outside"])),
+        extrapolation_value=a["extrapolation_value"],
+        cubic_coeff_a=a["cubic_coeff_a"],
+    )
 
 
 @lower("RoiAlign", inputs=3)
@@ -217,10 +242,18 @@ def roi_align(c: Ctx, x, rois, batch):
     a = c.a
     strip = lambda s: s.replace("ROIALIGN_", "").lower()  # noqa: E731
     coord = strip(a["coordinate_transformation_mode"])
-    return c.onnx("RoiAlign", x, rois, batch, mode=strip(a["mode"]),
-                  coordinate_transformation_mode=coord if c.opset >= 16 else None,
-                  output_height=a["output_height"], output_width=a["output_width"],
-                  sampling_ratio=a["sampling_ratio"], spatial_scale=a["spatial_scale"])
+    return c.onnx(
+        "RoiAlign",
+        x,
+        rois,
+        batch,
+        mode=strip(a["mode"]),
+        coordinate_transformation_mode=coord if c.opset >= 16 else None,
+        output_height=a["output_height"],
+        output_width=a["output_width"],
+        sampling_ratio=a["sampling_ratio"],
+        spatial_scale=a["spatial_scale"],
+    )
 
 
 @lower("NonZero", inputs=1)
@@ -297,15 +330,28 @@ def grid_sample(c: Ctx, x, grid):
     mode = a["mode"].lower()
     if c.opset < 20:
         mode = {"linear": "bilinear", "cubic": "bicubic"}.get(mode, mode)
-    return c.onnx("GridSample", x, grid, mode=mode, align_corners=int(bool(a["align_corners"])),
-                  padding_mode=GRID_PADDING[a["padding_mode"]])
+    return c.onnx(
+        "GridSample",
+        x,
+        grid,
+        mode=mode,
+        align_corners=int(bool(a["align_corners"])),
+        padding_mode=GRID_PADDING[a["padding_mode"]],
+    )
 
 
 @lower("NMS", inputs=2)
 def nms(c: Ctx, boxes, scores):
     a = c.a
-    return c.onnx("NonMaxSuppression", boxes, scores, c.i64([a["max_output_boxes_per_class"]]),
-                  c.b.const(np.asarray([a["iou_threshold"]], np.float32), "iou_threshold"),
-                  c.b.const(np.asarray([a["score_threshold"] if a.get("score_threshold") is not None else -np.inf],
-                                       np.float32), "score_threshold"),
-                  center_point_box=a["center_point_box"])
+    return c.onnx(
+        "NonMaxSuppression",
+        boxes,
+        scores,
+        c.i64([a["max_output_boxes_per_class"]]),
+        c.b.const(np.asarray([a["iou_threshold"]], np.float32), "iou_threshold"),
+        c.b.const(
+            np.asarray([a["score_threshold"] if a.get("score_threshold") is not None else -np.inf], np.float32),
+            "score_threshold",
+        ),
+        center_point_box=a["center_point_box"],
+    )

@@ -40,12 +40,12 @@ with a bias input or a Conv + Add pattern, BatchNormInference ...),
 from __future__ import annotations
 
 from collections import Counter
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ...dialects.hlo.build import DIALECT, OPSETS
 from ... import budget
+from ...dialects.hlo.build import DIALECT, OPSETS
 from ...errors import ConversionError, OpconvError
 from ...ir import Model, Value
 from ...types import TensorType, element_type, from_numpy
@@ -61,13 +61,30 @@ lowering.discover(__name__)
 RULES = lowering.rule_set("onnx", "hlo")
 
 # The dialect's fused (vendor) ops, counted in the result's statistics.
-FUSED_OPS = ("ConvBias", "DotGeneralBias", "LayerNorm", "Gelu", "BatchNormInference", "GroupNorm", "InstanceNorm",
-             "Softmax", "Silu", "Swish", "Mish", "HardSwish", "HardSigmoid", "GeGlu", "Glu", "Gtu")
+FUSED_OPS = (
+    "ConvBias",
+    "DotGeneralBias",
+    "LayerNorm",
+    "Gelu",
+    "BatchNormInference",
+    "GroupNorm",
+    "InstanceNorm",
+    "Softmax",
+    "Silu",
+    "Swish",
+    "Mish",
+    "HardSwish",
+    "HardSigmoid",
+    "GeGlu",
+    "Glu",
+    "Gtu",
+)
 
 
 @register("onnx", "hlo")
-def onnx_to_hlo(model: Model, input_shapes: Mapping[str, Sequence[int]] | None = None,
-                dims: Mapping[str, int] | None = None) -> Model:
+def onnx_to_hlo(
+    model: Model, input_shapes: Mapping[str, Sequence[int]] | None = None, dims: Mapping[str, int] | None = None
+) -> Model:
     """Convert an ONNX model to the HLO dialect (a new :class:`Model`; ``model`` is untouched).
 
     ``input_shapes`` gives static shapes for graph inputs with symbolic or
@@ -84,14 +101,18 @@ def onnx_to_hlo(model: Model, input_shapes: Mapping[str, Sequence[int]] | None =
     source = list(graph.walk())  # kept alive, so that no new node can reuse a source node's id
     source_nodes = {id(n) for n in source}
     try:
-        _, report = convert_graph(graph, RULES, "", 1, is_target=lambda n: id(n) not in source_nodes,
-                                  identity=_identity, where=where)
+        _, report = convert_graph(
+            graph, RULES, "", 1, is_target=lambda n: id(n) not in source_nodes, identity=_identity, where=where
+        )
     except ConversionError as e:  # the engine names the target by its domain; say HLO
         problems = e.problems
         if not problems:
             raise
-        raise ConversionError(f"{len(problems)} node(s) cannot be converted to HLO: "
-                              + " | ".join(str(p) for p in problems), problems, where=where) from None
+        raise ConversionError(
+            f"{len(problems)} node(s) cannot be converted to HLO: " + " | ".join(str(p) for p in problems),
+            problems,
+            where=where,
+        ) from None
     _check_types(graph, where)
     out = Model(graph, DIALECT, dict(OPSETS), producer="opconv", doc=model.doc, metadata=dict(model.metadata))
     counts = Counter(n.op for n in graph.walk())
@@ -154,8 +175,10 @@ def _check_types(graph, where: str | None) -> None:
     """Every value of the result must carry a static tensor type (the dialect's convention)."""
     untyped = [v.name for n in graph.walk() for v in n.outputs if v is not None and not _static(v)]
     if untyped:
-        raise ConversionError(f"{len(untyped)} value(s) of the converted graph have no static type: "
-                              + ", ".join(untyped[:10]), where=where)
+        raise ConversionError(
+            f"{len(untyped)} value(s) of the converted graph have no static type: " + ", ".join(untyped[:10]),
+            where=where,
+        )
 
 
 def _identity(b, value: Value) -> Value:

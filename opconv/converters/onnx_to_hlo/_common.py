@@ -13,7 +13,8 @@ completion) filled in.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -28,6 +29,7 @@ Shape = tuple[int, ...]
 # ---------------------------------------------------------------------------
 # Types
 # ---------------------------------------------------------------------------
+
 
 def static_type(value: Value | None, what: str = "") -> TensorType:
     """The static tensor type of ``value``; refuses the rewrite when it is not known."""
@@ -70,8 +72,15 @@ def normalize_axis(axis: int, rank: int) -> int:
 # Building typed HLO nodes
 # ---------------------------------------------------------------------------
 
-def hlo(b: Builder, op: str, *inputs: Value | None, type: TensorType | None = None,
-        types: Sequence[TensorType | None] | None = None, **attrs: Any) -> Value | list[Value]:
+
+def hlo(
+    b: Builder,
+    op: str,
+    *inputs: Value | None,
+    type: TensorType | None = None,
+    types: Sequence[TensorType | None] | None = None,
+    **attrs: Any,
+) -> Value | list[Value]:
     """Build HLO ``op`` with schema-typed attributes; ``type`` (one output) or ``types`` (several) set the results."""
     n = 1 if types is None else len(types)
     result = hlo_node(b, op, *inputs, _outputs=n, **attrs)
@@ -100,8 +109,9 @@ def full(b: Builder, value, dtype: str, shape: Shape, name: str = "fill") -> Val
 
 
 def broadcast_in_dim(b: Builder, v: Value, shape: Shape, dims: Sequence[int]) -> Value:
-    return hlo(b, "BroadcastInDim", v, type=TensorType(dtype_of(v), tuple(shape)),
-               broadcast_dimensions=[int(d) for d in dims])
+    return hlo(
+        b, "BroadcastInDim", v, type=TensorType(dtype_of(v), tuple(shape)), broadcast_dimensions=[int(d) for d in dims]
+    )
 
 
 def broadcast(b: Builder, v: Value, shape: Shape) -> Value:
@@ -144,8 +154,17 @@ def multiply(b: Builder, x: Value, y: Value) -> Value:
     """
     x, y = broadcast_all(b, x, y)
     dims = list(range(len(shape_of(x))))
-    return hlo(b, "DotGeneral", x, y, type=static_type(x), lhs_batching_dimensions=dims,
-               rhs_batching_dimensions=dims, lhs_contracting_dimensions=[], rhs_contracting_dimensions=[])
+    return hlo(
+        b,
+        "DotGeneral",
+        x,
+        y,
+        type=static_type(x),
+        lhs_batching_dimensions=dims,
+        rhs_batching_dimensions=dims,
+        lhs_contracting_dimensions=[],
+        rhs_contracting_dimensions=[],
+    )
 
 
 def unary(b: Builder, op: str, x: Value, dtype: str | None = None, **attrs) -> Value:
@@ -190,8 +209,15 @@ def slice_(b: Builder, x: Value, starts, limits, strides=None) -> Value:
     out = tuple(max(0, -(-(hi - lo) // s)) for lo, hi, s in zip(starts, limits, strides))
     if out == shape:
         return x
-    return hlo(b, "Slice", x, type=TensorType(dtype_of(x), out), start_indices=[int(s) for s in starts],
-               limit_indices=[int(s) for s in limits], strides=[int(s) for s in strides])
+    return hlo(
+        b,
+        "Slice",
+        x,
+        type=TensorType(dtype_of(x), out),
+        start_indices=[int(s) for s in starts],
+        limit_indices=[int(s) for s in limits],
+        strides=[int(s) for s in strides],
+    )
 
 
 def concat(b: Builder, values: Sequence[Value], axis: int) -> Value:
@@ -268,8 +294,44 @@ def optional_input(m: Match, index: int) -> Value | None:
     return inputs[index] if len(inputs) > index else None
 
 
-__all__ = ["Builder", "Match", "Refuse", "Rule", "attr", "const_input", "text_attr",
-           "static_type", "shape_of", "dtype_of", "np_dtype", "out_type", "is_float", "normalize_axis", "hlo",
-           "const", "scalar", "full", "broadcast_in_dim", "broadcast", "broadcast_all", "binary", "unary",
-           "multiply", "compare", "select", "convert", "reshape", "transpose", "slice_", "concat", "iota", "reduce",
-           "REDUCE_INIT", "const_ints", "optional_input", "dropped", "from_numpy", "TensorType"]
+__all__ = [
+    "Builder",
+    "Match",
+    "Refuse",
+    "Rule",
+    "attr",
+    "const_input",
+    "text_attr",
+    "static_type",
+    "shape_of",
+    "dtype_of",
+    "np_dtype",
+    "out_type",
+    "is_float",
+    "normalize_axis",
+    "hlo",
+    "const",
+    "scalar",
+    "full",
+    "broadcast_in_dim",
+    "broadcast",
+    "broadcast_all",
+    "binary",
+    "unary",
+    "multiply",
+    "compare",
+    "select",
+    "convert",
+    "reshape",
+    "transpose",
+    "slice_",
+    "concat",
+    "iota",
+    "reduce",
+    "REDUCE_INIT",
+    "const_ints",
+    "optional_input",
+    "dropped",
+    "from_numpy",
+    "TensorType",
+]

@@ -62,7 +62,7 @@ def _loop(b, m):
         raise Refuse("its outputs, carried values and body outputs do not agree")
     for v in list(body.inputs) + list(body.outputs) + initial:
         static_type(v)
-    parts = [static_type(v) for v in body.outputs[1 + len(initial):]]
+    parts = [static_type(v) for v in body.outputs[1 + len(initial) :]]
     count = _fixed_trip_count(trip, cond0, body) if n_scan else None
     graph = m.graph
     i0 = b.const(np.asarray(0, np.int64), "iteration")
@@ -83,14 +83,16 @@ def _loop(b, m):
     iteration = body.inputs[0]
     step = hlo(body, "Add", iteration, body.const(np.asarray(1, np.int64), "one"), type=TensorType("int64", ()))
     written = []
-    for t, part in zip(buffer_types, body.outputs[1 + len(initial):]):
+    for t, part in zip(buffer_types, body.outputs[1 + len(initial) :]):
         buffer = body.add_input(body.unique_name("scan_buffer"), t)
         row = reshape(body, iteration, (1,))
-        start = concat(body, [row, body.const(np.zeros(len(t.shape) - 1, np.int64), "zeros")], 0) \
-            if len(t.shape) > 1 else row
-        written.append(hlo(body, "DynamicUpdateSlice", buffer, reshape(body, part, (1, *t.shape[1:])), start,
-                           type=t))
-    body.outputs = [step] + list(body.outputs[:1 + len(initial)]) + written
+        start = (
+            concat(body, [row, body.const(np.zeros(len(t.shape) - 1, np.int64), "zeros")], 0)
+            if len(t.shape) > 1
+            else row
+        )
+        written.append(hlo(body, "DynamicUpdateSlice", buffer, reshape(body, part, (1, *t.shape[1:])), start, type=t))
+    body.outputs = [step] + list(body.outputs[: 1 + len(initial)]) + written
     outs = hlo(b, "While", i0, c0, *initial, *buffers, types=types, cond=cond, body=body)
     return outs[2:]
 
@@ -99,18 +101,23 @@ def _fixed_trip_count(trip, cond0, body) -> int:
     """The number of iterations when it is known before the loop runs (scan outputs' shapes depend on it)."""
     data = None if trip is None else constant_value(trip)
     if data is None:
-        raise Refuse("scan outputs need a constant trip count (their first dim); "
-                     + ("it has none" if trip is None else f"{trip.name!r} is computed at run time"))
+        raise Refuse(
+            "scan outputs need a constant trip count (their first dim); "
+            + ("it has none" if trip is None else f"{trip.name!r} is computed at run time")
+        )
     start = None if cond0 is None else constant_value(cond0)
     if cond0 is not None and (start is None or not np.all(start)):
-        raise Refuse(f"scan outputs need a loop that runs its whole trip count; its condition ({cond0.name!r}) "
-                     "is not a constant true")
+        raise Refuse(
+            f"scan outputs need a loop that runs its whole trip count; its condition ({cond0.name!r}) "
+            "is not a constant true"
+        )
     out = body.outputs[0]
     while out is not body.inputs[1] and out.producer is not None and out.producer.op in ("Copy", "Reshape"):
         out = out.producer.inputs[0]
     stays = out is body.inputs[1] or (constant_value(out) is not None and bool(np.all(constant_value(out))))
     if not stays:
-        raise Refuse(f"scan outputs need a loop that runs its whole trip count; its body's condition output "
-                     f"({body.outputs[0].name!r}) may become false")
+        raise Refuse(
+            f"scan outputs need a loop that runs its whole trip count; its body's condition output "
+            f"({body.outputs[0].name!r}) may become false"
+        )
     return max(int(np.asarray(data).reshape(())), 0)
-

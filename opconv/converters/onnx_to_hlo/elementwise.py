@@ -10,15 +10,43 @@ import numpy as np
 
 from ...types import element_type
 from ..lowering import lower
-from ._common import (Refuse, attr, binary, broadcast_all, broadcast_in_dim, reshape, compare, const_input, convert,
-                      dtype_of, full, hlo, is_float, np_dtype, optional_input, out_type, scalar, select, shape_of,
-                      static_type, unary)
+from ._common import (
+    Refuse,
+    attr,
+    binary,
+    broadcast_all,
+    broadcast_in_dim,
+    compare,
+    const_input,
+    convert,
+    dtype_of,
+    full,
+    hlo,
+    is_float,
+    np_dtype,
+    optional_input,
+    out_type,
+    reshape,
+    scalar,
+    select,
+    shape_of,
+    static_type,
+    unary,
+)
 
 # ONNX binary op -> HLO op, both with numpy-style operands broadcast explicitly (opset 7 on).
 BINARY = {
-    "Add": "Add", "Sub": "Sub", "Mul": "Mul", "Div": "Div", "Pow": "Pow",
-    "And": "And", "Or": "Or", "Xor": "Xor",
-    "BitwiseAnd": "And", "BitwiseOr": "Or", "BitwiseXor": "Xor",
+    "Add": "Add",
+    "Sub": "Sub",
+    "Mul": "Mul",
+    "Div": "Div",
+    "Pow": "Pow",
+    "And": "And",
+    "Or": "Or",
+    "Xor": "Xor",
+    "BitwiseAnd": "And",
+    "BitwiseOr": "Or",
+    "BitwiseXor": "Xor",
 }
 
 # ONNX comparison -> Compare direction.
@@ -28,12 +56,35 @@ COMPARISONS = {"Equal": "EQ", "Less": "LT", "Greater": "GT", "LessOrEqual": "LE"
 VARIADIC = {"Sum": "Add", "Max": "Max", "Min": "Min", "Mean": "Add"}
 
 # ONNX unary op -> HLO op, for any element type / for floating-point inputs only.
-UNARY = {"Abs": "Abs", "Neg": "Neg", "Ceil": "Ceil", "Floor": "Floor", "Sign": "Sign", "Not": "Not",
-         "BitwiseNot": "Not", "Relu": "Relu"}
+UNARY = {
+    "Abs": "Abs",
+    "Neg": "Neg",
+    "Ceil": "Ceil",
+    "Floor": "Floor",
+    "Sign": "Sign",
+    "Not": "Not",
+    "BitwiseNot": "Not",
+    "Relu": "Relu",
+}
 FLOAT_UNARY = {
-    "Exp": "Exp", "Log": "Log", "Sqrt": "Sqrt", "Sin": "Sin", "Cos": "Cos", "Tan": "Tan", "Asin": "Asin",
-    "Acos": "Acos", "Atan": "Atan", "Sinh": "Sinh", "Asinh": "Asinh", "Atanh": "Atanh", "Tanh": "Tanh",
-    "Sigmoid": "Sigmoid", "Erf": "Erf", "Round": "RoundNearestEven", "HardSwish": "HardSwish", "Mish": "Mish",
+    "Exp": "Exp",
+    "Log": "Log",
+    "Sqrt": "Sqrt",
+    "Sin": "Sin",
+    "Cos": "Cos",
+    "Tan": "Tan",
+    "Asin": "Asin",
+    "Acos": "Acos",
+    "Atan": "Atan",
+    "Sinh": "Sinh",
+    "Asinh": "Asinh",
+    "Atanh": "Atanh",
+    "Tanh": "Tanh",
+    "Sigmoid": "Sigmoid",
+    "Erf": "Erf",
+    "Round": "RoundNearestEven",
+    "HardSwish": "HardSwish",
+    "Mish": "Mish",
 }
 
 
@@ -156,8 +207,13 @@ def _thresholded_relu(b, m):
 
 @lower("onnx", "hlo", "HardSigmoid", inputs=1)
 def _hard_sigmoid(b, m):
-    return unary(b, "HardSigmoid", m.root.inputs[0], slope=float(attr(m.root, "alpha", 0.2)),
-                 offset=float(attr(m.root, "beta", 0.5)))
+    return unary(
+        b,
+        "HardSigmoid",
+        m.root.inputs[0],
+        slope=float(attr(m.root, "alpha", 0.2)),
+        offset=float(attr(m.root, "beta", 0.5)),
+    )
 
 
 @lower("onnx", "hlo", "Shrink", inputs=1)
@@ -201,8 +257,9 @@ def _mod(b, m):
         raise Refuse("Mod with fmod=0 is defined for integers only")
     # Python modulo: add the divisor when the remainder is non-zero and its sign differs from the divisor's.
     zero = _s(b, r, 0)
-    fix = binary(b, "And", compare(b, r, zero, "NE"),
-                 compare(b, compare(b, r, zero, "LT"), compare(b, y, zero, "LT"), "NE"))
+    fix = binary(
+        b, "And", compare(b, r, zero, "NE"), compare(b, compare(b, r, zero, "LT"), compare(b, y, zero, "LT"), "NE")
+    )
     return select(b, fix, binary(b, "Add", r, y), r)
 
 
@@ -238,8 +295,25 @@ def _is_inf(b, m):
 
 
 # Element types the dialect has (Convert's type constraints).
-HLO_TYPES = frozenset(("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
-                       "bfloat16", "float32", "float64", "complex64", "complex128"))
+HLO_TYPES = frozenset(
+    (
+        "bool",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "float16",
+        "bfloat16",
+        "float32",
+        "float64",
+        "complex64",
+        "complex128",
+    )
+)
 
 
 @lower("onnx", "hlo", "Cast", inputs=1)
@@ -364,8 +438,11 @@ def _inference_dropout(b, m):
     if len(node.outputs) > 1:
         mask = node.outputs[1]
         mask_type = static_type(mask) if mask is not None else None
-        outs.append(None if mask_type is None
-                    else full(b, True if mask_type.dtype == "bool" else 1, mask_type.dtype, mask_type.shape))
+        outs.append(
+            None
+            if mask_type is None
+            else full(b, True if mask_type.dtype == "bool" else 1, mask_type.dtype, mask_type.shape)
+        )
     return outs
 
 
@@ -377,8 +454,7 @@ def _dropout_1(b, m):
     return _inference_dropout(b, m)
 
 
-@lower("onnx", "hlo", "Dropout", since=12, inputs=(1, 2, 3), outputs=(1, 2),
-       names=("data", "ratio", "training_mode"))
+@lower("onnx", "hlo", "Dropout", since=12, inputs=(1, 2, 3), outputs=(1, 2), names=("data", "ratio", "training_mode"))
 def _dropout_12(b, m):
     """Dropout-12 on: the ``training_mode`` input, when given, must be a constant false."""
     if m["training_mode"] is not None:

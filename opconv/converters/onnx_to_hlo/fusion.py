@@ -19,8 +19,20 @@ import numpy as np
 
 from ...types import TensorType
 from ..lowering import add_rules
-from ._common import (Refuse, Rule, binary, broadcast, dtype_of, full, hlo, is_float, normalize_axis, reshape,
-                      shape_of, static_type)
+from ._common import (
+    Refuse,
+    Rule,
+    binary,
+    broadcast,
+    dtype_of,
+    full,
+    hlo,
+    is_float,
+    normalize_axis,
+    reshape,
+    shape_of,
+    static_type,
+)
 from .nn import conv_attrs, dot
 
 FUSION_PREFIX = "fuse:"
@@ -51,6 +63,7 @@ def _channel_bias(m, name: str, channels: int, rank: int):
 # Conv + Add -> ConvBias
 # ---------------------------------------------------------------------------
 
+
 def _conv_add_check(m):
     conv = m.node("conv")
     y = conv.outputs[0]
@@ -70,18 +83,23 @@ def _conv_add(b, m):
         raise Refuse("bias element type differs from the convolution's")
     if len(conv.inputs) > 2 and conv.inputs[2] is not None:
         bias = binary(b, "Add", bias, conv.inputs[2])
-    return hlo(b, "ConvBias", x, w, bias, type=static_type(m.root.outputs[0]),
-               **conv_attrs(conv, shape_of(x), shape_of(w)))
+    return hlo(
+        b, "ConvBias", x, w, bias, type=static_type(m.root.outputs[0]), **conv_attrs(conv, shape_of(x), shape_of(w))
+    )
 
 
 # ---------------------------------------------------------------------------
 # Conv + BatchNormalization (inference, constant weights) -> ConvBias with folded weights
 # ---------------------------------------------------------------------------
 
+
 def _conv_bn_check(m):
     bn = m.node("bn")
-    if bn.attr("training_mode", 0) or not bn.attr("spatial", 1) or ((bn.version or 15) < 7 and not bn.attr(
-            "is_test", 0)):
+    if (
+        bn.attr("training_mode", 0)
+        or not bn.attr("spatial", 1)
+        or ((bn.version or 15) < 7 and not bn.attr("is_test", 0))
+    ):
         return "the BatchNormalization is not in inference mode"
     if any(v is not None and (v.uses or any(v is o for o in m.graph.outputs)) for v in bn.outputs[1:]):
         return "the running statistics are read"
@@ -105,14 +123,14 @@ def _conv_bn(b, m):
     folded_b = (conv_bias - mean) * k + shift
     wv = b.const(folded_w.astype(dt), f"{w.name}/bn_folded")
     bv = b.const(folded_b.astype(dt), f"{bn.name or 'bn'}/bias_folded")
-    y = hlo(b, "ConvBias", x, wv, bv, type=static_type(bn.outputs[0]),
-            **conv_attrs(conv, shape_of(x), shape_of(w)))
+    y = hlo(b, "ConvBias", x, wv, bv, type=static_type(bn.outputs[0]), **conv_attrs(conv, shape_of(x), shape_of(w)))
     return [y] + [None] * (m.n_outputs - 1)
 
 
 # ---------------------------------------------------------------------------
 # MatMul + Add -> DotGeneralBias
 # ---------------------------------------------------------------------------
+
 
 def _bias_vector_check(m):
     mm = m.node("mm")
@@ -162,14 +180,24 @@ def _gemm_add(b, m):
     ta, tb = int(gemm.attr("transA", 0)), int(gemm.attr("transB", 0))
     y = shape_of(gemm.outputs[0])
     bias = reshape(b, m["bias"], (y[-1],))
-    return hlo(b, "DotGeneralBias", a, w, bias, type=TensorType(dtype_of(a), y),
-               lhs_contracting_dimensions=[0 if ta else 1], rhs_contracting_dimensions=[1 if tb else 0],
-               lhs_batching_dimensions=[], rhs_batching_dimensions=[])
+    return hlo(
+        b,
+        "DotGeneralBias",
+        a,
+        w,
+        bias,
+        type=TensorType(dtype_of(a), y),
+        lhs_contracting_dimensions=[0 if ta else 1],
+        rhs_contracting_dimensions=[1 if tb else 0],
+        lhs_batching_dimensions=[],
+        rhs_batching_dimensions=[],
+    )
 
 
 # ---------------------------------------------------------------------------
 # LayerNorm from ReduceMean / Sub / Pow / ReduceMean / Add / Sqrt / Div (+ Mul scale, + Add bias)
 # ---------------------------------------------------------------------------
+
 
 def _ln_pattern(axes_input: bool, square: str, affine: str):
     def mean(op, v, name, axes):
@@ -191,8 +219,16 @@ def _ln_pattern(axes_input: bool, square: str, affine: str):
 
     def fn(op, *captured):
         named = dict(zip(params, captured))
-        return body(op, named["x"], named.get("a1"), named.get("a2"), named.get("two"), named["eps"],
-                    named.get("scale"), named.get("bias"))
+        return body(
+            op,
+            named["x"],
+            named.get("a1"),
+            named.get("a2"),
+            named.get("two"),
+            named["eps"],
+            named.get("scale"),
+            named.get("bias"),
+        )
 
     fn.capture_names = params  # the engine reads a generated pattern's captures here
     fn.__name__ = f"layer_norm_{'axes_in' if axes_input else 'axes_attr'}_{square}_{affine}"
@@ -219,8 +255,9 @@ def _ln_check(m):
         return "not floating point"
     rank = len(x.shape)
     axes_input = "a1" in m.values
-    axes = [_ln_axes(m, n, c) for n, c in (("mean", "a1" if axes_input else None),
-                                           ("var", "a2" if axes_input else None))]
+    axes = [
+        _ln_axes(m, n, c) for n, c in (("mean", "a1" if axes_input else None), ("var", "a2" if axes_input else None))
+    ]
     if any(a is None for a in axes):
         return "the reduction axes are not constant"
     a1, a2 = (sorted(normalize_axis(a, rank) for a in ax) for ax in axes)
@@ -233,12 +270,15 @@ def _ln_check(m):
     eps = m.constant("eps")
     if eps is None or np.asarray(eps).size != 1:
         return "epsilon is not a constant scalar"
-    norm_shape = tuple(x.shape[a1[0]:])
+    norm_shape = tuple(x.shape[a1[0] :])
     for name in ("scale", "bias"):
         if name in m.values:
             v = m[name]
-            if v.shape is None or len(v.shape) > len(norm_shape) or \
-                    any(d not in (1, t) for d, t in zip(reversed(v.shape), reversed(norm_shape))):
+            if (
+                v.shape is None
+                or len(v.shape) > len(norm_shape)
+                or any(d not in (1, t) for d, t in zip(reversed(v.shape), reversed(norm_shape)))
+            ):
                 return f"{name} {v.name!r} does not broadcast over the normalised axes only"
     if m.root.outputs[0].shape != x.shape:
         return "the result is broadcast beyond the input"
@@ -264,6 +304,7 @@ def _layer_norm(b, m):
 # Gelu (erf and tanh forms)
 # ---------------------------------------------------------------------------
 
+
 def _gelu_erf_inner(op, x, s):
     """1 + erf(x / sqrt 2) (Div by sqrt 2) or with Mul by 1/sqrt 2 (the second variant)."""
     return op.Erf(op.Div(x, s, _name="scale"), _name="erf")
@@ -281,6 +322,7 @@ def _gelu_tanh_inner(op, x, s, c, three):
 
 def _gelu_outer(arrangement: str, inner):
     """The three ways exporters multiply x, 0.5 and (1 + inner)."""
+
     def a(op, x, one, half, *rest):
         plus = op.Add(inner(op, x, *rest), one, _commute=True, _name="plus_one")
         if arrangement == "x*plus*half":
@@ -288,13 +330,16 @@ def _gelu_outer(arrangement: str, inner):
         if arrangement == "x*half*plus":
             return op.Mul(op.Mul(x, half, _commute=True, _name="mul_half"), plus, _commute=True, _name="mul_x")
         return op.Mul(x, op.Mul(plus, half, _commute=True, _name="mul_half"), _commute=True, _name="mul_x")
+
     return a
 
 
 def _gelu_patterns(kind: str):
     fns = []
-    inners = {"erf": [("div", _gelu_erf_inner, ["s"]), ("mul", _gelu_erf_inner_mul, ["s"])],
-              "tanh": [("pow", _gelu_tanh_inner, ["s", "c", "three"])]}[kind]
+    inners = {
+        "erf": [("div", _gelu_erf_inner, ["s"]), ("mul", _gelu_erf_inner_mul, ["s"])],
+        "tanh": [("pow", _gelu_tanh_inner, ["s", "c", "three"])],
+    }[kind]
     for inner_name, inner, extra in inners:
         for arrangement in ("x*plus*half", "x*half*plus", "x*(plus*half)"):
             fn = _gelu_outer(arrangement, inner)
@@ -317,12 +362,16 @@ def _gelu_check(kind: str):
             if not _close(scale, math.sqrt(2.0) if div else 1 / math.sqrt(2.0)):
                 return "the erf argument is not x / sqrt(2)"
         else:
-            if not _close(scale, math.sqrt(2 / math.pi)) or not _close(m.constant("c"), 0.044715) \
-                    or not _close(m.constant("three"), 3.0, 0):
+            if (
+                not _close(scale, math.sqrt(2 / math.pi))
+                or not _close(m.constant("c"), 0.044715)
+                or not _close(m.constant("three"), 3.0, 0)
+            ):
                 return "the tanh-form constants do not match"
         if m.root.outputs[0].shape != x.shape:
             return "the result is broadcast beyond the input"
         return None
+
     return check
 
 
@@ -334,6 +383,7 @@ def _gelu(approximate: bool):
 # x * sigmoid(x) -> Silu, x * tanh(softplus(x)) -> Mish
 # ---------------------------------------------------------------------------
 
+
 def _same_shape_check(m):
     x = m["x"]
     if x.dtype is None or not is_float(x) or m.root.outputs[0].shape != x.shape:
@@ -343,42 +393,79 @@ def _same_shape_check(m):
 
 def _rules():
     rules = [
-        Rule(FUSION_PREFIX + "Conv+Add->ConvBias",
-             lambda op, x, w, bias: op.Add(op.Conv(x, w, _name="conv"), bias, _commute=True), _conv_add,
-             check=_conv_add_check),
-        Rule(FUSION_PREFIX + "Conv(B)+Add->ConvBias",
-             lambda op, x, w, cb, bias: op.Add(op.Conv(x, w, cb, _name="conv"), bias, _commute=True), _conv_add,
-             check=_conv_add_check),
-        Rule(FUSION_PREFIX + "Conv+BatchNormalization->ConvBias",
-             lambda op, x, w, scale, bias, mean, var: op.BatchNormalization(
-                 op.Conv(x, w, _name="conv"), scale, bias, mean, var, _name="bn"), _conv_bn, check=_conv_bn_check),
-        Rule(FUSION_PREFIX + "Conv(B)+BatchNormalization->ConvBias",
-             lambda op, x, w, cb, scale, bias, mean, var: op.BatchNormalization(
-                 op.Conv(x, w, cb, _name="conv"), scale, bias, mean, var, _name="bn"), _conv_bn,
-             check=_conv_bn_check),
-        Rule(FUSION_PREFIX + "MatMul+Add->DotGeneralBias",
-             lambda op, a, w, bias: op.Add(op.MatMul(a, w, _name="mm"), bias, _commute=True), _matmul_add,
-             check=_bias_vector_check),
-        Rule(FUSION_PREFIX + "Gemm+Add->DotGeneralBias",
-             lambda op, a, w, bias: op.Add(op.Gemm(a, w, _name="mm"), bias, _commute=True), _gemm_add,
-             check=_gemm_add_check),
-        Rule(FUSION_PREFIX + "Mul(x,Sigmoid(x))->Silu", lambda op, x: op.Mul(x, op.Sigmoid(x), _commute=True),
-             lambda b, m: hlo(b, "Silu", m["x"], type=static_type(m["x"])), check=_same_shape_check),
-        Rule(FUSION_PREFIX + "Mul(x,Tanh(Softplus(x)))->Mish",
-             lambda op, x: op.Mul(x, op.Tanh(op.Softplus(x)), _commute=True),
-             lambda b, m: hlo(b, "Mish", m["x"], type=static_type(m["x"])), check=_same_shape_check),
+        Rule(
+            FUSION_PREFIX + "Conv+Add->ConvBias",
+            lambda op, x, w, bias: op.Add(op.Conv(x, w, _name="conv"), bias, _commute=True),
+            _conv_add,
+            check=_conv_add_check,
+        ),
+        Rule(
+            FUSION_PREFIX + "Conv(B)+Add->ConvBias",
+            lambda op, x, w, cb, bias: op.Add(op.Conv(x, w, cb, _name="conv"), bias, _commute=True),
+            _conv_add,
+            check=_conv_add_check,
+        ),
+        Rule(
+            FUSION_PREFIX + "Conv+BatchNormalization->ConvBias",
+            lambda op, x, w, scale, bias, mean, var: op.BatchNormalization(
+                op.Conv(x, w, _name="conv"), scale, bias, mean, var, _name="bn"
+            ),
+            _conv_bn,
+            check=_conv_bn_check,
+        ),
+        Rule(
+            FUSION_PREFIX + "Conv(B)+BatchNormalization->ConvBias",
+            lambda op, x, w, cb, scale, bias, mean, var: op.BatchNormalization(
+                op.Conv(x, w, cb, _name="conv"), scale, bias, mean, var, _name="bn"
+            ),
+            _conv_bn,
+            check=_conv_bn_check,
+        ),
+        Rule(
+            FUSION_PREFIX + "MatMul+Add->DotGeneralBias",
+            lambda op, a, w, bias: op.Add(op.MatMul(a, w, _name="mm"), bias, _commute=True),
+            _matmul_add,
+            check=_bias_vector_check,
+        ),
+        Rule(
+            FUSION_PREFIX + "Gemm+Add->DotGeneralBias",
+            lambda op, a, w, bias: op.Add(op.Gemm(a, w, _name="mm"), bias, _commute=True),
+            _gemm_add,
+            check=_gemm_add_check,
+        ),
+        Rule(
+            FUSION_PREFIX + "Mul(x,Sigmoid(x))->Silu",
+            lambda op, x: op.Mul(x, op.Sigmoid(x), _commute=True),
+            lambda b, m: hlo(b, "Silu", m["x"], type=static_type(m["x"])),
+            check=_same_shape_check,
+        ),
+        Rule(
+            FUSION_PREFIX + "Mul(x,Tanh(Softplus(x)))->Mish",
+            lambda op, x: op.Mul(x, op.Tanh(op.Softplus(x)), _commute=True),
+            lambda b, m: hlo(b, "Mish", m["x"], type=static_type(m["x"])),
+            check=_same_shape_check,
+        ),
     ]
     # Larger patterns first: an affine LayerNorm must not fuse without its scale and bias.
     for affine in ("both", "scale", "none"):
         for axes_input in (False, True):
             for square in ("pow", "mul"):
                 fn = _ln_pattern(axes_input, square, affine)
-                rules.append(Rule(FUSION_PREFIX + "LayerNorm-pattern->LayerNorm/" + fn.__name__, fn, _layer_norm,
-                                  check=_ln_check))
+                rules.append(
+                    Rule(
+                        FUSION_PREFIX + "LayerNorm-pattern->LayerNorm/" + fn.__name__, fn, _layer_norm, check=_ln_check
+                    )
+                )
     for kind in ("erf", "tanh"):
         for fn in _gelu_patterns(kind):
-            rules.append(Rule(FUSION_PREFIX + f"Gelu-{kind}-pattern->Gelu/" + fn.__name__, fn,
-                              _gelu(kind == "tanh"), check=_gelu_check(kind)))
+            rules.append(
+                Rule(
+                    FUSION_PREFIX + f"Gelu-{kind}-pattern->Gelu/" + fn.__name__,
+                    fn,
+                    _gelu(kind == "tanh"),
+                    check=_gelu_check(kind),
+                )
+            )
     return rules
 
 

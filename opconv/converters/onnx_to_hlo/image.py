@@ -17,8 +17,14 @@ def _s(value, default: str) -> str:
     return (value.decode() if isinstance(value, bytes) else str(value)).upper()
 
 
-COORDINATE_MODES = {"HALF_PIXEL", "ASYMMETRIC", "PYTORCH_HALF_PIXEL", "TF_HALF_PIXEL_FOR_NN", "ALIGN_CORNERS",
-                    "TF_CROP_AND_RESIZE"}
+COORDINATE_MODES = {
+    "HALF_PIXEL",
+    "ASYMMETRIC",
+    "PYTORCH_HALF_PIXEL",
+    "TF_HALF_PIXEL_FOR_NN",
+    "ALIGN_CORNERS",
+    "TF_CROP_AND_RESIZE",
+}
 
 
 def _given(m, name: str):
@@ -45,8 +51,18 @@ def _legacy_scales(b, m, scales):
         raise Refuse("scales both enlarge and shrink (per-axis nearest rounding)")
     nearest = "CEIL" if changed and changed[0] < 1 else "FLOOR"
     scales_c = b.const(np.asarray(scales, np.float32), "scales")
-    return hlo(b, "Resize", node.inputs[0], None, scales_c, None, type=out_type(m), mode=mode,
-               coordinate_transformation_mode="ASYMMETRIC", nearest_mode=nearest)
+    return hlo(
+        b,
+        "Resize",
+        node.inputs[0],
+        None,
+        scales_c,
+        None,
+        type=out_type(m),
+        mode=mode,
+        coordinate_transformation_mode="ASYMMETRIC",
+        nearest_mode=nearest,
+    )
 
 
 @lower("onnx", "hlo", "Upsample", since=1, inputs=1)
@@ -101,15 +117,24 @@ def _resize_11(b, m):
             raise Refuse("tf_crop_and_resize without roi")
         values = np.zeros(2 * rank, roi.dtype)
         values[rank:] = 1
-        values[axes] = roi.reshape(-1)[:len(axes)]
-        values[[rank + a for a in axes]] = roi.reshape(-1)[len(axes):]
+        values[axes] = roi.reshape(-1)[: len(axes)]
+        values[[rank + a for a in axes]] = roi.reshape(-1)[len(axes) :]
         full_roi = b.const(values, "roi")
-    return hlo(b, "Resize", x, full_roi, full_scales, full_sizes, type=out_type(m),
-               mode=_s(attr(node, "mode"), "nearest"), coordinate_transformation_mode=coord,
-               exclude_outside=bool(attr(node, "exclude_outside", 0)),
-               nearest_mode=_s(attr(node, "nearest_mode"), "round_prefer_floor"),
-               extrapolation_value=float(attr(node, "extrapolation_value", 0.0)),
-               cubic_coeff_a=float(attr(node, "cubic_coeff_a", -0.75)))
+    return hlo(
+        b,
+        "Resize",
+        x,
+        full_roi,
+        full_scales,
+        full_sizes,
+        type=out_type(m),
+        mode=_s(attr(node, "mode"), "nearest"),
+        coordinate_transformation_mode=coord,
+        exclude_outside=bool(attr(node, "exclude_outside", 0)),
+        nearest_mode=_s(attr(node, "nearest_mode"), "round_prefer_floor"),
+        extrapolation_value=float(attr(node, "extrapolation_value", 0.0)),
+        cubic_coeff_a=float(attr(node, "cubic_coeff_a", -0.75)),
+    )
 
 
 @lower("onnx", "hlo", "RoiAlign", inputs=3)
@@ -118,20 +143,36 @@ def _roi_align(b, m):
     x, rois, batch = node.inputs[:3]
     default_coord = "half_pixel" if (node.version or 16) >= 16 else "output_half_pixel"
     coord = _s(attr(node, "coordinate_transformation_mode"), default_coord)
-    return hlo(b, "RoiAlign", x, rois, batch, type=out_type(m), mode="ROIALIGN_" + _s(attr(node, "mode"), "avg"),
-               coordinate_transformation_mode="ROIALIGN_" + coord,
-               output_height=int(attr(node, "output_height", 1)), output_width=int(attr(node, "output_width", 1)),
-               sampling_ratio=int(attr(node, "sampling_ratio", 0)),
-               spatial_scale=float(attr(node, "spatial_scale", 1.0)))
+    return hlo(
+        b,
+        "RoiAlign",
+        x,
+        rois,
+        batch,
+        type=out_type(m),
+        mode="ROIALIGN_" + _s(attr(node, "mode"), "avg"),
+        coordinate_transformation_mode="ROIALIGN_" + coord,
+        output_height=int(attr(node, "output_height", 1)),
+        output_width=int(attr(node, "output_width", 1)),
+        sampling_ratio=int(attr(node, "sampling_ratio", 0)),
+        spatial_scale=float(attr(node, "spatial_scale", 1.0)),
+    )
 
 
 @lower("onnx", "hlo", "MaxRoiPool", inputs=2)
 def _max_roi_pool(b, m):
     node = m.root
     x, rois = node.inputs[:2]
-    return hlo(b, "MaxRoiPool", x, rois, type=out_type(m), layout="NCHW",
-               pooled_shape=[int(d) for d in attr(node, "pooled_shape")],
-               spatial_scale=float(attr(node, "spatial_scale", 1.0)))
+    return hlo(
+        b,
+        "MaxRoiPool",
+        x,
+        rois,
+        type=out_type(m),
+        layout="NCHW",
+        pooled_shape=[int(d) for d in attr(node, "pooled_shape")],
+        spatial_scale=float(attr(node, "spatial_scale", 1.0)),
+    )
 
 
 GRID_MODES = {"BILINEAR": "LINEAR", "LINEAR": "LINEAR", "NEAREST": "NEAREST"}
@@ -146,5 +187,13 @@ def _grid_sample(b, m):
     padding = _s(attr(node, "padding_mode"), "zeros")
     if mode not in GRID_MODES or padding not in GRID_PADDING:
         raise Refuse(f"mode {mode.lower()!r} / padding_mode {padding.lower()!r} has no HLO form")
-    return hlo(b, "GridSample", x, grid, type=out_type(m), mode=GRID_MODES[mode],
-               align_corners=bool(attr(node, "align_corners", 0)), padding_mode=GRID_PADDING[padding])
+    return hlo(
+        b,
+        "GridSample",
+        x,
+        grid,
+        type=out_type(m),
+        mode=GRID_MODES[mode],
+        align_corners=bool(attr(node, "align_corners", 0)),
+        padding_mode=GRID_PADDING[padding],
+    )

@@ -7,9 +7,32 @@ import numpy as np
 from ...kernels.conv import conv_transpose_pads
 from ...types import TensorType
 from ..lowering import lower
-from ._common import (Refuse, attr, binary, broadcast, broadcast_in_dim, compare, const_ints, convert, dropped,
-                      dtype_of, full, hlo, iota, is_float, normalize_axis, optional_input, out_type, reduce,
-                      reshape, scalar, shape_of, static_type, transpose, unary)
+from ._common import (
+    Refuse,
+    attr,
+    binary,
+    broadcast,
+    broadcast_in_dim,
+    compare,
+    const_ints,
+    convert,
+    dropped,
+    dtype_of,
+    full,
+    hlo,
+    iota,
+    is_float,
+    normalize_axis,
+    optional_input,
+    out_type,
+    reduce,
+    reshape,
+    scalar,
+    shape_of,
+    static_type,
+    transpose,
+    unary,
+)
 
 
 def _str(value, default: str) -> str:
@@ -46,14 +69,23 @@ def explicit_pads(node, in_spatial, kernel, strides, dilations) -> tuple[list[in
 def _conv_dims(spatial: int) -> dict:
     """NCHW / OIHW dimension numbers."""
     dims = list(range(2, 2 + spatial))
-    return dict(input_batch_dimension=0, input_feature_dimension=1, input_spatial_dimensions=dims,
-                kernel_output_feature_dimension=0, kernel_input_feature_dimension=1, kernel_spatial_dimensions=dims,
-                output_batch_dimension=0, output_feature_dimension=1, output_spatial_dimensions=dims)
+    return dict(
+        input_batch_dimension=0,
+        input_feature_dimension=1,
+        input_spatial_dimensions=dims,
+        kernel_output_feature_dimension=0,
+        kernel_input_feature_dimension=1,
+        kernel_spatial_dimensions=dims,
+        output_batch_dimension=0,
+        output_feature_dimension=1,
+        output_spatial_dimensions=dims,
+    )
 
 
 # ---------------------------------------------------------------------------
 # Convolution
 # ---------------------------------------------------------------------------
+
 
 def conv_attrs(node, x_shape, w_shape) -> dict:
     spatial = len(w_shape) - 2
@@ -61,9 +93,15 @@ def conv_attrs(node, x_shape, w_shape) -> dict:
     strides = list(attr(node, "strides", [1] * spatial))
     dilations = list(attr(node, "dilations", [1] * spatial))
     low, high = explicit_pads(node, x_shape[2:], kernel, strides, dilations)
-    return dict(window_strides=strides, padding=conv_padding(low, high), rhs_dilation=dilations,
-                lhs_dilation=[1] * spatial, feature_group_count=int(attr(node, "group", 1)), batch_group_count=1,
-                **_conv_dims(spatial))
+    return dict(
+        window_strides=strides,
+        padding=conv_padding(low, high),
+        rhs_dilation=dilations,
+        lhs_dilation=[1] * spatial,
+        feature_group_count=int(attr(node, "group", 1)),
+        batch_group_count=1,
+        **_conv_dims(spatial),
+    )
 
 
 @lower("onnx", "hlo", "Conv", inputs=(2, 3))
@@ -93,11 +131,19 @@ def _conv_transpose(b, m):
     auto = _str(attr(node, "auto_pad"), "NOTSET")
     output_shape = attr(node, "output_shape")
     if output_shape is not None:
-        begin, end = conv_transpose_pads(xs[2:], kernel, strides, dilations, out_pad, list(output_shape)[-spatial:],
-                                         extra_at_end=auto == "SAME_UPPER")
+        begin, end = conv_transpose_pads(
+            xs[2:],
+            kernel,
+            strides,
+            dilations,
+            out_pad,
+            list(output_shape)[-spatial:],
+            extra_at_end=auto == "SAME_UPPER",
+        )
     elif auto in ("SAME_UPPER", "SAME_LOWER"):
-        begin, end = conv_transpose_pads(xs[2:], kernel, strides, dilations, out_pad, None,
-                                         extra_at_end=auto == "SAME_UPPER")
+        begin, end = conv_transpose_pads(
+            xs[2:], kernel, strides, dilations, out_pad, None, extra_at_end=auto == "SAME_UPPER"
+        )
     elif auto == "VALID":
         begin, end = [0] * spatial, [0] * spatial
     else:
@@ -114,8 +160,15 @@ def _conv_transpose(b, m):
     w = hlo(b, "Reverse", w, type=static_type(w), dimensions=list(range(2, 2 + spatial)))
     dims = _conv_dims(spatial)
     dims.update(kernel_input_feature_dimension=0, kernel_output_feature_dimension=1)
-    attrs = dict(window_strides=[1] * spatial, padding=conv_padding(low, high), lhs_dilation=strides,
-                 rhs_dilation=dilations, feature_group_count=group, batch_group_count=1, **dims)
+    attrs = dict(
+        window_strides=[1] * spatial,
+        padding=conv_padding(low, high),
+        lhs_dilation=strides,
+        rhs_dilation=dilations,
+        feature_group_count=group,
+        batch_group_count=1,
+        **dims,
+    )
     t = out_type(m)
     if bias is None:
         return hlo(b, "Conv", x, w, type=t, **attrs)
@@ -126,14 +179,19 @@ def _conv_transpose(b, m):
 # Pooling
 # ---------------------------------------------------------------------------
 
+
 def _pool_common(node, rank: int) -> dict:
     spatial = rank - 2
     kernel = list(attr(node, "kernel_shape", []))
     if len(kernel) != spatial:
         raise Refuse(f"kernel_shape {kernel} does not fit an input of rank {rank}")
     auto = _str(attr(node, "auto_pad"), "NOTSET")
-    out = dict(kernel_shape=kernel, strides=list(attr(node, "strides", [1] * spatial)),
-               auto_pad="NOTSET" if auto == "" else auto, ceil_mode=bool(attr(node, "ceil_mode", 0)))
+    out = dict(
+        kernel_shape=kernel,
+        strides=list(attr(node, "strides", [1] * spatial)),
+        auto_pad="NOTSET" if auto == "" else auto,
+        ceil_mode=bool(attr(node, "ceil_mode", 0)),
+    )
     if out["auto_pad"] == "NOTSET":
         out["padding"] = list(attr(node, "pads", [0] * (2 * spatial)))
     return out
@@ -160,8 +218,15 @@ def _avg_pool(b, m):
     if any(d != 1 for d in attr(node, "dilations", [])):
         raise Refuse("AveragePool with dilations has no HLO AveragePool form")
     attrs = _pool_common(node, rank)
-    return hlo(b, "AveragePool", x, type=out_type(m), dims=list(range(2, rank)),
-               count_include_pad=bool(attr(node, "count_include_pad", 0)), **attrs)
+    return hlo(
+        b,
+        "AveragePool",
+        x,
+        type=out_type(m),
+        dims=list(range(2, rank)),
+        count_include_pad=bool(attr(node, "count_include_pad", 0)),
+        **attrs,
+    )
 
 
 @lower("onnx", "hlo", ("GlobalAveragePool", "GlobalMaxPool"), inputs=1)
@@ -186,9 +251,17 @@ def _lp_pool(b, m):
     powered = binary(b, "Pow", unary(b, "Abs", x), scalar(b, p, dtype_of(x)))
     padded = pad_value(b, powered, [0, 0] + low, [0, 0] + high, 0)
     t = out_type(m)
-    summed = hlo(b, "ReduceWindow", padded, scalar(b, 0, dtype_of(x)), type=t, computation="ADD",
-                 window_dimensions=[1, 1] + kernel, window_strides=[1, 1] + strides,
-                 window_dilations=[1, 1] + dilations)
+    summed = hlo(
+        b,
+        "ReduceWindow",
+        padded,
+        scalar(b, 0, dtype_of(x)),
+        type=t,
+        computation="ADD",
+        window_dimensions=[1, 1] + kernel,
+        window_strides=[1, 1] + strides,
+        window_dilations=[1, 1] + dilations,
+    )
     return binary(b, "Pow", summed, scalar(b, 1.0 / p, dtype_of(x)))
 
 
@@ -208,14 +281,23 @@ def pad_value(b, x, low, high, value, interior=None):
     if not any(low) and not any(high) and not any(interior):
         return x
     out = tuple(d + lo + hi + max(d - 1, 0) * i for d, lo, hi, i in zip(xs, low, high, interior))
-    return hlo(b, "Pad", x, scalar(b, value, dtype_of(x)), type=TensorType(dtype_of(x), out), mode="PAD_VALUE",
-               edge_padding_low=[int(v) for v in low], edge_padding_high=[int(v) for v in high],
-               interior_padding=interior)
+    return hlo(
+        b,
+        "Pad",
+        x,
+        scalar(b, value, dtype_of(x)),
+        type=TensorType(dtype_of(x), out),
+        mode="PAD_VALUE",
+        edge_padding_low=[int(v) for v in low],
+        edge_padding_high=[int(v) for v in high],
+        interior_padding=interior,
+    )
 
 
 # ---------------------------------------------------------------------------
 # Matrix products
 # ---------------------------------------------------------------------------
+
 
 def dot(b, a, c, bias=None):
     """numpy ``matmul(a, c)`` as DotGeneral (DotGeneralBias with a bias on the last dim)."""
@@ -226,16 +308,24 @@ def dot(b, a, c, bias=None):
     c2 = reshape(b, c, sc + (1,)) if len(sc) == 1 else c
     sa2, sc2 = shape_of(a2), shape_of(c2)
     if len(sc2) == 2:  # weights: contract a's last dim, no batch (lhs free dims come first in the result)
-        dims = dict(lhs_contracting_dimensions=[len(sa2) - 1], rhs_contracting_dimensions=[0],
-                    lhs_batching_dimensions=[], rhs_batching_dimensions=[])
+        dims = dict(
+            lhs_contracting_dimensions=[len(sa2) - 1],
+            rhs_contracting_dimensions=[0],
+            lhs_batching_dimensions=[],
+            rhs_batching_dimensions=[],
+        )
         out = sa2[:-1] + sc2[1:]
     else:
         batch = tuple(np.broadcast_shapes(sa2[:-2], sc2[:-2]))
         a2 = broadcast(b, a2, batch + sa2[-2:])
         c2 = broadcast(b, c2, batch + sc2[-2:])
         nb = len(batch)
-        dims = dict(lhs_batching_dimensions=list(range(nb)), rhs_batching_dimensions=list(range(nb)),
-                    lhs_contracting_dimensions=[nb + 1], rhs_contracting_dimensions=[nb])
+        dims = dict(
+            lhs_batching_dimensions=list(range(nb)),
+            rhs_batching_dimensions=list(range(nb)),
+            lhs_contracting_dimensions=[nb + 1],
+            rhs_contracting_dimensions=[nb],
+        )
         out = batch + (sa2[-2], sc2[-1])
     dt = dtype_of(a)
     final = out  # numpy drops the dims it added to 1-D operands
@@ -280,8 +370,12 @@ def _gemm(b, m):
         raise Refuse("Gemm needs 2-D A and B")
     rows, cols = sa[1] if ta else sa[0], sw[0] if tb else sw[1]
     dt = dtype_of(a)
-    dims = dict(lhs_contracting_dimensions=[0 if ta else 1], rhs_contracting_dimensions=[1 if tb else 0],
-                lhs_batching_dimensions=[], rhs_batching_dimensions=[])
+    dims = dict(
+        lhs_contracting_dimensions=[0 if ta else 1],
+        rhs_contracting_dimensions=[1 if tb else 0],
+        lhs_batching_dimensions=[],
+        rhs_batching_dimensions=[],
+    )
     t = TensorType(dt, (rows, cols))
     if c is not None and beta != 0.0 and alpha == 1.0 and beta == 1.0:
         bias = gemm_bias_vector(b, c, cols)
@@ -301,6 +395,7 @@ def _gemm(b, m):
 # Normalization
 # ---------------------------------------------------------------------------
 
+
 @lower("onnx", "hlo", "BatchNormalization", inputs=5)
 def _batch_norm(b, m):
     node = m.root
@@ -314,8 +409,15 @@ def _batch_norm(b, m):
     x, scale, bias, mean, var = node.inputs[:5]
     c = shape_of(x)[1]
     params = [reshape(b, convert(b, v, dtype_of(x)), (c,)) for v in (scale, bias, mean, var)]
-    y = hlo(b, "BatchNormInference", x, *params, type=out_type(m), epsilon=float(attr(node, "epsilon", 1e-5)),
-            feature_index=1)
+    y = hlo(
+        b,
+        "BatchNormInference",
+        x,
+        *params,
+        type=out_type(m),
+        epsilon=float(attr(node, "epsilon", 1e-5)),
+        feature_index=1,
+    )
     return [y] + [dropped(m, i, x) for i in range(1, m.n_outputs)]
 
 
@@ -345,7 +447,7 @@ def _layer_norm(b, m):
     n = len(node.outputs)
     types = [out_type(m, i) if node.outputs[i] is not None else TensorType(dtype_of(x), None) for i in range(n)]
     outs = hlo(b, "LayerNorm", x, scale, bias, types=types, **attrs)
-    return (list(outs) + [None] * m.n_outputs)[:m.n_outputs]
+    return (list(outs) + [None] * m.n_outputs)[: m.n_outputs]
 
 
 @lower("onnx", "hlo", "GroupNormalization", inputs=3)
@@ -355,12 +457,15 @@ def _group_norm(b, m):
     groups = int(attr(node, "num_groups"))
     c = shape_of(x)[1]
     if (node.version or 21) < 21 and c != groups:  # opset 18: scale and bias are per group
-        scale, bias = (reshape(b, broadcast_in_dim(b, reshape(b, v, (groups,)), (groups, c // groups), [0]), (c,))
-                       for v in (scale, bias))
+        scale, bias = (
+            reshape(b, broadcast_in_dim(b, reshape(b, v, (groups,)), (groups, c // groups), [0]), (c,))
+            for v in (scale, bias)
+        )
     if int(attr(node, "stash_type", 1)) != 1 and dtype_of(x) != "float64":
         raise Refuse("stash_type other than float32 is not mapped")
-    return hlo(b, "GroupNorm", x, scale, bias, type=out_type(m), num_groups=groups,
-               epsilon=float(attr(node, "epsilon", 1e-5)))
+    return hlo(
+        b, "GroupNorm", x, scale, bias, type=out_type(m), num_groups=groups, epsilon=float(attr(node, "epsilon", 1e-5))
+    )
 
 
 @lower("onnx", "hlo", "LRN", inputs=1)
@@ -369,14 +474,24 @@ def _lrn(b, m):
     x = node.inputs[0]
     xs = shape_of(x)
     size = int(attr(node, "size"))
-    alpha, beta, bias = (float(attr(node, "alpha", 1e-4)), float(attr(node, "beta", 0.75)),
-                         float(attr(node, "bias", 1.0)))
+    alpha, beta, bias = (
+        float(attr(node, "alpha", 1e-4)),
+        float(attr(node, "beta", 0.75)),
+        float(attr(node, "bias", 1.0)),
+    )
     dt = dtype_of(x)
     square = binary(b, "Mul", x, x)
     low = (size - 1) // 2
     padded = pad_value(b, square, [0, low] + [0] * (len(xs) - 2), [0, size - 1 - low] + [0] * (len(xs) - 2), 0)
-    window = hlo(b, "ReduceWindow", padded, scalar(b, 0, dt), type=TensorType(dt, xs), computation="ADD",
-                 window_dimensions=[1, size] + [1] * (len(xs) - 2))
+    window = hlo(
+        b,
+        "ReduceWindow",
+        padded,
+        scalar(b, 0, dt),
+        type=TensorType(dt, xs),
+        computation="ADD",
+        window_dimensions=[1, size] + [1] * (len(xs) - 2),
+    )
     base = binary(b, "Add", binary(b, "Mul", window, scalar(b, alpha / size, dt)), scalar(b, bias, dt))
     return binary(b, "Div", x, binary(b, "Pow", base, scalar(b, beta, dt)))
 
@@ -389,8 +504,9 @@ def _mvn(b, m):
     dt = dtype_of(x)
     mean = binary(b, "Div", reduce(b, x, axes, "ADD", keepdims=True), scalar(b, count, dt))
     centred = binary(b, "Sub", x, mean)
-    var = binary(b, "Div", reduce(b, binary(b, "Mul", centred, centred), axes, "ADD", keepdims=True),
-                 scalar(b, count, dt))
+    var = binary(
+        b, "Div", reduce(b, binary(b, "Mul", centred, centred), axes, "ADD", keepdims=True), scalar(b, count, dt)
+    )
     return binary(b, "Div", centred, binary(b, "Add", unary(b, "Sqrt", var), scalar(b, 1e-9, dt)))
 
 
@@ -431,6 +547,7 @@ def _rms_norm(b, m):
 # Einsum (two operands or one; no ellipsis, no repeated letters within an operand)
 # ---------------------------------------------------------------------------
 
+
 def _sum_out(b, x, letters: str, keep: set):
     """Sum away the letters of ``x`` not in ``keep``."""
     gone = [i for i, c in enumerate(letters) if c not in keep]
@@ -464,16 +581,24 @@ def _einsum(b, m):
     sa, sc = shape_of(a), shape_of(c)
     dims = {ch: sa[ta.index(ch)] for ch in ta} | {ch: sc[tb.index(ch)] for ch in tb}
     letters = batch + free_a + free_b
-    y = hlo(b, "DotGeneral", a, c, type=TensorType(dtype_of(a), tuple(dims[ch] for ch in letters)),
-            lhs_batching_dimensions=[ta.index(ch) for ch in batch], rhs_batching_dimensions=[tb.index(ch) for ch in batch],
-            lhs_contracting_dimensions=[ta.index(ch) for ch in contract],
-            rhs_contracting_dimensions=[tb.index(ch) for ch in contract])
+    y = hlo(
+        b,
+        "DotGeneral",
+        a,
+        c,
+        type=TensorType(dtype_of(a), tuple(dims[ch] for ch in letters)),
+        lhs_batching_dimensions=[ta.index(ch) for ch in batch],
+        rhs_batching_dimensions=[tb.index(ch) for ch in batch],
+        lhs_contracting_dimensions=[ta.index(ch) for ch in contract],
+        rhs_contracting_dimensions=[tb.index(ch) for ch in contract],
+    )
     return transpose(b, y, [letters.index(ch) for ch in out])
 
 
 # ---------------------------------------------------------------------------
 # Softmax family
 # ---------------------------------------------------------------------------
+
 
 def _float_input(m) -> str | None:
     return None if is_float(m.root.inputs[0]) else "Softmax of a non-float tensor"
@@ -525,8 +650,15 @@ def _hardmax(b, x, work, axis: int):
     """One-hot (in ``x``'s type and shape) of the first maximum of ``work`` (``x`` or its 2-D view) along ``axis``."""
     xs = shape_of(x)
     ws = shape_of(work)
-    arg = hlo(b, "ArgMax", work, type=TensorType("int64", ws[:axis] + (1,) + ws[axis + 1:]), axis=axis,
-              keepdims=True, select_last_index=False)
+    arg = hlo(
+        b,
+        "ArgMax",
+        work,
+        type=TensorType("int64", ws[:axis] + (1,) + ws[axis + 1 :]),
+        axis=axis,
+        keepdims=True,
+        select_last_index=False,
+    )
     hot = compare(b, iota(b, "int64", ws, axis), arg, "EQ")
     return reshape(b, convert(b, hot, dtype_of(x)), xs)
 
@@ -534,6 +666,7 @@ def _hardmax(b, x, work, axis: int):
 # ---------------------------------------------------------------------------
 # Reductions
 # ---------------------------------------------------------------------------
+
 
 def _sum(b, x, axes, keep):
     return reduce(b, x, axes, "ADD", keep)
@@ -548,8 +681,14 @@ def _log_sum_exp(b, x, axes, keep):
     if not shape_of(x) or any(shape_of(x)[a] == 0 for a in axes):
         return unary(b, "Log", reduce(b, unary(b, "Exp", x), axes, "ADD", keep))
     peak = reduce(b, x, axes, "MAX", True)
-    finite = hlo(b, "Select", unary(b, "IsFinite", peak, "bool"), peak, full(b, 0, dtype_of(x), shape_of(peak)),
-                 type=static_type(peak))
+    finite = hlo(
+        b,
+        "Select",
+        unary(b, "IsFinite", peak, "bool"),
+        peak,
+        full(b, 0, dtype_of(x), shape_of(peak)),
+        type=static_type(peak),
+    )
     shifted = unary(b, "Exp", binary(b, "Sub", x, finite))
     total = unary(b, "Log", reduce(b, shifted, axes, "ADD", True))
     y = binary(b, "Add", total, finite)
@@ -596,8 +735,9 @@ def _reduce_1(b, m):
 
 # `axes` became an optional input in opset 13 for ReduceSum, in opset 18 for the others.
 @lower("onnx", "hlo", "ReduceSum", since=13, inputs=(1, 2), names=("data", "axes"))
-@lower("onnx", "hlo", tuple(op for op in REDUCTIONS if op != "ReduceSum"), since=18, inputs=(1, 2),
-       names=("data", "axes"))
+@lower(
+    "onnx", "hlo", tuple(op for op in REDUCTIONS if op != "ReduceSum"), since=18, inputs=(1, 2), names=("data", "axes")
+)
 def _reduce_13(b, m):
     return _reduction(b, m, None if m["axes"] is None else const_ints(m, "axes"))
 
@@ -607,8 +747,15 @@ def _arg_max_min(b, m):
     node = m.root
     x = node.inputs[0]
     axis = normalize_axis(int(attr(node, "axis", 0)), len(shape_of(x)))
-    return hlo(b, node.op, x, type=out_type(m), axis=axis, keepdims=bool(attr(node, "keepdims", 1)),
-               select_last_index=bool(attr(node, "select_last_index", 0)))
+    return hlo(
+        b,
+        node.op,
+        x,
+        type=out_type(m),
+        axis=axis,
+        keepdims=bool(attr(node, "keepdims", 1)),
+        select_last_index=bool(attr(node, "select_last_index", 0)),
+    )
 
 
 def _topk(b, m, k: int):
@@ -616,8 +763,16 @@ def _topk(b, m, k: int):
     x = node.inputs[0]
     axis = normalize_axis(int(attr(node, "axis", -1)), len(shape_of(x)))
     k_value = b.const(np.asarray([k], np.int64), "k")
-    return hlo(b, "Topk", x, k_value, types=[out_type(m, 0), out_type(m, 1)], axis=axis,
-               largest=bool(attr(node, "largest", 1)), sorted=bool(attr(node, "sorted", 1)))
+    return hlo(
+        b,
+        "Topk",
+        x,
+        k_value,
+        types=[out_type(m, 0), out_type(m, 1)],
+        axis=axis,
+        largest=bool(attr(node, "largest", 1)),
+        sorted=bool(attr(node, "sorted", 1)),
+    )
 
 
 @lower("onnx", "hlo", "TopK", since=1, inputs=1)

@@ -19,9 +19,28 @@ from __future__ import annotations
 import numpy as np
 
 from ..lowering import lower
-from ._common import (Refuse, TensorType, attr, out_type, binary, broadcast_in_dim, concat, dtype_of, hlo,
-                      optional_input, reduce, reshape, scalar, shape_of, slice_, transpose, unary, convert, compare,
-                      select)
+from ._common import (
+    Refuse,
+    TensorType,
+    attr,
+    binary,
+    broadcast_in_dim,
+    compare,
+    concat,
+    convert,
+    dtype_of,
+    hlo,
+    optional_input,
+    out_type,
+    reduce,
+    reshape,
+    scalar,
+    select,
+    shape_of,
+    slice_,
+    transpose,
+    unary,
+)
 from .nn import conv_attrs, dot
 
 MS = "com.microsoft"
@@ -67,8 +86,9 @@ def _conv_integer(b, m):
     if w_zero is not None and len(shape_of(w_zero)) == 1 and shape_of(w_zero)[0] > 1:
         if dtype_of(w) not in _INTEGER_OPERANDS:
             raise Refuse(f"ConvInteger of {dtype_of(w)} weights is not mapped")
-        centred_w = binary(b, "Sub", convert(b, w, "int32"),
-                           broadcast_in_dim(b, convert(b, w_zero, "int32"), shape_of(w), [0]))
+        centred_w = binary(
+            b, "Sub", convert(b, w, "int32"), broadcast_in_dim(b, convert(b, w_zero, "int32"), shape_of(w), [0])
+        )
     else:
         centred_w = _centred(b, w, w_zero)
     attrs = conv_attrs(node, shape_of(x), shape_of(w))
@@ -90,8 +110,12 @@ def _along_last(b, v, shape):
 def _to_float(b, acc, a_scale, b_scale, bias, out_dtype: str):
     """An int32 accumulator times ``a_scale * b_scale`` (per tensor or per column), plus ``bias``."""
     shape = shape_of(acc)
-    y = binary(b, "Mul", convert(b, acc, "float32"),
-               binary(b, "Mul", _along_last(b, a_scale, shape), _along_last(b, b_scale, shape)))
+    y = binary(
+        b,
+        "Mul",
+        convert(b, acc, "float32"),
+        binary(b, "Mul", _along_last(b, a_scale, shape), _along_last(b, b_scale, shape)),
+    )
     if bias is not None:
         y = binary(b, "Add", y, _along_last(b, bias, shape))
     return convert(b, y, out_dtype) if out_dtype != "float32" else y
@@ -125,8 +149,9 @@ def dynamic_quantize(b, x):
 
 
 def _saturate(b, v):
-    return hlo(b, "Clamp", scalar(b, 0.0, "float32"), v, scalar(b, 255.0, "float32"),
-               type=TensorType("float32", shape_of(v)))
+    return hlo(
+        b, "Clamp", scalar(b, 0.0, "float32"), v, scalar(b, 255.0, "float32"), type=TensorType("float32", shape_of(v))
+    )
 
 
 @lower("onnx", "hlo", "DynamicQuantizeLinear", inputs=1)
@@ -155,8 +180,13 @@ def _unpack(b, packed, bits: int, rows: int):
     mask = broadcast_in_dim(b, scalar(b, (1 << bits) - 1, "uint8"), (rows, width), [])
     parts = []
     for i in range(per_byte):
-        shifted = packed if i == 0 else binary(b, "ShiftRightLogical", packed,
-                                               broadcast_in_dim(b, scalar(b, i * bits, "uint8"), (rows, width), []))
+        shifted = (
+            packed
+            if i == 0
+            else binary(
+                b, "ShiftRightLogical", packed, broadcast_in_dim(b, scalar(b, i * bits, "uint8"), (rows, width), [])
+            )
+        )
         parts.append(reshape(b, binary(b, "And", shifted, mask), (rows, width, 1)))
     return reshape(b, concat(b, parts, 2), (rows, width * per_byte))
 
@@ -170,8 +200,9 @@ def _matmul_nbits(b, m):
         raise Refuse("MatMulNBits with g_idx (deprecated by onnxruntime) is not mapped")
     if int(attr(node, "weight_prepacked", 0)):
         raise Refuse("MatMulNBits with weights in onnxruntime's prepacked layout")
-    k, n, bits, block = (int(attr(node, name, default)) for name, default in
-                         (("K", 0), ("N", 0), ("bits", 4), ("block_size", 0)))
+    k, n, bits, block = (
+        int(attr(node, name, default)) for name, default in (("K", 0), ("N", 0), ("bits", 4), ("block_size", 0))
+    )
     if bits not in (2, 4, 8) or not k or not n or not block:
         raise Refuse(f"MatMulNBits with K={k}, N={n}, bits={bits}, block_size={block}")
     blocks = -(-k // block)
@@ -189,6 +220,7 @@ def _matmul_nbits(b, m):
     weight = slice_(b, reshape(b, weight, (n, blocks * block)), [0, 0], [n, k])
     out_dtype = dtype_of(a)
     bias = optional_input(m, 5)
-    y = dot(b, convert(b, a, "float32"), transpose(b, weight, [1, 0]),
-            None if bias is None else convert(b, bias, "float32"))
+    y = dot(
+        b, convert(b, a, "float32"), transpose(b, weight, [1, 0]), None if bias is None else convert(b, bias, "float32")
+    )
     return convert(b, y, out_dtype) if out_dtype != "float32" else y

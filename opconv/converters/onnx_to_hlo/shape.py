@@ -13,9 +13,32 @@ from ... import budget
 from ...ir import Tensor
 from ...types import TensorType
 from ..lowering import lower
-from ._common import (Refuse, attr, binary, broadcast, broadcast_in_dim, compare, concat, const_input, const_ints,
-                      convert, dtype_of, full, hlo, iota, normalize_axis, out_type, reshape, scalar, select, shape_of,
-                      slice_, static_type, text_attr, transpose)
+from ._common import (
+    Refuse,
+    attr,
+    binary,
+    broadcast,
+    broadcast_in_dim,
+    compare,
+    concat,
+    const_input,
+    const_ints,
+    convert,
+    dtype_of,
+    full,
+    hlo,
+    iota,
+    normalize_axis,
+    out_type,
+    reshape,
+    scalar,
+    select,
+    shape_of,
+    slice_,
+    static_type,
+    text_attr,
+    transpose,
+)
 from .nn import pad_value
 
 
@@ -129,8 +152,15 @@ def _pad_1(b, m):
     return _pad(b, m, pads, float(attr(node, "value", 0.0)), list(range(len(shape_of(node.inputs[0])))))
 
 
-@lower("onnx", "hlo", "Pad", since=11, inputs=range(2, 5), names=("data", "pads", "constant_value", "axes"),
-       check=_pad_mode)
+@lower(
+    "onnx",
+    "hlo",
+    "Pad",
+    since=11,
+    inputs=range(2, 5),
+    names=("data", "pads", "constant_value", "axes"),
+    check=_pad_mode,
+)
 def _pad_11(b, m):
     """Pad-11 on: amounts, value and (from 18) axes are (constant) inputs."""
     pads = const_ints(m, "pads")
@@ -151,15 +181,28 @@ def _pad(b, m, pads, value, axes):
     for i, a in enumerate(axes):
         low[a], high[a] = pads[i], pads[i + len(axes)]
     if mode == "constant":
-        return pad_value(b, x, low, high, np.asarray(value).astype(np.dtype(_np(x))).item()) \
-            if any(low) or any(high) else hlo(b, "Copy", x, type=static_type(x))
+        return (
+            pad_value(b, x, low, high, np.asarray(value).astype(np.dtype(_np(x))).item())
+            if any(low) or any(high)
+            else hlo(b, "Copy", x, type=static_type(x))
+        )
     out = tuple(d + lo + hi for d, lo, hi in zip(xs, low, high))
-    return hlo(b, "Pad", x, scalar(b, 0, dtype_of(x)), type=TensorType(dtype_of(x), out), mode=PAD_MODES[mode],
-               edge_padding_low=low, edge_padding_high=high, interior_padding=[0] * rank)
+    return hlo(
+        b,
+        "Pad",
+        x,
+        scalar(b, 0, dtype_of(x)),
+        type=TensorType(dtype_of(x), out),
+        mode=PAD_MODES[mode],
+        edge_padding_low=low,
+        edge_padding_high=high,
+        interior_padding=[0] * rank,
+    )
 
 
 def _np(x):
     from ...types import element_type
+
     return element_type(dtype_of(x)).numpy
 
 
@@ -186,6 +229,7 @@ def _tile(b, m):
 # Gathers and scatters (XLA general forms)
 # ---------------------------------------------------------------------------
 
+
 def _wrapped_indices(b, m, name: str, indices, size_of):
     """Indices with ONNX's negative values wrapped (XLA would clamp them); int64."""
     data = m.constant(name)
@@ -209,9 +253,19 @@ def _gather(b, m):
     idx = _wrapped_indices(b, m, "indices", indices, xs[axis])
     slice_sizes = list(xs)
     slice_sizes[axis] = 1
-    return hlo(b, "Gather", x, idx, type=out_type(m), index_vector_dim=q, start_index_map=[axis],
-               collapsed_slice_dims=[axis], offset_dims=list(range(axis)) + list(range(axis + q, r - 1 + q)),
-               slice_sizes=slice_sizes, indices_are_sorted=False)
+    return hlo(
+        b,
+        "Gather",
+        x,
+        idx,
+        type=out_type(m),
+        index_vector_dim=q,
+        start_index_map=[axis],
+        collapsed_slice_dims=[axis],
+        offset_dims=list(range(axis)) + list(range(axis + q, r - 1 + q)),
+        slice_sizes=slice_sizes,
+        indices_are_sorted=False,
+    )
 
 
 def _full_index_vectors(b, idx, rank: int, axis: int):
@@ -235,8 +289,19 @@ def _gather_elements(b, m):
     axis = normalize_axis(int(attr(node, "axis", 0)), r)
     idx = _wrapped_indices(b, m, "indices", indices, xs[axis])
     vectors = _full_index_vectors(b, idx, r, axis)
-    return hlo(b, "Gather", x, vectors, type=out_type(m), index_vector_dim=r, start_index_map=list(range(r)),
-               collapsed_slice_dims=list(range(r)), offset_dims=[], slice_sizes=[1] * r, indices_are_sorted=False)
+    return hlo(
+        b,
+        "Gather",
+        x,
+        vectors,
+        type=out_type(m),
+        index_vector_dim=r,
+        start_index_map=list(range(r)),
+        collapsed_slice_dims=list(range(r)),
+        offset_dims=[],
+        slice_sizes=[1] * r,
+        indices_are_sorted=False,
+    )
 
 
 @lower("onnx", "hlo", "GatherND", inputs=2, names=("data", "indices"))
@@ -249,9 +314,19 @@ def _gather_nd(b, m):
     k = qs[-1]
     idx = _wrapped_indices(b, m, "indices", indices, list(xs[:k]))
     q = len(qs)
-    return hlo(b, "Gather", x, idx, type=out_type(m), index_vector_dim=q - 1, start_index_map=list(range(k)),
-               collapsed_slice_dims=list(range(k)), offset_dims=list(range(q - 1, q - 1 + len(xs) - k)),
-               slice_sizes=[1] * k + list(xs[k:]), indices_are_sorted=False)
+    return hlo(
+        b,
+        "Gather",
+        x,
+        idx,
+        type=out_type(m),
+        index_vector_dim=q - 1,
+        start_index_map=list(range(k)),
+        collapsed_slice_dims=list(range(k)),
+        offset_dims=list(range(q - 1, q - 1 + len(xs) - k)),
+        slice_sizes=[1] * k + list(xs[k:]),
+        indices_are_sorted=False,
+    )
 
 
 SCATTER_REDUCTIONS = {"none": "UPDATE", "add": "ADD", "mul": "MUL", "min": "MIN", "max": "MAX"}
@@ -271,9 +346,19 @@ def _scatter_nd(b, m):
     xs, qs = shape_of(x), shape_of(indices)
     k, q = qs[-1], len(qs)
     idx = _wrapped_indices(b, m, "indices", indices, list(xs[:k]))
-    return hlo(b, "ScatterND", x, idx, updates, type=out_type(m), computation=_reduction(node),
-               index_vector_dim=q - 1, update_window_dims=list(range(q - 1, q - 1 + len(xs) - k)),
-               inserted_window_dims=list(range(k)), scatter_dims_to_operand_dims=list(range(k)))
+    return hlo(
+        b,
+        "ScatterND",
+        x,
+        idx,
+        updates,
+        type=out_type(m),
+        computation=_reduction(node),
+        index_vector_dim=q - 1,
+        update_window_dims=list(range(q - 1, q - 1 + len(xs) - k)),
+        inserted_window_dims=list(range(k)),
+        scatter_dims_to_operand_dims=list(range(k)),
+    )
 
 
 @lower("onnx", "hlo", ("ScatterElements", "Scatter"), inputs=3, names=("data", "indices"))
@@ -285,14 +370,25 @@ def _scatter_elements(b, m):
     axis = normalize_axis(int(attr(node, "axis", 0)), r)
     idx = _wrapped_indices(b, m, "indices", indices, xs[axis])
     vectors = _full_index_vectors(b, idx, r, axis)
-    return hlo(b, "ScatterND", x, vectors, updates, type=out_type(m), computation=_reduction(node),
-               index_vector_dim=r, update_window_dims=[], inserted_window_dims=list(range(r)),
-               scatter_dims_to_operand_dims=list(range(r)))
+    return hlo(
+        b,
+        "ScatterND",
+        x,
+        vectors,
+        updates,
+        type=out_type(m),
+        computation=_reduction(node),
+        index_vector_dim=r,
+        update_window_dims=[],
+        inserted_window_dims=list(range(r)),
+        scatter_dims_to_operand_dims=list(range(r)),
+    )
 
 
 # ---------------------------------------------------------------------------
 # Constants and shape queries
 # ---------------------------------------------------------------------------
+
 
 def _constant_value(node):
     for name in ("value", "value_float", "value_floats", "value_int", "value_ints"):
@@ -349,6 +445,7 @@ def _range(b, m):
 
 def _np_dtype(name):
     from ...types import element_type
+
     return element_type(name).numpy
 
 
@@ -439,8 +536,15 @@ def _cumulative(b, m):
     padded = pad_value(b, y, low, high, identity)
     window = [1] * len(xs)
     window[axis] = n
-    y = hlo(b, "ReduceWindow", padded, scalar(b, identity, dtype_of(x)), type=static_type(x),
-            computation=computation, window_dimensions=window)
+    y = hlo(
+        b,
+        "ReduceWindow",
+        padded,
+        scalar(b, identity, dtype_of(x)),
+        type=static_type(x),
+        computation=computation,
+        window_dimensions=window,
+    )
     return hlo(b, "Reverse", y, type=static_type(y), dimensions=[axis]) if reverse else y
 
 
@@ -448,5 +552,12 @@ def _cumulative(b, m):
 def _reverse_sequence(b, m):
     node = m.root
     x, lengths = node.inputs[:2]
-    return hlo(b, "ReverseSequence", x, lengths, type=out_type(m), batch_axis=int(attr(node, "batch_axis", 1)),
-               time_axis=int(attr(node, "time_axis", 0)))
+    return hlo(
+        b,
+        "ReverseSequence",
+        x,
+        lengths,
+        type=out_type(m),
+        batch_axis=int(attr(node, "batch_axis", 1)),
+        time_axis=int(attr(node, "time_axis", 0)),
+    )

@@ -50,20 +50,19 @@ converting a model with 1 GiB of external weights peaks far below 1 GiB
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from ... import budget
+from ...dialects.openvino.io import ELEMENT_TYPES
+from ...dialects.openvino.ops import elementwise as ov_elementwise
 from ...errors import ConversionError
 from ...ir import Model, Tensor, Value
 from ...types import TensorType, element_type, from_numpy
-from .. import register
-from .. import lowering
-from ..rewrite import Builder, convert_graph
-from ...dialects.openvino.io import ELEMENT_TYPES
-from ...dialects.openvino.ops import elementwise as ov_elementwise
+from .. import lowering, register
 from ..decompose import decompose_contrib
+from ..rewrite import Builder, convert_graph
 from ..static_inputs import WEIGHTLESS_BYTES, static_copy
 from ._common import OPSET, ov
 
@@ -79,8 +78,9 @@ RULES = lowering.rule_set("onnx", "openvino")
 
 
 @register("onnx", "openvino")
-def onnx_to_openvino(model: Model, input_shapes: Mapping[str, Sequence[int]] | None = None,
-                     dims: Mapping[str, int] | None = None) -> Model:
+def onnx_to_openvino(
+    model: Model, input_shapes: Mapping[str, Sequence[int]] | None = None, dims: Mapping[str, int] | None = None
+) -> Model:
     """Convert an ONNX model to an OpenVINO opset1 model (a new :class:`Model`; ``model`` is untouched).
 
     ``input_shapes`` gives static shapes for graph inputs whose declared shape
@@ -98,8 +98,7 @@ def onnx_to_openvino(model: Model, input_shapes: Mapping[str, Sequence[int]] | N
     _name_layers_after_values(graph)
     _give_outputs_layers_of_their_names(graph)
     _check_element_types(graph, where)
-    out = Model(graph, DIALECT, {OPSET: 1}, producer="opconv", doc=model.doc,
-                metadata=dict(model.metadata), path=None)
+    out = Model(graph, DIALECT, {OPSET: 1}, producer="opconv", doc=model.doc, metadata=dict(model.metadata), path=None)
     infer_port_types(out)
     return out
 
@@ -173,6 +172,7 @@ def _identity(b, value: Value) -> Value:
 # Port types
 # ---------------------------------------------------------------------------
 
+
 def infer_port_types(model: Model) -> None:
     """Set every node output's type from one run of opconv's opset1 executor on inputs of ones.
 
@@ -190,8 +190,11 @@ def infer_port_types(model: Model) -> None:
     feeds = {v.name: np.broadcast_to(np.ones((), element_type(v.dtype).numpy), tuple(v.shape)) for v in graph.inputs}
     saved = list(graph.outputs)
     graph.outputs = saved + [v for v in produced if all(v is not o for o in saved)]
-    weights = {id(v): v.const for v in graph.initializers.values()
-               if v.const.nbytes >= WEIGHTLESS_BYTES and element_type(v.const.dtype).numpy is not None}
+    weights = {
+        id(v): v.const
+        for v in graph.initializers.values()
+        if v.const.nbytes >= WEIGHTLESS_BYTES and element_type(v.const.dtype).numpy is not None
+    }
     for v in graph.initializers.values():
         if id(v) in weights:
             t = v.const
@@ -215,12 +218,13 @@ __all__ = ["onnx_to_openvino", "infer_port_types", "RULES"]
 # The type run: the opset1 executor with shape-only heavy kernels
 # ---------------------------------------------------------------------------
 
+
 def _zeros(shape, dtype) -> np.ndarray:
     """Zeros of ``shape`` that take no memory (a read-only broadcast view of one zero)."""
     return np.broadcast_to(np.zeros((), dtype), tuple(shape))
 
-def _conv_shape(ctx, x, w, output_shape=None, *, strides, pads_begin, pads_end, dilations, auto_pad="explicit",
-                **_):
+
+def _conv_shape(ctx, x, w, output_shape=None, *, strides, pads_begin, pads_end, dilations, auto_pad="explicit", **_):
     from ...dialects.openvino.ops._common import explicit_pads
     from ...kernels.conv import conv_output_size
 
@@ -238,8 +242,10 @@ def _pool_shape(ctx, x, *, strides, pads_begin, pads_end, kernel, rounding_type=
 
     begin, end = explicit_pads(auto_pad, x.shape[2:], kernel, strides, None, pads_begin, pads_end)
     ceil = (rounding_type or "floor").lower() == "ceil"
-    dims = [pool_output_size(i, k, s, 1, b, e, ceil, keep_pad_windows=True)
-            for i, k, s, b, e in zip(x.shape[2:], kernel, strides, begin, end)]
+    dims = [
+        pool_output_size(i, k, s, 1, b, e, ceil, keep_pad_windows=True)
+        for i, k, s, b, e in zip(x.shape[2:], kernel, strides, begin, end)
+    ]
     return _zeros(x.shape[:2] + tuple(dims), x.dtype)
 
 
@@ -266,7 +272,7 @@ def _matmul_shape(ctx, a, b, *, transpose_a=False, transpose_b=False):
 def _concat_shape(ctx, *inputs, axis):
     first = np.shape(inputs[0])
     axis = axis + len(first) if axis < 0 else axis
-    return first[:axis] + (sum(np.shape(x)[axis] for x in inputs),) + first[axis + 1:]
+    return first[:axis] + (sum(np.shape(x)[axis] for x in inputs),) + first[axis + 1 :]
 
 
 def _transpose_shape(ctx, x, order):
@@ -292,26 +298,59 @@ def _broadcast_shape(ctx, a, b, **_):
 def _float_shape_only(kernel, shape_of, data_index: int):
     """``kernel`` on integer data (which may be shapes the graph computes with); on float data, zeros of
     ``shape_of(ctx, *inputs, **attrs)``: no shape is ever computed from float values."""
+
     def run(ctx, *inputs, **attrs):
         data = np.asarray(inputs[data_index])
         if data.dtype.kind != "f":
             return kernel(ctx, *inputs, **attrs)
         return _zeros(shape_of(ctx, *inputs, **attrs), data.dtype)
+
     return run
 
 
 #: kernels replaced whatever the data: their output shape never depends on values
-_SHAPE_ONLY = {"Convolution": _conv_shape, "GroupConvolution": _conv_shape, "MaxPool": _pool_shape,
-               "AvgPool": _pool_shape, "MatMul": _matmul_shape}
+_SHAPE_ONLY = {
+    "Convolution": _conv_shape,
+    "GroupConvolution": _conv_shape,
+    "MaxPool": _pool_shape,
+    "AvgPool": _pool_shape,
+    "MatMul": _matmul_shape,
+}
 #: kernels replaced on float data: op -> (output shape function, index of the input whose type decides)
 _FLOAT_SHAPE_ONLY = {
-    **{op: (_broadcast_shape, 0) for op in ("Add", "Subtract", "Multiply", "Divide", "Maximum", "Minimum", "Power",
-                                            "SquaredDifference")},
-    **{op: (_same_shape, 0) for op in ("ReLU", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Abs", "Negative", "Erf",
-                                       "Elu", "Clamp", "Floor", "Ceiling", "PReLU", "SoftMax", "HardSigmoid", "Selu",
-                                       "LRN", "MVN", "NormalizeL2")},
+    **{
+        op: (_broadcast_shape, 0)
+        for op in ("Add", "Subtract", "Multiply", "Divide", "Maximum", "Minimum", "Power", "SquaredDifference")
+    },
+    **{
+        op: (_same_shape, 0)
+        for op in (
+            "ReLU",
+            "Sigmoid",
+            "Tanh",
+            "Exp",
+            "Log",
+            "Sqrt",
+            "Abs",
+            "Negative",
+            "Erf",
+            "Elu",
+            "Clamp",
+            "Floor",
+            "Ceiling",
+            "PReLU",
+            "SoftMax",
+            "HardSigmoid",
+            "Selu",
+            "LRN",
+            "MVN",
+            "NormalizeL2",
+        )
+    },
     "BatchNormInference": (lambda ctx, gamma, beta, x, *rest, **_: np.shape(x), 2),  # opset1 puts the data third
-    "Concat": (_concat_shape, 0), "Transpose": (_transpose_shape, 0), "Interpolate": (_interpolate_shape, 0),
+    "Concat": (_concat_shape, 0),
+    "Transpose": (_transpose_shape, 0),
+    "Interpolate": (_interpolate_shape, 0),
 }
 
 
@@ -324,6 +363,7 @@ def _on_uniform_stand_ins(kernel):
     """``kernel`` (element-wise) run on one element of each uniform input, its result broadcast to the full
     shape: on a run of ones, an integer or boolean op over a declared input of 2**31 elements computes one
     element instead of billions, with the same values."""
+
     def run(ctx, *inputs, **attrs):
         arrays = [np.asarray(x) for x in inputs]
         shapes = [a.shape for a in arrays]
@@ -339,6 +379,7 @@ def _on_uniform_stand_ins(kernel):
             return kernel(ctx, *inputs, **attrs)  # the kernel refuses the mismatch, as without stand-ins
         stand_ins = [a[(slice(0, 1),) * a.ndim] if _uniform(a) else a for a in arrays]
         return np.broadcast_to(np.asarray(kernel(ctx, *stand_ins, **attrs)), shape)
+
     return run
 
 
@@ -347,7 +388,8 @@ _ELEMENTWISE = {*ov_elementwise._BINARY, *ov_elementwise._UNARY, "Divide", "Elu"
 
 
 class TypeRun:
-    """Runs an opset1 model once with :data:`_SHAPE_ONLY` / :data:`_FLOAT_SHAPE_ONLY` kernels in place of the real ones."""
+    """Runs an opset1 model once with :data:`_SHAPE_ONLY` / :data:`_FLOAT_SHAPE_ONLY` kernels in place of the real
+    ones."""
 
     def __init__(self, model: Model):
         from ...dialects.openvino import executor as ov_executor

@@ -15,8 +15,19 @@ import numpy as np
 from ...attributes import typed_attributes
 from ...ir import Value
 from ...types import element_type
-from ..rewrite import (Builder, Match, Refuse, Rule, attr, const_input, constant_value, np_dtype, rank_of,
-                       static_shape, text_attr)
+from ..rewrite import (
+    Builder,
+    Match,
+    Refuse,
+    Rule,
+    attr,
+    const_input,
+    constant_value,
+    np_dtype,
+    rank_of,
+    static_shape,
+    text_attr,
+)
 
 OPSET = "opset1"
 
@@ -58,6 +69,22 @@ def variadic_inputs(m: Match) -> list[Value]:
 # The pattern helpers below multiplied one-node rules by arity; the translators of this package no longer use
 # them (onnx_to_hlo still does).
 
-__all__ = ["OPSET", "ov", "const", "i64", "variadic_inputs", "constant_list", "attr", "rank_of", "static_shape",
-           "text_attr", "const_input", "np_dtype", "constant_value",
-           "Refuse", "Rule", "Match", "Builder"]
+__all__ = [
+    "OPSET",
+    "ov",
+    "const",
+    "i64",
+    "variadic_inputs",
+    "constant_list",
+    "attr",
+    "rank_of",
+    "static_shape",
+    "text_attr",
+    "const_input",
+    "np_dtype",
+    "constant_value",
+    "Refuse",
+    "Rule",
+    "Match",
+    "Builder",
+]

@@ -91,8 +91,13 @@ def _hard_swish(b, m):
 @lower("onnx", "openvino", "Selu", inputs=1, names=("x",))
 def _selu(b, m):
     x = _float_input(m)
-    return ov(b, "Selu", x, _c(b, x, float(attr(m.root, "alpha", 1.67326319217681884765625)), "alpha"),
-              _c(b, x, float(attr(m.root, "gamma", 1.05070102214813232421875)), "lambda"))
+    return ov(
+        b,
+        "Selu",
+        x,
+        _c(b, x, float(attr(m.root, "alpha", 1.67326319217681884765625)), "alpha"),
+        _c(b, x, float(attr(m.root, "gamma", 1.05070102214813232421875)), "lambda"),
+    )
 
 
 @lower("onnx", "openvino", "Celu", inputs=1, names=("x",))
@@ -118,10 +123,22 @@ def _shrink(b, m):
     if np.dtype(np_dtype(x)).kind != "f" and (lambd != int(lambd) or bias != int(bias)):
         raise Refuse("Shrink of integers with fractional lambd/bias")
     zero = _c(b, x, 0, "zero")
-    low = ov(b, "Select", _bin(b, "Less", x, _c(b, x, -lambd, "low")), _bin(b, "Add", x, _c(b, x, bias, "bias")),
-             zero, auto_broadcast="numpy")
-    return ov(b, "Select", _bin(b, "Greater", x, _c(b, x, lambd, "high")),
-              _bin(b, "Subtract", x, _c(b, x, bias, "bias")), low, auto_broadcast="numpy")
+    low = ov(
+        b,
+        "Select",
+        _bin(b, "Less", x, _c(b, x, -lambd, "low")),
+        _bin(b, "Add", x, _c(b, x, bias, "bias")),
+        zero,
+        auto_broadcast="numpy",
+    )
+    return ov(
+        b,
+        "Select",
+        _bin(b, "Greater", x, _c(b, x, lambd, "high")),
+        _bin(b, "Subtract", x, _c(b, x, bias, "bias")),
+        low,
+        auto_broadcast="numpy",
+    )
 
 
 @lower("onnx", "openvino", "Swish", inputs=1, names=("x",))
@@ -180,8 +197,9 @@ def round_half_even(b, x, dtype):
     odd = _bin(b, "FloorMod", low, c(2, "two"))
     up_if_half = _bin(b, "Add", low, odd)
     at_half = ov(b, "Select", _bin(b, "Equal", frac, half), up_if_half, low, auto_broadcast="numpy")
-    return ov(b, "Select", _bin(b, "Greater", frac, half), _bin(b, "Add", low, c(1, "one")), at_half,
-              auto_broadcast="numpy")
+    return ov(
+        b, "Select", _bin(b, "Greater", frac, half), _bin(b, "Add", low, c(1, "one")), at_half, auto_broadcast="numpy"
+    )
 
 
 @lower("onnx", "openvino", "Asinh", inputs=1, names=("x",))

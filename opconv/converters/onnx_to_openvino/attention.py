@@ -15,7 +15,8 @@ import math
 import numpy as np
 
 from ..lowering import lower
-from ._common import OPSET, Refuse, attr, const, np_dtype, i64, ov, static_shape
+from ._common import OPSET, Refuse, attr, const, i64, np_dtype, ov, static_shape
+
 
 def _bin(b, op, a, c):
     return ov(b, op, a, c, auto_broadcast="numpy")
@@ -58,7 +59,7 @@ def _to_float32(b, x):
 
 
 @lower("onnx", "openvino", "LinearAttention", inputs=range(3, 7))
-def _linear_attention(b, m):
+def _linear_attention(b, m):  # noqa: C901  (the recurrence of the definition; one branch per update rule)
     """The definition's recurrence, in float32 like the definition: per step t, with (B, H, 1, D) slices,
 
     state *= exp(g_t) (gated); v_t = beta_t * (v_t - k_t @ state) (delta);
@@ -71,8 +72,10 @@ def _linear_attention(b, m):
         raise Refuse(f"update_rule {rule!r} (expected one of {', '.join(UPDATE_RULES)})")
     gated, delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
     if gated != (decay is not None) or delta != (beta is not None):
-        raise Refuse(f"update_rule {rule!r} with{'' if decay is not None else 'out'} decay and "
-                     f"with{'' if beta is not None else 'out'} beta")
+        raise Refuse(
+            f"update_rule {rule!r} with{'' if decay is not None else 'out'} decay and "
+            f"with{'' if beta is not None else 'out'} beta"
+        )
     dtype = np_dtype(q)
     if np.dtype(dtype) not in (np.float32, np.float16):
         raise Refuse(f"LinearAttention on {q.dtype}")
@@ -99,16 +102,22 @@ def _linear_attention(b, m):
         width = static_shape(decay)[2] // kv_heads
         if static_shape(decay)[2] not in (kv_heads, kv_heads * key_size):
             raise Refuse(f"decay of shape {static_shape(decay)} is not (B, T, H_kv) or (B, T, H_kv*d_k)")
-        grouped = ov(b, "Reshape", _to_float32(b, decay), i64(b, [batch, steps, kv_heads, width], "decay_heads"),
-                     special_zero=False)
+        grouped = ov(
+            b,
+            "Reshape",
+            _to_float32(b, decay),
+            i64(b, [batch, steps, kv_heads, width], "decay_heads"),
+            special_zero=False,
+        )
         factors = _steps(b, ov(b, "Exp", ov(b, "Transpose", grouped, i64(b, [0, 2, 3, 1], "perm"))), steps, 3)
     if delta:
         # (B, T, H or 1) -> (B, H or 1, T, 1): each step a (B, H or 1, 1, 1) rate
         width = static_shape(beta)[2]
         if width not in (1, kv_heads):
             raise Refuse(f"beta of shape {static_shape(beta)} is not (B, T, H_kv) or (B, T, 1)")
-        rates = ov(b, "Reshape", _to_float32(b, beta), i64(b, [batch, steps, width, 1], "beta_heads"),
-                   special_zero=False)
+        rates = ov(
+            b, "Reshape", _to_float32(b, beta), i64(b, [batch, steps, width, 1], "beta_heads"), special_zero=False
+        )
         rates = _steps(b, ov(b, "Transpose", rates, i64(b, [0, 2, 1, 3], "perm")), steps, 2)
     scale_const = const(b, scale, np.float32, "scale")
     outputs = []
@@ -121,11 +130,17 @@ def _linear_attention(b, m):
             value = _bin(b, "Multiply", rates[t], _bin(b, "Subtract", value, retrieved))
         state = _bin(b, "Add", state, ov(b, "MatMul", ks[t], value, transpose_a=True, transpose_b=False))
         read = state if q_heads == kv_heads else _repeat_heads(b, state, state_shape, q_heads // kv_heads)
-        outputs.append(_bin(b, "Multiply", ov(b, "MatMul", qs[t], read, transpose_a=False, transpose_b=False),
-                            scale_const))
+        outputs.append(
+            _bin(b, "Multiply", ov(b, "MatMul", qs[t], read, transpose_a=False, transpose_b=False), scale_const)
+        )
     y = outputs[0] if steps == 1 else ov(b, "Concat", *outputs, axis=2)
-    y = ov(b, "Reshape", ov(b, "Transpose", y, i64(b, [0, 2, 1, 3], "perm")),
-           i64(b, [batch, steps, q_heads * value_size], "merge"), special_zero=False)
+    y = ov(
+        b,
+        "Reshape",
+        ov(b, "Transpose", y, i64(b, [0, 2, 1, 3], "perm")),
+        i64(b, [batch, steps, q_heads * value_size], "merge"),
+        special_zero=False,
+    )
     if np.dtype(dtype) != np.float32:
         y = ov(b, "Convert", y, destination_type=np.dtype(dtype).name)
     if np.dtype(state_dtype) != np.float32:
@@ -136,6 +151,7 @@ def _linear_attention(b, m):
 # ---------------------------------------------------------------------------
 # FlexAttention (ai.onnx.preview 1) without modifier subgraphs
 # ---------------------------------------------------------------------------
+
 
 def _back_to_onnx(body, version: int):
     """A copy of a partly converted ``body`` (the nodes that needed its static shape are still ONNX) with its
@@ -155,9 +171,9 @@ def _inline_modifier(b, node, name: str, x, shape: tuple[int, ...]):
     element-wise ops is opset1 already; one that reads the shape (Shape, Range ...) is still partly ONNX, and is
     turned back into ONNX and converted on its own with ``shape``, where constant folding resolves it.
     """
-    from . import onnx_to_openvino  # the package's converter, for a body still in ONNX; imported late (a cycle)
     from ...errors import ConversionError, MalformedModelError
     from ...ir import Model, outer_references
+    from . import onnx_to_openvino  # the package's converter, for a body still in ONNX; imported late (a cycle)
 
     body = attr(node, name)
     if outer_references(body):
@@ -177,8 +193,12 @@ def _inline_modifier(b, node, name: str, x, shape: tuple[int, ...]):
     for value in body.initializers.values():
         values[id(value)] = b.const(value.const.numpy(), value.name)
     for layer in body.nodes:
-        made = b.op(layer.op, *[None if v is None else values[id(v)] for v in layer.inputs],
-                    _outputs=len(layer.outputs), **layer.attrs)
+        made = b.op(
+            layer.op,
+            *[None if v is None else values[id(v)] for v in layer.inputs],
+            _outputs=len(layer.outputs),
+            **layer.attrs,
+        )
         for out, new in zip(layer.outputs, made if isinstance(made, list) else [made]):
             values[id(out)] = new
     return values[id(body.outputs[0])]
@@ -194,7 +214,7 @@ def _flex_attention(b, m):
     if dtype not in (np.float32, np.float16, np.float64):
         raise Refuse(f"FlexAttention on {q.dtype}")
     precision = attr(node, "softmax_precision")
-    if precision is not None and not (precision, dtype) in ((1, np.float32), (1, np.float16), (11, np.float64)):
+    if precision is not None and (precision, dtype) not in ((1, np.float32), (1, np.float16), (11, np.float64)):
         raise Refuse(f"softmax_precision={precision} on {q.dtype}")
     q_shape, k_shape, v_shape = static_shape(q), static_shape(k), static_shape(v)
     if not len(q_shape) == len(k_shape) == len(v_shape) == 4:
@@ -207,8 +227,9 @@ def _flex_attention(b, m):
         v = _repeat_heads(b, v, v_shape, heads // kv_heads)
     scale = attr(node, "scale")
     root = const(b, math.sqrt(1 / math.sqrt(q_shape[3]) if scale is None else float(scale)), dtype, "sqrt_scale")
-    scores = ov(b, "MatMul", _bin(b, "Multiply", q, root), _bin(b, "Multiply", k, root),
-                transpose_a=False, transpose_b=True)
+    scores = ov(
+        b, "MatMul", _bin(b, "Multiply", q, root), _bin(b, "Multiply", k, root), transpose_a=False, transpose_b=True
+    )
     if dtype == np.float16:
         scores, v = _to_float32(b, scores), _to_float32(b, v)
     score_shape = (q_shape[0], heads, q_shape[2], k_shape[2])

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..lowering import lower
-from ._common import Refuse, attr, const, np_dtype, i64, ov, static_shape
+from ._common import Refuse, attr, const, i64, np_dtype, ov, static_shape
 
 ACTIVATIONS = ("none", "silu", "swish")  # swish is the same function as silu here (beta = 1)
 
@@ -36,17 +36,39 @@ def _causal_conv(b, m):
     padded = ov(b, "Concat", past, x, axis=2)
 
     data = m.constant("w")
-    grouped = b.const(np.asarray(data).reshape(channels, 1, 1, k), f"{weight.name}/grouped") if data is not None \
+    grouped = (
+        b.const(np.asarray(data).reshape(channels, 1, 1, k), f"{weight.name}/grouped")
+        if data is not None
         else ov(b, "Reshape", weight, i64(b, [channels, 1, 1, k], "grouped_shape"), special_zero=False)
-    y = ov(b, "GroupConvolution", padded, grouped, strides=[1], pads_begin=[0], pads_end=[0], dilations=[1],
-           auto_pad="explicit")
+    )
+    y = ov(
+        b,
+        "GroupConvolution",
+        padded,
+        grouped,
+        strides=[1],
+        pads_begin=[0],
+        pads_end=[0],
+        dilations=[1],
+        auto_pad="explicit",
+    )
     if bias is not None:
         column = ov(b, "Reshape", bias, i64(b, [1, channels, 1], "bias_shape"), special_zero=False)
         y = ov(b, "Add", y, column, auto_broadcast="numpy")
     if activation != "none":
         y = ov(b, "Multiply", y, ov(b, "Sigmoid", y), auto_broadcast="numpy")
 
-    state = ov(b, "StridedSlice", padded, i64(b, [0, 0, length], "begin"),
-               i64(b, [batch, channels, length + k - 1], "end"), i64(b, [1, 1, 1], "stride"),
-               begin_mask=[0, 0, 0], end_mask=[0, 0, 0], new_axis_mask=[], shrink_axis_mask=[], ellipsis_mask=[])
+    state = ov(
+        b,
+        "StridedSlice",
+        padded,
+        i64(b, [0, 0, length], "begin"),
+        i64(b, [batch, channels, length + k - 1], "end"),
+        i64(b, [1, 1, 1], "stride"),
+        begin_mask=[0, 0, 0],
+        end_mask=[0, 0, 0],
+        new_axis_mask=[],
+        shrink_axis_mask=[],
+        ellipsis_mask=[],
+    )
     return [y, state]

@@ -46,8 +46,8 @@ import numpy as np
 from ...errors import ExecutionError
 from ...ir import Graph, Model, Value, outer_references
 from ...types import TensorType, element_type, from_numpy
-from ..rewrite import Builder, Match, branch_outputs_differ, same_domain
 from ..lowering import lower
+from ..rewrite import Builder, Match, branch_outputs_differ, same_domain
 from ._common import OPSET, Refuse, attr, constant_value, np_dtype, ov, static_shape
 
 #: the longest static trip count converted: the iteration numbers are a constant of this many int64
@@ -140,8 +140,10 @@ class _Body:
         param = self.params[back_to]
         if tuple(static_shape(value)) != tuple(body_shape) or value.dtype != param.dtype:
             # Refused after the body was changed: no other translator converts the node, so the conversion fails.
-            raise Refuse(f"body output {self.old_outputs[k].name!r} is {value.type}, its input "
-                         f"{param.dtype}{list(body_shape)}: a carried value must keep its type and shape")
+            raise Refuse(
+                f"body output {self.old_outputs[k].name!r} is {value.type}, its input "
+                f"{param.dtype}{list(body_shape)}: a carried value must keep its type and shape"
+            )
         if tuple(body_shape) != tuple(shape):
             value = self._reshape(value, shape)
         r = self._result(value)
@@ -206,8 +208,9 @@ class _Body:
             # outside the port map reads one (it keeps Results the port map does not name).
             self.results.append(self._copy(sliced[0]))
         self.infer_types(self.results)
-        self.body.meta = {"port_map": {"inputs": self.port_inputs, "outputs": self.port_outputs,
-                                       "back_edges": self.back_edges}}
+        self.body.meta = {
+            "port_map": {"inputs": self.port_inputs, "outputs": self.port_outputs, "back_edges": self.back_edges}
+        }
         result = ov(b, "TensorIterator", *self.outer, body=self.body, _outputs=n_outputs)
         return result if isinstance(result, list) else [result]
 
@@ -244,6 +247,7 @@ def _with_unit(shape, axis: int) -> tuple:
 # Scan
 # ---------------------------------------------------------------------------
 
+
 @lower("onnx", "openvino", "Scan")
 def scan(b: Builder, m: Match):
     node = m.root
@@ -257,8 +261,12 @@ def scan(b: Builder, m: Match):
     n_scan = int(attr(node, "num_scan_inputs"))
     n_state = len(inputs) - n_scan
     n_scan_out = len(node.outputs) - n_state
-    if n_state < 0 or n_scan_out < 0 or len(body_graph.inputs) != len(inputs) \
-            or len(body_graph.outputs) != len(node.outputs):
+    if (
+        n_state < 0
+        or n_scan_out < 0
+        or len(body_graph.inputs) != len(inputs)
+        or len(body_graph.outputs) != len(node.outputs)
+    ):
         raise Refuse("its inputs, outputs and body do not agree on the number of states and scan values")
     _require_typed(inputs, "an input")
     scan_inputs = inputs[n_state:]
@@ -270,8 +278,7 @@ def scan(b: Builder, m: Match):
         in_reverse = [bool(d) for d in (attr(node, "directions") or [0] * n_scan)]
         out_axes, out_reverse = [1] * n_scan_out, [False] * n_scan_out
     else:
-        in_axes = [a % len(static_shape(v)) for a, v in
-                   zip(attr(node, "scan_input_axes") or [0] * n_scan, scan_inputs)]
+        in_axes = [a % len(static_shape(v)) for a, v in zip(attr(node, "scan_input_axes") or [0] * n_scan, scan_inputs)]
         in_reverse = [bool(d) for d in (attr(node, "scan_input_directions") or [0] * n_scan)]
         out_axes = list(attr(node, "scan_output_axes") or [0] * n_scan_out)
         out_reverse = [bool(d) for d in (attr(node, "scan_output_directions") or [0] * n_scan_out)]
@@ -313,7 +320,7 @@ def _check_sequence_lens(lens: Value | None, inputs: list, node) -> None:
     if data is None:
         raise Refuse(f"sequence_lens ({lens.name!r}) must be a constant")
     n_scan = int(attr(node, "num_scan_inputs"))
-    full = {static_shape(v)[1] for v in inputs[len(inputs) - n_scan:] if v is not None}
+    full = {static_shape(v)[1] for v in inputs[len(inputs) - n_scan :] if v is not None}
     if len(full) != 1 or not np.all(np.asarray(data) == full.pop()):
         raise Refuse("sequence_lens must be the full length of every sequence (a TensorIterator runs a fixed count)")
 
@@ -321,6 +328,7 @@ def _check_sequence_lens(lens: Value | None, inputs: list, node) -> None:
 # ---------------------------------------------------------------------------
 # Loop
 # ---------------------------------------------------------------------------
+
 
 @lower("onnx", "openvino", "Loop")
 def loop(b: Builder, m: Match):
@@ -331,8 +339,10 @@ def loop(b: Builder, m: Match):
     if condition is not None:
         data = constant_value(condition)
         if data is None or not np.all(data):
-            raise Refuse(f"its condition ({condition.name!r}) must be omitted or a constant true "
-                         "(a TensorIterator cannot stop early)")
+            raise Refuse(
+                f"its condition ({condition.name!r}) must be omitted or a constant true "
+                "(a TensorIterator cannot stop early)"
+            )
     carried = inputs[2:]
     body_graph: Graph = node.attr("body")
     n_carried = len(carried)
@@ -380,8 +390,10 @@ def _check_kept(body: Graph, first: int, shapes: list) -> None:
     for k, shape in enumerate(shapes):
         declared = body.outputs[first + k].shape
         if declared is not None and all(isinstance(d, int) for d in declared) and tuple(declared) != tuple(shape):
-            raise Refuse(f"body output {body.outputs[first + k].name!r} is {list(declared)} where its initial value "
-                         f"is {list(shape)}: a carried value must keep its shape")
+            raise Refuse(
+                f"body output {body.outputs[first + k].name!r} is {list(declared)} where its initial value "
+                f"is {list(shape)}: a carried value must keep its shape"
+            )
 
 
 def _require_typed(values, what: str) -> None:
@@ -396,21 +408,29 @@ def _require_typed(values, what: str) -> None:
 def _check_condition_kept(body: Graph) -> None:
     """Refuse unless the body's condition output is its condition input or a constant true."""
     out, condition_in = body.outputs[0], body.inputs[1]
-    while out is not condition_in and constant_value(out) is None and out.producer is not None \
-            and out.producer.op == "Convert" and out.producer.attr("destination_type") == "bool":
+    while (
+        out is not condition_in
+        and constant_value(out) is None
+        and out.producer is not None
+        and out.producer.op == "Convert"
+        and out.producer.attr("destination_type") == "bool"
+    ):
         out = out.producer.inputs[0]
     if out is condition_in:
         return
     data = constant_value(out)
     if data is not None and np.all(data):
         return
-    raise Refuse(f"its body's condition output ({body.outputs[0].name!r}) may become false; only a condition "
-                 "that stays true converts")
+    raise Refuse(
+        f"its body's condition output ({body.outputs[0].name!r}) may become false; only a condition "
+        "that stays true converts"
+    )
 
 
 # ---------------------------------------------------------------------------
 # If
 # ---------------------------------------------------------------------------
+
 
 @lower("onnx", "openvino", "If")
 def if_branches(b: Builder, m: Match):

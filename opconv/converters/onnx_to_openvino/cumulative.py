@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..lowering import lower
-from ._common import Refuse, attr, const_input, np_dtype, i64, ov, static_shape
+from ._common import Refuse, attr, const_input, i64, np_dtype, ov, static_shape
 
 
 def _shifted(b, x, shape, dtype, axis: int, step: int, identity, toward_end: bool):
@@ -26,8 +26,19 @@ def _shifted(b, x, shape, dtype, axis: int, step: int, identity, toward_end: boo
         end[axis] = n - step
     else:
         begin[axis] = step
-    kept = ov(b, "StridedSlice", x, i64(b, begin, "begin"), i64(b, end, "end"), i64(b, [1] * rank, "stride"),
-              begin_mask=[0] * rank, end_mask=[0] * rank, new_axis_mask=[], shrink_axis_mask=[], ellipsis_mask=[])
+    kept = ov(
+        b,
+        "StridedSlice",
+        x,
+        i64(b, begin, "begin"),
+        i64(b, end, "end"),
+        i64(b, [1] * rank, "stride"),
+        begin_mask=[0] * rank,
+        end_mask=[0] * rank,
+        new_axis_mask=[],
+        shrink_axis_mask=[],
+        ellipsis_mask=[],
+    )
     parts = [fill, kept] if toward_end else [kept, fill]
     return ov(b, "Concat", *parts, axis=axis)
 
@@ -48,8 +59,11 @@ def _scan(b, m):
     reverse = bool(attr(m.root, "reverse", 0))
     y = x
     if attr(m.root, "exclusive", 0):
-        y = _shifted(b, y, shape, dtype, axis, 1, identity, not reverse) if shape[axis] > 1 else \
-            b.const(np.full(shape, identity, dtype), "scan_identity")
+        y = (
+            _shifted(b, y, shape, dtype, axis, 1, identity, not reverse)
+            if shape[axis] > 1
+            else b.const(np.full(shape, identity, dtype), "scan_identity")
+        )
     step = 1
     while step < shape[axis]:
         y = ov(b, combine, y, _shifted(b, y, shape, dtype, axis, step, identity, not reverse), auto_broadcast="numpy")

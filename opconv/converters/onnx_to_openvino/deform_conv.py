@@ -32,7 +32,7 @@ import math
 import numpy as np
 
 from ..lowering import lower
-from ._common import Refuse, attr, const, np_dtype, i64, ov, static_shape
+from ._common import Refuse, attr, const, i64, np_dtype, ov, static_shape
 
 
 def _output_size(size: int, kernel: int, stride: int, dilation: int, begin: int, end: int) -> int:
@@ -56,16 +56,31 @@ def _sampling_conv(b, padded, offset, w, placements, out, dtype, **attrs):
     begin, end, lead, trail = (list(column) for column in zip(*placements))
     cut = any(lead) or any(trail)
     if cut:
-        offset = ov(b, "Pad", offset, i64(b, [0, 0, *lead], "lead"), i64(b, [0, 0, *trail], "trail"),
-                    const(b, 0, dtype, "zero"), pad_mode="constant")
-    y = ov(b, "DeformableConvolution", padded, offset, w, pads_begin=begin, pads_end=end, auto_pad="explicit",
-           **attrs)
+        offset = ov(
+            b,
+            "Pad",
+            offset,
+            i64(b, [0, 0, *lead], "lead"),
+            i64(b, [0, 0, *trail], "trail"),
+            const(b, 0, dtype, "zero"),
+            pad_mode="constant",
+        )
+    y = ov(b, "DeformableConvolution", padded, offset, w, pads_begin=begin, pads_end=end, auto_pad="explicit", **attrs)
     if not cut:
         return y
-    return ov(b, "StridedSlice", y, i64(b, [0, 0, *lead], "begin"),
-              i64(b, [0, 0, *(t + n for t, n in zip(lead, out))], "end"), i64(b, [1, 1, 1, 1], "stride"),
-              begin_mask=[1, 1, 0, 0], end_mask=[1, 1, 0, 0], new_axis_mask=[], shrink_axis_mask=[],
-              ellipsis_mask=[])
+    return ov(
+        b,
+        "StridedSlice",
+        y,
+        i64(b, [0, 0, *lead], "begin"),
+        i64(b, [0, 0, *(t + n for t, n in zip(lead, out))], "end"),
+        i64(b, [1, 1, 1, 1], "stride"),
+        begin_mask=[1, 1, 0, 0],
+        end_mask=[1, 1, 0, 0],
+        new_axis_mask=[],
+        shrink_axis_mask=[],
+        ellipsis_mask=[],
+    )
 
 
 def _reshape(b, x, shape, name: str):
@@ -86,18 +101,34 @@ def _modulated(b, m, padded, geometry):
     per_group = [batch, offset_group, channels // offset_group, *out]
     columns = []
     for index, tap in enumerate(taps):
-        pick = dict(begin_mask=[1, 1, 0], end_mask=[1, 1, 0], new_axis_mask=[],
-                    shrink_axis_mask=[0, 0, 1], ellipsis_mask=[])
+        pick = dict(
+            begin_mask=[1, 1, 0], end_mask=[1, 1, 0], new_axis_mask=[], shrink_axis_mask=[0, 0, 1], ellipsis_mask=[]
+        )
         first, last, step = i64(b, [0, 0, index], "tap"), i64(b, [0, 0, index + 1], "tap_end"), i64(b, [1] * 3)
-        tap_offset = _reshape(b, ov(b, "StridedSlice", offsets, first, last, step, **pick),
-                              [batch, offset_group * 2, *out], "tap_offset")
-        placements = [_placement(size, 1, s, 1, pb, a * d, n)
-                      for size, s, d, pb, a, n in zip(x_shape[2:], strides, dilations, pads[:2], tap, out)]
-        samples = _sampling_conv(b, padded, tap_offset, ones, placements, out, dtype, strides=strides, dilations=[1, 1],
-                                 group=channels, deformable_group=offset_group)
+        tap_offset = _reshape(
+            b, ov(b, "StridedSlice", offsets, first, last, step, **pick), [batch, offset_group * 2, *out], "tap_offset"
+        )
+        placements = [
+            _placement(size, 1, s, 1, pb, a * d, n)
+            for size, s, d, pb, a, n in zip(x_shape[2:], strides, dilations, pads[:2], tap, out)
+        ]
+        samples = _sampling_conv(
+            b,
+            padded,
+            tap_offset,
+            ones,
+            placements,
+            out,
+            dtype,
+            strides=strides,
+            dilations=[1, 1],
+            group=channels,
+            deformable_group=offset_group,
+        )
         tap_mask = ov(b, "StridedSlice", masks, first, last, step, **pick)  # (N, og, 1, *out)
-        weighted = ov(b, "Multiply", _reshape(b, samples, per_group, "per_offset_group"), tap_mask,
-                      auto_broadcast="numpy")
+        weighted = ov(
+            b, "Multiply", _reshape(b, samples, per_group, "per_offset_group"), tap_mask, auto_broadcast="numpy"
+        )
         columns.append(_reshape(b, weighted, [batch, channels, 1, *out], "column"))
     stacked = _reshape(b, ov(b, "Concat", *columns, axis=2), [batch, channels * len(taps), *out], "im2col")
     out_channels = w_shape[0]
@@ -125,8 +156,9 @@ def _deform_conv(b, m):
     group, offset_group = int(attr(node, "group", 1)), int(attr(node, "offset_group", 1))
     channels, out_channels = x_shape[1], w_shape[0]
     if channels % group or out_channels % group or channels // group != w_shape[1] or channels % offset_group:
-        raise Refuse(f"{channels} input channels, weights {w_shape}: do not fit group={group}, "
-                     f"offset_group={offset_group}")
+        raise Refuse(
+            f"{channels} input channels, weights {w_shape}: do not fit group={group}, offset_group={offset_group}"
+        )
     strides = list(attr(node, "strides", [1] * spatial))
     dilations = list(attr(node, "dilations", [1] * spatial))
     pads = list(attr(node, "pads", [0] * 2 * spatial))
@@ -140,16 +172,36 @@ def _deform_conv(b, m):
         raise Refuse(f"offset of shape {offset_shape}, expected {expected}")
     mask = m.values.get("mask")
     if mask is not None and static_shape(mask) != (x_shape[0], offset_group * math.prod(kernel), *out):
-        raise Refuse(f"mask of shape {static_shape(mask)}, expected "
-                     f"{(x_shape[0], offset_group * math.prod(kernel), *out)}")
+        raise Refuse(
+            f"mask of shape {static_shape(mask)}, expected {(x_shape[0], offset_group * math.prod(kernel), *out)}"
+        )
 
-    padded = ov(b, "Pad", x, i64(b, [0, 0, 1, 1], "pads_begin"), i64(b, [0, 0, 1, 1], "pads_end"),
-                const(b, 0, dtype, "zero"), pad_mode="constant")
+    padded = ov(
+        b,
+        "Pad",
+        x,
+        i64(b, [0, 0, 1, 1], "pads_begin"),
+        i64(b, [0, 0, 1, 1], "pads_end"),
+        const(b, 0, dtype, "zero"),
+        pad_mode="constant",
+    )
     if mask is None:
-        placements = [_placement(*args, 0, n) for args, n in
-                      zip(zip(x_shape[2:], kernel, strides, dilations, pads[:2]), out)]
-        y = _sampling_conv(b, padded, offset, w, placements, out, dtype, strides=strides, dilations=dilations,
-                           group=group, deformable_group=offset_group)
+        placements = [
+            _placement(*args, 0, n) for args, n in zip(zip(x_shape[2:], kernel, strides, dilations, pads[:2]), out)
+        ]
+        y = _sampling_conv(
+            b,
+            padded,
+            offset,
+            w,
+            placements,
+            out,
+            dtype,
+            strides=strides,
+            dilations=dilations,
+            group=group,
+            deformable_group=offset_group,
+        )
     else:
         y = _modulated(b, m, padded, (x_shape, w_shape, kernel, strides, dilations, pads, out, group, offset_group))
     bias = m.values.get("bias")

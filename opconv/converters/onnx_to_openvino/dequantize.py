@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ...types import from_onnx_code
 from ..lowering import lower
-from ._common import Refuse, attr, np_dtype, i64, ov, rank_of, static_shape
+from ._common import Refuse, attr, i64, np_dtype, ov, rank_of, static_shape
 
 INTEGER_INPUTS = {"uint8", "int8", "uint16", "int16", "int32"}
 
@@ -25,7 +25,7 @@ def spread(b, param, x, axis: int, block: int):
         x_shape = static_shape(x)
         if x_shape[axis] != shape[axis] * block:
             raise Refuse(f"axis {axis} of size {x_shape[axis]} is not {shape[axis]} blocks of {block}")
-        wide = list(shape[:axis + 1]) + [block] + list(shape[axis + 1:])
+        wide = list(shape[: axis + 1]) + [block] + list(shape[axis + 1 :])
         param = ov(b, "Unsqueeze", param, i64(b, [axis + 1], "block_axis"))
         param = ov(b, "Broadcast", param, i64(b, wide, "blocks"), mode="numpy")
         return ov(b, "Reshape", param, i64(b, x_shape, "shape"), special_zero=False)
@@ -51,6 +51,11 @@ def _dequantize(b, m):
     y = ov(b, "Convert", x, destination_type=scale.dtype)
     zero_point = m.values.get("zero_point")
     if zero_point is not None:
-        y = ov(b, "Subtract", y, ov(b, "Convert", spread(b, zero_point, x, axis, block),
-                                    destination_type=scale.dtype), auto_broadcast="numpy")
+        y = ov(
+            b,
+            "Subtract",
+            y,
+            ov(b, "Convert", spread(b, zero_point, x, axis, block), destination_type=scale.dtype),
+            auto_broadcast="numpy",
+        )
     return ov(b, "Multiply", y, spread(b, scale, x, axis, block), auto_broadcast="numpy")

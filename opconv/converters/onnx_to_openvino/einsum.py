@@ -29,7 +29,7 @@ def _parse(equation: str, ranks: list[int]) -> tuple[list[str], str]:
     def expand(term: str, rank: int | None) -> str:
         if "..." not in term:
             return term
-        own = ellipsis[width - (rank - len(term.replace("...", ""))):] if rank is not None else ellipsis
+        own = ellipsis[width - (rank - len(term.replace("...", ""))) :] if rank is not None else ellipsis
         return term.replace("...", own)
 
     terms = [expand(t, r) for t, r in zip(terms, ranks)]
@@ -57,8 +57,7 @@ def _sum_out(b, x, labels: str, keep: set[str]):
     gone = [i for i, c in enumerate(labels) if c not in keep]
     if not gone:
         return x, labels
-    return (ov(b, "ReduceSum", x, i64(b, gone, "axes"), keep_dims=False),
-            "".join(c for c in labels if c in keep))
+    return (ov(b, "ReduceSum", x, i64(b, gone, "axes"), keep_dims=False), "".join(c for c in labels if c in keep))
 
 
 def _reshape(b, x, shape: list[int]):
@@ -82,17 +81,21 @@ def _einsum(b, m):
         return _transpose(b, x, labels, out)
     if len(operands) != 2:
         raise Refuse(f"{len(operands)} operands (one or two are mapped)")
-    (a, ta), (c, tc) = (_sum_out(b, v, t, set(out) | set(other))
-                        for v, t, other in ((operands[0], terms[0], terms[1]), (operands[1], terms[1], terms[0])))
+    (a, ta), (c, tc) = (
+        _sum_out(b, v, t, set(out) | set(other))
+        for v, t, other in ((operands[0], terms[0], terms[1]), (operands[1], terms[1], terms[0]))
+    )
     batch = [x for x in out if x in ta and x in tc]
     contracted = [x for x in ta if x in tc and x not in out]
     rows = [x for x in ta if x not in tc]
     cols = [x for x in tc if x not in ta]
     size = lambda labels: int(np.prod([dims[x] for x in labels], dtype=np.int64))  # noqa: E731
-    left = _reshape(b, _transpose(b, a, ta, "".join(batch + rows + contracted)),
-                    [size(batch), size(rows), size(contracted)])
-    right = _reshape(b, _transpose(b, c, tc, "".join(batch + contracted + cols)),
-                     [size(batch), size(contracted), size(cols)])
+    left = _reshape(
+        b, _transpose(b, a, ta, "".join(batch + rows + contracted)), [size(batch), size(rows), size(contracted)]
+    )
+    right = _reshape(
+        b, _transpose(b, c, tc, "".join(batch + contracted + cols)), [size(batch), size(contracted), size(cols)]
+    )
     product = ov(b, "MatMul", left, right, transpose_a=False, transpose_b=False)
     labels = "".join(batch + rows + cols)
     if not labels:

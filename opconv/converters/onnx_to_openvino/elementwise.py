@@ -155,15 +155,28 @@ def _mod(b, m):
         dtype = np_dtype(a)
         inf = const(b, np.inf, dtype, "inf")
         rest = ov(b, "Mod", a, c, auto_broadcast="numpy")
-        rest = ov(b, "Select", ov(b, "Equal", ov(b, "Abs", c), inf, auto_broadcast="numpy"), a, rest,
-                  auto_broadcast="numpy")
-        rest = ov(b, "Select", ov(b, "Equal", ov(b, "Abs", a), inf, auto_broadcast="numpy"),
-                  const(b, np.nan, dtype, "nan"), rest, auto_broadcast="numpy")
+        rest = ov(
+            b, "Select", ov(b, "Equal", ov(b, "Abs", c), inf, auto_broadcast="numpy"), a, rest, auto_broadcast="numpy"
+        )
+        rest = ov(
+            b,
+            "Select",
+            ov(b, "Equal", ov(b, "Abs", a), inf, auto_broadcast="numpy"),
+            const(b, np.nan, dtype, "nan"),
+            rest,
+            auto_broadcast="numpy",
+        )
         zero = const(b, 0, dtype, "zero")
-        signs_differ = ov(b, "NotEqual", ov(b, "Less", rest, zero, auto_broadcast="numpy"),
-                          ov(b, "Less", c, zero, auto_broadcast="numpy"), auto_broadcast="numpy")
-        moves = ov(b, "LogicalAnd", signs_differ, ov(b, "NotEqual", rest, zero, auto_broadcast="numpy"),
-                   auto_broadcast="numpy")
+        signs_differ = ov(
+            b,
+            "NotEqual",
+            ov(b, "Less", rest, zero, auto_broadcast="numpy"),
+            ov(b, "Less", c, zero, auto_broadcast="numpy"),
+            auto_broadcast="numpy",
+        )
+        moves = ov(
+            b, "LogicalAnd", signs_differ, ov(b, "NotEqual", rest, zero, auto_broadcast="numpy"), auto_broadcast="numpy"
+        )
         return ov(b, "Select", moves, ov(b, "Add", rest, c, auto_broadcast="numpy"), rest, auto_broadcast="numpy")
     return ov(b, "Mod" if attr(m.root, "fmod", 0) else "FloorMod", a, c, auto_broadcast="numpy")
 
@@ -189,13 +202,23 @@ def _bit_shift(b, m):
         return _signed_bit_shift(b, m, x, y, kind)
     if kind.kind != "u" or kind.itemsize > 2:
         raise Refuse(f"BitShift of {x.dtype} (decomposed for uint8/uint16 and int8/int16/int32)")
-    power = ov(b, "Power", const(b, 2, np.float32, "two"), ov(b, "Convert", y, destination_type="float32"),
-               auto_broadcast="numpy")
+    power = ov(
+        b,
+        "Power",
+        const(b, 2, np.float32, "two"),
+        ov(b, "Convert", y, destination_type="float32"),
+        auto_broadcast="numpy",
+    )
     wide = ov(b, "Convert", x, destination_type="float32")
     if attr(m.root, "direction", "LEFT") in ("LEFT", b"LEFT"):
         # Bits shifted past the type's width are lost: keep the product modulo 2**bits.
-        shifted = ov(b, "FloorMod", ov(b, "Multiply", wide, power, auto_broadcast="numpy"),
-                     const(b, 2.0 ** (8 * kind.itemsize), np.float32, "modulus"), auto_broadcast="numpy")
+        shifted = ov(
+            b,
+            "FloorMod",
+            ov(b, "Multiply", wide, power, auto_broadcast="numpy"),
+            const(b, 2.0 ** (8 * kind.itemsize), np.float32, "modulus"),
+            auto_broadcast="numpy",
+        )
     else:
         shifted = ov(b, "Floor", ov(b, "Divide", wide, power, auto_broadcast="numpy"))
     return ov(b, "Convert", shifted, destination_type=x.dtype)
@@ -209,9 +232,13 @@ def _signed_bit_shift(b, m, x, y, kind: np.dtype):
     bits = 8 * kind.itemsize
     wide = ov(b, "Convert", x, destination_type="int32") if bits < 32 else x
     count = ov(b, "Convert", y, destination_type="int32") if y.dtype != "int32" else y
-    outside = ov(b, "LogicalOr", ov(b, "Less", count, const(b, 0, np.int32, "zero"), auto_broadcast="numpy"),
-                 ov(b, "GreaterEqual", count, const(b, bits, np.int32, "bits"), auto_broadcast="numpy"),
-                 auto_broadcast="numpy")
+    outside = ov(
+        b,
+        "LogicalOr",
+        ov(b, "Less", count, const(b, 0, np.int32, "zero"), auto_broadcast="numpy"),
+        ov(b, "GreaterEqual", count, const(b, bits, np.int32, "bits"), auto_broadcast="numpy"),
+        auto_broadcast="numpy",
+    )
     index = ov(b, "Clamp", count, min=0.0, max=float(bits - 1))
     powers = b.const((np.int64(1) << np.arange(bits, dtype=np.int64)).astype(np.uint32).view(np.int32), "powers")
     power = ov(b, "Gather", powers, index, const(b, [0], np.int64, "axis"))
@@ -224,25 +251,53 @@ def _signed_bit_shift(b, m, x, y, kind: np.dtype):
             # |x| * 2**y < 2**30 fits int32; keep the low `bits` bits as a signed value.
             half = const(b, 1 << (bits - 1), np.int32, "half")
             product = ov(b, "Multiply", wide, power, auto_broadcast="numpy")
-            shifted = ov(b, "Subtract", ov(b, "FloorMod", ov(b, "Add", product, half, auto_broadcast="numpy"),
-                                           const(b, 1 << bits, np.int32, "modulus"), auto_broadcast="numpy"),
-                         half, auto_broadcast="numpy")
+            shifted = ov(
+                b,
+                "Subtract",
+                ov(
+                    b,
+                    "FloorMod",
+                    ov(b, "Add", product, half, auto_broadcast="numpy"),
+                    const(b, 1 << bits, np.int32, "modulus"),
+                    auto_broadcast="numpy",
+                ),
+                half,
+                auto_broadcast="numpy",
+            )
         result = ov(b, "Select", outside, zero, shifted, auto_broadcast="numpy")
     else:
         if bits == 32:
             # The divisor 2**31 does not fit int32, but x >> 31 is the sign fill, as for a shift past the width.
-            outside = ov(b, "LogicalOr", outside, ov(b, "Equal", count, const(b, 31, np.int32, "last"),
-                                                     auto_broadcast="numpy"), auto_broadcast="numpy")
+            outside = ov(
+                b,
+                "LogicalOr",
+                outside,
+                ov(b, "Equal", count, const(b, 31, np.int32, "last"), auto_broadcast="numpy"),
+                auto_broadcast="numpy",
+            )
         # floor(x / 2**y) from the truncating division (OpenVINO's CPU plugin truncates integer Divide even
         # with m_pythondiv): one less where x is negative and the division leaves a remainder.
         quotient = ov(b, "Divide", wide, power, auto_broadcast="numpy", m_pythondiv=False)
-        inexact = ov(b, "NotEqual", ov(b, "Multiply", quotient, power, auto_broadcast="numpy"), wide,
-                     auto_broadcast="numpy")
+        inexact = ov(
+            b, "NotEqual", ov(b, "Multiply", quotient, power, auto_broadcast="numpy"), wide, auto_broadcast="numpy"
+        )
         below = ov(b, "LogicalAnd", inexact, ov(b, "Less", wide, zero, auto_broadcast="numpy"), auto_broadcast="numpy")
-        shifted = ov(b, "Select", below, ov(b, "Subtract", quotient, const(b, 1, np.int32, "one"),
-                                            auto_broadcast="numpy"), quotient, auto_broadcast="numpy")
-        sign = ov(b, "Select", ov(b, "Less", wide, zero, auto_broadcast="numpy"), const(b, -1, np.int32, "minus_one"),
-                  zero, auto_broadcast="numpy")
+        shifted = ov(
+            b,
+            "Select",
+            below,
+            ov(b, "Subtract", quotient, const(b, 1, np.int32, "one"), auto_broadcast="numpy"),
+            quotient,
+            auto_broadcast="numpy",
+        )
+        sign = ov(
+            b,
+            "Select",
+            ov(b, "Less", wide, zero, auto_broadcast="numpy"),
+            const(b, -1, np.int32, "minus_one"),
+            zero,
+            auto_broadcast="numpy",
+        )
         result = ov(b, "Select", outside, sign, shifted, auto_broadcast="numpy")
     return result if bits == 32 else ov(b, "Convert", result, destination_type=x.dtype)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..lowering import lower
-from ._common import Refuse, attr, const_input, np_dtype, i64, ov, static_shape
+from ._common import Refuse, attr, const_input, i64, np_dtype, ov, static_shape
 
 
 def _positions(n: int, align_corners: bool) -> np.ndarray:

@@ -13,8 +13,20 @@ import numpy as np
 from ... import budget
 from ...types import from_onnx_code
 from ..lowering import lower
-from ._common import (Refuse, attr, const, const_input, constant_list, constant_value, i64, np_dtype, ov, rank_of,
-                      static_shape, text_attr)
+from ._common import (
+    Refuse,
+    attr,
+    const,
+    const_input,
+    constant_list,
+    constant_value,
+    i64,
+    np_dtype,
+    ov,
+    rank_of,
+    static_shape,
+    text_attr,
+)
 
 
 @lower("onnx", "openvino", "Expand", inputs=2, names=("x", "shape"))
@@ -32,6 +44,7 @@ def _expand(b, m):
 # Slice -> StridedSlice
 # ---------------------------------------------------------------------------
 
+
 @lower("onnx", "openvino", "Slice", inputs=1, names=("x",))
 def _slice_1(b, m):
     node, shape = m.root, static_shape(m["x"])
@@ -41,8 +54,15 @@ def _slice_1(b, m):
 @lower("onnx", "openvino", "Slice", since=10, inputs=(3, 4, 5), names=("x", "starts", "ends", "axes", "steps"))
 def _slice_10(b, m):
     shape = static_shape(m["x"])
-    return _slice(b, m, shape, constant_list(m, "starts"), constant_list(m, "ends"), constant_list(m, "axes"),
-                  constant_list(m, "steps"))
+    return _slice(
+        b,
+        m,
+        shape,
+        constant_list(m, "starts"),
+        constant_list(m, "ends"),
+        constant_list(m, "axes"),
+        constant_list(m, "steps"),
+    )
 
 
 def _slice(b, m, shape: tuple[int, ...], starts: list, ends: list, axes: list | None, steps: list | None):
@@ -63,13 +83,25 @@ def _slice(b, m, shape: tuple[int, ...], starts: list, ends: list, axes: list | 
         begin[axis], stride[axis], begin_mask[axis] = lo, st, 0
         if hi >= 0:
             end[axis], end_mask[axis] = hi, 0
-    return ov(b, "StridedSlice", m["x"], i64(b, begin, "begin"), i64(b, end, "end"), i64(b, stride, "stride"),
-              begin_mask=begin_mask, end_mask=end_mask, new_axis_mask=[], shrink_axis_mask=[], ellipsis_mask=[])
+    return ov(
+        b,
+        "StridedSlice",
+        m["x"],
+        i64(b, begin, "begin"),
+        i64(b, end, "end"),
+        i64(b, stride, "stride"),
+        begin_mask=begin_mask,
+        end_mask=end_mask,
+        new_axis_mask=[],
+        shrink_axis_mask=[],
+        ellipsis_mask=[],
+    )
 
 
 # ---------------------------------------------------------------------------
 # Gather
 # ---------------------------------------------------------------------------
+
 
 def _non_negative_indices(b, m, dim: int):
     """Gather-1 indices: ONNX's negative indices count from the end."""
@@ -97,6 +129,7 @@ def _gather(b, m):
 # Split -> VariadicSplit
 # ---------------------------------------------------------------------------
 
+
 def _split_lengths(m, dim: int, count: int) -> list[int]:
     node = m.root
     version = node.version or 18
@@ -117,8 +150,10 @@ def _split_lengths(m, dim: int, count: int) -> list[int]:
             raise Refuse(f"a dim of {dim} does not split evenly into {count} outputs")
         lengths = [dim // count] * count
     # An empty output that nothing reads (Concat drops empty inputs) is left out; a read one cannot exist in opset1.
-    if any(n < 0 or (n == 0 and out is not None and (out.uses or any(out is o for o in m.graph.outputs)))
-           for n, out in zip(lengths, m.root.outputs)) or not any(lengths):
+    if any(
+        n < 0 or (n == 0 and out is not None and (out.uses or any(out is o for o in m.graph.outputs)))
+        for n, out in zip(lengths, m.root.outputs)
+    ) or not any(lengths):
         raise Refuse("a split output would be empty (opset1 has no empty tensors)")
     return lengths
 
@@ -130,8 +165,14 @@ def _split(b, m):
     outputs = m.root.outputs
     lengths = _split_lengths(m, shape[axis], len(outputs))
     kept = [n for n in lengths if n]
-    parts = ov(b, "VariadicSplit", m["x"], b.const(np.asarray(axis, np.int64), "axis"), i64(b, kept, "lengths"),
-               _outputs=len(kept))
+    parts = ov(
+        b,
+        "VariadicSplit",
+        m["x"],
+        b.const(np.asarray(axis, np.int64), "axis"),
+        i64(b, kept, "lengths"),
+        _outputs=len(kept),
+    )
     parts = iter(parts if isinstance(parts, list) else [parts])
     for i, n in enumerate(lengths):
         if not n:
@@ -152,8 +193,9 @@ def _pad_1(b, m):
     node, x = m.root, m["x"]
     rank, mode = rank_of(x), _pad_mode(node)
     pads = list(attr(node, "pads", attr(node, "paddings", [])))
-    return _pad(b, m, mode, pads, const(b, float(attr(node, "value", 0.0)), np_dtype(x), "pad_value"),
-                list(range(rank)))
+    return _pad(
+        b, m, mode, pads, const(b, float(attr(node, "value", 0.0)), np_dtype(x), "pad_value"), list(range(rank))
+    )
 
 
 @lower("onnx", "openvino", "Pad", since=11, inputs=range(2, 5), names=("x", "pads", "value", "axes"))
@@ -193,16 +235,24 @@ def _pad(b, m, mode: str, pads: list, value, axes: list[int]):
         return ov(b, "Pad", x, i64(b, begin, "pads_begin"), i64(b, end, "pads_end"), value, pad_mode="constant")
     # OpenVINO's CPU plugin pads with zeros when pad_value is not a constant: pad with zeros, then select the
     # runtime value on the (static) border.
-    padded = ov(b, "Pad", x, i64(b, begin, "pads_begin"), i64(b, end, "pads_end"),
-                const(b, 0, np_dtype(x), "pad_value"), pad_mode="constant")
+    padded = ov(
+        b,
+        "Pad",
+        x,
+        i64(b, begin, "pads_begin"),
+        i64(b, end, "pads_end"),
+        const(b, 0, np_dtype(x), "pad_value"),
+        pad_mode="constant",
+    )
     return ov(b, "Select", b.const(_pad_border(static_shape(x), begin, end), "border"), value, padded)
 
 
 def _pad_border(shape, begin, end) -> np.ndarray:
     """True where a constant Pad of a ``shape`` tensor by ``begin``/``end`` writes the pad value."""
     border = np.ones([n + lo + hi for n, lo, hi in zip(shape, begin, end)], bool)
-    border[tuple(slice(max(lo, 0), max(lo, 0) + n + min(lo, 0) + min(hi, 0))
-                 for n, lo, hi in zip(shape, begin, end))] = False
+    border[
+        tuple(slice(max(lo, 0), max(lo, 0) + n + min(lo, 0) + min(hi, 0)) for n, lo, hi in zip(shape, begin, end))
+    ] = False
     return border
 
 
@@ -217,6 +267,7 @@ def _tile(b, m):
 # ---------------------------------------------------------------------------
 # Shape readers, depth/space, Trilu
 # ---------------------------------------------------------------------------
+
 
 @lower("onnx", "openvino", "Shape", inputs=1, names=("x",))
 def _shape(b, m):
@@ -237,16 +288,26 @@ def _size(b, m):
 @lower("onnx", "openvino", "DepthToSpace", inputs=1, names=("x",))
 def _depth_to_space(b, m):
     mode = text_attr(m.root, "mode", "DCR")
-    return ov(b, "DepthToSpace", m["x"], block_size=int(attr(m.root, "blocksize")),
-              mode="blocks_first" if mode == "DCR" else "depth_first")
+    return ov(
+        b,
+        "DepthToSpace",
+        m["x"],
+        block_size=int(attr(m.root, "blocksize")),
+        mode="blocks_first" if mode == "DCR" else "depth_first",
+    )
 
 
 @lower("onnx", "openvino", "SpaceToDepth", inputs=1, names=("x",))
 def _space_to_depth(b, m):
     # ONNX SpaceToDepth (DCR, the only mode before opset 28) is opset1's "blocks_first".
     mode = text_attr(m.root, "mode", "DCR")
-    return ov(b, "SpaceToDepth", m["x"], block_size=int(attr(m.root, "blocksize")),
-              mode="blocks_first" if mode == "DCR" else "depth_first")
+    return ov(
+        b,
+        "SpaceToDepth",
+        m["x"],
+        block_size=int(attr(m.root, "blocksize")),
+        mode="blocks_first" if mode == "DCR" else "depth_first",
+    )
 
 
 @lower("onnx", "openvino", "Trilu", inputs=(1, 2), names=("x", "k"))
@@ -262,15 +323,22 @@ def _trilu(b, m):
     k = 0 if k_value is None else m.constant("k")
     if k is not None:
         k = int(np.asarray(k).reshape(()))
-        mask = b.const(np.triu(np.ones((rows, cols), bool), k) if upper else
-                       np.tril(np.ones((rows, cols), bool), k), "triangle")
+        mask = b.const(
+            np.triu(np.ones((rows, cols), bool), k) if upper else np.tril(np.ones((rows, cols), bool), k), "triangle"
+        )
     else:  # k known at run time: compare each element's diagonal offset (column - row) with it
         offset = np.arange(cols, dtype=np.int64)[None, :] - np.arange(rows, dtype=np.int64)[:, None]
-        k_scalar = k_value if k_value.shape == () else ov(b, "Reshape", k_value, i64(b, [], "scalar"),
-                                                           special_zero=False)
+        k_scalar = (
+            k_value if k_value.shape == () else ov(b, "Reshape", k_value, i64(b, [], "scalar"), special_zero=False)
+        )
         k_scalar = ov(b, "Convert", k_scalar, destination_type="int64")
-        mask = ov(b, "GreaterEqual" if upper else "LessEqual", b.const(offset, "diagonal_offset"), k_scalar,
-                  auto_broadcast="numpy")
+        mask = ov(
+            b,
+            "GreaterEqual" if upper else "LessEqual",
+            b.const(offset, "diagonal_offset"),
+            k_scalar,
+            auto_broadcast="numpy",
+        )
     zero = const(b, 0, np_dtype(x), "zero")
     return ov(b, "Select", mask, x, zero, auto_broadcast="numpy")
 
@@ -318,11 +386,29 @@ def _center_crop_pad(b, m):
             pad_end[axis] = size - shape[axis] - pad_begin[axis]
     y = m["x"]
     if end != list(shape) or any(begin):
-        y = ov(b, "StridedSlice", y, i64(b, begin, "begin"), i64(b, end, "end"), i64(b, [1] * rank, "stride"),
-               begin_mask=[0] * rank, end_mask=[0] * rank, new_axis_mask=[], shrink_axis_mask=[], ellipsis_mask=[])
+        y = ov(
+            b,
+            "StridedSlice",
+            y,
+            i64(b, begin, "begin"),
+            i64(b, end, "end"),
+            i64(b, [1] * rank, "stride"),
+            begin_mask=[0] * rank,
+            end_mask=[0] * rank,
+            new_axis_mask=[],
+            shrink_axis_mask=[],
+            ellipsis_mask=[],
+        )
     if any(pad_begin) or any(pad_end):
-        y = ov(b, "Pad", y, i64(b, pad_begin, "pads_begin"), i64(b, pad_end, "pads_end"),
-               const(b, 0, np_dtype(m["x"]), "pad_value"), pad_mode="constant")
+        y = ov(
+            b,
+            "Pad",
+            y,
+            i64(b, pad_begin, "pads_begin"),
+            i64(b, pad_end, "pads_end"),
+            const(b, 0, np_dtype(m["x"]), "pad_value"),
+            pad_mode="constant",
+        )
     return y
 
 
@@ -338,17 +424,32 @@ def _reverse_sequence(b, m):
     steps = b.const(grid[time_axis], "steps")
     lengths = ov(b, "Convert", m["lengths"], destination_type="int64")
     lengths = ov(b, "Unsqueeze", lengths, i64(b, [time_axis], "time_axis"))  # broadcast along time
-    reversed_step = ov(b, "Subtract", ov(b, "Subtract", lengths, i64(b, [1], "one"), auto_broadcast="numpy"), steps,
-                       auto_broadcast="numpy")
+    reversed_step = ov(
+        b,
+        "Subtract",
+        ov(b, "Subtract", lengths, i64(b, [1], "one"), auto_broadcast="numpy"),
+        steps,
+        auto_broadcast="numpy",
+    )
     inside = ov(b, "Less", steps, lengths, auto_broadcast="numpy")
     source = ov(b, "Select", inside, reversed_step, steps, auto_broadcast="numpy")
     batch = b.const(grid[batch_axis], "entries")
     if time_axis == 0:
-        flat = ov(b, "Add", ov(b, "Multiply", source, i64(b, [shape[1]], "width"), auto_broadcast="numpy"), batch,
-                  auto_broadcast="numpy")
+        flat = ov(
+            b,
+            "Add",
+            ov(b, "Multiply", source, i64(b, [shape[1]], "width"), auto_broadcast="numpy"),
+            batch,
+            auto_broadcast="numpy",
+        )
     else:
-        flat = ov(b, "Add", ov(b, "Multiply", batch, i64(b, [shape[1]], "width"), auto_broadcast="numpy"), source,
-                  auto_broadcast="numpy")
+        flat = ov(
+            b,
+            "Add",
+            ov(b, "Multiply", batch, i64(b, [shape[1]], "width"), auto_broadcast="numpy"),
+            source,
+            auto_broadcast="numpy",
+        )
     rows = ov(b, "Reshape", m["x"], i64(b, [shape[0] * shape[1], *shape[2:]], "rows"), special_zero=False)
     return ov(b, "Gather", rows, flat, i64(b, [0], "axis"))
 

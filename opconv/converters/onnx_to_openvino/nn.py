@@ -5,8 +5,19 @@ from __future__ import annotations
 import numpy as np
 
 from ..lowering import lower
-from ._common import (Refuse, attr, const, const_input, constant_list, i64, np_dtype, ov, rank_of, static_shape,
-                      text_attr)
+from ._common import (
+    Refuse,
+    attr,
+    const,
+    const_input,
+    constant_list,
+    i64,
+    np_dtype,
+    ov,
+    rank_of,
+    static_shape,
+    text_attr,
+)
 
 # ONNX auto_pad -> opset1 auto_pad ("NOTSET" means the explicit `pads`).
 AUTO_PAD = {"NOTSET": "explicit", "SAME_UPPER": "same_upper", "SAME_LOWER": "same_lower", "VALID": "valid"}
@@ -22,13 +33,18 @@ def window_attrs(node, spatial: int) -> dict:
         raise Refuse(f"pads has {len(pads)} values for {spatial} spatial dims")
     if auto != "NOTSET":
         pads = [0] * (2 * spatial)  # OpenVINO computes them; the attributes must still be present
-    return dict(strides=list(attr(node, "strides", [1] * spatial)), pads_begin=pads[:spatial],
-                pads_end=pads[spatial:], auto_pad=AUTO_PAD[auto])
+    return dict(
+        strides=list(attr(node, "strides", [1] * spatial)),
+        pads_begin=pads[:spatial],
+        pads_end=pads[spatial:],
+        auto_pad=AUTO_PAD[auto],
+    )
 
 
 # ---------------------------------------------------------------------------
 # Convolution
 # ---------------------------------------------------------------------------
+
 
 @lower("onnx", "openvino", "Conv", inputs=(2, 3), names=("x", "w", "bias"))
 def _conv(b, m):
@@ -48,8 +64,11 @@ def _conv(b, m):
             raise Refuse(f"{out_channels} output channels do not divide into {group} groups")
         grouped_shape = (group, out_channels // group) + tuple(w_shape[1:])
         data = m.constant("w")
-        grouped = b.const(np.asarray(data).reshape(grouped_shape), f"{w.name}/grouped") if data is not None else \
-            ov(b, "Reshape", w, i64(b, grouped_shape, "grouped_shape"), special_zero=False)
+        grouped = (
+            b.const(np.asarray(data).reshape(grouped_shape), f"{w.name}/grouped")
+            if data is not None
+            else ov(b, "Reshape", w, i64(b, grouped_shape, "grouped_shape"), special_zero=False)
+        )
         y = ov(b, "GroupConvolution", x, grouped, **window)
     bias = m.values.get("bias")
     if bias is None:
@@ -84,8 +103,13 @@ def _conv_transpose(b, m):
     else:
         if w_shape[0] % group:
             raise Refuse(f"{w_shape[0]} input channels do not divide into {group} groups")
-        grouped = ov(b, "Reshape", w, i64(b, (group, w_shape[0] // group) + tuple(w_shape[1:]), "grouped_shape"),
-                     special_zero=False)
+        grouped = ov(
+            b,
+            "Reshape",
+            w,
+            i64(b, (group, w_shape[0] // group) + tuple(w_shape[1:]), "grouped_shape"),
+            special_zero=False,
+        )
         y = ov(b, "GroupConvolutionBackpropData", x, grouped, **window)
     bias = m.values.get("bias")
     if bias is None:
@@ -100,7 +124,7 @@ def _transposed_pads(node, window: dict, sizes, kernel, output_shape) -> None:
     strides, dilations, extra = window["strides"], window["dilations"], window["output_padding"]
     if output_shape is None:
         output_shape = [n * s for n, s in zip(sizes, strides)]  # SAME: the input size times the stride
-    output_shape = list(output_shape)[-len(sizes):]
+    output_shape = list(output_shape)[-len(sizes) :]
     upper = attr(node, "auto_pad", "NOTSET") in ("SAME_UPPER", b"SAME_UPPER")
     begin, end, padding = [], [], []
     for n, k, s, d, e, out in zip(sizes, kernel, strides, dilations, extra, output_shape):
@@ -138,15 +162,24 @@ def _top_k(b, m, read_k):
         raise Refuse(f"k={k} for a dim of {shape[axis]}")
     if not attr(node, "sorted", 1):
         raise Refuse("sorted=0 leaves the order unspecified")
-    values, indices = ov(b, "TopK", x, b.const(np.asarray(k, np.int64), "k"), axis=axis,
-                         mode="max" if attr(node, "largest", 1) else "min", sort="value",
-                         index_element_type="int64", _outputs=2)
+    values, indices = ov(
+        b,
+        "TopK",
+        x,
+        b.const(np.asarray(k, np.int64), "k"),
+        axis=axis,
+        mode="max" if attr(node, "largest", 1) else "min",
+        sort="value",
+        index_element_type="int64",
+        _outputs=2,
+    )
     return [values, indices]
 
 
 # ---------------------------------------------------------------------------
 # Pooling
 # ---------------------------------------------------------------------------
+
 
 def _pool_attrs(m) -> dict:
     node = m.root
@@ -169,8 +202,7 @@ def _needs_windows(m) -> bool:
         return False
     window = _pool_attrs(m)
     dims = static_shape(m["x"])[2:]
-    for size, k, s, pb, pe in zip(dims, window["kernel"], window["strides"], window["pads_begin"],
-                                  window["pads_end"]):
+    for size, k, s, pb, pe in zip(dims, window["kernel"], window["strides"], window["pads_begin"], window["pads_end"]):
         out = -(-(size + pb + pe - k) // s) + 1
         if (out - 1) * s >= size + pb:
             return True
@@ -192,13 +224,13 @@ def _max_pool(b, m):
 def _avg_pool(b, m):
     if _needs_windows(m):
         total, counts = _pool_by_windows(b, m, m["x"], 0, "Add")
-        return ov(b, "Divide", total, b.const(counts.astype(np_dtype(m["x"])), "window_counts"),
-                  auto_broadcast="numpy")
+        return ov(b, "Divide", total, b.const(counts.astype(np_dtype(m["x"])), "window_counts"), auto_broadcast="numpy")
     return ov(b, "AvgPool", m["x"], exclude_pad=not attr(m.root, "count_include_pad", 0), **_pool_attrs(m))
 
 
 def _pool_by_windows(b, m, x, fill, combine: str):
-    """Pooling window by window, for what opset1 pooling lacks (see _needs_windows): pad ``x`` with ``fill`` to cover every window, then
+    """Pooling window by window, for what opset1 pooling lacks (see _needs_windows): pad ``x`` with ``fill`` to cover
+    every window, then
     combine one strided slice per kernel offset.  Also returns, per output position, how many elements the
     window averages over (inside the input, or inside input and explicit pads with count_include_pad).
     ``x`` is the node's input or an element-wise function of it (same shape)."""
@@ -239,16 +271,32 @@ def _pool_by_windows(b, m, x, fill, combine: str):
         counts = counts[..., None] * per_axis
     needed = [(out - 1) * st + d * (k - 1) + 1 for out, st, d, k in zip(outs, strides, dilations, kernel)]
     after = [need - size - pb for need, size, pb in zip(needed, spatial, begins)]
-    padded = ov(b, "Pad", x, i64(b, [0, 0] + begins, "pads_begin"), i64(b, [0, 0] + [max(a, 0) for a in after],
-                                                                          "pads_end"),
-                const(b, fill, np_dtype(m["x"]), "pad_value"), pad_mode="constant")
+    padded = ov(
+        b,
+        "Pad",
+        x,
+        i64(b, [0, 0] + begins, "pads_begin"),
+        i64(b, [0, 0] + [max(a, 0) for a in after], "pads_end"),
+        const(b, fill, np_dtype(m["x"]), "pad_value"),
+        pad_mode="constant",
+    )
     total = None
     for offset in np.ndindex(*kernel):
         start = [j * d for j, d in zip(offset, dilations)]
         stop = [s0 + (out - 1) * st + 1 for s0, out, st in zip(start, outs, strides)]
-        part = ov(b, "StridedSlice", padded, i64(b, [0, 0] + start, "begin"), i64(b, [0, 0] + stop, "end"),
-                  i64(b, [1, 1] + strides, "stride"), begin_mask=[1, 1] + [0] * n, end_mask=[1, 1] + [0] * n,
-                  new_axis_mask=[], shrink_axis_mask=[], ellipsis_mask=[])
+        part = ov(
+            b,
+            "StridedSlice",
+            padded,
+            i64(b, [0, 0] + start, "begin"),
+            i64(b, [0, 0] + stop, "end"),
+            i64(b, [1, 1] + strides, "stride"),
+            begin_mask=[1, 1] + [0] * n,
+            end_mask=[1, 1] + [0] * n,
+            new_axis_mask=[],
+            shrink_axis_mask=[],
+            ellipsis_mask=[],
+        )
         total = part if total is None else ov(b, combine, total, part, auto_broadcast="numpy")
     return total, counts
 
@@ -266,8 +314,13 @@ def _lp_pool(b, m):
     else:
         window = _pool_attrs(m)
         mean = ov(b, "AvgPool", powered, exclude_pad=False, **window)
-        total = ov(b, "Multiply", mean, const(b, float(np.prod(window["kernel"])), dtype, "window_size"),
-                   auto_broadcast="numpy")
+        total = ov(
+            b,
+            "Multiply",
+            mean,
+            const(b, float(np.prod(window["kernel"])), dtype, "window_size"),
+            auto_broadcast="numpy",
+        )
     return ov(b, "Power", total, const(b, 1.0 / p, dtype, "inverse_p"), auto_broadcast="numpy")
 
 
@@ -283,6 +336,7 @@ def _global_pool(b, m):
 # ---------------------------------------------------------------------------
 # Normalization
 # ---------------------------------------------------------------------------
+
 
 @lower("onnx", "openvino", "BatchNormalization", inputs=5, names=("x", "scale", "bias", "mean", "var"))
 def _batch_norm(b, m):
@@ -324,10 +378,15 @@ def _normalize(b, x, axes, eps: float):
 
 def _float32_stash(m, x) -> None:
     """Refuse when ONNX would compute in float32 (stash_type=1) on a narrower type than opset1 would use."""
-    if np.dtype(np_dtype(x)) != np.float32 and int(attr(m.root, "stash_type", 1)) == 1 and \
-            np.dtype(np_dtype(x)).itemsize < 4:
-        raise Refuse(f"ONNX computes the statistics of {x.dtype} in float32 (stash_type=1); the opset1 "
-                     "decomposition would compute them in the narrower type")
+    if (
+        np.dtype(np_dtype(x)) != np.float32
+        and int(attr(m.root, "stash_type", 1)) == 1
+        and np.dtype(np_dtype(x)).itemsize < 4
+    ):
+        raise Refuse(
+            f"ONNX computes the statistics of {x.dtype} in float32 (stash_type=1); the opset1 "
+            "decomposition would compute them in the narrower type"
+        )
 
 
 @lower("onnx", "openvino", "LayerNormalization", inputs=(2, 3), names=("x", "scale", "bias"))
@@ -339,8 +398,9 @@ def _layer_norm(b, m):
     axis = int(attr(m.root, "axis", -1))
     axes = i64(b, list(range(axis % rank, rank)), "norm_axes")
     centred, inv_std, mean = _normalize(b, x, axes, float(attr(m.root, "epsilon", 1e-5)))
-    y = ov(b, "Multiply", ov(b, "Multiply", centred, inv_std, auto_broadcast="numpy"), m["scale"],
-           auto_broadcast="numpy")
+    y = ov(
+        b, "Multiply", ov(b, "Multiply", centred, inv_std, auto_broadcast="numpy"), m["scale"], auto_broadcast="numpy"
+    )
     bias = m.values.get("bias")
     y = y if bias is None else ov(b, "Add", y, bias, auto_broadcast="numpy")
     outputs = m.root.outputs
@@ -371,8 +431,13 @@ def _group_norm(b, m):
     _float32_stash(m, x)
     grouped = ov(b, "Reshape", x, i64(b, [shape[0], groups, -1], "grouped"), special_zero=False)
     centred, inv_std, _ = _normalize(b, grouped, i64(b, [2], "group_axis"), float(attr(m.root, "epsilon", 1e-5)))
-    y = ov(b, "Reshape", ov(b, "Multiply", centred, inv_std, auto_broadcast="numpy"), i64(b, shape, "shape"),
-           special_zero=False)
+    y = ov(
+        b,
+        "Reshape",
+        ov(b, "Multiply", centred, inv_std, auto_broadcast="numpy"),
+        i64(b, shape, "shape"),
+        special_zero=False,
+    )
     y = ov(b, "Multiply", y, _channel_vector(b, m, "scale", len(shape)), auto_broadcast="numpy")
     return ov(b, "Add", y, _channel_vector(b, m, "bias", len(shape)), auto_broadcast="numpy")
 
@@ -402,8 +467,14 @@ def _lp_norm(b, m):
         raise Refuse(f"LpNormalization p={p}")
     zero = const(b, 0, np_dtype(x), "zero")
     # A zero norm divides zeros: ONNX gives 0 there, so divide by 1 instead.
-    safe = ov(b, "Select", ov(b, "Equal", norm, zero, auto_broadcast="numpy"), const(b, 1, np_dtype(x), "one"), norm,
-              auto_broadcast="numpy")
+    safe = ov(
+        b,
+        "Select",
+        ov(b, "Equal", norm, zero, auto_broadcast="numpy"),
+        const(b, 1, np_dtype(x), "one"),
+        norm,
+        auto_broadcast="numpy",
+    )
     return ov(b, "Divide", x, safe, auto_broadcast="numpy")
 
 
@@ -411,7 +482,11 @@ def _lp_norm(b, m):
 def _lrn(b, m):
     x = m["x"]
     node = m.root
-    bias, alpha, beta = float(attr(node, "bias", 1.0)), float(attr(node, "alpha", 1e-4)), float(attr(node, "beta", 0.75))
+    bias, alpha, beta = (
+        float(attr(node, "bias", 1.0)),
+        float(attr(node, "alpha", 1e-4)),
+        float(attr(node, "beta", 0.75)),
+    )
     if bias <= 0:
         raise Refuse(f"LRN bias {bias} (the decomposition divides by it)")
     size = int(attr(node, "size"))
@@ -421,7 +496,7 @@ def _lrn(b, m):
     y = ov(b, "LRN", x, i64(b, [1], "axes"), alpha=alpha / bias, beta=beta, bias=1.0, size=size)
     if bias == 1.0:
         return y
-    return ov(b, "Multiply", y, const(b, bias ** -beta, np_dtype(x), "bias_scale"), auto_broadcast="numpy")
+    return ov(b, "Multiply", y, const(b, bias**-beta, np_dtype(x), "bias_scale"), auto_broadcast="numpy")
 
 
 @lower("onnx", "openvino", "MaxRoiPool", inputs=2, names=("x", "rois"))
@@ -429,13 +504,22 @@ def _max_roi_pool(b, m):
     node = m.root
     pooled_h, pooled_w = (int(d) for d in attr(node, "pooled_shape"))
     # Both are Caffe's ROI max pooling: rois rows [batch, x1, y1, x2, y2], corners scaled and rounded.
-    return ov(b, "ROIPooling", m["x"], m["rois"], pooled_h=pooled_h, pooled_w=pooled_w,
-              spatial_scale=float(attr(node, "spatial_scale", 1.0)), method="max")
+    return ov(
+        b,
+        "ROIPooling",
+        m["x"],
+        m["rois"],
+        pooled_h=pooled_h,
+        pooled_w=pooled_w,
+        spatial_scale=float(attr(node, "spatial_scale", 1.0)),
+        method="max",
+    )
 
 
 # ---------------------------------------------------------------------------
 # Matrix products and softmax
 # ---------------------------------------------------------------------------
+
 
 @lower("onnx", "openvino", "MatMul", inputs=2, names=("a", "b"))
 def _matmul(b, m):
@@ -447,8 +531,7 @@ def _gemm(b, m):
     node = m.root
     a = m["a"]
     dtype = np_dtype(a)
-    y = ov(b, "MatMul", a, m["b"], transpose_a=bool(attr(node, "transA", 0)),
-           transpose_b=bool(attr(node, "transB", 0)))
+    y = ov(b, "MatMul", a, m["b"], transpose_a=bool(attr(node, "transA", 0)), transpose_b=bool(attr(node, "transB", 0)))
     alpha, beta = float(attr(node, "alpha", 1.0)), float(attr(node, "beta", 1.0))
     if alpha != 1.0:
         y = ov(b, "Multiply", y, const(b, alpha, dtype, "alpha"), auto_broadcast="numpy")
@@ -470,8 +553,10 @@ def _softmax_axis(m) -> int:
     axis = int(attr(m.root, "axis", -1 if version >= 13 else 1)) % max(rank, 1)
     if version < 13 and axis != rank - 1:
         # Before opset 13 Softmax flattens to 2-D at `axis`; only the last axis gives the same result.
-        raise Refuse(f"opset {version} {m.root.op} with axis={axis} normalises over all axes from {axis} on "
-                     f"(rank {rank}); opset1 SoftMax normalises over one axis")
+        raise Refuse(
+            f"opset {version} {m.root.op} with axis={axis} normalises over all axes from {axis} on "
+            f"(rank {rank}); opset1 SoftMax normalises over one axis"
+        )
     return axis
 
 
@@ -517,10 +602,30 @@ def _top1_index(b, x, axis: int, mode: str, dim: int, last: bool):
         begin[axis], stride[axis] = -1, -1
         begin_mask = list(mask)
         begin_mask[axis] = 0
-        x = ov(b, "StridedSlice", x, i64(b, begin, "begin"), i64(b, [0] * rank, "end"), i64(b, stride, "stride"),
-               begin_mask=begin_mask, end_mask=mask, new_axis_mask=[], shrink_axis_mask=[], ellipsis_mask=[])
-    _, index = ov(b, "TopK", x, b.const(np.asarray(1, np.int64), "k"), axis=axis, mode=mode, sort="none",
-                  index_element_type="int64", _outputs=2)
+        x = ov(
+            b,
+            "StridedSlice",
+            x,
+            i64(b, begin, "begin"),
+            i64(b, [0] * rank, "end"),
+            i64(b, stride, "stride"),
+            begin_mask=begin_mask,
+            end_mask=mask,
+            new_axis_mask=[],
+            shrink_axis_mask=[],
+            ellipsis_mask=[],
+        )
+    _, index = ov(
+        b,
+        "TopK",
+        x,
+        b.const(np.asarray(1, np.int64), "k"),
+        axis=axis,
+        mode=mode,
+        sort="none",
+        index_element_type="int64",
+        _outputs=2,
+    )
     if last:
         index = ov(b, "Subtract", i64(b, [dim - 1], "last"), index, auto_broadcast="numpy")
     return index
@@ -550,11 +655,16 @@ def _one_hot(b, m):
     axis = axis + rank + 1 if axis < 0 else axis
     index = ov(b, "Convert", m["indices"], destination_type="int64")
     wrapped = ov(b, "Add", index, i64(b, [depth], "depth"), auto_broadcast="numpy")
-    index = ov(b, "Select", ov(b, "Less", index, i64(b, [0], "zero"), auto_broadcast="numpy"), wrapped, index,
-               auto_broadcast="numpy")
+    index = ov(
+        b,
+        "Select",
+        ov(b, "Less", index, i64(b, [0], "zero"), auto_broadcast="numpy"),
+        wrapped,
+        index,
+        auto_broadcast="numpy",
+    )
     values = m["values"]
-    off, on = (ov(b, "Gather", values, b.const(np.asarray(i, np.int64), "which"), i64(b, [0], "axis"))
-               for i in (0, 1))
+    off, on = (ov(b, "Gather", values, b.const(np.asarray(i, np.int64), "which"), i64(b, [0], "axis")) for i in (0, 1))
     return ov(b, "OneHot", index, b.const(np.asarray(depth, np.int64), "depth"), on, off, axis=axis)
 
 
@@ -565,8 +675,15 @@ def _hardmax(b, m):
     axis = _softmax_axis(m)
     index = ov(b, "Squeeze", _top1_index(b, x, axis, "max", shape[axis], False), i64(b, [axis], "axis"))
     dtype = np_dtype(x)
-    return ov(b, "OneHot", index, b.const(np.asarray(shape[axis], np.int64), "depth"), const(b, 1, dtype, "on"),
-              const(b, 0, dtype, "off"), axis=axis)
+    return ov(
+        b,
+        "OneHot",
+        index,
+        b.const(np.asarray(shape[axis], np.int64), "depth"),
+        const(b, 1, dtype, "on"),
+        const(b, 0, dtype, "off"),
+        axis=axis,
+    )
 
 
 # ONNX reductions -> how to build them from opset1 ops.
@@ -581,6 +698,7 @@ def _plain(ov_op: str):
         if ov_op in _EMPTY_EXTREME and x.dtype is not None and np.dtype(np_dtype(x)).kind == "f":
             y = _all_infinite_fixed(b, x, y, axes, keep, _EMPTY_EXTREME[ov_op])
         return y
+
     return build
 
 
@@ -595,8 +713,14 @@ def _all_infinite_fixed(b, x, y, axes, keep: bool, infinity: float):
     inf = const(b, infinity, dtype, "infinity")
     hits = ov(b, "Convert", ov(b, "Equal", x, inf, auto_broadcast="numpy"), destination_type=np.dtype(dtype).name)
     every = ov(b, "ReduceMin", hits, axes, keep_dims=keep)
-    return ov(b, "Select", ov(b, "Equal", every, const(b, 1, dtype, "one"), auto_broadcast="numpy"), inf, y,
-              auto_broadcast="numpy")
+    return ov(
+        b,
+        "Select",
+        ov(b, "Equal", every, const(b, 1, dtype, "one"), auto_broadcast="numpy"),
+        inf,
+        y,
+        auto_broadcast="numpy",
+    )
 
 
 def _sum_of(transform):
@@ -636,8 +760,14 @@ def _reduce_1(b, m):
 
 
 @lower("onnx", "openvino", "ReduceSum", since=13, inputs=(1, 2), names=("x", "axes"))
-@lower("onnx", "openvino", tuple(op for op in REDUCTIONS if op != "ReduceSum"), since=18, inputs=(1, 2),
-       names=("x", "axes"))
+@lower(
+    "onnx",
+    "openvino",
+    tuple(op for op in REDUCTIONS if op != "ReduceSum"),
+    since=18,
+    inputs=(1, 2),
+    names=("x", "axes"),
+)
 def _reduce_axes_input(b, m):
     """The axes input (ReduceSum's from opset 13, the other reductions' from 18)."""
     return _reduce(b, m, constant_list(m, "axes"))

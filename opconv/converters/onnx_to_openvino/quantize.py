@@ -47,7 +47,7 @@ from .nn import window_attrs
 # Integer output types IR v10 can hold whose range fits the exact rounding (|x / scale| <= 2**17).
 QUANTIZED_TYPES = {"uint8": np.uint8, "int8": np.int8, "uint16": np.uint16, "int16": np.int16}
 # Largest integer below which every float32 integer sum is exact.
-EXACT_SUM = 2 ** 24
+EXACT_SUM = 2**24
 
 
 class _F32:
@@ -124,11 +124,11 @@ class _F32:
 
     def split(self, v, bits: int):
         """``(high, low)`` with ``v = high * 2**bits + low`` and ``0 <= low < 2**bits`` (``v`` an integer)."""
-        high = self.floor(self.mul(v, 2.0 ** -bits))
-        return high, self.sub(v, self.mul(high, 2.0 ** bits))
+        high = self.floor(self.mul(v, 2.0**-bits))
+        return high, self.sub(v, self.mul(high, 2.0**bits))
 
 
-_ARITHMETIC: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_ARITHMETIC: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _f32(b) -> _F32:
@@ -145,8 +145,19 @@ def _fence(b, v):
     rounding ("active.size() != reg_pool.size()"); this copy is not optimised away, so the chain is cut.
     """
     pair = ov(b, "Concat", *[ov(b, "Unsqueeze", v, i64(b, [0], "fence_axis"))] * 2, axis=0)
-    return ov(b, "StridedSlice", pair, i64(b, [0], "fence_begin"), i64(b, [1], "fence_end"), i64(b, [1], "fence_step"),
-              begin_mask=[0], end_mask=[0], new_axis_mask=[], shrink_axis_mask=[1], ellipsis_mask=[])
+    return ov(
+        b,
+        "StridedSlice",
+        pair,
+        i64(b, [0], "fence_begin"),
+        i64(b, [1], "fence_end"),
+        i64(b, [1], "fence_step"),
+        begin_mask=[0],
+        end_mask=[0],
+        new_axis_mask=[],
+        shrink_axis_mask=[1],
+        ellipsis_mask=[],
+    )
 
 
 def _normalise(f: _F32, v):
@@ -158,17 +169,17 @@ def _normalise(f: _F32, v):
     """
     down, up, power = f.c(1.0), f.c(1.0), f.c(1.0)
     for k in (64, 32, 16, 8, 4, 2, 1):
-        big = f.ge(v, 2.0 ** k)
-        v = f.mul(v, f.select(big, 2.0 ** -k, 1.0))
-        down = f.select(big, f.mul(down, 2.0 ** -k), down)
-        power = f.select(big, f.mul(power, 2.0 ** k), power)
+        big = f.ge(v, 2.0**k)
+        v = f.mul(v, f.select(big, 2.0**-k, 1.0))
+        down = f.select(big, f.mul(down, 2.0**-k), down)
+        power = f.select(big, f.mul(power, 2.0**k), power)
         if k in (8, 1):
             v, down, power = _fence(f.b, v), _fence(f.b, down), _fence(f.b, power)
     for k in (64, 32, 16, 8, 4, 2, 1):
         small = f.lt(v, 2.0 ** (1 - k))
-        v = f.mul(v, f.select(small, 2.0 ** k, 1.0))
-        up = f.select(small, f.mul(up, 2.0 ** k), up)
-        power = f.select(small, f.mul(power, 2.0 ** -k), power)
+        v = f.mul(v, f.select(small, 2.0**k, 1.0))
+        up = f.select(small, f.mul(up, 2.0**k), up)
+        power = f.select(small, f.mul(power, 2.0**-k), power)
         if k in (8, 1):
             v, up, power = _fence(f.b, v), _fence(f.b, up), _fence(f.b, power)
     return v, down, up, power
@@ -179,7 +190,7 @@ _SPLITTER = 4097.0
 # For a positive normal float32 v, v * 5 * 2**-26 lies strictly between half an ulp and one and a half ulps of v
 # on either side (the gap below a power of two is half the gap above), so fl(v + it) and fl(v - it) are v's
 # neighbours.
-_NEIGHBOUR = 5 * 2.0 ** -26
+_NEIGHBOUR = 5 * 2.0**-26
 
 
 def _split(f: _F32, v):
@@ -217,7 +228,7 @@ def round_quotient(b, x, scale, bound: int, positive: bool = False):
     """
     f = _f32(b)
     limit = 1 << max(int(bound) + 2, 2).bit_length()  # R: a power of two past the saturation bound
-    if limit > 2 ** 17:
+    if limit > 2**17:
         raise Refuse(f"a quantization range of {bound} (exact rounding covers 2**17)")
     if not positive:
         x = f.select(f.lt(scale, 0.0), ov(b, "Negative", x), x)  # x / scale == (-x) / |scale|
@@ -251,8 +262,11 @@ def _over_255(f: _F32, a):
         residual = f.add(f.sub(a, f.mul(q, 256.0)), q)
         step = f.mul(q, _NEIGHBOUR)
         up, down = f.add(q, step), f.sub(q, step)
-        q = f.select(f.gt(residual, f.mul(f.sub(up, q), 127.5)), up,
-                     f.select(f.lt(residual, f.mul(f.sub(down, q), 127.5)), down, q))
+        q = f.select(
+            f.gt(residual, f.mul(f.sub(up, q), 127.5)),
+            up,
+            f.select(f.lt(residual, f.mul(f.sub(down, q), 127.5)), down, q),
+        )
     return q
 
 
@@ -270,6 +284,7 @@ def quantize(b, x, scale, zero_point, target: str, positive: bool = False):
 # ---------------------------------------------------------------------------
 # QuantizeLinear
 # ---------------------------------------------------------------------------
+
 
 @lower("onnx", "openvino", "QuantizeLinear", inputs=(2, 3), names=("x", "scale", "zero_point"))
 def _quantize_linear(b, m):
@@ -299,6 +314,7 @@ def _quantize_linear(b, m):
 # ---------------------------------------------------------------------------
 # DynamicQuantizeLinear
 # ---------------------------------------------------------------------------
+
 
 @lower("onnx", "openvino", "DynamicQuantizeLinear", inputs=1, names=("x",))
 def _dynamic_quantize_linear(b, m):
@@ -348,8 +364,10 @@ def _chunks(length: int, per_step: int, a_range: int, b_range: int, what: str) -
     sums stay exact (every partial sum below 2**24)."""
     steps = (EXACT_SUM - 1) // (per_step * a_range * b_range)
     if steps < 1:
-        raise Refuse(f"{what} sums {per_step} products of up to {a_range} * {b_range} in one step: float32 is "
-                     f"exact only below 2**24")
+        raise Refuse(
+            f"{what} sums {per_step} products of up to {a_range} * {b_range} in one step: float32 is "
+            f"exact only below 2**24"
+        )
     return [min(steps, length - start) for start in range(0, length, steps)]
 
 
@@ -360,8 +378,14 @@ def _exact_sum(b, a, w, axes: tuple[int, int], lengths: list[int], product):
         return ov(b, "Convert", product(a, w), destination_type="int32")
 
     def pieces(v, axis):
-        parts = ov(b, "VariadicSplit", v, b.const(np.asarray(axis, np.int64), "axis"), i64(b, lengths, "lengths"),
-                   _outputs=len(lengths))
+        parts = ov(
+            b,
+            "VariadicSplit",
+            v,
+            b.const(np.asarray(axis, np.int64), "axis"),
+            i64(b, lengths, "lengths"),
+            _outputs=len(lengths),
+        )
         return parts if isinstance(parts, list) else [parts]
 
     total = None
@@ -379,8 +403,14 @@ def _matmul_integer(b, m):
     f_b, range_b = _centred(b, w, m.values.get("b_zero_point"))
     lengths = _chunks(a_shape[-1], 1, range_a, range_b, "MatMulInteger")
     w_rank = len(static_shape(w))
-    return _exact_sum(b, f_a, f_b, (len(a_shape) - 1, max(w_rank - 2, 0)), lengths,
-                      lambda x, y: ov(b, "MatMul", x, y, transpose_a=False, transpose_b=False))
+    return _exact_sum(
+        b,
+        f_a,
+        f_b,
+        (len(a_shape) - 1, max(w_rank - 2, 0)),
+        lengths,
+        lambda x, y: ov(b, "MatMul", x, y, transpose_a=False, transpose_b=False),
+    )
 
 
 def _row_zero_point(b, m, a_shape):
@@ -427,6 +457,7 @@ def _conv_integer(b, m):
 # product, and rounds half to even.  Both the correctly rounded multiplier and the rounding are decided here
 # by exact residuals (Dekker's product error), as QuantizeLinear's rounding is.
 
+
 def _divided(f: _F32, p, d):
     """``fl(p / d)`` for positive normal float32 ``p`` and ``d``: the approximate quotient ``q`` moved to a
     neighbour while the residual ``p - q * d`` (``p - fl(q * d)`` exact by Sterbenz's lemma, minus the product's
@@ -439,8 +470,11 @@ def _divided(f: _F32, p, d):
         residual = f.sub(f.sub(p, product), _product_error(f, q, d, product, b_parts=d_parts))
         step = f.mul(q, _NEIGHBOUR)
         up, down = f.add(q, step), f.sub(q, step)
-        q = f.select(f.gt(residual, f.mul(f.mul(f.sub(up, q), 0.5), d)), up,
-                     f.select(f.lt(residual, f.mul(f.mul(f.sub(down, q), 0.5), d)), down, q))
+        q = f.select(
+            f.gt(residual, f.mul(f.mul(f.sub(up, q), 0.5), d)),
+            up,
+            f.select(f.lt(residual, f.mul(f.mul(f.sub(down, q), 0.5), d)), down, q),
+        )
     return q
 
 
@@ -451,9 +485,9 @@ def _to_float16(f: _F32, v):
     (A Convert to f16 and back is removed by the CPU plugin, so the rounding is spelled out.)
     """
     sigma, _, _, power = _normalise(f, v)
-    subnormal = f.lt(v, 2.0 ** -14)
-    scaled = f.select(subnormal, f.mul(v, 2.0 ** 24), f.mul(sigma, 2.0 ** 10))
-    unit = f.select(subnormal, 2.0 ** -24, f.mul(power, 2.0 ** -10))
+    subnormal = f.lt(v, 2.0**-14)
+    scaled = f.select(subnormal, f.mul(v, 2.0**24), f.mul(sigma, 2.0**10))
+    unit = f.select(subnormal, 2.0**-24, f.mul(power, 2.0**-10))
     whole = f.floor(scaled)
     fraction = f.sub(scaled, whole)
     half, _ = f.split(whole, 1)
@@ -484,8 +518,13 @@ def _multiplier(f: _F32, scale_a, scale_b, y_scale):
     half = scale_a.dtype == "float16"
     scales = [ov(f.b, "Convert", v, destination_type="float32") if half else v for v in (scale_a, scale_b, y_scale)]
     signs = [f.lt(v, 0.0) for v in scales]
-    negative = ov(f.b, "NotEqual", ov(f.b, "NotEqual", signs[0], signs[1], auto_broadcast="numpy"), signs[2],
-                  auto_broadcast="numpy")
+    negative = ov(
+        f.b,
+        "NotEqual",
+        ov(f.b, "NotEqual", signs[0], signs[1], auto_broadcast="numpy"),
+        signs[2],
+        auto_broadcast="numpy",
+    )
     scale_a, scale_b, y_scale = (f.abs(v) for v in scales)
     product = f.mul(scale_a, scale_b)  # IEEE float32; exact for float16 operands
     if half:
@@ -497,9 +536,11 @@ def _multiplier(f: _F32, scale_a, scale_b, y_scale):
 
 def _requantize(b, m, total, reduction: int, ranges, scales, out_zero_point, spread=None):
     f = _f32(b)
-    if int(reduction) * ranges[0] * ranges[1] >= 2 ** 20:
-        raise Refuse(f"{m.root.op} sums {reduction} products of up to {ranges[0]} * {ranges[1]}: the exact "
-                     f"requantization covers sums below 2**20")
+    if int(reduction) * ranges[0] * ranges[1] >= 2**20:
+        raise Refuse(
+            f"{m.root.op} sums {reduction} products of up to {ranges[0]} * {ranges[1]}: the exact "
+            f"requantization covers sums below 2**20"
+        )
     dtypes = {v.dtype for v in scales}
     if len(dtypes) != 1 or not dtypes <= {"float32", "float16"}:
         raise Refuse(f"{m.root.op} scales of {sorted(map(str, dtypes))}")
@@ -511,8 +552,13 @@ def _requantize(b, m, total, reduction: int, ranges, scales, out_zero_point, spr
         multiplier, negative = spread(multiplier), spread(negative)
     total = f.select(negative, ov(b, "Negative", total), total)  # rint(s * -m) = rint(-s * m)
     # The reference rounds after adding the zero point: its parity decides ties.
-    n = _round_product(f, total, multiplier, ov(b, "Convert", out_zero_point, destination_type="float32"),
-                       int(info.max) - int(info.min) + 2)
+    n = _round_product(
+        f,
+        total,
+        multiplier,
+        ov(b, "Convert", out_zero_point, destination_type="float32"),
+        int(info.max) - int(info.min) + 2,
+    )
     n = f.min(f.max(n, float(info.min)), float(info.max))
     return ov(b, "Convert", n, destination_type=out_zero_point.dtype)
 
@@ -523,20 +569,31 @@ def _per_tensor(m, *names):
             raise Refuse(f"{m.root.op} with a {name} of shape {list(static_shape(m[name]))} (per tensor only)")
 
 
-@lower("onnx", "openvino", "QLinearMatMul", inputs=8,
-       names=("a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale", "y_zero_point"))
+@lower(
+    "onnx",
+    "openvino",
+    "QLinearMatMul",
+    inputs=8,
+    names=("a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale", "y_zero_point"),
+)
 def _qlinear_matmul(b, m):
     _per_tensor(m, "a_scale", "a_zero_point", "y_scale", "y_zero_point")
     a_shape = static_shape(m["a"])
     f_a, range_a = _centred(b, m["a"], m["a_zero_point"])
     f_b, range_b = _centred(b, m["b"], m["b_zero_point"])  # b's zero point and scale may be per column
     total = ov(b, "MatMul", f_a, f_b, transpose_a=False, transpose_b=False)
-    return _requantize(b, m, total, a_shape[-1], (range_a, range_b),
-                       (m["a_scale"], m["b_scale"], m["y_scale"]), m["y_zero_point"])
+    return _requantize(
+        b, m, total, a_shape[-1], (range_a, range_b), (m["a_scale"], m["b_scale"], m["y_scale"]), m["y_zero_point"]
+    )
 
 
-@lower("onnx", "openvino", "QLinearConv", inputs=8,
-       names=("x", "x_scale", "x_zero_point", "w", "w_scale", "w_zero_point", "y_scale", "y_zero_point"))
+@lower(
+    "onnx",
+    "openvino",
+    "QLinearConv",
+    inputs=8,
+    names=("x", "x_scale", "x_zero_point", "w", "w_scale", "w_zero_point", "y_scale", "y_zero_point"),
+)
 def _qlinear_conv(b, m):
     _per_tensor(m, "x_scale", "x_zero_point", "y_scale", "y_zero_point")
     node = m.root
@@ -551,5 +608,13 @@ def _qlinear_conv(b, m):
     window["dilations"] = list(attr(node, "dilations", [1] * spatial))
     total = ov(b, "Convolution", f_x, f_w, **window)
     spread = _channel_column(b, spatial) if _is_vector(m["w_scale"]) else None  # against [N, C, spatial...]
-    return _requantize(b, m, total, int(np.prod(w_shape[1:])), (range_x, range_w),
-                       (m["x_scale"], m["w_scale"], m["y_scale"]), m["y_zero_point"], spread)
+    return _requantize(
+        b,
+        m,
+        total,
+        int(np.prod(w_shape[1:])),
+        (range_x, range_w),
+        (m["x_scale"], m["w_scale"], m["y_scale"]),
+        m["y_zero_point"],
+        spread,
+    )

@@ -42,7 +42,7 @@ import numpy as np
 from ...kernels import resize as R
 from ...kernels._common import compute_dtype
 from ..lowering import lower
-from ._common import Refuse, attr, const, constant_value, np_dtype, i64, ov, static_shape
+from ._common import Refuse, attr, const, constant_value, i64, np_dtype, ov, static_shape
 
 #: The largest constant weight matrix (or probe) the MatMul lowering builds for one axis.
 MAX_MATRIX_BYTES = 64 << 20
@@ -94,10 +94,19 @@ class _Resize(NamedTuple):  # not a dataclass: defining one costs ~1 ms of every
         width = probe.shape[1]
         rank = len(self.in_shape)
         mapped = R.resize(
-            probe, [size, width], self.mode, self.transform, [self.scales[axis], 1.0],
-            [(self.nearest_modes or ["round_prefer_floor"] * rank)[axis], "floor"], self.cubic_coeff_a,
-            self.exclude_outside, None if self.roi is None else [self.roi[axis], (0.0, 1.0)], np.nan,
-            self.antialias, None if self.lengths is None else [self.lengths[axis], float(width)])
+            probe,
+            [size, width],
+            self.mode,
+            self.transform,
+            [self.scales[axis], 1.0],
+            [(self.nearest_modes or ["round_prefer_floor"] * rank)[axis], "floor"],
+            self.cubic_coeff_a,
+            self.exclude_outside,
+            None if self.roi is None else [self.roi[axis], (0.0, 1.0)],
+            np.nan,
+            self.antialias,
+            None if self.lengths is None else [self.lengths[axis], float(width)],
+        )
         return mapped[:, 0] if nearest else mapped
 
 
@@ -135,14 +144,25 @@ def _decode(node, shape: tuple[int, ...]) -> _Resize:
         if roi is None or roi.size != 2 * len(axes):
             raise Refuse(f"tf_crop_and_resize needs a constant roi of {2 * len(axes)} values")
     out, full, full_roi, lengths = R.onnx_resize_geometry(
-        shape, scales, sizes, axes, _text(node, "keep_aspect_ratio_policy", "stretch"), roi, transform)
+        shape, scales, sizes, axes, _text(node, "keep_aspect_ratio_policy", "stretch"), roi, transform
+    )
     mode = _text(node, "mode", "nearest")
     if mode not in _MODES:
         raise Refuse(f"mode {mode!r}")
     return _Resize(
-        tuple(shape), out, full, mode, transform, [_text(node, "nearest_mode", "round_prefer_floor")] * rank, lengths,
-        full_roi, float(attr(node, "cubic_coeff_a", -0.75)), bool(attr(node, "exclude_outside", 0)),
-        bool(attr(node, "antialias", 0)), float(attr(node, "extrapolation_value", 0.0)))
+        tuple(shape),
+        out,
+        full,
+        mode,
+        transform,
+        [_text(node, "nearest_mode", "round_prefer_floor")] * rank,
+        lengths,
+        full_roi,
+        float(attr(node, "cubic_coeff_a", -0.75)),
+        bool(attr(node, "exclude_outside", 0)),
+        bool(attr(node, "antialias", 0)),
+        float(attr(node, "extrapolation_value", 0.0)),
+    )
 
 
 # Rank -> the first axis the CPU plugin's Interpolate resizes right: the spatial axes after batch and channel.
@@ -161,8 +181,14 @@ def _interpolate_semantics(spec: _Resize, align_corners: bool, rank: int, axes: 
     else:
         transform = "asymmetric"
     pairs = list(zip(spec.in_shape, spec.out_shape))
-    return _Resize(spec.in_shape, spec.out_shape, [np.float32(o) / np.float32(i) for i, o in pairs], spec.mode,
-                   transform, ["ceil" if o < i else "floor" for i, o in pairs])
+    return _Resize(
+        spec.in_shape,
+        spec.out_shape,
+        [np.float32(o) / np.float32(i) for i, o in pairs],
+        spec.mode,
+        transform,
+        ["ceil" if o < i else "floor" for i, o in pairs],
+    )
 
 
 def _same_maps(ours: np.ndarray, theirs: np.ndarray) -> bool:
@@ -187,8 +213,18 @@ def _interpolate(b, x, spec: _Resize, maps: dict[int, np.ndarray], probe_dtype):
             if not all(_same_maps(maps[a], model.axis_map(a, probe_dtype)) for a in axes):
                 continue
             source = x if view is None else ov(b, "Reshape", x, i64(b, view, "view"), special_zero=False)
-            y = ov(b, "Interpolate", source, i64(b, sizes, "sizes"), axes=view_axes, mode=spec.mode,
-                   align_corners=aligned, antialias=False, pads_begin=[0] * view_rank, pads_end=[0] * view_rank)
+            y = ov(
+                b,
+                "Interpolate",
+                source,
+                i64(b, sizes, "sizes"),
+                axes=view_axes,
+                mode=spec.mode,
+                align_corners=aligned,
+                antialias=False,
+                pads_begin=[0] * view_rank,
+                pads_end=[0] * view_rank,
+            )
             return y if view is None else ov(b, "Reshape", y, i64(b, spec.out_shape, "shape"), special_zero=False)
     return None
 
@@ -210,13 +246,13 @@ class _View:
 def _apply_axis(view: _View, full: list[int], axis: int, matrix: np.ndarray, dtype, gather: bool) -> list[int]:
     """Resize ``axis`` of the tensor of shape ``full``; returns the new shape."""
     b = view.b
-    out = [*full[:axis], matrix.shape[0], *full[axis + 1:]]
+    out = [*full[:axis], matrix.shape[0], *full[axis + 1 :]]
     if gather:
         x = view.as_shape(full)
         view.value = ov(b, "Gather", x, i64(b, matrix, "indices"), i64(b, [axis], "axis"))
         view.shape = out
         return out
-    outer, inner = math.prod(full[:axis]), math.prod(full[axis + 1:])
+    outer, inner = math.prod(full[:axis]), math.prod(full[axis + 1 :])
     if inner == 1:  # the axis is innermost: rows @ matrix^T
         x = view.as_shape([outer, full[axis]])
         view.value = ov(b, "MatMul", x, const(b, matrix.T, dtype, "weights"), transpose_a=False, transpose_b=False)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..lowering import lower
-from ._common import Refuse, attr, const, const_input, np_dtype, i64, ov, static_shape
+from ._common import Refuse, attr, const, const_input, i64, np_dtype, ov, static_shape
 
 MAX_ONE_HOT_ELEMENTS = 1 << 24
 
@@ -41,8 +41,13 @@ def _tuple_offsets(b, indices, dims):
 def _element_offsets(b, indices, index_shape, shape, axis: int):
     """ScatterElements' flat offsets: the index along ``axis``, each element's own coordinate elsewhere."""
     strides = np.cumprod((1,) + tuple(shape[:0:-1]))[::-1].astype(np.int64)
-    along = ov(b, "Multiply", _non_negative(b, indices, [shape[axis]]), i64(b, [strides[axis]], "stride"),
-               auto_broadcast="numpy")
+    along = ov(
+        b,
+        "Multiply",
+        _non_negative(b, indices, [shape[axis]]),
+        i64(b, [strides[axis]], "stride"),
+        auto_broadcast="numpy",
+    )
     grid = np.indices(index_shape, dtype=np.int64)
     others = sum((grid[d] * strides[d] for d in range(len(shape)) if d != axis), np.zeros(index_shape, np.int64))
     return ov(b, "Add", along, b.const(others, "offsets"), auto_broadcast="numpy")
@@ -50,8 +55,13 @@ def _element_offsets(b, indices, index_shape, shape, axis: int):
 
 # reduction -> (how updates to one position combine, its identity, how the result meets the data); "none"
 # places the (single) update with a sum and then selects it over the data.
-_COMBINE = {"none": ("ReduceSum", 0, None), "add": ("ReduceSum", 0, "Add"), "mul": ("ReduceProd", 1, "Multiply"),
-            "max": ("ReduceMax", "lowest", "Maximum"), "min": ("ReduceMin", "highest", "Minimum")}
+_COMBINE = {
+    "none": ("ReduceSum", 0, None),
+    "add": ("ReduceSum", 0, "Add"),
+    "mul": ("ReduceProd", 1, "Multiply"),
+    "max": ("ReduceMax", "lowest", "Maximum"),
+    "min": ("ReduceMin", "highest", "Minimum"),
+}
 
 
 def _fill(dtype: np.dtype, which):
@@ -68,8 +78,9 @@ def _scatter_rows(b, data, shape, offsets, count: int, updates, row: int, reduct
     dtype = np_dtype(data)
     slots = int(np.prod(shape, dtype=np.int64)) // row
     if count * slots * row > MAX_ONE_HOT_ELEMENTS:
-        raise Refuse(f"{count} updates into {slots} positions: the one-hot scatter would build "
-                     f"{count * slots * row} elements")
+        raise Refuse(
+            f"{count} updates into {slots} positions: the one-hot scatter would build {count * slots * row} elements"
+        )
     flat = ov(b, "Reshape", offsets, i64(b, [count, 1], "column"), special_zero=False)
     hit = ov(b, "Equal", flat, b.const(np.arange(slots, dtype=np.int64)[None], "positions"), auto_broadcast="numpy")
     hit3 = ov(b, "Unsqueeze", hit, i64(b, [2], "row_axis"))
@@ -127,16 +138,17 @@ def _gather_nd(b, m):
     depth = index_shape[-1]
     if batch + depth > len(shape):
         raise Refuse(f"{batch} batch dims and index tuples of {depth} into rank {len(shape)}")
-    offsets = _tuple_offsets(b, m["indices"], shape[batch:batch + depth])
-    block = int(np.prod(shape[batch:batch + depth], dtype=np.int64))
+    offsets = _tuple_offsets(b, m["indices"], shape[batch : batch + depth])
+    block = int(np.prod(shape[batch : batch + depth], dtype=np.int64))
     if batch:
         # Each index tuple reads inside its own batch entry: add the entry's start.
         grid = np.indices(index_shape[:-1], dtype=np.int64)[:batch]
         entry = np.ravel_multi_index(tuple(grid), shape[:batch])
-        offsets = ov(b, "Add", offsets, b.const(np.asarray(entry * block, np.int64), "batch_offsets"),
-                     auto_broadcast="numpy")
-    rows = int(np.prod(shape[:batch + depth], dtype=np.int64))
-    data = ov(b, "Reshape", m["x"], i64(b, [rows, *shape[batch + depth:]], "rows"), special_zero=False)
+        offsets = ov(
+            b, "Add", offsets, b.const(np.asarray(entry * block, np.int64), "batch_offsets"), auto_broadcast="numpy"
+        )
+    rows = int(np.prod(shape[: batch + depth], dtype=np.int64))
+    data = ov(b, "Reshape", m["x"], i64(b, [rows, *shape[batch + depth :]], "rows"), special_zero=False)
     return ov(b, "Gather", data, offsets, i64(b, [0], "axis"))
 
 
@@ -151,8 +163,10 @@ def _col2im(b, m):
     strides = list(attr(m.root, "strides", [1] * spatial))
     pads = list(attr(m.root, "pads", [0] * 2 * spatial))
     per_block = int(np.prod(block))
-    blocks = [(n + pads[d] + pads[d + spatial] - dilations[d] * (k - 1) - 1) // strides[d] + 1
-              for d, (n, k) in enumerate(zip(image, block))]
+    blocks = [
+        (n + pads[d] + pads[d + spatial] - dilations[d] * (k - 1) - 1) // strides[d] + 1
+        for d, (n, k) in enumerate(zip(image, block))
+    ]
     if rows % per_block or int(np.prod(blocks)) != count:
         raise Refuse(f"columns {[batch, rows, count]} do not fit blocks {block} over image {image}")
     pixels = int(np.prod(image))

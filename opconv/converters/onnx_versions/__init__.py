@@ -19,8 +19,16 @@ from .registry import SEMANTIC_CHANGES, downgrade, semantic_change, upgrade
 
 lowering.discover(__name__)  # the family modules register their adapters
 
-__all__ = ["convert", "convert_proto", "convert_version", "VersionConverter", "upgrade", "downgrade", "semantic_change",
-           "SEMANTIC_CHANGES"]
+__all__ = [
+    "convert",
+    "convert_proto",
+    "convert_version",
+    "VersionConverter",
+    "upgrade",
+    "downgrade",
+    "semantic_change",
+    "SEMANTIC_CHANGES",
+]
 
 
 def convert(model, opset: int, *, decompose: bool = False, **options):
@@ -37,6 +45,7 @@ def convert(model, opset: int, *, decompose: bool = False, **options):
 
     if decompose:
         from ..decompose import decompose as decompose_model
+
         model = decompose_model(model)
     if options:
         raise TypeError(f"unexpected options: {', '.join(options)}")
@@ -44,6 +53,7 @@ def convert(model, opset: int, *, decompose: bool = False, **options):
     if isinstance(model, Model):
         if model.dialect != "onnx":
             from ...errors import ConversionError
+
             raise ConversionError(f"version conversion needs an ONNX model, not {model.dialect}", where=model.path)
         require_valid(model)
         path = model.path
@@ -60,6 +70,7 @@ def convert(model, opset: int, *, decompose: bool = False, **options):
             proto.ParseFromString(io.read_model_file(path))
         except Exception as e:  # noqa: BLE001 - any parse failure is an unreadable model
             from ...errors import ModelReadError
+
             raise ModelReadError(f"not a valid ONNX protobuf ({e})", where=path) from None
         base_dir = os.path.dirname(os.path.abspath(path))
     if not isinstance(model, Model):  # checked as the graph core reads it (tensors stay unread)

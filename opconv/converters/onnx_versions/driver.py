@@ -19,9 +19,10 @@ range that each node would need.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any, Sequence
+from functools import cache
+from typing import Any
 
 import numpy as np
 
@@ -37,37 +38,61 @@ _GRAPH_KINDS = ("graph", "graphs")
 #: attributes that older versions carried for memory optimisation or training; meaningless on upgrade
 _OBSOLETE_ATTRS = frozenset({"consumed_inputs", "is_test"})
 #: ops whose operands are never cast to a wider type (the cast would itself change meaning)
-_NO_CAST = frozenset({"Cast", "CastLike", "BitShift", "QuantizeLinear", "DequantizeLinear", "Constant",
-                      "ConstantOfShape", "EyeLike", "RandomNormalLike", "RandomUniformLike", "Bernoulli",
-                      "Multinomial", "Shape", "Size", "Identity", "If", "Loop", "Scan"})
+_NO_CAST = frozenset(
+    {
+        "Cast",
+        "CastLike",
+        "BitShift",
+        "QuantizeLinear",
+        "DequantizeLinear",
+        "Constant",
+        "ConstantOfShape",
+        "EyeLike",
+        "RandomNormalLike",
+        "RandomUniformLike",
+        "Bernoulli",
+        "Multinomial",
+        "Shape",
+        "Size",
+        "Identity",
+        "If",
+        "Loop",
+        "Scan",
+    }
+)
 #: exact replacement element types, nearest first, for a downgrade to a version that lacks a type
 _WIDER = {
     "bool": (),
-    "int8": ("int32", "int16", "int64"), "int16": ("int32", "int64"), "int32": ("int64",),
-    "uint8": ("int32", "uint16", "uint32", "int64"), "uint16": ("int32", "uint32", "int64"),
+    "int8": ("int32", "int16", "int64"),
+    "int16": ("int32", "int64"),
+    "int32": ("int64",),
+    "uint8": ("int32", "uint16", "uint32", "int64"),
+    "uint16": ("int32", "uint32", "int64"),
     "uint32": ("int64", "uint64"),
-    "float16": ("float32", "float64"), "bfloat16": ("float32", "float64"), "float32": ("float64",),
+    "float16": ("float32", "float64"),
+    "bfloat16": ("float32", "float64"),
+    "float32": ("float64",),
 }
 
 
-@lru_cache(maxsize=None)
+@cache
 def _upgrade_steps(op: str) -> tuple[int, ...]:
     """The versions an upgrade of ``op`` stops at: its schemas' and any registered in between."""
     return tuple(sorted({s.version for s in schemas(op)} | set(upgrade_versions(op))))
 
 
-@lru_cache(maxsize=None)
+@cache
 def newest_opset() -> int:
     """The newest ai.onnx opset the schemas (this onnx) define."""
     return max(s.version for s in dialect_schemas("onnx") if s.domain == "")
 
 
-@lru_cache(maxsize=None)
+@cache
 def schemas(op: str) -> tuple[OpSchema, ...]:
     return tuple(dialect_schemas("onnx").versions(op, ""))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _next_step(op: str, current: int, target: int, up: bool):
     """The next step of ``op`` from opset ``current`` toward ``target``, computed once per key.
 
@@ -105,8 +130,9 @@ def _next_step(op: str, current: int, target: int, up: bool):
     while chain[-1] is have or chain[-1].version > target:
         last = chain[-1]
         older = [s for s in versions if s.version < last.version]
-        if not _plain_step(op, last, older[-1] if older else None, last.version,
-                           find_adapter(op, last.version, up=False), up=False):
+        if not _plain_step(
+            op, last, older[-1] if older else None, last.version, find_adapter(op, last.version, up=False), up=False
+        ):
             break
         chain.append(older[-1])
     if len(chain) > 1:
@@ -140,7 +166,7 @@ def _all_nodes(graph: Graph) -> list[Node]:
     return graph.nodes
 
 
-def _passes_plainly(node: Node, plan: "StepPlan") -> bool:
+def _passes_plainly(node: Node, plan: StepPlan) -> bool:
     """Whether the generic adapter would leave ``node`` as it is on the plain step ``plan``.
 
     On a plain step the generic adapter only refuses a node that breaks the schemas (unknown or
@@ -148,8 +174,7 @@ def _passes_plainly(node: Node, plan: "StepPlan") -> bool:
     clearly breaks none goes through untouched, anything else takes the full generic adapter.
     """
     new, attrs, inputs = plan.new, node.attrs, node.inputs
-    if not new.min_inputs <= len(inputs) <= new.max_inputs or len(node.outputs) > new.max_outputs \
-            or None in inputs:
+    if not new.min_inputs <= len(inputs) <= new.max_inputs or len(node.outputs) > new.max_outputs or None in inputs:
         return False
     if attrs:
         kinds = plan.plain_kinds
@@ -162,7 +187,7 @@ def _passes_plainly(node: Node, plan: "StepPlan") -> bool:
     return True
 
 
-@lru_cache(maxsize=None)
+@cache
 def unchanged_form(op: str, source: int, target: int, inputs: tuple, outputs: int, attrs: tuple):
     """Whether :meth:`VersionConverter.advance` leaves every node of this form exactly as it is.
 
@@ -194,7 +219,7 @@ def unchanged_form(op: str, source: int, target: int, inputs: tuple, outputs: in
         current = version
 
 
-def _form_passes_plainly(plan: "StepPlan", inputs: tuple, outputs: int, attrs: tuple, names: frozenset) -> bool:
+def _form_passes_plainly(plan: StepPlan, inputs: tuple, outputs: int, attrs: tuple, names: frozenset) -> bool:
     """:func:`_passes_plainly` for a node form."""
     new = plan.new
     if not new.min_inputs <= len(inputs) <= new.max_inputs or outputs > new.max_outputs or not all(inputs):
@@ -206,8 +231,17 @@ def _form_passes_plainly(plan: "StepPlan", inputs: tuple, outputs: int, attrs: t
     return all(name in names for name in plan.required)
 
 
-def _generic_keeps_form(op: str, have: OpSchema, new: OpSchema, up: bool, inputs: tuple, outputs: int,
-                        attrs: tuple, names: frozenset, type_checks: list) -> bool:
+def _generic_keeps_form(
+    op: str,
+    have: OpSchema,
+    new: OpSchema,
+    up: bool,
+    inputs: tuple,
+    outputs: int,
+    attrs: tuple,
+    names: frozenset,
+    type_checks: list,
+) -> bool:
     """Whether :meth:`VersionConverter.generic` leaves a node of this form alone (see ``unchanged_form``).
 
     Any attribute it would drop, add or question, any arity it would trim or refuse, and axes it
@@ -223,8 +257,9 @@ def _generic_keeps_form(op: str, have: OpSchema, new: OpSchema, up: bool, inputs
     for name, kind in attrs:
         if kinds.get(name) != kind:
             return False
-    if any(name not in names for name, _, _ in plan.changed_defaults) or \
-            any(name not in names for name in plan.required):
+    if any(name not in names for name, _, _ in plan.changed_defaults) or any(
+        name not in names for name in plan.required
+    ):
         return False
     given = _trimmed(list(inputs))
     if not new.min_inputs <= len(given) <= new.max_inputs or outputs > new.max_outputs:
@@ -240,7 +275,7 @@ def _generic_keeps_form(op: str, have: OpSchema, new: OpSchema, up: bool, inputs
     return True
 
 
-@lru_cache(maxsize=None)
+@cache
 def types_fit(op: str, type_checks: tuple, input_types: tuple, output_types: tuple) -> bool:
     """Whether operands of these type signatures (None: unknown) meet ``op``'s schemas of ``type_checks``."""
     by_version = {s.version: s for s in schemas(op)}
@@ -266,7 +301,7 @@ def _same_signature(a: OpSchema, b: OpSchema) -> bool:
     return _signature(a.name, a.version) == _signature(b.name, b.version)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _signature(op: str, version: int) -> tuple:
     """Attributes and operand forms of one schema (not its type sets), for comparing versions."""
     s = {s.version: s for s in schemas(op)}[version]
@@ -318,7 +353,7 @@ class Context:
 
     __slots__ = ("converter", "graph", "node", "version", "created", "replaced")
 
-    def __init__(self, converter: "VersionConverter", graph: Graph, node: Node, version: int):
+    def __init__(self, converter: VersionConverter, graph: Graph, node: Node, version: int):
         self.converter = converter
         self.graph = graph
         self.node = node
@@ -353,15 +388,22 @@ class Context:
         return len(shape)
 
     # -- building -----------------------------------------------------------
-    def op(self, op: str, *inputs: Value | None, _outputs: int = 1, _version: int | None = None,
-           **attrs) -> Value | list[Value]:
+    def op(
+        self, op: str, *inputs: Value | None, _outputs: int = 1, _version: int | None = None, **attrs
+    ) -> Value | list[Value]:
         """A new node before the adapted one, at this step's opset (or ``_version``)."""
         typed = {k: v if isinstance(v, Attr) else infer_attr(k, v) for k, v in attrs.items()}
         hint = f"{self.node.name}/{op}" if self.node.name else op
         # Appended, not inserted before the node (a list insert per node is quadratic on big graphs):
         # the driver sorts each graph it changed once, at the end.
-        out = self.graph.op(op, *inputs, version=self.version if _version is None else _version,
-                            outputs=_outputs, name=hint, attrs=typed)
+        out = self.graph.op(
+            op,
+            *inputs,
+            version=self.version if _version is None else _version,
+            outputs=_outputs,
+            name=hint,
+            attrs=typed,
+        )
         self.converter.changed.add(self.graph)
         first = out if isinstance(out, Value) else out[0]
         self.created.append(first.producer)
@@ -376,8 +418,9 @@ class Context:
             return out
         # Graph.const, without working out again what the array already knows
         unique = graph.unique_name(f"{self.node.name or self.node.op}_{name}")
-        return graph.add_initializer(unique, Tensor(element_type_of(array), array.shape, array=array,
-                                                    nbytes=array.nbytes))
+        return graph.add_initializer(
+            unique, Tensor(element_type_of(array), array.shape, array=array, nbytes=array.nbytes)
+        )
 
     def branch(self, label: str, op: str, *inputs: Value | None, out_type=None, **attrs) -> Graph:
         """A one-node subgraph (an If branch) reading ``inputs`` from this graph, at this step's opset.
@@ -451,7 +494,7 @@ class Context:
                 self.replace_output(forwarded, old)
             else:
                 old.replace_all_uses_with(new)
-        for v in outputs[len(values):]:
+        for v in outputs[len(values) :]:
             if v is not None and (v.uses or v in graph.outputs):
                 raise Refuse(f"output {v.name!r} has no equivalent")
         node.detach()
@@ -470,8 +513,9 @@ class Context:
 class VersionConverter:
     """One conversion: the target, direction, and the problems found so far."""
 
-    def __init__(self, model: Model, target: int, source_proto=None, inferred: dict | None = None,
-                 may_infer: bool | None = None):
+    def __init__(
+        self, model: Model, target: int, source_proto=None, inferred: dict | None = None, may_infer: bool | None = None
+    ):
         self.model = model
         self.source_proto = source_proto  # the model as a ModelProto, when the caller has one (for inference)
         self.source = model.opsets.get("", model.opsets.get("ai.onnx", 1))
@@ -519,6 +563,7 @@ class VersionConverter:
         if t is self:
             if self._reader is None:
                 from ...dialects.onnx.io import ProtoReader
+
                 self._reader = ProtoReader(None, None)
             t = self._converted[key] = self._reader.value_type(found)
         return t or declared
@@ -551,7 +596,10 @@ class VersionConverter:
             where = self.model.path
             raise ConversionError(
                 f"{len(self.problems)} node(s) cannot be converted from opset {self.source} to "
-                f"{self.target}: " + grouped_problems(self.problems, self.target), self.problems, where=where)
+                f"{self.target}: " + grouped_problems(self.problems, self.target),
+                self.problems,
+                where=where,
+            )
         self.finish()
 
     def tidy(self) -> None:
@@ -586,8 +634,7 @@ class VersionConverter:
         name = where + (node.name or f"<{node.op} -> {first}>")
         opset = node.version if node.version is not None else self.source
         version = max((s.version for s in schemas(node.op) if s.version <= opset), default=None)
-        return Problem(where + node.label, node.op, reason, self.valid_range(node), name, node.domain or "",
-                       version)
+        return Problem(where + node.label, node.op, reason, self.valid_range(node), name, node.domain or "", version)
 
     def valid_range(self, node: Node) -> str:
         """The opsets the node, as it stands when refused, is valid in, on the side of the move."""
@@ -623,8 +670,10 @@ class VersionConverter:
                 adapter(ctx, node)
             if not ctx.replaced:
                 if new is None:
-                    raise Refuse(f"{node.op} exists from opset {have.version} and no decomposition "
-                                 f"into older operators is defined")
+                    raise Refuse(
+                        f"{node.op} exists from opset {have.version} and no decomposition "
+                        f"into older operators is defined"
+                    )
                 self.generic(ctx, node, have, new, up=up, adapted=adapter is not None)
             if ctx.replaced:
                 return ctx.created
@@ -635,8 +684,7 @@ class VersionConverter:
                     self.node(graph, made, "")
 
     # -- the generic adapter ----------------------------------------------------
-    def generic(self, ctx: Context, node: Node, have: OpSchema, new: OpSchema, *, up: bool,
-                adapted: bool) -> None:
+    def generic(self, ctx: Context, node: Node, have: OpSchema, new: OpSchema, *, up: bool, adapted: bool) -> None:
         """A step whose signature is unchanged, or whose changed parts the node does not use.
 
         After a hand-written adapter (``adapted``) the same checks prove its result legal in ``new``.
@@ -645,8 +693,10 @@ class VersionConverter:
             return  # a registered step where the schema did not change (e.g. a function body's opset)
         changed = SEMANTIC_CHANGES.get((node.op, max(have.version, new.version)))
         if changed and not adapted:
-            raise Refuse(f"{node.op}-{max(have.version, new.version)} changed meaning ({changed}) "
-                         f"and no adapter handles this node")
+            raise Refuse(
+                f"{node.op}-{max(have.version, new.version)} changed meaning ({changed}) "
+                f"and no adapter handles this node"
+            )
         plan = step_plan(node.op, have.version, new.version)
         self.attributes(node, plan, up)
         self.arity(node, have, new)
@@ -655,7 +705,7 @@ class VersionConverter:
         if not plan.types_cover:
             fix_types(ctx, node, new, may_cast=not up)
 
-    def attributes(self, node: Node, plan: "StepPlan", up: bool) -> None:
+    def attributes(self, node: Node, plan: StepPlan, up: bool) -> None:
         new, have = plan.new, plan.have
         new_attrs = plan.new_attrs
         for name, attr in list(node.attrs.items()):
@@ -664,14 +714,20 @@ class VersionConverter:
                 old = have.attribute(name)
                 if up and name in _OBSOLETE_ATTRS:
                     del node.attrs[name]
-                elif old is not None and old.default is not None and attr.ref is None \
-                        and _same_value(attr.value, old.default):
+                elif (
+                    old is not None
+                    and old.default is not None
+                    and attr.ref is None
+                    and _same_value(attr.value, old.default)
+                ):
                     del node.attrs[name]  # set to the default of the version that knows it: no effect
                 else:
                     raise Refuse(f"attribute {name!r} does not exist in {node.op}-{new.version}")
             elif spec.type != attr.type:
-                raise Refuse(f"attribute {name!r} is {attr.type} in {node.op}-{have.version} "
-                             f"but {spec.type} in {node.op}-{new.version}")
+                raise Refuse(
+                    f"attribute {name!r} is {attr.type} in {node.op}-{have.version} "
+                    f"but {spec.type} in {node.op}-{new.version}"
+                )
             elif spec.allowed is not None and attr.ref is None and attr.value not in spec.allowed:
                 raise Refuse(f"attribute {name}={attr.value!r} is not allowed in {node.op}-{new.version}")
         for name, kind, default in plan.changed_defaults:
@@ -691,8 +747,7 @@ class VersionConverter:
             inputs = _trimmed(inputs)
         if len(inputs) > new.max_inputs:
             extra = _param_at(have.inputs, new.max_inputs)
-            raise Refuse(f"input {extra.name if extra else new.max_inputs!r} does not exist in "
-                         f"{node.op}-{new.version}")
+            raise Refuse(f"input {extra.name if extra else new.max_inputs!r} does not exist in {node.op}-{new.version}")
         if None in inputs:
             for i, v in enumerate(inputs):
                 p = _param_at(new.inputs, i)
@@ -726,8 +781,7 @@ class VersionConverter:
 
     def _functions(self) -> list:
         """Model-local functions written against the model's own ai.onnx opset move with it."""
-        return [f for f in self.model.functions
-                if f.opsets.get("", f.opsets.get("ai.onnx")) == self.source]
+        return [f for f in self.model.functions if f.opsets.get("", f.opsets.get("ai.onnx")) == self.source]
 
 
 @dataclass(frozen=True)
@@ -743,15 +797,19 @@ class StepPlan:
     plain_kinds: dict  # name -> kind of ``new``'s attributes that accept any value of their kind
 
 
-@lru_cache(maxsize=None)
+@cache
 def step_plan(op: str, have_version: int, new_version: int) -> StepPlan:
     by_version = {s.version: s for s in schemas(op)}
     have, new = by_version[have_version], by_version[new_version]
     new_attrs = {a.name: a for a in new.attributes}
     changed = tuple(
-        (old.name, old.type, old.default) for old in have.attributes
-        if old.name in new_attrs and old.default is not None and old.type in ("int", "float", "ints", "floats")
-        and not _same_value(old.default, new_attrs[old.name].default))
+        (old.name, old.type, old.default)
+        for old in have.attributes
+        if old.name in new_attrs
+        and old.default is not None
+        and old.type in ("int", "float", "ints", "floats")
+        and not _same_value(old.default, new_attrs[old.name].default)
+    )
     required = tuple(a.name for a in new.attributes if a.required)
     cover = True
     for params_have, params_new in ((have.inputs, new.inputs), (have.outputs, new.outputs)):
@@ -831,9 +889,16 @@ def normalize_negative_axes(ctx: Context, node: Node) -> None:
 def fix_types(ctx: Context, node: Node, schema: OpSchema, *, may_cast: bool) -> None:
     """Make the node's operand types legal in ``schema``: wider-type Casts on downgrade, else refuse."""
     type_of = ctx.converter.type_of
-    bad = misfits(schema, *([None if v is None or _param_at(params, i) is None else type_signature(type_of(v))
-                             for i, v in enumerate(values)]
-                            for params, values in ((schema.inputs, node.inputs), (schema.outputs, node.outputs))))
+    bad = misfits(
+        schema,
+        *(
+            [
+                None if v is None or _param_at(params, i) is None else type_signature(type_of(v))
+                for i, v in enumerate(values)
+            ]
+            for params, values in ((schema.inputs, node.inputs), (schema.outputs, node.outputs))
+        ),
+    )
     if not bad:
         return
     label = ", ".join(f"{sig}" for sig in bad.values())
@@ -843,8 +908,11 @@ def fix_types(ctx: Context, node: Node, schema: OpSchema, *, may_cast: bool) -> 
         allowed = schema.type_constraints.get(constraint)
         dtype = node_dtype(ctx, node, schema, constraint)
         wider = next((w for w in _WIDER.get(dtype or "", ()) if f"tensor({w})" in (allowed or ())), None)
-        uses_input = any(_param_at(schema.inputs, i) is not None and _param_at(schema.inputs, i).type == constraint
-                         for i, v in enumerate(node.inputs) if v is not None)
+        uses_input = any(
+            _param_at(schema.inputs, i) is not None and _param_at(schema.inputs, i).type == constraint
+            for i, v in enumerate(node.inputs)
+            if v is not None
+        )
         if allowed is None or wider is None or not uses_input:
             raise Refuse(f"{node.op}-{schema.version} does not accept {sig}")
         for i, v in enumerate(list(node.inputs)):
@@ -855,8 +923,9 @@ def fix_types(ctx: Context, node: Node, schema: OpSchema, *, may_cast: bool) -> 
             p = _param_at(schema.outputs, i)
             if v is None or p is None or p.type != constraint:
                 continue
-            inner = Value(ctx.graph.unique_name(f"{v.name}_{wider}"),
-                          TensorType(wider, v.shape) if v.type is not None else None)
+            inner = Value(
+                ctx.graph.unique_name(f"{v.name}_{wider}"), TensorType(wider, v.shape) if v.type is not None else None
+            )
             node.outputs[i] = inner
             inner.producer, inner.index = node, i
             v.producer = None
@@ -882,7 +951,7 @@ def infer_types(model: Model | None, proto=None, nested: bool | None = None) -> 
     whether ``model`` has any); ``model`` None: ``proto`` alone, a graph without subgraphs.
     """
     from ...dialects.onnx.io import to_proto
-    from ...dialects.onnx.proto import inference_failures, infer_shapes
+    from ...dialects.onnx.proto import infer_shapes, inference_failures
 
     try:
         inferred = infer_shapes(proto if proto is not None else to_proto(model), data_prop=True)
@@ -911,8 +980,20 @@ def _collect_types(graph, found: dict, nested: bool = True) -> None:
 
 #: (highest ai.onnx opset, the IR version that came with it), from onnx's release history; kept here because
 #: importing onnx.helper for its table costs ~40 ms of every ``opconv upgrade`` (tests compare the two)
-_IR_FOR_OPSET = ((8, 3), (9, 4), (10, 5), (11, 6), (14, 7), (18, 8), (20, 9), (22, 10), (23, 11), (24, 12),
-                 (27, 13), (28, 14))
+_IR_FOR_OPSET = (
+    (8, 3),
+    (9, 4),
+    (10, 5),
+    (11, 6),
+    (14, 7),
+    (18, 8),
+    (20, 9),
+    (22, 10),
+    (23, 11),
+    (24, 12),
+    (27, 13),
+    (28, 14),
+)
 
 
 def min_ir_version(opset: int) -> int | None:
@@ -934,7 +1015,8 @@ def convert_version(model: Model, opset: int, *, source_proto=None) -> Model:
         raise ConversionError(f"version conversion needs an ONNX model, not {model.dialect}", where=model.path)
     newest = newest_opset()
     if not 1 <= opset <= newest:
-        raise ConversionError(f"opset {opset} is outside 1..{newest}, the ai.onnx opsets this onnx defines",
-                              where=model.path)
+        raise ConversionError(
+            f"opset {opset} is outside 1..{newest}, the ai.onnx opsets this onnx defines", where=model.path
+        )
     VersionConverter(model, opset, source_proto).run()
     return model

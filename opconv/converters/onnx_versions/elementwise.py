@@ -18,8 +18,16 @@ from ..rewrite import Refuse
 from .registry import downgrade, needs_types, semantic_change, upgrade
 
 _LEGACY_BINARY = ("Add", "Sub", "Mul", "Div", "Pow", "And", "Or", "Xor", "Equal", "Greater", "Less")
-_SWAPPABLE = {"Add": "Add", "Mul": "Mul", "And": "And", "Or": "Or", "Xor": "Xor", "Equal": "Equal",
-              "Greater": "Less", "Less": "Greater"}
+_SWAPPABLE = {
+    "Add": "Add",
+    "Mul": "Mul",
+    "And": "And",
+    "Or": "Or",
+    "Xor": "Xor",
+    "Equal": "Equal",
+    "Greater": "Less",
+    "Less": "Greater",
+}
 
 semantic_change(("Max", "Min", "Sum", "Mean"), 8, "inputs broadcast numpy-style")
 semantic_change("PRelu", 7, "slope broadcasts numpy-style")
@@ -74,8 +82,9 @@ def _broadcasts_to(small, big) -> bool:
 def variadic_equal_shapes(ctx, node):
     shapes = {ctx.shape(v) for v in node.inputs if v is not None}
     if None in shapes or len(shapes) != 1:
-        raise Refuse(f"input shapes {sorted(map(str, shapes))} differ or are unknown; before opset 8 "
-                     f"they must be equal")
+        raise Refuse(
+            f"input shapes {sorted(map(str, shapes))} differ or are unknown; before opset 8 they must be equal"
+        )
 
 
 def _per_channel(slope, x) -> bool:
@@ -100,8 +109,9 @@ def prelu_legacy_slope(ctx, node):
 def clip_bounds_to_inputs(ctx, node):
     dtype = ctx.dtype(node.inputs[0]) or "float32"
     lo, hi = ctx.pop_attr(node, "min"), ctx.pop_attr(node, "max")
-    bound = [None if v is None else ctx.const(np.array(v, dtype=_np(dtype)), name)
-             for v, name in ((lo, "min"), (hi, "max"))]
+    bound = [
+        None if v is None else ctx.const(np.array(v, dtype=_np(dtype)), name) for v, name in ((lo, "min"), (hi, "max"))
+    ]
     ctx.set_inputs(node, [node.inputs[0], *bound])
 
 
@@ -118,6 +128,7 @@ def clip_bounds_to_attributes(ctx, node):
 
 def _np(dtype: str):
     from ...types import element_type
+
     return element_type(dtype).numpy
 
 
@@ -166,6 +177,7 @@ def mish_as_softplus_tanh(ctx, node):
 def gelu_as_erf_or_tanh(ctx, node):
     from ..decompose import replace_in_step
     from ..decompose.activation import gelu_20
+
     replace_in_step(ctx, node, gelu_20)  # the decomposition's formula: one copy of it
 
 

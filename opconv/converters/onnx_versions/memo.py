@@ -115,8 +115,9 @@ class FormKeys:
             if found is None and name not in graph_outputs:
                 results.append(_READ if name in read else _UNREAD)
             else:
-                results.append((name in read, name in graph_outputs,
-                                None if found is None else found.SerializeToString()))
+                results.append(
+                    (name in read, name in graph_outputs, None if found is None else found.SerializeToString())
+                )
         return tuple(results)
 
     def constant_key(self, name: str) -> tuple | bool:
@@ -152,8 +153,13 @@ def content_key(tensor, name: str):
     """A small tensor's content (every field but its name and doc), else its name."""
     if tensor.data_location == io.pb.TensorProto.EXTERNAL or tensor.ByteSize() > INLINE_BYTES:
         return "name", name
-    key = tuple([(fd.number, v if isinstance(v, _SCALARS) else tuple(v))
-                 for fd, v in tensor.ListFields() if fd.number not in (_TENSOR_NAME, _TENSOR_DOC)])
+    key = tuple(
+        [
+            (fd.number, v if isinstance(v, _SCALARS) else tuple(v))
+            for fd, v in tensor.ListFields()
+            if fd.number not in (_TENSOR_NAME, _TENSOR_DOC)
+        ]
+    )
     try:
         hash(key)
     except TypeError:  # message fields (segment, external data, metadata): keyed by name
@@ -171,8 +177,21 @@ class Template:
     the result is not self-contained: it is then written as it is, for its own node only.
     """
 
-    __slots__ = ("nodes", "initializers", "value_info", "gone", "node_renames", "initializer_names",
-                 "value_info_names", "gone_slots", "hints", "facts", "output_types", "self_index", "reusable")
+    __slots__ = (
+        "nodes",
+        "initializers",
+        "value_info",
+        "gone",
+        "node_renames",
+        "initializer_names",
+        "value_info_names",
+        "gone_slots",
+        "hints",
+        "facts",
+        "output_types",
+        "self_index",
+        "reusable",
+    )
 
     def __init__(self):
         self.nodes: list = []  # NodeProto, in the order they are written
@@ -191,8 +210,20 @@ class Template:
         self.reusable = False
 
     @classmethod
-    def record(cls, node, ins: list, outs: list, group: list, made_initializers: list, hints: list,
-               facts: list, start_types: list, original: set, needed: list, writer) -> "Template":
+    def record(
+        cls,
+        node,
+        ins: list,
+        outs: list,
+        group: list,
+        made_initializers: list,
+        hints: list,
+        facts: list,
+        start_types: list,
+        original: set,
+        needed: list,
+        writer,
+    ) -> Template:
         """The result of converting ``node`` (operand Values ``ins``/``outs`` as loaded).
 
         ``group``: the nodes it became, ordered; ``made_initializers``: (name, Value) added while it
@@ -215,8 +246,9 @@ class Template:
         if any(v is not None and need and v.name not in produced for v, need in zip(outs, needed)):
             return t  # another value took the place of an output something reads
         index = t.plan_names(node, [*ins, *outs], hints)
-        t.reusable = t.plan_protobufs(node, group, index, len(ins) + len(outs)) and \
-            t.plan_types(ins, outs, facts, start_types, original)
+        t.reusable = t.plan_protobufs(node, group, index, len(ins) + len(outs)) and t.plan_types(
+            ins, outs, facts, start_types, original
+        )
         return t
 
     def plan_names(self, node, operands: list, hints: list) -> dict[str, int]:
@@ -285,8 +317,11 @@ class Template:
                 continue  # a value this conversion made: the same for every node of the key
             seen.setdefault((i, what), found)
         self.facts = tuple((i, what, found) for (i, what), found in seen.items())
-        self.output_types = [(1 + len(ins) + j, v.type) for j, (v, before) in enumerate(zip(outs, start_types))
-                             if v is not None and v.type is not before and v.type != before]
+        self.output_types = [
+            (1 + len(ins) + j, v.type)
+            for j, (v, before) in enumerate(zip(outs, start_types))
+            if v is not None and v.type is not before and v.type != before
+        ]
         # An output's new type is the same for every node of the key when Context.replace set it (from
         # what the conversion made) or when the whole type was a fact; inference completing it after
         # only its element type was read gives each node its own.

@@ -19,6 +19,7 @@ needs_types(_SOFTMAX + ("Scan", "Gemm", "BatchNormalization", "GroupNormalizatio
 
 # -- Softmax, LogSoftmax, Hardmax -----------------------------------------------------------
 
+
 @upgrade(_SOFTMAX, 13)
 def softmax_single_axis(ctx, node):
     """Before 13 the input was coerced to 2-D at ``axis``; from 13 only ``axis`` is normalised."""
@@ -59,6 +60,7 @@ def softmax_coerced_axis(ctx, node):
 
 # -- Dropout -----------------------------------------------------------------------------------
 
+
 @downgrade("Dropout", 7)
 def dropout_test_mode(ctx, node):
     ctx.set_attr(node, "is_test", 1)  # before 7 the default was training mode
@@ -81,12 +83,17 @@ def dropout_ratio_to_attribute(ctx, node):
     if ratio is not None:
         node.attrs["ratio"] = Attr("ratio", "float", float(np.asarray(ctx.static(ratio, "input 'ratio'"))))
     ctx.set_inputs(node, [node.inputs[0]])
-    if len(node.outputs) > 1 and node.outputs[1] is not None and not node.outputs[1].uses \
-            and node.outputs[1] not in node.graph.outputs:
+    if (
+        len(node.outputs) > 1
+        and node.outputs[1] is not None
+        and not node.outputs[1].uses
+        and node.outputs[1] not in node.graph.outputs
+    ):
         node.outputs.pop()  # Dropout-10's mask is bool, like 12's; an unused one can go either way
 
 
 # -- BatchNormalization ------------------------------------------------------------------------
+
 
 @downgrade("BatchNormalization", 7)
 def batchnorm_test_mode(ctx, node):
@@ -100,6 +107,7 @@ def batchnorm_drop_spatial(ctx, node):
 
 
 # -- Gemm ----------------------------------------------------------------------------------------
+
 
 @upgrade("Gemm", 7)
 def gemm_drop_broadcast(ctx, node):
@@ -117,11 +125,11 @@ def gemm_required_c(ctx, node):
         dtype = ctx.dtype(node.inputs[0])
         if dtype is None:
             raise Refuse("the element type is unknown; Gemm before 11 needs a C input of that type")
-        ctx.set_inputs(node, [node.inputs[0], node.inputs[1], ctx.const(np.zeros((), element_type(dtype).numpy),
-                                                                         "C")])
+        ctx.set_inputs(node, [node.inputs[0], node.inputs[1], ctx.const(np.zeros((), element_type(dtype).numpy), "C")])
 
 
 # -- pooling ---------------------------------------------------------------------------------------
+
 
 @upgrade(("LpPool", "GlobalLpPool"), 2)
 def lppool_integer_p(ctx, node):
@@ -176,10 +184,12 @@ def dft_axis_to_attribute(ctx, node):
 
 # -- normalizations decomposed -------------------------------------------------------------------
 
+
 @downgrade("LayerNormalization", 17)
 def layernorm_decomposed(ctx, node):
     from ..decompose import replace_in_step
     from ..decompose.norm import layer_normalization_17
+
     replace_in_step(ctx, node, layer_normalization_17)  # the decomposition's formula: one copy of it
 
 
@@ -187,6 +197,7 @@ def layernorm_decomposed(ctx, node):
 def rms_normalization_decomposed(ctx, node):
     from ..decompose import replace_in_step
     from ..decompose.norm import rms_normalization_23
+
     replace_in_step(ctx, node, rms_normalization_23)  # the decomposition the converters use: one copy of it
 
 
@@ -194,6 +205,7 @@ def rms_normalization_decomposed(ctx, node):
 def attention_decomposed(ctx, node):
     from ..decompose import replace_in_step
     from ..decompose.onnx_attention import attention_23
+
     replace_in_step(ctx, node, attention_23)  # the decomposition the converters use: one copy of it
 
 
@@ -201,6 +213,7 @@ def attention_decomposed(ctx, node):
 def rotary_embedding_decomposed(ctx, node):
     from ..decompose import replace_in_step
     from ..decompose.onnx_rotary import rotary_embedding_23
+
     replace_in_step(ctx, node, rotary_embedding_23)  # the decomposition the converters use: one copy of it
 
 
@@ -283,8 +296,7 @@ def roialign_output_half_pixel(ctx, node):
 def roialign_only_output_half_pixel(ctx, node):
     mode = text(ctx.pop_attr(node, "coordinate_transformation_mode", "half_pixel"))
     if mode != "output_half_pixel":
-        raise Refuse(f"coordinate_transformation_mode={mode!r} needs RoiAlign-16 (RoiAlign-10 is "
-                     f"'output_half_pixel')")
+        raise Refuse(f"coordinate_transformation_mode={mode!r} needs RoiAlign-16 (RoiAlign-10 is 'output_half_pixel')")
 
 
 def pool_without_dilations(ctx, node):
@@ -301,8 +313,10 @@ downgrade("AveragePool", 19)(pool_without_dilations)
 @downgrade(("MaxPool", "AveragePool"), 22)
 def pool_ceil_mode_before_22(ctx, node):
     if int(node.attr("ceil_mode", 0)):
-        raise Refuse("ceil_mode=1 output sizes follow the rule of opset 22 (a last window starting in "
-                     "the padding is dropped); older versions size the output differently")
+        raise Refuse(
+            "ceil_mode=1 output sizes follow the rule of opset 22 (a last window starting in "
+            "the padding is dropped); older versions size the output differently"
+        )
 
 
 @downgrade("Dropout", 10)
@@ -315,6 +329,7 @@ def dropout_float_mask(ctx, node):
 
 
 # -- Scan: opset 8 had a batch axis on every input and output, opset 9 has none ------------------
+
 
 @upgrade("Scan", 9)
 def scan_without_batch_axis(ctx, node):

@@ -29,8 +29,8 @@ from ...dialects.onnx import io
 from ...errors import ConversionError, OpconvError
 from ...ir import Graph, Model, Node, Value
 from ...types import TensorType, from_onnx_code, type_signature
-from .driver import ONNX_DOMAINS, VersionConverter, infer_types, newest_opset, types_fit, unchanged_form
 from . import memo
+from .driver import ONNX_DOMAINS, VersionConverter, infer_types, newest_opset, types_fit, unchanged_form
 from .registry import UPGRADE_NEEDS_TYPES
 
 #: why conversions went the whole-model way (reason -> count), for tests and profiling
@@ -164,8 +164,12 @@ class _Scan:
         self.inputs = [vi.name for vi in graph.input]
         self.graph_outputs = {vi.name for vi in graph.output}
         declared = initializers.keys()
-        if len(produced) != listed or len(initializers) != len(graph.initializer) \
-                or not produced.isdisjoint(declared) or not produced.isdisjoint(self.inputs):
+        if (
+            len(produced) != listed
+            or len(initializers) != len(graph.initializer)
+            or not produced.isdisjoint(declared)
+            or not produced.isdisjoint(self.inputs)
+        ):
             self.fallback = "duplicate names"
             return
         self.names = produced  # every name of the graph
@@ -304,10 +308,12 @@ class _Partial:
         self.types = scan.types
         g = self.graph = _RecordingGraph(proto.graph.name)
         g._names = set(scan.names)  # every name of the whole graph, as its unique_name would see them
-        self.model = Model(graph=g, dialect="onnx", opsets=dict(scan.opsets), functions=[],
-                           meta={"ir_version": proto.ir_version})
-        self.converter = _PartialConverter(self.model, scan.target, proto, inferred=scan.inferred,
-                                           may_infer=scan.may_infer)
+        self.model = Model(
+            graph=g, dialect="onnx", opsets=dict(scan.opsets), functions=[], meta={"ir_version": proto.ir_version}
+        )
+        self.converter = _PartialConverter(
+            self.model, scan.target, proto, inferred=scan.inferred, may_infer=scan.may_infer
+        )
         self.version = scan.opsets.get("", scan.opsets.get("ai.onnx"))
         self.values: dict[str, Value] = {}  # name -> the loaded value
         self.loaded: set[str] = set()  # initializers of the source that loaded nodes read
@@ -411,8 +417,9 @@ class _Partial:
         group = _ordered(([node] if node.graph is g else []) + [n for n in g.nodes[start:] if n.graph is g])
         read, graph_outputs = self.keys.read, self.scan.graph_outputs
         needed = [v is not None and (v.name in read or v.name in graph_outputs) for v in outputs]
-        template = memo.Template.record(node, inputs, outputs, group, made, hints, facts, start_types,
-                                        self.scan.names, needed, self.writer)
+        template = memo.Template.record(
+            node, inputs, outputs, group, made, hints, facts, start_types, self.scan.names, needed, self.writer
+        )
         self.pieces.append((i, template, None, p.doc_string))
         MEMO["converted"] += 1
         return template
@@ -554,8 +561,14 @@ def _ordered(group: list[Node]) -> list[Node]:
     while pending:
         waiting = []
         for n in pending:
-            if all(v is None or v.producer is None or v.producer is n or id(v.producer) not in members
-                   or id(v.producer) in placed for v in n.inputs):
+            if all(
+                v is None
+                or v.producer is None
+                or v.producer is n
+                or id(v.producer) not in members
+                or id(v.producer) in placed
+                for v in n.inputs
+            ):
                 ordered.append(n)
                 placed.add(id(n))
             else:

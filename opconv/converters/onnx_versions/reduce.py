@@ -11,8 +11,17 @@ import numpy as np
 from ...ir import Attr
 from .registry import downgrade, upgrade
 
-_REDUCE_18 = ("ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean",
-              "ReduceMin", "ReduceProd", "ReduceSumSquare")
+_REDUCE_18 = (
+    "ReduceL1",
+    "ReduceL2",
+    "ReduceLogSum",
+    "ReduceLogSumExp",
+    "ReduceMax",
+    "ReduceMean",
+    "ReduceMin",
+    "ReduceProd",
+    "ReduceSumSquare",
+)
 
 
 def _axes_to_input(ctx, node):

@@ -32,7 +32,7 @@ adapter refuses it unless a hand-written adapter exists.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from .. import lowering
 

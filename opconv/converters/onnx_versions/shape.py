@@ -43,6 +43,7 @@ def keep_inputs(ctx, node, count: int) -> None:
 
 # -- Reshape ------------------------------------------------------------------
 
+
 @upgrade("Reshape", 5)
 def reshape_shape_to_input(ctx, node):
     ctx.set_inputs(node, [node.inputs[0], ints_to_input(ctx, node, "shape", required=True)])
@@ -72,16 +73,20 @@ def reshape_without_allowzero(ctx, node):
     # Each output dim a positive number, or the input's dim at the same place (the same symbol): a 0
     # there is the input's own 0, which Reshape-13 copies
     out = ctx.shape(node.outputs[0])
-    if out is not None and all(isinstance(d, int) and d > 0 or d is not None and dims is not None and i < len(dims)
-                               and d == dims[i] for i, d in enumerate(out)):
+    if out is not None and all(
+        isinstance(d, int) and d > 0 or d is not None and dims is not None and i < len(dims) and d == dims[i]
+        for i, d in enumerate(out)
+    ):
         return
     length = ctx.shape(node.inputs[1])
     if length is not None and length[:1] == (0,):
         return  # an empty shape (a scalar) has no 0 in it
     dtype = ctx.dtype(node.inputs[0])
     if dtype is None:
-        raise Refuse("allowzero=1 with a 0 possible in the shape: the element type of the data must be known to "
-                     "build the empty tensor a 0 gives")
+        raise Refuse(
+            "allowzero=1 with a 0 possible in the shape: the element type of the data must be known to "
+            "build the empty tensor a 0 gives"
+        )
     if target is not None:  # always empty (Reshape-14 fails on data that is not): a constant
         target = np.asarray(target).reshape(-1)
         if np.any(target < 0):
@@ -100,8 +105,9 @@ def reshape_keeping_zeros(ctx, node, dtype: str):
     in int64 would describe 2**64 elements, which no tensor has)."""
     data, shape = node.inputs[0], node.inputs[1]
     out_type = TensorType(dtype, None)
-    empty = ctx.branch("empty", "ConstantOfShape", shape, out_type=out_type,
-                       value=np.zeros(1, element_type(dtype).numpy))
+    empty = ctx.branch(
+        "empty", "ConstantOfShape", shape, out_type=out_type, value=np.zeros(1, element_type(dtype).numpy)
+    )
     reshaped = ctx.branch("reshaped", "Reshape", data, shape, out_type=out_type)
     size = ctx.op("ReduceProd", shape, keepdims=0)
     has_zero = ctx.op("Equal", size, ctx.const(np.array(0, np.int64), "zero"))
@@ -109,6 +115,7 @@ def reshape_keeping_zeros(ctx, node, dtype: str):
 
 
 # -- Shape ------------------------------------------------------------------------
+
 
 @downgrade("Shape", 15)
 def shape_start_end_as_slice(ctx, node):
@@ -119,16 +126,23 @@ def shape_start_end_as_slice(ctx, node):
         return
     whole = ctx.op("Shape", node.inputs[0])
     last = np.iinfo(np.int64).max if end is None else int(end)  # Slice clamps like Shape-15 does
-    kept = ctx.op("Slice", whole, ctx.const(np.array([start], np.int64), "start"),
-                  ctx.const(np.array([last], np.int64), "end"), ctx.const(np.array([0], np.int64), "axes"))
+    kept = ctx.op(
+        "Slice",
+        whole,
+        ctx.const(np.array([start], np.int64), "start"),
+        ctx.const(np.array([last], np.int64), "end"),
+        ctx.const(np.array([0], np.int64), "axes"),
+    )
     ctx.replace(node, [kept])
 
 
 # -- ConstantOfShape, Expand: constants before they existed --------------------------------
 
+
 @downgrade("ConstantOfShape", 9)
 def constant_of_shape_as_expand(ctx, node):
-    """The shape filled with ``value``: Expand of the one value at opset 8, the constant itself below (a constant shape)."""
+    """The shape filled with ``value``: Expand of the one value at opset 8, the constant itself below (a constant
+    shape)."""
     value = node.attr("value")
     fill = value.numpy().reshape(-1)[:1].reshape(()) if value is not None else np.zeros((), np.float32)
     if ctx.converter.target < 8:
@@ -150,6 +164,7 @@ def expand_of_constants(ctx, node):
 
 
 # -- Slice ----------------------------------------------------------------------
+
 
 @upgrade("Slice", 10)
 def slice_attributes_to_inputs(ctx, node):
@@ -181,6 +196,7 @@ def slice_positive_axes(ctx, node):
 
 
 # -- Pad -------------------------------------------------------------------------
+
 
 @upgrade("Pad", 2)
 def pad_paddings_renamed(ctx, node):
@@ -247,6 +263,7 @@ def pad_without_wrap(ctx, node):
 
 # -- Split -------------------------------------------------------------------------
 
+
 @upgrade("Split", 2)
 def split_input_to_attribute(ctx, node):
     input_to_ints(ctx, node, 1, "split")
@@ -285,6 +302,7 @@ def split_without_num_outputs(ctx, node):
 
 # -- Squeeze / Unsqueeze -------------------------------------------------------------
 
+
 @upgrade(("Squeeze", "Unsqueeze"), 13)
 def axes_to_input(ctx, node):
     ctx.set_inputs(node, [node.inputs[0], ints_to_input(ctx, node, "axes")])
@@ -317,6 +335,7 @@ def onehot_positive_axis(ctx, node):
 
 # -- TopK -------------------------------------------------------------------------------
 
+
 @upgrade("TopK", 10)
 def topk_k_to_input(ctx, node):
     k = ctx.pop_attr(node, "k")
@@ -331,6 +350,7 @@ def topk_k_to_attribute(ctx, node):
 
 
 # -- Tile -------------------------------------------------------------------------------
+
 
 @upgrade("Tile", 6)
 def tile_repeats(ctx, node):
@@ -348,11 +368,18 @@ def tile_one_axis(ctx, node):
     if len(tiled) > 1:
         raise Refuse(f"repeats {repeats.tolist()} tile several axes; Tile-1 tiles one")
     axis = tiled[0] if tiled else 0
-    ctx.set_inputs(node, [node.inputs[0], ctx.const(np.array(repeats[axis], np.int64), "tiles"),
-                          ctx.const(np.array(axis, np.int64), "axis")])
+    ctx.set_inputs(
+        node,
+        [
+            node.inputs[0],
+            ctx.const(np.array(repeats[axis], np.int64), "tiles"),
+            ctx.const(np.array(axis, np.int64), "axis"),
+        ],
+    )
 
 
 # -- Concat, Cast -------------------------------------------------------------------------
+
 
 @upgrade("Concat", 4)
 def concat_explicit_axis(ctx, node):
@@ -379,6 +406,7 @@ def cast_type_code_to_name(ctx, node):
 
 
 # -- Upsample / Resize ----------------------------------------------------------------------
+
 
 @upgrade("Upsample", 7)
 def upsample_scales_attribute(ctx, node):
@@ -431,10 +459,16 @@ def resize_asymmetric_only(ctx, node):
     exclude = ctx.pop_attr(node, "exclude_outside", 0)
     for unused_in_10 in ("cubic_coeff_a", "extrapolation_value"):  # meaningless for nearest/linear
         ctx.pop_attr(node, unused_in_10)
-    if mode not in ("nearest", "linear") or ctm != "asymmetric" or (mode == "nearest" and nearest != "floor") \
-            or exclude:
-        raise Refuse(f"mode={mode!r}, coordinate_transformation_mode={ctm!r}, nearest_mode={nearest!r} "
-                     f"need Resize-11 or later (Resize-10 is asymmetric with floor rounding)")
+    if (
+        mode not in ("nearest", "linear")
+        or ctm != "asymmetric"
+        or (mode == "nearest" and nearest != "floor")
+        or exclude
+    ):
+        raise Refuse(
+            f"mode={mode!r}, coordinate_transformation_mode={ctm!r}, nearest_mode={nearest!r} "
+            f"need Resize-11 or later (Resize-10 is asymmetric with floor rounding)"
+        )
     ctx.set_attr(node, "mode", mode)
     scales = node.inputs[2] if len(node.inputs) > 2 else None
     sizes = node.inputs[3] if len(node.inputs) > 3 else None
@@ -489,8 +523,10 @@ def scatter_elements_to_scatter(ctx, node):
 def _scatter_reduction(ctx, node, allowed: tuple[str, ...], version: int) -> None:
     reduction = text(node.attr("reduction", "none"))
     if reduction not in allowed:
-        raise Refuse(f"reduction={reduction!r} needs {node.op}-{version} or later (before it, "
-                     f"{' / '.join(repr(r) for r in allowed)} only)")
+        raise Refuse(
+            f"reduction={reduction!r} needs {node.op}-{version} or later (before it, "
+            f"{' / '.join(repr(r) for r in allowed)} only)"
+        )
     if version == 16:
         ctx.pop_attr(node, "reduction")  # "none", the only meaning before 16
 
@@ -551,6 +587,7 @@ def trilu_as_mask(ctx, node):
 
 def _triangle_mask(ctx, x, k, upper: bool):
     """(rows, cols) bool, true where column - row >= k (upper) or <= k (lower), sized at run time."""
+
     def scalar(v):
         return ctx.const(np.array(v, np.int64), "scalar")
 

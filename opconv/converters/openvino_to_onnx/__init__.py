@@ -40,7 +40,6 @@ than 1 or of even size, a TensorIterator without static shapes, ...
 
 from __future__ import annotations
 
-
 from ...ir import Model
 from .. import lowering, register
 from ..to_onnx import convert_to_onnx, newest_opset, onnx_model, rule_set, target_opset

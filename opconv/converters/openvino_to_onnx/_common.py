@@ -14,7 +14,7 @@ reason.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from .. import lowering
 from ..rewrite import Match, constant_value, np_dtype, rank_of, static_shape
@@ -31,12 +31,29 @@ class Ctx(_OnnxCtx):
     source = ("openvino", OPSET)
 
 
-def lower(ops: str | Iterable[str], inputs: int | Iterable[int] | None, outputs: int | Iterable[int] | None = 1,
-          check: Callable[[Match], str | None] | None = None):
+def lower(
+    ops: str | Iterable[str],
+    inputs: int | Iterable[int] | None,
+    outputs: int | Iterable[int] | None = 1,
+    check: Callable[[Match], str | None] | None = None,
+):
     """Register ``fn(c, *inputs)`` as the OpenVINO -> ONNX translator of opset1 ``ops`` layers with ``inputs``
     inputs and ``outputs`` outputs (each a count, the allowed counts, or None for any)."""
     return lowering.lower("openvino", "onnx", ops, domain=OPSET, inputs=inputs, outputs=outputs, check=check)
 
 
-__all__ = ["OPSET", "MIN_OPSET", "INT64_MAX", "INT64_MIN", "Ctx", "lower", "Refuse", "rank_of", "static_shape",
-           "np_dtype", "const_ints", "const_scalar", "constant_value"]
+__all__ = [
+    "OPSET",
+    "MIN_OPSET",
+    "INT64_MAX",
+    "INT64_MIN",
+    "Ctx",
+    "lower",
+    "Refuse",
+    "rank_of",
+    "static_shape",
+    "np_dtype",
+    "const_ints",
+    "const_scalar",
+    "constant_value",
+]

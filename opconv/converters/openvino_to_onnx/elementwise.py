@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...types import element_type
-from ._common import Ctx, Refuse, const_scalar, np_dtype, lower, rank_of
+from ._common import Ctx, Refuse, const_scalar, lower, np_dtype, rank_of
 
 
 def _check_broadcast(c: Ctx) -> None:
@@ -21,9 +21,22 @@ def _check_broadcast(c: Ctx) -> None:
 
 # opset1 binary layer -> the ONNX op computing the same thing (with the same result type).
 _BINARY = {
-    "Add": "Add", "Subtract": "Sub", "Multiply": "Mul", "Maximum": "Max", "Minimum": "Min", "Power": "Pow",
-    "Equal": "Equal", "NotEqual": None, "Less": "Less", "LessEqual": "LessOrEqual", "Greater": "Greater",
-    "GreaterEqual": "GreaterOrEqual", "LogicalAnd": "And", "LogicalOr": "Or", "LogicalXor": "Xor", "Xor": "Xor",
+    "Add": "Add",
+    "Subtract": "Sub",
+    "Multiply": "Mul",
+    "Maximum": "Max",
+    "Minimum": "Min",
+    "Power": "Pow",
+    "Equal": "Equal",
+    "NotEqual": None,
+    "Less": "Less",
+    "LessEqual": "LessOrEqual",
+    "Greater": "Greater",
+    "GreaterEqual": "GreaterOrEqual",
+    "LogicalAnd": "And",
+    "LogicalOr": "Or",
+    "LogicalXor": "Xor",
+    "Xor": "Xor",
 }
 
 
@@ -31,6 +44,7 @@ def _binary(onnx_op: str):
     def translate(c: Ctx, a, b):
         _check_broadcast(c)
         return c.onnx(onnx_op, a, b)
+
     return translate
 
 
@@ -78,10 +92,27 @@ def mod(c: Ctx, a, b):
 
 # opset1 unary layer -> ONNX op of the same meaning.
 _UNARY = {
-    "Abs": "Abs", "Acos": "Acos", "Asin": "Asin", "Atan": "Atan", "Ceiling": "Ceil", "Cos": "Cos", "Cosh": "Cosh",
-    "Erf": "Erf", "Exp": "Exp", "Floor": "Floor", "Log": "Log", "LogicalNot": "Not", "Negative": "Neg",
-    "ReLU": "Relu", "Sigmoid": "Sigmoid", "Sign": "Sign", "Sin": "Sin", "Sinh": "Sinh", "Sqrt": "Sqrt",
-    "Tan": "Tan", "Tanh": "Tanh",
+    "Abs": "Abs",
+    "Acos": "Acos",
+    "Asin": "Asin",
+    "Atan": "Atan",
+    "Ceiling": "Ceil",
+    "Cos": "Cos",
+    "Cosh": "Cosh",
+    "Erf": "Erf",
+    "Exp": "Exp",
+    "Floor": "Floor",
+    "Log": "Log",
+    "LogicalNot": "Not",
+    "Negative": "Neg",
+    "ReLU": "Relu",
+    "Sigmoid": "Sigmoid",
+    "Sign": "Sign",
+    "Sin": "Sin",
+    "Sinh": "Sinh",
+    "Sqrt": "Sqrt",
+    "Tan": "Tan",
+    "Tanh": "Tanh",
 }
 
 
@@ -157,8 +188,7 @@ def fake_quantize(c: Ctx, x, input_low, input_high, output_low, output_high):
     # Rounding half away from zero, as the runtime: sign(v) * floor(|v| + 0.5).
     half = c.scalar_like(0.5, x, "half")
     rounded = c.onnx("Mul", c.onnx("Sign", scaled), c.onnx("Floor", c.onnx("Add", c.onnx("Abs", scaled), half)))
-    q = c.onnx("Add", c.onnx("Mul", c.onnx("Div", rounded, steps), c.onnx("Sub", output_high, output_low)),
-               output_low)
+    q = c.onnx("Add", c.onnx("Mul", c.onnx("Div", rounded, steps), c.onnx("Sub", output_high, output_low)), output_low)
     below = c.onnx("LessOrEqual", x, c.onnx("Min", input_low, input_high))
     above = c.onnx("Greater", x, c.onnx("Max", input_low, input_high))
     return c.onnx("Where", below, output_low, c.onnx("Where", above, output_high, q))

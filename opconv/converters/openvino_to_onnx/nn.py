@@ -7,13 +7,16 @@ import numpy as np
 
 from ...kernels import conv as kc
 from ...types import element_type
-from ._common import (Ctx, Refuse, const_ints, constant_value, np_dtype,
-                      lower, rank_of, static_shape)
-
+from ._common import Ctx, Refuse, const_ints, constant_value, lower, np_dtype, rank_of, static_shape
 
 # opset1 auto_pad -> ONNX auto_pad ("explicit" means the layer's pads).
-AUTO_PAD = {"explicit": "NOTSET", "notset": "NOTSET", "same_upper": "SAME_UPPER", "same_lower": "SAME_LOWER",
-            "valid": "VALID"}
+AUTO_PAD = {
+    "explicit": "NOTSET",
+    "notset": "NOTSET",
+    "same_upper": "SAME_UPPER",
+    "same_lower": "SAME_LOWER",
+    "valid": "VALID",
+}
 
 
 def _auto_pad(c: Ctx) -> str:
@@ -38,6 +41,7 @@ def _window(c: Ctx, spatial: int) -> dict:
 # Convolutions
 # ---------------------------------------------------------------------------
 
+
 @lower("Convolution", 2)
 def convolution(c: Ctx, x, w):
     spatial = rank_of(w) - 2
@@ -58,8 +62,9 @@ def _fold_groups(c: Ctx, w, name: str):
 def group_convolution(c: Ctx, x, w):
     spatial = rank_of(w) - 3
     folded, groups = _fold_groups(c, w, "grouped")
-    return c.onnx("Conv", x, folded, group=groups, dilations=list(c.a.get("dilations") or [1] * spatial),
-                  **_window(c, spatial))
+    return c.onnx(
+        "Conv", x, folded, group=groups, dilations=list(c.a.get("dilations") or [1] * spatial), **_window(c, spatial)
+    )
 
 
 def _transposed(c: Ctx, x, w, output_shape, groups: int, kernel: tuple[int, ...]):
@@ -73,9 +78,15 @@ def _transposed(c: Ctx, x, w, output_shape, groups: int, kernel: tuple[int, ...]
         # The requested size fixes the pads.  The CPU plugin crops an odd total's extra element from the
         # start under same_upper and from the end otherwise (checked in tests/test_openvino_to_onnx.py).
         size = static_shape(x)[2:]
-        begin, end = kc.conv_transpose_pads(size, kernel, strides, dilations, output_padding,
-                                            const_ints(output_shape, "output_shape"),
-                                            extra_at_end=mode != "same_upper")
+        begin, end = kc.conv_transpose_pads(
+            size,
+            kernel,
+            strides,
+            dilations,
+            output_padding,
+            const_ints(output_shape, "output_shape"),
+            extra_at_end=mode != "same_upper",
+        )
         if any(p < 0 for p in begin + end):
             raise Refuse("output_shape is larger than the full transposed convolution")
         output_padding = [0] * spatial
@@ -84,9 +95,16 @@ def _transposed(c: Ctx, x, w, output_shape, groups: int, kernel: tuple[int, ...]
     else:
         begin = list(c.a.get("pads_begin") or [0] * spatial)
         end = list(c.a.get("pads_end") or [0] * spatial)
-    return c.onnx("ConvTranspose", x, w, strides=strides, dilations=dilations, pads=begin + end,
-                  output_padding=output_padding if any(output_padding) else None,
-                  group=groups if groups != 1 else None)
+    return c.onnx(
+        "ConvTranspose",
+        x,
+        w,
+        strides=strides,
+        dilations=dilations,
+        pads=begin + end,
+        output_padding=output_padding if any(output_padding) else None,
+        group=groups if groups != 1 else None,
+    )
 
 
 @lower("ConvolutionBackpropData", (2, 3))
@@ -104,6 +122,7 @@ def group_convolution_backprop_data(c: Ctx, x, w, output_shape=None):
 # Pooling
 # ---------------------------------------------------------------------------
 
+
 def _pool(c: Ctx, x) -> dict:
     kernel = list(c.a.get("kernel") or [])
     if not kernel:
@@ -114,12 +133,13 @@ def _pool(c: Ctx, x) -> dict:
     if ceil and window["auto_pad"] == "NOTSET":
         dims = static_shape(x)[2:]
         pads = window["pads"]
-        for i, (size, k, s, pb, pe) in enumerate(zip(dims, kernel, window["strides"], pads[:spatial],
-                                                     pads[spatial:])):
+        for i, (size, k, s, pb, pe) in enumerate(zip(dims, kernel, window["strides"], pads[:spatial], pads[spatial:])):
             out = -(-(size + pb + pe - k) // s) + 1
             if (out - 1) * s >= size + pb:
-                raise Refuse(f"rounding_type=ceil: the last window along spatial axis {i} starts in the padding, "
-                             "which opset1 keeps and ONNX drops")
+                raise Refuse(
+                    f"rounding_type=ceil: the last window along spatial axis {i} starts in the padding, "
+                    "which opset1 keeps and ONNX drops"
+                )
     return dict(kernel_shape=kernel, ceil_mode=int(ceil) if window["auto_pad"] == "NOTSET" else None, **window)
 
 
@@ -136,6 +156,7 @@ def avg_pool(c: Ctx, x):
 # ---------------------------------------------------------------------------
 # MatMul, SoftMax, normalizations
 # ---------------------------------------------------------------------------
+
 
 @lower("MatMul", 2)
 def matmul(c: Ctx, a, b):
@@ -211,9 +232,19 @@ def batch_norm_inference(c: Ctx, gamma, beta, x, mean, variance):
 # RNN cells: one step of an ONNX RNN/LSTM over a sequence of length 1
 # ---------------------------------------------------------------------------
 
-_ACTIVATIONS = {"sigmoid": "Sigmoid", "tanh": "Tanh", "relu": "Relu", "hardsigmoid": "HardSigmoid",
-                "elu": "Elu", "softsign": "Softsign", "softplus": "Softplus", "affine": "Affine",
-                "leakyrelu": "LeakyRelu", "thresholdedrelu": "ThresholdedRelu", "scaledtanh": "ScaledTanh"}
+_ACTIVATIONS = {
+    "sigmoid": "Sigmoid",
+    "tanh": "Tanh",
+    "relu": "Relu",
+    "hardsigmoid": "HardSigmoid",
+    "elu": "Elu",
+    "softsign": "Softsign",
+    "softplus": "Softplus",
+    "affine": "Affine",
+    "leakyrelu": "LeakyRelu",
+    "thresholdedrelu": "ThresholdedRelu",
+    "scaledtanh": "ScaledTanh",
+}
 
 
 def _rnn_attrs(c: Ctx) -> dict:
@@ -224,10 +255,13 @@ def _rnn_attrs(c: Ctx) -> dict:
             raise Refuse(f"activation {name!r} has no ONNX RNN form")
         names.append(onnx_name)
     clip = c.a.get("clip") or 0.0
-    return dict(hidden_size=int(c.a["hidden_size"]), activations=names,
-                activation_alpha=list(c.a.get("activations_alpha") or []) or None,
-                activation_beta=list(c.a.get("activations_beta") or []) or None,
-                clip=float(clip) if clip else None)
+    return dict(
+        hidden_size=int(c.a["hidden_size"]),
+        activations=names,
+        activation_alpha=list(c.a.get("activations_alpha") or []) or None,
+        activation_beta=list(c.a.get("activations_beta") or []) or None,
+        clip=float(clip) if clip else None,
+    )
 
 
 def _gate_blocks(c: Ctx, v, order: list[int], hidden: int, name: str):
@@ -259,10 +293,20 @@ def lstm_cell(c: Ctx, x, h, cell, w, r, b, p=None):
     peephole = None
     if p is not None:
         peephole = c.unsqueeze(p, [0])  # both use the order input, output, forget
-    ys = c.onnx("LSTM", c.unsqueeze(x, [0]), _gate_blocks(c, w, order, hidden, "iofc"),
-                _gate_blocks(c, r, order, hidden, "iofc"), _bias(c, b, order, hidden, x), None,
-                c.unsqueeze(h, [0]), c.unsqueeze(cell, [0]), peephole, _outputs=3,
-                input_forget=int(bool(c.a.get("input_forget"))) or None, **attrs)
+    ys = c.onnx(
+        "LSTM",
+        c.unsqueeze(x, [0]),
+        _gate_blocks(c, w, order, hidden, "iofc"),
+        _gate_blocks(c, r, order, hidden, "iofc"),
+        _bias(c, b, order, hidden, x),
+        None,
+        c.unsqueeze(h, [0]),
+        c.unsqueeze(cell, [0]),
+        peephole,
+        _outputs=3,
+        input_forget=int(bool(c.a.get("input_forget"))) or None,
+        **attrs,
+    )
     return [c.squeeze(ys[1], [0]), c.squeeze(ys[2], [0])]
 
 
@@ -270,15 +314,24 @@ def lstm_cell(c: Ctx, x, h, cell, w, r, b, p=None):
 def rnn_cell(c: Ctx, x, h, w, r, b):
     attrs = _rnn_attrs(c)
     hidden = attrs["hidden_size"]
-    ys = c.onnx("RNN", c.unsqueeze(x, [0]), _gate_blocks(c, w, [0], hidden, "dir"),
-                _gate_blocks(c, r, [0], hidden, "dir"), _bias(c, b, [0], hidden, x), None, c.unsqueeze(h, [0]),
-                _outputs=2, **attrs)
+    ys = c.onnx(
+        "RNN",
+        c.unsqueeze(x, [0]),
+        _gate_blocks(c, w, [0], hidden, "dir"),
+        _gate_blocks(c, r, [0], hidden, "dir"),
+        _bias(c, b, [0], hidden, x),
+        None,
+        c.unsqueeze(h, [0]),
+        _outputs=2,
+        **attrs,
+    )
     return c.squeeze(ys[1], [0])
 
 
 # ---------------------------------------------------------------------------
 # TopK
 # ---------------------------------------------------------------------------
+
 
 @lower("TopK", 2, outputs=2)
 def top_k(c: Ctx, x, k):
@@ -358,6 +411,7 @@ def _resize(c: Ctx, x, sizes, attrs):
 # ---------------------------------------------------------------------------
 # NonMaxSuppression
 # ---------------------------------------------------------------------------
+
 
 @lower("NonMaxSuppression", (2, 3, 4, 5))
 def non_max_suppression(c: Ctx, boxes, scores, max_boxes=None, iou=None, score_threshold=None):

@@ -7,9 +7,13 @@ import numpy as np
 from ...types import element_type
 from ._common import Ctx, constant_value, lower
 
-
-_NUMERIC = {"ReduceSum": "ReduceSum", "ReduceMean": "ReduceMean", "ReduceMax": "ReduceMax",
-            "ReduceMin": "ReduceMin", "ReduceProd": "ReduceProd"}
+_NUMERIC = {
+    "ReduceSum": "ReduceSum",
+    "ReduceMean": "ReduceMean",
+    "ReduceMax": "ReduceMax",
+    "ReduceMin": "ReduceMin",
+    "ReduceProd": "ReduceProd",
+}
 # Logical reductions: all() is the minimum and any() the maximum of 0/1 values.
 _LOGICAL = {"ReduceLogicalAnd": "ReduceMin", "ReduceLogicalOr": "ReduceMax"}
 
@@ -29,6 +33,7 @@ def _numeric(onnx_op: str):
     def translate(c: Ctx, x, axes):
         y = _reduce(c, onnx_op, x, axes)
         return c.onnx("Identity", x) if y is None else y
+
     return translate
 
 
@@ -37,6 +42,7 @@ def _logical(onnx_op: str):
         as_int = c.onnx("Cast", x, to=element_type("int32").onnx)
         y = _reduce(c, onnx_op, as_int, axes)
         return c.onnx("Cast", as_int if y is None else y, to=element_type("bool").onnx)
+
     return translate
 
 

@@ -6,9 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...types import element_type
-from ._common import (INT64_MAX, INT64_MIN, Ctx, Refuse, const_ints,
-                      constant_value, lower, rank_of, static_shape)
-
+from ._common import INT64_MAX, INT64_MIN, Ctx, Refuse, const_ints, constant_value, lower, rank_of, static_shape
 
 #: most inputs of a Concat and outputs of a Split converted (the bound of the former one-rule-per-count rules)
 MAX_ARITY = 64
@@ -93,11 +91,13 @@ def strided_slice(c: Ctx, x, begin, end, stride=None):
     begins, ends = const_ints(begin, "begin"), const_ints(end, "end")
     steps = const_ints(stride, "stride") if stride is not None else [1] * len(begins)
     rank = rank_of(x)
-    masks = {k: c.a.get(k) or [] for k in ("begin_mask", "end_mask", "new_axis_mask", "shrink_axis_mask",
-                                            "ellipsis_mask")}
+    masks = {
+        k: c.a.get(k) or [] for k in ("begin_mask", "end_mask", "new_axis_mask", "shrink_axis_mask", "ellipsis_mask")
+    }
     items = len(begins)
-    consuming = sum(1 for i in range(items) if not _bit(masks["new_axis_mask"], i)
-                    and not _bit(masks["ellipsis_mask"], i))
+    consuming = sum(
+        1 for i in range(items) if not _bit(masks["new_axis_mask"], i) and not _bit(masks["ellipsis_mask"], i)
+    )
     axes, starts, stops, strides, shrink, new = [], [], [], [], [], []
     in_axis = out_axis = 0
     for i in range(items):
@@ -163,8 +163,11 @@ def broadcast(c: Ctx, x, target_shape, axes_mapping=None):
         mapping = const_ints(axes_mapping, "axes_mapping")
         if mapping != sorted(mapping):
             raise Refuse(f"axes_mapping {mapping} is not increasing")
-        target_rank = len(const_ints(target_shape, "target_shape")) if constant_value(target_shape) is not None \
+        target_rank = (
+            len(const_ints(target_shape, "target_shape"))
+            if constant_value(target_shape) is not None
             else static_shape(target_shape)[0]
+        )
         others = [a for a in range(target_rank) if a not in mapping]
         if others:
             x = c.unsqueeze(x, others)
@@ -217,8 +220,7 @@ def one_hot(c: Ctx, indices, depth, on_value, off_value):
     idx = c.as_i64(indices)
     # ONNX counts negative indices from the end; opset1 gives them an all-off row, as an index of `depth` does.
     idx = c.onnx("Where", c.onnx("Less", idx, c.i64(0)), depth_i64, idx)
-    values = c.onnx("Concat", c.onnx("Reshape", off_value, c.i64([1])), c.onnx("Reshape", on_value, c.i64([1])),
-                    axis=0)
+    values = c.onnx("Concat", c.onnx("Reshape", off_value, c.i64([1])), c.onnx("Reshape", on_value, c.i64([1])), axis=0)
     return c.onnx("OneHot", idx, depth_i64, values, axis=int(c.a["axis"]))
 
 
@@ -246,7 +248,7 @@ def space_to_depth(c: Ctx, x):
     k = len(spatial)
     perm = [0, 1] + [3 + 2 * i for i in range(k)] + [2 + 2 * i for i in range(k)]
     y = c.onnx("Transpose", c.onnx("Reshape", x, c.i64(split)), perm=perm)
-    return c.onnx("Reshape", y, c.i64([n, ch * block ** k] + [d // block for d in spatial]))
+    return c.onnx("Reshape", y, c.i64([n, ch * block**k] + [d // block for d in spatial]))
 
 
 @lower("ShuffleChannels", 1)
@@ -257,7 +259,7 @@ def shuffle_channels(c: Ctx, x):
     channels = shape[axis]
     if channels % group:
         raise Refuse(f"{channels} channels do not split into {group} groups")
-    pre, post = int(np.prod(shape[:axis])), int(np.prod(shape[axis + 1:]))
+    pre, post = int(np.prod(shape[:axis])), int(np.prod(shape[axis + 1 :]))
     y = c.onnx("Reshape", x, c.i64([pre, group, channels // group, post]))
     y = c.onnx("Transpose", y, perm=[0, 2, 1, 3])
     return c.onnx("Reshape", y, c.i64(shape))

@@ -57,11 +57,12 @@ def tensor_iterator(c: Ctx, *inputs: Value):
     loop_body = _loop_body(c, body, plan)
     initials = [v if v is not None else _zeros(c, parts[out]) for _, out, v in plan.carried]
     n_out = len(plan.carried) + len(plan.scanned)
-    results = c.onnx("Loop", c.const(np.int64(plan.count), name="trip_count"), None, *initials, body=loop_body,
-                     _outputs=n_out)
+    results = c.onnx(
+        "Loop", c.const(np.int64(plan.count), name="trip_count"), None, *initials, body=loop_body, _outputs=n_out
+    )
     results = results if isinstance(results, list) else [results]
     finals = {out: v for (_, out, _), v in zip(plan.carried, results)}
-    stacked = dict(zip(plan.scanned, results[len(plan.carried):]))
+    stacked = dict(zip(plan.scanned, results[len(plan.carried) :]))
     outputs = []
     for rule in plan.outputs:
         if rule.axis is None:
@@ -151,8 +152,9 @@ def _loop_body(c: Ctx, body: Graph, plan: _Plan) -> Graph:
             carried_in.append(Value(body.unique_name(f"{body.outputs[out].name}_previous"), body.outputs[out].type))
         else:
             carried_in.append(old_inputs[to])
-    rebound = {k: _slice(body, c.opset, iteration, c.node.inputs[rule.external], rule)
-               for k, rule in plan.sliced.items()}
+    rebound = {
+        k: _slice(body, c.opset, iteration, c.node.inputs[rule.external], rule) for k, rule in plan.sliced.items()
+    }
     rebound.update(plan.invariant)
     for k, value in rebound.items():
         old_inputs[k].replace_all_uses_with(value)
@@ -210,8 +212,9 @@ def _slice(body: Graph, opset: int, iteration: Value, x: Value, rule) -> Value:
     base = first if rule.stride > 0 else stop - abs(rule.stride)
     i64 = lambda values, name: body.const(np.asarray(values, np.int64), name)  # noqa: E731
     at = _body_op(body, opset, "Unsqueeze", iteration, i64([0], "axes"))
-    start = _body_op(body, opset, "Add", _body_op(body, opset, "Mul", at, i64([rule.stride], "stride")),
-                     i64([base], "base"))
+    start = _body_op(
+        body, opset, "Add", _body_op(body, opset, "Mul", at, i64([rule.stride], "stride")), i64([base], "base")
+    )
     end = _body_op(body, opset, "Add", start, i64([rule.part_size], "part_size"))
     return _body_op(body, opset, "Slice", x, start, end, i64([rule.axis % len(static_shape(x))], "axis"))
 
@@ -236,4 +239,3 @@ def _concatenated(c: Ctx, stacked: Value, part: Value, rule, count: int) -> Valu
     # The spec's count, which OpenVINO's own output shape misses when a stride skips elements.
     joined.type = TensorType(part.dtype, tuple(shape))
     return joined
-

@@ -36,8 +36,9 @@ def _fuse(graph: Graph, plan) -> None:
     fuse_relu_named(graph, plan, ("ConvBias", "Convolution", "Add"), "Relu")
 
 
-EXECUTOR = DialectExecutor("hlo", "HLO", domains=(DOMAIN, "hlo"), kernels=f"{__package__}.ops", noun="op",
-                           strict_attributes=False, fuse=_fuse)
+EXECUTOR = DialectExecutor(
+    "hlo", "HLO", domains=(DOMAIN, "hlo"), kernels=f"{__package__}.ops", noun="op", strict_attributes=False, fuse=_fuse
+)
 REGISTRY = EXECUTOR.registry
 
 

@@ -28,27 +28,52 @@ def pack_conv_bias(graph: Graph, plan) -> int:
         if node.op != "ConvBias" or plan.foldable[i] or len(plan.inputs[i]) != 3 or None in plan.inputs[i]:
             continue
         n = len(a["input_spatial_dimensions"])
-        layouts = [(a["input_batch_dimension"], a["input_feature_dimension"], *a["input_spatial_dimensions"]),
-                   (a["kernel_output_feature_dimension"], a["kernel_input_feature_dimension"],
-                    *a["kernel_spatial_dimensions"]),
-                   (a["output_batch_dimension"], a["output_feature_dimension"], *a["output_spatial_dimensions"])]
-        if (any([int(d) for d in layout] != list(range(n + 2)) for layout in layouts)
-                or int(a["batch_group_count"]) != 1 or (a["auto_pad"] or "NOTSET").upper() != "NOTSET"
-                or any(f != 1 for f in per_dim(a["lhs_dilation"], n, "lhs_dilation"))):
+        layouts = [
+            (a["input_batch_dimension"], a["input_feature_dimension"], *a["input_spatial_dimensions"]),
+            (
+                a["kernel_output_feature_dimension"],
+                a["kernel_input_feature_dimension"],
+                *a["kernel_spatial_dimensions"],
+            ),
+            (a["output_batch_dimension"], a["output_feature_dimension"], *a["output_spatial_dimensions"]),
+        ]
+        if (
+            any([int(d) for d in layout] != list(range(n + 2)) for layout in layouts)
+            or int(a["batch_group_count"]) != 1
+            or (a["auto_pad"] or "NOTSET").upper() != "NOTSET"
+            or any(f != 1 for f in per_dim(a["lhs_dilation"], n, "lhs_dilation"))
+        ):
             continue
         w, b = (constant_value(vid, initializers, plan) for vid in plan.inputs[i][1:])
         groups = int(a["feature_group_count"])
-        if (not isinstance(w, np.ndarray) or not isinstance(b, np.ndarray) or w.dtype not in _FLOATS
-                or b.dtype != w.dtype or w.ndim != n + 2 or b.shape != (w.shape[0],) or w.shape[0] % groups):
+        if (
+            not isinstance(w, np.ndarray)
+            or not isinstance(b, np.ndarray)
+            or w.dtype not in _FLOATS
+            or b.dtype != w.dtype
+            or w.ndim != n + 2
+            or b.shape != (w.shape[0],)
+            or w.shape[0] % groups
+        ):
             continue
         weights = K.pack_conv_weights(w, b, groups)
         if weights is None:
             continue
         pads = split_padding(a["padding"], n)
-        plan.steps[i] = BoundNode(node, _PackedConv(
-            weights, per_dim(a["window_strides"], n, "window_strides"),
-            [lo for lo, _ in pads], [hi for _, hi in pads], per_dim(a["rhs_dilation"], n, "rhs_dilation"), groups,
-        ), {}, step.label, step.deterministic)
+        plan.steps[i] = BoundNode(
+            node,
+            _PackedConv(
+                weights,
+                per_dim(a["window_strides"], n, "window_strides"),
+                [lo for lo, _ in pads],
+                [hi for _, hi in pads],
+                per_dim(a["rhs_dilation"], n, "rhs_dilation"),
+                groups,
+            ),
+            {},
+            step.label,
+            step.deterministic,
+        )
         plan.inputs[i] = [plan.inputs[i][0], None, None]
         packed += 1
     plan.changed()

@@ -40,8 +40,9 @@ def load(path: str | os.PathLike) -> Model:
     """Read an HLO text module (and its sidecar weights, lazily)."""
     where = os.fspath(path)
     if where.lower().endswith(".mlir"):
-        raise ModelReadError("opconv writes StableHLO (.mlir) but does not read it; load the .hlo text module",
-                             where=where)
+        raise ModelReadError(
+            "opconv writes StableHLO (.mlir) but does not read it; load the .hlo text module", where=where
+        )
     data = read_model_file(where)
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
@@ -54,8 +55,7 @@ def load(path: str | os.PathLike) -> Model:
     return model
 
 
-def save(model: Model, path: str | os.PathLike, *, format: str | None = None,
-         inline_limit: int = INLINE_LIMIT) -> None:
+def save(model: Model, path: str | os.PathLike, *, format: str | None = None, inline_limit: int = INLINE_LIMIT) -> None:
     """Write ``model`` atomically as HLO text (default) or, for ``format="stablehlo"`` or a ``.mlir``
     path, as StableHLO MLIR text.  Constants of more than ``inline_limit`` elements go to the sidecar."""
     path = os.fspath(path)
@@ -95,6 +95,7 @@ def _stablehlo_text(model: Model, path: str) -> str:
 # the sidecar
 # ---------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class WeightsSlice:
     """Where a sidecar constant's bytes are (checked at load): ``path``, ``offset``, ``length``."""
@@ -132,8 +133,7 @@ class _SidecarReader:
         if length != expected:
             raise ValueError(f"{length} bytes stored, {expected} expected for {dtype}{list(shape)}")
         if offset + length > self.size:
-            raise ValueError(f"bytes {offset}..{offset + length} lie outside {self.location!r} "
-                             f"({self.size} bytes)")
+            raise ValueError(f"bytes {offset}..{offset + length} lie outside {self.location!r} ({self.size} bytes)")
         if self.path is None:
             raise ValueError("no weights file is open")
         where = WeightsSlice(self.path, offset, length)
@@ -143,8 +143,7 @@ class _SidecarReader:
 def _map(where: WeightsSlice, np_dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
     if where.length == 0:  # np.memmap cannot map zero bytes
         return np.zeros(shape, np_dtype)
-    return np.memmap(where.path, dtype=np.dtype(np_dtype).newbyteorder("<"), mode="r", offset=where.offset,
-                     shape=shape)
+    return np.memmap(where.path, dtype=np.dtype(np_dtype).newbyteorder("<"), mode="r", offset=where.offset, shape=shape)
 
 
 class _SidecarWriter:
@@ -183,7 +182,7 @@ class _SidecarWriter:
         flat = array.reshape(-1)
         per_chunk = max(1, _CHUNK // np_dtype.itemsize)
         for start in range(0, flat.size, per_chunk):
-            part = np.ascontiguousarray(flat[start:start + per_chunk])
+            part = np.ascontiguousarray(flat[start : start + per_chunk])
             yield part.astype(part.dtype.newbyteorder("<"), copy=False).tobytes()
 
     def close(self) -> None:

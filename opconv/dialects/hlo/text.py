@@ -63,14 +63,34 @@ MAX_DEPTH = 64
 # XLA's element-type spellings <-> opconv's canonical names (opconv/types.py).  The printer writes the
 # short names; the parser also accepts the canonical ones.  ``string`` has no XLA spelling.
 SHORT_NAMES = {
-    "bool": "pred", "int8": "s8", "int16": "s16", "int32": "s32", "int64": "s64",
-    "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
-    "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64",
-    "complex64": "c64", "complex128": "c128",
-    "int4": "s4", "uint4": "u4", "int2": "s2", "uint2": "u2",
-    "float8e4m3fn": "f8e4m3fn", "float8e4m3fnuz": "f8e4m3fnuz", "float8e5m2": "f8e5m2",
-    "float8e5m2fnuz": "f8e5m2fnuz", "float8e8m0": "f8e8m0fnu", "float4e2m1": "f4e2m1fn",
-    "float6e2m3": "f6e2m3fn", "float6e3m2": "f6e3m2fn", "string": "string",
+    "bool": "pred",
+    "int8": "s8",
+    "int16": "s16",
+    "int32": "s32",
+    "int64": "s64",
+    "uint8": "u8",
+    "uint16": "u16",
+    "uint32": "u32",
+    "uint64": "u64",
+    "float16": "f16",
+    "bfloat16": "bf16",
+    "float32": "f32",
+    "float64": "f64",
+    "complex64": "c64",
+    "complex128": "c128",
+    "int4": "s4",
+    "uint4": "u4",
+    "int2": "s2",
+    "uint2": "u2",
+    "float8e4m3fn": "f8e4m3fn",
+    "float8e4m3fnuz": "f8e4m3fnuz",
+    "float8e5m2": "f8e5m2",
+    "float8e5m2fnuz": "f8e5m2fnuz",
+    "float8e8m0": "f8e8m0fnu",
+    "float4e2m1": "f4e2m1fn",
+    "float6e2m3": "f6e2m3fn",
+    "float6e3m2": "f6e3m2fn",
+    "string": "string",
 }
 _CANONICAL = {short: name for name, short in SHORT_NAMES.items()}
 _CANONICAL.update({name: name for name in ELEMENT_TYPES})
@@ -115,6 +135,7 @@ class WeightsSource(Protocol):
 # ---------------------------------------------------------------------------
 # shared spelling helpers
 # ---------------------------------------------------------------------------
+
 
 def quote(text: str) -> str:
     """A double-quoted string literal (JSON escapes; printable Unicode kept as is)."""
@@ -196,13 +217,22 @@ def _format_float(x: np.ndarray, bits: int, dtype: np.dtype, canonical_nan: int)
 def _format_double(x: float) -> str:
     """A Python float attribute: ``repr``, or ``nan(0x...)`` for a NaN other than the usual one."""
     if x != x:
-        return _format_float(np.array([x]), int(np.array([x]).view(np.uint64)[0]), np.dtype(np.float64),
-                             int(np.array([np.nan]).view(np.uint64)[0]))
+        return _format_float(
+            np.array([x]),
+            int(np.array([x]).view(np.uint64)[0]),
+            np.dtype(np.float64),
+            int(np.array([np.nan]).view(np.uint64)[0]),
+        )
     return repr(x)
 
 
 #: how the text spells one attribute value of each scalar schema type (a list type: ``[a, b]`` of its items)
-SPELLINGS: dict[str, Callable[[Any], str]] = {"int": str, "float": _format_double, "bool": lambda v: "true" if v else "false", "string": quote}
+SPELLINGS: dict[str, Callable[[Any], str]] = {
+    "int": str,
+    "float": _format_double,
+    "bool": lambda v: "true" if v else "false",
+    "string": quote,
+}
 TEXT_TYPES = text_types(SPELLINGS)
 
 
@@ -226,7 +256,7 @@ def format_elements(array: np.ndarray, dtype: str) -> str:
         parts = _float_parts(np.ascontiguousarray(flat))
         bits = _uint_view(parts)
         canonical = int(_uint_view(np.array([np.nan]).astype(parts.dtype))[0])
-        items = [_format_float(parts[i:i + 1], int(bits[i]), parts.dtype, canonical) for i in range(parts.size)]
+        items = [_format_float(parts[i : i + 1], int(bits[i]), parts.dtype, canonical) for i in range(parts.size)]
         if et.is_complex:
             items = [f"({items[i]}, {items[i + 1]})" for i in range(0, len(items), 2)]
     return "{" + ", ".join(items) + "}"
@@ -235,6 +265,7 @@ def format_elements(array: np.ndarray, dtype: str) -> str:
 # ---------------------------------------------------------------------------
 # printing
 # ---------------------------------------------------------------------------
+
 
 def print_module(model: Model, *, weights: WeightsSink | None = None, inline_limit: int = INLINE_LIMIT) -> str:
     """The module text of an HLO ``model``.
@@ -256,8 +287,9 @@ class _PrintScope:
     def define(self, v: Value) -> None:
         other = self.names.get(v.name)
         if other is not None and other is not v:
-            raise ModelWriteError(f"two values of graph {self.graph.name!r} are named {v.name!r}; "
-                                  "the text format needs unique names")
+            raise ModelWriteError(
+                f"two values of graph {self.graph.name!r} are named {v.name!r}; the text format needs unique names"
+            )
         self.names[v.name] = v
 
     def ref(self, v: Value, user: str) -> str:
@@ -269,8 +301,9 @@ class _PrintScope:
                     return value_ref(v.name)
                 break
             scope = scope.parent
-        raise ModelWriteError(f"{user} reads {v.name!r}, which is not defined before it (or another value "
-                              "of the same name hides it)")
+        raise ModelWriteError(
+            f"{user} reads {v.name!r}, which is not defined before it (or another value of the same name hides it)"
+        )
 
 
 class _Printer:
@@ -289,8 +322,9 @@ class _Printer:
         if m.opsets and dict(m.opsets) != OPSETS:
             raise ModelWriteError(f"an HLO model imports opsets {OPSETS}, this one {dict(m.opsets)}")
         if m.functions:
-            raise ModelWriteError("the HLO text format holds one function (main); the model has "
-                                  f"{len(m.functions)} more")
+            raise ModelWriteError(
+                f"the HLO text format holds one function (main); the model has {len(m.functions)} more"
+            )
         self.function(m.graph)
         header = [f"HloModule {bare_or_quoted(m.graph.name)}"]
         for key, text in (("producer", m.producer), ("producer_version", m.producer_version), ("doc", m.doc)):
@@ -302,7 +336,6 @@ class _Printer:
             pairs = ", ".join(f"{quote(k)}: {quote(v)}" for k, v in m.metadata.items())
             header.append(f"metadata={{{pairs}}}")
         return ", ".join(header) + "\n\n" + "\n".join(self.lines) + "\n"
-
 
     def function(self, g: Graph) -> None:
         scope = _PrintScope(None, g)
@@ -353,8 +386,10 @@ class _Printer:
             if spec is None:
                 raise ModelWriteError(f"{n.label}: HLO {n.op} has no attribute {name!r}")
             if a.type != spec.type or a.ref is not None or a.value is None:
-                raise ModelWriteError(f"{n.label}: attribute {name!r} is a {a.type} ({a.value!r:.40}); "
-                                      f"the schema of {n.op} declares a {spec.type}")
+                raise ModelWriteError(
+                    f"{n.label}: attribute {name!r} is a {a.type} ({a.value!r:.40}); "
+                    f"the schema of {n.op} declares a {spec.type}"
+                )
             if a.type == "region":
                 regions.append(a)
             else:
@@ -382,8 +417,9 @@ class _Printer:
     def schema(self, n: Node) -> OpSchema:
         schema = self.schemas.find(n.op, 1, "") if n.domain in ("", "hlo") and n.version in (1, None) else None
         if schema is None:
-            raise ModelWriteError(f"{n.label}: {n.op} (domain {n.domain!r}, version {n.version}) is not an "
-                                  "operation of the HLO dialect")
+            raise ModelWriteError(
+                f"{n.label}: {n.op} (domain {n.domain!r}, version {n.version}) is not an operation of the HLO dialect"
+            )
         return schema
 
     def region(self, a: Attr, outer: _PrintScope, indent: str, owner: Node) -> None:
@@ -406,8 +442,9 @@ class _Printer:
         try:
             return format_text(a.type, v, SPELLINGS, _bracketed)
         except (TypeError, ValueError) as e:
-            raise ModelWriteError(f"{n.label}: attribute {a.name!r} = {v!r:.60} is not a valid {a.type} "
-                                  f"({e})") from None
+            raise ModelWriteError(
+                f"{n.label}: attribute {a.name!r} = {v!r:.60} is not a valid {a.type} ({e})"
+            ) from None
 
     def type(self, t, owner: str) -> str:
         try:
@@ -443,13 +480,15 @@ def _default_node_name(outputs: list[Value | None]) -> str:
 # lexing
 # ---------------------------------------------------------------------------
 
+
 class _Tok(NamedTuple):
     kind: str  # value | symbol | string | number | ident | punct | eof
     text: str
     pos: int
 
 
-_TOKEN = re.compile(r"""
+_TOKEN = re.compile(
+    r"""
     (?P<skip>[ \t\r\n]+|//[^\n]*)
   | (?P<value>%(?:(?:[A-Za-z0-9_.$\-]|/(?!/))+|"(?:[^"\\\n]|\\.)*"))
   | (?P<symbol>@[A-Za-z0-9_.$\-]+)
@@ -457,7 +496,9 @@ _TOKEN = re.compile(r"""
   | (?P<number>-?0x[0-9A-Fa-f]+|-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|-?(?:inf|nan)\b)
   | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
   | (?P<punct>->|[(){}\[\],:=?*])
-""", re.VERBOSE)
+""",
+    re.VERBOSE,
+)
 
 
 def _lex(text: str) -> Iterator[_Tok | int]:
@@ -478,6 +519,7 @@ def _lex(text: str) -> Iterator[_Tok | int]:
 # ---------------------------------------------------------------------------
 # parsing
 # ---------------------------------------------------------------------------
+
 
 def parse_module(text: str, *, where: str = "<string>", weights: WeightsSource | None = None) -> Model:
     """Parse module text into an HLO :class:`Model`; errors are :class:`HloParseError` (file:line:column).
@@ -516,8 +558,11 @@ class _Parser:
         for tok in _lex(text):
             if isinstance(tok, int):
                 char = text[tok]
-                what = "unterminated string" if char == '"' or text[tok:tok + 2] == '%"' else \
-                    f"unexpected character {char!r}"
+                what = (
+                    "unterminated string"
+                    if char == '"' or text[tok : tok + 2] == '%"'
+                    else f"unexpected character {char!r}"
+                )
                 raise self.error(what, _Tok("eof", "", tok))
             self.tokens.append(tok)
         self.i = 0
@@ -564,8 +609,7 @@ class _Parser:
             raise self.error(f"bad string literal ({getattr(e, 'msg', e)})", tok) from None
 
     def name_of(self, tok: _Tok) -> str:
-        return self.string(_Tok("string", tok.text[1:], tok.pos + 1)) if tok.text.startswith('%"') \
-            else tok.text[1:]
+        return self.string(_Tok("string", tok.text[1:], tok.pos + 1)) if tok.text.startswith('%"') else tok.text[1:]
 
     # -- module ----------------------------------------------------------------------
     def module(self) -> Model:
@@ -573,8 +617,9 @@ class _Parser:
         graph = Graph(self.graph_name())
         header: dict[str, Any] = {}
         while self.accept(","):
-            key_tok = self.expect("ident", what="a module header field (producer, producer_version, doc, "
-                                  "weights, metadata)")
+            key_tok = self.expect(
+                "ident", what="a module header field (producer, producer_version, doc, weights, metadata)"
+            )
             key = key_tok.text
             if key in header:
                 raise self.error(f"module header field {key!r} is given twice", key_tok)
@@ -584,8 +629,11 @@ class _Parser:
             elif key == "metadata":
                 header[key] = self.string_map()
             else:
-                raise self.error(f"unknown module header field {key!r}; expected producer, producer_version, "
-                                 "doc, weights or metadata", key_tok)
+                raise self.error(
+                    f"unknown module header field {key!r}; expected producer, producer_version, "
+                    "doc, weights or metadata",
+                    key_tok,
+                )
             if key == "weights":
                 self.open_weights(header[key], key_tok)
         self.expect("ident", "func", what="'func @main'")
@@ -594,9 +642,16 @@ class _Parser:
             raise self.error(f"the module's function is {sym.text}; an HLO module has exactly one, @main", sym)
         self.graph_body(graph, _Scope(None), depth=0)
         self.expect("eof", what="the end of the module after the closing '}' of @main")
-        return Model(graph=graph, dialect=DIALECT, opsets=dict(OPSETS), producer=header.get("producer", ""),
-                     producer_version=header.get("producer_version", ""), doc=header.get("doc", ""),
-                     metadata=header.get("metadata", {}), path=None if self.where == "<string>" else self.where)
+        return Model(
+            graph=graph,
+            dialect=DIALECT,
+            opsets=dict(OPSETS),
+            producer=header.get("producer", ""),
+            producer_version=header.get("producer_version", ""),
+            doc=header.get("doc", ""),
+            metadata=header.get("metadata", {}),
+            path=None if self.where == "<string>" else self.where,
+        )
 
     def graph_name(self) -> str:
         tok = self.next()
@@ -661,12 +716,16 @@ class _Parser:
         self.punct("}")
         if declared is not None:
             if len(declared) != len(graph.outputs):
-                raise self.error(f"the signature declares {len(declared)} result(s), return gives "
-                                 f"{len(graph.outputs)}", ret)
+                raise self.error(
+                    f"the signature declares {len(declared)} result(s), return gives {len(graph.outputs)}", ret
+                )
             for (tok, t), v in zip(declared, graph.outputs):
                 if t != v.type:
-                    raise self.error(f"the signature declares {format_type(t)}, but the returned "
-                                     f"{value_ref(v.name)} is {format_type(v.type)}", tok)
+                    raise self.error(
+                        f"the signature declares {format_type(t)}, but the returned "
+                        f"{value_ref(v.name)} is {format_type(v.type)}",
+                        tok,
+                    )
 
     def parameter(self, graph: Graph, scope: _Scope) -> None:
         tok = self.expect("value", what="a parameter (%name: type)")
@@ -709,8 +768,7 @@ class _Parser:
         if allow_none and tok.kind == "ident" and tok.text == "_":
             return None
         if tok.kind != "value":
-            raise self.error(f"expected a value (%name{' or _' if allow_none else ''}), found {describe(tok)}",
-                             tok)
+            raise self.error(f"expected a value (%name{' or _' if allow_none else ''}), found {describe(tok)}", tok)
         name = self.name_of(tok)
         s: _Scope | None = scope
         while s is not None:
@@ -774,8 +832,11 @@ class _Parser:
                 known = ", ".join(a.name for a in schema.attributes) or "none"
                 raise self.error(f"{schema.name} has no attribute {tok.text!r} (it has: {known})", tok)
             if spec.type == "region":
-                raise self.error(f"{tok.text!r} is a region; write it as a block after the attributes: "
-                                 f"{tok.text}(%p: type, ...) {{ ... }}", tok)
+                raise self.error(
+                    f"{tok.text!r} is a region; write it as a block after the attributes: "
+                    f"{tok.text}(%p: type, ...) {{ ... }}",
+                    tok,
+                )
             if tok.text in attrs:
                 raise self.error(f"attribute {tok.text!r} is given twice", tok)
             self.punct("=")
@@ -812,8 +873,9 @@ class _Parser:
             return tok.text == "true"
         if kind == "string" and tok.kind == "string":
             return self.string(tok)
-        wanted = {"int": "an integer", "float": "a number", "bool": "true or false",
-                  "string": "a quoted string"}.get(kind)
+        wanted = {"int": "an integer", "float": "a number", "bool": "true or false", "string": "a quoted string"}.get(
+            kind
+        )
         if wanted is None:
             raise self.error(f"attribute {label} has type {kind}, which the text format cannot hold", tok)
         article = "an" if kind == "int" else "a"
@@ -839,8 +901,11 @@ class _Parser:
             tok = self.expect("ident", what="a type (e.g. f32[2,3], s32[], (f32[2], pred[]))")
             dtype = _CANONICAL.get(tok.text)
             if dtype is None:
-                raise self.error(f"unknown element type {tok.text!r}; expected one of "
-                                 f"{', '.join(sorted(set(SHORT_NAMES.values())))}", tok)
+                raise self.error(
+                    f"unknown element type {tok.text!r}; expected one of "
+                    f"{', '.join(sorted(set(SHORT_NAMES.values())))}",
+                    tok,
+                )
         self.punct("[")
         if self.accept("*"):
             self.punct("]")
@@ -901,8 +966,9 @@ class _Parser:
             fields[key] = int(number.text)
         self.punct(")")
         if not self.weights_open or self.weights is None:
-            raise self.error("weights(...) needs a weights file named in the module header "
-                             "(HloModule name, weights=\"file\")", tok)
+            raise self.error(
+                'weights(...) needs a weights file named in the module header (HloModule name, weights="file")', tok
+            )
         if dtype == "string":
             raise self.error("string constants cannot be stored in the weights file", tok)
         try:
@@ -925,13 +991,14 @@ class _Parser:
             else:
                 items.append(self.element_token())
         if len(items) != count:
-            raise self.error(f"a {SHORT_NAMES[dtype]} constant of {count} element(s) lists {len(items)}",
-                             open_tok)
+            raise self.error(f"a {SHORT_NAMES[dtype]} constant of {count} element(s) lists {len(items)}", open_tok)
         if dtype == "bool":
             return np.array([self.boolean(t) for t in items], dtype=np.bool_)
         if dtype == "string":
-            strings = [self.string(t) if isinstance(t, _Tok) and t.kind == "string"
-                       else self.bad_element(t, "a quoted string") for t in items]
+            strings = [
+                self.string(t) if isinstance(t, _Tok) and t.kind == "string" else self.bad_element(t, "a quoted string")
+                for t in items
+            ]
             array = np.empty(len(strings), dtype=object)
             array[:] = strings
             return array
@@ -974,8 +1041,9 @@ class _Parser:
                 self.bad_element(tok, "an integer")
             value = int(tok.text)
             if not int(info.min) <= value <= int(info.max):
-                raise self.error(f"{value} is out of range for {SHORT_NAMES[et.name]} "
-                                 f"({int(info.min)}..{int(info.max)})", tok)
+                raise self.error(
+                    f"{value} is out of range for {SHORT_NAMES[et.name]} ({int(info.min)}..{int(info.max)})", tok
+                )
             values.append(value)
         return np.array(values, dtype=np.int64 if et.name != "uint64" else np.uint64).astype(et.numpy)
 
@@ -1003,7 +1071,7 @@ class _Parser:
                     raise self.error(f"{tok.text} has more bits than an element", tok)
                 bits[i] = value
                 with np.errstate(invalid="ignore"):
-                    is_nan = np.isnan(array[i:i + 1].astype(np.float64))[0]
+                    is_nan = np.isnan(array[i : i + 1].astype(np.float64))[0]
                 if not is_nan:
                     raise self.error(f"{tok.text} is not the bit pattern of a NaN", tok)
         return array

@@ -38,7 +38,7 @@ _DEFAULT_DOMAINS = ("", "ai.onnx")
 class _OnnxExecutor(DialectExecutor):
     """ONNX binds per model: its local functions, and the attributes a function call passes to its body."""
 
-    def binder(self, model: Model) -> "_Binder":
+    def binder(self, model: Model) -> _Binder:
         return _Binder({(f.domain, f.name): f for f in model.functions}, refs=None)
 
     def label(self, node: Node) -> str:
@@ -97,12 +97,16 @@ class _Binder:
             # A kernel registered for an older version only: the schema changed since, and no kernel says
             # the new version means the same; refusing is safer than running old semantics.
             version = schema.version if schema else "?"
-            raise ExecutionError(f"no kernel for {node.op} version {version} (only from version {reg.since})",
-                                 where=label)
+            raise ExecutionError(
+                f"no kernel for {node.op} version {version} (only from version {reg.since})", where=label
+            )
         # The schema's notes say why, when its source knows (e.g. onnxruntime runs the op on GPUs only).
         why = f"; {schema.notes}" if schema is not None and schema.notes else ""
-        raise ExecutionError(f"opconv's ONNX executor has no kernel for {domain + '::' if domain else ''}"
-                             f"{node.op} (version {node.version}){why}", where=label)
+        raise ExecutionError(
+            f"opconv's ONNX executor has no kernel for {domain + '::' if domain else ''}"
+            f"{node.op} (version {node.version}){why}",
+            where=label,
+        )
 
     def resolve_ref(self, a: Attr, label: str) -> Attr:
         if a.ref is None:

@@ -197,7 +197,8 @@ class _FusedConv:
         w = np.asarray(w)
         channels = w.shape[0]
         if any(np.asarray(t).shape != (channels,) for t in (scale, bias, mean, var)) or (
-                b is not None and np.asarray(b).shape != (channels,)):
+            b is not None and np.asarray(b).shape != (channels,)
+        ):
             return None, None
         a = np.asarray(scale, np.float64) / np.sqrt(np.asarray(var, np.float64) + np.float64(np.float32(self.epsilon)))
         shift = np.asarray(bias, np.float64) - np.asarray(mean, np.float64) * a
@@ -217,11 +218,14 @@ class _FusedConv:
 
 X, W, Q, K, V, MASK = "x", "w", "q", "k", "v", "mask"
 SCALAR, BIAS, SHARED = "SCALAR", "BIAS", "SHARED"
-_SQRT2, _SQRT_2_OVER_PI = 2 ** 0.5, (2 / 3.141592653589793) ** 0.5
+_SQRT2, _SQRT_2_OVER_PI = 2**0.5, (2 / 3.141592653589793) ** 0.5
 _ERF_GELU = ("Add", ("Erf", ("Div", X, _SQRT2)), 1.0)
 _TANH_GELU = ("Add", ("Tanh", ("Mul", ("Add", X, ("Mul", ("Pow", X, 3.0), 0.044715)), _SQRT_2_OVER_PI)), 1.0)
-_SCORES = [("Mul", ("MatMul", Q, K), SCALAR), ("Div", ("MatMul", Q, K), SCALAR),
-           ("MatMul", ("Mul", Q, SCALAR), ("Mul", K, SCALAR))]  # the last: torch's scaled_dot_product_attention
+_SCORES = [
+    ("Mul", ("MatMul", Q, K), SCALAR),
+    ("Div", ("MatMul", Q, K), SCALAR),
+    ("MatMul", ("Mul", Q, SCALAR), ("Mul", K, SCALAR)),
+]  # the last: torch's scaled_dot_product_attention
 _SOFTMAX = [("Softmax", s) for scores in _SCORES for s in (("Add", scores, MASK), scores)]
 # scaled_dot_product_attention's export also zeroes the NaN of a fully masked row
 _WEIGHTS = _SOFTMAX + [("Where", ("IsNaN", (SHARED, "p", p)), 0.0, (SHARED, "p", p)) for p in _SOFTMAX]
@@ -235,8 +239,11 @@ TRANSFORMER_PATTERNS: dict[str, list[tuple[Any, ...]]] = {
     # a linear layer's product and its bias
     "MatMul + bias": [("Add", ("MatMul", X, W), BIAS)],
     # LLaMA's RMSNorm as torch exports it: w * Cast(x * (1 / sqrt(mean(x^2) + eps))), or without the Cast
-    "RMSNorm": [("Mul", W, inner) for normalized in [("Mul", X, ("Div", 1.0, ("Sqrt", ("Add", (
-        "ReduceMean", ("Pow", X, 2.0)), SCALAR))))] for inner in (("Cast", normalized), normalized)],
+    "RMSNorm": [
+        ("Mul", W, inner)
+        for normalized in [("Mul", X, ("Div", 1.0, ("Sqrt", ("Add", ("ReduceMean", ("Pow", X, 2.0)), SCALAR))))]
+        for inner in (("Cast", normalized), normalized)
+    ],
 }
 
 #: ops a fused pattern computes with numpy directly: the kernels' own arithmetic for two operands of one
@@ -260,9 +267,15 @@ def fuse_transformer_patterns(graph: Graph, plan) -> dict[str, int]:
         if root in taken:
             continue
         for name, patterns in TRANSFORMER_PATTERNS.items():
-            match = next((m for p in patterns
-                          if (m := _match(p, root, plan, uses, initializers, taken, {}, top=True))
-                          and _shared_values_stay_inside(m, plan, uses)), None)
+            match = next(
+                (
+                    m
+                    for p in patterns
+                    if (m := _match(p, root, plan, uses, initializers, taken, {}, top=True))
+                    and _shared_values_stay_inside(m, plan, uses)
+                ),
+                None,
+            )
             if match is not None:
                 taken.update(match.steps)
                 matches.append((name, root, match))
@@ -311,8 +324,13 @@ def _match(pattern, vid_or_step, plan, uses, initializers, taken, bound, top=Fal
         return None
     node = plan.steps[step].node
     op, operands = pattern[0], pattern[1:]
-    if (not _is_onnx(node, op) or not _plain_kernel(plan.steps[step]) or len(node.outputs) != 1
-            or len(plan.inputs[step]) != len(operands) or None in plan.inputs[step]):
+    if (
+        not _is_onnx(node, op)
+        or not _plain_kernel(plan.steps[step])
+        or len(node.outputs) != 1
+        or len(plan.inputs[step]) != len(operands)
+        or None in plan.inputs[step]
+    ):
         return None
     ids = plan.inputs[step]
     orders = [ids, ids[::-1]] if op in ("Add", "Mul") else [ids]
@@ -353,8 +371,9 @@ def _match_operand(pattern, vid, plan, uses, initializers, taken, bound):
     if pattern == BIAS:
         if constant.ndim != 1:
             return None
-    elif constant.size != 1 or (pattern != SCALAR and not np.isclose(
-            float(constant.reshape(-1)[0]), pattern, rtol=1e-6, atol=0)):
+    elif constant.size != 1 or (
+        pattern != SCALAR and not np.isclose(float(constant.reshape(-1)[0]), pattern, rtol=1e-6, atol=0)
+    ):
         return None
     key = len([k for k in bound if isinstance(k, int)])  # leaves numbered in matching order
     bound[key] = constant
@@ -375,8 +394,9 @@ def _fuse_match(plan, root: int, match: _Match) -> None:
             drops.extend(vid for vid in moving if vid in outside)
     last = plan.steps[root]
     kernel = _FusedPattern(match.tree, list(match.outside), match.constants)
-    plan.steps[root] = BoundNode(last.node, kernel, {}, last.label + f" with {len(steps) - 1} more nodes",
-                                 last.deterministic)
+    plan.steps[root] = BoundNode(
+        last.node, kernel, {}, last.label + f" with {len(steps) - 1} more nodes", last.deterministic
+    )
     plan.inputs[root] = outside
     plan.drops[root] = drops
     plan.donors[root] = ()
@@ -423,7 +443,8 @@ class _FusedPattern:
         # Other ops run their node's kernel, which may overwrite the buffers given to it.
         args = [value for value, _ in parts]
         owned = tuple(i for i, (_, fresh) in enumerate(parts) if fresh)
-        result = as_outputs(step.fn(ExecContext(ctx.interpreter, step.node, ctx.env, owned), *args, **step.attrs),
-                             step.node)[0]
+        result = as_outputs(
+            step.fn(ExecContext(ctx.interpreter, step.node, ctx.env, owned), *args, **step.attrs), step.node
+        )[0]
         kept = [value for value, fresh in parts if not fresh]  # an outside value or constant: never overwritten
         return result, not any(np.may_share_memory(result, value) for value in kept)

@@ -63,6 +63,7 @@ class ExternalData(NamedTuple):  # not a dataclass: defining one costs ~1 ms of 
 # loading
 # ---------------------------------------------------------------------------
 
+
 def load(source: str | os.PathLike | bytes | pb.ModelProto, *, base_dir: str | None = None) -> Model:
     """Load an ONNX model from a path, serialized bytes or a ModelProto."""
     where = None
@@ -132,14 +133,26 @@ class ProtoReader:
             meta["configuration"] = [c.SerializeToString() for c in p.configuration]
         if any(v.const is not None and isinstance(v.const.origin, ExternalData) for v in graph.initializers.values()):
             meta["external_data"] = True
-        texts = [p.producer_name, p.producer_version, p.doc_string, p.domain,
-                 *(t for m in p.metadata_props for t in (m.key, m.value))]
+        texts = [
+            p.producer_name,
+            p.producer_version,
+            p.doc_string,
+            p.domain,
+            *(t for m in p.metadata_props for t in (m.key, m.value)),
+        ]
         if any(type(t) is not str for t in texts):
             raise self.not_utf8("the model's producer, doc string, domain or metadata", *texts)
         return Model(
-            graph=graph, dialect="onnx", opsets=opsets, functions=functions,
-            producer=p.producer_name, producer_version=p.producer_version, doc=p.doc_string,
-            metadata={m.key: m.value for m in p.metadata_props}, meta=meta, path=self.where,
+            graph=graph,
+            dialect="onnx",
+            opsets=opsets,
+            functions=functions,
+            producer=p.producer_name,
+            producer_version=p.producer_version,
+            doc=p.doc_string,
+            metadata={m.key: m.value for m in p.metadata_props},
+            meta=meta,
+            path=self.where,
         )
 
     # -- graphs -------------------------------------------------------------
@@ -156,8 +169,9 @@ class ProtoReader:
             local.define(v)
         for st in p.sparse_initializer:
             g.sparse_initializers[st.values.name] = self.sparse(st)
-            local.define(Value(st.values.name, SparseTensorType(
-                from_onnx_code(st.values.data_type).name, tuple(st.dims))))
+            local.define(
+                Value(st.values.name, SparseTensorType(from_onnx_code(st.values.data_type).name, tuple(st.dims)))
+            )
         for vi in p.input:
             if type(vi.name) is not str:
                 raise self.not_utf8("an input name", vi.name)
@@ -192,12 +206,11 @@ class ProtoReader:
             if version is None:
                 version = versions[domain] = _version(opsets, domain)
             inputs = [(defined(name) or resolve(name)) if name else None for name in np_.input]
-            node = Node(np_.op_type, inputs, outs, domain=domain, name=np_.name, doc=np_.doc_string,
-                        version=version)
-            if not (type(node.op) is str and type(domain) is str and type(node.name) is str
-                    and type(node.doc) is str):
-                raise self.not_utf8("the op type, domain, name or doc string of a node", node.op, domain,
-                                    node.name, node.doc)
+            node = Node(np_.op_type, inputs, outs, domain=domain, name=np_.name, doc=np_.doc_string, version=version)
+            if not (type(node.op) is str and type(domain) is str and type(node.name) is str and type(node.doc) is str):
+                raise self.not_utf8(
+                    "the op type, domain, name or doc string of a node", node.op, domain, node.name, node.doc
+                )
             g.add_node(node)
             if np_.attribute:
                 attrs = node.attrs
@@ -246,9 +259,17 @@ class ProtoReader:
         meta = {}
         if p.metadata_props:
             meta["metadata_props"] = {m.key: m.value for m in p.metadata_props}
-        return Function(name=p.name, domain=p.domain, graph=graph, attributes=list(p.attribute),
-                        attribute_defaults=defaults, opsets=opsets, overload=p.overload,
-                        doc=p.doc_string, meta=meta)
+        return Function(
+            name=p.name,
+            domain=p.domain,
+            graph=graph,
+            attributes=list(p.attribute),
+            attribute_defaults=defaults,
+            opsets=opsets,
+            overload=p.overload,
+            doc=p.doc_string,
+            meta=meta,
+        )
 
     # -- attributes ---------------------------------------------------------
     # One branch per AttributeProto type (the shared attribute codec of issue 19 replaces this switch).
@@ -328,8 +349,9 @@ class ProtoReader:
         self.check_data_length(t, dtype, shape, count, raw_length)
         return Tensor(dtype, shape, name=t.name, loader=lambda: to_array(t), origin=t, nbytes=raw_length or None)
 
-    def check_data_length(self, t: pb.TensorProto, dtype: str, shape: tuple, count: int,
-                          raw_length: int | None) -> None:
+    def check_data_length(
+        self, t: pb.TensorProto, dtype: str, shape: tuple, count: int, raw_length: int | None
+    ) -> None:
         """The data a tensor holds must be what its dims and type say, before anything decodes it."""
         et = element_type(dtype)
         if raw_length is not None:
@@ -343,8 +365,7 @@ class ProtoReader:
             expected = (count * et.bits + 7) // 8 if 0 < et.bits < 8 else count * (2 if et.is_complex else 1)
             held, unit = len(getattr(t, field)), field
         if held != expected:
-            raise self.error(f"tensor {t.name!r} of {dtype}{list(shape)} holds {held} {unit}, "
-                             f"{expected} expected")
+            raise self.error(f"tensor {t.name!r} of {dtype}{list(shape)} holds {held} {unit}, {expected} expected")
 
     def external_tensor(self, t: pb.TensorProto, dtype: str, shape: tuple) -> Tensor:
         info = {e.key: e.value for e in t.external_data}
@@ -360,24 +381,28 @@ class ProtoReader:
             raise self.error(f"external tensor {t.name!r} has a non-numeric offset or length") from None
         if offset < 0 or length < 0 or offset + length > size:
             raise self.error(
-                f"external tensor {t.name!r}: bytes {offset}..{offset + length} lie outside "
-                f"{location!r} ({size} bytes)")
+                f"external tensor {t.name!r}: bytes {offset}..{offset + length} lie outside {location!r} ({size} bytes)"
+            )
         expected = Tensor(dtype, shape, array=np.empty(0)).nbytes
         if dtype == "string":
             raise self.error(f"external tensor {t.name!r}: string tensors cannot be stored externally")
         if length != expected:
             raise self.error(
-                f"external tensor {t.name!r}: {length} bytes stored, {expected} expected for {dtype}{list(shape)}")
+                f"external tensor {t.name!r}: {length} bytes stored, {expected} expected for {dtype}{list(shape)}"
+            )
         where = ExternalData(path, offset, length)
-        return Tensor(dtype, shape, name=t.name, loader=lambda: _map_external(where, dtype, shape),
-                      origin=where, nbytes=length)
+        return Tensor(
+            dtype, shape, name=t.name, loader=lambda: _map_external(where, dtype, shape), origin=where, nbytes=length
+        )
 
     def resolve_external(self, location: str, name: str) -> str:
         if self.base_dir is None:
             raise self.error(f"tensor {name!r} uses external data but the model was not loaded from a file")
         if os.path.isabs(location) or location.startswith(("/", "\\")) or ":" in location:
-            raise self.error(f"external data path {location!r} of tensor {name!r} is absolute; it must be "
-                             "relative to the model's folder")
+            raise self.error(
+                f"external data path {location!r} of tensor {name!r} is absolute; it must be "
+                "relative to the model's folder"
+            )
         base = os.path.realpath(self.base_dir)
         path = os.path.realpath(os.path.join(base, location))
         if os.path.commonpath([base, path]) != base:
@@ -426,10 +451,22 @@ def _version(opsets: dict, domain: str) -> int | None:
 
 #: the typed field that holds each element type's data when raw_data is absent (complex: two values each)
 _TYPED_FIELDS = {
-    "float32": "float_data", "complex64": "float_data", "float64": "double_data", "complex128": "double_data",
-    "int64": "int64_data", "int32": "int32_data", "int16": "int32_data", "int8": "int32_data",
-    "uint16": "int32_data", "uint8": "int32_data", "bool": "int32_data", "float16": "int32_data",
-    "bfloat16": "int32_data", "uint32": "uint64_data", "uint64": "uint64_data", "string": "string_data",
+    "float32": "float_data",
+    "complex64": "float_data",
+    "float64": "double_data",
+    "complex128": "double_data",
+    "int64": "int64_data",
+    "int32": "int32_data",
+    "int16": "int32_data",
+    "int8": "int32_data",
+    "uint16": "int32_data",
+    "uint8": "int32_data",
+    "bool": "int32_data",
+    "float16": "int32_data",
+    "bfloat16": "int32_data",
+    "uint32": "uint64_data",
+    "uint64": "uint64_data",
+    "string": "string_data",
 }
 
 
@@ -469,26 +506,46 @@ def _map_external(where: ExternalData, dtype: str, shape: tuple) -> np.ndarray:
 
 
 _ATTR_KIND = {
-    pb.AttributeProto.INT: "int", pb.AttributeProto.FLOAT: "float", pb.AttributeProto.STRING: "string",
-    pb.AttributeProto.INTS: "ints", pb.AttributeProto.FLOATS: "floats", pb.AttributeProto.STRINGS: "strings",
-    pb.AttributeProto.TENSOR: "tensor", pb.AttributeProto.TENSORS: "tensors", pb.AttributeProto.GRAPH: "graph",
-    pb.AttributeProto.GRAPHS: "graphs", pb.AttributeProto.SPARSE_TENSOR: "sparse_tensor",
-    pb.AttributeProto.SPARSE_TENSORS: "sparse_tensors", pb.AttributeProto.TYPE_PROTO: "type",
+    pb.AttributeProto.INT: "int",
+    pb.AttributeProto.FLOAT: "float",
+    pb.AttributeProto.STRING: "string",
+    pb.AttributeProto.INTS: "ints",
+    pb.AttributeProto.FLOATS: "floats",
+    pb.AttributeProto.STRINGS: "strings",
+    pb.AttributeProto.TENSOR: "tensor",
+    pb.AttributeProto.TENSORS: "tensors",
+    pb.AttributeProto.GRAPH: "graph",
+    pb.AttributeProto.GRAPHS: "graphs",
+    pb.AttributeProto.SPARSE_TENSOR: "sparse_tensor",
+    pb.AttributeProto.SPARSE_TENSORS: "sparse_tensors",
+    pb.AttributeProto.TYPE_PROTO: "type",
     pb.AttributeProto.TYPE_PROTOS: "types",
 }
 _ATTR_CODE = {v: k for k, v in _ATTR_KIND.items()}
 #: numpy dtypes whose raw bytes are the ONNX encoding as they are (native little-endian, one code each)
-_PLAIN_CODES = {np.dtype(t).newbyteorder("<"): code for t, code in (
-    (np.float32, pb.TensorProto.FLOAT), (np.float64, pb.TensorProto.DOUBLE), (np.float16, pb.TensorProto.FLOAT16),
-    (np.int64, pb.TensorProto.INT64), (np.int32, pb.TensorProto.INT32), (np.int16, pb.TensorProto.INT16),
-    (np.int8, pb.TensorProto.INT8), (np.uint8, pb.TensorProto.UINT8), (np.uint16, pb.TensorProto.UINT16),
-    (np.uint32, pb.TensorProto.UINT32), (np.uint64, pb.TensorProto.UINT64), (np.bool_, pb.TensorProto.BOOL),
-)}
+_PLAIN_CODES = {
+    np.dtype(t).newbyteorder("<"): code
+    for t, code in (
+        (np.float32, pb.TensorProto.FLOAT),
+        (np.float64, pb.TensorProto.DOUBLE),
+        (np.float16, pb.TensorProto.FLOAT16),
+        (np.int64, pb.TensorProto.INT64),
+        (np.int32, pb.TensorProto.INT32),
+        (np.int16, pb.TensorProto.INT16),
+        (np.int8, pb.TensorProto.INT8),
+        (np.uint8, pb.TensorProto.UINT8),
+        (np.uint16, pb.TensorProto.UINT16),
+        (np.uint32, pb.TensorProto.UINT32),
+        (np.uint64, pb.TensorProto.UINT64),
+        (np.bool_, pb.TensorProto.BOOL),
+    )
+}
 
 
 # ---------------------------------------------------------------------------
 # saving
 # ---------------------------------------------------------------------------
+
 
 def to_proto(model: Model, *, data_sink: _DataSink | None = None, refer_from: str | None = None) -> pb.ModelProto:
     """Build a ModelProto (tensors embedded unless ``data_sink`` takes them).
@@ -501,8 +558,14 @@ def to_proto(model: Model, *, data_sink: _DataSink | None = None, refer_from: st
         return ProtoWriter(data_sink, refer_from).model(model)
 
 
-def save(model: Model, path: str | os.PathLike, *, external_data: bool | None = None,
-         location: str | None = None, threshold: int = EXTERNAL_THRESHOLD) -> None:
+def save(
+    model: Model,
+    path: str | os.PathLike,
+    *,
+    external_data: bool | None = None,
+    location: str | None = None,
+    threshold: int = EXTERNAL_THRESHOLD,
+) -> None:
     """Write ``model`` to ``path`` atomically.
 
     ``external_data``: True puts tensors of ``threshold`` bytes or more into
@@ -516,8 +579,9 @@ def save(model: Model, path: str | os.PathLike, *, external_data: bool | None = 
         external_data = bool(model.meta.get("external_data")) or model.weight_bytes() > PROTOBUF_LIMIT // 2
     location = location or (os.path.basename(path) + ".data")
     if external_data and (os.path.isabs(location) or os.path.normpath(location).startswith("..")):
-        raise ModelWriteError(f"external data location {location!r} must be a file name inside the model's folder",
-                              where=path)
+        raise ModelWriteError(
+            f"external data location {location!r} must be a file name inside the model's folder", where=path
+        )
     with OutputFiles(path) as files:
         sink = _DataSink(files.temp(os.path.join(folder, location)), location, threshold) if external_data else None
         proto = to_proto(model, data_sink=sink)
@@ -528,8 +592,9 @@ def save(model: Model, path: str | os.PathLike, *, external_data: bool | None = 
         size = proto.ByteSize()
         if size > PROTOBUF_LIMIT:
             raise ModelWriteError(
-                f"the model is {size / 2**30:.1f} GiB, more than one protobuf can hold; "
-                "save it with external data", where=path)
+                f"the model is {size / 2**30:.1f} GiB, more than one protobuf can hold; save it with external data",
+                where=path,
+            )
         with files.open(path) as f:
             data = proto.SerializeToString()
             reserve(f, 0, len(data))
@@ -592,7 +657,7 @@ def _raw_chunks(tensor: Tensor, chunk: int = 1 << 24) -> Iterator[bytes]:
     if et.bits % 8 == 0 and et.numpy is not None:
         flat = np.ascontiguousarray(array, dtype=et.numpy.newbyteorder("<")).reshape(-1).view(np.uint8)
         for start in range(0, flat.size, chunk):
-            yield flat[start:start + chunk].tobytes()
+            yield flat[start : start + chunk].tobytes()
     else:
         from onnx import numpy_helper  # packed sub-byte types
 
@@ -794,8 +859,7 @@ class ProtoWriter:
                 p.raw_data = b"".join(_raw_chunks(t))
                 return
             p.data_location = pb.TensorProto.EXTERNAL
-            for key, value in (("location", location), ("offset", str(origin.offset)),
-                               ("length", str(origin.length))):
+            for key, value in (("location", location), ("offset", str(origin.offset)), ("length", str(origin.length))):
                 p.external_data.add(key=key, value=value)
             return
         array = np.asarray(t.numpy())

@@ -41,8 +41,9 @@ def _load_submodule(name: str, filename_prefix: str) -> ModuleType:
     if package is None or not package.submodule_search_locations:
         raise ImportError("onnx is not installed")
     folder = package.submodule_search_locations[0]
-    candidates = sorted(f for f in os.listdir(folder)
-                        if f.startswith(filename_prefix + ".") and f.endswith((".py", ".so", ".pyd")))
+    candidates = sorted(
+        f for f in os.listdir(folder) if f.startswith(filename_prefix + ".") and f.endswith((".py", ".so", ".pyd"))
+    )
     if not candidates:
         raise ImportError(f"{name} not found in {folder}")
     spec = importlib.util.spec_from_file_location(name, os.path.join(folder, candidates[0]))
@@ -137,8 +138,14 @@ def infer_shapes(model, *, strict_mode: bool = False, data_prop: bool = False):
     hang_prone = _hang_prone_ops(model, unsafe) if any(op.encode() in serialized for op in unsafe) else []
     hang_prone += [f"{name!r} of {length} elements under data propagation" for name, length in long_vectors]
     if hang_prone:
-        data = _in_child(serialized, strict_mode, data_prop, hang_prone,
-                         default_limit=5 + len(model.graph.node) / 1000, model_bytes=len(serialized))
+        data = _in_child(
+            serialized,
+            strict_mode,
+            data_prop,
+            hang_prone,
+            default_limit=5 + len(model.graph.node) / 1000,
+            model_bytes=len(serialized),
+        )
     else:
         data = infer(serialized, False, strict_mode, data_prop)
     result = messages.ModelProto()
@@ -158,8 +165,16 @@ def inference_failures() -> tuple[type[BaseException], ...]:
     from ...errors import ModelReadError
 
     cpp = _load_submodule(_CPP, "onnx_cpp2py_export")
-    return (cpp.shape_inference.InferenceError, cpp.checker.ValidationError, ModelReadError, RuntimeError,
-            ValueError, IndexError, OverflowError, MemoryError)
+    return (
+        cpp.shape_inference.InferenceError,
+        cpp.checker.ValidationError,
+        ModelReadError,
+        RuntimeError,
+        ValueError,
+        IndexError,
+        OverflowError,
+        MemoryError,
+    )
 
 
 #: ops whose C++ shape inference in onnx has been seen never to return (Einsum with equation ".>" and
@@ -239,8 +254,9 @@ sys.stdout.buffer.write(out)
 """
 
 
-def _in_child(serialized: bytes, strict_mode: bool, data_prop: bool, ops: list[str], default_limit: float,
-              model_bytes: int) -> bytes:
+def _in_child(
+    serialized: bytes, strict_mode: bool, data_prop: bool, ops: list[str], default_limit: float, model_bytes: int
+) -> bytes:
     """onnx's shape inference of ``serialized`` in a child interpreter, given up after the time limit."""
     import subprocess
 
@@ -250,14 +266,22 @@ def _in_child(serialized: bytes, strict_mode: bool, data_prop: bool, ops: list[s
     package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")])))
     try:
-        done = subprocess.run([sys.executable, "-c", _CHILD, str(int(strict_mode)), str(int(data_prop))],
-                              input=serialized, capture_output=True, timeout=limit, env=env)
+        done = subprocess.run(
+            [sys.executable, "-c", _CHILD, str(int(strict_mode)), str(int(data_prop))],
+            input=serialized,
+            capture_output=True,
+            timeout=limit,
+            env=env,
+        )
     except subprocess.TimeoutExpired:
-        raise ModelReadError(f"onnx's shape inference did not finish in {limit - 2:g} s ({', '.join(ops)} in the "
-                             "model); set OPCONV_SHAPE_INFERENCE_SECONDS to allow longer") from None
+        raise ModelReadError(
+            f"onnx's shape inference did not finish in {limit - 2:g} s ({', '.join(ops)} in the "
+            "model); set OPCONV_SHAPE_INFERENCE_SECONDS to allow longer"
+        ) from None
     if done.returncode < 0:
-        raise ModelReadError(f"onnx's shape inference died of signal {-done.returncode} ({', '.join(ops)} in the "
-                             "model)")
+        raise ModelReadError(
+            f"onnx's shape inference died of signal {-done.returncode} ({', '.join(ops)} in the model)"
+        )
     if done.returncode != 0:
         text = done.stderr.decode("utf-8", "replace").strip()
         if text.startswith("MemoryError") or "std::bad_alloc" in text:
@@ -273,9 +297,17 @@ def _in_child(serialized: bytes, strict_mode: bool, data_prop: bool, ops: list[s
 
 #: element types whose typed field holds plain values (not bit patterns): the field, by element type name
 _VALUE_FIELDS = {
-    "float32": "float_data", "float64": "double_data", "int64": "int64_data", "int32": "int32_data",
-    "int16": "int32_data", "int8": "int32_data", "uint16": "int32_data", "uint8": "int32_data",
-    "bool": "int32_data", "uint32": "uint64_data", "uint64": "uint64_data",
+    "float32": "float_data",
+    "float64": "double_data",
+    "int64": "int64_data",
+    "int32": "int32_data",
+    "int16": "int32_data",
+    "int8": "int32_data",
+    "uint16": "int32_data",
+    "uint8": "int32_data",
+    "bool": "int32_data",
+    "uint32": "uint64_data",
+    "uint64": "uint64_data",
 }
 
 

@@ -40,8 +40,15 @@ def _fuse(graph: Graph, plan) -> None:
     fuse_relu_named(graph, plan, ("Convolution", "GroupConvolution", "Add"), "ReLU")
 
 
-EXECUTOR = DialectExecutor("openvino", "OpenVINO", domains=(DOMAIN, ""), kernels=f"{__package__}.ops",
-                           noun="layer", strict_attributes=False, fuse=_fuse)
+EXECUTOR = DialectExecutor(
+    "openvino",
+    "OpenVINO",
+    domains=(DOMAIN, ""),
+    kernels=f"{__package__}.ops",
+    noun="layer",
+    strict_attributes=False,
+    fuse=_fuse,
+)
 REGISTRY = EXECUTOR.registry
 
 

@@ -56,8 +56,12 @@ def pack_conv_scale_shift(graph: Graph, plan) -> int:
         if weights is None:
             continue
         conv_out = plan.outputs[i][0]
-        plan.steps[i] = BoundNode(step.node, _PackedConvolution(weights), step.attrs,
-                                  step.label + " with " + " and ".join(plan.steps[j].label for j in chain))
+        plan.steps[i] = BoundNode(
+            step.node,
+            _PackedConvolution(weights),
+            step.attrs,
+            step.label + " with " + " and ".join(plan.steps[j].label for j in chain),
+        )
         plan.inputs[i] = [plan.inputs[i][0], None]
         for j in chain:  # each hands the convolution's result on, which lives until the last of them
             plan.steps[j] = BoundNode(plan.steps[j].node, pass_through, {}, plan.steps[j].label)
@@ -83,6 +87,7 @@ class _PackedConvolution:
         self.weights = weights
 
     def __call__(self, ctx, x, _w=None, *, strides, pads_begin, pads_end, dilations, auto_pad="explicit"):
-        begin, end = explicit_pads(auto_pad, x.shape[2:], self.weights.shape[2:], strides, dilations,
-                                   pads_begin, pads_end)
+        begin, end = explicit_pads(
+            auto_pad, x.shape[2:], self.weights.shape[2:], strides, dilations, pads_begin, pads_end
+        )
         return K.conv(x, self.weights, None, strides, begin, end, dilations)

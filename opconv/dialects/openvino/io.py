@@ -31,12 +31,12 @@ from lxml import etree
 
 from ... import budget
 from ...atomic import OutputFiles, reserve
+from ...attributes import format_text, parse_text, text_types
 from ...errors import GraphError, ModelReadError, ModelWriteError
 from ...ir import Attr, Graph, Model, Node, Tensor, Value
 from ...schemas import OpSchema, dialect_schemas
 from ...types import TensorType, element_type
 from .. import read_model_file
-from ...attributes import format_text, parse_text, text_types
 
 OPSET = "opset1"
 #: IR versions the reader accepts (v11 only when its layers are all opset1)
@@ -45,19 +45,38 @@ WRITE_VERSION = 10
 
 # OpenVINO element-type names (``<data element_type=...>``) <-> canonical names (opconv/types.py).
 ELEMENT_TYPES = {
-    "f16": "float16", "f32": "float32", "f64": "float64", "bf16": "bfloat16",
-    "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
-    "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
+    "f16": "float16",
+    "f32": "float32",
+    "f64": "float64",
+    "bf16": "bfloat16",
+    "i8": "int8",
+    "i16": "int16",
+    "i32": "int32",
+    "i64": "int64",
+    "u8": "uint8",
+    "u16": "uint16",
+    "u32": "uint32",
+    "u64": "uint64",
     "boolean": "bool",
 }
 _ELEMENT_NAMES = {v: k for k, v in ELEMENT_TYPES.items()}
 
 # Port ``precision`` spellings <-> canonical names.  "BOOLEAN" appears in some older IRs.
 PRECISIONS = {
-    "FP16": "float16", "FP32": "float32", "FP64": "float64", "BF16": "bfloat16",
-    "I8": "int8", "I16": "int16", "I32": "int32", "I64": "int64",
-    "U8": "uint8", "U16": "uint16", "U32": "uint32", "U64": "uint64",
-    "BOOL": "bool", "BOOLEAN": "bool",
+    "FP16": "float16",
+    "FP32": "float32",
+    "FP64": "float64",
+    "BF16": "bfloat16",
+    "I8": "int8",
+    "I16": "int16",
+    "I32": "int32",
+    "I64": "int64",
+    "U8": "uint8",
+    "U16": "uint16",
+    "U32": "uint32",
+    "U64": "uint64",
+    "BOOL": "bool",
+    "BOOLEAN": "bool",
 }
 _PRECISION_NAMES = {v: k for k, v in PRECISIONS.items() if k != "BOOLEAN"}
 
@@ -81,6 +100,7 @@ _FILL_CHUNK = 1 << 20  # bytes per write of a constant that repeats one value
 # ---------------------------------------------------------------------------
 # attribute spellings in <data>, by schema attribute type (opconv/attributes.py types the values)
 # ---------------------------------------------------------------------------
+
 
 def _split(text: str) -> list[str]:
     """Items of an IR comma list ("1, 1" or "1,1"); the empty string is the empty list."""
@@ -134,12 +154,20 @@ def _format_bool(value: Any) -> str:
 
 #: how ``<data>`` spells one value of each schema type; a list type (``ints``) joins its items' spellings with commas
 SPELLINGS: dict[str, Callable[[Any], str]] = {
-    "int": str, "float": repr, "bool": _format_bool, "string": str, "shape": _format_dims,
+    "int": str,
+    "float": repr,
+    "bool": _format_bool,
+    "string": str,
+    "shape": _format_dims,
     "element_type": _format_element_type,
 }
 #: how ``<data>`` text is read back, per schema type (list types: their items', split at commas)
 PARSERS: dict[str, Callable[[str], Any]] = {
-    "int": int, "float": float, "bool": _parse_bool, "string": str, "shape": _parse_shape,
+    "int": int,
+    "float": float,
+    "bool": _parse_bool,
+    "string": str,
+    "shape": _parse_shape,
     "element_type": _parse_element_type,
 }
 #: the attribute types ``<data>`` can hold
@@ -149,6 +177,7 @@ TEXT_TYPES = text_types(SPELLINGS)
 # ---------------------------------------------------------------------------
 # loading
 # ---------------------------------------------------------------------------
+
 
 def load(path: str | os.PathLike) -> Model:
     """Load an IR ``.xml`` and the ``.bin`` beside it (same stem) into the graph core."""
@@ -162,8 +191,9 @@ def _parse_xml(data: bytes, where: str) -> etree._Element:
     # IR files never declare a DOCTYPE; refusing one up front rules out entity-expansion and
     # external-entity tricks whatever the parser would do with them.
     if b"<!DOCTYPE" in data or b"<!ENTITY" in data:
-        raise ModelReadError("the XML declares a DOCTYPE or entities; IR files have none and opconv refuses "
-                             "them", where=where)
+        raise ModelReadError(
+            "the XML declares a DOCTYPE or entities; IR files have none and opconv refuses them", where=where
+        )
     parser = etree.XMLParser(**_PARSER_OPTIONS)
     try:
         root = etree.fromstring(data, parser)
@@ -217,8 +247,10 @@ class _Reader:
             raise self.error(f"not an OpenVINO IR: the root element is <{root.tag}>, expected <net>")
         version = root.get("version", "")
         if not version.isdigit() or int(version) not in READ_VERSIONS:
-            raise self.error(f"IR version {version or '(none)'} is not supported; opconv reads versions "
-                             f"{', '.join(map(str, READ_VERSIONS))}")
+            raise self.error(
+                f"IR version {version or '(none)'} is not supported; opconv reads versions "
+                f"{', '.join(map(str, READ_VERSIONS))}"
+            )
         layers_el = root.find("layers")
         if layers_el is None:
             raise self.error("the IR has no <layers>")
@@ -273,8 +305,10 @@ class _Reader:
         if el is None:
             return edges
         for e in el.iterchildren("edge"):
-            ends = [self.integer(e.get(k), f"edge on line {e.sourceline}: missing or bad {k}")
-                    for k in ("from-layer", "from-port", "to-layer", "to-port")]
+            ends = [
+                self.integer(e.get(k), f"edge on line {e.sourceline}: missing or bad {k}")
+                for k in ("from-layer", "from-port", "to-layer", "to-port")
+            ]
             src, dst = (ends[0], ends[1]), (ends[2], ends[3])
             self.check_end(layers, src, "output", e)
             self.check_end(layers, dst, "input", e)
@@ -354,15 +388,16 @@ class _Reader:
         port_map_el = el.find("port_map")
         entries: dict[str, list[dict[str, Any]]] = {"inputs": [], "outputs": []}
         for kind, ports, internal in (("input", input_ports, body_inputs), ("output", output_ports, body_outputs)):
-            for entry in (port_map_el.iterchildren(kind) if port_map_el is not None else ()):
+            for entry in port_map_el.iterchildren(kind) if port_map_el is not None else ():
                 where = f"{layer.label}: port_map {kind} on line {entry.sourceline}"
                 external = self.integer(entry.get("external_port_id"), f"{where}: missing or bad external_port_id")
                 inner = self.integer(entry.get("internal_layer_id"), f"{where}: missing or bad internal_layer_id")
                 if external not in ports:
                     raise self.error(f"{where}: the layer has no {kind} port {external}")
                 if inner not in internal:
-                    raise self.error(f"{where}: body layer {inner} is not a "
-                                     f"{'Parameter' if kind == 'input' else 'Result'}")
+                    raise self.error(
+                        f"{where}: body layer {inner} is not a {'Parameter' if kind == 'input' else 'Result'}"
+                    )
                 rule = {"external": ports[external], "internal": internal[inner]}
                 for key in PORT_MAP_SLICING:
                     if entry.get(key) is not None:
@@ -370,7 +405,7 @@ class _Reader:
                 entries[kind + "s"].append(rule)
         back_edges = []
         back_el = el.find("back_edges")
-        for edge in (back_el.iterchildren("edge") if back_el is not None else ()):
+        for edge in back_el.iterchildren("edge") if back_el is not None else ():
             where = f"{layer.label}: back edge on line {edge.sourceline}"
             frm = self.integer(edge.get("from-layer"), f"{where}: missing or bad from-layer")
             to = self.integer(edge.get("to-layer"), f"{where}: missing or bad to-layer")
@@ -385,8 +420,10 @@ class _Reader:
         source = self.source(layer, port, edges)
         value = values.get(source)
         if value is None:
-            raise self.error(f"{layer.label}: input port {port.id} is fed by port {source[1]} of layer "
-                             f"{source[0]}, which produces no value (a Result, or a port it does not have)")
+            raise self.error(
+                f"{layer.label}: input port {port.id} is fed by port {source[1]} of layer "
+                f"{source[0]}, which produces no value (a Result, or a port it does not have)"
+            )
         return value
 
     def source(self, layer: _Layer, port: _Port, edges: dict) -> tuple[int, int]:
@@ -415,8 +452,7 @@ class _Reader:
 
     def single_output(self, layer: _Layer) -> _Port:
         if len(layer.outputs) != 1:
-            raise self.error(f"{layer.label}: a {layer.type} has exactly one output port, "
-                             f"found {len(layer.outputs)}")
+            raise self.error(f"{layer.label}: a {layer.type} has exactly one output port, found {len(layer.outputs)}")
         return layer.outputs[0]
 
     def unique(self, hint: str) -> str:
@@ -486,12 +522,16 @@ class _Reader:
             raise self.error(f"{layer.label}: a Const of {dtype} has no fixed-size binary form")
         expected = budget.elements(shape) * np_dtype.itemsize  # Python ints: no overflow
         if size != expected:
-            raise self.error(f"{layer.label}: Const size {size} does not match {expected} bytes of "
-                             f"{_ELEMENT_NAMES[dtype]}{list(shape)}")
+            raise self.error(
+                f"{layer.label}: Const size {size} does not match {expected} bytes of "
+                f"{_ELEMENT_NAMES[dtype]}{list(shape)}"
+            )
         bin_size = self.weights_size(layer)
         if offset < 0 or offset + size > bin_size:
-            raise self.error(f"{layer.label}: Const bytes {offset}..{offset + size} lie outside "
-                             f"{os.path.basename(self.bin_path)} ({bin_size} bytes)")
+            raise self.error(
+                f"{layer.label}: Const bytes {offset}..{offset + size} lie outside "
+                f"{os.path.basename(self.bin_path)} ({bin_size} bytes)"
+            )
         where = _BinSlice(self.bin_path, offset, size)
         tensor = Tensor(dtype, shape, loader=lambda: _map(where, dtype, shape), origin=where, nbytes=size)
         value = g.add_initializer(self.unique(layer.name or f"const_{layer.id}"), tensor)
@@ -503,8 +543,9 @@ class _Reader:
             try:
                 self.bin_size = os.path.getsize(self.bin_path)
             except OSError:
-                raise self.error(f"{layer.label}: Const needs weights, but {os.path.basename(self.bin_path)} "
-                                 "cannot be read") from None
+                raise self.error(
+                    f"{layer.label}: Const needs weights, but {os.path.basename(self.bin_path)} cannot be read"
+                ) from None
         return self.bin_size
 
     def node(self, layer: _Layer, op: str) -> Node:
@@ -514,8 +555,7 @@ class _Reader:
         for port in layer.outputs:
             hint = port.names[0] if port.names else (layer.name if single else f"{layer.name}.{port.id}")
             outputs.append(Value(self.unique(hint), self.port_type(layer, port)))
-        node = Node(op, (), outputs, domain=OPSET, version=1, name=layer.name,
-                    attrs=self.attrs(layer, schema))
+        node = Node(op, (), outputs, domain=OPSET, version=1, name=layer.name, attrs=self.attrs(layer, schema))
         node.meta["ir_layer_id"] = layer.id
         return node
 
@@ -588,26 +628,26 @@ def _chunks(array: np.ndarray, per_chunk: int, fills: dict[tuple, np.ndarray]):
         key = (array.dtype.str, value.tobytes())
         if key not in fills:
             fills[key] = np.full(max(1, _FILL_CHUNK // array.itemsize), value, array.dtype).view(np.uint8)
-        full = fills[key][:array.nbytes]
+        full = fills[key][: array.nbytes]
         whole, rest = divmod(array.size, full.size // array.itemsize)
         for _ in range(whole):
             yield full.data
         if rest:
-            yield full[:rest * array.itemsize].data
+            yield full[: rest * array.itemsize].data
         return
     if array.flags.c_contiguous:
         flat = array.reshape(-1)
         for start in range(0, flat.size, per_chunk):
-            yield flat[start:start + per_chunk].view(np.uint8).data  # written as is, no copy
+            yield flat[start : start + per_chunk].view(np.uint8).data  # written as is, no copy
         return
-    for chunk in np.nditer(array, flags=["external_loop", "buffered", "zerosize_ok"], buffersize=per_chunk,
-                           order="C"):
+    for chunk in np.nditer(array, flags=["external_loop", "buffered", "zerosize_ok"], buffersize=per_chunk, order="C"):
         yield np.asarray(chunk).tobytes()
 
 
 # ---------------------------------------------------------------------------
 # saving
 # ---------------------------------------------------------------------------
+
 
 def save(model: Model, path: str | os.PathLike) -> None:
     """Write ``model`` as IR v10: ``path`` (.xml) and the .bin beside it, atomically.
@@ -617,8 +657,7 @@ def save(model: Model, path: str | os.PathLike) -> None:
     """
     path = os.fspath(path)
     if model.dialect != "openvino":
-        raise ModelWriteError(f"a {model.dialect} model cannot be saved as OpenVINO IR; convert it first",
-                              where=path)
+        raise ModelWriteError(f"a {model.dialect} model cannot be saved as OpenVINO IR; convert it first", where=path)
     bin_path = os.path.splitext(path)[0] + ".bin"
     with OutputFiles(path) as files:
         with files.open(bin_path) as weights:
@@ -648,8 +687,11 @@ def _xml(model: Model, where: str, weights) -> bytes:
     except ValueError as e:  # lxml refuses NUL, control characters and bytes that are not UTF-8
         if "XML compatible" not in str(e):
             raise
-        raise ModelWriteError(f"{_not_xml_text(model)} holds characters XML cannot hold "
-                              "(NUL, control characters or bytes that are not UTF-8)", where=where) from None
+        raise ModelWriteError(
+            f"{_not_xml_text(model)} holds characters XML cannot hold "
+            "(NUL, control characters or bytes that are not UTF-8)",
+            where=where,
+        ) from None
     return etree.tostring(net, xml_declaration=True, encoding="utf-8", pretty_print=True)
 
 
@@ -743,20 +785,31 @@ class _Writer:
         parameter_ids = [inner.sources[id(v)][0] for v in body.inputs]
         port_map_el = etree.SubElement(layer, "port_map")
         try:
-            for kind, first_port, internal_ids in (("input", 0, parameter_ids),
-                                                   ("output", first_output_port, inner.result_ids)):
+            for kind, first_port, internal_ids in (
+                ("input", 0, parameter_ids),
+                ("output", first_output_port, inner.result_ids),
+            ):
                 for rule in port_map[kind + "s"]:
-                    attrib = {"external_port_id": str(first_port + rule["external"]),
-                              "internal_layer_id": str(internal_ids[rule["internal"]])}
+                    attrib = {
+                        "external_port_id": str(first_port + rule["external"]),
+                        "internal_layer_id": str(internal_ids[rule["internal"]]),
+                    }
                     attrib.update((key, str(int(rule[key]))) for key in PORT_MAP_SLICING if rule.get(key) is not None)
                     etree.SubElement(port_map_el, kind, attrib)
             back_el = etree.SubElement(layer, "back_edges")
             for edge in port_map.get("back_edges", ()):
-                etree.SubElement(back_el, "edge", {"from-layer": str(inner.result_ids[edge["from"]]), "from-port": "0",
-                                                   "to-layer": str(parameter_ids[edge["to"]]), "to-port": "0"})
+                etree.SubElement(
+                    back_el,
+                    "edge",
+                    {
+                        "from-layer": str(inner.result_ids[edge["from"]]),
+                        "from-port": "0",
+                        "to-layer": str(parameter_ids[edge["to"]]),
+                        "to-port": "0",
+                    },
+                )
         except (KeyError, IndexError, TypeError, ValueError) as e:
-            raise self.error(f"{node.label}: malformed port map in its body's meta ({type(e).__name__}: {e})") \
-                from None
+            raise self.error(f"{node.label}: malformed port map in its body's meta ({type(e).__name__}: {e})") from None
         body_el = etree.Element("body")
         body_el.append(inner.layers)
         body_el.append(inner.edges)
@@ -774,8 +827,9 @@ class _Writer:
     def port(self, parent: etree._Element, pid: int, value: Value, owner: str, named: bool = False) -> None:
         vtype = value.type
         if not isinstance(vtype, TensorType) or vtype.dtype is None or vtype.shape is None:
-            raise self.error(f"value {value.name!r} ({owner}) has no known element type and rank; "
-                             "IR v10 needs both on every port")
+            raise self.error(
+                f"value {value.name!r} ({owner}) has no known element type and rank; IR v10 needs both on every port"
+            )
         precision = _PRECISION_NAMES.get(vtype.dtype)
         if precision is None:
             raise self.error(f"value {value.name!r} ({owner}) is {vtype.dtype}, which IR v10 cannot hold")
@@ -796,8 +850,16 @@ class _Writer:
         source = self.sources.get(id(value))
         if source is None:
             raise self.error(f"{owner} reads {value.name!r}, which no layer written before it produces")
-        etree.SubElement(self.edges, "edge", {"from-layer": str(source[0]), "from-port": str(source[1]),
-                                              "to-layer": str(layer_id), "to-port": str(port_id)})
+        etree.SubElement(
+            self.edges,
+            "edge",
+            {
+                "from-layer": str(source[0]),
+                "from-port": str(source[1]),
+                "to-layer": str(layer_id),
+                "to-port": str(port_id),
+            },
+        )
 
     def parameter(self, value: Value) -> None:
         vtype = value.type
@@ -822,8 +884,12 @@ class _Writer:
         if tensor.dtype not in _ELEMENT_NAMES:
             raise self.error(f"constant {value.name!r} is {tensor.dtype}, which IR v10 cannot hold")
         offset, size = self.write_weights(tensor, value.name)
-        data = {"element_type": _ELEMENT_NAMES[tensor.dtype], "shape": _format_dims(tensor.shape),
-                "offset": str(offset), "size": str(size)}
+        data = {
+            "element_type": _ELEMENT_NAMES[tensor.dtype],
+            "shape": _format_dims(tensor.shape),
+            "offset": str(offset),
+            "size": str(size),
+        }
         lid, el = self.layer(value.name, WRITE_SPELLINGS["Constant"], data)
         # The port describes the stored data, whatever type the value claims.
         described = value if value.type == tensor.type else Value(value.name, tensor.type)
@@ -898,8 +964,7 @@ class _Writer:
             if a.name not in data and a.default is not None and a.type != "graph":
                 data[a.name] = self.encode(node, Attr(a.name, a.type, a.default))
         fallback = outs[0].name if outs else node.op
-        lid, el = self.layer(node.name or fallback, WRITE_SPELLINGS.get(schema.name, schema.name),
-                             data)
+        lid, el = self.layer(node.name or fallback, WRITE_SPELLINGS.get(schema.name, schema.name), data)
         # A body comes after the ports; its port map and back edges before them, as OpenVINO writes them.
         body_els = [self.body(el, node, body, len(ins)) for body in bodies]
         if ins:
@@ -923,8 +988,10 @@ class _Writer:
             where = f"{node.domain}::{node.op}" if node.domain else node.op
             raise self.error(f"{node.label}: {where} (version {node.version}) is not an {OPSET} operation")
         if schema.name in ("Parameter", "Result", "Constant") or schema.name in UNSUPPORTED_OPS:
-            raise self.error(f"{node.label}: {schema.name} nodes cannot be written; the graph's inputs, outputs "
-                             "and initializers become those layers")
+            raise self.error(
+                f"{node.label}: {schema.name} nodes cannot be written; the graph's inputs, outputs "
+                "and initializers become those layers"
+            )
         return schema
 
     def encode(self, node: Node, attr: Attr) -> str:

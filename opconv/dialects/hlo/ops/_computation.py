@@ -20,8 +20,11 @@ import numpy as np
 from ....errors import ExecutionError
 from ....kernels.elementwise import int_div
 
-_BITWISE = {"AND": (np.logical_and, np.bitwise_and), "OR": (np.logical_or, np.bitwise_or),
-            "XOR": (np.logical_xor, np.bitwise_xor)}
+_BITWISE = {
+    "AND": (np.logical_and, np.bitwise_and),
+    "OR": (np.logical_or, np.bitwise_or),
+    "XOR": (np.logical_xor, np.bitwise_xor),
+}
 
 
 def _divide(acc, value):

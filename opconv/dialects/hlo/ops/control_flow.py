@@ -81,8 +81,10 @@ def map_(ctx, *inputs, dimensions, computation):
         (result,) = ctx.run_graph(computation, list(inputs))
         result = np.broadcast_to(result, shape)
         return result.astype(dtype or result.dtype)
-    values = [np.asarray(ctx.run_graph(computation, [np.asarray(x[index]) for x in inputs])[0]).reshape(())
-              for index in np.ndindex(*shape)]
+    values = [
+        np.asarray(ctx.run_graph(computation, [np.asarray(x[index]) for x in inputs])[0]).reshape(())
+        for index in np.ndindex(*shape)
+    ]
     if not values:
         return np.empty(shape, dtype=dtype or inputs[0].dtype)
     return np.array(values).reshape(shape).astype(dtype or values[0].dtype)
@@ -90,5 +92,7 @@ def map_(ctx, *inputs, dimensions, computation):
 
 @hlo_op("CustomCall")
 def custom_call(ctx, *args, call_target_name=None, backend_config=None, has_side_effect=False):
-    raise ExecutionError(f"CustomCall target {call_target_name!r} is backend-defined; opconv's reference "
-                         f"executor has no implementation of it")
+    raise ExecutionError(
+        f"CustomCall target {call_target_name!r} is backend-defined; opconv's reference "
+        f"executor has no implementation of it"
+    )

@@ -32,11 +32,17 @@ def split_padding(padding, n: int, name: str = "padding") -> list[tuple[int, int
 
 def _convolve(lhs, rhs, a) -> np.ndarray:
     lhs_layout = (a["input_batch_dimension"], a["input_feature_dimension"], *a["input_spatial_dimensions"])
-    rhs_layout = (a["kernel_output_feature_dimension"], a["kernel_input_feature_dimension"],
-                  *a["kernel_spatial_dimensions"])
+    rhs_layout = (
+        a["kernel_output_feature_dimension"],
+        a["kernel_input_feature_dimension"],
+        *a["kernel_spatial_dimensions"],
+    )
     out_layout = (a["output_batch_dimension"], a["output_feature_dimension"], *a["output_spatial_dimensions"])
-    for what, layout, rank in (("lhs", lhs_layout, np.ndim(lhs)), ("rhs", rhs_layout, np.ndim(rhs)),
-                               ("output", out_layout, np.ndim(lhs))):
+    for what, layout, rank in (
+        ("lhs", lhs_layout, np.ndim(lhs)),
+        ("rhs", rhs_layout, np.ndim(rhs)),
+        ("output", out_layout, np.ndim(lhs)),
+    ):
         if sorted(int(d) for d in layout) != list(range(rank)):
             raise ExecutionError(f"{what} dimension numbers {list(layout)} are not a permutation of {rank} dims")
     n = np.ndim(lhs) - 2
@@ -51,9 +57,19 @@ def _convolve(lhs, rhs, a) -> np.ndarray:
         kernel = [np.shape(rhs)[d] for d in rhs_layout[2:]]
         begin, end = K.auto_pad(sizes, kernel, strides, rhs_dilation, auto_pad)
         padding = list(zip(begin, end))
-    return K.conv_general(lhs, rhs, strides, padding, lhs_dilation, rhs_dilation,
-                          int(a["feature_group_count"]), int(a["batch_group_count"]),
-                          lhs_layout, rhs_layout, out_layout)
+    return K.conv_general(
+        lhs,
+        rhs,
+        strides,
+        padding,
+        lhs_dilation,
+        rhs_dilation,
+        int(a["feature_group_count"]),
+        int(a["batch_group_count"]),
+        lhs_layout,
+        rhs_layout,
+        out_layout,
+    )
 
 
 @hlo_op("Conv")
@@ -67,8 +83,7 @@ def conv_bias(ctx, lhs, rhs, bias, **attrs):
     feature = int(attrs["output_feature_dimension"])
     bias = np.asarray(bias)
     if bias.ndim != 1 or bias.shape[0] != y.shape[feature]:
-        raise ExecutionError(f"bias of shape {list(bias.shape)} does not match the {y.shape[feature]} "
-                             f"output features")
+        raise ExecutionError(f"bias of shape {list(bias.shape)} does not match the {y.shape[feature]} output features")
     acc = accumulator_dtype(y.dtype)
     shape = [-1 if d == feature else 1 for d in range(y.ndim)]
     return downcast(y.astype(acc) + bias.astype(acc).reshape(shape), y.dtype)

@@ -49,8 +49,10 @@ def broadcast_operands(lhs, rhs, broadcast_dimensions=None):
     dims = [int(d) for d in broadcast_dimensions]
     small, big = (lhs, rhs) if lhs.ndim < rhs.ndim else (rhs, lhs)
     if len(dims) != small.ndim or any(not 0 <= d < big.ndim for d in dims) or dims != sorted(set(dims)):
-        raise ExecutionError(f"broadcast_dimensions {dims} must map each of the {small.ndim} dims of the "
-                             f"lower-rank operand to increasing dims of the rank-{big.ndim} one")
+        raise ExecutionError(
+            f"broadcast_dimensions {dims} must map each of the {small.ndim} dims of the "
+            f"lower-rank operand to increasing dims of the rank-{big.ndim} one"
+        )
     placed = [1] * big.ndim
     for i, d in enumerate(dims):
         placed[d] = small.shape[i]
@@ -281,8 +283,11 @@ def clamp(ctx, low, x, high):
 
 #: Ops of this module that act on each element independently of the shape (Map runs bodies made of them on
 #: whole arrays at once).
-ELEMENTWISE_OPS = frozenset(_UNARY) | frozenset(_BINARY) | {
-    "Cbrt", "Expm1", "IsFinite", "PopulationCount", "Complex", "Real", "Imag", "Clamp", "Convert"}
+ELEMENTWISE_OPS = (
+    frozenset(_UNARY)
+    | frozenset(_BINARY)
+    | {"Cbrt", "Expm1", "IsFinite", "PopulationCount", "Complex", "Real", "Imag", "Clamp", "Convert"}
+)
 
 
 # ---------------------------------------------------------------- conversions
@@ -337,6 +342,8 @@ def bitcast_convert(ctx, x):
         return x.view(to).reshape(x.shape + (source // target,)).copy()
     ratio = target // source
     if target % source or x.ndim == 0 or x.shape[-1] != ratio:
-        raise ExecutionError(f"cannot bitcast {x.dtype} {list(x.shape)} to {to}: the minor dim must hold "
-                             f"{target}/{source} = {ratio} elements")
+        raise ExecutionError(
+            f"cannot bitcast {x.dtype} {list(x.shape)} to {to}: the minor dim must hold "
+            f"{target}/{source} = {ratio} elements"
+        )
     return x.view(to).reshape(x.shape[:-1]).copy()

@@ -19,15 +19,23 @@ from ..executor import hlo_op
 @hlo_op("Dot")
 def dot(ctx, lhs, rhs):
     if not (1 <= np.ndim(lhs) <= 2 and 1 <= np.ndim(rhs) <= 2):
-        raise ExecutionError(f"Dot takes rank-1 or rank-2 operands, got shapes {list(np.shape(lhs))} "
-                             f"and {list(np.shape(rhs))}")
+        raise ExecutionError(
+            f"Dot takes rank-1 or rank-2 operands, got shapes {list(np.shape(lhs))} and {list(np.shape(rhs))}"
+        )
     return L.matmul(lhs, rhs)
 
 
-def _dot_general(lhs, rhs, lhs_batching_dimensions, rhs_batching_dimensions, lhs_contracting_dimensions,
-                 rhs_contracting_dimensions):
-    return L.dot_general(lhs, rhs, lhs_batching_dimensions or (), rhs_batching_dimensions or (),
-                         lhs_contracting_dimensions or (), rhs_contracting_dimensions or ())
+def _dot_general(
+    lhs, rhs, lhs_batching_dimensions, rhs_batching_dimensions, lhs_contracting_dimensions, rhs_contracting_dimensions
+):
+    return L.dot_general(
+        lhs,
+        rhs,
+        lhs_batching_dimensions or (),
+        rhs_batching_dimensions or (),
+        lhs_contracting_dimensions or (),
+        rhs_contracting_dimensions or (),
+    )
 
 
 @hlo_op("DotGeneral")
@@ -40,8 +48,7 @@ def dot_general_bias(ctx, lhs, rhs, bias, **dims):
     y = _dot_general(lhs, rhs, **dims)
     bias = np.asarray(bias)
     if bias.ndim != 1 or y.ndim == 0 or bias.shape[0] != y.shape[-1]:
-        raise ExecutionError(f"bias of shape {list(bias.shape)} does not match the result's last dim "
-                             f"({list(y.shape)})")
+        raise ExecutionError(f"bias of shape {list(bias.shape)} does not match the result's last dim ({list(y.shape)})")
     acc = accumulator_dtype(y.dtype)
     return downcast(y.astype(acc) + bias.astype(acc), y.dtype)
 

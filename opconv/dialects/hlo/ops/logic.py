@@ -49,8 +49,9 @@ def compare(ctx, a, b, *, comparison_direction):
     try:
         function = _DIRECTIONS[str(comparison_direction).upper()]
     except KeyError:
-        raise ExecutionError(f"unknown comparison_direction {comparison_direction!r}; expected one of "
-                             f"{', '.join(_DIRECTIONS)}") from None
+        raise ExecutionError(
+            f"unknown comparison_direction {comparison_direction!r}; expected one of {', '.join(_DIRECTIONS)}"
+        ) from None
     return np.asarray(function(a, b))
 
 

@@ -52,8 +52,8 @@ def _pool_dims(x: np.ndarray, dims, function):
     dims = _pooled_dims(dims, x.ndim)
     rest = [d for d in range(x.ndim) if d not in dims]
     moved = np.transpose(x, rest + dims)
-    lead = moved.shape[:len(rest)]
-    y = function(moved.reshape((1, math.prod(lead)) + moved.shape[len(rest):]))
+    lead = moved.shape[: len(rest)]
+    y = function(moved.reshape((1, math.prod(lead)) + moved.shape[len(rest) :]))
     y = y.reshape(lead + y.shape[2:])
     return np.transpose(y, np.argsort(rest + dims))
 
@@ -62,17 +62,20 @@ def _pool_dims(x: np.ndarray, dims, function):
 def average_pool(ctx, x, *, dims, kernel_shape, ceil_mode, count_include_pad, strides, padding, auto_pad):
     spatial = [x.shape[d] for d in _pooled_dims(dims, x.ndim)]
     begin, end = _pads(spatial, kernel_shape, strides, None, padding, auto_pad)
-    return _pool_dims(x, dims, lambda v: K.pool(v, "avg", kernel_shape, strides, begin, end, None,
-                                                bool(ceil_mode), bool(count_include_pad)))
+    return _pool_dims(
+        x,
+        dims,
+        lambda v: K.pool(v, "avg", kernel_shape, strides, begin, end, None, bool(ceil_mode), bool(count_include_pad)),
+    )
 
 
 @hlo_op("MaxPool")
-def max_pool(ctx, x, *, kernel_shape, strides, dilations, padding, auto_pad, ceil_mode, return_indices,
-             storage_order):
+def max_pool(ctx, x, *, kernel_shape, strides, dilations, padding, auto_pad, ceil_mode, return_indices, storage_order):
     begin, end = _pads(x.shape[2:], kernel_shape, strides, dilations, padding, auto_pad)
     if return_indices or ctx.num_outputs > 1:
-        return K.max_pool_with_indices(x, kernel_shape, strides, begin, end, dilations, bool(ceil_mode),
-                                       int(storage_order))
+        return K.max_pool_with_indices(
+            x, kernel_shape, strides, begin, end, dilations, bool(ceil_mode), int(storage_order)
+        )
     return K.pool(x, "max", kernel_shape, strides, begin, end, dilations, bool(ceil_mode))
 
 
@@ -100,11 +103,20 @@ def _reduce_window_padding(shape, window, strides, base_dilations, window_dilati
 
 
 @hlo_op("ReduceWindow")
-def reduce_window(ctx, *operands, computation, window_dimensions, window_strides, base_dilations,
-                  window_dilations, auto_pad, ceil_mode):
+def reduce_window(
+    ctx,
+    *operands,
+    computation,
+    window_dimensions,
+    window_strides,
+    base_dilations,
+    window_dilations,
+    auto_pad,
+    ceil_mode,
+):
     if len(operands) % 2:
         raise ExecutionError(f"ReduceWindow takes inputs then one init value each, got {len(operands)} operands")
-    inputs, inits = operands[:len(operands) // 2], operands[len(operands) // 2:]
+    inputs, inits = operands[: len(operands) // 2], operands[len(operands) // 2 :]
     rank = np.ndim(inputs[0])
     window = per_dim(window_dimensions, rank, "window_dimensions")
     strides = per_dim(window_strides, rank, "window_strides")
@@ -114,30 +126,40 @@ def reduce_window(ctx, *operands, computation, window_dimensions, window_strides
     name = str(computation).upper()
     if name in ("ARGMIN", "ARGMAX") and len(inputs) == 1:
         # One input: the row-major position of the first extreme inside each window (as Reduce does).
-        _, offsets = K.reduce_window_select(inputs, inits, window, strides, base, dilations, padding,
-                                            largest=name == "ARGMAX", fold_init=False)
+        _, offsets = K.reduce_window_select(
+            inputs, inits, window, strides, base, dilations, padding, largest=name == "ARGMAX", fold_init=False
+        )
         return np.maximum(offsets, 0).astype(result_dtype(ctx, default=np.int64))
     if len(inputs) > 1:
         if name not in ("MIN", "MAX", "ARGMIN", "ARGMAX"):
-            raise ExecutionError(f"ReduceWindow with {len(inputs)} inputs supports MIN/MAX (ARGMIN/ARGMAX) "
-                                 f"only, not {name}")
-        values, _ = K.reduce_window_select(inputs, inits, window, strides, base, dilations, padding,
-                                           largest=name in ("MAX", "ARGMAX"))
+            raise ExecutionError(
+                f"ReduceWindow with {len(inputs)} inputs supports MIN/MAX (ARGMIN/ARGMAX) only, not {name}"
+            )
+        values, _ = K.reduce_window_select(
+            inputs, inits, window, strides, base, dilations, padding, largest=name in ("MAX", "ARGMAX")
+        )
         return tuple(values)
     reducer = combiner(name, np.asarray(inputs[0]).dtype)
-    return K.reduce_window(inputs[0], window, strides, base, dilations, padding, np.asarray(inits[0]).item(),
-                           reducer)
+    return K.reduce_window(inputs[0], window, strides, base, dilations, padding, np.asarray(inits[0]).item(), reducer)
 
 
 @hlo_op("SelectAndScatter")
-def select_and_scatter(ctx, x, source, init_value, *, select_type, computation, window_dimensions,
-                       window_strides, padding):
+def select_and_scatter(
+    ctx, x, source, init_value, *, select_type, computation, window_dimensions, window_strides, padding
+):
     rank = np.ndim(x)
     pads = [0] * (2 * rank) if padding is None else [int(p) for p in padding]
     if len(pads) != 2 * rank:
         raise ExecutionError(f"padding has {len(pads)} values, expected {2 * rank}")
     name = str(computation).upper()
     combine = None if name == "UPDATE" else combiner(name, np.asarray(x).dtype)
-    return K.select_and_scatter(x, source, init_value, per_dim(window_dimensions, rank, "window_dimensions"),
-                                per_dim(window_strides, rank, "window_strides"),
-                                list(zip(pads[:rank], pads[rank:])), str(select_type).lower(), combine)
+    return K.select_and_scatter(
+        x,
+        source,
+        init_value,
+        per_dim(window_dimensions, rank, "window_dimensions"),
+        per_dim(window_strides, rank, "window_strides"),
+        list(zip(pads[:rank], pads[rank:])),
+        str(select_type).lower(),
+        combine,
+    )

@@ -46,7 +46,7 @@ def _groups(x: np.ndarray, axes) -> np.ndarray:
     """``x`` with the reduced ``axes`` moved last and flattened into one: shape (*kept, group size)."""
     kept = [d for d in range(x.ndim) if d not in axes]
     moved = np.transpose(x, kept + list(axes))
-    return moved.reshape(moved.shape[:len(kept)] + (math.prod(x.shape[a] for a in axes),))
+    return moved.reshape(moved.shape[: len(kept)] + (math.prod(x.shape[a] for a in axes),))
 
 
 def _sum(g):
@@ -134,8 +134,10 @@ def reduce_(ctx, *operands, dimensions, type=None, computation):
     try:
         fold = _FOLDS[name]
     except KeyError:
-        raise ExecutionError(f"unknown Reduce computation {computation!r}; expected one of "
-                             f"{', '.join(sorted(_FOLDS) + ['ARGMAX', 'ARGMIN'])}") from None
+        raise ExecutionError(
+            f"unknown Reduce computation {computation!r}; expected one of "
+            f"{', '.join(sorted(_FOLDS) + ['ARGMAX', 'ARGMIN'])}"
+        ) from None
     x = inputs[0]
     with np.errstate(over="ignore", invalid="ignore"):
         return downcast(fold(upcast(groups[0]), upcast(inits[0])), x.dtype)
@@ -152,11 +154,12 @@ def arg_min(ctx, x, *, axis=0, keepdims=True, select_last_index=False):
 
 
 @hlo_op("PartialReduce")
-def partial_reduce(ctx, *operands, size, comparator, reduction_dim=-1, recall_target=0.95,
-                   aggregate_to_topk=True, op_name=None):
+def partial_reduce(
+    ctx, *operands, size, comparator, reduction_dim=-1, recall_target=0.95, aggregate_to_topk=True, op_name=None
+):
     if not operands or len(operands) % 2:
         raise ExecutionError(f"PartialReduce takes N operands then N init values, got {len(operands)} operands")
-    inputs = operands[:len(operands) // 2]
+    inputs = operands[: len(operands) // 2]
     axis = normalize_axis(int(reduction_dim), inputs[0].ndim)
     n = inputs[0].shape[axis]
     keep = int(size)

@@ -32,8 +32,10 @@ def result_type(ctx, i: int = 0) -> TensorType:
     outputs = ctx.node.outputs
     t = outputs[i].type if i < len(outputs) and outputs[i] is not None else None
     if not isinstance(t, TensorType):
-        raise ExecutionError(f"{ctx.node.op} takes its result's element type/shape from the result type, "
-                             f"but output #{i} has no tensor type")
+        raise ExecutionError(
+            f"{ctx.node.op} takes its result's element type/shape from the result type, "
+            f"but output #{i} has no tensor type"
+        )
     return t
 
 
@@ -111,8 +113,9 @@ def broadcast_in_dim(x: np.ndarray, shape, dims) -> np.ndarray:
     placed = [1] * len(shape)
     for i, d in enumerate(dims):
         if x.shape[i] not in (1, shape[d]):
-            raise ExecutionError(f"input dim {i} of size {x.shape[i]} cannot broadcast to result dim {d} "
-                                 f"of size {shape[d]}")
+            raise ExecutionError(
+                f"input dim {i} of size {x.shape[i]} cannot broadcast to result dim {d} of size {shape[d]}"
+            )
         placed[d] = x.shape[i]
     # An increasing dims list keeps the input's memory order; otherwise move the dims first.
     order = np.argsort(dims, kind="stable")
@@ -233,8 +236,9 @@ def _check_slice(x, starts, limits, strides):
         raise ExecutionError(f"slice bounds {starts} / {limits} / {strides} need one entry per dim ({x.ndim})")
     for d, (s, e, st) in enumerate(zip(starts, limits, strides)):
         if st <= 0 or not 0 <= s <= e <= x.shape[d]:
-            raise ExecutionError(f"slice [{s}:{e}:{st}] of dim {d} (size {x.shape[d]}) needs "
-                                 f"0 <= start <= limit <= size and stride > 0")
+            raise ExecutionError(
+                f"slice [{s}:{e}:{st}] of dim {d} (size {x.shape[d]}) needs 0 <= start <= limit <= size and stride > 0"
+            )
 
 
 @hlo_op("Slice")
@@ -287,8 +291,10 @@ def real_dynamic_slice(ctx, x, start_indices, limit_indices, strides, axes=None)
     starts, limits, steps = _ints(start_indices), _ints(limit_indices), _ints(strides)
     dims = list(range(x.ndim)) if axes is None or np.size(axes) == 0 else _ints(axes)
     if not len(starts) == len(limits) == len(steps) == len(dims):
-        raise ExecutionError(f"start/limit/strides ({len(starts)}, {len(limits)}, {len(steps)}) need one entry "
-                             f"per sliced dim ({len(dims)})")
+        raise ExecutionError(
+            f"start/limit/strides ({len(starts)}, {len(limits)}, {len(steps)}) need one entry "
+            f"per sliced dim ({len(dims)})"
+        )
     if any(st <= 0 for st in steps):
         raise ExecutionError(f"strides {steps} must be positive")
     # Negative bounds count from the back and bounds past the dim are clamped, as ONNX Slice does.
@@ -338,7 +344,7 @@ def dynamic_pad(ctx, x, pads, padding_value=None, *, mode="PAD_VALUE"):
     amounts = _ints(pads)
     if len(amounts) != 2 * x.ndim:
         raise ExecutionError(f"pads has {len(amounts)} values, a rank-{x.ndim} input needs {2 * x.ndim}")
-    return gs.pad(x, amounts[:x.ndim], amounts[x.ndim:], _pad_mode(mode), _scalar(padding_value, x.dtype))
+    return gs.pad(x, amounts[: x.ndim], amounts[x.ndim :], _pad_mode(mode), _scalar(padding_value, x.dtype))
 
 
 # ---------------------------------------------------------------- depth/space
@@ -353,8 +359,8 @@ def _depth_space(x, function, space_dims, depth_dim, blocksize, mode):
     others = [d for d in range(x.ndim) if d != depth and d not in space]
     order = others + [depth] + space
     moved = np.transpose(x, order)
-    lead = moved.shape[:len(others)]
-    result = function(moved.reshape((math.prod(lead),) + moved.shape[len(others):]), int(blocksize), mode)
+    lead = moved.shape[: len(others)]
+    result = function(moved.reshape((math.prod(lead),) + moved.shape[len(others) :]), int(blocksize), mode)
     result = result.reshape(lead + result.shape[1:])
     return np.ascontiguousarray(np.transpose(result, np.argsort(order)))
 
@@ -376,7 +382,7 @@ def space_to_depth(ctx, x, *, space_dims, blocksize, depth_dim):
 @hlo_op("Shape")
 def shape(ctx, x, *, start=0, end=1024):
     # Python slicing counts negative bounds from the back and clamps bounds past the rank, as specified.
-    return np.array(x.shape[int(start):int(end)], dtype=np.int64)
+    return np.array(x.shape[int(start) : int(end)], dtype=np.int64)
 
 
 @hlo_op("Size")

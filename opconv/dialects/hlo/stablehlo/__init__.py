@@ -21,6 +21,7 @@ function arguments after the model's inputs instead of ``dense<...>`` literals
 the (name, array) pairs to pass after the inputs, in order.
 """
 
+from . import ctc, elementwise, nn, regions, shape  # noqa: F401,E402  (registers the emitters)
 from ._writer import (  # noqa: F401
     NO_STATIC_FORM,
     FunctionWriter,
@@ -33,8 +34,21 @@ from ._writer import (  # noqa: F401
     module_text,
     weight_arguments,
 )
-from . import ctc, elementwise, nn, regions, shape  # noqa: F401,E402  (registers the emitters)
 
-__all__ = ["NO_STATIC_FORM", "FunctionWriter", "Operand", "StableHloExportError", "emitter", "export",
-           "export_function", "exportable_ops", "module_text", "weight_arguments", "ctc", "elementwise", "nn",
-           "regions", "shape"]
+__all__ = [
+    "NO_STATIC_FORM",
+    "FunctionWriter",
+    "Operand",
+    "StableHloExportError",
+    "emitter",
+    "export",
+    "export_function",
+    "exportable_ops",
+    "module_text",
+    "weight_arguments",
+    "ctc",
+    "elementwise",
+    "nn",
+    "regions",
+    "shape",
+]

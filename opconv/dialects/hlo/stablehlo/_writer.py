@@ -19,17 +19,17 @@ import itertools
 import math
 import sys
 from collections import ChainMap
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 
 from .... import lowering
+from ....attributes import decode_attributes
 from ....errors import ConversionError, OpconvError
 from ....ir import Graph, Model, Node, Value
 from ....schemas import dialect_schemas
 from ....types import TensorType, element_type
-from ....attributes import decode_attributes
 
 
 class StableHloExportError(ConversionError):
@@ -63,12 +63,27 @@ def emitter(*ops: str):
 
 
 _MLIR_ELEMENT = {
-    "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64",
-    "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
-    "uint8": "ui8", "uint16": "ui16", "uint32": "ui32", "uint64": "ui64",
-    "bool": "i1", "complex64": "complex<f32>", "complex128": "complex<f64>",
-    "float8e4m3fn": "f8E4M3FN", "float8e5m2": "f8E5M2", "float8e4m3fnuz": "f8E4M3FNUZ",
-    "float8e5m2fnuz": "f8E5M2FNUZ", "int4": "i4", "uint4": "ui4",
+    "float16": "f16",
+    "bfloat16": "bf16",
+    "float32": "f32",
+    "float64": "f64",
+    "int8": "i8",
+    "int16": "i16",
+    "int32": "i32",
+    "int64": "i64",
+    "uint8": "ui8",
+    "uint16": "ui16",
+    "uint32": "ui32",
+    "uint64": "ui64",
+    "bool": "i1",
+    "complex64": "complex<f32>",
+    "complex128": "complex<f64>",
+    "float8e4m3fn": "f8E4M3FN",
+    "float8e5m2": "f8E5M2",
+    "float8e4m3fnuz": "f8E4M3FNUZ",
+    "float8e5m2fnuz": "f8E5M2FNUZ",
+    "int4": "i4",
+    "uint4": "ui4",
 }
 
 
@@ -229,13 +244,21 @@ class FunctionWriter:
     def line(self, text: str) -> None:
         self.lines.append("  " * self.depth + text)
 
-    def op(self, name: str, operands: Sequence[Operand], results: Sequence[tuple[str, Sequence[int]]],
-           attrs: dict[str, str] | None = None, regions: Sequence[str] = ()) -> list[Operand]:
+    def op(
+        self,
+        name: str,
+        operands: Sequence[Operand],
+        results: Sequence[tuple[str, Sequence[int]]],
+        attrs: dict[str, str] | None = None,
+        regions: Sequence[str] = (),
+    ) -> list[Operand]:
         """Write one operation in generic syntax; returns its results."""
         ssa = self.fresh()
         n = len(results)
-        outs = [Operand(ssa if n == 1 else f"{ssa}#{i}", dt, tuple(int(d) for d in sh))
-                for i, (dt, sh) in enumerate(results)]
+        outs = [
+            Operand(ssa if n == 1 else f"{ssa}#{i}", dt, tuple(int(d) for d in sh))
+            for i, (dt, sh) in enumerate(results)
+        ]
         head = f"{ssa}:{n} = " if n > 1 else (f"{ssa} = " if n == 1 else "")
         text = f'{head}"{name}"({", ".join(o.name for o in operands)})'
         if regions:
@@ -249,12 +272,20 @@ class FunctionWriter:
             self.line(chunk)
         return outs
 
-    def op1(self, name: str, operands: Sequence[Operand], dtype: str, shape: Sequence[int],
-            attrs: dict[str, str] | None = None, regions: Sequence[str] = ()) -> Operand:
+    def op1(
+        self,
+        name: str,
+        operands: Sequence[Operand],
+        dtype: str,
+        shape: Sequence[int],
+        attrs: dict[str, str] | None = None,
+        regions: Sequence[str] = (),
+    ) -> Operand:
         return self.op(name, operands, [(dtype, shape)], attrs, regions)[0]
 
-    def region(self, params: Sequence[tuple[str, Sequence[int]]],
-               body: Callable[[list[Operand]], Sequence[Operand]]) -> str:
+    def region(
+        self, params: Sequence[tuple[str, Sequence[int]]], body: Callable[[list[Operand]], Sequence[Operand]]
+    ) -> str:
         """The text of a one-block region with arguments ``params``; ``body`` returns the yielded values."""
         saved, saved_depth = self.lines, self.depth
         self.lines, self.depth = [], 1
@@ -314,8 +345,13 @@ class FunctionWriter:
         array = np.asarray(array)
         if shape is not None:
             array = np.broadcast_to(array, tuple(shape))
-        return self.op1("stablehlo.constant", [], dtype, array.shape,
-                        {"value": f"{dense_literal(array, dtype)} : {tensor_type(dtype, array.shape)}"})
+        return self.op1(
+            "stablehlo.constant",
+            [],
+            dtype,
+            array.shape,
+            {"value": f"{dense_literal(array, dtype)} : {tensor_type(dtype, array.shape)}"},
+        )
 
     def scalar(self, value, dtype: str) -> Operand:
         return self.constant(np.asarray(value), dtype, ())
@@ -358,8 +394,13 @@ class FunctionWriter:
     def slice(self, x: Operand, start: Sequence[int], limit: Sequence[int], strides: Sequence[int] | None = None):
         strides = list(strides) if strides is not None else [1] * x.rank
         shape = [max(0, -(-(hi - lo) // s)) for lo, hi, s in zip(start, limit, strides)]
-        return self.op1("stablehlo.slice", [x], x.dtype, shape,
-                        {"start_indices": ints(start), "limit_indices": ints(limit), "strides": ints(strides)})
+        return self.op1(
+            "stablehlo.slice",
+            [x],
+            x.dtype,
+            shape,
+            {"start_indices": ints(start), "limit_indices": ints(limit), "strides": ints(strides)},
+        )
 
     def slice_axis(self, x: Operand, axis: int, start: int, limit: int, stride: int = 1) -> Operand:
         starts, limits, strides = [0] * x.rank, list(x.shape), [1] * x.rank
@@ -376,12 +417,18 @@ class FunctionWriter:
     def iota(self, dtype: str, shape: Sequence[int], dim: int) -> Operand:
         return self.op1("stablehlo.iota", [], dtype, shape, {"iota_dimension": str(dim)})
 
-    def reduce(self, inputs: Sequence[Operand], inits: Sequence[Operand], dims: Sequence[int],
-               body: str) -> list[Operand]:
+    def reduce(
+        self, inputs: Sequence[Operand], inits: Sequence[Operand], dims: Sequence[int], body: str
+    ) -> list[Operand]:
         dims = sorted(int(d) for d in dims)
         shape = [s for i, s in enumerate(inputs[0].shape) if i not in dims]
-        return self.op("stablehlo.reduce", list(inputs) + list(inits), [(x.dtype, shape) for x in inputs],
-                       {"dimensions": ints(dims)}, [body])
+        return self.op(
+            "stablehlo.reduce",
+            list(inputs) + list(inits),
+            [(x.dtype, shape) for x in inputs],
+            {"dimensions": ints(dims)},
+            [body],
+        )
 
     def reduce_simple(self, x: Operand, dims: Sequence[int], combine: str, init, keepdims: bool = False):
         """Reduce ``x`` over ``dims`` with the binary op ``combine`` starting at the scalar ``init``."""
@@ -417,8 +464,10 @@ class FunctionWriter:
             if isinstance(value.type, TensorType):
                 dtype, shape = static_type(value, node)
                 if (operand.dtype, operand.shape) != (dtype, shape):
-                    raise self.error(f"the StableHLO form of output {value.name!r} has type {operand.type}, "
-                                     f"the model declares {tensor_type(dtype, shape)}")
+                    raise self.error(
+                        f"the StableHLO form of output {value.name!r} has type {operand.type}, "
+                        f"the model declares {tensor_type(dtype, shape)}"
+                    )
             self.bind(value, operand)
         self.node = None
 
@@ -458,8 +507,9 @@ def static_type(value: Value, node: Node | None) -> tuple[str, tuple[int, ...]]:
     t = value.type
     if not isinstance(t, TensorType) or t.dtype is None or not t.is_static:
         where = node.label if node is not None else f"value {value.name!r}"
-        raise StableHloExportError(f"value {value.name!r} needs a static tensor type for StableHLO, has {t}",
-                                   [where], where=where)
+        raise StableHloExportError(
+            f"value {value.name!r} needs a static tensor type for StableHLO, has {t}", [where], where=where
+        )
     return t.dtype, tuple(int(d) for d in t.shape)
 
 
@@ -478,8 +528,9 @@ WEIGHTS_MODES = ("inline", "arguments")
 MIN_WEIGHT_ARGUMENT_BYTES = 1024
 
 
-def weight_arguments(model: Model, *,
-                     min_weight_bytes: int = MIN_WEIGHT_ARGUMENT_BYTES) -> list[tuple[str, np.ndarray]]:
+def weight_arguments(
+    model: Model, *, min_weight_bytes: int = MIN_WEIGHT_ARGUMENT_BYTES
+) -> list[tuple[str, np.ndarray]]:
     """(name, array) of the main graph's constants that ``weights="arguments"`` passes as arguments, in order.
 
     These are the used initializers of at least ``min_weight_bytes`` bytes; they follow the model's inputs in the
@@ -499,8 +550,9 @@ def weight_arguments(model: Model, *,
     return chosen
 
 
-def export_function(model: Model, name: str = "main", *, weights: str = "inline",
-                    min_weight_bytes: int = MIN_WEIGHT_ARGUMENT_BYTES) -> str:
+def export_function(
+    model: Model, name: str = "main", *, weights: str = "inline", min_weight_bytes: int = MIN_WEIGHT_ARGUMENT_BYTES
+) -> str:
     """The ``func.func @name`` text of an HLO model's main graph (``weights``: see :func:`export`)."""
     if model.dialect != "hlo":
         raise StableHloExportError(f"StableHLO export needs an HLO model, got a {model.dialect} model")
@@ -529,15 +581,18 @@ def export_function(model: Model, name: str = "main", *, weights: str = "inline"
     arg_names = [v.name for v in graph.inputs] + weight_names
     signature = ", ".join(f"{a.name}: {a.type} {{jax.arg_info = {mlir_string(n)}}}" for a, n in zip(args, arg_names))
     result_types = ", ".join(r.type for r in results)
-    named_results = ", ".join(f"{r.type} {{jax.result_info = {mlir_string(v.name)}}}"
-                              for r, v in zip(results, graph.outputs))
-    lines = [f"  // inputs: {names}" if names else "",
-             f"  // weights (arguments after the inputs): {', '.join(weight_names)}" if weight_names else "",
-             f"  // outputs: {', '.join(v.name for v in graph.outputs)}",
-             f"  func.func @{name}({signature}) -> ({named_results}) {{"]
+    named_results = ", ".join(
+        f"{r.type} {{jax.result_info = {mlir_string(v.name)}}}" for r, v in zip(results, graph.outputs)
+    )
+    lines = [
+        f"  // inputs: {names}" if names else "",
+        f"  // weights (arguments after the inputs): {', '.join(weight_names)}" if weight_names else "",
+        f"  // outputs: {', '.join(v.name for v in graph.outputs)}",
+        f"  func.func @{name}({signature}) -> ({named_results}) {{",
+    ]
     lines = [ln for ln in lines if ln]
     lines += ["  " + ln for ln in writer.lines]
-    lines.append(f"    \"func.return\"({', '.join(r.name for r in results)}) : ({result_types}) -> ()")
+    lines.append(f'    "func.return"({", ".join(r.name for r in results)}) : ({result_types}) -> ()')
     lines.append("  }")
     return "\n".join(lines)
 
@@ -548,8 +603,13 @@ def module_text(functions: Sequence[str], name: str | None = None) -> str:
     return head + "\n" + "\n".join(functions) + "\n}\n"
 
 
-def export(model: Model, *, function_name: str = "main", weights: str = "inline",
-           min_weight_bytes: int = MIN_WEIGHT_ARGUMENT_BYTES) -> str:
+def export(
+    model: Model,
+    *,
+    function_name: str = "main",
+    weights: str = "inline",
+    min_weight_bytes: int = MIN_WEIGHT_ARGUMENT_BYTES,
+) -> str:
     """StableHLO MLIR text of an HLO model: a module with one ``func.func @main``.
 
     ``weights="inline"`` writes every constant as a ``dense<...>`` literal;

@@ -45,11 +45,16 @@ def _padded_targets(w: FunctionWriter, targets: Operand, lengths: Operand, width
     starts = w.sum(w.select(before, w.broadcast_to(lengths, [n, n], [1]), w.constant(0, "int64", [n, n])), [1])
     offsets = w.iota("int64", [n, width], 1)
     positions = w.add(w.broadcast_to(starts, [n, width], [0]), offsets)
-    numbers = ("#stablehlo.gather<offset_dims = [], collapsed_slice_dims = [0], start_index_map = [0], "
-               "index_vector_dim = 2>")
-    picked = w.op1("stablehlo.gather", [w.convert(targets, "int64"), w.reshape(positions, [n, width, 1])],
-                   "int64", [n, width], {"dimension_numbers": numbers, "slice_sizes": ints([1]),
-                                         "indices_are_sorted": "false"})
+    numbers = (
+        "#stablehlo.gather<offset_dims = [], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 2>"
+    )
+    picked = w.op1(
+        "stablehlo.gather",
+        [w.convert(targets, "int64"), w.reshape(positions, [n, width, 1])],
+        "int64",
+        [n, width],
+        {"dimension_numbers": numbers, "slice_sizes": ints([1]), "indices_are_sorted": "false"},
+    )
     inside = w.compare(offsets, w.broadcast_to(lengths, [n, width], [0]), "LT")
     return w.select(inside, picked, fill)
 
@@ -70,10 +75,17 @@ def _emissions(w: FunctionWriter, lp: Operand, ext: Operand) -> Operand:
     length = ext.shape[1]
     batch = w.iota("int64", [n, length, 1], 0)
     pairs = w.concatenate([batch, w.reshape(ext, [n, length, 1])], 2)
-    numbers = (f"#stablehlo.gather<offset_dims = {int_list([2])}, collapsed_slice_dims = [1, 2], "
-               f"start_index_map = [1, 2], index_vector_dim = 2>")
-    picked = w.op1("stablehlo.gather", [lp, pairs], lp.dtype, [n, length, steps],
-                   {"dimension_numbers": numbers, "slice_sizes": ints([steps, 1, 1]), "indices_are_sorted": "false"})
+    numbers = (
+        f"#stablehlo.gather<offset_dims = {int_list([2])}, collapsed_slice_dims = [1, 2], "
+        f"start_index_map = [1, 2], index_vector_dim = 2>"
+    )
+    picked = w.op1(
+        "stablehlo.gather",
+        [lp, pairs],
+        lp.dtype,
+        [n, length, steps],
+        {"dimension_numbers": numbers, "slice_sizes": ints([steps, 1, 1]), "indices_are_sorted": "false"},
+    )
     return w.transpose(picked, [2, 0, 1])
 
 
@@ -81,16 +93,20 @@ def _row(w: FunctionWriter, table: Operand, index: Operand) -> Operand:
     """table[index] of a (T, N, L) table at a scalar int64 index: (N, L)."""
     zero = w.scalar(0, "int64")
     _, n, length = table.shape
-    piece = w.op1("stablehlo.dynamic_slice", [table, index, zero, zero], table.dtype, [1, n, length],
-                  {"slice_sizes": ints([1, n, length])})
+    piece = w.op1(
+        "stablehlo.dynamic_slice",
+        [table, index, zero, zero],
+        table.dtype,
+        [1, n, length],
+        {"slice_sizes": ints([1, n, length])},
+    )
     return w.reshape(piece, [n, length])
 
 
 def _pick_last(w: FunctionWriter, x: Operand, at: Operand) -> Operand:
     """x[..., at[...]] of x (..., K) by int64 ``at`` (...): the max of a one-hot mask, -inf where none matches."""
     mask = w.compare(w.iota("int64", x.shape, x.rank - 1), w.broadcast_to(at, x.shape, list(range(at.rank))), "EQ")
-    return w.reduce_simple(w.select(mask, x, w.scalar(-np.inf, x.dtype)), [x.rank - 1], "stablehlo.maximum",
-                           -np.inf)
+    return w.reduce_simple(w.select(mask, x, w.scalar(-np.inf, x.dtype)), [x.rank - 1], "stablehlo.maximum", -np.inf)
 
 
 @emitter("CTCLoss")
@@ -114,8 +130,9 @@ def ctc_loss(w, log_probs, targets, input_lengths, target_lengths, *, blank):
     position = w.iota("int64", [n, length], 1)
     ends = w.add(w.mul(target_lengths, w.full(2, target_lengths)), w.full(1, target_lengths))
     valid = w.compare(position, w.broadcast_to(ends, [n, length], [0]), "LT")
-    skip = w.binary("stablehlo.and", w.compare(ext, w.full(blank, ext), "NE"),
-                    w.compare(ext, _shift_right(w, ext, 2, blank), "NE"))
+    skip = w.binary(
+        "stablehlo.and", w.compare(ext, w.full(blank, ext), "NE"), w.compare(ext, _shift_right(w, ext, 2, blank), "NE")
+    )
     skip = w.binary("stablehlo.and", skip, w.compare(position, w.full(2, position), "GE"))
     dtype = lp.dtype
     minus_inf = w.scalar(-np.inf, dtype)
@@ -128,20 +145,36 @@ def ctc_loss(w, log_probs, targets, input_lengths, target_lengths, *, blank):
         first = _row(w, emit, w.scalar(0, "int64"))
         opening = w.compare(position, w.full(0, position), "EQ")
         if width:
-            second = w.binary("stablehlo.and", w.compare(position, w.full(1, position), "EQ"),
-                              w.broadcast_to(w.compare(target_lengths, w.full(0, target_lengths), "GT"),
-                                             [n, length], [0]))
+            second = w.binary(
+                "stablehlo.and",
+                w.compare(position, w.full(1, position), "EQ"),
+                w.broadcast_to(w.compare(target_lengths, w.full(0, target_lengths), "GT"), [n, length], [0]),
+            )
             opening = w.binary("stablehlo.or", opening, second)
         started = w.broadcast_to(w.compare(input_lengths, w.full(0, input_lengths), "GT"), [n, length], [0])
-        start = w.select(w.binary("stablehlo.and", opening, w.binary("stablehlo.and", valid, started)),
-                         first, minus_inf)
-        table = w.op1("stablehlo.dynamic_update_slice",
-                      [w.constant(-np.inf, dtype, [steps, n, length]), w.reshape(start, [1, n, length]),
-                       w.scalar(0, "int64"), w.scalar(0, "int64"), w.scalar(0, "int64")], dtype, [steps, n, length])
+        start = w.select(
+            w.binary("stablehlo.and", opening, w.binary("stablehlo.and", valid, started)), first, minus_inf
+        )
+        table = w.op1(
+            "stablehlo.dynamic_update_slice",
+            [
+                w.constant(-np.inf, dtype, [steps, n, length]),
+                w.reshape(start, [1, n, length]),
+                w.scalar(0, "int64"),
+                w.scalar(0, "int64"),
+                w.scalar(0, "int64"),
+            ],
+            dtype,
+            [steps, n, length],
+        )
         table = _forward(w, emit, table, start, skip, valid, input_lengths)
         alpha = w.transpose(table, [1, 0, 2])  # (N, T, L)
-        last = w.op1("stablehlo.clamp", [w.scalar(0, "int64"), w.sub(input_lengths, w.full(1, input_lengths)),
-                                         w.scalar(steps - 1, "int64")], "int64", [n])
+        last = w.op1(
+            "stablehlo.clamp",
+            [w.scalar(0, "int64"), w.sub(input_lengths, w.full(1, input_lengths)), w.scalar(steps - 1, "int64")],
+            "int64",
+            [n],
+        )
         final = _pick_last(w, w.transpose(alpha, [0, 2, 1]), last)  # alpha[n, last[n], :]  (N, L)
         end = w.mul(target_lengths, w.full(2, target_lengths))
         tail = _pick_last(w, final, end)
@@ -152,8 +185,15 @@ def ctc_loss(w, log_probs, targets, input_lengths, target_lengths, *, blank):
     return w.convert(loss, loss_dtype), w.convert(alpha, alpha_dtype)
 
 
-def _forward(w: FunctionWriter, emit: Operand, table: Operand, start: Operand, skip: Operand, valid: Operand,
-             input_lengths: Operand) -> Operand:
+def _forward(
+    w: FunctionWriter,
+    emit: Operand,
+    table: Operand,
+    start: Operand,
+    skip: Operand,
+    valid: Operand,
+    input_lengths: Operand,
+) -> Operand:
     """The (T, N, L) alpha table: rows 1.. written by a stablehlo.while carrying (t, previous row, table);
     the loop-invariant operands are carried too, so the regions capture nothing."""
     steps, n, length = emit.shape
@@ -174,8 +214,9 @@ def _forward(w: FunctionWriter, emit: Operand, table: Operand, start: Operand, s
         live = w.binary("stablehlo.and", valid, w.broadcast_to(running, [n, length], [0]))
         row = w.select(live, total, minus_inf)
         zero = w.scalar(0, "int64")
-        table = w.op1("stablehlo.dynamic_update_slice", [table, w.reshape(row, [1, n, length]), t, zero, zero],
-                      dtype, table.shape)
+        table = w.op1(
+            "stablehlo.dynamic_update_slice", [table, w.reshape(row, [1, n, length]), t, zero, zero], dtype, table.shape
+        )
         return [w.add(t, w.scalar(1, "int64")), row, table, emit, skip, valid, input_lengths]
 
     regions = [w.region(params, cond), w.region(params, body)]

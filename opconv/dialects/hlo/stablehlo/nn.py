@@ -9,7 +9,7 @@ import numpy as np
 
 from ....kernels.conv import auto_pad as auto_pad_amounts
 from ._writer import FunctionWriter, Operand, emitter, int_list, ints
-from .regions import linear_index, explicit_padding, identity, padding_attr, selection_region, window_reduce
+from .regions import explicit_padding, identity, linear_index, padding_attr, selection_region, window_reduce
 
 
 def _compute_type(x: Operand) -> str:
@@ -17,17 +17,20 @@ def _compute_type(x: Operand) -> str:
     return "float32" if x.dtype in ("float16", "bfloat16") else x.dtype
 
 
-def dot_general(w: FunctionWriter, lhs: Operand, rhs: Operand, lhs_batch, rhs_batch, lhs_contract,
-                rhs_contract, dtype: str) -> Operand:
+def dot_general(
+    w: FunctionWriter, lhs: Operand, rhs: Operand, lhs_batch, rhs_batch, lhs_contract, rhs_contract, dtype: str
+) -> Operand:
     lhs_batch, rhs_batch = list(lhs_batch or []), list(rhs_batch or [])
     lhs_contract, rhs_contract = list(lhs_contract or []), list(rhs_contract or [])
     shape = [lhs.shape[d] for d in lhs_batch]
     shape += [s for d, s in enumerate(lhs.shape) if d not in lhs_batch and d not in lhs_contract]
     shape += [s for d, s in enumerate(rhs.shape) if d not in rhs_batch and d not in rhs_contract]
-    numbers = (f"#stablehlo.dot<lhs_batching_dimensions = {int_list(lhs_batch)}, "
-               f"rhs_batching_dimensions = {int_list(rhs_batch)}, "
-               f"lhs_contracting_dimensions = {int_list(lhs_contract)}, "
-               f"rhs_contracting_dimensions = {int_list(rhs_contract)}>")
+    numbers = (
+        f"#stablehlo.dot<lhs_batching_dimensions = {int_list(lhs_batch)}, "
+        f"rhs_batching_dimensions = {int_list(rhs_batch)}, "
+        f"lhs_contracting_dimensions = {int_list(lhs_contract)}, "
+        f"rhs_contracting_dimensions = {int_list(rhs_contract)}>"
+    )
     return w.op1("stablehlo.dot_general", [lhs, rhs], dtype, shape, {"dot_dimension_numbers": numbers})
 
 
@@ -38,19 +41,52 @@ def dot(w, lhs, rhs):
 
 
 @emitter("DotGeneral")
-def dot_general_op(w, lhs, rhs, *, lhs_batching_dimensions, rhs_batching_dimensions, lhs_contracting_dimensions,
-                   rhs_contracting_dimensions):
+def dot_general_op(
+    w,
+    lhs,
+    rhs,
+    *,
+    lhs_batching_dimensions,
+    rhs_batching_dimensions,
+    lhs_contracting_dimensions,
+    rhs_contracting_dimensions,
+):
     dtype, _ = w.out()
-    return dot_general(w, lhs, rhs, lhs_batching_dimensions, rhs_batching_dimensions,
-                       lhs_contracting_dimensions, rhs_contracting_dimensions, dtype)
+    return dot_general(
+        w,
+        lhs,
+        rhs,
+        lhs_batching_dimensions,
+        rhs_batching_dimensions,
+        lhs_contracting_dimensions,
+        rhs_contracting_dimensions,
+        dtype,
+    )
 
 
 @emitter("DotGeneralBias")
-def dot_general_bias(w, lhs, rhs, bias, *, lhs_batching_dimensions, rhs_batching_dimensions,
-                     lhs_contracting_dimensions, rhs_contracting_dimensions):
+def dot_general_bias(
+    w,
+    lhs,
+    rhs,
+    bias,
+    *,
+    lhs_batching_dimensions,
+    rhs_batching_dimensions,
+    lhs_contracting_dimensions,
+    rhs_contracting_dimensions,
+):
     dtype, shape = w.out()
-    product = dot_general(w, lhs, rhs, lhs_batching_dimensions, rhs_batching_dimensions,
-                          lhs_contracting_dimensions, rhs_contracting_dimensions, dtype)
+    product = dot_general(
+        w,
+        lhs,
+        rhs,
+        lhs_batching_dimensions,
+        rhs_batching_dimensions,
+        lhs_contracting_dimensions,
+        rhs_contracting_dimensions,
+        dtype,
+    )
     return w.add(product, w.broadcast_to(w.convert(bias, dtype), shape))
 
 
@@ -80,8 +116,9 @@ def convolution(w: FunctionWriter, lhs: Operand, rhs: Operand, attrs: dict) -> O
     if mode.startswith("SAME"):
         if any(d != 1 for d in lhs_dilation):
             raise w.error("auto_pad SAME with lhs_dilation has no defined padding")
-        low, high = auto_pad_amounts([lhs.shape[d] for d in spatial], [rhs.shape[d] for d in kernel_spatial],
-                                     strides, rhs_dilation, mode)
+        low, high = auto_pad_amounts(
+            [lhs.shape[d] for d in spatial], [rhs.shape[d] for d in kernel_spatial], strides, rhs_dilation, mode
+        )
     elif mode == "VALID":
         low, high = [0] * n, [0] * n
     else:
@@ -97,7 +134,8 @@ def convolution(w: FunctionWriter, lhs: Operand, rhs: Operand, attrs: dict) -> O
         f"kernel_spatial_dimensions = {int_list(kernel_spatial)}, "
         f"output_batch_dimension = {attrs['output_batch_dimension']}, "
         f"output_feature_dimension = {attrs['output_feature_dimension']}, "
-        f"output_spatial_dimensions = {int_list(attrs['output_spatial_dimensions'])}>")
+        f"output_spatial_dimensions = {int_list(attrs['output_spatial_dimensions'])}>"
+    )
     op_attrs = {
         "dimension_numbers": numbers,
         "window_strides": ints(strides),
@@ -131,15 +169,24 @@ def _bn_attrs(epsilon, feature_index):
 
 @emitter("BatchNormInference")
 def batch_norm_inference(w, x, scale, bias, mean, variance, *, epsilon, feature_index):
-    return w.op1("stablehlo.batch_norm_inference", [x, scale, bias, mean, variance], x.dtype, x.shape,
-                 _bn_attrs(epsilon, feature_index))
+    return w.op1(
+        "stablehlo.batch_norm_inference",
+        [x, scale, bias, mean, variance],
+        x.dtype,
+        x.shape,
+        _bn_attrs(epsilon, feature_index),
+    )
 
 
 @emitter("BatchNormTraining")
 def batch_norm_training(w, x, scale, bias, *, epsilon, feature_index):
     stats = (x.dtype, (x.shape[feature_index],))
-    return w.op("stablehlo.batch_norm_training", [x, scale, bias], [(x.dtype, x.shape), stats, stats],
-                _bn_attrs(epsilon, feature_index))
+    return w.op(
+        "stablehlo.batch_norm_training",
+        [x, scale, bias],
+        [(x.dtype, x.shape), stats, stats],
+        _bn_attrs(epsilon, feature_index),
+    )
 
 
 @emitter("BatchNormGrad")
@@ -158,8 +205,10 @@ def batch_norm_grad(w, x, scale, mean, variance, grad_output, *, epsilon, featur
     x_hat = w.mul(w.sub(x, per_feature(mean)), per_feature(rstd))
     grad_bias = w.sum(grad_output, others)
     grad_scale = w.sum(w.mul(grad_output, x_hat), others)
-    inner = w.sub(w.sub(w.mul(grad_output, w.full(count, grad_output)), per_feature(grad_bias)),
-                  w.mul(x_hat, per_feature(grad_scale)))
+    inner = w.sub(
+        w.sub(w.mul(grad_output, w.full(count, grad_output)), per_feature(grad_bias)),
+        w.mul(x_hat, per_feature(grad_scale)),
+    )
     factor = w.div(w.mul(scale, rstd), w.full(count, rstd))
     return w.mul(per_feature(factor), inner), grad_scale, grad_bias
 
@@ -245,8 +294,15 @@ def _pool_geometry(w, x, dims, kernel_shape, strides, dilations, padding, auto_p
     strides = list(strides or [1] * n)
     dilations = list(dilations or [1] * n)
     flat = list(padding or [0] * (2 * n))
-    low_p, _ = explicit_padding([x.shape[d] for d in dims], kernel_shape, strides, dilations,
-                                [out_shape[d] for d in dims], (auto_pad or "NOTSET").upper(), flat[:n])
+    low_p, _ = explicit_padding(
+        [x.shape[d] for d in dims],
+        kernel_shape,
+        strides,
+        dilations,
+        [out_shape[d] for d in dims],
+        (auto_pad or "NOTSET").upper(),
+        flat[:n],
+    )
     window, full_strides, full_dil = [1] * x.rank, [1] * x.rank, [1] * x.rank
     low, high = [0] * x.rank, [0] * x.rank
     explicit_high = [0] * x.rank
@@ -265,11 +321,11 @@ def _pool_geometry(w, x, dims, kernel_shape, strides, dilations, padding, auto_p
 
 
 @emitter("MaxPool")
-def max_pool(w, x, *, kernel_shape, strides, dilations, padding, auto_pad, ceil_mode, return_indices,
-             storage_order):
+def max_pool(w, x, *, kernel_shape, strides, dilations, padding, auto_pad, ceil_mode, return_indices, storage_order):
     dims = list(range(2, x.rank))
-    out_shape, window, st, dil, low, high, _ = _pool_geometry(w, x, dims, kernel_shape, strides, dilations,
-                                                               padding, auto_pad)
+    out_shape, window, st, dil, low, high, _ = _pool_geometry(
+        w, x, dims, kernel_shape, strides, dilations, padding, auto_pad
+    )
     init = w.scalar(identity(w, "MAX", x.dtype), x.dtype)
     if not w.has_output(1):
         return window_reduce(w, x, init, "MAX", window, st, dil, low, high, out_shape=out_shape)
@@ -286,9 +342,13 @@ def max_pool_with_indices(w, x, init, window, strides, dilations, low, high, out
     x = w.op1("stablehlo.pad", [x, init], x.dtype, padded_shape, padding)
     index = w.op1("stablehlo.pad", [index, w.scalar(top, "int64")], "int64", padded_shape, padding)
     attrs = {"window_dimensions": ints(window), "window_strides": ints(strides), "window_dilations": ints(dilations)}
-    values, flat = w.op("stablehlo.reduce_window", [x, index, init, w.scalar(top, "int64")],
-                        [(x.dtype, out_shape), ("int64", out_shape)], attrs,
-                        [selection_region(w, [x.dtype, "int64"], True, False)])
+    values, flat = w.op(
+        "stablehlo.reduce_window",
+        [x, index, init, w.scalar(top, "int64")],
+        [(x.dtype, out_shape), ("int64", out_shape)],
+        attrs,
+        [selection_region(w, [x.dtype, "int64"], True, False)],
+    )
     if storage_order == 1:
         flat = _column_major(w, flat, spatial)
     index_dtype, _ = w.out(1)
@@ -298,8 +358,9 @@ def max_pool_with_indices(w, x, init, window, strides, dilations, low, high, out
 @emitter("AveragePool")
 def average_pool(w, x, *, dims, kernel_shape, ceil_mode, count_include_pad, strides, padding, auto_pad):
     dims = [d % x.rank for d in (dims or range(2, x.rank))]
-    out_shape, window, st, dil, low, high, explicit_high = _pool_geometry(w, x, dims, kernel_shape, strides, None,
-                                                                           padding, auto_pad)
+    out_shape, window, st, dil, low, high, explicit_high = _pool_geometry(
+        w, x, dims, kernel_shape, strides, None, padding, auto_pad
+    )
     xc = w.convert(x, _compute_type(x))
     zero = w.scalar(0, xc.dtype)
     total = window_reduce(w, xc, zero, "ADD", window, st, dil, low, high, out_shape=out_shape)
@@ -308,10 +369,17 @@ def average_pool(w, x, *, dims, kernel_shape, ceil_mode, count_include_pad, stri
     ones = w.full(1, xc)
     if count_include_pad:
         covered = [max(0, min(h, e)) for h, e in zip(high, explicit_high)]
-        ones = w.op1("stablehlo.pad", [ones, w.scalar(1, xc.dtype)], xc.dtype,
-                     [s + lo + c for s, lo, c in zip(xc.shape, low, covered)],
-                     {"edge_padding_low": ints(low), "edge_padding_high": ints(covered),
-                      "interior_padding": ints([0] * xc.rank)})
+        ones = w.op1(
+            "stablehlo.pad",
+            [ones, w.scalar(1, xc.dtype)],
+            xc.dtype,
+            [s + lo + c for s, lo, c in zip(xc.shape, low, covered)],
+            {
+                "edge_padding_low": ints(low),
+                "edge_padding_high": ints(covered),
+                "interior_padding": ints([0] * xc.rank),
+            },
+        )
         low_rest, high_rest = [0] * xc.rank, [h - c for h, c in zip(high, covered)]
     else:
         low_rest, high_rest = low, high
@@ -370,10 +438,17 @@ def cholesky(w, x, *, lower):
         pivot = w.unary("stablehlo.sqrt", w.slice_axis(v, rank - 2, j, j + 1))
         column = w.div(v, w.broadcast_to(pivot, column_shape))
         column = w.select(w.compare(rows, w.full(j, rows), "GE"), column, w.full(0, column))
-        placed = w.op1("stablehlo.pad", [column, w.scalar(0, a.dtype)], a.dtype, a.shape,
-                       {"edge_padding_low": ints([0] * (rank - 1) + [j]),
-                        "edge_padding_high": ints([0] * (rank - 1) + [n - 1 - j]),
-                        "interior_padding": ints([0] * rank)})
+        placed = w.op1(
+            "stablehlo.pad",
+            [column, w.scalar(0, a.dtype)],
+            a.dtype,
+            a.shape,
+            {
+                "edge_padding_low": ints([0] * (rank - 1) + [j]),
+                "edge_padding_high": ints([0] * (rank - 1) + [n - 1 - j]),
+                "interior_padding": ints([0] * rank),
+            },
+        )
         factor = w.add(factor, placed)
     return factor if lower else w.transpose(factor, swap)
 
@@ -409,15 +484,29 @@ def _string_attr(text: str) -> str:
 def custom_call(w, *args, call_target_name, backend_config, has_side_effect):
     """stablehlo.custom_call: the target is the consumer's to provide (IREE, for one, has none of them)."""
     results = [w.out(i) for i in range(len(w.node.outputs))]
-    attrs = {"call_target_name": _string_attr(call_target_name or ""),
-             "has_side_effect": "true" if has_side_effect else "false",
-             "backend_config": _string_attr(backend_config or "")}
+    attrs = {
+        "call_target_name": _string_attr(call_target_name or ""),
+        "has_side_effect": "true" if has_side_effect else "false",
+        "backend_config": _string_attr(backend_config or ""),
+    }
     return w.op("stablehlo.custom_call", list(args), results, attrs)
 
 
 @emitter("Resize")
-def resize(w, x, roi=None, scales=None, sizes=None, *, mode, coordinate_transformation_mode, exclude_outside,
-           nearest_mode, extrapolation_value, cubic_coeff_a):
+def resize(
+    w,
+    x,
+    roi=None,
+    scales=None,
+    sizes=None,
+    *,
+    mode,
+    coordinate_transformation_mode,
+    exclude_outside,
+    nearest_mode,
+    extrapolation_value,
+    cubic_coeff_a,
+):
     """Separable: per resized dim, a gather of constant indices (NEAREST) or a dot with a constant
     interpolation matrix (LINEAR, CUBIC), both computed by the shared resize kernel's helpers.
 
@@ -435,14 +524,13 @@ def resize(w, x, roi=None, scales=None, sizes=None, *, mode, coordinate_transfor
             raise w.error(f"roi has {roi_values.size} values; expected 2 * rank = {2 * x.rank} (starts, then ends)")
         if roi_values.size:
             roi_values = roi_values.ravel().astype(np.float64)
-            roi_pairs = list(zip(roi_values[:x.rank], roi_values[x.rank:]))
+            roi_pairs = list(zip(roi_values[: x.rank], roi_values[x.rank :]))
     scale_values = None if scales is None else w.constant_input(2, "scales")
     size_values = None if sizes is None else w.constant_input(3, "sizes")
     scale_values = None if scale_values is None or scale_values.size == 0 else [float(s) for s in scale_values.ravel()]
     size_values = None if size_values is None or size_values.size == 0 else [int(s) for s in size_values.ravel()]
     shape, full_scales = R.resize_output_shape(x.shape, scale_values, size_values)
-    lengths = (list(shape) if scale_values is None
-               else [float(np.float32(n) * s) for n, s in zip(x.shape, full_scales)])
+    lengths = list(shape) if scale_values is None else [float(np.float32(n) * s) for n, s in zip(x.shape, full_scales)]
     mode = mode.lower()
     if mode != "nearest" and not x.is_float:
         raise w.error(f"Resize {mode.upper()} of {x.dtype} is only exported for floating types")
@@ -461,8 +549,9 @@ def resize(w, x, roi=None, scales=None, sizes=None, *, mode, coordinate_transfor
             picks = R.nearest_indices(*args, transform, nearest_mode.lower(), roi, lengths[axis])
             y = take_along(w, y, axis, w.constant(picks.reshape(-1, 1), "int64"))
         else:
-            matrix = R.interpolation_matrix(*args, mode, transform, cubic_coeff_a, bool(exclude_outside), False,
-                                            roi, lengths[axis])
+            matrix = R.interpolation_matrix(
+                *args, mode, transform, cubic_coeff_a, bool(exclude_outside), False, roi, lengths[axis]
+            )
             weights = w.constant(matrix, y.dtype)
             moved = dot_general(w, y, weights, [], [], [axis], [1], y.dtype)  # resized dim last
             y = w.transpose(moved, [d for d in range(axis)] + [y.rank - 1] + [d for d in range(axis, y.rank - 1)])
@@ -481,12 +570,19 @@ def take_along(w: FunctionWriter, x: Operand, axis: int, indices: Operand) -> Op
     """x indexed along ``axis`` by the (n, 1) ``indices``: a stablehlo.gather of whole slices."""
     n = indices.shape[0]
     others = [d for d in range(x.rank) if d != axis]
-    numbers = (f"#stablehlo.gather<offset_dims = {int_list(others)}, collapsed_slice_dims = [{axis}], "
-               f"start_index_map = [{axis}], index_vector_dim = 1>")
+    numbers = (
+        f"#stablehlo.gather<offset_dims = {int_list(others)}, collapsed_slice_dims = [{axis}], "
+        f"start_index_map = [{axis}], index_vector_dim = 1>"
+    )
     sizes = [1 if d == axis else s for d, s in enumerate(x.shape)]
     shape = [n if d == axis else s for d, s in enumerate(x.shape)]
-    return w.op1("stablehlo.gather", [x, indices], x.dtype, shape,
-                 {"dimension_numbers": numbers, "slice_sizes": ints(sizes), "indices_are_sorted": "false"})
+    return w.op1(
+        "stablehlo.gather",
+        [x, indices],
+        x.dtype,
+        shape,
+        {"dimension_numbers": numbers, "slice_sizes": ints(sizes), "indices_are_sorted": "false"},
+    )
 
 
 @emitter("GridSample")
@@ -495,8 +591,10 @@ def grid_sample(w, x, grid, *, mode, align_corners, padding_mode):
     reflection padding applied) and its taps; then one gather of x[n, :, i1, i2, ...] per tap combination,
     weighted and summed."""
     if mode not in ("NEAREST", "LINEAR") or padding_mode not in ("PAD_VALUE", "PAD_EDGE", "PAD_REFLECT"):
-        raise w.error(f"GridSample is exported for NEAREST/LINEAR and PAD_VALUE/PAD_EDGE/PAD_REFLECT only, "
-                      f"not {mode}, {padding_mode}")
+        raise w.error(
+            f"GridSample is exported for NEAREST/LINEAR and PAD_VALUE/PAD_EDGE/PAD_REFLECT only, "
+            f"not {mode}, {padding_mode}"
+        )
     dtype, _ = w.out()
     xc = w.convert(x, _compute_type(x))
     g = w.convert(grid, xc.dtype)
@@ -535,14 +633,20 @@ def grid_sample(w, x, grid, *, mode, align_corners, padding_mode):
         taps_per_dim.append(dim_taps)
     channels_last = w.transpose(xc, [0] + list(range(2, x.rank)) + [1])
     batch = w.iota("int64", sample_shape + [1], 0)
-    numbers = (f"#stablehlo.gather<offset_dims = [{k + 1}], collapsed_slice_dims = {int_list(range(k + 1))}, "
-               f"start_index_map = {int_list(range(k + 1))}, index_vector_dim = {k + 1}>")
+    numbers = (
+        f"#stablehlo.gather<offset_dims = [{k + 1}], collapsed_slice_dims = {int_list(range(k + 1))}, "
+        f"start_index_map = {int_list(range(k + 1))}, index_vector_dim = {k + 1}>"
+    )
     total = None
     for combination in itertools.product(*taps_per_dim):
         indices = w.concatenate([batch] + [index for index, _ in combination], k + 1)
-        values = w.op1("stablehlo.gather", [channels_last, indices], xc.dtype, sample_shape + [c],
-                       {"dimension_numbers": numbers, "slice_sizes": ints([1] * (k + 1) + [c]),
-                        "indices_are_sorted": "false"})
+        values = w.op1(
+            "stablehlo.gather",
+            [channels_last, indices],
+            xc.dtype,
+            sample_shape + [c],
+            {"dimension_numbers": numbers, "slice_sizes": ints([1] * (k + 1) + [c]), "indices_are_sorted": "false"},
+        )
         weight = combination[0][1]
         for _, other in combination[1:]:
             weight = w.mul(weight, other)
@@ -575,8 +679,19 @@ def _reflect(w, v, low, high):
 
 
 @emitter("RoiAlign")
-def roi_align(w, x, rois, batch_indices, *, mode, coordinate_transformation_mode, output_height, output_width,
-              sampling_ratio, spatial_scale):
+def roi_align(
+    w,
+    x,
+    rois,
+    batch_indices,
+    *,
+    mode,
+    coordinate_transformation_mode,
+    output_height,
+    output_width,
+    sampling_ratio,
+    spatial_scale,
+):
     """Fixed sampling_ratio only (0 makes the sample count depend on each roi's size).  Per roi and axis,
     each sample's two bilinear taps become one-hot (out, size) weight rows; ROIALIGN_AVG averages them into
     one matrix per axis and applies both with dot_general, ROIALIGN_MAX takes the largest weighted tap."""
@@ -605,10 +720,13 @@ def roi_align(w, x, rois, batch_indices, *, mode, coordinate_transformation_mode
         bins = w.broadcast_to(w.constant(np.arange(out, dtype=np.float64), xc.dtype), shape, [1])
         samples = w.broadcast_to(w.constant(np.arange(g) + 0.5, xc.dtype), shape, [2])
         step_b = w.broadcast_to(step, shape, [0])
-        coords = w.add(w.add(w.broadcast_to(start, shape, [0]), w.mul(bins, step_b)),
-                       w.div(w.mul(samples, step_b), w.full(g, step_b)))
-        valid = w.binary("stablehlo.and", w.compare(coords, w.full(-1, coords), "GE"),
-                         w.compare(coords, w.full(size, coords), "LE"))
+        coords = w.add(
+            w.add(w.broadcast_to(start, shape, [0]), w.mul(bins, step_b)),
+            w.div(w.mul(samples, step_b), w.full(g, step_b)),
+        )
+        valid = w.binary(
+            "stablehlo.and", w.compare(coords, w.full(-1, coords), "GE"), w.compare(coords, w.full(size, coords), "LE")
+        )
         clipped = w.binary("stablehlo.maximum", coords, w.full(0, coords))
         low = w.unary("stablehlo.floor", clipped)
         at_edge = w.compare(low, w.full(size - 1, low), "GE")
@@ -636,6 +754,7 @@ def roi_align(w, x, rois, batch_indices, *, mode, coordinate_transformation_mode
         return w.transpose(t, [0, 1, 3, 2])
 
     if mode == "ROIALIGN_AVG":
+
         def mean_matrix(rows, g):
             total = w.add(rows[0], rows[1])
             return w.div(w.sum(total, [2]), w.full(g, w.sum(total, [2])))
@@ -669,8 +788,11 @@ def _roi_bins(w: FunctionWriter, start: Operand, end: Operand, bins: int, size: 
     zero, top = w.scalar(0, "int64"), w.scalar(size, "int64")
     lo, hi = (w.op1("stablehlo.clamp", [zero, v, top], "int64", shape) for v in (lo, hi))
     cells = w.iota("int64", shape + [size], 2)
-    inside = w.binary("stablehlo.and", w.compare(cells, w.broadcast_to(lo, cells.shape, [0, 1]), "GE"),
-                      w.compare(cells, w.broadcast_to(hi, cells.shape, [0, 1]), "LT"))
+    inside = w.binary(
+        "stablehlo.and",
+        w.compare(cells, w.broadcast_to(lo, cells.shape, [0, 1]), "GE"),
+        w.compare(cells, w.broadcast_to(hi, cells.shape, [0, 1]), "LT"),
+    )
     return inside, w.compare(lo, hi, "LT")
 
 
@@ -704,7 +826,10 @@ def max_roi_pool(w, x, rois, *, layout, pooled_shape, spatial_scale):
     tall = [count, channels, ph, pw, height]
     picked = w.select(w.broadcast_to(rows, tall, [0, 2, 4]), w.broadcast_to(col_max, tall, [0, 1, 4, 3]), low)
     bin_max = w.reduce_simple(picked, [4], "stablehlo.maximum", -np.inf)  # (R, C, ph, pw)
-    used = w.binary("stablehlo.and", w.broadcast_to(rows_used, [count, ph, pw], [0, 1]),
-                    w.broadcast_to(cols_used, [count, ph, pw], [0, 2]))
+    used = w.binary(
+        "stablehlo.and",
+        w.broadcast_to(rows_used, [count, ph, pw], [0, 1]),
+        w.broadcast_to(cols_used, [count, ph, pw], [0, 2]),
+    )
     out = w.select(w.broadcast_to(used, bin_max.shape, [0, 2, 3]), bin_max, w.full(0, bin_max))
     return w.convert(out, dtype)

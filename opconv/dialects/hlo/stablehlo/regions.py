@@ -13,8 +13,13 @@ from ._writer import FunctionWriter, Operand, emitter, ints
 
 # The computation enum's associative combiners; SUB, DIV and UPDATE are scatter-only (current op update).
 COMBINERS = {
-    "ADD": "stablehlo.add", "MUL": "stablehlo.multiply", "MIN": "stablehlo.minimum", "MAX": "stablehlo.maximum",
-    "AND": "stablehlo.and", "OR": "stablehlo.or", "XOR": "stablehlo.xor",
+    "ADD": "stablehlo.add",
+    "MUL": "stablehlo.multiply",
+    "MIN": "stablehlo.minimum",
+    "MAX": "stablehlo.maximum",
+    "AND": "stablehlo.and",
+    "OR": "stablehlo.or",
+    "XOR": "stablehlo.xor",
 }
 _SCATTER_ONLY = {"SUB": "stablehlo.subtract", "DIV": "stablehlo.divide"}
 
@@ -73,8 +78,15 @@ def _wins(w: FunctionWriter, a: Operand, b: Operand, larger: bool) -> tuple[Oper
     return better, tie
 
 
-def extreme_with_index(w: FunctionWriter, values: list[Operand], index: Operand, dims, larger: bool,
-                       last: bool, inits: list[Operand] | None = None) -> list[Operand]:
+def extreme_with_index(
+    w: FunctionWriter,
+    values: list[Operand],
+    index: Operand,
+    dims,
+    larger: bool,
+    last: bool,
+    inits: list[Operand] | None = None,
+) -> list[Operand]:
     """Reduce ``values[0]`` over ``dims`` to its max/min, carrying the other values and ``index`` from its
     position; ties go to the smallest index (the largest with ``last``)."""
     dtypes = [v.dtype for v in values] + [index.dtype]
@@ -165,8 +177,19 @@ def padding_attr(pairs) -> str:
     return f"dense<[{body}]> : tensor<{len(pairs)}x2xi64>" if pairs else "dense<> : tensor<0x2xi64>"
 
 
-def window_reduce(w: FunctionWriter, x: Operand, init: Operand, computation: str, window, strides,
-                  window_dilations, low, high, base_dilations=None, out_shape=None) -> Operand:
+def window_reduce(
+    w: FunctionWriter,
+    x: Operand,
+    init: Operand,
+    computation: str,
+    window,
+    strides,
+    window_dilations,
+    low,
+    high,
+    base_dilations=None,
+    out_shape=None,
+) -> Operand:
     """reduce_window of ``x`` padded (and base-dilated) with the computation's identity, starting from ``init``."""
     rank = x.rank
     strides = list(strides or [1] * rank)
@@ -175,15 +198,34 @@ def window_reduce(w: FunctionWriter, x: Operand, init: Operand, computation: str
     if any(low) or any(high) or any(b != 1 for b in base):
         fill = w.scalar(identity(w, computation, x.dtype), x.dtype)
         shape = [lo + hi + s + max(0, s - 1) * (b - 1) for s, lo, hi, b in zip(x.shape, low, high, base)]
-        x = w.op1("stablehlo.pad", [x, fill], x.dtype, shape,
-                  {"edge_padding_low": ints(low), "edge_padding_high": ints(high),
-                   "interior_padding": ints(b - 1 for b in base)})
+        x = w.op1(
+            "stablehlo.pad",
+            [x, fill],
+            x.dtype,
+            shape,
+            {
+                "edge_padding_low": ints(low),
+                "edge_padding_high": ints(high),
+                "interior_padding": ints(b - 1 for b in base),
+            },
+        )
     if out_shape is None:
-        out_shape = [(s - ((k - 1) * d + 1)) // st + 1 for s, k, d, st in zip(x.shape, window, window_dilations, strides)]
-    attrs = {"window_dimensions": ints(window), "window_strides": ints(strides),
-             "window_dilations": ints(window_dilations)}
-    return w.op1("stablehlo.reduce_window", [x, w.reshape(init, ())], x.dtype, out_shape, attrs,
-                 [combiner_region(w, computation, x.dtype)])
+        out_shape = [
+            (s - ((k - 1) * d + 1)) // st + 1 for s, k, d, st in zip(x.shape, window, window_dilations, strides)
+        ]
+    attrs = {
+        "window_dimensions": ints(window),
+        "window_strides": ints(strides),
+        "window_dilations": ints(window_dilations),
+    }
+    return w.op1(
+        "stablehlo.reduce_window",
+        [x, w.reshape(init, ())],
+        x.dtype,
+        out_shape,
+        attrs,
+        [combiner_region(w, computation, x.dtype)],
+    )
 
 
 def explicit_padding(sizes, window, strides, dilations, out_sizes, mode: str, pads_low=None):
@@ -195,43 +237,66 @@ def explicit_padding(sizes, window, strides, dilations, out_sizes, mode: str, pa
         low, _ = auto_pad(sizes, window, strides, dilations, mode)
     else:
         low = list(pads_low or [0] * n)
-    high = [(o - 1) * s + (k - 1) * d + 1 - size - lo
-            for o, s, k, d, size, lo in zip(out_sizes, strides, window, dilations, sizes, low)]
+    high = [
+        (o - 1) * s + (k - 1) * d + 1 - size - lo
+        for o, s, k, d, size, lo in zip(out_sizes, strides, window, dilations, sizes, low)
+    ]
     return list(low), high
 
 
 @emitter("ReduceWindow")
-def reduce_window(w, *operands, computation, window_dimensions, window_strides, base_dilations,
-                  window_dilations, auto_pad, ceil_mode):
+def reduce_window(
+    w, *operands, computation, window_dimensions, window_strides, base_dilations, window_dilations, auto_pad, ceil_mode
+):
     if len(operands) != 2:
         raise w.error(f"ReduceWindow of {len(operands) // 2} inputs ({computation}) has no StableHLO form here")
     x, init = operands
     _, out_shape = w.out()
     base = list(base_dilations or [1] * x.rank)
     sizes = [(s - 1) * b + 1 if s else 0 for s, b in zip(x.shape, base)]
-    low, high = explicit_padding(sizes, window_dimensions, window_strides, window_dilations, out_shape,
-                                 (auto_pad or "NOTSET").upper())
-    return window_reduce(w, x, init, computation, window_dimensions, window_strides, window_dilations,
-                         low, high, base, out_shape)
+    low, high = explicit_padding(
+        sizes, window_dimensions, window_strides, window_dilations, out_shape, (auto_pad or "NOTSET").upper()
+    )
+    return window_reduce(
+        w, x, init, computation, window_dimensions, window_strides, window_dilations, low, high, base, out_shape
+    )
 
 
 @emitter("SelectAndScatter")
-def select_and_scatter(w, x, source, init_value, *, select_type, computation, window_dimensions,
-                       window_strides, padding):
+def select_and_scatter(
+    w, x, source, init_value, *, select_type, computation, window_dimensions, window_strides, padding
+):
     rank = x.rank
     flat = list(padding or [0] * (2 * rank))
     pairs = list(zip(flat[:rank], flat[rank:]))
     select = w.region([(x.dtype, ())] * 2, lambda a: [w.compare(a[0], a[1], select_type)])
     scatter = combiner_region(w, computation, x.dtype, scatter=True)
-    attrs = {"window_dimensions": ints(window_dimensions),
-             "window_strides": ints(window_strides or [1] * rank), "padding": padding_attr(pairs)}
-    return w.op1("stablehlo.select_and_scatter", [x, source, w.reshape(init_value, ())], x.dtype, x.shape,
-                 attrs, [select, scatter])
+    attrs = {
+        "window_dimensions": ints(window_dimensions),
+        "window_strides": ints(window_strides or [1] * rank),
+        "padding": padding_attr(pairs),
+    }
+    return w.op1(
+        "stablehlo.select_and_scatter",
+        [x, source, w.reshape(init_value, ())],
+        x.dtype,
+        x.shape,
+        attrs,
+        [select, scatter],
+    )
 
 
-def sort_along(w: FunctionWriter, inputs: list[Operand], axis: int, descending: bool, stable: bool,
-               key: int = 0, ties_by: int | None = None):
+def sort_along(
+    w: FunctionWriter,
+    inputs: list[Operand],
+    axis: int,
+    descending: bool,
+    stable: bool,
+    key: int = 0,
+    ties_by: int | None = None,
+):
     """stablehlo.sort of ``inputs`` ordered by ``inputs[key]`` (equal keys ascending by ``inputs[ties_by]``)."""
+
     def compare(args):
         a, b = args[2 * key], args[2 * key + 1]
         first = w.compare(a, b, "GT" if descending else "LT")
@@ -272,15 +337,18 @@ def partial_reduce(w, *operands, size, comparator, reduction_dim, recall_target,
     the declared result's extent: ``size``, or the candidate count when not aggregated to top-k)."""
     if not operands or len(operands) % 2:
         raise w.error(f"PartialReduce takes N operands then N init values, got {len(operands)} operands")
-    inputs = list(operands[:len(operands) // 2])
+    inputs = list(operands[: len(operands) // 2])
     axis = int(reduction_dim) % inputs[0].rank
     _, shape = w.out(0)
     keep = shape[axis]
     count = inputs[0].shape[axis]
     if keep > count or (aggregate_to_topk and keep != min(int(size), count)):
         raise w.error(f"the result keeps {keep} elements along dim {axis}, size is {size} of {count}")
-    if comparator is None or len(comparator.outputs) != 1 or \
-            getattr(comparator.outputs[0].type, "dtype", None) != "bool":
+    if (
+        comparator is None
+        or len(comparator.outputs) != 1
+        or getattr(comparator.outputs[0].type, "dtype", None) != "bool"
+    ):
         raise w.error("PartialReduce needs a comparator region returning one boolean")
     region = w.emit_region(comparator)
     attrs = {"dimension": f"{axis} : i64", "is_stable": "true"}
@@ -299,8 +367,7 @@ def map_(w, *inputs, dimensions, computation):
 def while_(w, *inputs, cond, body):
     cond_region = w.emit_region(cond)
     body_region = w.emit_region(body)
-    return w.op("stablehlo.while", list(inputs), [(x.dtype, x.shape) for x in inputs], None,
-                [cond_region, body_region])
+    return w.op("stablehlo.while", list(inputs), [(x.dtype, x.shape) for x in inputs], None, [cond_region, body_region])
 
 
 @emitter("If")

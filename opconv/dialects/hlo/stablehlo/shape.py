@@ -86,8 +86,13 @@ def _scalars(w: FunctionWriter, vector: Operand) -> list[Operand]:
 
 @emitter("DynamicSlice")
 def dynamic_slice(w, x, start_indices, *, slice_sizes):
-    return w.op1("stablehlo.dynamic_slice", [x] + _scalars(w, start_indices), x.dtype, slice_sizes,
-                 {"slice_sizes": ints(slice_sizes)})
+    return w.op1(
+        "stablehlo.dynamic_slice",
+        [x] + _scalars(w, start_indices),
+        x.dtype,
+        slice_sizes,
+        {"slice_sizes": ints(slice_sizes)},
+    )
 
 
 @emitter("DynamicUpdateSlice")
@@ -134,8 +139,9 @@ def pad_edges(w: FunctionWriter, x: Operand, low, high, mode: str) -> Operand:
         if lo:
             if mode == "PAD_EDGE":
                 edge = w.slice_axis(x, axis, 0, 1)
-                parts.append(w.broadcast_to(edge, [lo if d == axis else s for d, s in enumerate(x.shape)],
-                                            list(range(x.rank))))
+                parts.append(
+                    w.broadcast_to(edge, [lo if d == axis else s for d, s in enumerate(x.shape)], list(range(x.rank)))
+                )
             else:
                 begin = 1 if mode == "PAD_REFLECT" else 0
                 parts.append(_reverse(w, w.slice_axis(x, axis, begin, begin + lo), axis))
@@ -143,8 +149,9 @@ def pad_edges(w: FunctionWriter, x: Operand, low, high, mode: str) -> Operand:
         if hi:
             if mode == "PAD_EDGE":
                 edge = w.slice_axis(x, axis, n - 1, n)
-                parts.append(w.broadcast_to(edge, [hi if d == axis else s for d, s in enumerate(x.shape)],
-                                            list(range(x.rank))))
+                parts.append(
+                    w.broadcast_to(edge, [hi if d == axis else s for d, s in enumerate(x.shape)], list(range(x.rank)))
+                )
             else:
                 end = n - 1 if mode == "PAD_REFLECT" else n
                 parts.append(_reverse(w, w.slice_axis(x, axis, end - hi, end), axis))
@@ -158,8 +165,13 @@ def _reverse(w, x, axis):
 
 def pad_value(w: FunctionWriter, x: Operand, value: Operand, low, high, interior) -> Operand:
     shape = [lo + hi + s + max(0, s - 1) * i for s, lo, hi, i in zip(x.shape, low, high, interior)]
-    return w.op1("stablehlo.pad", [x, w.reshape(value, ())], x.dtype, shape,
-                 {"edge_padding_low": ints(low), "edge_padding_high": ints(high), "interior_padding": ints(interior)})
+    return w.op1(
+        "stablehlo.pad",
+        [x, w.reshape(value, ())],
+        x.dtype,
+        shape,
+        {"edge_padding_low": ints(low), "edge_padding_high": ints(high), "interior_padding": ints(interior)},
+    )
 
 
 @emitter("Pad")
@@ -175,7 +187,7 @@ def pad(w, x, padding_value, *, mode, edge_padding_low, edge_padding_high, inter
 @emitter("DynamicPad")
 def dynamic_pad(w, x, pads, padding_value=None, *, mode):
     amounts = [int(p) for p in w.constant_input(1, "pads").reshape(-1)]
-    low, high = amounts[:x.rank], amounts[x.rank:]
+    low, high = amounts[: x.rank], amounts[x.rank :]
     if mode == "PAD_VALUE":
         value = padding_value if padding_value is not None else w.scalar(0, x.dtype)
         return pad_value(w, x, value, low, high, [0] * x.rank)
@@ -257,27 +269,58 @@ def trilu(w, x, *, upper, k):
 
 
 @emitter("Gather")
-def gather(w, x, start_indices, *, index_vector_dim, start_index_map, collapsed_slice_dims, offset_dims,
-           slice_sizes, indices_are_sorted):
+def gather(
+    w,
+    x,
+    start_indices,
+    *,
+    index_vector_dim,
+    start_index_map,
+    collapsed_slice_dims,
+    offset_dims,
+    slice_sizes,
+    indices_are_sorted,
+):
     dtype, shape = w.out()
-    numbers = (f"#stablehlo.gather<offset_dims = {int_list(offset_dims or [])}, "
-               f"collapsed_slice_dims = {int_list(collapsed_slice_dims or [])}, "
-               f"start_index_map = {int_list(start_index_map)}, index_vector_dim = {int(index_vector_dim)}>")
-    attrs = {"dimension_numbers": numbers, "slice_sizes": ints(slice_sizes),
-             "indices_are_sorted": "true" if indices_are_sorted else "false"}
+    numbers = (
+        f"#stablehlo.gather<offset_dims = {int_list(offset_dims or [])}, "
+        f"collapsed_slice_dims = {int_list(collapsed_slice_dims or [])}, "
+        f"start_index_map = {int_list(start_index_map)}, index_vector_dim = {int(index_vector_dim)}>"
+    )
+    attrs = {
+        "dimension_numbers": numbers,
+        "slice_sizes": ints(slice_sizes),
+        "indices_are_sorted": "true" if indices_are_sorted else "false",
+    }
     return w.op1("stablehlo.gather", [x, start_indices], dtype, shape, attrs)
 
 
 @emitter("ScatterND")
-def scatter(w, x, scatter_indices, updates, *, computation, index_vector_dim, update_window_dims,
-            inserted_window_dims, scatter_dims_to_operand_dims, indices_are_sorted, unique_indices):
-    numbers = (f"#stablehlo.scatter<update_window_dims = {int_list(update_window_dims or [])}, "
-               f"inserted_window_dims = {int_list(inserted_window_dims or [])}, "
-               f"scatter_dims_to_operand_dims = {int_list(scatter_dims_to_operand_dims)}, "
-               f"index_vector_dim = {int(index_vector_dim)}>")
-    attrs = {"scatter_dimension_numbers": numbers,
-             "indices_are_sorted": "true" if indices_are_sorted else "false",
-             "unique_indices": "true" if unique_indices else "false"}
+def scatter(
+    w,
+    x,
+    scatter_indices,
+    updates,
+    *,
+    computation,
+    index_vector_dim,
+    update_window_dims,
+    inserted_window_dims,
+    scatter_dims_to_operand_dims,
+    indices_are_sorted,
+    unique_indices,
+):
+    numbers = (
+        f"#stablehlo.scatter<update_window_dims = {int_list(update_window_dims or [])}, "
+        f"inserted_window_dims = {int_list(inserted_window_dims or [])}, "
+        f"scatter_dims_to_operand_dims = {int_list(scatter_dims_to_operand_dims)}, "
+        f"index_vector_dim = {int(index_vector_dim)}>"
+    )
+    attrs = {
+        "scatter_dimension_numbers": numbers,
+        "indices_are_sorted": "true" if indices_are_sorted else "false",
+        "unique_indices": "true" if unique_indices else "false",
+    }
     body = combiner_region(w, computation, x.dtype, scatter=True)
     return w.op1("stablehlo.scatter", [x, scatter_indices, updates], x.dtype, x.shape, attrs, [body])
 

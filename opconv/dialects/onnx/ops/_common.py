@@ -23,5 +23,5 @@ def legacy_broadcast(a: np.ndarray, b: np.ndarray, broadcast: int | None, axis: 
         axis = a.ndim - b.ndim  # suffix matching
     axis = axis + a.ndim if axis < 0 else axis
     shape = [1] * a.ndim
-    shape[axis:axis + b.ndim] = b.shape
+    shape[axis : axis + b.ndim] = b.shape
     return b.reshape(shape)

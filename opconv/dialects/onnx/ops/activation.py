@@ -111,8 +111,9 @@ def swish_24(ctx, x, *, alpha):
 def swiglu_28(ctx, a, b, *, alpha):
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape:
-        raise ExecutionError(f"SwiGLU's gate and value must have one shape (no broadcasting), got "
-                             f"{list(a.shape)} and {list(b.shape)}")
+        raise ExecutionError(
+            f"SwiGLU's gate and value must have one shape (no broadcasting), got {list(a.shape)} and {list(b.shape)}"
+        )
     # Gate and product in float32 for narrow floats, rounded once at the end.
     return downcast(elementwise.swish(upcast(a), alpha) * upcast(b), a.dtype)
 

@@ -41,9 +41,26 @@ def _heads_first(x, num_heads, name: str):
 # ---------------------------------------------------------------- Attention
 
 
-def _attention(ctx, q, k, v, attn_mask, past_key, past_value, nonpad_kv_seqlen, *, is_causal, kv_num_heads,
-               q_num_heads, qk_matmul_output_mode, scale, softcap, softmax_precision, left_window_size=-1,
-               right_window_size=-1):
+def _attention(
+    ctx,
+    q,
+    k,
+    v,
+    attn_mask,
+    past_key,
+    past_value,
+    nonpad_kv_seqlen,
+    *,
+    is_causal,
+    kv_num_heads,
+    q_num_heads,
+    qk_matmul_output_mode,
+    scale,
+    softcap,
+    softmax_precision,
+    left_window_size=-1,
+    right_window_size=-1,
+):
     packed = np.ndim(q) == 3
     q4 = _heads_first(q, q_num_heads, "Q")
     k4 = _heads_first(k, kv_num_heads, "K")
@@ -60,47 +77,149 @@ def _attention(ctx, q, k, v, attn_mask, past_key, past_value, nonpad_kv_seqlen, 
         offset = np.asarray(nonpad_kv_seqlen, np.int64) - q4.shape[2]
     if qk_matmul_output_mode not in _QK_MODES:
         raise ExecutionError(f"qk_matmul_output_mode must be 0, 1, 2 or 3, got {qk_matmul_output_mode}")
-    bias = A.attention_bias(q4.shape[2], k4.shape[2], mask=attn_mask, is_causal=bool(is_causal), offset=offset,
-                            nonpad_kv_seqlen=nonpad_kv_seqlen, left_window=left_window_size,
-                            right_window=right_window_size, dtype=q4.dtype)
+    bias = A.attention_bias(
+        q4.shape[2],
+        k4.shape[2],
+        mask=attn_mask,
+        is_causal=bool(is_causal),
+        offset=offset,
+        nonpad_kv_seqlen=nonpad_kv_seqlen,
+        left_window=left_window_size,
+        right_window=right_window_size,
+        dtype=q4.dtype,
+    )
     y, qk = A.scaled_dot_product_attention(
-        q4, k4, v4, bias, scale=scale, softcap=softcap,
+        q4,
+        k4,
+        v4,
+        bias,
+        scale=scale,
+        softcap=softcap,
         softmax_dtype=None if softmax_precision is None else onnx_dtype(softmax_precision),
-        qk_stage=_QK_MODES[qk_matmul_output_mode] if ctx.output_used(3) else None)
+        qk_stage=_QK_MODES[qk_matmul_output_mode] if ctx.output_used(3) else None,
+    )
     if packed:
         y = A.merge_heads(y)
     return y, k4, v4, qk
 
 
 @onnx_op("Attention", since=23)
-def attention_23(ctx, q, k, v, attn_mask=None, past_key=None, past_value=None, *, is_causal, kv_num_heads,
-                 q_num_heads, qk_matmul_output_mode, scale, softcap, softmax_precision):
-    return _attention(ctx, q, k, v, attn_mask, past_key, past_value, None, is_causal=is_causal,
-                      kv_num_heads=kv_num_heads, q_num_heads=q_num_heads,
-                      qk_matmul_output_mode=qk_matmul_output_mode, scale=scale, softcap=softcap,
-                      softmax_precision=softmax_precision)
+def attention_23(
+    ctx,
+    q,
+    k,
+    v,
+    attn_mask=None,
+    past_key=None,
+    past_value=None,
+    *,
+    is_causal,
+    kv_num_heads,
+    q_num_heads,
+    qk_matmul_output_mode,
+    scale,
+    softcap,
+    softmax_precision,
+):
+    return _attention(
+        ctx,
+        q,
+        k,
+        v,
+        attn_mask,
+        past_key,
+        past_value,
+        None,
+        is_causal=is_causal,
+        kv_num_heads=kv_num_heads,
+        q_num_heads=q_num_heads,
+        qk_matmul_output_mode=qk_matmul_output_mode,
+        scale=scale,
+        softcap=softcap,
+        softmax_precision=softmax_precision,
+    )
 
 
 @onnx_op("Attention", since=24)
-def attention_24(ctx, q, k, v, attn_mask=None, past_key=None, past_value=None, nonpad_kv_seqlen=None, *,
-                 is_causal, kv_num_heads, q_num_heads, qk_matmul_output_mode, scale, softcap, softmax_precision):
+def attention_24(
+    ctx,
+    q,
+    k,
+    v,
+    attn_mask=None,
+    past_key=None,
+    past_value=None,
+    nonpad_kv_seqlen=None,
+    *,
+    is_causal,
+    kv_num_heads,
+    q_num_heads,
+    qk_matmul_output_mode,
+    scale,
+    softcap,
+    softmax_precision,
+):
     # Opset 24 added nonpad_kv_seqlen (padded external caches) and allowed a mask shorter than the keys.
-    return _attention(ctx, q, k, v, attn_mask, past_key, past_value, nonpad_kv_seqlen, is_causal=is_causal,
-                      kv_num_heads=kv_num_heads, q_num_heads=q_num_heads,
-                      qk_matmul_output_mode=qk_matmul_output_mode, scale=scale, softcap=softcap,
-                      softmax_precision=softmax_precision)
+    return _attention(
+        ctx,
+        q,
+        k,
+        v,
+        attn_mask,
+        past_key,
+        past_value,
+        nonpad_kv_seqlen,
+        is_causal=is_causal,
+        kv_num_heads=kv_num_heads,
+        q_num_heads=q_num_heads,
+        qk_matmul_output_mode=qk_matmul_output_mode,
+        scale=scale,
+        softcap=softcap,
+        softmax_precision=softmax_precision,
+    )
 
 
 @onnx_op("Attention", since=25)
-def attention_25(ctx, q, k, v, attn_mask=None, past_key=None, past_value=None, nonpad_kv_seqlen=None, *,
-                 is_causal, kv_num_heads, left_window_size, q_num_heads, qk_matmul_output_mode,
-                 right_window_size, scale, softcap, softmax_precision):
+def attention_25(
+    ctx,
+    q,
+    k,
+    v,
+    attn_mask=None,
+    past_key=None,
+    past_value=None,
+    nonpad_kv_seqlen=None,
+    *,
+    is_causal,
+    kv_num_heads,
+    left_window_size,
+    q_num_heads,
+    qk_matmul_output_mode,
+    right_window_size,
+    scale,
+    softcap,
+    softmax_precision,
+):
     # Opset 25 added the sliding window.
-    return _attention(ctx, q, k, v, attn_mask, past_key, past_value, nonpad_kv_seqlen, is_causal=is_causal,
-                      kv_num_heads=kv_num_heads, q_num_heads=q_num_heads,
-                      qk_matmul_output_mode=qk_matmul_output_mode, scale=scale, softcap=softcap,
-                      softmax_precision=softmax_precision, left_window_size=left_window_size,
-                      right_window_size=right_window_size)
+    return _attention(
+        ctx,
+        q,
+        k,
+        v,
+        attn_mask,
+        past_key,
+        past_value,
+        nonpad_kv_seqlen,
+        is_causal=is_causal,
+        kv_num_heads=kv_num_heads,
+        q_num_heads=q_num_heads,
+        qk_matmul_output_mode=qk_matmul_output_mode,
+        scale=scale,
+        softcap=softcap,
+        softmax_precision=softmax_precision,
+        left_window_size=left_window_size,
+        right_window_size=right_window_size,
+    )
 
 
 # ---------------------------------------------------------------- FlexAttention
@@ -119,8 +238,16 @@ def flex_attention_1(ctx, q, k, v, *, prob_mod, scale, score_mod, softmax_precis
     def subgraph(graph):
         return None if graph is None else (lambda x: ctx.run_graph(graph, [x])[0])
 
-    y, _ = A.scaled_dot_product_attention(q, k, v, scale=scale, softmax_dtype=softmax_dtype, scale_operands=False,
-                                          score_mod=subgraph(score_mod), prob_mod=subgraph(prob_mod))
+    y, _ = A.scaled_dot_product_attention(
+        q,
+        k,
+        v,
+        scale=scale,
+        softmax_dtype=softmax_dtype,
+        scale_operands=False,
+        score_mod=subgraph(score_mod),
+        prob_mod=subgraph(prob_mod),
+    )
     return y
 
 
@@ -128,8 +255,9 @@ def flex_attention_1(ctx, q, k, v, *, prob_mod, scale, score_mod, softmax_precis
 
 
 @onnx_op("RotaryEmbedding", since=23)
-def rotary_embedding_23(ctx, x, cos_cache, sin_cache, position_ids=None, *, interleaved, num_heads,
-                        rotary_embedding_dim):
+def rotary_embedding_23(
+    ctx, x, cos_cache, sin_cache, position_ids=None, *, interleaved, num_heads, rotary_embedding_dim
+):
     x = np.asarray(x)
     x4 = _heads_first(x, num_heads, "X")  # (B, H, S, D)
     if position_ids is not None:
@@ -145,8 +273,21 @@ def rotary_embedding_23(ctx, x, cos_cache, sin_cache, position_ids=None, *, inte
 
 
 @onnx_op("LinearAttention", since=27)
-def linear_attention_27(ctx, query, key, value, past_state=None, decay=None, beta=None, *, chunk_size,
-                        kv_num_heads, q_num_heads, scale, update_rule):
+def linear_attention_27(
+    ctx,
+    query,
+    key,
+    value,
+    past_state=None,
+    decay=None,
+    beta=None,
+    *,
+    chunk_size,
+    kv_num_heads,
+    q_num_heads,
+    scale,
+    update_rule,
+):
     # chunk_size only tunes chunk-parallel implementations; the recurrence defines the result.
     if not q_num_heads or not kv_num_heads:
         raise ExecutionError("LinearAttention needs q_num_heads and kv_num_heads")
@@ -160,9 +301,16 @@ def linear_attention_27(ctx, query, key, value, past_state=None, decay=None, bet
         decay = per_head(decay, kv_num_heads)
     if beta is not None:
         beta = np.reshape(beta, (batch, steps, -1))  # (B, T, Hkv) or (B, T, 1)
-    out, state = A.linear_attention(per_head(query, q_num_heads), per_head(key, kv_num_heads),
-                                    per_head(value, kv_num_heads), past_state, decay, beta, rule=update_rule,
-                                    scale=scale)
+    out, state = A.linear_attention(
+        per_head(query, q_num_heads),
+        per_head(key, kv_num_heads),
+        per_head(value, kv_num_heads),
+        past_state,
+        decay,
+        beta,
+        rule=update_rule,
+        scale=scale,
+    )
     return out.reshape(batch, steps, -1), state
 
 

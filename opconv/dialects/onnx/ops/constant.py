@@ -19,7 +19,7 @@ def _constant(**forms) -> np.ndarray:
     given = {name: v for name, v in forms.items() if v is not None}
     if len(given) != 1:
         raise ExecutionError(f"Constant needs exactly one value attribute, got {sorted(given) or 'none'}")
-    (name, value), = given.items()
+    ((name, value),) = given.items()
     return np.asarray(value, dtype=_ATTRIBUTE_DTYPES.get(name))
 
 
@@ -45,11 +45,19 @@ def constant_11(ctx, *, sparse_value, value):
 
 
 @onnx_op("Constant", since=[12, 13, 19, 21, 23, 24, 25])
-def constant_12(ctx, *, sparse_value, value, value_float, value_floats, value_int, value_ints, value_string,
-                value_strings):
-    return _constant(sparse_value=sparse_value, value=value, value_float=value_float, value_floats=value_floats,
-                     value_int=value_int, value_ints=value_ints, value_string=value_string,
-                     value_strings=value_strings)
+def constant_12(
+    ctx, *, sparse_value, value, value_float, value_floats, value_int, value_ints, value_string, value_strings
+):
+    return _constant(
+        sparse_value=sparse_value,
+        value=value,
+        value_float=value_float,
+        value_floats=value_floats,
+        value_int=value_int,
+        value_ints=value_ints,
+        value_string=value_string,
+        value_strings=value_strings,
+    )
 
 
 @onnx_op("ConstantOfShape", since=[9, 20, 21, 23, 24, 25])

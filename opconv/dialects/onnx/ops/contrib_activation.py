@@ -67,7 +67,8 @@ def fused_activation(name: str | None, params: Sequence[float] = ()) -> Callable
     try:
         function, defaults = FUSED_ACTIVATIONS[name]
     except KeyError:
-        raise ExecutionError(f"unknown fused activation {name!r}; expected one of {sorted(FUSED_ACTIVATIONS)}") \
-            from None
-    bound = tuple(params[:len(defaults)]) + defaults[len(params):]
+        raise ExecutionError(
+            f"unknown fused activation {name!r}; expected one of {sorted(FUSED_ACTIVATIONS)}"
+        ) from None
+    bound = tuple(params[: len(defaults)]) + defaults[len(params) :]
     return lambda x: function(x, *bound)

@@ -36,8 +36,9 @@ _DEFAULT_MASK_FILTER = -10000.0
 _CAUSAL_FILL = float(np.finfo(np.float32).min)
 
 
-def ort_mask_bias(mask, batch: int, q_len: int, kv_len: int, past_len: int, filter_value: float | None,
-                  causal: bool) -> np.ndarray | None:
+def ort_mask_bias(
+    mask, batch: int, q_len: int, kv_len: int, past_len: int, filter_value: float | None, causal: bool
+) -> np.ndarray | None:
     """ORT's additive mask ``(B, 1, S, T)`` from an int mask of any of its layouts, or None when nothing is masked."""
     filter_value = _DEFAULT_MASK_FILTER if filter_value is None else filter_value
     bias = None
@@ -54,8 +55,10 @@ def ort_mask_bias(mask, batch: int, q_len: int, kv_len: int, past_len: int, filt
         elif mask.ndim == 3 and mask.shape == (batch, q_len, kv_len):
             masked = mask <= 0
         else:
-            raise ExecutionError(f"a mask of shape {list(mask.shape)} is none of onnxruntime's CPU layouts "
-                                 f"(({batch}), ({2 * batch}), ({batch}, {kv_len}), ({batch}, {q_len}, {kv_len}))")
+            raise ExecutionError(
+                f"a mask of shape {list(mask.shape)} is none of onnxruntime's CPU layouts "
+                f"(({batch}), ({2 * batch}), ({batch}, {kv_len}), ({batch}, {q_len}, {kv_len}))"
+            )
         bias = np.where(np.broadcast_to(masked, (batch, q_len, kv_len)), np.float32(filter_value), np.float32(0))
     if causal:
         future = np.arange(kv_len) > past_len + np.arange(q_len)[:, None]
@@ -73,8 +76,9 @@ def _attend(q4, k4, v4, mask_bias, attention_bias, scale, qk_wanted: bool = Fals
     if attention_bias is not None:
         extra = upcast(attention_bias).astype(np.float32)
         bias = extra if bias is None else bias + extra
-    y, qk = A.scaled_dot_product_attention(q4, k4, v4, bias, scale=scale or None, scale_operands=False,
-                                           qk_stage="bias" if qk_wanted else None)
+    y, qk = A.scaled_dot_product_attention(
+        q4, k4, v4, bias, scale=scale or None, scale_operands=False, qk_stage="bias" if qk_wanted else None
+    )
     return A.merge_heads(y), qk
 
 
@@ -82,15 +86,34 @@ def _attend(q4, k4, v4, mask_bias, attention_bias, scale, qk_wanted: bool = Fals
 
 
 @onnx_op("Attention", since=1, domain=MS)
-def attention(ctx, input, weights, bias=None, mask_index=None, past=None, attention_bias=None,
-              past_sequence_length=None, *, do_rotary, mask_filter_value, num_heads, past_present_share_buffer,
-              qkv_hidden_sizes, rotary_embedding_dim, scale, unidirectional):
+def attention(
+    ctx,
+    input,
+    weights,
+    bias=None,
+    mask_index=None,
+    past=None,
+    attention_bias=None,
+    past_sequence_length=None,
+    *,
+    do_rotary,
+    mask_filter_value,
+    num_heads,
+    past_present_share_buffer,
+    qkv_hidden_sizes,
+    rotary_embedding_dim,
+    scale,
+    unidirectional,
+):
     if do_rotary:
-        raise ExecutionError("Attention with do_rotary=1 is implemented by onnxruntime only for CUDA; "
-                             "opconv has no kernel for it")
+        raise ExecutionError(
+            "Attention with do_rotary=1 is implemented by onnxruntime only for CUDA; opconv has no kernel for it"
+        )
     if past_present_share_buffer and past is not None:
-        raise ExecutionError("Attention with a past shared with present (past_present_share_buffer=1) is "
-                             "implemented by onnxruntime only for CUDA; opconv has no kernel for it")
+        raise ExecutionError(
+            "Attention with a past shared with present (past_present_share_buffer=1) is "
+            "implemented by onnxruntime only for CUDA; opconv has no kernel for it"
+        )
     x = np.asarray(input)
     if x.ndim != 3:
         raise ExecutionError(f"Attention's input must be 3-D (batch, sequence, hidden), got {list(x.shape)}")
@@ -109,8 +132,7 @@ def attention(ctx, input, weights, bias=None, mask_index=None, past=None, attent
         past_len = past.shape[3]
         k4, v4 = np.concatenate([past[0], k4], axis=2), np.concatenate([past[1], v4], axis=2)
     batch, seq = x.shape[:2]
-    mask_bias = ort_mask_bias(mask_index, batch, seq, k4.shape[2], past_len, mask_filter_value,
-                              bool(unidirectional))
+    mask_bias = ort_mask_bias(mask_index, batch, seq, k4.shape[2], past_len, mask_filter_value, bool(unidirectional))
     y, _ = _attend(q4, k4, v4, mask_bias, attention_bias, scale)
     # present stacks K and V, so it exists only when their head sizes agree
     return y, np.stack([k4, v4]) if k4.shape == v4.shape else None
@@ -156,12 +178,29 @@ def _add_bias(q, k, v, bias):
 
 
 @onnx_op("MultiHeadAttention", since=1, domain=MS)
-def multi_head_attention(ctx, query, key=None, value=None, bias=None, key_padding_mask=None, attention_bias=None,
-                         past_key=None, past_value=None, past_sequence_length=None, cache_indirection=None, *,
-                         mask_filter_value, num_heads, scale, unidirectional):
+def multi_head_attention(
+    ctx,
+    query,
+    key=None,
+    value=None,
+    bias=None,
+    key_padding_mask=None,
+    attention_bias=None,
+    past_key=None,
+    past_value=None,
+    past_sequence_length=None,
+    cache_indirection=None,
+    *,
+    mask_filter_value,
+    num_heads,
+    scale,
+    unidirectional,
+):
     if cache_indirection is not None or past_sequence_length is not None:
-        raise ExecutionError("MultiHeadAttention with a shared KV buffer (past_sequence_length, cache_indirection) "
-                             "is implemented by onnxruntime only for CUDA; opconv has no kernel for it")
+        raise ExecutionError(
+            "MultiHeadAttention with a shared KV buffer (past_sequence_length, cache_indirection) "
+            "is implemented by onnxruntime only for CUDA; opconv has no kernel for it"
+        )
     q4, k4, v4 = _mha_inputs(query, key, value, bias, num_heads)
     past_len = 0
     if (past_key is None) != (past_value is None):
@@ -171,8 +210,9 @@ def multi_head_attention(ctx, query, key=None, value=None, bias=None, key_paddin
         k4 = np.concatenate([np.asarray(past_key), k4], axis=2)
         v4 = np.concatenate([np.asarray(past_value), v4], axis=2)
     batch, seq = q4.shape[0], q4.shape[2]
-    mask_bias = ort_mask_bias(key_padding_mask, batch, seq, k4.shape[2], past_len, mask_filter_value,
-                              bool(unidirectional))
+    mask_bias = ort_mask_bias(
+        key_padding_mask, batch, seq, k4.shape[2], past_len, mask_filter_value, bool(unidirectional)
+    )
     y, qk = _attend(q4, k4, v4, mask_bias, attention_bias, scale, qk_wanted=ctx.output_used(3))
     return y, k4, v4, qk
 
@@ -196,11 +236,24 @@ def rotate(x4, positions, cos_cache, sin_cache, interleaved: bool, rotary_dim: i
 
 
 @onnx_op("RotaryEmbedding", since=1, domain=MS)
-def rotary_embedding(ctx, input, position_ids, cos_cache, sin_cache, *, interleaved, is_packed_batching, num_heads,
-                     rotary_embedding_dim, scale):
+def rotary_embedding(
+    ctx,
+    input,
+    position_ids,
+    cos_cache,
+    sin_cache,
+    *,
+    interleaved,
+    is_packed_batching,
+    num_heads,
+    rotary_embedding_dim,
+    scale,
+):
     if is_packed_batching:
-        raise ExecutionError("RotaryEmbedding with is_packed_batching=1 is implemented by onnxruntime only for "
-                             "CUDA; opconv has no kernel for it")
+        raise ExecutionError(
+            "RotaryEmbedding with is_packed_batching=1 is implemented by onnxruntime only for "
+            "CUDA; opconv has no kernel for it"
+        )
     x = np.asarray(input)
     if x.ndim == 4:
         x4 = x
@@ -223,13 +276,17 @@ def rotary_embedding(ctx, input, position_ids, cos_cache, sin_cache, *, interlea
 # to the local_window_size keys ending there when it is positive.  A sink logit (smooth_softmax: 0; head_sink: one per
 # head) joins each softmax's denominator: it is computed here as one more key, of zeros, whose bias is the sink.
 
+
 def _gqa_split(query, key, value, num_heads, kv_num_heads):
     query = np.asarray(query)
     if key is None:  # packed Q/K/V along the hidden dim
         head_size = query.shape[2] // (num_heads + 2 * kv_num_heads)
         query, key, value = np.split(query, [num_heads * head_size, (num_heads + kv_num_heads) * head_size], axis=2)
-    return A.split_heads(query, num_heads), A.split_heads(np.asarray(key), kv_num_heads), \
-        A.split_heads(np.asarray(value), kv_num_heads)
+    return (
+        A.split_heads(query, num_heads),
+        A.split_heads(np.asarray(key), kv_num_heads),
+        A.split_heads(np.asarray(value), kv_num_heads),
+    )
 
 
 def _gqa_cache(past, new, past_lengths, buffer_len):
@@ -239,27 +296,61 @@ def _gqa_cache(past, new, past_lengths, buffer_len):
     for b, length in enumerate(past_lengths):
         if length:
             present[b, :, :length] = np.asarray(past)[b, :, :length]
-        present[b, :, length:length + seq] = new[b]
+        present[b, :, length : length + seq] = new[b]
     return present
 
 
 @onnx_op("GroupQueryAttention", since=1, domain=MS)
-def group_query_attention(ctx, query, key=None, value=None, past_key=None, past_value=None, seqlens_k=None,
-                          total_sequence_length=None, cos_cache=None, sin_cache=None, position_ids=None,
-                          attention_bias=None, head_sink=None, k_scale=None, v_scale=None, q_norm_weight=None,
-                          k_norm_weight=None, query_seqlens=None, *, causal, do_rotary, k_norm_epsilon, k_quant_type,
-                          kv_cache_bit_width, kv_num_heads, local_window_size, num_heads, q_norm_epsilon,
-                          qk_norm_epsilon, qk_output, rotary_interleaved, scale, sliding_window_cache,
-                          smooth_softmax, softcap, v_quant_type):
-    for what, value_, default in (("a quantized KV cache", k_quant_type, "NONE"),
-                                  ("a quantized KV cache", v_quant_type, "NONE"),
-                                  ("the qk_output output", qk_output, 0),
-                                  ("a sliding-window cache", sliding_window_cache, 0)):
+def group_query_attention(
+    ctx,
+    query,
+    key=None,
+    value=None,
+    past_key=None,
+    past_value=None,
+    seqlens_k=None,
+    total_sequence_length=None,
+    cos_cache=None,
+    sin_cache=None,
+    position_ids=None,
+    attention_bias=None,
+    head_sink=None,
+    k_scale=None,
+    v_scale=None,
+    q_norm_weight=None,
+    k_norm_weight=None,
+    query_seqlens=None,
+    *,
+    causal,
+    do_rotary,
+    k_norm_epsilon,
+    k_quant_type,
+    kv_cache_bit_width,
+    kv_num_heads,
+    local_window_size,
+    num_heads,
+    q_norm_epsilon,
+    qk_norm_epsilon,
+    qk_output,
+    rotary_interleaved,
+    scale,
+    sliding_window_cache,
+    smooth_softmax,
+    softcap,
+    v_quant_type,
+):
+    for what, value_, default in (
+        ("a quantized KV cache", k_quant_type, "NONE"),
+        ("a quantized KV cache", v_quant_type, "NONE"),
+        ("the qk_output output", qk_output, 0),
+        ("a sliding-window cache", sliding_window_cache, 0),
+    ):
         if value_ not in (None, default):
             raise ExecutionError(f"GroupQueryAttention with {what} is not supported by opconv's kernel")
     if q_norm_weight is not None or k_norm_weight is not None or query_seqlens is not None:
-        raise ExecutionError("GroupQueryAttention with q/k norm weights or query_seqlens is not supported by "
-                             "opconv's kernel")
+        raise ExecutionError(
+            "GroupQueryAttention with q/k norm weights or query_seqlens is not supported by opconv's kernel"
+        )
     if causal == 0:
         raise ExecutionError("GroupQueryAttention with causal=0 is not supported by opconv's kernel")
     q4, k4, v4 = _gqa_split(query, key, value, num_heads, kv_num_heads)
@@ -268,16 +359,23 @@ def group_query_attention(ctx, query, key=None, value=None, past_key=None, past_
     valid = np.asarray(seqlens_k, np.int64).reshape(-1) + 1
     past_lengths = np.zeros(batch, np.int64) if seq == total else valid - seq
     if do_rotary:
-        positions = (np.asarray(position_ids, np.int64) if position_ids is not None
-                     else past_lengths[:, None] + np.arange(seq))
+        positions = (
+            np.asarray(position_ids, np.int64) if position_ids is not None else past_lengths[:, None] + np.arange(seq)
+        )
         positions = np.broadcast_to(positions, (batch, seq))
         q4 = rotate(q4, positions, cos_cache, sin_cache, bool(rotary_interleaved), None)
         k4 = rotate(k4, positions, cos_cache, sin_cache, bool(rotary_interleaved), None)
     buffer_len = max(total, np.shape(past_key)[2] if past_key is not None else 0)
     present_key = _gqa_cache(past_key, k4, past_lengths, buffer_len)
     present_value = _gqa_cache(past_value, v4, past_lengths, buffer_len)
-    bias = A.attention_bias(seq, buffer_len, is_causal=True, offset=past_lengths, nonpad_kv_seqlen=valid,
-                            left_window=local_window_size - 1 if local_window_size and local_window_size > 0 else -1)
+    bias = A.attention_bias(
+        seq,
+        buffer_len,
+        is_causal=True,
+        offset=past_lengths,
+        nonpad_kv_seqlen=valid,
+        left_window=local_window_size - 1 if local_window_size and local_window_size > 0 else -1,
+    )
     if attention_bias is not None:
         bias = bias + upcast(attention_bias).astype(bias.dtype)
     keys, values = present_key, present_value
@@ -290,8 +388,9 @@ def group_query_attention(ctx, query, key=None, value=None, past_key=None, past_
         values = np.concatenate([values, np.zeros_like(values[:, :, :1])], axis=2)
         bias = np.broadcast_to(bias, (batch, num_heads, seq, buffer_len))
         bias = np.concatenate([bias, np.broadcast_to(sink[None, :, None, None], (batch, num_heads, seq, 1))], axis=3)
-    y, _ = A.scaled_dot_product_attention(q4, keys, values, bias, scale=scale or None, softcap=softcap or 0.0,
-                                          scale_operands=False)
+    y, _ = A.scaled_dot_product_attention(
+        q4, keys, values, bias, scale=scale or None, softcap=softcap or 0.0, scale_operands=False
+    )
     return A.merge_heads(y), present_key, present_value
 
 
@@ -308,22 +407,69 @@ def _only_defaults(op: str, **values):
 
 
 @onnx_op("LinearAttention", since=1, domain=MS)
-def linear_attention_1(ctx, query, key, value, past_state=None, decay=None, beta=None, *, chunk_size, kv_num_heads,
-                       q_num_heads, scale, state_window, update_rule):
+def linear_attention_1(
+    ctx,
+    query,
+    key,
+    value,
+    past_state=None,
+    decay=None,
+    beta=None,
+    *,
+    chunk_size,
+    kv_num_heads,
+    q_num_heads,
+    scale,
+    state_window,
+    update_rule,
+):
     _only_defaults("LinearAttention", state_window=(state_window, 0))
-    return linear_attention_27(ctx, query, key, value, past_state, decay, beta, chunk_size=chunk_size,
-                               kv_num_heads=kv_num_heads, q_num_heads=q_num_heads, scale=scale,
-                               update_rule=update_rule)
+    return linear_attention_27(
+        ctx,
+        query,
+        key,
+        value,
+        past_state,
+        decay,
+        beta,
+        chunk_size=chunk_size,
+        kv_num_heads=kv_num_heads,
+        q_num_heads=q_num_heads,
+        scale=scale,
+        update_rule=update_rule,
+    )
 
 
 @onnx_op("CausalConvWithState", since=1, domain=MS)
-def causal_conv_with_state_1(ctx, input, weight, bias=None, past_state=None, *, activation, channels_last, dilation,
-                             input_channel_offset, input_channels, ndim, state_channels_last, state_length,
-                             state_update_capacity, state_window):
-    _only_defaults("CausalConvWithState", dilation=(dilation, 1), ndim=(ndim, 1), state_window=(state_window, 0),
-                   state_update_capacity=(state_update_capacity, 0), state_length=(state_length, 0),
-                   input_channels=(input_channels, 0), input_channel_offset=(input_channel_offset, 0),
-                   state_channels_last=(state_channels_last, -1))
+def causal_conv_with_state_1(
+    ctx,
+    input,
+    weight,
+    bias=None,
+    past_state=None,
+    *,
+    activation,
+    channels_last,
+    dilation,
+    input_channel_offset,
+    input_channels,
+    ndim,
+    state_channels_last,
+    state_length,
+    state_update_capacity,
+    state_window,
+):
+    _only_defaults(
+        "CausalConvWithState",
+        dilation=(dilation, 1),
+        ndim=(ndim, 1),
+        state_window=(state_window, 0),
+        state_update_capacity=(state_update_capacity, 0),
+        state_length=(state_length, 0),
+        input_channels=(input_channels, 0),
+        input_channel_offset=(input_channel_offset, 0),
+        state_channels_last=(state_channels_last, -1),
+    )
     if channels_last:  # (B, L, C) activations and (B, state, C) states
         x = np.swapaxes(input, 1, 2)
         past = None if past_state is None else np.swapaxes(past_state, 1, 2)
@@ -340,13 +486,31 @@ def causal_conv_with_state_1(ctx, input, weight, bias=None, past_state=None, *, 
 
 
 @onnx_op("DecoderMaskedMultiHeadAttention", since=1, domain=MS)
-def decoder_masked_multi_head_attention(ctx, query, key=None, value=None, mask_index=None, attention_bias=None,
-                                        past_key=None, past_value=None, past_sequence_length=None, beam_width=None,
-                                        cache_indirection=None, bias=None, *, mask_filter_value, num_heads,
-                                        output_qk, past_present_share_buffer, scale):
+def decoder_masked_multi_head_attention(
+    ctx,
+    query,
+    key=None,
+    value=None,
+    mask_index=None,
+    attention_bias=None,
+    past_key=None,
+    past_value=None,
+    past_sequence_length=None,
+    beam_width=None,
+    cache_indirection=None,
+    bias=None,
+    *,
+    mask_filter_value,
+    num_heads,
+    output_qk,
+    past_present_share_buffer,
+    scale,
+):
     if beam_width is not None and int(np.asarray(beam_width).reshape(-1)[0]) > 1:
-        raise ExecutionError("DecoderMaskedMultiHeadAttention inside a beam search (beam_width > 1, "
-                             "cache_indirection) is not supported by opconv's kernel")
+        raise ExecutionError(
+            "DecoderMaskedMultiHeadAttention inside a beam search (beam_width > 1, "
+            "cache_indirection) is not supported by opconv's kernel"
+        )
     query = np.asarray(query)
     if query.shape[1] != 1:
         raise ExecutionError(f"DecoderMaskedMultiHeadAttention decodes one token; the query has {query.shape[1]}")
@@ -365,7 +529,7 @@ def decoder_masked_multi_head_attention(ctx, query, key=None, value=None, mask_i
         present = tuple(np.array(past, copy=True) for past in (past_key, past_value))
         present[0][:, :, past_len] = k_new[:, :, 0]
         present[1][:, :, past_len] = v_new[:, :, 0]
-        k4, v4 = present[0][:, :, :past_len + 1], present[1][:, :, :past_len + 1]
+        k4, v4 = present[0][:, :, : past_len + 1], present[1][:, :, : past_len + 1]
     mask_bias = ort_mask_bias(mask_index, batch, 1, k4.shape[2], past_len, mask_filter_value, False)
     y, qk = _attend(q4, k4, v4, mask_bias, attention_bias, scale, qk_wanted=bool(output_qk))
     return y, present[0], present[1], qk
@@ -375,8 +539,21 @@ def decoder_masked_multi_head_attention(ctx, query, key=None, value=None, mask_i
 
 
 @onnx_op("MRotaryEmbedding", since=1, domain=MS)
-def m_rotary_embedding(ctx, input, position_ids, cos_cache, sin_cache, *, interleaved, is_packed_batching,
-                       mrope_layout, mrope_section, num_heads, rotary_embedding_dim, scale):
+def m_rotary_embedding(
+    ctx,
+    input,
+    position_ids,
+    cos_cache,
+    sin_cache,
+    *,
+    interleaved,
+    is_packed_batching,
+    mrope_layout,
+    mrope_section,
+    num_heads,
+    rotary_embedding_dim,
+    scale,
+):
     if is_packed_batching:
         raise ExecutionError("MRotaryEmbedding with is_packed_batching=1 is not supported by opconv's kernel")
     if mrope_section is None or len(mrope_section) != 3:
@@ -411,15 +588,32 @@ def _dense_block_layouts(row_pointers, column_indices) -> np.ndarray:
     dense = np.zeros((layouts, blocks, blocks), bool)
     for layout in range(layouts):
         for row in range(blocks):
-            dense[layout, row, cols[layout, rows[layout, row]:rows[layout, row + 1]]] = True
+            dense[layout, row, cols[layout, rows[layout, row] : rows[layout, row + 1]]] = True
     return dense
 
 
 @onnx_op("SparseAttention", since=1, domain=MS)
-def sparse_attention(ctx, query, key=None, value=None, past_key=None, past_value=None, block_row_indices=None,
-                     block_col_indices=None, total_sequence_length=None, key_total_sequence_lengths=None,
-                     cos_cache=None, sin_cache=None, *, do_rotary, kv_num_heads, num_heads, rotary_interleaved, scale,
-                     sparse_block_size):
+def sparse_attention(
+    ctx,
+    query,
+    key=None,
+    value=None,
+    past_key=None,
+    past_value=None,
+    block_row_indices=None,
+    block_col_indices=None,
+    total_sequence_length=None,
+    key_total_sequence_lengths=None,
+    cos_cache=None,
+    sin_cache=None,
+    *,
+    do_rotary,
+    kv_num_heads,
+    num_heads,
+    rotary_interleaved,
+    scale,
+    sparse_block_size,
+):
     q4, k4, v4 = _gqa_split(query, key, value, num_heads, kv_num_heads)
     batch, _, seq, _ = q4.shape
     valid = np.asarray(key_total_sequence_lengths, np.int64).reshape(-1)
@@ -441,8 +635,9 @@ def sparse_attention(ctx, query, key=None, value=None, past_key=None, past_value
     allowed = head_layout[:, positions // sparse_block_size][..., key_block]  # (N, B, S, T)
     bias = A.attention_bias(seq, buffer_len, is_causal=True, offset=past_lengths, nonpad_kv_seqlen=valid)
     bias = np.where(np.moveaxis(allowed, 0, 1), bias, -np.inf)
-    y, _ = A.scaled_dot_product_attention(q4, present_key, present_value, bias, scale=scale or None,
-                                          scale_operands=False)
+    y, _ = A.scaled_dot_product_attention(
+        q4, present_key, present_value, bias, scale=scale or None, scale_operands=False
+    )
     return A.merge_heads(y), present_key, present_value
 
 
@@ -473,8 +668,14 @@ def _delta_net_gate(decay, a_log, dt_bias, activation: str, lower_bound: float):
     decay = upcast(decay).astype(np.float32)
     if activation == "none":
         return decay
-    shifted = decay if dt_bias is None else decay + upcast(dt_bias).astype(np.float32).reshape(
-        (-1,) + (1,) * (decay.ndim - 2) if np.ndim(dt_bias) == 1 else decay.shape[-2:])
+    shifted = (
+        decay
+        if dt_bias is None
+        else decay
+        + upcast(dt_bias)
+        .astype(np.float32)
+        .reshape((-1,) + (1,) * (decay.ndim - 2) if np.ndim(dt_bias) == 1 else decay.shape[-2:])
+    )
     rate = np.exp(upcast(a_log).astype(np.float32)).reshape((-1,) + (1,) * (decay.ndim - 2))
     if activation in ("softplus", "qwen"):
         return -rate * E.softplus(shifted)
@@ -484,10 +685,29 @@ def _delta_net_gate(decay, a_log, dt_bias, activation: str, lower_bound: float):
 
 
 @onnx_op("GatedDeltaNet", since=1, domain=MS)
-def gated_delta_net(ctx, query, key=None, value=None, cu_seqlens=None, decay=None, beta=None, initial_state=None,
-                    a_log=None, dt_bias=None, capture_count=None, state_update_active=None, *, beta_activation,
-                    chunk_size, gate_activation, gate_lower_bound, qk_l2_norm, scale, state_update_capacity,
-                    update_rule):
+def gated_delta_net(
+    ctx,
+    query,
+    key=None,
+    value=None,
+    cu_seqlens=None,
+    decay=None,
+    beta=None,
+    initial_state=None,
+    a_log=None,
+    dt_bias=None,
+    capture_count=None,
+    state_update_active=None,
+    *,
+    beta_activation,
+    chunk_size,
+    gate_activation,
+    gate_lower_bound,
+    qk_l2_norm,
+    scale,
+    state_update_capacity,
+    update_rule,
+):
     _only_defaults("GatedDeltaNet", state_update_capacity=(state_update_capacity, 0))
     query = np.asarray(query)
     dtype = query.dtype
@@ -518,8 +738,7 @@ def gated_delta_net(ctx, query, key=None, value=None, cu_seqlens=None, decay=Non
         bounds = np.arange(batch + 1) * (tokens // batch)
     gate = None
     if decay is not None:
-        gate = _delta_net_gate(np.reshape(decay, (tokens, hv, -1)), a_log, dt_bias, gate_activation,
-                               gate_lower_bound)
+        gate = _delta_net_gate(np.reshape(decay, (tokens, hv, -1)), a_log, dt_bias, gate_activation, gate_lower_bound)
     rate = None
     if beta is not None:
         rate = upcast(beta).astype(np.float32).reshape(tokens, hv)
@@ -527,11 +746,17 @@ def gated_delta_net(ctx, query, key=None, value=None, cu_seqlens=None, decay=Non
     out = np.empty((tokens, hv, dv), np.float32)
     states = []
     for b, (start, end) in enumerate(zip(bounds[:-1], bounds[1:])):
-        past = None if initial_state is None else np.swapaxes(upcast(initial_state)[b:b + 1], -1, -2)
-        y, state = A.linear_attention(query[None, start:end], key[None, start:end], value[None, start:end], past,
-                                      None if gate is None else gate[None, start:end],
-                                      None if rate is None else rate[None, start:end], rule=update_rule,
-                                      scale=scale)
+        past = None if initial_state is None else np.swapaxes(upcast(initial_state)[b : b + 1], -1, -2)
+        y, state = A.linear_attention(
+            query[None, start:end],
+            key[None, start:end],
+            value[None, start:end],
+            past,
+            None if gate is None else gate[None, start:end],
+            None if rate is None else rate[None, start:end],
+            rule=update_rule,
+            scale=scale,
+        )
         out[start:end] = y[0]
         states.append(np.swapaxes(state[0], -1, -2))
     out_shape = lead + (hv, dv)
@@ -539,20 +764,37 @@ def gated_delta_net(ctx, query, key=None, value=None, cu_seqlens=None, decay=Non
 
 
 @onnx_op("VarlenCausalConvWithState", since=1, domain=MS)
-def varlen_causal_conv_with_state(ctx, input, weight, cumulative_sequence_length, bias=None, initial_state=None,
-                                  capture_count=None, kernel_delta=None, previous_mask=None, *, activation,
-                                  delta_offset, dilation, group_size, state_update_capacity):
+def varlen_causal_conv_with_state(
+    ctx,
+    input,
+    weight,
+    cumulative_sequence_length,
+    bias=None,
+    initial_state=None,
+    capture_count=None,
+    kernel_delta=None,
+    previous_mask=None,
+    *,
+    activation,
+    delta_offset,
+    dilation,
+    group_size,
+    state_update_capacity,
+):
     # CausalConvWithState of each packed request (tokens, C) after its own state.
-    _only_defaults("VarlenCausalConvWithState", dilation=(dilation, 1),
-                   state_update_capacity=(state_update_capacity, 0))
+    _only_defaults(
+        "VarlenCausalConvWithState", dilation=(dilation, 1), state_update_capacity=(state_update_capacity, 0)
+    )
     if kernel_delta is not None:
-        raise ExecutionError("VarlenCausalConvWithState's dynamic kernel deltas are implemented by onnxruntime only "
-                             "for CUDA; opconv has no kernel for them")
+        raise ExecutionError(
+            "VarlenCausalConvWithState's dynamic kernel deltas are implemented by onnxruntime only "
+            "for CUDA; opconv has no kernel for them"
+        )
     x = np.asarray(input)
     bounds = np.asarray(cumulative_sequence_length, np.int64)
     out, states = np.empty_like(x), []
     for b, (start, end) in enumerate(zip(bounds[:-1], bounds[1:])):
-        past = None if initial_state is None else np.asarray(initial_state)[b:b + 1]
+        past = None if initial_state is None else np.asarray(initial_state)[b : b + 1]
         y, state = causal_conv_with_state_27(ctx, x[start:end].T[None], weight, bias, past, activation=activation)
         out[start:end] = y[0].T
         states.append(state[0])

@@ -36,20 +36,32 @@ def _empty_pasts(decoder, batch: int) -> list[np.ndarray]:
     for value in decoder.inputs[3:]:
         shape = value.shape
         if shape is None or len(shape) != 5 or not all(isinstance(d, int) for d in (shape[2], shape[4])):
-            raise ExecutionError(f"the decoder's past input {value.name!r} needs a static (2, B, N, P, H) shape "
-                                 f"with N and H known")
+            raise ExecutionError(
+                f"the decoder's past input {value.name!r} needs a static (2, B, N, P, H) shape with N and H known"
+            )
         pasts.append(np.zeros((2, batch, shape[2], 0, shape[4]), np.float32))
     return pasts
 
 
-def _scores(logits, sequences, step: int, *, min_length, eos_token_id, repetition_penalty, no_repeat_ngram_size,
-            vocab_mask, prefix_vocab_mask):
+def _scores(
+    logits,
+    sequences,
+    step: int,
+    *,
+    min_length,
+    eos_token_id,
+    repetition_penalty,
+    no_repeat_ngram_size,
+    vocab_mask,
+    prefix_vocab_mask,
+):
     scores = np.array(logits, np.float32, copy=True)
     if repetition_penalty != 1.0:
         for b, row in enumerate(sequences):
             seen = np.unique(row)
-            scores[b, seen] = np.where(scores[b, seen] > 0, scores[b, seen] / repetition_penalty,
-                                       scores[b, seen] * repetition_penalty)
+            scores[b, seen] = np.where(
+                scores[b, seen] > 0, scores[b, seen] / repetition_penalty, scores[b, seen] * repetition_penalty
+            )
     if no_repeat_ngram_size:
         scores = ngram_repeat_block(None, sequences.astype(np.int64), scores, ngram_size=no_repeat_ngram_size)
     if vocab_mask is not None:
@@ -63,20 +75,26 @@ def _scores(logits, sequences, step: int, *, min_length, eos_token_id, repetitio
 
 def _decoder_only(op: str, model_type, encoder) -> None:
     if model_type or encoder is not None:
-        raise ExecutionError(f"{op} of encoder-decoder models (model_type=1) is not supported by opconv's kernel; "
-                             "decoder-only (GPT-2 style) models are")
+        raise ExecutionError(
+            f"{op} of encoder-decoder models (model_type=1) is not supported by opconv's kernel; "
+            "decoder-only (GPT-2 style) models are"
+        )
 
 
-def _limits(min_length, repetition_penalty, vocab_mask, prefix_vocab_mask, *, eos_token_id,
-            no_repeat_ngram_size) -> dict:
-    return {"min_length": int(_scalar(min_length, 0)), "eos_token_id": eos_token_id,
-            "repetition_penalty": float(_scalar(repetition_penalty, 1.0)),
-            "no_repeat_ngram_size": no_repeat_ngram_size, "vocab_mask": vocab_mask,
-            "prefix_vocab_mask": prefix_vocab_mask}
+def _limits(
+    min_length, repetition_penalty, vocab_mask, prefix_vocab_mask, *, eos_token_id, no_repeat_ngram_size
+) -> dict:
+    return {
+        "min_length": int(_scalar(min_length, 0)),
+        "eos_token_id": eos_token_id,
+        "repetition_penalty": float(_scalar(repetition_penalty, 1.0)),
+        "no_repeat_ngram_size": no_repeat_ngram_size,
+        "vocab_mask": vocab_mask,
+        "prefix_vocab_mask": prefix_vocab_mask,
+    }
 
 
-def _generate(ctx, input_ids, max_length, attention_mask, decoder, init_decoder, *, eos_token_id, pad_token_id,
-              choose):
+def _generate(ctx, input_ids, max_length, attention_mask, decoder, init_decoder, *, eos_token_id, pad_token_id, choose):
     """The one-sequence-per-prompt loop of GreedySearch and Sampling: ``choose(last logits, sequences, step)``
     picks each step's tokens."""
     sequences = np.asarray(input_ids).astype(np.int32)
@@ -105,18 +123,50 @@ def _generate(ctx, input_ids, max_length, attention_mask, decoder, init_decoder,
 
 
 @onnx_op("GreedySearch", since=1, domain=MS)
-def greedy_search(ctx, input_ids, max_length, min_length=None, repetition_penalty=None, vocab_mask=None,
-                  prefix_vocab_mask=None, attention_mask=None, *, decoder, decoder_start_token_id, encoder,
-                  eos_token_id, init_decoder, model_type, no_repeat_ngram_size, pad_token_id, vocab_size):
+def greedy_search(
+    ctx,
+    input_ids,
+    max_length,
+    min_length=None,
+    repetition_penalty=None,
+    vocab_mask=None,
+    prefix_vocab_mask=None,
+    attention_mask=None,
+    *,
+    decoder,
+    decoder_start_token_id,
+    encoder,
+    eos_token_id,
+    init_decoder,
+    model_type,
+    no_repeat_ngram_size,
+    pad_token_id,
+    vocab_size,
+):
     _decoder_only("GreedySearch", model_type, encoder)
-    limits = _limits(min_length, repetition_penalty, vocab_mask, prefix_vocab_mask, eos_token_id=eos_token_id,
-                     no_repeat_ngram_size=no_repeat_ngram_size)
+    limits = _limits(
+        min_length,
+        repetition_penalty,
+        vocab_mask,
+        prefix_vocab_mask,
+        eos_token_id=eos_token_id,
+        no_repeat_ngram_size=no_repeat_ngram_size,
+    )
 
     def best(last, sequences, step):
         return np.argmax(_scores(last, sequences, step, **limits), axis=-1)
 
-    return _generate(ctx, input_ids, max_length, attention_mask, decoder, init_decoder, eos_token_id=eos_token_id,
-                     pad_token_id=pad_token_id, choose=best)
+    return _generate(
+        ctx,
+        input_ids,
+        max_length,
+        attention_mask,
+        decoder,
+        init_decoder,
+        eos_token_id=eos_token_id,
+        pad_token_id=pad_token_id,
+        choose=best,
+    )
 
 
 # ---------------------------------------------------------------- Sampling
@@ -132,8 +182,9 @@ def greedy_search(ctx, input_ids, max_length, min_length=None, repetition_penalt
 # sequences are.
 
 
-def top_p_filter(scores: np.ndarray, top_p: float, min_tokens_to_keep: int, filter_value: float,
-                 custom: bool = False) -> np.ndarray:
+def top_p_filter(
+    scores: np.ndarray, top_p: float, min_tokens_to_keep: int, filter_value: float, custom: bool = False
+) -> np.ndarray:
     """``scores`` (B, V) with every token outside the top-p set replaced by ``filter_value``.
 
     With ``custom`` (onnxruntime's other filter) the mass runs from the most likely token and a token is dropped
@@ -148,20 +199,50 @@ def top_p_filter(scores: np.ndarray, top_p: float, min_tokens_to_keep: int, filt
         drop[:, 1:] = running[:, :-1] > np.float32(top_p)
     else:
         drop = running <= np.float32(1 - top_p)
-        drop[:, scores.shape[1] - min_tokens_to_keep:] = False
+        drop[:, scores.shape[1] - min_tokens_to_keep :] = False
     out = scores.copy()
     np.put_along_axis(out, order, np.where(drop, np.float32(filter_value), ranked), axis=-1)
     return out
 
 
 @onnx_op("Sampling", since=1, domain=MS)
-def sampling(ctx, input_ids, max_length, min_length=None, repetition_penalty=None, vocab_mask=None,
-             prefix_vocab_mask=None, attention_mask=None, presence_mask=None, seed=None, *, custom, decoder,
-             decoder_start_token_id, encoder, eos_token_id, filter_value, init_decoder, min_tokens_to_keep,
-             model_type, no_repeat_ngram_size, pad_token_id, presence_penalty, temperature, top_p, vocab_size):
+def sampling(
+    ctx,
+    input_ids,
+    max_length,
+    min_length=None,
+    repetition_penalty=None,
+    vocab_mask=None,
+    prefix_vocab_mask=None,
+    attention_mask=None,
+    presence_mask=None,
+    seed=None,
+    *,
+    custom,
+    decoder,
+    decoder_start_token_id,
+    encoder,
+    eos_token_id,
+    filter_value,
+    init_decoder,
+    min_tokens_to_keep,
+    model_type,
+    no_repeat_ngram_size,
+    pad_token_id,
+    presence_penalty,
+    temperature,
+    top_p,
+    vocab_size,
+):
     _decoder_only("Sampling", model_type, encoder)
-    limits = _limits(min_length, repetition_penalty, vocab_mask, prefix_vocab_mask, eos_token_id=eos_token_id,
-                     no_repeat_ngram_size=no_repeat_ngram_size)
+    limits = _limits(
+        min_length,
+        repetition_penalty,
+        vocab_mask,
+        prefix_vocab_mask,
+        eos_token_id=eos_token_id,
+        no_repeat_ngram_size=no_repeat_ngram_size,
+    )
     rng = ctx.rng() if seed is None else np.random.default_rng(int(_scalar(seed, 0)))
     filtered = []
 
@@ -182,8 +263,17 @@ def sampling(ctx, input_ids, max_length, min_length=None, repetition_penalty=Non
         probs /= probs.sum(axis=-1, keepdims=True)
         return [rng.choice(len(row), p=row) for row in probs]
 
-    sequences = _generate(ctx, input_ids, max_length, attention_mask, decoder, init_decoder,
-                          eos_token_id=eos_token_id, pad_token_id=pad_token_id, choose=draw)
+    sequences = _generate(
+        ctx,
+        input_ids,
+        max_length,
+        attention_mask,
+        decoder,
+        init_decoder,
+        eos_token_id=eos_token_id,
+        pad_token_id=pad_token_id,
+        choose=draw,
+    )
     return sequences, (filtered[0] if filtered else None)
 
 
@@ -217,21 +307,21 @@ class _Hypotheses:
     def done(self, best_total: float, length: int) -> bool:
         if len(self.kept) < self.beams:
             return False
-        return self.early_stopping or self.worst() >= best_total / (length ** self.length_penalty)
+        return self.early_stopping or self.worst() >= best_total / (length**self.length_penalty)
 
 
 class _Beams:
     """The beam bookkeeping of BeamSearch and WhisperBeamSearch: ``sequences`` (batch * beams, length), each beam's
     running score, each prompt's hypotheses; ``advance`` picks the next tokens from a step's processed scores."""
 
-    def __init__(self, prompts: np.ndarray, beams: int, *, length_penalty, early_stopping, eos_token_id,
-                 pad_token_id):
+    def __init__(self, prompts: np.ndarray, beams: int, *, length_penalty, early_stopping, eos_token_id, pad_token_id):
         self.batch, self.beams = prompts.shape[0], beams
         self.eos_token_id, self.pad_token_id = eos_token_id, pad_token_id
         self.sequences = np.repeat(prompts.astype(np.int32), beams, axis=0)
         self.scores = np.tile(np.array([0.0] + [-1e9] * (beams - 1), np.float32), self.batch)
-        self.hypotheses = [_Hypotheses(beams, float(_scalar(length_penalty, 1.0)), bool(early_stopping))
-                           for _ in range(self.batch)]
+        self.hypotheses = [
+            _Hypotheses(beams, float(_scalar(length_penalty, 1.0)), bool(early_stopping)) for _ in range(self.batch)
+        ]
         self.done = np.zeros(self.batch, bool)
 
     def advance(self, scores: np.ndarray) -> np.ndarray:
@@ -239,7 +329,7 @@ class _Beams:
         scores; returns the global index of the beam each new beam continues (to reorder caches by)."""
         beams, vocab = self.beams, scores.shape[1]
         flat = scores.reshape(self.batch, beams * vocab)
-        ranked = np.argsort(-flat, axis=1, kind="stable")[:, :2 * beams]
+        ranked = np.argsort(-flat, axis=1, kind="stable")[:, : 2 * beams]
         chosen_beam, chosen_token, chosen_score = [], [], []
         for b in range(self.batch):
             picks = []
@@ -275,7 +365,7 @@ class _Beams:
                     self.hypotheses[b].add(self.sequences[beam].copy(), float(self.scores[beam]))
             best = sorted(self.hypotheses[b].kept, key=lambda kept: -kept[0])[:returned]
             for r, (score, tokens) in enumerate(best):
-                out[b, r, :len(tokens)] = tokens
+                out[b, r, : len(tokens)] = tokens
                 out_scores[b, r] = score
         return out, out_scores
 
@@ -286,11 +376,32 @@ def _log_softmax(last: np.ndarray) -> np.ndarray:
 
 
 @onnx_op("BeamSearch", since=1, domain=MS)
-def beam_search(ctx, input_ids, max_length, min_length=None, num_beams=None, num_return_sequences=None,
-                length_penalty=None, repetition_penalty=None, vocab_mask=None, prefix_vocab_mask=None,
-                attention_mask=None, decoder_input_ids=None, logits_processor=None, *, decoder, decoder_start_token_id,
-                early_stopping, encoder, eos_token_id, init_decoder, model_type, no_repeat_ngram_size, pad_token_id,
-                vocab_size):
+def beam_search(
+    ctx,
+    input_ids,
+    max_length,
+    min_length=None,
+    num_beams=None,
+    num_return_sequences=None,
+    length_penalty=None,
+    repetition_penalty=None,
+    vocab_mask=None,
+    prefix_vocab_mask=None,
+    attention_mask=None,
+    decoder_input_ids=None,
+    logits_processor=None,
+    *,
+    decoder,
+    decoder_start_token_id,
+    early_stopping,
+    encoder,
+    eos_token_id,
+    init_decoder,
+    model_type,
+    no_repeat_ngram_size,
+    pad_token_id,
+    vocab_size,
+):
     _decoder_only("BeamSearch", model_type, encoder)
     if ctx.output_used(2):
         raise ExecutionError("BeamSearch's scores output is not supported by opconv's kernel")
@@ -298,16 +409,30 @@ def beam_search(ctx, input_ids, max_length, min_length=None, num_beams=None, num
     batch, prompt_len = prompts.shape
     beams, returned = int(_scalar(num_beams, 1)), int(_scalar(num_return_sequences, 1))
     total = int(_scalar(max_length, prompt_len))
-    state = _Beams(prompts, beams, length_penalty=length_penalty, early_stopping=early_stopping,
-                   eos_token_id=eos_token_id, pad_token_id=pad_token_id)
+    state = _Beams(
+        prompts,
+        beams,
+        length_penalty=length_penalty,
+        early_stopping=early_stopping,
+        eos_token_id=eos_token_id,
+        pad_token_id=pad_token_id,
+    )
     present = state.sequences != pad_token_id
-    mask = (present.astype(np.int32) if attention_mask is None
-            else np.repeat(np.asarray(attention_mask).astype(np.int32), beams, axis=0))
+    mask = (
+        present.astype(np.int32)
+        if attention_mask is None
+        else np.repeat(np.asarray(attention_mask).astype(np.int32), beams, axis=0)
+    )
     positions = np.where(present, np.cumsum(present, axis=1) - 1, 0).astype(np.int32)
     next_position = present.sum(axis=1).astype(np.int32)
-    limits = _limits(min_length, repetition_penalty, vocab_mask,
-                     None if prefix_vocab_mask is None else np.repeat(prefix_vocab_mask, beams, axis=0),
-                     eos_token_id=eos_token_id, no_repeat_ngram_size=no_repeat_ngram_size)
+    limits = _limits(
+        min_length,
+        repetition_penalty,
+        vocab_mask,
+        None if prefix_vocab_mask is None else np.repeat(prefix_vocab_mask, beams, axis=0),
+        eos_token_id=eos_token_id,
+        no_repeat_ngram_size=no_repeat_ngram_size,
+    )
     feeds, pasts = state.sequences, _empty_pasts(decoder, batch * beams)
     for step in range(total - prompt_len):
         graph = init_decoder if step == 0 and init_decoder is not None else decoder
@@ -344,8 +469,9 @@ _LOWEST = np.finfo(np.float32).min
 _MAX_INITIAL_TIMESTAMP = 50  # onnxruntime's fixed bound on the first timestamp, in timestamp steps
 
 
-def _timestamp_rules(scores: np.ndarray, sequences: np.ndarray, *, eos, begin, no_timestamps, start_of_lm, start,
-                     translate, transcribe) -> None:
+def _timestamp_rules(
+    scores: np.ndarray, sequences: np.ndarray, *, eos, begin, no_timestamps, start_of_lm, start, translate, transcribe
+) -> None:
     """Whisper's timestamp rules on ``scores`` (rows of log-probabilities) in place: timestamps come in pairs and
     never go back, the first is at most ``_MAX_INITIAL_TIMESTAMP`` steps in, and text is banned wherever the
     timestamps' total probability beats the likeliest text token."""
@@ -370,7 +496,7 @@ def _timestamp_rules(scores: np.ndarray, sequences: np.ndarray, *, eos, begin, n
             floor = sequence[stamps[-1]] + (0 if last_was_timestamp and not penultimate_was_timestamp else 1)
             row[begin:floor] = _LOWEST
         if length == sample_begin:
-            row[begin + _MAX_INITIAL_TIMESTAMP + 1:] = _LOWEST
+            row[begin + _MAX_INITIAL_TIMESTAMP + 1 :] = _LOWEST
         open_stamps = row[begin:][row[begin:] > _LOWEST]
         if len(open_stamps):
             top = open_stamps.max()
@@ -384,55 +510,113 @@ def _id(token) -> int:
 
 
 @onnx_op("WhisperBeamSearch", since=1, domain=MS)
-def whisper_beam_search(ctx, input_ids, max_length, min_length=None, num_beams=None, num_return_sequences=None,
-                        length_penalty=None, repetition_penalty=None, vocab_mask=None, prefix_vocab_mask=None,
-                        attention_mask=None, decoder_input_ids=None, logits_processor=None, cross_qk_layer_head=None,
-                        extra_decoding_ids=None, temperature=None, *, beginning_timestamp_token_id, decoder,
-                        decoder_output_cross_qk, decoder_start_token_id, early_stopping, encoder, eos_token_id,
-                        init_decoder, model_type, no_repeat_ngram_size, no_speech_token_id, no_timestamps_token_id,
-                        pad_token_id, start_of_lm_token_id, transcribe_token_id, translate_token_id, vocab_size):
+def whisper_beam_search(
+    ctx,
+    input_ids,
+    max_length,
+    min_length=None,
+    num_beams=None,
+    num_return_sequences=None,
+    length_penalty=None,
+    repetition_penalty=None,
+    vocab_mask=None,
+    prefix_vocab_mask=None,
+    attention_mask=None,
+    decoder_input_ids=None,
+    logits_processor=None,
+    cross_qk_layer_head=None,
+    extra_decoding_ids=None,
+    temperature=None,
+    *,
+    beginning_timestamp_token_id,
+    decoder,
+    decoder_output_cross_qk,
+    decoder_start_token_id,
+    early_stopping,
+    encoder,
+    eos_token_id,
+    init_decoder,
+    model_type,
+    no_repeat_ngram_size,
+    no_speech_token_id,
+    no_timestamps_token_id,
+    pad_token_id,
+    start_of_lm_token_id,
+    transcribe_token_id,
+    translate_token_id,
+    vocab_size,
+):
     # attention_mask, extra_decoding_ids and cross_qk_layer_head change nothing in onnxruntime's CPU kernel either
     if model_type != 2 or encoder is None:
         raise ExecutionError("WhisperBeamSearch needs model_type 2 and an encoder subgraph (attribute 'encoder')")
     if decoder_output_cross_qk or ctx.output_used(3):
-        raise ExecutionError("WhisperBeamSearch's cross_qk output is not supported by opconv's kernel: it needs "
-                             "DecoderMaskedMultiHeadAttention with a shared past/present buffer, which only "
-                             "onnxruntime's CUDA kernel runs")
+        raise ExecutionError(
+            "WhisperBeamSearch's cross_qk output is not supported by opconv's kernel: it needs "
+            "DecoderMaskedMultiHeadAttention with a shared past/present buffer, which only "
+            "onnxruntime's CUDA kernel runs"
+        )
     if ctx.output_used(4):
-        raise ExecutionError("WhisperBeamSearch's no_speech_probs output is not supported by opconv's kernel: "
-                             "onnxruntime's CPU kernel leaves it unwritten, so there is nothing to match")
+        raise ExecutionError(
+            "WhisperBeamSearch's no_speech_probs output is not supported by opconv's kernel: "
+            "onnxruntime's CPU kernel leaves it unwritten, so there is nothing to match"
+        )
     features = np.asarray(input_ids)
     batch = features.shape[0]
-    prompts = (np.full((batch, 1), decoder_start_token_id, np.int32) if decoder_input_ids is None
-               else np.asarray(decoder_input_ids).astype(np.int32))
+    prompts = (
+        np.full((batch, 1), decoder_start_token_id, np.int32)
+        if decoder_input_ids is None
+        else np.asarray(decoder_input_ids).astype(np.int32)
+    )
     prompt_len = prompts.shape[1]
     total = int(_scalar(max_length, prompt_len))
     if total <= prompt_len + 1:
-        raise ExecutionError(f"WhisperBeamSearch: max_length ({total}) must exceed the decoder prompt's length "
-                             f"({prompt_len}) by at least 2")
+        raise ExecutionError(
+            f"WhisperBeamSearch: max_length ({total}) must exceed the decoder prompt's length "
+            f"({prompt_len}) by at least 2"
+        )
     beams, returned = int(_scalar(num_beams, 1)), int(_scalar(num_return_sequences, 1))
-    limits = _limits(min_length, repetition_penalty, vocab_mask,
-                     None if prefix_vocab_mask is None else np.repeat(prefix_vocab_mask, beams, axis=0),
-                     eos_token_id=eos_token_id, no_repeat_ngram_size=no_repeat_ngram_size)
+    limits = _limits(
+        min_length,
+        repetition_penalty,
+        vocab_mask,
+        None if prefix_vocab_mask is None else np.repeat(prefix_vocab_mask, beams, axis=0),
+        eos_token_id=eos_token_id,
+        no_repeat_ngram_size=no_repeat_ngram_size,
+    )
     divide_by = float(_scalar(temperature, 1.0))
     timestamps = int(_scalar(logits_processor, 0)) == 1
-    stamp_ids = {"eos": eos_token_id, "begin": _id(beginning_timestamp_token_id),
-                 "no_timestamps": _id(no_timestamps_token_id), "start_of_lm": _id(start_of_lm_token_id),
-                 "start": decoder_start_token_id, "translate": _id(translate_token_id),
-                 "transcribe": _id(transcribe_token_id)}
-    state = _Beams(prompts, beams, length_penalty=length_penalty, early_stopping=early_stopping,
-                   eos_token_id=eos_token_id, pad_token_id=pad_token_id)
+    stamp_ids = {
+        "eos": eos_token_id,
+        "begin": _id(beginning_timestamp_token_id),
+        "no_timestamps": _id(no_timestamps_token_id),
+        "start_of_lm": _id(start_of_lm_token_id),
+        "start": decoder_start_token_id,
+        "translate": _id(translate_token_id),
+        "transcribe": _id(transcribe_token_id),
+    }
+    state = _Beams(
+        prompts,
+        beams,
+        length_penalty=length_penalty,
+        early_stopping=early_stopping,
+        eos_token_id=eos_token_id,
+        pad_token_id=pad_token_id,
+    )
     step_scores = []
 
     def choose(logits, step):
         last = np.asarray(logits, np.float32)[:, -1, :]
         if vocab_size > 0 and vocab_size != last.shape[1]:
-            raise ExecutionError(f"WhisperBeamSearch: vocab_size ({vocab_size}) differs from the subgraphs' logits "
-                                 f"width ({last.shape[1]}), which opconv's kernel does not support (onnxruntime's "
-                                 "CPU kernel reads the logits as rows of vocab_size then)")
+            raise ExecutionError(
+                f"WhisperBeamSearch: vocab_size ({vocab_size}) differs from the subgraphs' logits "
+                f"width ({last.shape[1]}), which opconv's kernel does not support (onnxruntime's "
+                "CPU kernel reads the logits as rows of vocab_size then)"
+            )
         if timestamps and not 0 < stamp_ids["begin"] < last.shape[1]:
-            raise ExecutionError(f"WhisperBeamSearch's timestamp processor needs beginning_timestamp_token_id in "
-                                 f"(0, {last.shape[1]}), got {stamp_ids['begin']}")
+            raise ExecutionError(
+                f"WhisperBeamSearch's timestamp processor needs beginning_timestamp_token_id in "
+                f"(0, {last.shape[1]}), got {stamp_ids['begin']}"
+            )
         if last.shape[0] == batch:
             last = np.repeat(last, beams, axis=0)  # the encoder's logits: the same for every beam of a prompt
         scores = _scores(_log_softmax(last), state.sequences, step, **limits)
@@ -458,11 +642,11 @@ def whisper_beam_search(ctx, input_ids, max_length, min_length=None, num_beams=N
         order = choose(logits, step)
         if state.done.all():
             break
-        caches[:len(self_caches)] = [np.asarray(cache)[order] for cache in self_caches]
+        caches[: len(self_caches)] = [np.asarray(cache)[order] for cache in self_caches]
     sequences, sequence_scores = state.best(returned, total)
     scores = None
     if ctx.output_used(2):
         # steps after every prompt finished stay 0 (onnxruntime leaves them unwritten)
         scores = np.zeros((total - prompt_len, batch, beams, step_scores[0].shape[-1]), np.float32)
-        scores[:len(step_scores)] = step_scores
+        scores[: len(step_scores)] = step_scores
     return sequences, sequence_scores, scores, None, None

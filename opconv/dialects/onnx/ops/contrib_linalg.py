@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ....attributes import densify
 from ....errors import ExecutionError
 from ....ir import SparseTensor
 from ....kernels import attention as A
 from ....kernels import elementwise as E
 from ....kernels import linalg as L
 from ....kernels._common import downcast, upcast
-from ....attributes import densify
 from ..executor import onnx_op
 from .contrib_activation import fused_activation
 from .conv import conv_1
@@ -69,18 +69,30 @@ def sparse_to_dense_matmul(ctx, a, b, *, alpha, transA, transB):
 
 
 @onnx_op("FusedGemm", since=1, domain=MS)
-def fused_gemm(ctx, a, b, c=None, *, activation, activation_alpha, activation_beta, activation_gamma, alpha, beta,
-               transA, transB):
+def fused_gemm(
+    ctx, a, b, c=None, *, activation, activation_alpha, activation_beta, activation_gamma, alpha, beta, transA, transB
+):
     params = [p for p in (activation_alpha, activation_beta, activation_gamma) if p is not None]
     y = L.gemm(a, b, c, alpha, beta, bool(transA), bool(transB))
     return fused_activation(activation, params)(y)
 
 
 @onnx_op("FusedConv", since=1, domain=MS)
-def fused_conv(ctx, x, w, b=None, z=None, *, activation, activation_params, auto_pad, dilations, group,
-               kernel_shape, pads, strides):
-    y = conv_1(ctx, x, w, b, auto_pad=auto_pad, dilations=dilations, group=group, kernel_shape=kernel_shape,
-               pads=pads, strides=strides)
+def fused_conv(
+    ctx, x, w, b=None, z=None, *, activation, activation_params, auto_pad, dilations, group, kernel_shape, pads, strides
+):
+    y = conv_1(
+        ctx,
+        x,
+        w,
+        b,
+        auto_pad=auto_pad,
+        dilations=dilations,
+        group=group,
+        kernel_shape=kernel_shape,
+        pads=pads,
+        strides=strides,
+    )
     if z is not None:
         y = (y + np.asarray(z)).astype(y.dtype, copy=False)
     return fused_activation(activation, activation_params or ())(y)
@@ -94,8 +106,12 @@ def fused_conv(ctx, x, w, b=None, z=None, *, activation, activation_params, auto
 # (swiglu_fusion=1) or as halves (2); swiglu = G sigmoid(alpha G) (L + beta) with G = min(g, limit) and
 # L = clip(l, -limit, limit).  gelu is the tanh approximation, as onnxruntime's CPU kernel computes it.
 
-_MOE_ACTIVATIONS = {"relu": E.relu, "gelu": lambda x: E.gelu(x, approximate="tanh"),
-                    "silu": lambda x: x * E.sigmoid(x), "identity": lambda x: x}
+_MOE_ACTIVATIONS = {
+    "relu": E.relu,
+    "gelu": lambda x: E.gelu(x, approximate="tanh"),
+    "silu": lambda x: x * E.sigmoid(x),
+    "identity": lambda x: x,
+}
 
 
 def _expert_layer(x, weights, bias, expert):
@@ -104,13 +120,31 @@ def _expert_layer(x, weights, bias, expert):
 
 
 @onnx_op("MoE", since=1, domain=MS)
-def moe(ctx, input, router_probs, fc1_experts_weights, fc1_experts_bias=None, fc2_experts_weights=None,
-        fc2_experts_bias=None, fc3_experts_weights=None, fc3_experts_bias=None, *, activation_alpha, activation_beta,
-        activation_type, k, normalize_routing_weights, swiglu_fusion, swiglu_limit, swiglu_limit_after_activation,
-        use_sparse_mixer):
+def moe(
+    ctx,
+    input,
+    router_probs,
+    fc1_experts_weights,
+    fc1_experts_bias=None,
+    fc2_experts_weights=None,
+    fc2_experts_bias=None,
+    fc3_experts_weights=None,
+    fc3_experts_bias=None,
+    *,
+    activation_alpha,
+    activation_beta,
+    activation_type,
+    k,
+    normalize_routing_weights,
+    swiglu_fusion,
+    swiglu_limit,
+    swiglu_limit_after_activation,
+    use_sparse_mixer,
+):
     if use_sparse_mixer or swiglu_limit_after_activation:
-        raise ExecutionError("MoE with use_sparse_mixer or swiglu_limit_after_activation is not supported by "
-                             "opconv's kernel")
+        raise ExecutionError(
+            "MoE with use_sparse_mixer or swiglu_limit_after_activation is not supported by opconv's kernel"
+        )
     if activation_type != "swiglu" and activation_type not in _MOE_ACTIVATIONS:
         raise ExecutionError(f"unknown MoE activation {activation_type!r}")
     x = np.asarray(input)
@@ -146,8 +180,9 @@ def moe(ctx, input, router_probs, fc1_experts_weights, fc1_experts_bias=None, fc
 
 
 @onnx_op("MoEGroupRouter", since=1, domain=MS)
-def moe_group_router(ctx, logits, expert_bias, projection_weight=None, *, group_topk, n_group, router_sentinel, top_k,
-                     topk_group):
+def moe_group_router(
+    ctx, logits, expert_bias, projection_weight=None, *, group_topk, n_group, router_sentinel, top_k, topk_group
+):
     """DeepSeek-V3's group-limited sigmoid router.
 
     ``s = sigmoid(logits)`` and ``biased = s + expert_bias``.  Router_probs: the ``topk_group`` groups of

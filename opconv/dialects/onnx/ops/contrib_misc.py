@@ -209,8 +209,16 @@ def nhwc_max_pool(ctx, x, *, auto_pad, ceil_mode, dilations, kernel_shape, pads,
     # MaxPool on channels-last images: (N, *S, C) <-> (N, C, *S) around ONNX's kernel.
     x = np.asarray(x)
     channels_first = np.moveaxis(x, -1, 1)
-    y = max_pool(ctx, channels_first, auto_pad=auto_pad, kernel_shape=kernel_shape, pads=pads, strides=strides,
-                 ceil_mode=ceil_mode, dilations=dilations)
+    y = max_pool(
+        ctx,
+        channels_first,
+        auto_pad=auto_pad,
+        kernel_shape=kernel_shape,
+        pads=pads,
+        strides=strides,
+        ceil_mode=ceil_mode,
+        dilations=dilations,
+    )
     return np.ascontiguousarray(np.moveaxis(y, 1, -1))
 
 
@@ -227,11 +235,23 @@ def maxpool_with_mask(ctx, x, mask, *, auto_pad, kernel_shape, pads, storage_ord
 
 
 @onnx_op("ConvTransposeWithDynamicPads", since=1, domain=MS)
-def conv_transpose_with_dynamic_pads(ctx, x, w, pads=None, b=None, *, auto_pad, dilations, group, kernel_shape,
-                                     output_padding, strides):
-    return conv_transpose_1(ctx, x, w, b, auto_pad=auto_pad, dilations=dilations, group=group,
-                            kernel_shape=kernel_shape, output_padding=output_padding, output_shape=None,
-                            pads=None if pads is None else np.asarray(pads).reshape(-1).tolist(), strides=strides)
+def conv_transpose_with_dynamic_pads(
+    ctx, x, w, pads=None, b=None, *, auto_pad, dilations, group, kernel_shape, output_padding, strides
+):
+    return conv_transpose_1(
+        ctx,
+        x,
+        w,
+        b,
+        auto_pad=auto_pad,
+        dilations=dilations,
+        group=group,
+        kernel_shape=kernel_shape,
+        output_padding=output_padding,
+        output_shape=None,
+        pads=None if pads is None else np.asarray(pads).reshape(-1).tolist(),
+        strides=strides,
+    )
 
 
 # ---------------------------------------------------------------- generation helpers
@@ -245,9 +265,9 @@ def ngram_repeat_block(ctx, input_ids, scores, *, ngram_size):
     if ngram_size < 1 or length + 1 < ngram_size:
         return out
     for b in range(ids.shape[0]):
-        prefix = ids[b, length - ngram_size + 1:]
+        prefix = ids[b, length - ngram_size + 1 :]
         for start in range(length - ngram_size + 1):
-            if np.array_equal(ids[b, start:start + ngram_size - 1], prefix):
+            if np.array_equal(ids[b, start : start + ngram_size - 1], prefix):
                 out[b, ids[b, start + ngram_size - 1]] = -np.inf
     return out
 
@@ -299,7 +319,7 @@ def murmur3_x86_32(data: bytes, seed: int) -> int:
     h = seed & _MASK32
     whole = len(data) - len(data) % 4
     for i in range(0, whole, 4):
-        h ^= _murmur3_mix(int.from_bytes(data[i:i + 4], "little"))
+        h ^= _murmur3_mix(int.from_bytes(data[i : i + 4], "little"))
         h = (_rotl32(h, 13) * 5 + 0xE6546B64) & _MASK32
     if len(data) > whole:
         h ^= _murmur3_mix(int.from_bytes(data[whole:], "little"))
@@ -338,7 +358,7 @@ def word_conv_embedding(ctx, sequence, w, b, c, *, char_embedding_size, conv_win
         length = int(np.count_nonzero(word)) if word[0] else 0
         if not length:
             continue
-        embedded = table[word[:max(length, window)]]
+        embedded = table[word[: max(length, window)]]
         windows = np.lib.stride_tricks.sliding_window_view(embedded, window, axis=0)  # (n, char_emb, window)
         out[i] = np.tanh(np.einsum("nci,eic->ne", windows, kernel) + bias).max(axis=0)
     return downcast(out.reshape(chars.shape[:-1] + (kernel.shape[0],)), np.asarray(c).dtype)
@@ -361,15 +381,15 @@ def ngram_hashes(ids, history, multipliers, vocab_sizes, head_offsets, max_ngram
     with np.errstate(over="ignore"):
         mix = np.zeros(seq, dtype)
         for j in range(max_ngram_size):
-            mix = mix ^ (full[back - j:back - j + seq] * dtype.type(multipliers[j]))
+            mix = mix ^ (full[back - j : back - j + seq] * dtype.type(multipliers[j]))
             if j == 0:
                 continue
-            sizes = vocab_sizes[(j - 1) * heads:j * heads].astype(dtype)
+            sizes = vocab_sizes[(j - 1) * heads : j * heads].astype(dtype)
             hashed = np.mod(mix[:, None], sizes[None, :])
             if head_offsets is not None:
-                hashed = hashed + head_offsets[(j - 1) * heads:j * heads].astype(dtype)
+                hashed = hashed + head_offsets[(j - 1) * heads : j * heads].astype(dtype)
             columns.append(hashed)
-    return np.concatenate(columns, axis=1).astype(dtype), full[full.shape[0] - back:]
+    return np.concatenate(columns, axis=1).astype(dtype), full[full.shape[0] - back :]
 
 
 def _refuse_ngram_options(op: str, reset_on_eos, segment_ids):
@@ -385,31 +405,77 @@ def _ngram_history(past_ids, eos_token_id, pad_id, batch: int, back: int, dtype)
 
 
 @onnx_op("NGramHashMapping", since=1, domain=MS)
-def ngram_hash_mapping(ctx, input_ids, multipliers, vocab_sizes, past_ids=None, head_offsets=None, eos_token_id=None,
-                       segment_ids=None, *, max_ngram_size, n_head_per_ngram, pad_id, reset_on_eos):
+def ngram_hash_mapping(
+    ctx,
+    input_ids,
+    multipliers,
+    vocab_sizes,
+    past_ids=None,
+    head_offsets=None,
+    eos_token_id=None,
+    segment_ids=None,
+    *,
+    max_ngram_size,
+    n_head_per_ngram,
+    pad_id,
+    reset_on_eos,
+):
     _refuse_ngram_options("NGramHashMapping", reset_on_eos, segment_ids)
     ids = np.asarray(input_ids)
     history = _ngram_history(past_ids, eos_token_id, pad_id, ids.shape[0], max_ngram_size - 1, ids.dtype)
-    rows = [ngram_hashes(ids[b], history[b], np.asarray(multipliers), np.asarray(vocab_sizes),
-                         None if head_offsets is None else np.asarray(head_offsets), max_ngram_size, n_head_per_ngram)
-            for b in range(ids.shape[0])]
+    rows = [
+        ngram_hashes(
+            ids[b],
+            history[b],
+            np.asarray(multipliers),
+            np.asarray(vocab_sizes),
+            None if head_offsets is None else np.asarray(head_offsets),
+            max_ngram_size,
+            n_head_per_ngram,
+        )
+        for b in range(ids.shape[0])
+    ]
     return np.stack([r[0] for r in rows]), np.stack([r[1] for r in rows])
 
 
 @onnx_op("VarlenNGramHashMapping", since=1, domain=MS)
-def varlen_ngram_hash_mapping(ctx, input_ids, multipliers, vocab_sizes, cumulative_sequence_length, past_ids=None,
-                              head_offsets=None, eos_token_id=None, segment_ids=None, past_segment_ids=None,
-                              capture_count=None, *, max_ngram_size, n_head_per_ngram, pad_id, reset_on_eos,
-                              state_update_capacity):
+def varlen_ngram_hash_mapping(
+    ctx,
+    input_ids,
+    multipliers,
+    vocab_sizes,
+    cumulative_sequence_length,
+    past_ids=None,
+    head_offsets=None,
+    eos_token_id=None,
+    segment_ids=None,
+    past_segment_ids=None,
+    capture_count=None,
+    *,
+    max_ngram_size,
+    n_head_per_ngram,
+    pad_id,
+    reset_on_eos,
+    state_update_capacity,
+):
     # NGramHashMapping of each packed request [cu[i], cu[i + 1]) after its own history.
     _refuse_ngram_options("VarlenNGramHashMapping", reset_on_eos, segment_ids)
     if state_update_capacity:
         raise ExecutionError("VarlenNGramHashMapping with state_update_capacity is not supported by opconv's kernel")
     ids, bounds = np.asarray(input_ids), np.asarray(cumulative_sequence_length, np.int64)
     history = _ngram_history(past_ids, eos_token_id, pad_id, bounds.size - 1, max_ngram_size - 1, ids.dtype)
-    rows = [ngram_hashes(ids[start:end], history[b], np.asarray(multipliers), np.asarray(vocab_sizes),
-                         None if head_offsets is None else np.asarray(head_offsets), max_ngram_size, n_head_per_ngram)
-            for b, (start, end) in enumerate(zip(bounds[:-1], bounds[1:]))]
+    rows = [
+        ngram_hashes(
+            ids[start:end],
+            history[b],
+            np.asarray(multipliers),
+            np.asarray(vocab_sizes),
+            None if head_offsets is None else np.asarray(head_offsets),
+            max_ngram_size,
+            n_head_per_ngram,
+        )
+        for b, (start, end) in enumerate(zip(bounds[:-1], bounds[1:]))
+    ]
     return np.concatenate([r[0] for r in rows]), np.stack([r[1] for r in rows])
 
 
@@ -417,14 +483,15 @@ def _find(haystack: np.ndarray, needle: np.ndarray, start: int = 0) -> int:
     """Index of the first occurrence of ``needle`` in ``haystack`` at or after ``start``; -1 when absent."""
     n = needle.size
     for i in range(start, haystack.size - n + 1):
-        if np.array_equal(haystack[i:i + n], needle):
+        if np.array_equal(haystack[i : i + n], needle):
             return i
     return -1
 
 
 @onnx_op("BifurcationDetector", since=1, domain=MS)
-def bifurcation_detector(ctx, src_tokens, cur_tokens, prev_suffix_match_idx, pred_tokens=None, *, max_ngram_size,
-                         min_ngram_size):
+def bifurcation_detector(
+    ctx, src_tokens, cur_tokens, prev_suffix_match_idx, pred_tokens=None, *, max_ngram_size, min_ngram_size
+):
     """One step of aggressive decoding (1-D int64 token lists).
 
     The predicted tokens are appended up to and including the first that departs from the source (read from
@@ -438,12 +505,12 @@ def bifurcation_detector(ctx, src_tokens, cur_tokens, prev_suffix_match_idx, pre
         agree = 0
         while agree < src.size - start and pred[agree] == src[start + agree]:
             agree += 1
-        tokens = np.concatenate([tokens, pred[:agree + 1]])
+        tokens = np.concatenate([tokens, pred[: agree + 1]])
     match = -1
     for size in range(min_ngram_size, max_ngram_size + 1):
         if size > tokens.size:
             break
-        suffix = tokens[tokens.size - size:]
+        suffix = tokens[tokens.size - size :]
         first = _find(src, suffix)
         if first < 0:
             break

@@ -48,8 +48,22 @@ def reorder_output(ctx, x, *, channels, channels_last):
 
 
 @onnx_op("Conv", since=1, domain=NCHWC)
-def conv(ctx, x, w, bias=None, sum_=None, *, activation, activation_params, auto_pad, dilations, group, kernel_shape,
-         pads, strides):
+def conv(
+    ctx,
+    x,
+    w,
+    bias=None,
+    sum_=None,
+    *,
+    activation,
+    activation_params,
+    auto_pad,
+    dilations,
+    group,
+    kernel_shape,
+    pads,
+    strides,
+):
     x, w = np.asarray(x), np.asarray(w)
     c, o = x.shape[1], w.shape[0]
     depthwise = group > 1
@@ -62,9 +76,21 @@ def conv(ctx, x, w, bias=None, sum_=None, *, activation, activation_params, auto
     nchw = B.unblock(x, size) if input_blocked else x
     filters = B.unblock_filter(w, size, input_blocked and not depthwise)
     total = None if sum_ is None else B.unblock(np.asarray(sum_), size)
-    y = fused_conv(ctx, nchw, filters, bias, total, activation=activation, activation_params=activation_params,
-                   auto_pad=auto_pad, dilations=dilations, group=group, kernel_shape=kernel_shape, pads=pads,
-                   strides=strides)
+    y = fused_conv(
+        ctx,
+        nchw,
+        filters,
+        bias,
+        total,
+        activation=activation,
+        activation_params=activation_params,
+        auto_pad=auto_pad,
+        dilations=dilations,
+        group=group,
+        kernel_shape=kernel_shape,
+        pads=pads,
+        strides=strides,
+    )
     return B.block(y, size)
 
 
@@ -100,12 +126,23 @@ def _upsample(ctx, x, *, coordinate_transformation_mode, mode, scales):
         raise ExecutionError(f"unknown Upsample mode {mode!r}; expected 'nearest' or 'linear'")
     factors = np.asarray([float(s) for s in scales] if scales is not None else [1.0] * x.ndim, np.float32)
     # Whole factors: nearest repeats each element (the floor of x / scale).
-    return resize_11(ctx, x, None, factors, None, mode=mode, nearest_mode="floor", cubic_coeff_a=-0.75,
-                     coordinate_transformation_mode="asymmetric" if mode == "nearest"
-                     else coordinate_transformation_mode, exclude_outside=0, extrapolation_value=0.0)
+    return resize_11(
+        ctx,
+        x,
+        None,
+        factors,
+        None,
+        mode=mode,
+        nearest_mode="floor",
+        cubic_coeff_a=-0.75,
+        coordinate_transformation_mode="asymmetric" if mode == "nearest" else coordinate_transformation_mode,
+        exclude_outside=0,
+        extrapolation_value=0.0,
+    )
 
 
 @onnx_op("Upsample", since=1, domain=NCHWC)
 def nchwc_upsample(ctx, x, *, coordinate_transformation_mode, mode, scales):
-    return _blocked(_upsample, ctx, x, coordinate_transformation_mode=coordinate_transformation_mode, mode=mode,
-                    scales=scales)
+    return _blocked(
+        _upsample, ctx, x, coordinate_transformation_mode=coordinate_transformation_mode, mode=mode, scales=scales
+    )

@@ -55,9 +55,21 @@ def skip_simplified_layer_normalization(ctx, input, skip, gamma, bias=None, *, e
 
 
 @onnx_op("EmbedLayerNormalization", since=1, domain=MS)
-def embed_layer_normalization(ctx, input_ids, segment_ids, word_embedding, position_embedding,
-                              segment_embedding=None, gamma=None, beta=None, mask=None, position_ids=None, *,
-                              epsilon, mask_index_type):
+def embed_layer_normalization(
+    ctx,
+    input_ids,
+    segment_ids,
+    word_embedding,
+    position_embedding,
+    segment_embedding=None,
+    gamma=None,
+    beta=None,
+    mask=None,
+    position_ids=None,
+    *,
+    epsilon,
+    mask_index_type,
+):
     ids = np.asarray(input_ids)
     if ids.ndim != 2:
         raise ExecutionError(f"input_ids must be 2-D (batch, sequence), got shape {list(ids.shape)}")
@@ -127,8 +139,10 @@ def gated_rms_norm(ctx, x, scale, gate, *, activation, epsilon):
 @onnx_op("GatedAdd", since=1, domain=MS)
 def gated_add(ctx, x, y, gate, gate_weight=None):
     if gate_weight is not None:
-        raise ExecutionError("GatedAdd with gate_weight (projected mode) is implemented by onnxruntime only for "
-                             "CUDA; opconv has no kernel for it")
+        raise ExecutionError(
+            "GatedAdd with gate_weight (projected mode) is implemented by onnxruntime only for "
+            "CUDA; opconv has no kernel for it"
+        )
     x = np.asarray(x)
     # the product is rounded to the input type before the add, as separate Mul and Add nodes would
     scaled = downcast(upcast(y) * upcast(gate), x.dtype)

@@ -40,20 +40,27 @@ def ms_dequantize_linear_1(ctx, x, x_scale, x_zero_point=None, *, axis):
 
 @onnx_op("QLinearAdd", since=1, domain=MS)
 def qlinear_add_1(ctx, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None):
-    return quant.in_float(np.add, (a, a_scale, a_zero_point), (b, b_scale, b_zero_point),
-                          out_scale=c_scale, out_zero_point=c_zero_point)
+    return quant.in_float(
+        np.add, (a, a_scale, a_zero_point), (b, b_scale, b_zero_point), out_scale=c_scale, out_zero_point=c_zero_point
+    )
 
 
 @onnx_op("QLinearMul", since=1, domain=MS)
 def qlinear_mul_1(ctx, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None):
-    return quant.in_float(np.multiply, (a, a_scale, a_zero_point), (b, b_scale, b_zero_point),
-                          out_scale=c_scale, out_zero_point=c_zero_point)
+    return quant.in_float(
+        np.multiply,
+        (a, a_scale, a_zero_point),
+        (b, b_scale, b_zero_point),
+        out_scale=c_scale,
+        out_zero_point=c_zero_point,
+    )
 
 
 @onnx_op("QLinearSigmoid", since=1, domain=MS)
 def qlinear_sigmoid_1(ctx, x, x_scale, x_zero_point=None, y_scale=None, y_zero_point=None):
-    return quant.in_float(elementwise.sigmoid, (x, x_scale, x_zero_point),
-                          out_scale=y_scale, out_zero_point=y_zero_point)
+    return quant.in_float(
+        elementwise.sigmoid, (x, x_scale, x_zero_point), out_scale=y_scale, out_zero_point=y_zero_point
+    )
 
 
 @onnx_op("QLinearLeakyRelu", since=1, domain=MS)
@@ -69,16 +76,19 @@ def qlinear_where_1(ctx, condition, x, x_scale, x_zero_point, y, y_scale, y_zero
     def where(a, b):
         return np.where(np.asarray(condition, bool), a, b)
 
-    return quant.in_float(where, (x, x_scale, x_zero_point), (y, y_scale, y_zero_point),
-                          out_scale=z_scale, out_zero_point=z_zero_point)
+    return quant.in_float(
+        where, (x, x_scale, x_zero_point), (y, y_scale, y_zero_point), out_scale=z_scale, out_zero_point=z_zero_point
+    )
 
 
 @onnx_op("QLinearConcat", since=1, domain=MS)
 def qlinear_concat_1(ctx, y_scale, y_zero_point, *inputs, axis):
     if len(inputs) % 3:
-        raise ExecutionError(f"QLinearConcat takes (tensor, scale, zero point) triples after Y_scale and "
-                             f"Y_zero_point, got {len(inputs)} more inputs")
-    triples = [tuple(inputs[i:i + 3]) for i in range(0, len(inputs), 3)]
+        raise ExecutionError(
+            f"QLinearConcat takes (tensor, scale, zero point) triples after Y_scale and "
+            f"Y_zero_point, got {len(inputs)} more inputs"
+        )
+    triples = [tuple(inputs[i : i + 3]) for i in range(0, len(inputs), 3)]
 
     def concat(*parts):
         return np.concatenate(parts, axis=axis)
@@ -95,11 +105,16 @@ def qlinear_softmax_1(ctx, x, x_scale, x_zero_point=None, y_scale=None, y_zero_p
     def softmax(v):
         if opset >= 13:
             return norm.softmax(v, axis)
-        flat = v.reshape(int(np.prod(v.shape[:axis % v.ndim])), -1)
+        flat = v.reshape(int(np.prod(v.shape[: axis % v.ndim])), -1)
         return norm.softmax(flat, -1).reshape(v.shape)
 
-    return quant.in_float(softmax, (x, x_scale, x_zero_point), out_scale=y_scale, out_zero_point=y_zero_point,
-                          out_dtype=np.asarray(x).dtype)
+    return quant.in_float(
+        softmax,
+        (x, x_scale, x_zero_point),
+        out_scale=y_scale,
+        out_zero_point=y_zero_point,
+        out_dtype=np.asarray(x).dtype,
+    )
 
 
 # ---------------------------------------------------------------- pooling and convolution
@@ -114,16 +129,31 @@ def _restore_layout(y, channels_last):
 
 
 @onnx_op("QLinearAveragePool", since=1, domain=MS)
-def qlinear_average_pool_1(ctx, x, x_scale, x_zero_point=None, y_scale=None, y_zero_point=None, *, auto_pad,
-                           ceil_mode, channels_last, count_include_pad, kernel_shape, pads, strides):
+def qlinear_average_pool_1(
+    ctx,
+    x,
+    x_scale,
+    x_zero_point=None,
+    y_scale=None,
+    y_zero_point=None,
+    *,
+    auto_pad,
+    ceil_mode,
+    channels_last,
+    count_include_pad,
+    kernel_shape,
+    pads,
+    strides,
+):
     x = _channels_first(x, channels_last)
     kernel, begin, end = pool_window(x, kernel_shape, strides, None, pads, auto_pad)
 
     def average(v):
         return P.pool(v, "avg", kernel, strides, begin, end, None, bool(ceil_mode), bool(count_include_pad))
 
-    y = quant.in_float(average, (x, x_scale, x_zero_point), out_scale=y_scale, out_zero_point=y_zero_point,
-                       out_dtype=x.dtype)
+    y = quant.in_float(
+        average, (x, x_scale, x_zero_point), out_scale=y_scale, out_zero_point=y_zero_point, out_dtype=x.dtype
+    )
     return _restore_layout(y, channels_last)
 
 
@@ -140,10 +170,43 @@ def qlinear_global_average_pool_1(ctx, x, x_scale, x_zero_point, y_scale, y_zero
 
 
 @onnx_op("QLinearConv", since=1, domain=MS)
-def ms_qlinear_conv_1(ctx, x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, b=None, *,
-                      auto_pad, channels_last, dilations, group, kernel_shape, pads, strides):
+def ms_qlinear_conv_1(
+    ctx,
+    x,
+    x_scale,
+    x_zero_point,
+    w,
+    w_scale,
+    w_zero_point,
+    y_scale,
+    y_zero_point,
+    b=None,
+    *,
+    auto_pad,
+    channels_last,
+    dilations,
+    group,
+    kernel_shape,
+    pads,
+    strides,
+):
     """ONNX's QLinearConv, also in NHWC (``channels_last``; the weight stays OIHW)."""
-    y = qlinear_conv_10(ctx, _channels_first(x, channels_last), x_scale, x_zero_point, w, w_scale, w_zero_point,
-                        y_scale, y_zero_point, b, auto_pad=auto_pad, dilations=dilations, group=group,
-                        kernel_shape=kernel_shape, pads=pads, strides=strides)
+    y = qlinear_conv_10(
+        ctx,
+        _channels_first(x, channels_last),
+        x_scale,
+        x_zero_point,
+        w,
+        w_scale,
+        w_zero_point,
+        y_scale,
+        y_zero_point,
+        b,
+        auto_pad=auto_pad,
+        dilations=dilations,
+        group=group,
+        kernel_shape=kernel_shape,
+        pads=pads,
+        strides=strides,
+    )
     return _restore_layout(y, channels_last)

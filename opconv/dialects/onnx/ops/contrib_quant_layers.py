@@ -47,22 +47,41 @@ def _key_mask(mask_index, batch: int, q_len: int, total: int) -> np.ndarray:
         elif m.ndim == 3:
             allowed &= (m > 0)[:, None, :, :]
         else:
-            raise ExecutionError(f"mask_index of shape {list(m.shape)} is not one of onnxruntime's forms "
-                                 f"([B], [2B], [B, T], [B, S, T])")
+            raise ExecutionError(
+                f"mask_index of shape {list(m.shape)} is not one of onnxruntime's forms ([B], [2B], [B, T], [B, S, T])"
+            )
     return allowed
 
 
 @onnx_op("QAttention", since=1, domain=MS)
-def qattention_1(ctx, x, weight, bias, input_scale, weight_scale, mask_index=None, input_zero_point=None,
-                 weight_zero_point=None, past=None, *, do_rotary, mask_filter_value, num_heads,
-                 past_present_share_buffer, scale, unidirectional):
+def qattention_1(
+    ctx,
+    x,
+    weight,
+    bias,
+    input_scale,
+    weight_scale,
+    mask_index=None,
+    input_zero_point=None,
+    weight_zero_point=None,
+    past=None,
+    *,
+    do_rotary,
+    mask_filter_value,
+    num_heads,
+    past_present_share_buffer,
+    scale,
+    unidirectional,
+):
     if do_rotary:
-        raise ExecutionError("QAttention with do_rotary=1 is not supported (onnxruntime's CPU kernel has no "
-                             "rotary path either)")
+        raise ExecutionError(
+            "QAttention with do_rotary=1 is not supported (onnxruntime's CPU kernel has no rotary path either)"
+        )
     x = np.asarray(x)
     batch, q_len, _ = x.shape
-    qkv = scaled(integer_product(x, weight, input_zero_point, weight_zero_point), input_scale, weight_scale,
-                  bias, np.float32)
+    qkv = scaled(
+        integer_product(x, weight, input_zero_point, weight_zero_point), input_scale, weight_scale, bias, np.float32
+    )
     q, k, v = (A.split_heads(part, num_heads) for part in np.split(qkv, 3, axis=-1))
     past_len = 0
     if past is not None:
@@ -80,25 +99,47 @@ def qattention_1(ctx, x, weight, bias, input_scale, weight_scale, mask_index=Non
 
 
 @onnx_op("QEmbedLayerNormalization", since=1, domain=MS)
-def qembed_layer_normalization_1(ctx, input_ids, segment_ids, word_embedding, position_embedding,
-                                 segment_embedding, gamma, beta, mask, word_embedding_scale,
-                                 position_embedding_scale, segment_embedding_scale, gamma_scale, beta_scale,
-                                 word_embedding_zero_point, position_embedding_zero_point,
-                                 segment_embedding_zero_point, gamma_zero_point, beta_zero_point, *, epsilon):
+def qembed_layer_normalization_1(
+    ctx,
+    input_ids,
+    segment_ids,
+    word_embedding,
+    position_embedding,
+    segment_embedding,
+    gamma,
+    beta,
+    mask,
+    word_embedding_scale,
+    position_embedding_scale,
+    segment_embedding_scale,
+    gamma_scale,
+    beta_scale,
+    word_embedding_zero_point,
+    position_embedding_zero_point,
+    segment_embedding_zero_point,
+    gamma_zero_point,
+    beta_zero_point,
+    *,
+    epsilon,
+):
     def real(q, s, z):
         return elementwise.dequantize(q, s, z, np.float32)
 
     ids = np.asarray(input_ids).astype(np.int64)
     seq = ids.shape[1]
-    embedded = (real(word_embedding, word_embedding_scale, word_embedding_zero_point)[ids]
-                + real(position_embedding, position_embedding_scale, position_embedding_zero_point)[:seq][None])
+    embedded = (
+        real(word_embedding, word_embedding_scale, word_embedding_zero_point)[ids]
+        + real(position_embedding, position_embedding_scale, position_embedding_zero_point)[:seq][None]
+    )
     if segment_embedding is not None and segment_ids is not None:
         segments = real(segment_embedding, segment_embedding_scale, segment_embedding_zero_point)
         embedded = embedded + segments[np.asarray(segment_ids).astype(np.int64)]
-    out = norm.layer_norm(embedded, real(gamma, gamma_scale, gamma_zero_point),
-                          real(beta, beta_scale, beta_zero_point), -1, epsilon)[0]
-    mask_index = (np.zeros(ids.shape[0], np.int32) if mask is None
-                  else (np.asarray(mask) != 0).sum(axis=1).astype(np.int32))
+    out = norm.layer_norm(
+        embedded, real(gamma, gamma_scale, gamma_zero_point), real(beta, beta_scale, beta_zero_point), -1, epsilon
+    )[0]
+    mask_index = (
+        np.zeros(ids.shape[0], np.int32) if mask is None else (np.asarray(mask) != 0).sum(axis=1).astype(np.int32)
+    )
     return out.astype(np.float32), mask_index
 
 
@@ -113,41 +154,124 @@ def _lstm_weight(q, scale, zero_point) -> np.ndarray:
 
 
 @onnx_op("DynamicQuantizeLSTM", since=1, domain=MS)
-def dynamic_quantize_lstm_1(ctx, x, w, r, b=None, sequence_lens=None, initial_h=None, initial_c=None, p=None,
-                            w_scale=None, w_zero_point=None, r_scale=None, r_zero_point=None, *,
-                            activation_alpha, activation_beta, activations, clip, direction, hidden_size,
-                            input_forget):
-    return recurrent(ctx, "lstm", x, _lstm_weight(w, w_scale, w_zero_point), _lstm_weight(r, r_scale, r_zero_point),
-                      b, sequence_lens, initial_h, initial_c, p, activation_alpha=activation_alpha,
-                      activation_beta=activation_beta, activations=activations, clip=clip, direction=direction,
-                      hidden_size=hidden_size, input_forget=input_forget, operand=quant.fake_quantize_dynamic)
+def dynamic_quantize_lstm_1(
+    ctx,
+    x,
+    w,
+    r,
+    b=None,
+    sequence_lens=None,
+    initial_h=None,
+    initial_c=None,
+    p=None,
+    w_scale=None,
+    w_zero_point=None,
+    r_scale=None,
+    r_zero_point=None,
+    *,
+    activation_alpha,
+    activation_beta,
+    activations,
+    clip,
+    direction,
+    hidden_size,
+    input_forget,
+):
+    return recurrent(
+        ctx,
+        "lstm",
+        x,
+        _lstm_weight(w, w_scale, w_zero_point),
+        _lstm_weight(r, r_scale, r_zero_point),
+        b,
+        sequence_lens,
+        initial_h,
+        initial_c,
+        p,
+        activation_alpha=activation_alpha,
+        activation_beta=activation_beta,
+        activations=activations,
+        clip=clip,
+        direction=direction,
+        hidden_size=hidden_size,
+        input_forget=input_forget,
+        operand=quant.fake_quantize_dynamic,
+    )
 
 
 @onnx_op("QMoE", since=1, domain=MS)
-def qmoe_1(ctx, x, router_probs, fc1_weights, fc1_scales=None, fc1_bias=None, fc2_weights=None, fc2_scales=None,
-           fc2_bias=None, fc3_weights=None, fc3_scales=None, fc3_bias=None, fc1_zero_points=None,
-           fc2_zero_points=None, fc3_zero_points=None, router_weights=None, *float_formats, accuracy_level,
-           activation_alpha, activation_beta, activation_type, block_size, expert_weight_bits,
-           fc1_expert_weight_bits, fc2_expert_weight_bits, fc3_expert_weight_bits, k, normalize_routing_weights,
-           quant_type, swiglu_fusion, swiglu_limit, swiglu_limit_after_activation, use_sparse_mixer,
-           weights_prepacked):
+def qmoe_1(
+    ctx,
+    x,
+    router_probs,
+    fc1_weights,
+    fc1_scales=None,
+    fc1_bias=None,
+    fc2_weights=None,
+    fc2_scales=None,
+    fc2_bias=None,
+    fc3_weights=None,
+    fc3_scales=None,
+    fc3_bias=None,
+    fc1_zero_points=None,
+    fc2_zero_points=None,
+    fc3_zero_points=None,
+    router_weights=None,
+    *float_formats,
+    accuracy_level,
+    activation_alpha,
+    activation_beta,
+    activation_type,
+    block_size,
+    expert_weight_bits,
+    fc1_expert_weight_bits,
+    fc2_expert_weight_bits,
+    fc3_expert_weight_bits,
+    k,
+    normalize_routing_weights,
+    quant_type,
+    swiglu_fusion,
+    swiglu_limit,
+    swiglu_limit_after_activation,
+    use_sparse_mixer,
+    weights_prepacked,
+):
     """Integer-quantized MoE: the experts' weights dequantized, then onnxruntime's MoE (``contrib_linalg.moe``).
     The float formats (quant_type fp4/nvfp4/fp8/wfp4afp8 and their global and activation scales),
     separate router weights and prepacked layouts are refused."""
     if quant_type != "int" or any(v is not None for v in float_formats) or router_weights is not None:
-        raise ExecutionError(f"QMoE with quant_type {quant_type!r}, router_weights or global/activation scales is "
-                             f"not supported (integer weights only)")
+        raise ExecutionError(
+            f"QMoE with quant_type {quant_type!r}, router_weights or global/activation scales is "
+            f"not supported (integer weights only)"
+        )
     if weights_prepacked == 1:
         raise ExecutionError("QMoE with weights_prepacked=1 holds weights in an execution provider's layout")
     layers = []
-    for packed, scales, zeros, bits in ((fc1_weights, fc1_scales, fc1_zero_points, fc1_expert_weight_bits),
-                                        (fc2_weights, fc2_scales, fc2_zero_points, fc2_expert_weight_bits),
-                                        (fc3_weights, fc3_scales, fc3_zero_points, fc3_expert_weight_bits)):
+    for packed, scales, zeros, bits in (
+        (fc1_weights, fc1_scales, fc1_zero_points, fc1_expert_weight_bits),
+        (fc2_weights, fc2_scales, fc2_zero_points, fc2_expert_weight_bits),
+        (fc3_weights, fc3_scales, fc3_zero_points, fc3_expert_weight_bits),
+    ):
         if packed is not None and scales is None:
             raise ExecutionError("integer QMoE weights need their scales")
         layers.append(quant.moe_expert_weights(packed, scales, zeros, bits or expert_weight_bits, block_size))
-    return moe(ctx, x, router_probs, layers[0], fc1_bias, layers[1], fc2_bias, layers[2], fc3_bias,
-                  activation_alpha=activation_alpha, activation_beta=activation_beta,
-                  activation_type=activation_type, k=k, normalize_routing_weights=normalize_routing_weights,
-                  swiglu_fusion=swiglu_fusion, swiglu_limit=swiglu_limit,
-                  swiglu_limit_after_activation=swiglu_limit_after_activation, use_sparse_mixer=use_sparse_mixer)
+    return moe(
+        ctx,
+        x,
+        router_probs,
+        layers[0],
+        fc1_bias,
+        layers[1],
+        fc2_bias,
+        layers[2],
+        fc3_bias,
+        activation_alpha=activation_alpha,
+        activation_beta=activation_beta,
+        activation_type=activation_type,
+        k=k,
+        normalize_routing_weights=normalize_routing_weights,
+        swiglu_fusion=swiglu_fusion,
+        swiglu_limit=swiglu_limit,
+        swiglu_limit_after_activation=swiglu_limit_after_activation,
+        use_sparse_mixer=use_sparse_mixer,
+    )

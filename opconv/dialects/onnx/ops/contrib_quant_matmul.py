@@ -48,21 +48,33 @@ def matmul_integer16_1(ctx, a, b):
 
 @onnx_op("MatMulIntegerToFloat", since=1, domain=MS)
 def matmul_integer_to_float_1(ctx, a, b, a_scale, b_scale, a_zero_point=None, b_zero_point=None, bias=None):
-    return scaled(integer_product(a, b, a_zero_point, b_zero_point), a_scale, b_scale, bias,
-                   np.asarray(a_scale).dtype)
+    return scaled(integer_product(a, b, a_zero_point, b_zero_point), a_scale, b_scale, bias, np.asarray(a_scale).dtype)
 
 
 @onnx_op("DynamicQuantizeMatMul", since=1, domain=MS)
 def dynamic_quantize_matmul_1(ctx, a, b, b_scale, b_zero_point=None, bias=None):
     """A quantized to uint8 over its own range (ONNX DynamicQuantizeLinear), then MatMulIntegerToFloat."""
     qa, a_scale, a_zero_point = quant.dynamic_quantize(a)
-    return scaled(integer_product(qa, b, a_zero_point, b_zero_point), a_scale, b_scale, bias,
-                   np.asarray(a).dtype)
+    return scaled(integer_product(qa, b, a_zero_point, b_zero_point), a_scale, b_scale, bias, np.asarray(a).dtype)
 
 
 @onnx_op("QGemm", since=1, domain=MS)
-def qgemm_1(ctx, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c=None, y_scale=None, y_zero_point=None, *,
-            alpha, transA, transB):
+def qgemm_1(
+    ctx,
+    a,
+    a_scale,
+    a_zero_point,
+    b,
+    b_scale,
+    b_zero_point,
+    c=None,
+    y_scale=None,
+    y_zero_point=None,
+    *,
+    alpha,
+    transA,
+    transB,
+):
     """``alpha * a_scale * b_scale * (A'B' + C)`` with C an int32 bias in the accumulator's scale; float output
     without ``y_scale``, else requantized to ``y_zero_point``'s type."""
     a, b = np.asarray(a), np.asarray(b)
@@ -86,7 +98,7 @@ def qgemm_1(ctx, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c=None, y_s
 def _nbits_weight(b, scales, zero_points, g_idx, *, k: int, n: int, bits: int, block_size: int) -> np.ndarray:
     """MatMulNBits' weight dequantized to float32 ``[N, K]``."""
     blocks = -(-k // block_size)
-    q = quant.unpack_bits(np.asarray(b).reshape(n, -1), bits)[:, :blocks * block_size][:, :k]
+    q = quant.unpack_bits(np.asarray(b).reshape(n, -1), bits)[:, : blocks * block_size][:, :k]
     scales = upcast(np.asarray(scales)).astype(np.float32).reshape(n, blocks)
     if zero_points is None:
         zeros = np.full((n, blocks), 1 << (bits - 1), np.int64)
@@ -101,11 +113,27 @@ def _nbits_weight(b, scales, zero_points, g_idx, *, k: int, n: int, bits: int, b
 
 
 @onnx_op("MatMulNBits", since=1, domain=MS)
-def matmul_nbits_1(ctx, a, b, scales, zero_points=None, g_idx=None, bias=None, *, K, N, accuracy_level, bits,
-                   block_size, weight_prepacked):
+def matmul_nbits_1(
+    ctx,
+    a,
+    b,
+    scales,
+    zero_points=None,
+    g_idx=None,
+    bias=None,
+    *,
+    K,
+    N,
+    accuracy_level,
+    bits,
+    block_size,
+    weight_prepacked,
+):
     if weight_prepacked:
-        raise ExecutionError("MatMulNBits with weight_prepacked=1 holds weights in an onnxruntime-internal "
-                             "layout; only the portable layout is supported")
+        raise ExecutionError(
+            "MatMulNBits with weight_prepacked=1 holds weights in an onnxruntime-internal "
+            "layout; only the portable layout is supported"
+        )
     if K is None or N is None or block_size is None:
         raise ExecutionError("MatMulNBits needs its K, N and block_size attributes")
     weight = _nbits_weight(b, scales, zero_points, g_idx, k=K, n=N, bits=bits, block_size=block_size)
@@ -124,8 +152,9 @@ def matmul_bnb4_1(ctx, a, b, absmax, *, K, N, block_size, quant_type, training_m
 
 
 @onnx_op("GatherBlockQuantized", since=1, domain=MS)
-def gather_block_quantized_1(ctx, data, indices, scales, zero_points=None, *, bits, block_size, gather_axis,
-                             quantize_axis):
+def gather_block_quantized_1(
+    ctx, data, indices, scales, zero_points=None, *, bits, block_size, gather_axis, quantize_axis
+):
     values = quant.block_quantized_table(data, scales, zero_points, bits, block_size, quantize_axis)
     return np.take(values, np.asarray(indices).astype(np.int64), axis=normalize_axis(gather_axis, values.ndim))
 

@@ -21,9 +21,31 @@ MS = "com.microsoft"
 
 
 @onnx_op("AttnLSTM", since=1, domain=MS)
-def attn_lstm(ctx, x, w, r, b=None, sequence_lens=None, initial_h=None, initial_c=None, p=None, qw=None, mw=None,
-              v=None, m=None, memory_seq_lens=None, aw=None, *, activation_alpha, activation_beta, activations, clip,
-              direction, hidden_size, input_forget):
+def attn_lstm(
+    ctx,
+    x,
+    w,
+    r,
+    b=None,
+    sequence_lens=None,
+    initial_h=None,
+    initial_c=None,
+    p=None,
+    qw=None,
+    mw=None,
+    v=None,
+    m=None,
+    memory_seq_lens=None,
+    aw=None,
+    *,
+    activation_alpha,
+    activation_beta,
+    activations,
+    clip,
+    direction,
+    hidden_size,
+    input_forget,
+):
     missing = [name for name, value in (("QW", qw), ("MW", mw), ("V", v), ("M", m)) if value is None]
     if missing:
         raise ExecutionError(f"AttnLSTM needs its attention inputs; {', '.join(missing)} missing")
@@ -37,9 +59,27 @@ def attn_lstm(ctx, x, w, r, b=None, sequence_lens=None, initial_h=None, initial_
     attention_size = np.shape(aw)[-1] if aw is not None else np.shape(mw)[1]
     expected = [num_directions, 4 * hidden, np.shape(x)[-1] + attention_size]
     if list(w.shape) != expected:
-        raise ExecutionError(f"W must have shape {expected} (input_size + attention size columns), "
-                             f"got {list(w.shape)}")
+        raise ExecutionError(f"W must have shape {expected} (input_size + attention size columns), got {list(w.shape)}")
     b_w, b_r = (None, None) if b is None else np.split(np.asarray(b), 2, axis=-1)
     specs = activation_list("lstm", activations, activation_alpha, activation_beta, num_directions)
-    return K.attention_lstm(x, w, r, b_w, b_r, initial_h, initial_c, p, sequence_lens, direction, specs, clip,
-                            bool(input_forget), m, memory_seq_lens, qw, mw, v, aw)
+    return K.attention_lstm(
+        x,
+        w,
+        r,
+        b_w,
+        b_r,
+        initial_h,
+        initial_c,
+        p,
+        sequence_lens,
+        direction,
+        specs,
+        clip,
+        bool(input_forget),
+        m,
+        memory_seq_lens,
+        qw,
+        mw,
+        v,
+        aw,
+    )

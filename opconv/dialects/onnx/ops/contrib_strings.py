@@ -45,5 +45,5 @@ def tokenizer(ctx, x, *, mark, mincharnum, pad_value, separators, tokenexp):
     width = max((len(r) for r in rows), default=0)
     out = np.full((len(rows), width), pad_value, dtype=object)
     for i, row in enumerate(rows):
-        out[i, :len(row)] = row
+        out[i, : len(row)] = row
     return out.reshape(strings.shape + (width,))

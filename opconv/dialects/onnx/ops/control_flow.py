@@ -55,6 +55,7 @@ def _stack(elements: list, declared, what: str) -> np.ndarray:
 
 # -- If -----------------------------------------------------------------------
 
+
 @onnx_op("If", since=[1, 11, 13, 16, 19, 21, 23, 24, 25])
 def if_1(ctx, cond, *, then_branch, else_branch):
     # The versions differ only in the value types a branch may return (sequences, optionals, new dtypes).
@@ -63,6 +64,7 @@ def if_1(ctx, cond, *, then_branch, else_branch):
 
 
 # -- Loop ---------------------------------------------------------------------
+
 
 @onnx_op("Loop", since=[1, 11, 13, 16, 19, 21, 23, 24, 25])
 def loop_1(ctx, M=None, cond=None, *v_initial, body):
@@ -75,8 +77,9 @@ def loop_1(ctx, M=None, cond=None, *v_initial, body):
     n_carried = len(v_initial)
     n_scan = len(body.outputs) - 1 - n_carried
     if n_scan < 0:
-        raise ExecutionError(f"the body returns {len(body.outputs)} values, fewer than 1 + {n_carried} "
-                             f"loop-carried values")
+        raise ExecutionError(
+            f"the body returns {len(body.outputs)} values, fewer than 1 + {n_carried} loop-carried values"
+        )
     if M is None and cond is None:
         raise ExecutionError("Loop without trip count M and without cond never terminates")
     trip_count = None if M is None else int(_single(M, "Loop trip count M"))
@@ -88,8 +91,8 @@ def loop_1(ctx, M=None, cond=None, *v_initial, body):
         outs = ctx.run_graph(body, [np.array(i, dtype=np.int64), np.array(keep_going), *carried])
         if cond is not None:
             keep_going = _scalar_bool(outs[0], "Loop body condition")
-        carried = outs[1:1 + n_carried]
-        for acc, value in zip(scans, outs[1 + n_carried:]):
+        carried = outs[1 : 1 + n_carried]
+        for acc, value in zip(scans, outs[1 + n_carried :]):
             acc.append(value)
         i += 1
     stacked = [_stack(acc, body.outputs[1 + n_carried + k], f"Loop scan output {k}") for k, acc in enumerate(scans)]
@@ -97,6 +100,7 @@ def loop_1(ctx, M=None, cond=None, *v_initial, body):
 
 
 # -- Scan ---------------------------------------------------------------------
+
 
 @onnx_op("Scan", since=8)
 def scan_8(ctx, sequence_lens=None, *initial_state_and_scan_inputs, body, directions, num_scan_inputs):
@@ -107,8 +111,9 @@ def scan_8(ctx, sequence_lens=None, *initial_state_and_scan_inputs, body, direct
     """
     n_state = len(initial_state_and_scan_inputs) - num_scan_inputs
     if n_state < 0 or num_scan_inputs < 1:
-        raise ExecutionError(f"num_scan_inputs={num_scan_inputs} does not fit "
-                             f"{len(initial_state_and_scan_inputs)} state and scan inputs")
+        raise ExecutionError(
+            f"num_scan_inputs={num_scan_inputs} does not fit {len(initial_state_and_scan_inputs)} state and scan inputs"
+        )
     states = [np.asarray(s) for s in initial_state_and_scan_inputs[:n_state]]
     scan_inputs = [np.asarray(x) for x in initial_state_and_scan_inputs[n_state:]]
     batch, max_len = scan_inputs[0].shape[:2]
@@ -143,16 +148,25 @@ def scan_8(ctx, sequence_lens=None, *initial_state_and_scan_inputs, body, direct
 
 
 @onnx_op("Scan", since=[9, 11, 16, 19, 21, 23, 24, 25])
-def scan_9(ctx, *initial_state_and_scan_inputs, body, num_scan_inputs, scan_input_axes, scan_input_directions,
-           scan_output_axes, scan_output_directions):
+def scan_9(
+    ctx,
+    *initial_state_and_scan_inputs,
+    body,
+    num_scan_inputs,
+    scan_input_axes,
+    scan_input_directions,
+    scan_output_axes,
+    scan_output_directions,
+):
     """Scan-9+: no batch axis; each scan input is scanned along its own axis and direction.
 
     Scan outputs are stacked per iteration, reversed when prepended, then moved to their output axis.
     """
     n_state = len(initial_state_and_scan_inputs) - num_scan_inputs
     if n_state < 0 or num_scan_inputs < 1:
-        raise ExecutionError(f"num_scan_inputs={num_scan_inputs} does not fit "
-                             f"{len(initial_state_and_scan_inputs)} state and scan inputs")
+        raise ExecutionError(
+            f"num_scan_inputs={num_scan_inputs} does not fit {len(initial_state_and_scan_inputs)} state and scan inputs"
+        )
     n_out = len(body.outputs) - n_state
     carried = list(initial_state_and_scan_inputs[:n_state])
     in_axes = scan_input_axes or [0] * num_scan_inputs
@@ -184,6 +198,7 @@ def scan_9(ctx, *initial_state_and_scan_inputs, body, num_scan_inputs, scan_inpu
 
 
 # -- SequenceMap ----------------------------------------------------------------
+
 
 @onnx_op("SequenceMap", since=17)
 def sequence_map_17(ctx, input_sequence, *additional_inputs, body):

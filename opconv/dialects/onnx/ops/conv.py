@@ -41,16 +41,18 @@ def conv_1(ctx, x, w, b=None, *, auto_pad, dilations, group, kernel_shape, pads,
 
 
 @onnx_op("ConvTranspose", since=[1, 11, 22])
-def conv_transpose_1(ctx, x, w, b=None, *, auto_pad, dilations, group, kernel_shape, output_padding,
-                     output_shape, pads, strides):
+def conv_transpose_1(
+    ctx, x, w, b=None, *, auto_pad, dilations, group, kernel_shape, output_padding, output_shape, pads, strides
+):
     kernel = _kernel_shape(w, kernel_shape)
     n = len(kernel)
     if output_shape is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         # Pads are derived from the requested output size (input * stride for SAME_*); the odd
         # element goes to the end only for SAME_UPPER.
         size = None if output_shape is None else [int(s) for s in output_shape][-n:]
-        begin, end = K.conv_transpose_pads(x.shape[2:], kernel, strides, dilations, output_padding, size,
-                                           extra_at_end=auto_pad == "SAME_UPPER")
+        begin, end = K.conv_transpose_pads(
+            x.shape[2:], kernel, strides, dilations, output_padding, size, extra_at_end=auto_pad == "SAME_UPPER"
+        )
     elif auto_pad == "VALID":
         begin, end = [0] * n, [0] * n
     else:
@@ -59,26 +61,68 @@ def conv_transpose_1(ctx, x, w, b=None, *, auto_pad, dilations, group, kernel_sh
 
 
 @onnx_op("ConvInteger", since=10)
-def conv_integer_10(ctx, x, w, x_zero_point=None, w_zero_point=None, *, auto_pad, dilations, group,
-                    kernel_shape, pads, strides):
+def conv_integer_10(
+    ctx, x, w, x_zero_point=None, w_zero_point=None, *, auto_pad, dilations, group, kernel_shape, pads, strides
+):
     kernel = _kernel_shape(w, kernel_shape)
     begin, end = conv_pads(x.shape, kernel, strides, dilations, pads, auto_pad)
-    return K.conv_integer(x, w, 0 if x_zero_point is None else x_zero_point,
-                          0 if w_zero_point is None else w_zero_point, strides, begin, end, dilations, group)
+    return K.conv_integer(
+        x,
+        w,
+        0 if x_zero_point is None else x_zero_point,
+        0 if w_zero_point is None else w_zero_point,
+        strides,
+        begin,
+        end,
+        dilations,
+        group,
+    )
 
 
 @onnx_op("QLinearConv", since=10)
-def qlinear_conv_10(ctx, x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, b=None, *,
-                    auto_pad, dilations, group, kernel_shape, pads, strides):
+def qlinear_conv_10(
+    ctx,
+    x,
+    x_scale,
+    x_zero_point,
+    w,
+    w_scale,
+    w_zero_point,
+    y_scale,
+    y_zero_point,
+    b=None,
+    *,
+    auto_pad,
+    dilations,
+    group,
+    kernel_shape,
+    pads,
+    strides,
+):
     kernel = _kernel_shape(w, kernel_shape)
     begin, end = conv_pads(x.shape, kernel, strides, dilations, pads, auto_pad)
-    return K.qlinear_conv(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, b,
-                          strides, begin, end, dilations, group)
+    return K.qlinear_conv(
+        x,
+        x_scale,
+        x_zero_point,
+        w,
+        w_scale,
+        w_zero_point,
+        y_scale,
+        y_zero_point,
+        b,
+        strides,
+        begin,
+        end,
+        dilations,
+        group,
+    )
 
 
 @onnx_op("DeformConv", since=[19, 22])
-def deform_conv_19(ctx, x, w, offset, b=None, mask=None, *, dilations, group, kernel_shape, offset_group, pads,
-                   strides):
+def deform_conv_19(
+    ctx, x, w, offset, b=None, mask=None, *, dilations, group, kernel_shape, offset_group, pads, strides
+):
     kernel = _kernel_shape(w, kernel_shape)
     begin, end = K.split_pads(pads, len(kernel))
     return K.deform_conv(x, w, offset, b, mask, strides, begin, end, dilations, group, offset_group)

@@ -60,8 +60,9 @@ def _decode_pnm(data: bytes) -> np.ndarray:
     channels = 3 if kind in b"36" else 1
     count = width * height * channels
     if ascii_form:
-        samples = np.array(re.findall(rb"[01]" if bitmap else rb"\d+", re.sub(rb"#[^\n]*", b"", data[pos:])),
-                           dtype=np.int64)[:count]
+        samples = np.array(
+            re.findall(rb"[01]" if bitmap else rb"\d+", re.sub(rb"#[^\n]*", b"", data[pos:])), dtype=np.int64
+        )[:count]
     elif bitmap:
         rows = np.frombuffer(data, np.uint8, height * ((width + 7) // 8), pos + 1).reshape(height, -1)
         samples = np.unpackbits(rows, axis=1)[:, :width].astype(np.int64)
@@ -78,6 +79,7 @@ def _decode_pnm(data: bytes) -> np.ndarray:
 
 # -- BMP ------------------------------------------------------------------------
 
+
 def _decode_bmp(data: bytes) -> np.ndarray:
     _check(len(data) >= 54, "truncated BMP header")
     (offset,) = struct.unpack_from("<I", data, 10)
@@ -93,7 +95,7 @@ def _decode_bmp(data: bytes) -> np.ndarray:
     if not top_down:
         rows = rows[::-1]
     if bits in (24, 32):
-        bgr = rows[:, :width * bits // 8].reshape(height, width, bits // 8)[:, :, :3]
+        bgr = rows[:, : width * bits // 8].reshape(height, width, bits // 8)[:, :, :3]
         return bgr[:, :, ::-1].copy()
     _check(bits in (1, 4, 8), f"unsupported BMP bit count {bits}")
     (colors,) = struct.unpack_from("<I", data, 46)
@@ -109,12 +111,13 @@ def _decode_bmp(data: bytes) -> np.ndarray:
 
 # -- PNG ------------------------------------------------------------------------
 
+
 def _png_chunks(data: bytes):
     pos = 8
     while pos + 8 <= len(data):
         length, kind = struct.unpack_from(">I4s", data, pos)
         _check(pos + 12 + length <= len(data), "truncated PNG chunk")
-        yield kind, data[pos + 8:pos + 8 + length]
+        yield kind, data[pos + 8 : pos + 8 + length]
         pos += 12 + length
 
 
@@ -144,10 +147,10 @@ def _unfilter(raw: np.ndarray, height: int, row_bytes: int, bpp: int) -> np.ndar
             left = np.zeros(bpp, np.int64)
             up_left = np.zeros(bpp, np.int64)
             for x in range(0, row_bytes, bpp):
-                up = prev[x:x + bpp]
+                up = prev[x : x + bpp]
                 pred = (left + up) // 2 if kind == 3 else _paeth(left, up, up_left)
-                cur[x:x + bpp] = (line[x:x + bpp] + pred[:len(up)]) % 256
-                left, up_left = cur[x:x + bpp], up
+                cur[x : x + bpp] = (line[x : x + bpp] + pred[: len(up)]) % 256
+                left, up_left = cur[x : x + bpp], up
         else:
             raise _Corrupt(f"unknown PNG filter {kind}")
         out[y], prev = cur, cur
@@ -223,7 +226,7 @@ def _decode_tiff(data: bytes) -> np.ndarray:
     photometric = get(262)
     if any(b != 8 for b in bits) or get(284, 1) != 1 or photometric not in (0, 1, 2):
         raise ExecutionError("only 8-bit chunky gray or RGB TIFF is supported by opconv")
-    strips = b"".join(data[o:o + n] for o, n in zip(tags.get(273, ()), tags.get(279, ())))
+    strips = b"".join(data[o : o + n] for o, n in zip(tags.get(273, ()), tags.get(279, ())))
     _check(len(strips) >= width * height * samples, "truncated TIFF pixel data")
     pixels = np.frombuffer(strips, np.uint8, width * height * samples).reshape(height, width, samples)
     if photometric == 2:

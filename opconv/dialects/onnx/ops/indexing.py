@@ -122,8 +122,9 @@ def compress_9(ctx, input, condition, *, axis):
         x, axis = x.reshape(-1), 0
     axis = normalize_axis(axis, x.ndim)
     if condition.size > x.shape[axis]:
-        raise ExecutionError(f"Compress: condition of length {condition.size} is longer than dim {axis} "
-                             f"({x.shape[axis]})")
+        raise ExecutionError(
+            f"Compress: condition of length {condition.size} is longer than dim {axis} ({x.shape[axis]})"
+        )
     return np.compress(condition, x, axis=axis)
 
 
@@ -136,8 +137,9 @@ def _one_hot(indices, depth, values, axis) -> np.ndarray:
         raise ExecutionError(f"OneHot: values must be [off_value, on_value], got {values.size} elements")
     # Non-integer indices and depth are truncated to int64, as the spec says.
     budget.check((*np.shape(indices), _scalar_int(depth, "OneHot depth")), values.dtype.itemsize, "OneHot's output")
-    out = gather_scatter.one_hot(np.asarray(indices).astype(np.int64), _scalar_int(depth, "OneHot depth"),
-                                 values[0], values[1], axis)
+    out = gather_scatter.one_hot(
+        np.asarray(indices).astype(np.int64), _scalar_int(depth, "OneHot depth"), values[0], values[1], axis
+    )
     return out.astype(values.dtype, copy=False)
 
 

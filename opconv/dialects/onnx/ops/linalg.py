@@ -31,8 +31,9 @@ def _product_shape(a, b, trans_a, trans_b) -> tuple[int, int]:
 def gemm_1(ctx, a, b, c, *, alpha, beta, broadcast, transA, transB):
     m, n = _product_shape(a, b, transA, transB)
     if not broadcast and np.shape(c) != (m, n):
-        raise ExecutionError(f"Gemm C has shape {list(np.shape(c))}, expected [{m}, {n}] "
-                             f"(set broadcast=1 to broadcast it)")
+        raise ExecutionError(
+            f"Gemm C has shape {list(np.shape(c))}, expected [{m}, {n}] (set broadcast=1 to broadcast it)"
+        )
     return gemm_7(ctx, a, b, c, alpha=alpha, beta=beta, transA=transA, transB=transB)
 
 

@@ -99,8 +99,9 @@ def _same_type(function, a, b):
 
 def _into_dying_input(ufunc, ctx, a, b):
     """``ufunc(a, b)`` written into an owned input (ExecContext.owns) of the result's shape, else None."""
-    if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype
-            and computes_natively(a.dtype)):
+    if not (
+        isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype and computes_natively(a.dtype)
+    ):
         return None
     for i, (x, other) in enumerate(((a, b), (b, a))):
         if ctx.owns(i) and _broadcasts_into(other.shape, x.shape):
@@ -110,9 +111,9 @@ def _into_dying_input(ufunc, ctx, a, b):
 
 def _broadcasts_into(shape: tuple, target: tuple) -> bool:
     """Whether ``shape`` broadcasts to ``target`` unchanged (cheaper than np.broadcast_shapes)."""
-    return shape == target or (len(shape) <= len(target) and all(
-        s == 1 or s == t for s, t in zip(reversed(shape), reversed(target))))
-
+    return shape == target or (
+        len(shape) <= len(target) and all(s == 1 or s == t for s, t in zip(reversed(shape), reversed(target)))
+    )
 
 
 def _register_binary(op: str, function, legacy: list[int], modern: list[int], ufunc=None) -> None:
@@ -190,8 +191,9 @@ def bitcast_26(ctx, x, *, to):
         raise ExecutionError("BitCast does not apply to strings")
     source_bits, target_bits = from_numpy(x.dtype).bits, from_numpy(target).bits
     if source_bits != target_bits:
-        raise ExecutionError(f"BitCast needs types of one bit width: {x.dtype} has {source_bits} bits, "
-                             f"{target} has {target_bits}")
+        raise ExecutionError(
+            f"BitCast needs types of one bit width: {x.dtype} has {source_bits} bits, {target} has {target_bits}"
+        )
     # numpy stores every type of one bit width in the same number of bytes, little endian here.
     return (x if x.flags.c_contiguous else x.copy()).view(target)
 
@@ -202,8 +204,9 @@ def bitcast_26(ctx, x, *, to):
 def _same_shapes(inputs) -> None:
     shapes = {np.shape(x) for x in inputs}
     if len(shapes) > 1:
-        raise ExecutionError(f"inputs must have one shape before opset 8 (no broadcasting), got "
-                             f"{sorted(map(list, shapes))}")
+        raise ExecutionError(
+            f"inputs must have one shape before opset 8 (no broadcasting), got {sorted(map(list, shapes))}"
+        )
 
 
 def _fold(function, inputs):

@@ -41,6 +41,7 @@ def ml_op(name: str, since):
 
 # -- shared helpers -------------------------------------------------------------------------------------------
 
+
 def _rows(x) -> np.ndarray:
     """The models' input as a 2-D ``[N, F]`` array: a 1-D input is one row."""
     x = np.asarray(x)
@@ -152,6 +153,7 @@ def _output_dtype(ctx, index: int, fallback) -> np.dtype:
 
 # -- element-wise feature ops ---------------------------------------------------------------------------------
 
+
 @ml_op("ArrayFeatureExtractor", since=1)
 def array_feature_extractor_1(ctx, X, Y):
     x = np.asarray(X)
@@ -229,7 +231,7 @@ def feature_vectorizer_1(ctx, *X, inputdimensions):
         x = _rows(x).astype(np.float32)
         # Each input contributes exactly d columns: extra ones are dropped, missing ones are zero.
         part = np.zeros((x.shape[0], d), dtype=np.float32)
-        part[:, :min(d, x.shape[1])] = x[:, :d]
+        part[:, : min(d, x.shape[1])] = x[:, :d]
         parts.append(part)
     return np.concatenate(parts, axis=1)
 
@@ -272,43 +274,111 @@ def label_encoder_1(ctx, X, *, classes_strings, default_int64, default_string):
 def _one_of(candidates: dict) -> np.ndarray:
     given = {name: v for name, v in candidates.items() if v is not None}
     if len(given) != 1:
-        raise ExecutionError(f"exactly one of {', '.join(candidates)} must be set, got "
-                             f"{', '.join(given) or 'none'}")
+        raise ExecutionError(f"exactly one of {', '.join(candidates)} must be set, got {', '.join(given) or 'none'}")
     return next(iter(given.values()))
 
 
-def _label_encoder(X, keys_floats, keys_int64s, keys_strings, values_floats, values_int64s, values_strings,
-                   default_float, default_int64, default_string, keys_tensor=None, values_tensor=None,
-                   default_tensor=None):
+def _label_encoder(
+    X,
+    keys_floats,
+    keys_int64s,
+    keys_strings,
+    values_floats,
+    values_int64s,
+    values_strings,
+    default_float,
+    default_int64,
+    default_string,
+    keys_tensor=None,
+    values_tensor=None,
+    default_tensor=None,
+):
     def listed(v, dtype):
         return None if v is None else np.asarray(list(v), dtype=dtype)
 
-    keys = _one_of({"keys_floats": listed(keys_floats, np.float32), "keys_int64s": listed(keys_int64s, np.int64),
-                            "keys_strings": listed(keys_strings, object),
-                            "keys_tensor": None if keys_tensor is None else np.asarray(keys_tensor).reshape(-1)})
-    values = _one_of({"values_floats": listed(values_floats, np.float32),
-                                "values_int64s": listed(values_int64s, np.int64),
-                                "values_strings": listed(values_strings, object),
-                                "values_tensor": None if values_tensor is None else
-                                np.asarray(values_tensor).reshape(-1)})
+    keys = _one_of(
+        {
+            "keys_floats": listed(keys_floats, np.float32),
+            "keys_int64s": listed(keys_int64s, np.int64),
+            "keys_strings": listed(keys_strings, object),
+            "keys_tensor": None if keys_tensor is None else np.asarray(keys_tensor).reshape(-1),
+        }
+    )
+    values = _one_of(
+        {
+            "values_floats": listed(values_floats, np.float32),
+            "values_int64s": listed(values_int64s, np.int64),
+            "values_strings": listed(values_strings, object),
+            "values_tensor": None if values_tensor is None else np.asarray(values_tensor).reshape(-1),
+        }
+    )
     default = _label_encoder_default(values, default_float, default_int64, default_string, default_tensor)
     return _lookup(X, keys, values, default)
 
 
 @ml_op("LabelEncoder", since=2)
-def label_encoder_2(ctx, X, *, default_float, default_int64, default_string, keys_floats, keys_int64s, keys_strings,
-                    values_floats, values_int64s, values_strings):
-    return _label_encoder(X, keys_floats, keys_int64s, keys_strings, values_floats, values_int64s, values_strings,
-                          default_float, default_int64, default_string)
+def label_encoder_2(
+    ctx,
+    X,
+    *,
+    default_float,
+    default_int64,
+    default_string,
+    keys_floats,
+    keys_int64s,
+    keys_strings,
+    values_floats,
+    values_int64s,
+    values_strings,
+):
+    return _label_encoder(
+        X,
+        keys_floats,
+        keys_int64s,
+        keys_strings,
+        values_floats,
+        values_int64s,
+        values_strings,
+        default_float,
+        default_int64,
+        default_string,
+    )
 
 
 @ml_op("LabelEncoder", since=4)
-def label_encoder_4(ctx, X, *, default_float, default_int64, default_string, default_tensor, keys_floats,
-                    keys_int64s, keys_strings, keys_tensor, values_floats, values_int64s, values_strings,
-                    values_tensor):
+def label_encoder_4(
+    ctx,
+    X,
+    *,
+    default_float,
+    default_int64,
+    default_string,
+    default_tensor,
+    keys_floats,
+    keys_int64s,
+    keys_strings,
+    keys_tensor,
+    values_floats,
+    values_int64s,
+    values_strings,
+    values_tensor,
+):
     # Version 4 adds keys/values/default as tensors of any of its element types.
-    return _label_encoder(X, keys_floats, keys_int64s, keys_strings, values_floats, values_int64s, values_strings,
-                          default_float, default_int64, default_string, keys_tensor, values_tensor, default_tensor)
+    return _label_encoder(
+        X,
+        keys_floats,
+        keys_int64s,
+        keys_strings,
+        values_floats,
+        values_int64s,
+        values_strings,
+        default_float,
+        default_int64,
+        default_string,
+        keys_tensor,
+        values_tensor,
+        default_tensor,
+    )
 
 
 @ml_op("Normalizer", since=1)
@@ -370,6 +440,7 @@ def zip_map_1(ctx, X, *, classlabels_int64s, classlabels_strings):
 
 # -- linear models ------------------------------------------------------------------------------------------------
 
+
 def _linear_scores(X, coefficients, intercepts, outputs: int) -> np.ndarray:
     x = _rows(X).astype(np.float64)
     w = np.asarray(coefficients, dtype=np.float32).astype(np.float64)
@@ -405,8 +476,9 @@ def _binary_scores(raw: np.ndarray, post_transform: str, negate_raw: bool = Fals
 
 
 @ml_op("LinearClassifier", since=1)
-def linear_classifier_1(ctx, X, *, classlabels_ints, classlabels_strings, coefficients, intercepts, multi_class,
-                        post_transform):
+def linear_classifier_1(
+    ctx, X, *, classlabels_ints, classlabels_strings, coefficients, intercepts, multi_class, post_transform
+):
     labels = _labels(classlabels_ints, classlabels_strings)
     features = _rows(X).shape[1]
     classes = len(coefficients) // features if features else 0
@@ -421,6 +493,7 @@ def linear_classifier_1(ctx, X, *, classlabels_ints, classlabels_strings, coeffi
 
 
 # -- support vector machines --------------------------------------------------------------------------------------
+
 
 def _svm_kernel(kernel_type: str, kernel_params, x: np.ndarray, sv: np.ndarray) -> np.ndarray:
     """The kernel matrix [N, S] between rows and support vectors; kernel_params are (gamma, coef0, degree)."""
@@ -444,17 +517,18 @@ def _support_vectors(support_vectors, features: int) -> np.ndarray:
 
 
 @ml_op("SVMRegressor", since=1)
-def svm_regressor_1(ctx, X, *, coefficients, kernel_params, kernel_type, n_supports, one_class, post_transform, rho,
-                    support_vectors):
+def svm_regressor_1(
+    ctx, X, *, coefficients, kernel_params, kernel_type, n_supports, one_class, post_transform, rho, support_vectors
+):
     x = _rows(X).astype(np.float64)
     coef = np.asarray(coefficients or [], dtype=np.float32).astype(np.float64)
     bias = float(np.float32((rho or [0.0])[0]))
     if n_supports > 0:
         sv = _support_vectors(support_vectors, x.shape[1])
-        scores = _svm_kernel(kernel_type, kernel_params, x, sv) @ coef[:sv.shape[0]] + bias
+        scores = _svm_kernel(kernel_type, kernel_params, x, sv) @ coef[: sv.shape[0]] + bias
     else:
         # Without support vectors the coefficients are the weights of a linear model.
-        scores = x @ coef[:x.shape[1]] + bias
+        scores = x @ coef[: x.shape[1]] + bias
     if one_class:
         scores = np.where(scores > 0, 1.0, -1.0)
     return _post_transform(scores[:, None], post_transform).astype(np.float32)
@@ -494,8 +568,22 @@ def _pairwise_coupling(r: np.ndarray, classes: int) -> np.ndarray:
 
 
 @ml_op("SVMClassifier", since=1)
-def svm_classifier_1(ctx, X, *, classlabels_ints, classlabels_strings, coefficients, kernel_params, kernel_type,
-                     post_transform, prob_a, prob_b, rho, support_vectors, vectors_per_class):
+def svm_classifier_1(
+    ctx,
+    X,
+    *,
+    classlabels_ints,
+    classlabels_strings,
+    coefficients,
+    kernel_params,
+    kernel_type,
+    post_transform,
+    prob_a,
+    prob_b,
+    rho,
+    support_vectors,
+    vectors_per_class,
+):
     labels = _labels(classlabels_ints, classlabels_strings)
     x = _rows(X).astype(np.float64)
     classes = labels.size
@@ -547,8 +635,21 @@ _MEMBER = _MODES.index("BRANCH_MEMBER")
 _AGGREGATES = ("AVERAGE", "SUM", "MIN", "MAX")  # TreeEnsemble-5's integer codes, in order
 
 
-def _traverse(x, roots, start_done, features, splits, modes, nan_true, true_next, true_leaf, false_next, false_leaf,
-              member_sets=None, member_index=None) -> np.ndarray:
+def _traverse(
+    x,
+    roots,
+    start_done,
+    features,
+    splits,
+    modes,
+    nan_true,
+    true_next,
+    true_leaf,
+    false_next,
+    false_leaf,
+    member_sets=None,
+    member_index=None,
+) -> np.ndarray:
     """The leaf each row reaches in each tree: an int array [N, trees] of the leaf indices the branches name.
 
     Every (row, tree) pair walks one level per iteration, so the loop runs as many times as the deepest path.
@@ -605,21 +706,38 @@ def _member_sets(modes: np.ndarray, membership_values) -> tuple[np.ndarray, np.n
     delimiters = np.flatnonzero(np.isnan(values))
     bounds = np.concatenate([[-1], delimiters, [values.size]])
     # One set per BRANCH_MEMBER node, in node order; a NaN after the last set leaves nothing after it.
-    sets = [values[a + 1:b] for a, b in zip(bounds[:-1], bounds[1:])][:int(is_member.sum())]
+    sets = [values[a + 1 : b] for a, b in zip(bounds[:-1], bounds[1:])][: int(is_member.sum())]
     if len(sets) < is_member.sum():
         raise ExecutionError(f"{is_member.sum()} BRANCH_MEMBER nodes but {len(sets)} sets in membership_values")
     width = max(1, max(s.size for s in sets))
     matrix = np.full((len(sets), width), np.nan)
     for i, s in enumerate(sets):  # one row per set (an attribute, not per element)
-        matrix[i, :s.size] = s
+        matrix[i, : s.size] = s
     return matrix, member_index
 
 
 @ml_op("TreeEnsemble", since=5)
-def tree_ensemble_5(ctx, X, *, aggregate_function, leaf_targetids, leaf_weights, membership_values, n_targets,
-                    nodes_falseleafs, nodes_falsenodeids, nodes_featureids, nodes_hitrates,
-                    nodes_missing_value_tracks_true, nodes_modes, nodes_splits, nodes_trueleafs, nodes_truenodeids,
-                    post_transform, tree_roots):
+def tree_ensemble_5(
+    ctx,
+    X,
+    *,
+    aggregate_function,
+    leaf_targetids,
+    leaf_weights,
+    membership_values,
+    n_targets,
+    nodes_falseleafs,
+    nodes_falsenodeids,
+    nodes_featureids,
+    nodes_hitrates,
+    nodes_missing_value_tracks_true,
+    nodes_modes,
+    nodes_splits,
+    nodes_trueleafs,
+    nodes_truenodeids,
+    post_transform,
+    tree_roots,
+):
     x = _rows(X)
     modes = np.asarray(nodes_modes, dtype=np.int64).reshape(-1)
     nodes = modes.size
@@ -628,23 +746,53 @@ def tree_ensemble_5(ctx, X, *, aggregate_function, leaf_targetids, leaf_weights,
     nan_true = np.asarray(nodes_missing_value_tracks_true or [0] * nodes, dtype=bool)
     member_sets, member_index = _member_sets(modes, membership_values)
     leaf = _traverse(
-        x.astype(np.float64), tree_roots, np.zeros(len(tree_roots), bool), np.asarray(nodes_featureids, np.int64),
-        np.asarray(nodes_splits, dtype=np.float64).reshape(-1), modes, nan_true,
-        np.asarray(nodes_truenodeids, np.int64), np.asarray(nodes_trueleafs, bool),
-        np.asarray(nodes_falsenodeids, np.int64), np.asarray(nodes_falseleafs, bool), member_sets, member_index)
+        x.astype(np.float64),
+        tree_roots,
+        np.zeros(len(tree_roots), bool),
+        np.asarray(nodes_featureids, np.int64),
+        np.asarray(nodes_splits, dtype=np.float64).reshape(-1),
+        modes,
+        nan_true,
+        np.asarray(nodes_truenodeids, np.int64),
+        np.asarray(nodes_trueleafs, bool),
+        np.asarray(nodes_falsenodeids, np.int64),
+        np.asarray(nodes_falseleafs, bool),
+        member_sets,
+        member_index,
+    )
     targets = np.asarray(leaf_targetids, dtype=np.int64)
     n_targets = n_targets if n_targets is not None else int(targets.max()) + 1 if targets.size else 1
     rows = np.repeat(np.arange(x.shape[0]), leaf.shape[1])
     weights = np.asarray(leaf_weights, dtype=np.float64).reshape(-1)
-    scores = _aggregate((x.shape[0], n_targets), rows, targets[leaf.reshape(-1)], weights[leaf.reshape(-1)],
-                        _AGGREGATES[aggregate_function], len(tree_roots))
+    scores = _aggregate(
+        (x.shape[0], n_targets),
+        rows,
+        targets[leaf.reshape(-1)],
+        weights[leaf.reshape(-1)],
+        _AGGREGATES[aggregate_function],
+        len(tree_roots),
+    )
     out_dtype = x.dtype if x.dtype.kind == "f" else np.float32
     return _post_transform(scores, _POST_TRANSFORM_CODES[post_transform]).astype(out_dtype)
 
 
-def _legacy_tree_scores(X, nodes_treeids, nodes_nodeids, nodes_featureids, nodes_modes, nodes_values,
-                        nodes_truenodeids, nodes_falsenodeids, nodes_missing_value_tracks_true,
-                        entry_treeids, entry_nodeids, entry_ids, entry_weights, outputs: int, aggregate: str):
+def _legacy_tree_scores(
+    X,
+    nodes_treeids,
+    nodes_nodeids,
+    nodes_featureids,
+    nodes_modes,
+    nodes_values,
+    nodes_truenodeids,
+    nodes_falsenodeids,
+    nodes_missing_value_tracks_true,
+    entry_treeids,
+    entry_nodeids,
+    entry_ids,
+    entry_weights,
+    outputs: int,
+    aggregate: str,
+):
     """Scores [N, outputs] of a TreeEnsembleRegressor/Classifier (nodes named by (tree id, node id), mode LEAF for
     leaves, and leaf entries (tree id, node id, output, weight), several per leaf allowed)."""
     x = _rows(X).astype(np.float64)
@@ -685,8 +833,19 @@ def _legacy_tree_scores(X, nodes_treeids, nodes_nodeids, nodes_featureids, nodes
 
     nan_true = np.asarray(nodes_missing_value_tracks_true or [0] * key.size, dtype=bool)
     splits = np.zeros(key.size) if nodes_values is None else nodes_values
-    reached = _traverse(x, roots, is_leaf[roots], np.asarray(nodes_featureids, np.int64), splits, modes,
-                        nan_true, true_next, is_leaf[true_next], false_next, is_leaf[false_next])
+    reached = _traverse(
+        x,
+        roots,
+        is_leaf[roots],
+        np.asarray(nodes_featureids, np.int64),
+        splits,
+        modes,
+        nan_true,
+        true_next,
+        is_leaf[true_next],
+        false_next,
+        is_leaf[false_next],
+    )
     # Which leaf nodes each row reached, then every leaf entry of those nodes contributes.
     hit_node = np.zeros((x.shape[0], key.size), dtype=bool)
     hit_node[np.arange(x.shape[0])[:, None], reached] = True
@@ -695,8 +854,9 @@ def _legacy_tree_scores(X, nodes_treeids, nodes_nodeids, nodes_featureids, nodes
     ids = np.asarray(entry_ids, dtype=np.int64)
     if ids.size and (ids.min() < 0 or ids.max() >= outputs):
         raise ExecutionError(f"leaf entries name outputs outside [0, {outputs})")
-    return _aggregate((x.shape[0], outputs), rows, ids[entries], np.asarray(entry_weights)[entries], aggregate,
-                      roots.size)
+    return _aggregate(
+        (x.shape[0], outputs), rows, ids[entries], np.asarray(entry_weights)[entries], aggregate, roots.size
+    )
 
 
 def _add_base(scores: np.ndarray, base_values) -> np.ndarray:
@@ -707,52 +867,177 @@ def _add_base(scores: np.ndarray, base_values) -> np.ndarray:
     return scores + base_values
 
 
-def _tree_ensemble_regressor(X, aggregate_function, base_values, n_targets, nodes_falsenodeids, nodes_featureids,
-                             nodes_missing_value_tracks_true, nodes_modes, nodes_nodeids, nodes_treeids,
-                             nodes_truenodeids, nodes_values, post_transform, target_ids, target_nodeids,
-                             target_treeids, target_weights):
+def _tree_ensemble_regressor(
+    X,
+    aggregate_function,
+    base_values,
+    n_targets,
+    nodes_falsenodeids,
+    nodes_featureids,
+    nodes_missing_value_tracks_true,
+    nodes_modes,
+    nodes_nodeids,
+    nodes_treeids,
+    nodes_truenodeids,
+    nodes_values,
+    post_transform,
+    target_ids,
+    target_nodeids,
+    target_treeids,
+    target_weights,
+):
     if n_targets is None:
         n_targets = int(max(target_ids)) + 1 if target_ids else 1
-    scores = _legacy_tree_scores(X, nodes_treeids, nodes_nodeids, nodes_featureids, nodes_modes, nodes_values,
-                                 nodes_truenodeids, nodes_falsenodeids, nodes_missing_value_tracks_true,
-                                 target_treeids, target_nodeids, target_ids, target_weights, n_targets,
-                                 aggregate_function)
+    scores = _legacy_tree_scores(
+        X,
+        nodes_treeids,
+        nodes_nodeids,
+        nodes_featureids,
+        nodes_modes,
+        nodes_values,
+        nodes_truenodeids,
+        nodes_falsenodeids,
+        nodes_missing_value_tracks_true,
+        target_treeids,
+        target_nodeids,
+        target_ids,
+        target_weights,
+        n_targets,
+        aggregate_function,
+    )
     return _post_transform(_add_base(scores, base_values), post_transform).astype(np.float32)
 
 
 @ml_op("TreeEnsembleRegressor", since=1)
-def tree_ensemble_regressor_1(ctx, X, *, aggregate_function, base_values, n_targets, nodes_falsenodeids,
-                              nodes_featureids, nodes_hitrates, nodes_missing_value_tracks_true, nodes_modes,
-                              nodes_nodeids, nodes_treeids, nodes_truenodeids, nodes_values, post_transform,
-                              target_ids, target_nodeids, target_treeids, target_weights):
-    return _tree_ensemble_regressor(X, aggregate_function, _floats(base_values), n_targets, nodes_falsenodeids,
-                                    nodes_featureids, nodes_missing_value_tracks_true, nodes_modes, nodes_nodeids,
-                                    nodes_treeids, nodes_truenodeids, _floats(nodes_values), post_transform,
-                                    target_ids, target_nodeids, target_treeids, _floats(target_weights))
+def tree_ensemble_regressor_1(
+    ctx,
+    X,
+    *,
+    aggregate_function,
+    base_values,
+    n_targets,
+    nodes_falsenodeids,
+    nodes_featureids,
+    nodes_hitrates,
+    nodes_missing_value_tracks_true,
+    nodes_modes,
+    nodes_nodeids,
+    nodes_treeids,
+    nodes_truenodeids,
+    nodes_values,
+    post_transform,
+    target_ids,
+    target_nodeids,
+    target_treeids,
+    target_weights,
+):
+    return _tree_ensemble_regressor(
+        X,
+        aggregate_function,
+        _floats(base_values),
+        n_targets,
+        nodes_falsenodeids,
+        nodes_featureids,
+        nodes_missing_value_tracks_true,
+        nodes_modes,
+        nodes_nodeids,
+        nodes_treeids,
+        nodes_truenodeids,
+        _floats(nodes_values),
+        post_transform,
+        target_ids,
+        target_nodeids,
+        target_treeids,
+        _floats(target_weights),
+    )
 
 
 # Version 3 adds double-precision *_as_tensor forms of the float attributes; 5 only deprecates the op.
 @ml_op("TreeEnsembleRegressor", since=[3, 5])
-def tree_ensemble_regressor_3(ctx, X, *, aggregate_function, base_values, base_values_as_tensor, n_targets,
-                              nodes_falsenodeids, nodes_featureids, nodes_hitrates, nodes_hitrates_as_tensor,
-                              nodes_missing_value_tracks_true, nodes_modes, nodes_nodeids, nodes_treeids,
-                              nodes_truenodeids, nodes_values, nodes_values_as_tensor, post_transform, target_ids,
-                              target_nodeids, target_treeids, target_weights, target_weights_as_tensor):
-    return _tree_ensemble_regressor(X, aggregate_function, _floats(base_values, base_values_as_tensor), n_targets,
-                                    nodes_falsenodeids, nodes_featureids, nodes_missing_value_tracks_true,
-                                    nodes_modes, nodes_nodeids, nodes_treeids, nodes_truenodeids,
-                                    _floats(nodes_values, nodes_values_as_tensor), post_transform, target_ids,
-                                    target_nodeids, target_treeids, _floats(target_weights, target_weights_as_tensor))
+def tree_ensemble_regressor_3(
+    ctx,
+    X,
+    *,
+    aggregate_function,
+    base_values,
+    base_values_as_tensor,
+    n_targets,
+    nodes_falsenodeids,
+    nodes_featureids,
+    nodes_hitrates,
+    nodes_hitrates_as_tensor,
+    nodes_missing_value_tracks_true,
+    nodes_modes,
+    nodes_nodeids,
+    nodes_treeids,
+    nodes_truenodeids,
+    nodes_values,
+    nodes_values_as_tensor,
+    post_transform,
+    target_ids,
+    target_nodeids,
+    target_treeids,
+    target_weights,
+    target_weights_as_tensor,
+):
+    return _tree_ensemble_regressor(
+        X,
+        aggregate_function,
+        _floats(base_values, base_values_as_tensor),
+        n_targets,
+        nodes_falsenodeids,
+        nodes_featureids,
+        nodes_missing_value_tracks_true,
+        nodes_modes,
+        nodes_nodeids,
+        nodes_treeids,
+        nodes_truenodeids,
+        _floats(nodes_values, nodes_values_as_tensor),
+        post_transform,
+        target_ids,
+        target_nodeids,
+        target_treeids,
+        _floats(target_weights, target_weights_as_tensor),
+    )
 
 
-def _tree_ensemble_classifier(X, base_values, class_ids, class_nodeids, class_treeids, class_weights,
-                              classlabels_int64s, classlabels_strings, nodes_falsenodeids, nodes_featureids,
-                              nodes_missing_value_tracks_true, nodes_modes, nodes_nodeids, nodes_treeids,
-                              nodes_truenodeids, nodes_values, post_transform):
+def _tree_ensemble_classifier(
+    X,
+    base_values,
+    class_ids,
+    class_nodeids,
+    class_treeids,
+    class_weights,
+    classlabels_int64s,
+    classlabels_strings,
+    nodes_falsenodeids,
+    nodes_featureids,
+    nodes_missing_value_tracks_true,
+    nodes_modes,
+    nodes_nodeids,
+    nodes_treeids,
+    nodes_truenodeids,
+    nodes_values,
+    post_transform,
+):
     labels = _labels(classlabels_int64s, classlabels_strings)
-    scores = _legacy_tree_scores(X, nodes_treeids, nodes_nodeids, nodes_featureids, nodes_modes, nodes_values,
-                                 nodes_truenodeids, nodes_falsenodeids, nodes_missing_value_tracks_true,
-                                 class_treeids, class_nodeids, class_ids, class_weights, labels.size, "SUM")
+    scores = _legacy_tree_scores(
+        X,
+        nodes_treeids,
+        nodes_nodeids,
+        nodes_featureids,
+        nodes_modes,
+        nodes_values,
+        nodes_truenodeids,
+        nodes_falsenodeids,
+        nodes_missing_value_tracks_true,
+        class_treeids,
+        class_nodeids,
+        class_ids,
+        class_weights,
+        labels.size,
+        "SUM",
+    )
     if labels.size == 2 and set(class_ids or []) == {0} and (base_values is None or base_values.size < 2):
         # A binary ensemble whose leaves all score the first class: that score s decides, s > 0 choosing the
         # second class (onnxruntime's reading; leaves scoring the second class are an ordinary two-class case).
@@ -764,28 +1049,93 @@ def _tree_ensemble_classifier(X, base_values, class_ids, class_nodeids, class_tr
 
 
 @ml_op("TreeEnsembleClassifier", since=1)
-def tree_ensemble_classifier_1(ctx, X, *, base_values, class_ids, class_nodeids, class_treeids, class_weights,
-                               classlabels_int64s, classlabels_strings, nodes_falsenodeids, nodes_featureids,
-                               nodes_hitrates, nodes_missing_value_tracks_true, nodes_modes, nodes_nodeids,
-                               nodes_treeids, nodes_truenodeids, nodes_values, post_transform):
-    return _tree_ensemble_classifier(X, _floats(base_values), class_ids, class_nodeids, class_treeids,
-                                     _floats(class_weights), classlabels_int64s, classlabels_strings,
-                                     nodes_falsenodeids, nodes_featureids, nodes_missing_value_tracks_true,
-                                     nodes_modes, nodes_nodeids, nodes_treeids, nodes_truenodeids,
-                                     _floats(nodes_values), post_transform)
+def tree_ensemble_classifier_1(
+    ctx,
+    X,
+    *,
+    base_values,
+    class_ids,
+    class_nodeids,
+    class_treeids,
+    class_weights,
+    classlabels_int64s,
+    classlabels_strings,
+    nodes_falsenodeids,
+    nodes_featureids,
+    nodes_hitrates,
+    nodes_missing_value_tracks_true,
+    nodes_modes,
+    nodes_nodeids,
+    nodes_treeids,
+    nodes_truenodeids,
+    nodes_values,
+    post_transform,
+):
+    return _tree_ensemble_classifier(
+        X,
+        _floats(base_values),
+        class_ids,
+        class_nodeids,
+        class_treeids,
+        _floats(class_weights),
+        classlabels_int64s,
+        classlabels_strings,
+        nodes_falsenodeids,
+        nodes_featureids,
+        nodes_missing_value_tracks_true,
+        nodes_modes,
+        nodes_nodeids,
+        nodes_treeids,
+        nodes_truenodeids,
+        _floats(nodes_values),
+        post_transform,
+    )
 
 
 # Version 3 adds double-precision *_as_tensor forms of the float attributes; 5 only deprecates the op.
 @ml_op("TreeEnsembleClassifier", since=[3, 5])
-def tree_ensemble_classifier_3(ctx, X, *, base_values, base_values_as_tensor, class_ids, class_nodeids,
-                               class_treeids, class_weights, class_weights_as_tensor, classlabels_int64s,
-                               classlabels_strings, nodes_falsenodeids, nodes_featureids, nodes_hitrates,
-                               nodes_hitrates_as_tensor, nodes_missing_value_tracks_true, nodes_modes,
-                               nodes_nodeids, nodes_treeids, nodes_truenodeids, nodes_values,
-                               nodes_values_as_tensor, post_transform):
-    return _tree_ensemble_classifier(X, _floats(base_values, base_values_as_tensor), class_ids, class_nodeids,
-                                     class_treeids, _floats(class_weights, class_weights_as_tensor),
-                                     classlabels_int64s, classlabels_strings, nodes_falsenodeids, nodes_featureids,
-                                     nodes_missing_value_tracks_true, nodes_modes, nodes_nodeids, nodes_treeids,
-                                     nodes_truenodeids, _floats(nodes_values, nodes_values_as_tensor),
-                                     post_transform)
+def tree_ensemble_classifier_3(
+    ctx,
+    X,
+    *,
+    base_values,
+    base_values_as_tensor,
+    class_ids,
+    class_nodeids,
+    class_treeids,
+    class_weights,
+    class_weights_as_tensor,
+    classlabels_int64s,
+    classlabels_strings,
+    nodes_falsenodeids,
+    nodes_featureids,
+    nodes_hitrates,
+    nodes_hitrates_as_tensor,
+    nodes_missing_value_tracks_true,
+    nodes_modes,
+    nodes_nodeids,
+    nodes_treeids,
+    nodes_truenodeids,
+    nodes_values,
+    nodes_values_as_tensor,
+    post_transform,
+):
+    return _tree_ensemble_classifier(
+        X,
+        _floats(base_values, base_values_as_tensor),
+        class_ids,
+        class_nodeids,
+        class_treeids,
+        _floats(class_weights, class_weights_as_tensor),
+        classlabels_int64s,
+        classlabels_strings,
+        nodes_falsenodeids,
+        nodes_featureids,
+        nodes_missing_value_tracks_true,
+        nodes_modes,
+        nodes_nodeids,
+        nodes_treeids,
+        nodes_truenodeids,
+        _floats(nodes_values, nodes_values_as_tensor),
+        post_transform,
+    )

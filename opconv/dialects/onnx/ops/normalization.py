@@ -27,20 +27,21 @@ from ..executor import onnx_dtype, onnx_op
 # ---------------------------------------------------------------- BatchNormalization
 
 
-def _batch_norm(ctx, x, scale, b, mean, var, epsilon, momentum, training: bool, spatial: int = 1,
-                saved_stats: bool = True):
+def _batch_norm(
+    ctx, x, scale, b, mean, var, epsilon, momentum, training: bool, spatial: int = 1, saved_stats: bool = True
+):
     """Shared body of every BatchNormalization version; returns as many values as the node has outputs."""
     shape = x.shape
     if not spatial:
         # Per-activation statistics: each (channel, position) is its own channel of the 2-D view.
-        x, scale, b, mean, var = (np.reshape(t, (shape[0], -1) if t is x else (-1,))
-                                  for t in (x, scale, b, mean, var))
+        x, scale, b, mean, var = (np.reshape(t, (shape[0], -1) if t is x else (-1,)) for t in (x, scale, b, mean, var))
     if not training:
         y = N.batch_norm(x, scale, b, mean, var, epsilon, overwrite_input=ctx.owns(0))
         outputs = (y,)
     else:
         y, running_mean, running_var, batch_mean, batch_var = N.batch_norm_training(
-            x, scale, b, mean, var, epsilon, momentum)
+            x, scale, b, mean, var, epsilon, momentum
+        )
         outputs = (y, running_mean, running_var) + ((batch_mean, batch_var) if saved_stats else ())
     outputs = (outputs[0].reshape(shape),) + outputs[1:]
     if ctx.num_outputs == 1:
@@ -76,8 +77,9 @@ def batch_normalization_9(ctx, x, scale, b, mean, var, *, epsilon, momentum):
 
 @onnx_op("BatchNormalization", since=[14, 15])
 def batch_normalization_14(ctx, x, scale, b, input_mean, input_var, *, epsilon, momentum, training_mode):
-    return _batch_norm(ctx, x, scale, b, input_mean, input_var, epsilon, momentum, bool(training_mode),
-                       saved_stats=False)
+    return _batch_norm(
+        ctx, x, scale, b, input_mean, input_var, epsilon, momentum, bool(training_mode), saved_stats=False
+    )
 
 
 # ---------------------------------------------------------------- other normalizations
@@ -91,7 +93,7 @@ def instance_normalization(ctx, x, scale, b, *, epsilon, consumed_inputs=None):
 @onnx_op("LayerNormalization", since=17)
 def layer_normalization_17(ctx, x, scale, b=None, *, axis, epsilon, stash_type):
     y, mean, inv_std = N.layer_norm(x, scale, b, axis, epsilon, onnx_dtype(stash_type))
-    return (y, mean, inv_std)[:ctx.num_outputs] if ctx.num_outputs > 1 else y
+    return (y, mean, inv_std)[: ctx.num_outputs] if ctx.num_outputs > 1 else y
 
 
 @onnx_op("GroupNormalization", since=18)
@@ -99,8 +101,10 @@ def group_normalization_18(ctx, x, scale, bias, *, epsilon, num_groups):
     # One scale/bias per group: every channel of a group shares it.
     channels = x.shape[1]
     if np.size(scale) != num_groups or np.size(bias) != num_groups or channels % num_groups:
-        raise ExecutionError(f"GroupNormalization-18 needs {num_groups} scale/bias values and channels "
-                             f"({channels}) divisible by num_groups")
+        raise ExecutionError(
+            f"GroupNormalization-18 needs {num_groups} scale/bias values and channels "
+            f"({channels}) divisible by num_groups"
+        )
     per_channel = [np.repeat(np.reshape(t, -1), channels // num_groups) for t in (scale, bias)]
     return N.group_norm(x, *per_channel, num_groups, epsilon)
 
@@ -146,8 +150,11 @@ def _dropout(ctx, x, ratio: float, training: bool, seed, mask_dtype):
     else:
         # With a seed, numpy's classic generator seeded with it (so a seed reproduces the masks
         # other numpy-based implementations draw); without one, the run's deterministic generator.
-        draws = (np.random.RandomState(int(seed)).uniform(0, 1, x.shape) if seed is not None
-                 else ctx.rng().uniform(0, 1, x.shape))
+        draws = (
+            np.random.RandomState(int(seed)).uniform(0, 1, x.shape)
+            if seed is not None
+            else ctx.rng().uniform(0, 1, x.shape)
+        )
         keep = draws >= ratio
         y = (x * keep / np.asarray(1 - ratio, dtype=x.dtype)).astype(x.dtype)
     return (y, keep.astype(mask_dtype or x.dtype)) if ctx.num_outputs > 1 else y

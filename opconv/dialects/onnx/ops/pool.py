@@ -31,8 +31,7 @@ def pool_window(x, kernel_shape, strides, dilations, pads, auto_pad):
 
 
 @onnx_op("AveragePool", since=[1, 7, 10, 11, 19, 22])
-def average_pool(ctx, x, *, auto_pad, kernel_shape, pads, strides, count_include_pad=0, ceil_mode=0,
-                 dilations=None):
+def average_pool(ctx, x, *, auto_pad, kernel_shape, pads, strides, count_include_pad=0, ceil_mode=0, dilations=None):
     kernel, begin, end = pool_window(x, kernel_shape, strides, dilations, pads, auto_pad)
     return P.pool(x, "avg", kernel, strides, begin, end, dilations, bool(ceil_mode), bool(count_include_pad))
 
@@ -82,17 +81,37 @@ def max_roi_pool(ctx, x, rois, *, pooled_shape, spatial_scale):
 
 
 @onnx_op("RoiAlign", since=10)
-def roi_align_10(ctx, x, rois, batch_indices, *, mode, output_height, output_width, sampling_ratio,
-                 spatial_scale):
+def roi_align_10(ctx, x, rois, batch_indices, *, mode, output_height, output_width, sampling_ratio, spatial_scale):
     # Version 10 had no half-pixel shift (what version 16 calls "output_half_pixel").
-    return V.roi_align(x, rois, batch_indices, output_height, output_width, sampling_ratio, spatial_scale, mode,
-                       half_pixel=False)
+    return V.roi_align(
+        x, rois, batch_indices, output_height, output_width, sampling_ratio, spatial_scale, mode, half_pixel=False
+    )
 
 
 @onnx_op("RoiAlign", since=[16, 22])
-def roi_align_16(ctx, x, rois, batch_indices, *, coordinate_transformation_mode, mode, output_height,
-                 output_width, sampling_ratio, spatial_scale):
+def roi_align_16(
+    ctx,
+    x,
+    rois,
+    batch_indices,
+    *,
+    coordinate_transformation_mode,
+    mode,
+    output_height,
+    output_width,
+    sampling_ratio,
+    spatial_scale,
+):
     if coordinate_transformation_mode not in ("half_pixel", "output_half_pixel"):
         raise ExecutionError(f"unknown coordinate_transformation_mode {coordinate_transformation_mode!r}")
-    return V.roi_align(x, rois, batch_indices, output_height, output_width, sampling_ratio, spatial_scale, mode,
-                       half_pixel=coordinate_transformation_mode == "half_pixel")
+    return V.roi_align(
+        x,
+        rois,
+        batch_indices,
+        output_height,
+        output_width,
+        sampling_ratio,
+        spatial_scale,
+        mode,
+        half_pixel=coordinate_transformation_mode == "half_pixel",
+    )

@@ -34,12 +34,15 @@ def _along(param, x: np.ndarray, axis: int = 1, block_size: int = 0):
     if block_size > 0:
         axis = normalize_axis(axis, x.ndim)
         if param.ndim != x.ndim:
-            raise ExecutionError(f"blocked quantization needs a parameter of rank {x.ndim}, "
-                                 f"got shape {list(param.shape)}")
+            raise ExecutionError(
+                f"blocked quantization needs a parameter of rank {x.ndim}, got shape {list(param.shape)}"
+            )
         blocks = -(-x.shape[axis] // block_size)
         if param.shape[axis] != blocks:
-            raise ExecutionError(f"{x.shape[axis]} values in blocks of {block_size} need {blocks} parameters "
-                                 f"along axis {axis}, got {param.shape[axis]}")
+            raise ExecutionError(
+                f"{x.shape[axis]} values in blocks of {block_size} need {blocks} parameters "
+                f"along axis {axis}, got {param.shape[axis]}"
+            )
         return np.repeat(param, block_size, axis=axis).take(np.arange(x.shape[axis]), axis=axis)
     if param.size == 1 and param.ndim <= 1:
         return param.reshape(())
@@ -56,17 +59,23 @@ def _output_type(zero_point, output_dtype: int = 0) -> np.dtype:
     if output_dtype:
         target = onnx_dtype(output_dtype)
         if zero_point is not None and np.asarray(zero_point).dtype != target:
-            raise ExecutionError(f"output_dtype {target} differs from the zero point's type "
-                                 f"{np.asarray(zero_point).dtype}")
+            raise ExecutionError(
+                f"output_dtype {target} differs from the zero point's type {np.asarray(zero_point).dtype}"
+            )
         return target
     return np.asarray(zero_point).dtype if zero_point is not None else np.dtype(np.uint8)
 
 
 def quantize_along(x, scale, zero_point, *, axis=1, block_size=0, output_dtype=0, saturate=1, precision=0):
     x = np.asarray(x)
-    return elementwise.quantize(x, _along(scale, x, axis, block_size), _along(zero_point, x, axis, block_size),
-                                _output_type(zero_point, output_dtype), bool(saturate),
-                                onnx_dtype(precision) if precision else None)
+    return elementwise.quantize(
+        x,
+        _along(scale, x, axis, block_size),
+        _along(zero_point, x, axis, block_size),
+        _output_type(zero_point, output_dtype),
+        bool(saturate),
+        onnx_dtype(precision) if precision else None,
+    )
 
 
 # ---------------------------------------------------------------- QuantizeLinear
@@ -91,14 +100,23 @@ def quantize_linear_19(ctx, x, y_scale, y_zero_point=None, *, axis, saturate):
 
 @onnx_op("QuantizeLinear", since=21)
 def quantize_linear_21(ctx, x, y_scale, y_zero_point=None, *, axis, block_size, output_dtype, saturate):
-    return quantize_along(x, y_scale, y_zero_point, axis=axis, block_size=block_size, output_dtype=output_dtype,
-                     saturate=saturate)
+    return quantize_along(
+        x, y_scale, y_zero_point, axis=axis, block_size=block_size, output_dtype=output_dtype, saturate=saturate
+    )
 
 
 @onnx_op("QuantizeLinear", since=[23, 24, 25, 28])
 def quantize_linear_23(ctx, x, y_scale, y_zero_point=None, *, axis, block_size, output_dtype, precision, saturate):
-    return quantize_along(x, y_scale, y_zero_point, axis=axis, block_size=block_size, output_dtype=output_dtype,
-                     saturate=saturate, precision=precision)
+    return quantize_along(
+        x,
+        y_scale,
+        y_zero_point,
+        axis=axis,
+        block_size=block_size,
+        output_dtype=output_dtype,
+        saturate=saturate,
+        precision=precision,
+    )
 
 
 # ---------------------------------------------------------------- DequantizeLinear
@@ -106,8 +124,12 @@ def quantize_linear_23(ctx, x, y_scale, y_zero_point=None, *, axis, block_size, 
 
 def dequantize_along(x, scale, zero_point, *, axis=1, block_size=0, output_dtype=0):
     x = np.asarray(x)
-    return elementwise.dequantize(x, _along(scale, x, axis, block_size), _along(zero_point, x, axis, block_size),
-                                  onnx_dtype(output_dtype) if output_dtype else None)
+    return elementwise.dequantize(
+        x,
+        _along(scale, x, axis, block_size),
+        _along(zero_point, x, axis, block_size),
+        onnx_dtype(output_dtype) if output_dtype else None,
+    )
 
 
 @onnx_op("DequantizeLinear", since=10)
@@ -151,8 +173,9 @@ def _per_row(param):
 
 @onnx_op("MatMulInteger", since=10)
 def matmul_integer_10(ctx, a, b, a_zero_point=None, b_zero_point=None):
-    return linalg.matmul_integer(a, b, 0 if a_zero_point is None else a_zero_point,
-                                 0 if b_zero_point is None else b_zero_point)
+    return linalg.matmul_integer(
+        a, b, 0 if a_zero_point is None else a_zero_point, 0 if b_zero_point is None else b_zero_point
+    )
 
 
 @onnx_op("QLinearMatMul", since=[10, 21])
@@ -163,5 +186,4 @@ def qlinear_matmul_10(ctx, a, a_scale, a_zero_point, b, b_scale, b_zero_point, y
     """
     real_a = elementwise.dequantize(a, _per_row(a_scale), _per_row(a_zero_point), np.float32)
     real_b = elementwise.dequantize(b, b_scale, b_zero_point, np.float32)
-    return elementwise.quantize(linalg.matmul(real_a, real_b), y_scale, y_zero_point,
-                                np.asarray(y_zero_point).dtype)
+    return elementwise.quantize(linalg.matmul(real_a, real_b), y_scale, y_zero_point, np.asarray(y_zero_point).dtype)

@@ -58,8 +58,22 @@ def _given(t):
     return None if t is None or np.size(t) == 0 else np.asarray(t)
 
 
-def _resize(x, roi, scales, sizes, *, axes, coordinate_transformation_mode, cubic_coeff_a, exclude_outside,
-            extrapolation_value, mode, nearest_mode, antialias=0, keep_aspect_ratio_policy="stretch"):
+def _resize(
+    x,
+    roi,
+    scales,
+    sizes,
+    *,
+    axes,
+    coordinate_transformation_mode,
+    cubic_coeff_a,
+    exclude_outside,
+    extrapolation_value,
+    mode,
+    nearest_mode,
+    antialias=0,
+    keep_aspect_ratio_policy="stretch",
+):
     rank = x.ndim
     axes = list(range(rank)) if axes is None else [int(a) % rank for a in axes]
     scales, sizes, roi = _given(scales), _given(sizes), _given(roi)
@@ -67,23 +81,84 @@ def _resize(x, roi, scales, sizes, *, axes, coordinate_transformation_mode, cubi
         if t is not None and t.size != len(axes):
             raise ExecutionError(f"{name} has {t.size} values, expected {len(axes)}")
     shape, full_scales, full_roi, length_resized = R.onnx_resize_geometry(
-        x.shape, scales, sizes, axes, keep_aspect_ratio_policy, roi, coordinate_transformation_mode)
-    return R.resize(x, shape, mode, coordinate_transformation_mode, full_scales, nearest_mode, cubic_coeff_a,
-                    bool(exclude_outside), full_roi, extrapolation_value, bool(antialias), length_resized)
+        x.shape, scales, sizes, axes, keep_aspect_ratio_policy, roi, coordinate_transformation_mode
+    )
+    return R.resize(
+        x,
+        shape,
+        mode,
+        coordinate_transformation_mode,
+        full_scales,
+        nearest_mode,
+        cubic_coeff_a,
+        bool(exclude_outside),
+        full_roi,
+        extrapolation_value,
+        bool(antialias),
+        length_resized,
+    )
 
 
 @onnx_op("Resize", since=[11, 13])
-def resize_11(ctx, x, roi=None, scales=None, sizes=None, *, coordinate_transformation_mode, cubic_coeff_a,
-              exclude_outside, extrapolation_value, mode, nearest_mode):
-    return _resize(x, roi, scales, sizes, axes=None, coordinate_transformation_mode=coordinate_transformation_mode,
-                   cubic_coeff_a=cubic_coeff_a, exclude_outside=exclude_outside,
-                   extrapolation_value=extrapolation_value, mode=mode, nearest_mode=nearest_mode)
+def resize_11(
+    ctx,
+    x,
+    roi=None,
+    scales=None,
+    sizes=None,
+    *,
+    coordinate_transformation_mode,
+    cubic_coeff_a,
+    exclude_outside,
+    extrapolation_value,
+    mode,
+    nearest_mode,
+):
+    return _resize(
+        x,
+        roi,
+        scales,
+        sizes,
+        axes=None,
+        coordinate_transformation_mode=coordinate_transformation_mode,
+        cubic_coeff_a=cubic_coeff_a,
+        exclude_outside=exclude_outside,
+        extrapolation_value=extrapolation_value,
+        mode=mode,
+        nearest_mode=nearest_mode,
+    )
 
 
 @onnx_op("Resize", since=[18, 19])
-def resize_18(ctx, x, roi=None, scales=None, sizes=None, *, antialias, axes, coordinate_transformation_mode,
-              cubic_coeff_a, exclude_outside, extrapolation_value, keep_aspect_ratio_policy, mode, nearest_mode):
-    return _resize(x, roi, scales, sizes, axes=axes, coordinate_transformation_mode=coordinate_transformation_mode,
-                   cubic_coeff_a=cubic_coeff_a, exclude_outside=exclude_outside,
-                   extrapolation_value=extrapolation_value, mode=mode, nearest_mode=nearest_mode,
-                   antialias=antialias, keep_aspect_ratio_policy=keep_aspect_ratio_policy)
+def resize_18(
+    ctx,
+    x,
+    roi=None,
+    scales=None,
+    sizes=None,
+    *,
+    antialias,
+    axes,
+    coordinate_transformation_mode,
+    cubic_coeff_a,
+    exclude_outside,
+    extrapolation_value,
+    keep_aspect_ratio_policy,
+    mode,
+    nearest_mode,
+):
+    return _resize(
+        x,
+        roi,
+        scales,
+        sizes,
+        axes=axes,
+        coordinate_transformation_mode=coordinate_transformation_mode,
+        cubic_coeff_a=cubic_coeff_a,
+        exclude_outside=exclude_outside,
+        extrapolation_value=extrapolation_value,
+        mode=mode,
+        nearest_mode=nearest_mode,
+        antialias=antialias,
+        keep_aspect_ratio_policy=keep_aspect_ratio_policy,
+    )

@@ -60,7 +60,7 @@ def sequence_erase_11(ctx, input_sequence, position=None):
     if not seq:
         raise ExecutionError("cannot erase from an empty sequence")
     at = len(seq) - 1 if position is None else _position(position, len(seq))
-    return seq[:at] + seq[at + 1:]
+    return seq[:at] + seq[at + 1 :]
 
 
 @onnx_op("SequenceLength", since=11)

@@ -25,8 +25,9 @@ def _dft(x, dft_length, axis: int, inverse: int, onesided: int):
     rank = x.ndim
     # The axis counts over the whole input, whose last axis holds the complex parts and cannot be transformed.
     if not (-rank <= axis <= -2 or 0 <= axis <= rank - 2):
-        raise ExecutionError(f"DFT axis {axis} is out of range for an input of rank {rank} "
-                             f"(allowed: [{-rank}, -2] or [0, {rank - 2}])")
+        raise ExecutionError(
+            f"DFT axis {axis} is out of range for an input of rank {rank} (allowed: [{-rank}, -2] or [0, {rank - 2}])"
+        )
     axis %= rank
     length = None if dft_length is None else _scalar_int(dft_length, "dft_length")
     y = S.dft(S.unpack_complex(x), axis, length, inverse=bool(inverse), onesided=bool(onesided))
@@ -50,8 +51,7 @@ def stft_17(ctx, signal, frame_step, window=None, frame_length=None, *, onesided
     if signal.ndim != 3:
         raise ExecutionError(f"STFT expects a [batch, length, 1 or 2] signal, got shape {list(signal.shape)}")
     length = None if frame_length is None else _scalar_int(frame_length, "frame_length")
-    y = S.stft(S.unpack_complex(signal), _scalar_int(frame_step, "frame_step"), length, window,
-               onesided=bool(onesided))
+    y = S.stft(S.unpack_complex(signal), _scalar_int(frame_step, "frame_step"), length, window, onesided=bool(onesided))
     return S.pack_complex(y, signal.dtype)
 
 
@@ -70,10 +70,14 @@ for _op, _kind in {"HannWindow": "hann", "HammingWindow": "hamming", "BlackmanWi
 
 
 @onnx_op("MelWeightMatrix", since=17)
-def mel_weight_matrix_17(ctx, num_mel_bins, dft_length, sample_rate, lower_edge_hertz, upper_edge_hertz, *,
-                         output_datatype):
-    w = S.mel_weight_matrix(_scalar_int(num_mel_bins, "num_mel_bins"), _scalar_int(dft_length, "dft_length"),
-                            float(np.asarray(sample_rate).reshape(())),
-                            float(np.asarray(lower_edge_hertz).reshape(())),
-                            float(np.asarray(upper_edge_hertz).reshape(())))
+def mel_weight_matrix_17(
+    ctx, num_mel_bins, dft_length, sample_rate, lower_edge_hertz, upper_edge_hertz, *, output_datatype
+):
+    w = S.mel_weight_matrix(
+        _scalar_int(num_mel_bins, "num_mel_bins"),
+        _scalar_int(dft_length, "dft_length"),
+        float(np.asarray(sample_rate).reshape(())),
+        float(np.asarray(lower_edge_hertz).reshape(())),
+        float(np.asarray(upper_edge_hertz).reshape(())),
+    )
     return w.astype(onnx_dtype(output_datatype))

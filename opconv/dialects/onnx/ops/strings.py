@@ -69,12 +69,14 @@ def string_normalizer_10(ctx, X, *, case_change_action, is_case_sensitive, local
 
 # -- StringConcat ---------------------------------------------------------------
 
+
 @onnx_op("StringConcat", since=20)
 def string_concat_20(ctx, X, Y):
     return _as_object(np.char.add(_as_str(X), _as_str(Y)))
 
 
 # -- StringSplit ----------------------------------------------------------------
+
 
 @onnx_op("StringSplit", since=20)
 def string_split_20(ctx, X, *, delimiter, maxsplit):
@@ -89,7 +91,7 @@ def string_split_20(ctx, X, *, delimiter, maxsplit):
     width = int(counts.max()) if counts.size else 0
     out = np.full((parts.size, width), "", dtype=object)
     for row, pieces in zip(out, parts.reshape(-1)):
-        row[:len(pieces)] = pieces
+        row[: len(pieces)] = pieces
     return out.reshape(*x.shape, width), counts
 
 
@@ -103,8 +105,10 @@ _UNSUPPORTED = re.compile(r"\\(?:[pP]|C|Q|E)|\(\?<?[=!]")
 def _re2_to_python(pattern: str) -> str:
     """Translate the RE2 syntax that differs from Python's; refuse what cannot be translated."""
     if _UNSUPPORTED.search(re.sub(r"\\\\", "", pattern)):
-        raise ExecutionError(f"pattern {pattern!r} uses RE2 syntax opconv does not support "
-                             r"(\p{..} classes, \C, \Q..\E) or lookarounds RE2 rejects")
+        raise ExecutionError(
+            f"pattern {pattern!r} uses RE2 syntax opconv does not support "
+            r"(\p{..} classes, \C, \Q..\E) or lookarounds RE2 rejects"
+        )
     return re.sub(r"\\(.)", lambda m: _RE2_ESCAPES.get(m.group(1), m.group(0)), pattern)
 
 
@@ -122,10 +126,11 @@ def regex_full_match_20(ctx, X, *, pattern):
 
 # -- TfIdfVectorizer ------------------------------------------------------------------
 
+
 def _token_ids(x: np.ndarray, pool: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Input tokens and pool entries as integers of one shared vocabulary (strings compare as ids)."""
     _, ids = np.unique(np.concatenate([pool.reshape(-1), x.reshape(-1)]), return_inverse=True)
-    return ids[pool.size:].reshape(x.shape), ids[:pool.size]
+    return ids[pool.size :].reshape(x.shape), ids[: pool.size]
 
 
 def _ngram_counts(tokens: np.ndarray, pool_ngrams: np.ndarray, n: int, max_skip: int) -> np.ndarray:
@@ -146,8 +151,20 @@ def _ngram_counts(tokens: np.ndarray, pool_ngrams: np.ndarray, n: int, max_skip:
 
 
 @onnx_op("TfIdfVectorizer", since=9)
-def tfidf_vectorizer_9(ctx, X, *, max_gram_length, max_skip_count, min_gram_length, mode, ngram_counts,
-                       ngram_indexes, pool_int64s, pool_strings, weights):
+def tfidf_vectorizer_9(
+    ctx,
+    X,
+    *,
+    max_gram_length,
+    max_skip_count,
+    min_gram_length,
+    mode,
+    ngram_counts,
+    ngram_indexes,
+    pool_int64s,
+    pool_strings,
+    weights,
+):
     if (pool_int64s is None) == (pool_strings is None):
         raise ExecutionError("exactly one of pool_int64s and pool_strings must be set")
     if mode not in ("TF", "IDF", "TFIDF"):
@@ -166,9 +183,9 @@ def tfidf_vectorizer_9(ctx, X, *, max_gram_length, max_skip_count, min_gram_leng
     counts = np.zeros((rows.shape[0], len(indexes)), dtype=np.int64)
     first = 0  # the pool's k-th n-gram overall is entry k of ngram_indexes; 1-grams come first
     for n in range(1, min(max_gram_length, len(ngram_counts)) + 1):
-        gram_rows = pool[starts[n - 1]:starts[n]].reshape(-1, n)
+        gram_rows = pool[starts[n - 1] : starts[n]].reshape(-1, n)
         if n >= min_gram_length and len(gram_rows):
-            counts[:, first:first + len(gram_rows)] = _ngram_counts(tokens, gram_rows, n, max_skip_count)
+            counts[:, first : first + len(gram_rows)] = _ngram_counts(tokens, gram_rows, n, max_skip_count)
         first += len(gram_rows)
     values = counts.astype(np.float32)
     w = np.ones(len(indexes), np.float32) if weights is None else np.asarray(weights, np.float32)

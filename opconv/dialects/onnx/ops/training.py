@@ -28,7 +28,7 @@ def _split(inputs: tuple, groups: int, op: str) -> list[tuple]:
     if not inputs or len(inputs) % groups:
         raise ExecutionError(f"{op} needs {groups} inputs per optimized tensor, got {len(inputs)} inputs")
     n = len(inputs) // groups
-    return [tuple(np.asarray(t) for t in inputs[i * n:(i + 1) * n]) for i in range(groups)]
+    return [tuple(np.asarray(t) for t in inputs[i * n : (i + 1) * n]) for i in range(groups)]
 
 
 def _f64(x) -> np.ndarray:
@@ -53,7 +53,7 @@ def adam_1(ctx, R, T, *inputs, alpha, beta, epsilon, norm_coefficient, norm_coef
     xs, gs, vs, hs = _split(inputs, 4, "Adam")
     t = int(T)
     # Bias correction of both running averages, folded into the learning rate (none before the first update).
-    r = float(R) * np.sqrt(1 - beta ** t) / (1 - alpha ** t) if t > 0 else float(R)
+    r = float(R) * np.sqrt(1 - beta**t) / (1 - alpha**t) if t > 0 else float(R)
     new_x, new_v, new_h = [], [], []
     for x, g, v, h in zip(xs, gs, vs, hs):
         g_reg = norm_coefficient * _f64(x) + g
@@ -84,6 +84,7 @@ def momentum_1(ctx, R, T, *inputs, alpha, beta, mode, norm_coefficient):
 
 
 # -- Gradient -----------------------------------------------------------------------
+
 
 def _unbroadcast(grad: np.ndarray, shape: tuple) -> np.ndarray:
     """Sum ``grad`` down to ``shape``: the adjoint of numpy broadcasting."""
@@ -160,8 +161,7 @@ def gradient_1(ctx, *inputs, xs, y, zs):
                 values[id(v)] = np.asarray(data)
         if any(id(v) in varying for v in node.inputs if v is not None):
             if node.op not in _VJP or node.domain not in ("", "ai.onnx"):
-                raise ExecutionError(f"Gradient cannot differentiate {node.op} "
-                                     f"(supported: {', '.join(sorted(_VJP))})")
+                raise ExecutionError(f"Gradient cannot differentiate {node.op} (supported: {', '.join(sorted(_VJP))})")
             varying.add(id(node.outputs[0]))
 
     # Backward: accumulate d(sum y)/dv from y back to the xs, through the nodes that depend on an x.

@@ -41,8 +41,14 @@ def _scalar(t, default):
 
 
 @onnx_op("NonMaxSuppression", since=[10, 11])
-def non_max_suppression_10(ctx, boxes, scores, max_output_boxes_per_class=None, iou_threshold=None,
-                           score_threshold=None, *, center_point_box):
-    return S.non_max_suppression(boxes, scores, int(_scalar(max_output_boxes_per_class, 0)),
-                                 float(_scalar(iou_threshold, 0.0)), _scalar(score_threshold, None),
-                                 bool(center_point_box))
+def non_max_suppression_10(
+    ctx, boxes, scores, max_output_boxes_per_class=None, iou_threshold=None, score_threshold=None, *, center_point_box
+):
+    return S.non_max_suppression(
+        boxes,
+        scores,
+        int(_scalar(max_output_boxes_per_class, 0)),
+        float(_scalar(iou_threshold, 0.0)),
+        _scalar(score_threshold, None),
+        bool(center_point_box),
+    )

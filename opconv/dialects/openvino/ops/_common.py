@@ -21,8 +21,9 @@ def broadcast(auto_broadcast: str | None, *arrays: np.ndarray) -> list[np.ndarra
     mode = (auto_broadcast or "numpy").lower()
     if mode == "none":
         if any(a.shape != arrays[0].shape for a in arrays):
-            raise ExecutionError(f"auto_broadcast 'none' needs equal shapes, got "
-                                 f"{', '.join(str(list(a.shape)) for a in arrays)}")
+            raise ExecutionError(
+                f"auto_broadcast 'none' needs equal shapes, got {', '.join(str(list(a.shape)) for a in arrays)}"
+            )
         return arrays
     if mode == "numpy":
         return arrays
@@ -55,8 +56,9 @@ def axes_of(x, rank: int) -> list[int]:
     return out
 
 
-def explicit_pads(auto_pad: str | None, spatial: Sequence[int], kernel: Sequence[int], strides, dilations,
-                  pads_begin, pads_end) -> tuple[list[int], list[int]]:
+def explicit_pads(
+    auto_pad: str | None, spatial: Sequence[int], kernel: Sequence[int], strides, dilations, pads_begin, pads_end
+) -> tuple[list[int], list[int]]:
     """Explicit pads for an ``auto_pad`` mode (``explicit`` keeps the layer's pads, ``valid`` is zeros)."""
     mode = (auto_pad or "explicit").lower()
     n = len(spatial)

@@ -35,27 +35,54 @@ def _backward(x, w, groups, output_shape, strides, pads_begin, pads_end, dilatio
     if output_shape is not None:
         # The requested output size decides the pads; an odd total puts the extra element at the end
         # except under same_lower.
-        begin, end = kc.conv_transpose_pads(x.shape[2:], kernel, strides, dilations, output_padding,
-                                            ints(output_shape), extra_at_end=mode != "same_lower")
+        begin, end = kc.conv_transpose_pads(
+            x.shape[2:],
+            kernel,
+            strides,
+            dilations,
+            output_padding,
+            ints(output_shape),
+            extra_at_end=mode != "same_lower",
+        )
         output_padding = None  # already part of the pads
     elif mode != "explicit":
         # Without output_shape, the runtime gives same_upper/same_lower/valid the full (unpadded) output.
         begin, end = [0] * n, [0] * n
     else:
         begin, end = pads_begin, pads_end
-    return kc.conv_transpose(x, w, strides=strides, pads_begin=begin, pads_end=end, dilations=dilations,
-                             groups=groups, output_padding=output_padding)
+    return kc.conv_transpose(
+        x,
+        w,
+        strides=strides,
+        pads_begin=begin,
+        pads_end=end,
+        dilations=dilations,
+        groups=groups,
+        output_padding=output_padding,
+    )
 
 
 @ov_op("ConvolutionBackpropData")
-def convolution_backprop_data(ctx, x, w, output_shape=None, *, strides, pads_begin, pads_end, dilations,
-                              output_padding=None, auto_pad="explicit"):
+def convolution_backprop_data(
+    ctx, x, w, output_shape=None, *, strides, pads_begin, pads_end, dilations, output_padding=None, auto_pad="explicit"
+):
     return _backward(x, w, 1, output_shape, strides, pads_begin, pads_end, dilations, output_padding, auto_pad)
 
 
 @ov_op("GroupConvolutionBackpropData")
-def group_convolution_backprop_data(ctx, x, w, output_shape=None, *, strides, pads_begin, pads_end, dilations,
-                                    output_padding=None, auto_pad="explicit"):
+def group_convolution_backprop_data(
+    ctx, x, w, output_shape=None, *, strides, pads_begin, pads_end, dilations, output_padding=None, auto_pad="explicit"
+):
     groups = w.shape[0]
-    return _backward(x, w.reshape((-1,) + w.shape[2:]), groups, output_shape, strides, pads_begin, pads_end,
-                     dilations, output_padding, auto_pad)
+    return _backward(
+        x,
+        w.reshape((-1,) + w.shape[2:]),
+        groups,
+        output_shape,
+        strides,
+        pads_begin,
+        pads_end,
+        dilations,
+        output_padding,
+        auto_pad,
+    )

@@ -40,7 +40,7 @@ def _sample_inside(planes: np.ndarray, positions: np.ndarray) -> np.ndarray:
     low = np.clip(low, 0, np.array(spatial) - 1).astype(np.int64)
     high = np.minimum(low + 1, np.array(spatial) - 1)
     flat = planes.reshape(planes.shape[:2] + (-1,))
-    dim_strides = [math.prod(spatial[d + 1:]) for d in range(len(spatial))]
+    dim_strides = [math.prod(spatial[d + 1 :]) for d in range(len(spatial))]
     out = np.zeros(planes.shape[:2] + positions.shape[1:2], planes.dtype)
     for corner in itertools.product((0, 1), repeat=len(spatial)):
         index = sum((high if up else low)[..., d] * dim_strides[d] for d, up in enumerate(corner))
@@ -50,8 +50,9 @@ def _sample_inside(planes: np.ndarray, positions: np.ndarray) -> np.ndarray:
 
 
 @ov_op("DeformableConvolution")
-def deformable_convolution(ctx, x, offsets, w, *, strides, pads_begin, pads_end, dilations, group=1,
-                           deformable_group=1, auto_pad="explicit"):
+def deformable_convolution(
+    ctx, x, offsets, w, *, strides, pads_begin, pads_end, dilations, group=1, deformable_group=1, auto_pad="explicit"
+):
     n_sp = x.ndim - 2
     kernel = w.shape[2:]
     strides, dilations = per_dim(strides, n_sp, "strides"), per_dim(dilations, n_sp, "dilations")
@@ -59,10 +60,14 @@ def deformable_convolution(ctx, x, offsets, w, *, strides, pads_begin, pads_end,
     n, c = x.shape[:2]
     o, cg = w.shape[:2]
     if c % deformable_group or c % group or o % group or c // group != cg:
-        raise ExecutionError(f"input channels {c}, output channels {o} and filters {list(w.shape)} do not fit "
-                             f"group={group}, deformable_group={deformable_group}")
-    out = tuple(kc.conv_output_size(s, k, st, d, pb, pe)
-                for s, k, st, d, pb, pe in zip(x.shape[2:], kernel, strides, dilations, begin, end))
+        raise ExecutionError(
+            f"input channels {c}, output channels {o} and filters {list(w.shape)} do not fit "
+            f"group={group}, deformable_group={deformable_group}"
+        )
+    out = tuple(
+        kc.conv_output_size(s, k, st, d, pb, pe)
+        for s, k, st, d, pb, pe in zip(x.shape[2:], kernel, strides, dilations, begin, end)
+    )
     n_k, n_pos = math.prod(kernel), math.prod(out)
     expected = (n, deformable_group * n_k * n_sp) + out
     if offsets.shape != expected:
@@ -70,8 +75,7 @@ def deformable_convolution(ctx, x, offsets, w, *, strides, pads_begin, pads_end,
     dtype = np.promote_types(accumulator_dtype(x.dtype), np.float32)  # interpolation weights are fractional
     # Undisplaced tap positions (K, P, n); the offsets hold one displacement per axis for each tap, adjacent.
     taps = np.stack(np.meshgrid(*[np.arange(k) * d for k, d in zip(kernel, dilations)], indexing="ij"), -1)
-    starts = np.stack(np.meshgrid(*[np.arange(m) * s - b for m, s, b in zip(out, strides, begin)],
-                                  indexing="ij"), -1)
+    starts = np.stack(np.meshgrid(*[np.arange(m) * s - b for m, s, b in zip(out, strides, begin)], indexing="ij"), -1)
     base = taps.reshape(n_k, 1, n_sp) + starts.reshape(1, n_pos, n_sp)
     shift = offsets.astype(np.float64).reshape(n, deformable_group, n_k, n_sp, n_pos).swapaxes(3, 4)
     positions = (base + shift).reshape(n * deformable_group, n_k * n_pos, n_sp)
@@ -87,15 +91,15 @@ def _signs(values, dtype) -> np.ndarray:
 
 
 @ov_op("BinaryConvolution")
-def binary_convolution(ctx, x, w, *, strides, pads_begin, pads_end, dilations, mode, pad_value,
-                       auto_pad="explicit"):
+def binary_convolution(ctx, x, w, *, strides, pads_begin, pads_end, dilations, mode, pad_value, auto_pad="explicit"):
     if (mode or "xnor-popcount") != "xnor-popcount":
         raise ExecutionError(f"BinaryConvolution mode {mode!r} is not supported (only 'xnor-popcount')")
     begin, end = explicit_pads(auto_pad, x.shape[2:], w.shape[2:], strides, dilations, pads_begin, pads_end)
     dtype = accumulator_dtype(x.dtype)
     # The pad area holds pad_value, binarised like the input (the CPU plugin instead skips the taps of a
     # pad_value of 0, which the spec's "0 means -1" does not allow).
-    padded = np.pad(_signs(x, dtype), [(0, 0), (0, 0)] + list(zip(begin, end)),
-                    constant_values=_signs(pad_value or 0.0, dtype))
+    padded = np.pad(
+        _signs(x, dtype), [(0, 0), (0, 0)] + list(zip(begin, end)), constant_values=_signs(pad_value or 0.0, dtype)
+    )
     y = kc.conv(padded, _signs(w, dtype), strides=strides, dilations=dilations)
     return downcast(y, x.dtype)

@@ -24,13 +24,12 @@ def _until_terminator(kernel, data, rois, *args):
     ends = np.flatnonzero(rois[:, 0].astype(np.int64) == -1)
     if not ends.size:
         return kernel(data, rois, *args)
-    head = kernel(data, rois[:ends[0]], *args)
+    head = kernel(data, rois[: ends[0]], *args)
     return np.concatenate([head, np.zeros((rois.shape[0] - ends[0],) + head.shape[1:], head.dtype)])
 
 
 @ov_op("ROIPooling")
-def roi_pooling(ctx, data, rois, *, pooled_h, pooled_w, spatial_scale, method="max", output_size=None,
-                output_roi=None):
+def roi_pooling(ctx, data, rois, *, pooled_h, pooled_w, spatial_scale, method="max", output_size=None, output_roi=None):
     method = (method or "max").lower()
     if method == "max":  # Caffe's ROI max pooling, as ONNX MaxRoiPool
         return _until_terminator(vision.max_roi_pool, data, rois, (pooled_h, pooled_w), spatial_scale)
@@ -40,27 +39,60 @@ def roi_pooling(ctx, data, rois, *, pooled_h, pooled_w, spatial_scale, method="m
 
 
 @ov_op("PSROIPooling")
-def psroi_pooling(ctx, data, rois, *, output_dim, group_size=1, spatial_scale, mode="average", spatial_bins_x=1,
-                  spatial_bins_y=1):
+def psroi_pooling(
+    ctx, data, rois, *, output_dim, group_size=1, spatial_scale, mode="average", spatial_bins_x=1, spatial_bins_y=1
+):
     mode = (mode or "average").lower()
     if mode == "average":
         return _until_terminator(vision.ps_roi_pool_average, data, rois, output_dim, group_size, spatial_scale)
     if mode == "bilinear":
-        return _until_terminator(vision.ps_roi_pool_bilinear, data, rois, output_dim, group_size, spatial_scale,
-                                 spatial_bins_x, spatial_bins_y)
+        return _until_terminator(
+            vision.ps_roi_pool_bilinear,
+            data,
+            rois,
+            output_dim,
+            group_size,
+            spatial_scale,
+            spatial_bins_x,
+            spatial_bins_y,
+        )
     raise ExecutionError(f"unknown PSROIPooling mode {mode!r}; expected 'average' or 'bilinear'")
 
 
 @ov_op("DeformablePSROIPooling")
-def deformable_psroi_pooling(ctx, data, rois, offsets=None, *, output_dim, spatial_scale, group_size=1,
-                             mode="bilinear_deformable", spatial_bins_x=1, spatial_bins_y=1, trans_std=1.0,
-                             part_size=1):
+def deformable_psroi_pooling(
+    ctx,
+    data,
+    rois,
+    offsets=None,
+    *,
+    output_dim,
+    spatial_scale,
+    group_size=1,
+    mode="bilinear_deformable",
+    spatial_bins_x=1,
+    spatial_bins_y=1,
+    trans_std=1.0,
+    part_size=1,
+):
     if (mode or "bilinear_deformable").lower() != "bilinear_deformable":
         raise ExecutionError(f"unknown DeformablePSROIPooling mode {mode!r}; expected 'bilinear_deformable'")
     return _until_terminator(
-        lambda d, r: vision.deformable_ps_roi_pool(d, r, None if offsets is None else offsets[:len(r)], output_dim,
-                                                   group_size, spatial_scale, spatial_bins_x, spatial_bins_y,
-                                                   trans_std, part_size), data, rois)
+        lambda d, r: vision.deformable_ps_roi_pool(
+            d,
+            r,
+            None if offsets is None else offsets[: len(r)],
+            output_dim,
+            group_size,
+            spatial_scale,
+            spatial_bins_x,
+            spatial_bins_y,
+            trans_std,
+            part_size,
+        ),
+        data,
+        rois,
+    )
 
 
 @ov_op("ReorgYolo")
@@ -74,24 +106,71 @@ def region_yolo(ctx, data, *, axis, coords, classes, end_axis, num, do_softmax=T
         y = vision.region_yolo(data, coords, classes, num, True)
         rank = y.ndim
         first, last = axis % rank, end_axis % rank
-        return y.reshape(y.shape[:first] + (int(np.prod(y.shape[first:last + 1])),) + y.shape[last + 1:])
+        return y.reshape(y.shape[:first] + (int(np.prod(y.shape[first : last + 1])),) + y.shape[last + 1 :])
     return vision.region_yolo(data, coords, classes, len(mask or ()), False)  # YOLO v3: the masked regions
 
 
 @ov_op("PriorBox")
-def prior_box(ctx, output_size, image_size, *, offset, min_size=(), max_size=(), aspect_ratio=(), flip=False,
-              clip=False, step=0.0, variance=(), scale_all_sizes=True, fixed_ratio=(), fixed_size=(), density=()):
+def prior_box(
+    ctx,
+    output_size,
+    image_size,
+    *,
+    offset,
+    min_size=(),
+    max_size=(),
+    aspect_ratio=(),
+    flip=False,
+    clip=False,
+    step=0.0,
+    variance=(),
+    scale_all_sizes=True,
+    fixed_ratio=(),
+    fixed_size=(),
+    density=(),
+):
     return vision.prior_boxes(
-        ints(output_size), ints(image_size), min_size=min_size or (), max_size=max_size or (),
-        aspect_ratio=aspect_ratio or (), flip=bool(flip), clip=bool(clip), step=step or 0.0, offset=offset,
-        variance=variance or (), scale_all_sizes=scale_all_sizes, fixed_ratio=fixed_ratio or (),
-        fixed_size=fixed_size or (), density=density or ())
+        ints(output_size),
+        ints(image_size),
+        min_size=min_size or (),
+        max_size=max_size or (),
+        aspect_ratio=aspect_ratio or (),
+        flip=bool(flip),
+        clip=bool(clip),
+        step=step or 0.0,
+        offset=offset,
+        variance=variance or (),
+        scale_all_sizes=scale_all_sizes,
+        fixed_ratio=fixed_ratio or (),
+        fixed_size=fixed_size or (),
+        density=density or (),
+    )
 
 
 @ov_op("PriorBoxClustered")
-def prior_box_clustered(ctx, output_size, image_size, *, offset, width=(1.0,), height=(1.0,), clip=True, step=0.0,
-                        step_w=0.0, step_h=0.0, variance=()):
+def prior_box_clustered(
+    ctx,
+    output_size,
+    image_size,
+    *,
+    offset,
+    width=(1.0,),
+    height=(1.0,),
+    clip=True,
+    step=0.0,
+    step_w=0.0,
+    step_h=0.0,
+    variance=(),
+):
     step = step or 0.0
     return vision.clustered_prior_boxes(
-        ints(output_size), ints(image_size), widths=width, heights=height, clip=bool(clip),
-        step_w=step_w or step, step_h=step_h or step, offset=offset, variance=variance or ())
+        ints(output_size),
+        ints(image_size),
+        widths=width,
+        heights=height,
+        clip=bool(clip),
+        step_w=step_w or step,
+        step_h=step_h or step,
+        offset=offset,
+        variance=variance or (),
+    )

@@ -32,11 +32,12 @@ def _detection_rows(keep_top_k: int, top_k: int, images: int, classes: int, prio
 class _Priors:
     """One image's prior boxes (normalized corners), their variances and how many are valid."""
 
-    def __init__(self, data: np.ndarray, count: int, normalized: bool, variance_encoded: bool,
-                 width: float, height: float):
+    def __init__(
+        self, data: np.ndarray, count: int, normalized: bool, variance_encoded: bool, width: float, height: float
+    ):
         rows = data[0].reshape(count, 4 if normalized else 5)
         self.boxes = rows[:, -4:]
-        self.variances = None if variance_encoded else data[1][:count * 4].reshape(count, 4)
+        self.variances = None if variance_encoded else data[1][: count * 4].reshape(count, 4)
         self.valid = count
         if not normalized:
             # Unnormalized priors carry an image id first; -1 ends the list.
@@ -52,15 +53,37 @@ class _Priors:
 
 
 @ov_op("DetectionOutput")
-def detection_output(ctx, box_logits, class_preds, proposals, aux_class_preds=None, aux_box_preds=None, *,
-                     num_classes, background_label_id=0, top_k=-1, variance_encoded_in_target=False,
-                     keep_top_k, code_type="caffe.PriorBoxParameter.CORNER", share_location=True, nms_threshold,
-                     confidence_threshold=0.0, clip_after_nms=False, clip_before_nms=False, decrease_label_id=False,
-                     normalized=False, input_height=1, input_width=1, objectness_score=0.0):
+def detection_output(
+    ctx,
+    box_logits,
+    class_preds,
+    proposals,
+    aux_class_preds=None,
+    aux_box_preds=None,
+    *,
+    num_classes,
+    background_label_id=0,
+    top_k=-1,
+    variance_encoded_in_target=False,
+    keep_top_k,
+    code_type="caffe.PriorBoxParameter.CORNER",
+    share_location=True,
+    nms_threshold,
+    confidence_threshold=0.0,
+    clip_after_nms=False,
+    clip_before_nms=False,
+    decrease_label_id=False,
+    normalized=False,
+    input_height=1,
+    input_width=1,
+    objectness_score=0.0,
+):
     center_size = _CENTER_SIZE.get(str(code_type).lower())
     if center_size is None:
-        raise ExecutionError(f"unsupported code_type {code_type!r}; expected one of "
-                             "caffe.PriorBoxParameter.CORNER, caffe.PriorBoxParameter.CENTER_SIZE")
+        raise ExecutionError(
+            f"unsupported code_type {code_type!r}; expected one of "
+            "caffe.PriorBoxParameter.CORNER, caffe.PriorBoxParameter.CENTER_SIZE"
+        )
     if (aux_class_preds is None) != (aux_box_preds is None):
         raise ExecutionError("DetectionOutput takes 3 or 5 inputs (aux_class_preds and aux_box_preds go together)")
     if keep_top_k is None or nms_threshold is None or num_classes is None:
@@ -72,14 +95,17 @@ def detection_output(ctx, box_logits, class_preds, proposals, aux_class_preds=No
     images, prior_len, classes = conf.shape[0], 4 if normalized else 5, int(num_classes)
     prior_rows = 1 if variance_encoded_in_target else 2  # the priors, then their variances
     if prior_data.ndim != 3 or prior_data.shape[1] != prior_rows or prior_data.shape[2] % prior_len:
-        raise ExecutionError(f"proposals must be [1 or N, {prior_rows}, priors * {prior_len}], got "
-                             f"{list(prior_data.shape)}")
+        raise ExecutionError(
+            f"proposals must be [1 or N, {prior_rows}, priors * {prior_len}], got {list(prior_data.shape)}"
+        )
     count = prior_data.shape[2] // prior_len
     loc_classes = 1 if share_location else classes
     if conf.shape[1] != count * classes or loc.shape[1] != count * loc_classes * 4:
-        raise ExecutionError(f"{count} priors and {classes} classes need class_preds [N, {count * classes}] and "
-                             f"box_logits [N, {count * loc_classes * 4}], got {list(conf.shape)} and "
-                             f"{list(loc.shape)}")
+        raise ExecutionError(
+            f"{count} priors and {classes} classes need class_preds [N, {count * classes}] and "
+            f"box_logits [N, {count * loc_classes * 4}], got {list(conf.shape)} and "
+            f"{list(loc.shape)}"
+        )
     # (N, L, P, 4) offsets; (N, C, P) scores.
     loc = loc.reshape(images, count, loc_classes, 4).transpose(0, 2, 1, 3)
     scores = conf.reshape(images, count, classes).transpose(0, 2, 1)
@@ -96,8 +122,14 @@ def detection_output(ctx, box_logits, class_preds, proposals, aux_class_preds=No
     out = np.zeros((rows, 7), dtype=scores.dtype)
     written = 0
     for n in range(images):
-        priors = _Priors(prior_data[n if prior_data.shape[0] > 1 else 0], count, normalized,
-                         variance_encoded_in_target, input_width, input_height)
+        priors = _Priors(
+            prior_data[n if prior_data.shape[0] > 1 else 0],
+            count,
+            normalized,
+            variance_encoded_in_target,
+            input_width,
+            input_height,
+        )
         if arm_loc is None:
             boxes = priors.decode(priors.boxes, loc[n], center_size, clip_before_nms)
         else:
@@ -107,15 +139,16 @@ def detection_output(ctx, box_logits, class_preds, proposals, aux_class_preds=No
             refined = priors.decode(priors.boxes, arm_loc[n], center_size, clip_before_nms)
             boxes = priors.decode(refined, loc[n], center_size, clip_before_nms)
         select = _select_mxnet if decrease_label_id else _select_caffe
-        kept = select(scores[n, :, :priors.valid], boxes, background_label_id, top_k, confidence_threshold,
-                      nms_threshold)
+        kept = select(
+            scores[n, :, : priors.valid], boxes, background_label_id, top_k, confidence_threshold, nms_threshold
+        )
         kept = _keep_best(kept, scores[n], limit)
         for c in sorted(kept):
             picked = kept[c]
             box = _class_boxes(boxes, c)[picked]
             if clip_after_nms:
                 box = kd.clip_boxes(box, 1, 1)
-            block = out[written:written + len(picked)]
+            block = out[written : written + len(picked)]
             label = c - 1 if decrease_label_id else c
             block[:, 0], block[:, 1], block[:, 2], block[:, 3:] = n, label, scores[n, c, picked], box
             written += len(picked)
@@ -181,9 +214,27 @@ _FRAMEWORKS = {"": False, "tensorflow": True}
 
 
 @ov_op("Proposal")
-def proposal(ctx, class_probs, bbox_deltas, image_shape, *, base_size, pre_nms_topn, post_nms_topn, nms_thresh,
-             feat_stride, min_size, ratio, scale, clip_before_nms=True, clip_after_nms=False, normalize=False,
-             box_size_scale=1.0, box_coordinate_scale=1.0, framework=""):
+def proposal(
+    ctx,
+    class_probs,
+    bbox_deltas,
+    image_shape,
+    *,
+    base_size,
+    pre_nms_topn,
+    post_nms_topn,
+    nms_thresh,
+    feat_stride,
+    min_size,
+    ratio,
+    scale,
+    clip_before_nms=True,
+    clip_after_nms=False,
+    normalize=False,
+    box_size_scale=1.0,
+    box_coordinate_scale=1.0,
+    framework="",
+):
     tensorflow = _FRAMEWORKS.get(str(framework or ""))
     if tensorflow is None:
         raise ExecutionError(f"unsupported framework {framework!r}; expected '' or 'tensorflow'")
@@ -192,8 +243,9 @@ def proposal(ctx, class_probs, bbox_deltas, image_shape, *, base_size, pre_nms_t
     f = probs.dtype.type
     info = upcast(image_shape).reshape(-1).astype(probs.dtype)
     if info.size not in (3, 4):
-        raise ExecutionError(f"image_shape holds [height, width, scale] or [height, width, scale_h, scale_w], "
-                             f"got {info.size} values")
+        raise ExecutionError(
+            f"image_shape holds [height, width, scale] or [height, width, scale_h, scale_w], got {info.size} values"
+        )
     height, width = (info[1], info[0]) if tensorflow else (info[0], info[1])
     scale_h, scale_w = info[2], info[-1]
     if not (np.isfinite([height, width]).all() and height > 0 and width > 0):
@@ -202,13 +254,16 @@ def proposal(ctx, class_probs, bbox_deltas, image_shape, *, base_size, pre_nms_t
         raise ExecutionError(f"image_shape needs non-negative scales, got {info[2:].tolist()}")
     # TensorFlow's convention: continuous coordinates, unrounded anchors centred on the cell, first axis as x.
     offset = 0.0 if tensorflow else 1.0
-    anchors = kd.generate_anchors(base_size, ratio, scale, offset, round_sizes=not tensorflow,
-                                  centered=tensorflow).astype(probs.dtype)
+    anchors = kd.generate_anchors(
+        base_size, ratio, scale, offset, round_sizes=not tensorflow, centered=tensorflow
+    ).astype(probs.dtype)
     images, _, rows, cols = probs.shape
     a = anchors.shape[0]
     if probs.shape[1] != 2 * a or deltas.shape[:2] != (images, 4 * a) or deltas.shape[2:] != (rows, cols):
-        raise ExecutionError(f"{a} anchors need class_probs [N, {2 * a}, H, W] and bbox_deltas [N, {4 * a}, H, W], "
-                             f"got {list(probs.shape)} and {list(deltas.shape)}")
+        raise ExecutionError(
+            f"{a} anchors need class_probs [N, {2 * a}, H, W] and bbox_deltas [N, {4 * a}, H, W], "
+            f"got {list(probs.shape)} and {list(deltas.shape)}"
+        )
 
     # Every (row, col, anchor) in that order: anchor boxes shifted to their cell.
     grid_y, grid_x = np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij")
@@ -218,8 +273,9 @@ def proposal(ctx, class_probs, bbox_deltas, image_shape, *, base_size, pre_nms_t
     starts = (shifts[:, :, None, :] + anchors).reshape(-1, 4)
     if tensorflow:
         starts = kd.clip_boxes(starts, width, height)
-    delta_scale = np.array([box_coordinate_scale, box_coordinate_scale, box_size_scale, box_size_scale],
-                           dtype=probs.dtype)
+    delta_scale = np.array(
+        [box_coordinate_scale, box_coordinate_scale, box_size_scale, box_size_scale], dtype=probs.dtype
+    )
     min_w, min_h = f(min_size) * scale_w, f(min_size) * scale_h
     limit, topn = int(post_nms_topn), int(pre_nms_topn)
     out = np.zeros((images * limit, 5), dtype=probs.dtype)
@@ -239,8 +295,8 @@ def proposal(ctx, class_probs, bbox_deltas, image_shape, *, base_size, pre_nms_t
             picked = kd.clip_boxes(picked, width, height)
         if normalize:
             picked = picked / np.array([width, height, width, height], dtype=picked.dtype)
-        block = out[n * limit:(n + 1) * limit]
-        block[:len(kept), 0], block[:len(kept), 1:] = n, picked
+        block = out[n * limit : (n + 1) * limit]
+        block[: len(kept), 0], block[: len(kept), 1:] = n, picked
         if len(kept) < limit:
             block[len(kept), 0] = -1
     return downcast(out, dtype)

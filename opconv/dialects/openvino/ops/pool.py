@@ -12,8 +12,14 @@ from ._common import explicit_pads
 def _pool(x, mode, strides, pads_begin, pads_end, kernel, rounding_type, auto_pad, count_include_pad=False):
     begin, end = explicit_pads(auto_pad, x.shape[2:], kernel, strides, None, pads_begin, pads_end)
     # Unlike onnxruntime, the runtime keeps a ceil-mode window that starts in the end padding.
-    geometry = dict(kernel=kernel, strides=strides, pads_begin=begin, pads_end=end,
-                    ceil_mode=(rounding_type or "floor").lower() == "ceil", keep_pad_windows=True)
+    geometry = dict(
+        kernel=kernel,
+        strides=strides,
+        pads_begin=begin,
+        pads_end=end,
+        ceil_mode=(rounding_type or "floor").lower() == "ceil",
+        keep_pad_windows=True,
+    )
     y = kp.pool(x, mode, count_include_pad=count_include_pad, **geometry)
     if mode == "max" and np.issubdtype(y.dtype, np.floating):
         y = _lowest_finite_in_padding_only_windows(y, x.shape[2:], geometry)
@@ -27,10 +33,10 @@ def _lowest_finite_in_padding_only_windows(y, spatial, geometry):
 
 
 @ov_op("AvgPool")
-def avg_pool(ctx, x, *, strides, pads_begin, pads_end, kernel, exclude_pad, rounding_type="floor",
-             auto_pad="explicit"):
-    return _pool(x, "avg", strides, pads_begin, pads_end, kernel, rounding_type, auto_pad,
-                 count_include_pad=not exclude_pad)
+def avg_pool(ctx, x, *, strides, pads_begin, pads_end, kernel, exclude_pad, rounding_type="floor", auto_pad="explicit"):
+    return _pool(
+        x, "avg", strides, pads_begin, pads_end, kernel, rounding_type, auto_pad, count_include_pad=not exclude_pad
+    )
 
 
 @ov_op("MaxPool")

@@ -58,8 +58,9 @@ def _pad(x: np.ndarray, pads_begin, pads_end) -> np.ndarray:
 
 
 @ov_op("Interpolate")
-def interpolate(ctx, x, target_spatial_shape, *, axes, mode, align_corners=True, antialias=False, pads_begin=None,
-                pads_end=None):
+def interpolate(
+    ctx, x, target_spatial_shape, *, axes, mode, align_corners=True, antialias=False, pads_begin=None, pads_end=None
+):
     mode = str(mode).lower()
     if mode not in _MODES:
         raise ExecutionError(f"unknown Interpolate mode {mode!r}; expected one of {', '.join(_MODES)}")

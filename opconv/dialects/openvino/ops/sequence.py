@@ -22,7 +22,7 @@ def ctc_greedy_decoder(ctx, data, sequence_mask, *, ctc_merge_repeated=True):
             if label != classes - 1 and not (ctc_merge_repeated and label == previous):
                 decoded.append(label)
             previous = label
-        out[n, :len(decoded), 0, 0] = decoded
+        out[n, : len(decoded), 0, 0] = decoded
     return out
 
 
@@ -43,5 +43,5 @@ def gather_tree(ctx, step_ids, parent_idx, max_seq_len, end_token):
             # Everything after the first end token is end tokens.
             hits = np.flatnonzero(out[:length, b, beam] == end)
             if hits.size:
-                out[hits[0]:length, b, beam] = end
+                out[hits[0] : length, b, beam] = end
     return out

@@ -79,8 +79,19 @@ def _mask(bits, i: int) -> bool:
 
 
 @ov_op("StridedSlice")
-def strided_slice(ctx, x, begin, end, stride=None, *, begin_mask, end_mask, new_axis_mask=None,
-                  shrink_axis_mask=None, ellipsis_mask=None):
+def strided_slice(
+    ctx,
+    x,
+    begin,
+    end,
+    stride=None,
+    *,
+    begin_mask,
+    end_mask,
+    new_axis_mask=None,
+    shrink_axis_mask=None,
+    ellipsis_mask=None,
+):
     """TensorFlow-style slicing: each position of begin/end/stride is one item of a numpy index.
 
     A mask bit set to 1 means: begin/end ignored (the whole range), a new
@@ -176,7 +187,7 @@ def shuffle_channels(ctx, x, *, axis=1, group=1):
     channels = x.shape[axis]
     if channels % group:
         raise ExecutionError(f"{channels} channels do not split into {group} groups")
-    split = x.reshape(x.shape[:axis] + (group, channels // group) + x.shape[axis + 1:])
+    split = x.reshape(x.shape[:axis] + (group, channels // group) + x.shape[axis + 1 :])
     return np.swapaxes(split, axis, axis + 1).reshape(x.shape)
 
 

@@ -31,8 +31,17 @@ _ENCODINGS = {"corner": False, "center": True}
 
 
 @ov_op("NonMaxSuppression")
-def non_max_suppression(ctx, boxes, scores, max_output_boxes_per_class=None, iou_threshold=None,
-                        score_threshold=None, *, box_encoding="corner", sort_result_descending=True):
+def non_max_suppression(
+    ctx,
+    boxes,
+    scores,
+    max_output_boxes_per_class=None,
+    iou_threshold=None,
+    score_threshold=None,
+    *,
+    box_encoding="corner",
+    sort_result_descending=True,
+):
     center = _ENCODINGS.get(str(box_encoding).lower())
     if center is None:
         raise ExecutionError(f"unknown box_encoding {box_encoding!r}")

@@ -49,8 +49,9 @@ class _Rule(NamedTuple):  # not a dataclass: defining one costs ~1 ms of every c
     def iterations(self, size: int) -> int:
         first, stop = self.bounds(size)
         if not 0 <= first < stop <= size or self.stride == 0:
-            raise ExecutionError(f"slice start={self.start} end={self.end} stride={self.stride} does not fit an "
-                                 f"axis of size {size}")
+            raise ExecutionError(
+                f"slice start={self.start} end={self.end} stride={self.stride} does not fit an axis of size {size}"
+            )
         return (stop - first) // abs(self.stride)
 
     def offset(self, size: int, iteration: int) -> int:
@@ -74,8 +75,7 @@ def _iteration_count(sliced, inputs) -> int:
         x = np.asarray(inputs[r.external])
         counts.add(r.iterations(x.shape[r.axis % x.ndim]))
     if len(counts) > 1:
-        raise ExecutionError(f"TensorIterator's sliced inputs disagree on the number of iterations: "
-                             f"{sorted(counts)}")
+        raise ExecutionError(f"TensorIterator's sliced inputs disagree on the number of iterations: {sorted(counts)}")
     if not counts:
         raise ExecutionError("TensorIterator has no sliced input, so its number of iterations is unknown")
     return counts.pop()
@@ -126,4 +126,3 @@ def tensor_iterator(ctx, *inputs, body: Graph):
                 raise ExecutionError("TensorIterator ran no iteration, so it has nothing to concatenate")
             outputs[r.external] = np.concatenate(pieces, axis=r.axis % np.ndim(pieces[0]))
     return tuple(outputs)
-
