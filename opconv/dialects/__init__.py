@@ -79,6 +79,29 @@ def read_model_file(path: str) -> bytes:
         raise ModelReadError(f"cannot read: {e.strerror}", where=path) from None
 
 
+#: slices below this many bytes are read into memory instead of mapped: every mapping holds a file descriptor
+#: until its array is freed, and a model's graph (a cycle of nodes and values) is freed only when the garbage
+#: collector runs, so thousands of small mapped constants could exhaust the process's descriptors
+MAP_AT_BYTES = 1 << 20
+
+
+def read_slice(path: str, dtype: Any, offset: int, shape: tuple[int, ...]) -> Any:
+    """The read-only array of ``shape`` stored at ``offset`` of ``path``: mapped when large, read when small."""
+    import numpy as np
+
+    dtype = np.dtype(dtype)
+    count = 1
+    for d in shape:
+        count *= int(d)
+    if count == 0:
+        return np.zeros(shape, dtype)
+    if count * dtype.itemsize >= MAP_AT_BYTES:
+        return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=tuple(shape))
+    array = np.fromfile(path, dtype=dtype, count=count, offset=offset).reshape(shape)
+    array.flags.writeable = False
+    return array
+
+
 def load_model(path: str | os.PathLike, dialect: str | None = None, **options) -> Model:
     path = os.fspath(path)
     d = get(dialect) if dialect else detect(path)

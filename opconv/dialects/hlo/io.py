@@ -27,7 +27,7 @@ from ...atomic import OutputFiles
 from ...errors import ModelReadError, ModelWriteError, NotImplementedFeature
 from ...ir import Model, Tensor
 from ...types import element_type
-from .. import read_model_file
+from .. import read_model_file, read_slice
 from .text import INLINE_LIMIT, parse_module, print_module
 
 FORMATS = ("text", "stablehlo")
@@ -143,7 +143,7 @@ class _SidecarReader:
 def _map(where: WeightsSlice, np_dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
     if where.length == 0:  # np.memmap cannot map zero bytes
         return np.zeros(shape, np_dtype)
-    return np.memmap(where.path, dtype=np.dtype(np_dtype).newbyteorder("<"), mode="r", offset=where.offset, shape=shape)
+    return read_slice(where.path, np.dtype(np_dtype).newbyteorder("<"), where.offset, shape)
 
 
 class _SidecarWriter:

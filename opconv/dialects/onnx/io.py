@@ -37,7 +37,7 @@ from ...types import (
     element_type,
     from_onnx_code,
 )
-from .. import read_model_file
+from .. import read_model_file, read_slice
 from .proto import messages as pb
 from .proto import to_array
 
@@ -496,7 +496,7 @@ def _map_external(where: ExternalData, dtype: str, shape: tuple) -> np.ndarray:
     if et.bits % 8 == 0 and et.numpy is not None and et.bits:
         if where.length == 0:
             return np.zeros(shape, dtype=et.numpy)
-        return np.memmap(where.path, dtype=et.numpy.newbyteorder("<"), mode="r", offset=where.offset, shape=shape)
+        return read_slice(where.path, et.numpy.newbyteorder("<"), where.offset, shape)
     # Sub-byte types are packed: decode through a TensorProto.
     with open(where.path, "rb") as f:
         f.seek(where.offset)

@@ -36,7 +36,7 @@ from ...errors import GraphError, ModelReadError, ModelWriteError
 from ...ir import Attr, Graph, Model, Node, Tensor, Value
 from ...schemas import OpSchema, dialect_schemas
 from ...types import TensorType, element_type
-from .. import read_model_file
+from .. import read_model_file, read_slice
 
 OPSET = "opset1"
 #: IR versions the reader accepts (v11 only when its layers are all opset1)
@@ -597,7 +597,7 @@ def _map(where: _BinSlice, dtype: str, shape) -> np.ndarray:
     assert np_dtype is not None  # checked when the Const was read
     if where.length == 0:  # np.memmap cannot map zero bytes
         return np.zeros(shape, np_dtype)
-    return np.memmap(where.path, dtype=np_dtype, mode="r", offset=where.offset, shape=tuple(shape))
+    return read_slice(where.path, np_dtype, where.offset, tuple(shape))
 
 
 def _file_slice(tensor: Tensor) -> tuple[str, int, int] | None:
