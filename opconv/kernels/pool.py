@@ -32,6 +32,7 @@ window offsets.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 
@@ -373,11 +374,33 @@ class _Geometry:
         return result
 
     def window_counts(self, include_pad: bool, dtype) -> np.ndarray:
-        """Divisor of average pooling per output position, shape ``(*out)``."""
-        ones = np.ones(self.spatial, dtype=dtype)
-        mask = self._pad(ones, 0, 1 if include_pad else 0)
-        windows = window_view(mask, tuple(range(self.n)), self.kernel, self.strides, self.dilations)
-        return windows.sum(axis=tuple(range(self.n, 2 * self.n)))
+        """Divisor of average pooling per output position, shape ``(*out)`` (read-only: shared between calls)."""
+        return _window_counts(
+            self.spatial,
+            self.kernel,
+            self.strides,
+            self.dilations,
+            self.pads_begin,
+            self.pads_end,
+            self.overflow,
+            include_pad,
+            np.dtype(dtype),
+        )
+
+
+@functools.lru_cache(maxsize=256)
+def _window_counts(spatial, kernel, strides, dilations, pads_begin, pads_end, overflow, include_pad, dtype):
+    """:meth:`_Geometry.window_counts`, computed once per geometry: counting costs more than the pooling's sums
+    on small images (ShuffleNet's 3x3 average pools: 0.17 of 0.27 ms)."""
+    mask = np.zeros(tuple(s + b + e + o for s, b, e, o in zip(spatial, pads_begin, pads_end, overflow)), dtype)
+    if include_pad:
+        mask[tuple(slice(0, s + b + e) for s, b, e in zip(spatial, pads_begin, pads_end))] = 1
+    else:
+        mask[tuple(slice(b, b + s) for b, s in zip(pads_begin, spatial))] = 1
+    windows = window_view(mask, tuple(range(len(spatial))), kernel, strides, dilations)
+    counts = windows.sum(axis=tuple(range(len(spatial), 2 * len(spatial))))
+    counts.flags.writeable = False
+    return counts
 
 
 def _window_geometry(x, window, strides, base_dilations, window_dilations, padding):
