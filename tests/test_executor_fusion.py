@@ -274,3 +274,65 @@ def test_relu_kernel_is_numpy_maximum_bit_for_bit(dtype):
         into = a.copy()
         assert elementwise.relu(into, out=into) is into
         np.testing.assert_array_equal(into.view(np.uint8), expected(a))
+
+
+# ---------------------------------------------------------------- channel shuffle into the next convolution
+
+
+def _shuffle_model(*, strides=(1, 1), pads=(1, 1, 1, 1), back=(2, 12, 7, 6), extra_use=False, dilations=(1, 1)):
+    """x (2, 12, 7, 6) -> Relu -> ShuffleNet's channel shuffle in 3 groups (Reshape, Transpose, Reshape to
+    ``back``) -> a depthwise Conv with BatchNormalization (and a grouped Conv when ``back`` is not a plain
+    shuffle's shape)."""
+    channels = back[1]
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("Reshape", ["r", "split"], ["s"]),
+        helper.make_node("Transpose", ["s"], ["t"], perm=[0, 2, 1, 3, 4]),
+        helper.make_node("Reshape", ["t", "back"], ["u"]),
+        helper.make_node(
+            "Conv", ["u", "w"], ["c"], group=channels, pads=list(pads), strides=list(strides), dilations=list(dilations)
+        ),
+        helper.make_node("BatchNormalization", ["c", "scale", "shift", "mean", "var"], ["y"], epsilon=1e-3),
+    ]
+    outputs = ["y"] + (["r2"] if extra_use else [])
+    if extra_use:  # a second reader of the Relu's output, after the Conv
+        nodes.append(helper.make_node("Sigmoid", ["r"], ["r2"]))
+    params = {
+        "split": np.array([2, 3, 4, 7, 6], np.int64),
+        "back": np.array(back, np.int64),
+        "w": RNG.standard_normal((channels, 1, 3, 3)).astype(np.float32),
+        "scale": RNG.uniform(0.5, 2, channels).astype(np.float32),
+        "shift": RNG.standard_normal(channels).astype(np.float32),
+        "mean": RNG.standard_normal(channels).astype(np.float32),
+        "var": RNG.uniform(0.1, 3, channels).astype(np.float32),
+    }
+    graph = helper.make_graph(
+        nodes,
+        "shuffle",
+        [helper.make_tensor_value_info("x", F, [2, 12, 7, 6])],
+        [helper.make_tensor_value_info(n, F, None) for n in outputs],
+        [numpy_helper.from_array(a, k) for k, a in params.items()],
+    )
+    return helper.make_model(graph, ir_version=8, opset_imports=[helper.make_opsetid("", 15)])
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"strides": (2, 2)},
+        {"pads": (0, 2, 1, 0)},
+        {"strides": (2, 1), "dilations": (2, 1), "pads": (2, 1, 2, 1)},
+        {"back": (2, 6, 14, 6)},  # not the shuffle's shape: the Reshape reshapes as the node does
+    ],
+)
+def test_channel_shuffle_is_copied_by_the_convolutions_padding_and_matches_onnxruntime(kwargs):
+    proto = _shuffle_model(**kwargs)
+    assert _fused_pairs(proto, fusion.fuse_channel_shuffle) == 1
+    _compare(proto, {"x": RNG.standard_normal((2, 12, 7, 6)).astype(np.float32)})
+
+
+def test_channel_shuffle_of_a_value_read_again_later_is_not_fused():
+    proto = _shuffle_model(extra_use=True)
+    assert _fused_pairs(proto, fusion.fuse_channel_shuffle) == 0
+    _compare(proto, {"x": RNG.standard_normal((2, 12, 7, 6)).astype(np.float32)})

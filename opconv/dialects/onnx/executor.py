@@ -46,10 +46,11 @@ class _OnnxExecutor(DialectExecutor):
 
 
 def _fuse(graph: Graph, plan) -> None:
-    from .fusion import fuse_conv_batch_norm, fuse_relu, fuse_transformer_patterns
+    from .fusion import fuse_channel_shuffle, fuse_conv_batch_norm, fuse_relu, fuse_transformer_patterns
 
     fuse_conv_batch_norm(graph, plan)
     fuse_relu(graph, plan)
+    fuse_channel_shuffle(graph, plan)
     fuse_transformer_patterns(graph, plan)  # last: it renumbers the steps
 
 

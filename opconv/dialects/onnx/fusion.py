@@ -1,6 +1,6 @@
 """Session-time fusion of the ONNX executor: inference BatchNormalization folded into the Conv before it,
-Relu applied by the step that computes its input, and transformer patterns (Gelus, attention, bias adds) run as
-one step.
+Relu applied by the step that computes its input, channel shuffles copied by the next Conv, and transformer
+patterns (Gelus, attention, bias adds) run as one step.
 
 ``y = BN(Conv(x, W, B))`` with per-channel ``a = scale / sqrt(var + eps)`` is
 ``Conv(x, W * a, (B - mean) * a + bias)``: the normalization costs nothing at
@@ -22,6 +22,9 @@ A Relu, or a Clip with constant bounds (MobileNet's ReLU6), that alone reads
 the output of a Conv (BatchNormalization folded in or not), Add or Sum is
 applied by that step to its fresh output, in place, while the output is still
 in cache: one step fewer and no second trip through memory.
+
+A channel shuffle (ShuffleNet's Reshape-Transpose-Reshape) that alone feeds a padded Conv is copied once, by
+that convolution's padding, instead of once more by the last Reshape (``fuse_channel_shuffle``).
 
 torch's exports of the erf and tanh Gelus, of attention's MatMul-Scale-Mask-
 Softmax-MatMul, a MatMul followed by its bias Add and LLaMA's RMSNorm (``TRANSFORMER_PATTERNS``) run as one
@@ -207,6 +210,89 @@ class _FusedConv:
         w_folded = (w.astype(np.float64) * a.reshape((channels,) + (1,) * (w.ndim - 1))).astype(w.dtype)
         packed = conv_kernels.pack_conv_weights(w_folded, shift.astype(w.dtype), self.groups)
         return (w_folded, shift.astype(w.dtype)) if packed is None else (packed, None)
+
+
+# ---------------------------------------------------------------- channel shuffle into the next convolution
+
+
+def fuse_channel_shuffle(graph: Graph, plan) -> int:
+    """Let each channel shuffle (ShuffleNet's Reshape to ``(N, g, C / g, *S)``, Transpose swapping axes 1 and 2,
+    Reshape back to ``(N, C, *S)``) that alone feeds a padded Conv be copied once, by the convolution's padding,
+    instead of twice (the shuffle's own copy, then the padding's); returns how many were fused.
+
+    The last Reshape hands on the transposed view ``(N, C / g, g, *S)`` when its target merges axes 1 and 2 of
+    it (else it reshapes as the node does), and the Conv writes that view into its zero-padded input: the same
+    values in the same places, then the same convolution with no padding left to add."""
+    uses = Uses(graph, plan)
+    fused = 0
+    for c, conv in enumerate(plan.steps):
+        node = conv.node
+        if not (
+            _is_onnx(node, "Conv") and conv.attrs.get("auto_pad") in (None, "", "NOTSET") and conv.attrs.get("pads")
+        ):
+            continue
+        back = uses.producer_of_sole_use(node.inputs[0])
+        if back is None or not _is_onnx(plan.steps[back].node, "Reshape") or plan.foldable[back]:
+            continue
+        swap = uses.producer_of_sole_use(plan.steps[back].node.inputs[0])
+        if swap is None or not _is_onnx(plan.steps[swap].node, "Transpose") or plan.foldable[swap]:
+            continue
+        split = uses.producer_of_sole_use(plan.steps[swap].node.inputs[0])
+        if split is None or not _is_onnx(plan.steps[split].node, "Reshape"):
+            continue
+        if uses.producer_of_sole_use(plan.steps[split].node.inputs[0]) is None:
+            continue  # the view reads this value after its step: no other step may overwrite it in place
+        perm = plan.steps[swap].attrs.get("perm")
+        if perm is None or list(perm) != [0, 2, 1, *range(3, len(perm))]:
+            continue
+        reshape = plan.steps[back]
+        plan.steps[back] = BoundNode(reshape.node, _MergedAxesView(reshape.fn), reshape.attrs, reshape.label)
+        plan.steps[c] = BoundNode(
+            node, _PaddedFromView(conv.fn, len(perm)), conv.attrs, conv.label + " with a channel shuffle"
+        )
+        plan.donors[c] = tuple(d for d in plan.donors[c] if d != 0)  # its input is a view of another array
+        fused += 1
+    plan.changed()
+    return fused
+
+
+class _MergedAxesView:
+    """A Reshape whose target merges axes 1 and 2 of its input hands the input on as it is (a view the next
+    Conv reads, see :func:`fuse_channel_shuffle`); any other target reshapes as the node does."""
+
+    def __init__(self, reshape):
+        self.reshape = reshape
+
+    def __call__(self, ctx, data, *rest, **attrs):
+        data = np.asarray(data)
+        # the node's own target shape (its checks, 0 and -1 resolved) from a view that costs no copy
+        stand_in = np.ndarray(data.shape, data.dtype, np.zeros(1, data.dtype), strides=(0,) * data.ndim)
+        target = self.reshape(ctx, stand_in, *rest, **attrs).shape
+        if data.ndim > 3 and target == data.shape[:1] + (data.shape[1] * data.shape[2],) + data.shape[3:]:
+            return data
+        return self.reshape(ctx, data, *rest, **attrs)
+
+
+class _PaddedFromView:
+    """A Conv whose input may arrive as ``(N, C / g, g, *S)`` (from :class:`_MergedAxesView`, ``rank`` dims): it
+    copies that view into its zero-padded ``(N, C, *S)`` input and convolves with no padding left."""
+
+    def __init__(self, conv, rank: int):
+        self.conv = conv
+        self.rank = rank
+
+    def __call__(self, ctx, x, *params, pads, **attrs):
+        if np.ndim(x) != self.rank:
+            return self.conv(ctx, x, *params, pads=pads, **attrs)
+        n = self.rank - 3  # spatial dims
+        begin, end = pads[:n], pads[n:]
+        if min(pads) < 0:
+            return self.conv(ctx, x.reshape(x.shape[:1] + (-1,) + x.shape[3:]), *params, pads=pads, **attrs)
+        spatial = tuple(s + b + e for s, b, e in zip(x.shape[3:], begin, end))
+        padded = np.zeros(x.shape[:1] + (x.shape[1] * x.shape[2],) + spatial, dtype=x.dtype)
+        inside = (Ellipsis,) + tuple(slice(b, b + s) for b, s in zip(begin, x.shape[3:]))
+        padded.reshape(x.shape[:3] + spatial)[inside] = x
+        return self.conv(ctx, padded, *params, pads=[0] * len(pads), **attrs)
 
 
 # ---------------------------------------------------------------- transformer patterns
