@@ -496,53 +496,6 @@ def _lrn(b, m):
     return binary(b, "Div", x, binary(b, "Pow", base, scalar(b, beta, dt)))
 
 
-@lower("onnx", "hlo", "MeanVarianceNormalization", inputs=1)
-def _mvn(b, m):
-    x = m.root.inputs[0]
-    axes = list(attr(m.root, "axes", [0, 2, 3]))
-    count = int(np.prod([shape_of(x)[a] for a in axes]))
-    dt = dtype_of(x)
-    mean = binary(b, "Div", reduce(b, x, axes, "ADD", keepdims=True), scalar(b, count, dt))
-    centred = binary(b, "Sub", x, mean)
-    var = binary(
-        b, "Div", reduce(b, binary(b, "Mul", centred, centred), axes, "ADD", keepdims=True), scalar(b, count, dt)
-    )
-    return binary(b, "Div", centred, binary(b, "Add", unary(b, "Sqrt", var), scalar(b, 1e-9, dt)))
-
-
-@lower("onnx", "hlo", "LpNormalization", inputs=1)
-def _lp_norm(b, m):
-    x = m.root.inputs[0]
-    axis = normalize_axis(int(attr(m.root, "axis", -1)), len(shape_of(x)))
-    p = int(attr(m.root, "p", 2))
-    if p == 1:
-        norm = reduce(b, unary(b, "Abs", x), [axis], "ADD", keepdims=True)
-    elif p == 2:
-        norm = unary(b, "Sqrt", reduce(b, binary(b, "Mul", x, x), [axis], "ADD", keepdims=True))
-    else:
-        raise Refuse(f"p={p} is not 1 or 2")
-    # A zero norm means a zero vector, which stays zero (x / 1) instead of 0 / 0.
-    zero = compare(b, norm, scalar(b, 0, dtype_of(x)), "EQ")
-    norm = hlo(b, "Select", zero, full(b, 1, dtype_of(x), shape_of(norm)), norm, type=static_type(norm))
-    return binary(b, "Div", x, norm)
-
-
-@lower("onnx", "hlo", "RMSNormalization", inputs=2)
-def _rms_norm(b, m):
-    node = m.root
-    x, scale = node.inputs[:2]
-    xs = shape_of(x)
-    axis = normalize_axis(int(attr(node, "axis", -1)), len(xs))
-    if int(attr(node, "stash_type", 1)) != 1 and dtype_of(x) != "float64":
-        raise Refuse("stash_type other than float32 is not mapped")
-    axes = list(range(axis, len(xs)))
-    count = int(np.prod(xs[axis:], dtype=np.int64))
-    dt = dtype_of(x)
-    mean_square = binary(b, "Div", reduce(b, binary(b, "Mul", x, x), axes, "ADD", keepdims=True), scalar(b, count, dt))
-    inv = unary(b, "Rsqrt", binary(b, "Add", mean_square, scalar(b, float(attr(node, "epsilon", 1e-5)), dt)))
-    return binary(b, "Mul", binary(b, "Mul", x, inv), scale)
-
-
 # ---------------------------------------------------------------------------
 # Einsum (two operands or one; no ellipsis, no repeated letters within an operand)
 # ---------------------------------------------------------------------------
