@@ -83,6 +83,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ..attributes import text_value
 from ..errors import BudgetError, ConversionError, GraphError
 from ..ir import Attr, Graph, Node, Value, infer_attr
 from ..types import TensorType, element_type
@@ -493,9 +494,9 @@ def attr(node: Node, name: str, default: Any = None) -> Any:
 
 
 def text_attr(node: Node, name: str, default: str | None = None) -> Any:
-    """A STRING attribute as ``str`` (the proto reader keeps them as bytes), or ``default`` when omitted."""
-    value = attr(node, name, default)
-    return value.decode() if isinstance(value, bytes) else value
+    """A STRING (or STRINGS) attribute as ``str`` (:func:`~opconv.attributes.text_value`), or ``default`` when
+    omitted."""
+    return text_value(attr(node, name, default))
 
 
 def const_input(m: Match, name: str, what: str) -> np.ndarray:

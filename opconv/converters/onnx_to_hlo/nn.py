@@ -30,15 +30,10 @@ from ._common import (
     scalar,
     shape_of,
     static_type,
+    text_attr,
     transpose,
     unary,
 )
-
-
-def _str(value, default: str) -> str:
-    if value is None:
-        return default
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def conv_padding(low, high) -> list[int]:
@@ -49,7 +44,7 @@ def conv_padding(low, high) -> list[int]:
 def explicit_pads(node, in_spatial, kernel, strides, dilations) -> tuple[list[int], list[int]]:
     """Begin/end pads of a Conv or pool window from ``pads`` or ``auto_pad`` (static shapes)."""
     n = len(in_spatial)
-    auto = _str(attr(node, "auto_pad"), "NOTSET")
+    auto = text_attr(node, "auto_pad", "NOTSET")
     if auto in ("NOTSET", ""):
         pads = list(attr(node, "pads", [0] * (2 * n)))
         return pads[:n], pads[n:]
@@ -128,7 +123,7 @@ def _conv_transpose(b, m):
     strides = list(attr(node, "strides", [1] * spatial))
     dilations = list(attr(node, "dilations", [1] * spatial))
     out_pad = list(attr(node, "output_padding", [0] * spatial))
-    auto = _str(attr(node, "auto_pad"), "NOTSET")
+    auto = text_attr(node, "auto_pad", "NOTSET")
     output_shape = attr(node, "output_shape")
     if output_shape is not None:
         begin, end = conv_transpose_pads(
@@ -185,7 +180,7 @@ def _pool_common(node, rank: int) -> dict:
     kernel = list(attr(node, "kernel_shape", []))
     if len(kernel) != spatial:
         raise Refuse(f"kernel_shape {kernel} does not fit an input of rank {rank}")
-    auto = _str(attr(node, "auto_pad"), "NOTSET")
+    auto = text_attr(node, "auto_pad", "NOTSET")
     out = dict(
         kernel_shape=kernel,
         strides=list(attr(node, "strides", [1] * spatial)),
@@ -512,8 +507,7 @@ def _sum_out(b, x, letters: str, keep: set):
 @lower("onnx", "hlo", "Einsum", inputs=(1, 2))
 def _einsum(b, m):
     node = m.root
-    equation = attr(node, "equation")
-    equation = (equation.decode() if isinstance(equation, bytes) else equation).replace(" ", "")
+    equation = str(text_attr(node, "equation")).replace(" ", "")
     if "..." in equation or "->" not in equation:
         raise Refuse("Einsum with an ellipsis or an implicit output is not mapped")
     lhs, out = equation.split("->")
