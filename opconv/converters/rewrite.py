@@ -499,6 +499,42 @@ def text_attr(node: Node, name: str, default: str | None = None) -> Any:
     return text_value(attr(node, name, default))
 
 
+#: the ONNX reductions -> the opset from which ``axes`` is their optional second input instead of an attribute
+REDUCE_AXES_INPUT_SINCE = {
+    "ReduceSum": 13,
+    **dict.fromkeys(
+        (
+            "ReduceL1",
+            "ReduceL2",
+            "ReduceLogSum",
+            "ReduceLogSumExp",
+            "ReduceMax",
+            "ReduceMean",
+            "ReduceMin",
+            "ReduceProd",
+            "ReduceSumSquare",
+        ),
+        18,
+    ),
+}
+
+
+def reduce_axes(node: Node) -> list[int] | None:
+    """The axes of an ONNX reduction whatever its version: its ``axes`` attribute, or its constant second input
+    (:data:`REDUCE_AXES_INPUT_SINCE`; a valid node has only the one its version defines); None when it gives
+    none.  Refuses axes computed at run time."""
+    axes = node.attr("axes")
+    if axes is not None:
+        return [int(a) for a in axes]
+    value = node.inputs[1] if len(node.inputs) > 1 else None
+    if value is None:
+        return None
+    data = constant_value(value)
+    if data is None:
+        raise Refuse(f"axes ({value.name}) must be a constant")
+    return [int(a) for a in np.asarray(data).reshape(-1)]
+
+
 def const_input(m: Match, name: str, what: str) -> np.ndarray:
     """The constant data of captured input ``name``; refuses when it is computed at run time."""
     data = m.constant(name)

@@ -20,6 +20,7 @@ from ...attributes import text_value
 from ...ir import Node, Tensor, Value, infer_attr
 from .. import lowering
 from ..lowering import lower
+from ..rewrite import REDUCE_AXES_INPUT_SINCE
 
 MS = "com.microsoft"
 
@@ -254,8 +255,7 @@ class Emitter:
 
     # -- opset-aware forms of ops whose signature changed ------------------
     def reduce(self, op: str, x: Value, axes, keepdims: int = 1) -> Value:
-        moved_to_input = 13 if op == "ReduceSum" else 18
-        if self.opset >= moved_to_input:
+        if self.opset >= REDUCE_AXES_INPUT_SINCE[op]:
             return self(op, x, self.ints(axes), keepdims=keepdims)
         return self(op, x, axes=list(axes), keepdims=keepdims)
 

@@ -7,6 +7,7 @@ import numpy as np
 from ...kernels.conv import conv_transpose_pads
 from ...types import TensorType
 from ..lowering import lower
+from ..rewrite import reduce_axes
 from ._common import (
     Refuse,
     attr,
@@ -657,9 +658,12 @@ REDUCTIONS = {
 }
 
 
-def _reduction(b, m, axes):
+@lower("onnx", "hlo", tuple(REDUCTIONS), inputs=(1, 2))
+def _reduction(b, m):
+    """Every version: the axes are an attribute or a constant input (``reduce_axes``)."""
     node = m.root
     x = node.inputs[0]
+    axes = reduce_axes(node)
     rank = len(shape_of(x))
     if not axes:
         if attr(node, "noop_with_empty_axes", 0):
@@ -672,21 +676,6 @@ def _reduction(b, m, axes):
     if shape_of(y) != out_type(m).shape:
         raise Refuse(f"reduced shape {shape_of(y)} differs from the ONNX output {out_type(m).shape}")
     return y
-
-
-@lower("onnx", "hlo", tuple(REDUCTIONS), since=1, inputs=1)
-def _reduce_1(b, m):
-    """The reductions while ``axes`` is an attribute."""
-    return _reduction(b, m, attr(m.root, "axes"))
-
-
-# `axes` became an optional input in opset 13 for ReduceSum, in opset 18 for the others.
-@lower("onnx", "hlo", "ReduceSum", since=13, inputs=(1, 2), names=("data", "axes"))
-@lower(
-    "onnx", "hlo", tuple(op for op in REDUCTIONS if op != "ReduceSum"), since=18, inputs=(1, 2), names=("data", "axes")
-)
-def _reduce_13(b, m):
-    return _reduction(b, m, None if m["axes"] is None else const_ints(m, "axes"))
 
 
 @lower("onnx", "hlo", ("ArgMax", "ArgMin"), inputs=1)

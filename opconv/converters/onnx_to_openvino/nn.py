@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..lowering import lower
+from ..rewrite import reduce_axes
 from ._common import (
     Refuse,
     attr,
     const,
     const_input,
-    constant_list,
     i64,
     np_dtype,
     ov,
@@ -717,28 +717,11 @@ REDUCTIONS = {
 }
 
 
-@lower("onnx", "openvino", tuple(REDUCTIONS), inputs=1, names=("x",))
-def _reduce_1(b, m):
-    """The axes attribute."""
-    return _reduce(b, m, attr(m.root, "axes"))
-
-
-@lower("onnx", "openvino", "ReduceSum", since=13, inputs=(1, 2), names=("x", "axes"))
-@lower(
-    "onnx",
-    "openvino",
-    tuple(op for op in REDUCTIONS if op != "ReduceSum"),
-    since=18,
-    inputs=(1, 2),
-    names=("x", "axes"),
-)
-def _reduce_axes_input(b, m):
-    """The axes input (ReduceSum's from opset 13, the other reductions' from 18)."""
-    return _reduce(b, m, constant_list(m, "axes"))
-
-
-def _reduce(b, m, axes):
+@lower("onnx", "openvino", tuple(REDUCTIONS), inputs=(1, 2), names=("x", "axes"))
+def _reduce(b, m):
+    """Every version: the axes are an attribute or a constant input (``reduce_axes``)."""
     node, x = m.root, m["x"]
+    axes = reduce_axes(node)
     shape = static_shape(x)
     rank = len(shape)
     if 0 in shape:
