@@ -307,9 +307,9 @@ def decompose(
 ) -> Model | onnx.ModelProto:
     """Rewrite the contrib operators of ``model`` in ``domains`` (and onnxruntime's ai.onnx-domain ones) into standard
     ai.onnx operators at the model's opset, so that any runtime reads the result.  With ``composites``, the ai.onnx
-    composites too (Attention, RNN/GRU/LSTM unrolled, RotaryEmbedding, NegativeLogLikelihoodLoss,
-    SoftmaxCrossEntropyLoss), as the converters to OpenVINO and HLO do; those need the static shapes of their
-    inputs (an RNN's sequence length).
+    composites too (Attention, RNN/GRU/LSTM unrolled, RotaryEmbedding, the RMS, mean-variance and Lp normalizations,
+    NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss), as the converters to OpenVINO and HLO do; those need the
+    static shapes of their inputs (an RNN's sequence length).
 
     Returns an ``onnx.ModelProto`` when given one, else a :class:`Model`; raises
     :class:`~opconv.ConversionError` naming every node it cannot rewrite.

@@ -87,6 +87,19 @@ def decode_value(a: Attr) -> Any:
     return v
 
 
+def text_value(value: Any) -> Any:
+    """A STRING attribute's value as ``str`` (a STRINGS attribute's as a list of ``str``); other values unchanged.
+
+    The ONNX reader keeps a string that is not UTF-8 as bytes, so that it is written back unchanged; no operator
+    takes such a mode, equation or activation name, so it reads here with replacement characters and the caller
+    refuses it by name (instead of failing to decode it)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, list) and any(isinstance(v, bytes) for v in value):
+        return [text_value(v) for v in value]
+    return value
+
+
 def schema_default(p: AttrParam) -> Any:
     """The default a schema gives attribute ``p`` (``None`` when it gives none); a tensor default as an array."""
     default = p.default

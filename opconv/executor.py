@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 import importlib
+import re
 import sys
 import time
 import zlib
@@ -355,6 +356,10 @@ class Interpreter:
                 MemoryError,
             ) as e:
                 raise ExecutionError(f"{type(e).__name__}: {e}", where=step.label) from e
+            except RuntimeError as e:
+                if not NUMPY_DIMENSION_LIMIT.search(str(e)):
+                    raise
+                raise ExecutionError(f"an array of more dimensions than numpy supports ({e})", where=step.label) from e
             if single and not foldable and type(result) is np.ndarray:  # the common case, in short
                 local[output_ids[0]] = result
             else:
@@ -389,6 +394,11 @@ class Interpreter:
         if fold_only:
             return []
         return [_lookup(env, id(v), None, graph) for v in graph.outputs]
+
+
+#: numpy's refusal of an array of too many dimensions: its broadcasting functions raise a RuntimeError ("this
+#: function only supports up to 32 dimensions"), array constructors a ValueError (already an execution error)
+NUMPY_DIMENSION_LIMIT = re.compile(r"supports up to \d+ dimensions|maximum supported dimension")
 
 
 def _check_input_sizes(args: list[Any], limit: int, where: str) -> None:

@@ -115,6 +115,14 @@ def _yes(present: bool) -> str:
     return "yes" if present else NO
 
 
+def _converted(key: tuple[str, str], rules: dict) -> str:
+    """``yes`` when a translator is anchored at the op, ``decomposed`` for an ai.onnx composite (expanded into
+    standard ops before any translator runs), else NO."""
+    from opconv.converters.decompose.registry import COMPOSITES
+
+    return "yes" if key in rules else ("decomposed" if key in COMPOSITES else NO)
+
+
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
@@ -143,8 +151,8 @@ def _onnx_tables() -> tuple[list[str], dict]:
             domain or "ai.onnx",
             _versions(versions),
             _versions(kernels.get(key)),
-            _yes(key in to_openvino),
-            _yes(key in to_hlo),
+            _converted(key, to_openvino),
+            _converted(key, to_hlo),
             ", ".join(adapters) or NO,
         ]
         standard_rows.append(row)
@@ -153,6 +161,7 @@ def _onnx_tables() -> tuple[list[str], dict]:
         totals["standard openvino"] += key in to_openvino
         totals["standard hlo"] += key in to_hlo
         totals["standard adapters"] += bool(adapters)
+        totals["standard composites"] += row[4] == "decomposed"
 
     contrib = _schema_ops("onnx", "onnx_contrib.json")
     contrib_domains = sorted({d or "ai.onnx" for d, _, _ in contrib})
@@ -166,8 +175,8 @@ def _onnx_tables() -> tuple[list[str], dict]:
             _versions(versions),
             _versions(kernels.get(key)),
             _versions(decomposed),
-            _yes(key in to_openvino),
-            _yes(key in to_hlo),
+            _converted(key, to_openvino),
+            _converted(key, to_hlo),
         ]
         contrib_rows.append(row)
         totals["contrib"] += 1
@@ -179,12 +188,13 @@ def _onnx_tables() -> tuple[list[str], dict]:
         "",
         f"{totals['standard']} operators of the pinned onnx (`opconv/schemas/onnx.json`): "
         f"{totals['standard kernel']} with a kernel, {totals['standard openvino']} with an ONNX -> OpenVINO rule, "
-        f"{totals['standard hlo']} with an ONNX -> HLO rule, {totals['standard adapters']} with hand-written "
-        "version adapters.",
+        f"{totals['standard hlo']} with an ONNX -> HLO rule, {totals['standard composites']} composites decomposed "
+        f"into standard operators for both, {totals['standard adapters']} with hand-written version adapters.",
         "",
         "*schema*: the versions the schemas define; *kernel*: the `since` versions of its kernels "
         "(`@onnx_op`, `opconv/dialects/onnx/ops/`); *-> OpenVINO*, *-> HLO*: a rule of "
-        "`opconv/converters/onnx_to_openvino/` or `onnx_to_hlo/` is anchored at the op; *adapters*: "
+        "`opconv/converters/onnx_to_openvino/` or `onnx_to_hlo/` is anchored at the op (*decomposed*: an ai.onnx "
+        "composite, expanded by `opconv/converters/decompose/` before the rules run); *adapters*: "
         "`@upgrade` / `@downgrade` steps of `opconv/converters/onnx_versions/` (steps without one go through "
         "the schema-driven generic adapter). An op without a kernel may still run through its schema's "
         "function body; an op without a rule may still convert when folding removes it first.",

@@ -139,3 +139,29 @@ def test_benchmark_reports_a_runtime_error_and_goes_on(monkeypatch, tmp_path, ca
     unknown, identity = report["models"]
     assert unknown["runtimes"]["opconv"]["error"] and unknown["speedup_vs_reference"] is None
     assert len(identity["runtimes"]["opconv"]["rounds_ms"]) == 2 and identity["opconv_matches_onnxruntime"] is True
+
+
+def test_more_dimensions_than_numpy_broadcasts_is_an_execution_error(tmp_path):
+    """numpy's broadcasting functions raise a RuntimeError past 32 dimensions (PRelu checks its slope's shape
+    with one): an ExecutionError naming the node from the API, one line from the command line."""
+    import opconv
+    from opconv.errors import ExecutionError
+
+    shape = [1] * 40
+    graph = helper.make_graph(
+        [helper.make_node("PRelu", ["x", "slope"], ["y"], name="deep_prelu")],
+        "deep",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+        [onnx.numpy_helper.from_array(np.array([0.5], np.float32), "slope")],
+    )
+    path = tmp_path / "deep.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    with pytest.raises(ExecutionError, match="more dimensions than numpy supports") as raised:
+        opconv.run(str(path), {"x": -np.ones(shape, np.float32)})
+    assert "deep_prelu" in str(raised.value)
+    result = run("run", path)
+    assert result.exit_code == 2, result.output
+    said = result.output.strip().splitlines()  # the input shapes it drew, then the error: one line, the last
+    assert [line for line in said if line.startswith("opconv: error:")] == said[-1:], result.output
+    assert "deep_prelu" in said[-1] and "Traceback" not in result.output

@@ -1659,6 +1659,13 @@ COMPOSITE_CASES = {
     "RMSNormalization": lambda: _one_node(
         "RMSNormalization", {"X": rand(2, 3, 4), "scale": rand(3, 4)}, {"Y": [2, 3, 4]}, 23, axis=1, epsilon=1e-3
     ),
+    "MeanVarianceNormalization": lambda: _one_node(
+        "MeanVarianceNormalization", {"X": rand(2, 3, 4, 5)}, {"Y": [2, 3, 4, 5]}, 13, axes=[0, -1]
+    ),
+    # a zero row (its norm is 0: it stays zero), at opset 10, where Equal takes no floats yet
+    "LpNormalization": lambda: _one_node(
+        "LpNormalization", {"X": rand(3, 4) * np.array([[1], [0], [1]], np.float32)}, {"Y": [3, 4]}, 10, axis=1
+    ),
     "SoftmaxCrossEntropyLoss": lambda: _one_node(
         "SoftmaxCrossEntropyLoss",
         {"scores": rand(3, 5, 2), "labels": np.array([[0, 4], [2, -1], [1, 1]], np.int64)},
@@ -1684,6 +1691,22 @@ def test_composites_decompose_on_request_as_onnxruntime_computes(op):
     assert op in {n.op_type for n in opconv.decompose(model).graph.node}
     decomposed = opconv.decompose(model, composites=True)
     assert op not in {n.op_type for n in decomposed.graph.node}
+    _same_outputs(model, feeds, decomposed)
+
+
+@pytest.mark.parametrize("across_channels, normalize_variance", [(0, 1), (1, 0)])
+def test_onnxruntime_mean_variance_normalization_1_decomposes_as_it_runs(across_channels, normalize_variance):
+    """onnxruntime's MeanVarianceNormalization-1 (ai.onnx domain, opset 8) and its attributes."""
+    model, feeds = _one_node(
+        "MeanVarianceNormalization",
+        {"X": rand(2, 3, 4, 5)},
+        {"Y": [2, 3, 4, 5]},
+        8,
+        across_channels=across_channels,
+        normalize_variance=normalize_variance,
+    )
+    decomposed = opconv.decompose(model, composites=True)
+    assert "MeanVarianceNormalization" not in {n.op_type for n in decomposed.graph.node}
     _same_outputs(model, feeds, decomposed)
 
 

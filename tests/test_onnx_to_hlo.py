@@ -472,3 +472,15 @@ def test_max_roi_pool_converts_and_matches_onnxruntime():
     proto = _proto(nodes, [_f32("x", [2, 3, 8, 10])], [_f32("y", None)], [_const("rois", rois)], opset=13)
     hlo = _check_against_ort(proto, {"x": rng.standard_normal((2, 3, 8, 10)).astype(np.float32)})
     assert [n.op for n in hlo.graph.nodes] == ["MaxRoiPool"]
+
+
+def test_concat_and_sum_of_more_inputs_than_the_former_per_count_rules():
+    """70 Concat inputs and 20 Sum inputs (the former rules stopped at 64 and 8), against onnxruntime."""
+    names = [f"x{i}" for i in range(70)]
+    proto = _proto(
+        [helper.make_node("Concat", names, ["cat"], axis=0), helper.make_node("Sum", names[:20], ["total"])],
+        [_f32(n, [1, 3]) for n in names],
+        [_f32("cat", [70, 3]), _f32("total", [1, 3])],
+    )
+    rng = np.random.default_rng(3)
+    _check_against_ort(proto, {n: rng.standard_normal((1, 3)).astype(np.float32) for n in names})

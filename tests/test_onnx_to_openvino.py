@@ -293,3 +293,26 @@ def test_max_roi_pool_becomes_roi_pooling(tmp_path, scale):
     nodes = [helper.make_node("MaxRoiPool", ["x", "rois"], ["y"], pooled_shape=[3, 2], spatial_scale=scale)]
     proto = _proto(nodes, [_f32("x", [2, 3, 8, 10]), _f32("rois", [4, 5])], [_f32("y", None)])
     _check_op_model(tmp_path, proto, {"x": rng.standard_normal((2, 3, 8, 10)).astype(np.float32), "rois": rois})
+
+
+def test_concat_and_sum_of_more_inputs_than_the_former_per_count_rules(tmp_path):
+    """70 Concat inputs and 20 Sum inputs (the former rules stopped at 64 and 16), against onnxruntime."""
+    from tests.runtimes import convert_and_run_ir, run_ort
+
+    names = [f"x{i}" for i in range(70)]
+    graph = helper.make_graph(
+        [helper.make_node("Concat", names, ["cat"], axis=0), helper.make_node("Sum", names[:20], ["total"])],
+        "many",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 3]) for n in names],
+        [helper.make_tensor_value_info("cat", TensorProto.FLOAT, [70, 3])]
+        + [helper.make_tensor_value_info("total", TensorProto.FLOAT, [1, 3])],
+    )
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    rng = np.random.default_rng(3)
+    feeds = {n: rng.standard_normal((1, 3)).astype(np.float32) for n in names}
+    expected = dict(zip(("cat", "total"), run_ort(proto, feeds)))
+    _, runs = convert_and_run_ir(tmp_path, proto, feeds)
+    for who, actual in runs.items():
+        for name, value in expected.items():
+            cmp = compare_arrays(name, value, actual[name])
+            assert cmp.ok, f"{who}: {cmp.message}"

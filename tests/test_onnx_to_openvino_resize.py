@@ -240,3 +240,11 @@ def test_refusals_say_why(dtype, shape, sizes, reason):
     proto = _model(shape, dtype, sizes=sizes, mode="linear")
     with pytest.raises(ConversionError, match=reason):
         opconv.convert(opconv.load(proto), to="openvino")
+
+
+def test_a_mode_that_is_not_utf8_is_refused_by_name():
+    """The reader keeps a non-UTF-8 STRING attribute as bytes; the translator names it instead of failing to
+    decode it."""
+    proto = _model((1, 1, 2, 2), scales=[1, 1, 2, 2], mode=b"\xffnearest")
+    with pytest.raises(ConversionError, match="mode '\ufffdnearest'"):
+        opconv.convert(opconv.load(proto), to="openvino")

@@ -246,6 +246,11 @@ CASES = [
             + [ops.squeeze(p["x"], _i(2)), ops.unsqueeze(p["x"], _i(0, 4))]
         ),
     ),
+    (  # past the 64 inputs / outputs the former one-rule-per-count rules stopped at
+        "concat-70-split-70",
+        {"x": _r(2, 70)},
+        lambda p: list(ops.split(ops.concat([ops.negative(p["x"])] * 35 + [p["x"]] * 35, 0), _s(1), 70).outputs()),
+    ),
     (
         "strided-slice",
         {"x": _r(4, 5, 6)},

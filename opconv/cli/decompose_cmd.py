@@ -39,7 +39,8 @@ def default_output(model_path: str) -> str:
     "--composites",
     is_flag=True,
     help="Also decompose the ai.onnx composites (Attention, RNN/GRU/LSTM unrolled, RotaryEmbedding, "
-    "NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss), as onnx-to-ir and onnx-to-hlo do; "
+    "RMSNormalization, MeanVarianceNormalization, LpNormalization, NegativeLogLikelihoodLoss, "
+    "SoftmaxCrossEntropyLoss), as onnx-to-ir and onnx-to-hlo do; "
     "their input shapes must be static.",
 )
 @json_option

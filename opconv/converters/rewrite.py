@@ -83,6 +83,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ..attributes import text_value
 from ..errors import BudgetError, ConversionError, GraphError
 from ..ir import Attr, Graph, Node, Value, infer_attr
 from ..types import TensorType, element_type
@@ -493,9 +494,45 @@ def attr(node: Node, name: str, default: Any = None) -> Any:
 
 
 def text_attr(node: Node, name: str, default: str | None = None) -> Any:
-    """A STRING attribute as ``str`` (the proto reader keeps them as bytes), or ``default`` when omitted."""
-    value = attr(node, name, default)
-    return value.decode() if isinstance(value, bytes) else value
+    """A STRING (or STRINGS) attribute as ``str`` (:func:`~opconv.attributes.text_value`), or ``default`` when
+    omitted."""
+    return text_value(attr(node, name, default))
+
+
+#: the ONNX reductions -> the opset from which ``axes`` is their optional second input instead of an attribute
+REDUCE_AXES_INPUT_SINCE = {
+    "ReduceSum": 13,
+    **dict.fromkeys(
+        (
+            "ReduceL1",
+            "ReduceL2",
+            "ReduceLogSum",
+            "ReduceLogSumExp",
+            "ReduceMax",
+            "ReduceMean",
+            "ReduceMin",
+            "ReduceProd",
+            "ReduceSumSquare",
+        ),
+        18,
+    ),
+}
+
+
+def reduce_axes(node: Node) -> list[int] | None:
+    """The axes of an ONNX reduction whatever its version: its ``axes`` attribute, or its constant second input
+    (:data:`REDUCE_AXES_INPUT_SINCE`; a valid node has only the one its version defines); None when it gives
+    none.  Refuses axes computed at run time."""
+    axes = node.attr("axes")
+    if axes is not None:
+        return [int(a) for a in axes]
+    value = node.inputs[1] if len(node.inputs) > 1 else None
+    if value is None:
+        return None
+    data = constant_value(value)
+    if data is None:
+        raise Refuse(f"axes ({value.name}) must be a constant")
+    return [int(a) for a in np.asarray(data).reshape(-1)]
 
 
 def const_input(m: Match, name: str, what: str) -> np.ndarray:

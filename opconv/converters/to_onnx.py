@@ -24,7 +24,17 @@ from ..schemas import dialect_schemas
 from ..types import element_type
 from . import lowering
 from .lowering import Translator
-from .rewrite import Builder, Match, Refuse, RuleSet, constant_value, convert_graph, np_dtype, rank_of
+from .rewrite import (
+    REDUCE_AXES_INPUT_SINCE,
+    Builder,
+    Match,
+    Refuse,
+    RuleSet,
+    constant_value,
+    convert_graph,
+    np_dtype,
+    rank_of,
+)
 
 #: the lowest ai.onnx opset the translators target (axes as inputs of Squeeze/Unsqueeze/ReduceSum, Split sizes)
 MIN_OPSET = 13
@@ -85,12 +95,11 @@ class Ctx:
     # -- opset-dependent forms --------------------------------------------------
     def reduce(self, op: str, x: Value, axes: list[int] | Value, keepdims: bool) -> Value:
         """``op`` over ``axes`` (a constant list or an int64 value); axes are an input from ReduceSum-13 / 18."""
-        as_input = self.opset >= (13 if op == "ReduceSum" else 18)
-        if as_input:
+        if self.opset >= REDUCE_AXES_INPUT_SINCE[op]:
             axes_value = axes if isinstance(axes, Value) else self.i64(axes)
             return self.onnx(op, x, axes_value, keepdims=int(bool(keepdims)))
         if isinstance(axes, Value):
-            raise Refuse(f"{op} before opset 18 takes constant axes only")
+            raise Refuse(f"{op} before opset {REDUCE_AXES_INPUT_SINCE[op]} takes constant axes only")
         return self.onnx(op, x, axes=list(axes), keepdims=int(bool(keepdims)))
 
     def unsqueeze(self, x: Value, axes: Iterable[int]) -> Value:

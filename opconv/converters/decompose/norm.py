@@ -1,13 +1,15 @@
 """Normalizations: onnxruntime's LayerNormalization-1 / SimplifiedLayerNormalization-1 (ai.onnx domain),
 SkipLayerNormalization, SkipSimplifiedLayerNormalization, EmbedLayerNormalization, GatedRMSNorm,
-BranchwiseRMSNorm and EngramGate (com.microsoft).
+BranchwiseRMSNorm and EngramGate (com.microsoft); the ai.onnx composites RMSNormalization,
+MeanVarianceNormalization and LpNormalization.
 
 Layer norms become ai.onnx LayerNormalization from opset 17 (computing in float32 for float16 inputs, as
 onnxruntime's kernels do), else ReduceMean/Sub/Mul/Sqrt arithmetic in float32; RMS norms are always that
 arithmetic (RMSNormalization is an opset-23 operator, itself decomposed by the same function for every target,
 and by the version converter below opset 23; LayerNormalization-17 keeps its targets' own forms, HLO having a
 fused LayerNorm, and only the version converter's downgrade below 17 uses :func:`layer_norm`).  The optional
-statistics outputs are float32.
+statistics outputs are float32.  MeanVarianceNormalization (ONNX's function body, with the variance taken as the
+mean of the squared deviations) and LpNormalization are computed in the input type, as ONNX defines them.
 """
 
 from __future__ import annotations
@@ -99,6 +101,47 @@ def rms_normalization_23(e: Emitter):
         e, e.input(0), e.input(1), int(e.attr("axis", -1)), float(e.attr("epsilon", 1e-5)), int(e.attr("stash_type", 1))
     )
     return [y]
+
+
+def mean_variance(e: Emitter, x, axes, normalize_variance: bool = True):
+    """``(x - mean) / (sqrt(variance) + 1e-9)`` over ``axes`` (ONNX's epsilon, outside the square root)."""
+    centred = e("Sub", x, e.reduce("ReduceMean", x, axes))
+    if not normalize_variance:
+        return centred
+    variance = e.reduce("ReduceMean", e("Mul", centred, centred), axes)
+    return e("Div", centred, e("Add", e("Sqrt", variance), e.scalar(1e-9, e.dtype(x))))
+
+
+@decomposes("MeanVarianceNormalization", domain="", since=1, composite=True)
+def mean_variance_normalization_1(e: Emitter):
+    """onnxruntime's version 1: each channel over (N, H, W), or everything with ``across_channels``."""
+    axes = [0, 1, 2, 3] if int(e.attr("across_channels", 0)) else [0, 2, 3]
+    return [mean_variance(e, e.input(0), axes, bool(int(e.attr("normalize_variance", 1))))]
+
+
+@decomposes("MeanVarianceNormalization", domain="", since=9, composite=True)
+def mean_variance_normalization_9(e: Emitter):
+    """ai.onnx MeanVarianceNormalization-9/13 (and the version converter's upgrade to 18, whose function body
+    would need ReduceMean-18)."""
+    return [mean_variance(e, e.input(0), list(e.attr("axes", [0, 2, 3])))]
+
+
+@decomposes("LpNormalization", domain="", since=1, composite=True)
+def lp_normalization_1(e: Emitter):
+    """``x / ||x||_p`` along ``axis`` (p is 1 or 2); a zero vector stays zero (divided by 1, not by 0)."""
+    x, axis, p = e.input(0), int(e.attr("axis", -1)), int(e.attr("p", 2))
+    if p == 1:
+        norm = e.reduce("ReduceSum", e("Abs", x), [axis])
+    elif p == 2:
+        norm = e("Sqrt", e.reduce("ReduceSum", e("Mul", x, x), [axis]))
+    else:
+        raise Refusal(f"p={p} is not 1 or 2")
+    e.require_opset(9, "LpNormalization's guard against a zero norm (Where)")
+    dtype = e.dtype(x)
+    zero = e.scalar(0, dtype)
+    # Equal takes floats from opset 11; below it, "not above zero" is the same test for a norm (never negative)
+    is_zero = e("Equal", norm, zero) if e.opset >= 11 else e("Not", e("Greater", norm, zero))
+    return [e("Div", x, e("Where", is_zero, e.scalar(1, dtype), norm))]
 
 
 @decomposes("LayerNormalization", domain="", since=1)

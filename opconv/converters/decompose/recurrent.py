@@ -63,7 +63,7 @@ def activations(e: Emitter, kind: str, directions: int) -> list[list[tuple]]:
     """Per direction, the (name, alpha, beta) of the f, g, h activations of a ``kind`` ("rnn", "gru", "lstm")
     layer (one list for every direction, or one per direction)."""
     defaults = DEFAULT_ACTIVATIONS[kind]
-    names = [n.decode() if isinstance(n, bytes) else n for n in e.attr("activations") or defaults]
+    names = list(e.attr("activations") or defaults)
     per_direction = len(defaults)
     if kind == "rnn" and directions == 1 and len(names) == 2:
         names = names[:1]  # RNN's schema default lists one activation per direction of a bidirectional layer

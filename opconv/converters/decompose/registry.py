@@ -16,9 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from ...attributes import text_value
 from ...ir import Node, Tensor, Value, infer_attr
 from .. import lowering
 from ..lowering import lower
+from ..rewrite import REDUCE_AXES_INPUT_SINCE
 
 MS = "com.microsoft"
 
@@ -143,14 +145,13 @@ class Emitter:
         """The node's attribute, else the schema's default, else ``default`` (ORT documents some in prose only)."""
         a = self.node.attrs.get(name)
         if a is not None:
-            return a.value.decode() if isinstance(a.value, bytes) else a.value
+            return text_value(a.value)
         schema_default = self.defaults.get(name)
         return default if schema_default is None else schema_default
 
     def copy_attrs(self, names) -> dict[str, Any]:
         """The node's own attributes among ``names`` (strings decoded), to pass on to a standard op."""
-        attrs = {k: self.node.attrs[k].value for k in names if k in self.node.attrs}
-        return {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
+        return {k: text_value(self.node.attrs[k].value) for k in names if k in self.node.attrs}
 
     def output_used(self, i: int) -> bool:
         """Whether output ``i`` is read by a node or is a graph output (an unread output need not be computed)."""
@@ -254,8 +255,7 @@ class Emitter:
 
     # -- opset-aware forms of ops whose signature changed ------------------
     def reduce(self, op: str, x: Value, axes, keepdims: int = 1) -> Value:
-        moved_to_input = 13 if op == "ReduceSum" else 18
-        if self.opset >= moved_to_input:
+        if self.opset >= REDUCE_AXES_INPUT_SINCE[op]:
             return self(op, x, self.ints(axes), keepdims=keepdims)
         return self(op, x, axes=list(axes), keepdims=keepdims)
 

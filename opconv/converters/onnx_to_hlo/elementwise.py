@@ -109,7 +109,7 @@ def _comparison(b, m):
     return compare(b, m.root.inputs[0], m.root.inputs[1], COMPARISONS[m.root.op])
 
 
-@lower("onnx", "hlo", tuple(VARIADIC), since=6, inputs=range(1, 9))
+@lower("onnx", "hlo", tuple(VARIADIC), since=6, inputs=None)
 def _variadic(b, m):
     op = VARIADIC[m.root.op]
     values = [v for v in m.root.inputs if v is not None]

@@ -9,12 +9,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..lowering import lower
-from ._common import Refuse, attr, const_input, hlo, out_type, shape_of
+from ._common import Refuse, attr, const_input, hlo, out_type, shape_of, text_attr
 
 
-def _s(value, default: str) -> str:
-    value = default if value is None else value
-    return (value.decode() if isinstance(value, bytes) else str(value)).upper()
+def _upper_text(node, name: str, default: str) -> str:
+    """A STRING attribute upper-cased, as HLO spells its modes."""
+    return str(text_attr(node, name, default)).upper()
 
 
 COORDINATE_MODES = {
@@ -42,7 +42,7 @@ def _scales_input(m) -> list[float]:
 def _legacy_scales(b, m, scales):
     """Upsample / Resize-10: asymmetric coordinates, floor when enlarging and ceil when shrinking."""
     node = m.root
-    mode = _s(attr(node, "mode"), "nearest")
+    mode = _upper_text(node, "mode", "nearest")
     mode = "LINEAR" if mode in ("LINEAR", "BILINEAR") else mode
     if mode not in ("NEAREST", "LINEAR"):
         raise Refuse(f"mode {mode!r} is not a legacy resize mode")
@@ -93,13 +93,13 @@ def _resize_11(b, m):
     rank = len(shape_of(x))
     if attr(node, "antialias", 0):
         raise Refuse("antialias=1 is not mapped")
-    coord = _s(attr(node, "coordinate_transformation_mode"), "half_pixel")
+    coord = _upper_text(node, "coordinate_transformation_mode", "half_pixel")
     if coord not in COORDINATE_MODES:
         raise Refuse(f"coordinate_transformation_mode {coord.lower()!r} has no HLO form")
     axes = attr(node, "axes")
     axes = list(range(rank)) if axes is None else [int(a) % rank for a in axes]
     roi, scales, sizes = _given(m, "roi"), _given(m, "scales"), _given(m, "sizes")
-    if sizes is not None and _s(attr(node, "keep_aspect_ratio_policy"), "stretch") != "STRETCH":
+    if sizes is not None and _upper_text(node, "keep_aspect_ratio_policy", "stretch") != "STRETCH":
         raise Refuse("keep_aspect_ratio_policy other than stretch is not mapped")
     full_scales, full_sizes, full_roi = None, None, None
     if scales is not None:
@@ -128,10 +128,10 @@ def _resize_11(b, m):
         full_scales,
         full_sizes,
         type=out_type(m),
-        mode=_s(attr(node, "mode"), "nearest"),
+        mode=_upper_text(node, "mode", "nearest"),
         coordinate_transformation_mode=coord,
         exclude_outside=bool(attr(node, "exclude_outside", 0)),
-        nearest_mode=_s(attr(node, "nearest_mode"), "round_prefer_floor"),
+        nearest_mode=_upper_text(node, "nearest_mode", "round_prefer_floor"),
         extrapolation_value=float(attr(node, "extrapolation_value", 0.0)),
         cubic_coeff_a=float(attr(node, "cubic_coeff_a", -0.75)),
     )
@@ -142,7 +142,7 @@ def _roi_align(b, m):
     node = m.root
     x, rois, batch = node.inputs[:3]
     default_coord = "half_pixel" if (node.version or 16) >= 16 else "output_half_pixel"
-    coord = _s(attr(node, "coordinate_transformation_mode"), default_coord)
+    coord = _upper_text(node, "coordinate_transformation_mode", default_coord)
     return hlo(
         b,
         "RoiAlign",
@@ -150,7 +150,7 @@ def _roi_align(b, m):
         rois,
         batch,
         type=out_type(m),
-        mode="ROIALIGN_" + _s(attr(node, "mode"), "avg"),
+        mode="ROIALIGN_" + _upper_text(node, "mode", "avg"),
         coordinate_transformation_mode="ROIALIGN_" + coord,
         output_height=int(attr(node, "output_height", 1)),
         output_width=int(attr(node, "output_width", 1)),
@@ -183,8 +183,8 @@ GRID_PADDING = {"ZEROS": "PAD_VALUE", "BORDER": "PAD_EDGE", "REFLECTION": "PAD_R
 def _grid_sample(b, m):
     node = m.root
     x, grid = node.inputs[:2]
-    mode = _s(attr(node, "mode"), "bilinear" if (node.version or 20) < 20 else "linear")
-    padding = _s(attr(node, "padding_mode"), "zeros")
+    mode = _upper_text(node, "mode", "bilinear" if (node.version or 20) < 20 else "linear")
+    padding = _upper_text(node, "padding_mode", "zeros")
     if mode not in GRID_MODES or padding not in GRID_PADDING:
         raise Refuse(f"mode {mode.lower()!r} / padding_mode {padding.lower()!r} has no HLO form")
     return hlo(

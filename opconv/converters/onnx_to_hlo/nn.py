@@ -7,6 +7,7 @@ import numpy as np
 from ...kernels.conv import conv_transpose_pads
 from ...types import TensorType
 from ..lowering import lower
+from ..rewrite import reduce_axes
 from ._common import (
     Refuse,
     attr,
@@ -30,15 +31,10 @@ from ._common import (
     scalar,
     shape_of,
     static_type,
+    text_attr,
     transpose,
     unary,
 )
-
-
-def _str(value, default: str) -> str:
-    if value is None:
-        return default
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def conv_padding(low, high) -> list[int]:
@@ -49,7 +45,7 @@ def conv_padding(low, high) -> list[int]:
 def explicit_pads(node, in_spatial, kernel, strides, dilations) -> tuple[list[int], list[int]]:
     """Begin/end pads of a Conv or pool window from ``pads`` or ``auto_pad`` (static shapes)."""
     n = len(in_spatial)
-    auto = _str(attr(node, "auto_pad"), "NOTSET")
+    auto = text_attr(node, "auto_pad", "NOTSET")
     if auto in ("NOTSET", ""):
         pads = list(attr(node, "pads", [0] * (2 * n)))
         return pads[:n], pads[n:]
@@ -128,7 +124,7 @@ def _conv_transpose(b, m):
     strides = list(attr(node, "strides", [1] * spatial))
     dilations = list(attr(node, "dilations", [1] * spatial))
     out_pad = list(attr(node, "output_padding", [0] * spatial))
-    auto = _str(attr(node, "auto_pad"), "NOTSET")
+    auto = text_attr(node, "auto_pad", "NOTSET")
     output_shape = attr(node, "output_shape")
     if output_shape is not None:
         begin, end = conv_transpose_pads(
@@ -185,7 +181,7 @@ def _pool_common(node, rank: int) -> dict:
     kernel = list(attr(node, "kernel_shape", []))
     if len(kernel) != spatial:
         raise Refuse(f"kernel_shape {kernel} does not fit an input of rank {rank}")
-    auto = _str(attr(node, "auto_pad"), "NOTSET")
+    auto = text_attr(node, "auto_pad", "NOTSET")
     out = dict(
         kernel_shape=kernel,
         strides=list(attr(node, "strides", [1] * spatial)),
@@ -496,53 +492,6 @@ def _lrn(b, m):
     return binary(b, "Div", x, binary(b, "Pow", base, scalar(b, beta, dt)))
 
 
-@lower("onnx", "hlo", "MeanVarianceNormalization", inputs=1)
-def _mvn(b, m):
-    x = m.root.inputs[0]
-    axes = list(attr(m.root, "axes", [0, 2, 3]))
-    count = int(np.prod([shape_of(x)[a] for a in axes]))
-    dt = dtype_of(x)
-    mean = binary(b, "Div", reduce(b, x, axes, "ADD", keepdims=True), scalar(b, count, dt))
-    centred = binary(b, "Sub", x, mean)
-    var = binary(
-        b, "Div", reduce(b, binary(b, "Mul", centred, centred), axes, "ADD", keepdims=True), scalar(b, count, dt)
-    )
-    return binary(b, "Div", centred, binary(b, "Add", unary(b, "Sqrt", var), scalar(b, 1e-9, dt)))
-
-
-@lower("onnx", "hlo", "LpNormalization", inputs=1)
-def _lp_norm(b, m):
-    x = m.root.inputs[0]
-    axis = normalize_axis(int(attr(m.root, "axis", -1)), len(shape_of(x)))
-    p = int(attr(m.root, "p", 2))
-    if p == 1:
-        norm = reduce(b, unary(b, "Abs", x), [axis], "ADD", keepdims=True)
-    elif p == 2:
-        norm = unary(b, "Sqrt", reduce(b, binary(b, "Mul", x, x), [axis], "ADD", keepdims=True))
-    else:
-        raise Refuse(f"p={p} is not 1 or 2")
-    # A zero norm means a zero vector, which stays zero (x / 1) instead of 0 / 0.
-    zero = compare(b, norm, scalar(b, 0, dtype_of(x)), "EQ")
-    norm = hlo(b, "Select", zero, full(b, 1, dtype_of(x), shape_of(norm)), norm, type=static_type(norm))
-    return binary(b, "Div", x, norm)
-
-
-@lower("onnx", "hlo", "RMSNormalization", inputs=2)
-def _rms_norm(b, m):
-    node = m.root
-    x, scale = node.inputs[:2]
-    xs = shape_of(x)
-    axis = normalize_axis(int(attr(node, "axis", -1)), len(xs))
-    if int(attr(node, "stash_type", 1)) != 1 and dtype_of(x) != "float64":
-        raise Refuse("stash_type other than float32 is not mapped")
-    axes = list(range(axis, len(xs)))
-    count = int(np.prod(xs[axis:], dtype=np.int64))
-    dt = dtype_of(x)
-    mean_square = binary(b, "Div", reduce(b, binary(b, "Mul", x, x), axes, "ADD", keepdims=True), scalar(b, count, dt))
-    inv = unary(b, "Rsqrt", binary(b, "Add", mean_square, scalar(b, float(attr(node, "epsilon", 1e-5)), dt)))
-    return binary(b, "Mul", binary(b, "Mul", x, inv), scale)
-
-
 # ---------------------------------------------------------------------------
 # Einsum (two operands or one; no ellipsis, no repeated letters within an operand)
 # ---------------------------------------------------------------------------
@@ -559,8 +508,7 @@ def _sum_out(b, x, letters: str, keep: set):
 @lower("onnx", "hlo", "Einsum", inputs=(1, 2))
 def _einsum(b, m):
     node = m.root
-    equation = attr(node, "equation")
-    equation = (equation.decode() if isinstance(equation, bytes) else equation).replace(" ", "")
+    equation = str(text_attr(node, "equation")).replace(" ", "")
     if "..." in equation or "->" not in equation:
         raise Refuse("Einsum with an ellipsis or an implicit output is not mapped")
     lhs, out = equation.split("->")
@@ -710,9 +658,12 @@ REDUCTIONS = {
 }
 
 
-def _reduction(b, m, axes):
+@lower("onnx", "hlo", tuple(REDUCTIONS), inputs=(1, 2))
+def _reduction(b, m):
+    """Every version: the axes are an attribute or a constant input (``reduce_axes``)."""
     node = m.root
     x = node.inputs[0]
+    axes = reduce_axes(node)
     rank = len(shape_of(x))
     if not axes:
         if attr(node, "noop_with_empty_axes", 0):
@@ -725,21 +676,6 @@ def _reduction(b, m, axes):
     if shape_of(y) != out_type(m).shape:
         raise Refuse(f"reduced shape {shape_of(y)} differs from the ONNX output {out_type(m).shape}")
     return y
-
-
-@lower("onnx", "hlo", tuple(REDUCTIONS), since=1, inputs=1)
-def _reduce_1(b, m):
-    """The reductions while ``axes`` is an attribute."""
-    return _reduction(b, m, attr(m.root, "axes"))
-
-
-# `axes` became an optional input in opset 13 for ReduceSum, in opset 18 for the others.
-@lower("onnx", "hlo", "ReduceSum", since=13, inputs=(1, 2), names=("data", "axes"))
-@lower(
-    "onnx", "hlo", tuple(op for op in REDUCTIONS if op != "ReduceSum"), since=18, inputs=(1, 2), names=("data", "axes")
-)
-def _reduce_13(b, m):
-    return _reduction(b, m, None if m["axes"] is None else const_ints(m, "axes"))
 
 
 @lower("onnx", "hlo", ("ArgMax", "ArgMin"), inputs=1)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..lowering import lower
-from ._common import Refuse, attr, i64, ov, static_shape
+from ._common import Refuse, i64, ov, static_shape, text_attr
 
 
 def _parse(equation: str, ranks: list[int]) -> tuple[list[str], str]:
@@ -68,8 +68,7 @@ def _reshape(b, x, shape: list[int]):
 def _einsum(b, m):
     operands = list(m.root.inputs)
     shapes = [static_shape(v) for v in operands]
-    equation = attr(m.root, "equation")
-    equation = equation.decode() if isinstance(equation, bytes) else str(equation)
+    equation = str(text_attr(m.root, "equation"))
     terms, out = _parse(equation, [len(s) for s in shapes])
     dims: dict[str, int] = {}
     for t, shape in zip(terms, shapes):

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..lowering import lower
+from ..rewrite import reduce_axes
 from ._common import (
     Refuse,
     attr,
     const,
     const_input,
-    constant_list,
     i64,
     np_dtype,
     ov,
@@ -442,42 +442,6 @@ def _group_norm(b, m):
     return ov(b, "Add", y, _channel_vector(b, m, "bias", len(shape)), auto_broadcast="numpy")
 
 
-@lower("onnx", "openvino", "MeanVarianceNormalization", inputs=1, names=("x",))
-def _mean_variance_norm(b, m):
-    x = m["x"]
-    rank = rank_of(x)
-    axes = [int(a) % rank for a in attr(m.root, "axes", [0, 2, 3])]
-    centred, inv_std, _ = _normalize(b, x, i64(b, sorted(axes), "axes"), 1e-9)
-    return ov(b, "Multiply", centred, inv_std, auto_broadcast="numpy")
-
-
-@lower("onnx", "openvino", "LpNormalization", inputs=1, names=("x",))
-def _lp_norm(b, m):
-    x = m["x"]
-    rank = rank_of(x)
-    axis = i64(b, [int(attr(m.root, "axis", -1)) % rank], "axis")
-    p = int(attr(m.root, "p", 2))
-    if rank_of(x) and np.dtype(np_dtype(x)).kind != "f":
-        raise Refuse("LpNormalization of integers")
-    if p == 1:
-        norm = ov(b, "ReduceSum", ov(b, "Abs", x), axis, keep_dims=True)
-    elif p == 2:
-        norm = ov(b, "Sqrt", ov(b, "ReduceSum", ov(b, "Multiply", x, x, auto_broadcast="numpy"), axis, keep_dims=True))
-    else:
-        raise Refuse(f"LpNormalization p={p}")
-    zero = const(b, 0, np_dtype(x), "zero")
-    # A zero norm divides zeros: ONNX gives 0 there, so divide by 1 instead.
-    safe = ov(
-        b,
-        "Select",
-        ov(b, "Equal", norm, zero, auto_broadcast="numpy"),
-        const(b, 1, np_dtype(x), "one"),
-        norm,
-        auto_broadcast="numpy",
-    )
-    return ov(b, "Divide", x, safe, auto_broadcast="numpy")
-
-
 @lower("onnx", "openvino", "LRN", inputs=1, names=("x",))
 def _lrn(b, m):
     x = m["x"]
@@ -753,28 +717,11 @@ REDUCTIONS = {
 }
 
 
-@lower("onnx", "openvino", tuple(REDUCTIONS), inputs=1, names=("x",))
-def _reduce_1(b, m):
-    """The axes attribute."""
-    return _reduce(b, m, attr(m.root, "axes"))
-
-
-@lower("onnx", "openvino", "ReduceSum", since=13, inputs=(1, 2), names=("x", "axes"))
-@lower(
-    "onnx",
-    "openvino",
-    tuple(op for op in REDUCTIONS if op != "ReduceSum"),
-    since=18,
-    inputs=(1, 2),
-    names=("x", "axes"),
-)
-def _reduce_axes_input(b, m):
-    """The axes input (ReduceSum's from opset 13, the other reductions' from 18)."""
-    return _reduce(b, m, constant_list(m, "axes"))
-
-
-def _reduce(b, m, axes):
+@lower("onnx", "openvino", tuple(REDUCTIONS), inputs=(1, 2), names=("x", "axes"))
+def _reduce(b, m):
+    """Every version: the axes are an attribute or a constant input (``reduce_axes``)."""
     node, x = m.root, m["x"]
+    axes = reduce_axes(node)
     shape = static_shape(x)
     rank = len(shape)
     if 0 in shape:

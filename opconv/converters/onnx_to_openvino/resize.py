@@ -42,17 +42,12 @@ import numpy as np
 from ...kernels import resize as R
 from ...kernels._common import compute_dtype
 from ..lowering import lower
-from ._common import Refuse, attr, const, constant_value, i64, np_dtype, ov, static_shape
+from ._common import Refuse, attr, const, constant_value, i64, np_dtype, ov, static_shape, text_attr
 
 #: The largest constant weight matrix (or probe) the MatMul lowering builds for one axis.
 MAX_MATRIX_BYTES = 64 << 20
 
 _MODES = ("nearest", "linear", "cubic")
-
-
-def _text(node, name: str, default: str) -> str:
-    value = attr(node, name, default)
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def _given(value) -> np.ndarray | None:
@@ -115,7 +110,7 @@ def _decode(node, shape: tuple[int, ...]) -> _Resize:
     inputs = list(node.inputs) + [None] * 4
     version = node.version or 19
     if node.op == "Upsample" or version < 11:
-        mode = _text(node, "mode", "nearest")
+        mode = text_attr(node, "mode", "nearest")
         if mode not in R.ONNX_LEGACY_MODES:
             raise Refuse(f"mode {mode!r}")
         if node.op == "Upsample" and version < 7:
@@ -137,16 +132,16 @@ def _decode(node, shape: tuple[int, ...]) -> _Resize:
     given = scales if sizes is None else sizes
     if given.size != len(axes):
         raise Refuse(f"Resize has {given.size} scales/sizes for {len(axes)} axes")
-    transform = _text(node, "coordinate_transformation_mode", "half_pixel")
+    transform = text_attr(node, "coordinate_transformation_mode", "half_pixel")
     roi = None
     if transform == "tf_crop_and_resize":  # roi is ignored by every other transform
         roi = _given(inputs[1])
         if roi is None or roi.size != 2 * len(axes):
             raise Refuse(f"tf_crop_and_resize needs a constant roi of {2 * len(axes)} values")
     out, full, full_roi, lengths = R.onnx_resize_geometry(
-        shape, scales, sizes, axes, _text(node, "keep_aspect_ratio_policy", "stretch"), roi, transform
+        shape, scales, sizes, axes, text_attr(node, "keep_aspect_ratio_policy", "stretch"), roi, transform
     )
-    mode = _text(node, "mode", "nearest")
+    mode = text_attr(node, "mode", "nearest")
     if mode not in _MODES:
         raise Refuse(f"mode {mode!r}")
     return _Resize(
@@ -155,7 +150,7 @@ def _decode(node, shape: tuple[int, ...]) -> _Resize:
         full,
         mode,
         transform,
-        [_text(node, "nearest_mode", "round_prefer_floor")] * rank,
+        [text_attr(node, "nearest_mode", "round_prefer_floor")] * rank,
         lengths,
         full_roi,
         float(attr(node, "cubic_coeff_a", -0.75)),

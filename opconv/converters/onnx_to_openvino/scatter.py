@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..lowering import lower
-from ._common import Refuse, attr, const, const_input, i64, np_dtype, ov, static_shape
+from ._common import Refuse, attr, const, const_input, i64, np_dtype, ov, static_shape, text_attr
 
 MAX_ONE_HOT_ELEMENTS = 1 << 24
 
@@ -100,11 +100,6 @@ def _scatter_rows(b, data, shape, offsets, count: int, updates, row: int, reduct
     return ov(b, "Reshape", out, i64(b, list(shape), "shape"), special_zero=False)
 
 
-def _reduction(node) -> str:
-    value = attr(node, "reduction", "none")
-    return value.decode() if isinstance(value, bytes) else value
-
-
 @lower("onnx", "openvino", ("ScatterElements", "Scatter"), inputs=3, names=("x", "indices", "updates"))
 def _scatter_elements(b, m):
     shape = static_shape(m["x"])
@@ -114,7 +109,7 @@ def _scatter_elements(b, m):
     axis = int(attr(m.root, "axis", 0)) % len(shape)
     offsets = _element_offsets(b, m["indices"], index_shape, shape, axis)
     count = int(np.prod(index_shape, dtype=np.int64))
-    return _scatter_rows(b, m["x"], shape, offsets, count, m["updates"], 1, _reduction(m.root))
+    return _scatter_rows(b, m["x"], shape, offsets, count, m["updates"], 1, text_attr(m.root, "reduction", "none"))
 
 
 @lower("onnx", "openvino", "ScatterND", inputs=3, names=("x", "indices", "updates"))
@@ -127,7 +122,7 @@ def _scatter_nd(b, m):
     offsets = _tuple_offsets(b, m["indices"], shape[:depth])
     count = int(np.prod(index_shape[:-1], dtype=np.int64))
     row = int(np.prod(shape[depth:], dtype=np.int64))
-    return _scatter_rows(b, m["x"], shape, offsets, count, m["updates"], row, _reduction(m.root))
+    return _scatter_rows(b, m["x"], shape, offsets, count, m["updates"], row, text_attr(m.root, "reduction", "none"))
 
 
 @lower("onnx", "openvino", "GatherND", inputs=2, names=("x", "indices"))

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ...attributes import text_value
 from ...errors import ConversionError, OpconvError
 from ...ir import Attr, Graph, Model, Node, Tensor, Value, infer_attr
 from ...schemas import OpSchema, dialect_schemas
@@ -844,9 +845,7 @@ def _same_value(a: Any, b: Any) -> bool:
             return abs(float(a) - float(b)) <= 1e-6 * max(1.0, abs(float(b)))
         except (TypeError, ValueError):
             return False
-    if isinstance(a, bytes):
-        a = a.decode("utf-8", "replace")
-    return a == b
+    return text_value(a) == b
 
 
 def _trimmed(values: list) -> list:

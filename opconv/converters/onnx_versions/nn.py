@@ -274,17 +274,13 @@ def groupnorm_scale_per_channel(ctx, node):
 
 @upgrade("MeanVarianceNormalization", 18)
 def mvn_decomposed(ctx, node):
-    """MVN's function body uses ReduceMean's axes attribute, which opset 18 moved to an input:
-    spell it out with the reductions of the target instead."""
+    """MVN's function body uses ReduceMean's axes attribute, which opset 18 moved to an input: the converters'
+    decomposition instead, built with the reductions of opset 17 (later steps move their axes)."""
+    from ..decompose import replace_in_step
+    from ..decompose.norm import mean_variance_normalization_9
+
     ctx.version = 17
-    x = node.inputs[0]
-    axes = list(node.attr("axes", [0, 2, 3]))
-    mean = ctx.op("ReduceMean", x, axes=axes, keepdims=1)
-    d = ctx.op("Sub", x, mean)
-    var = ctx.op("ReduceMean", ctx.op("Mul", d, d), axes=axes, keepdims=1)
-    dtype = ctx.dtype(x) or "float32"
-    eps = ctx.const(np.array(1e-9, element_type(dtype).numpy), "epsilon")
-    ctx.replace(node, [ctx.op("Div", d, ctx.op("Add", ctx.op("Sqrt", var), eps))])
+    replace_in_step(ctx, node, mean_variance_normalization_9)  # the decomposition the converters use: one copy of it
 
 
 @upgrade("RoiAlign", 16)

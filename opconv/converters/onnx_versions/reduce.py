@@ -9,19 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import Attr
+from ..rewrite import REDUCE_AXES_INPUT_SINCE
 from .registry import downgrade, upgrade
-
-_REDUCE_18 = (
-    "ReduceL1",
-    "ReduceL2",
-    "ReduceLogSum",
-    "ReduceLogSumExp",
-    "ReduceMax",
-    "ReduceMean",
-    "ReduceMin",
-    "ReduceProd",
-    "ReduceSumSquare",
-)
 
 
 def _axes_to_input(ctx, node):
@@ -43,7 +32,6 @@ def _axes_to_attribute(ctx, node):
     ctx.set_inputs(node, [node.inputs[0]])
 
 
-upgrade("ReduceSum", 13)(_axes_to_input)
-downgrade("ReduceSum", 13)(_axes_to_attribute)
-upgrade(_REDUCE_18, 18)(_axes_to_input)
-downgrade(_REDUCE_18, 18)(_axes_to_attribute)
+for _op, _since in REDUCE_AXES_INPUT_SINCE.items():
+    upgrade(_op, _since)(_axes_to_input)
+    downgrade(_op, _since)(_axes_to_attribute)

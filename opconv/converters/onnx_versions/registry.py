@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ...attributes import text_value
 from .. import lowering
 
 Adapter = Callable[..., object]
@@ -79,5 +80,5 @@ def needs_types(ops: str | tuple[str, ...]) -> None:
 
 
 def text(value) -> str:
-    """A string attribute as ``str`` (the proto reader keeps STRING attributes as bytes)."""
-    return value.decode() if isinstance(value, bytes) else value
+    """A string attribute's value as ``str`` (:func:`~opconv.attributes.text_value`)."""
+    return text_value(value)

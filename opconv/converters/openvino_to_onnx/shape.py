@@ -8,9 +8,6 @@ import numpy as np
 from ...types import element_type
 from ._common import INT64_MAX, INT64_MIN, Ctx, Refuse, const_ints, constant_value, lower, rank_of, static_shape
 
-#: most inputs of a Concat and outputs of a Split converted (the bound of the former one-rule-per-count rules)
-MAX_ARITY = 64
-
 
 @lower("Reshape", 2)
 def reshape(c: Ctx, x, shape):
@@ -29,7 +26,7 @@ def transpose(c: Ctx, x, order):
     return c.onnx("Transpose", x, perm=perm or None)  # an empty order reverses the dims, as ONNX's default
 
 
-@lower("Concat", range(1, MAX_ARITY + 1))
+@lower("Concat", None)  # any count: the validation door holds them to the schema's (one or more)
 def concat(c: Ctx, *inputs):
     return c.onnx("Concat", *inputs, axis=int(c.a["axis"]))
 
@@ -43,7 +40,7 @@ def _split(c: Ctx, x, axis: int, lengths: list[int]):
     return values if isinstance(values, list) else [values]
 
 
-@lower("Split", 2, outputs=range(1, MAX_ARITY + 1))
+@lower("Split", 2, outputs=None)
 def split(c: Ctx, x, axis):
     axis = _split_axis(x, axis)
     parts = int(c.a["num_splits"])
@@ -59,7 +56,7 @@ def split(c: Ctx, x, axis):
     return _split(c, x, axis, [dim // parts] * parts)
 
 
-@lower("VariadicSplit", 3, outputs=range(1, MAX_ARITY + 1))
+@lower("VariadicSplit", 3, outputs=None)
 def variadic_split(c: Ctx, x, axis, split_lengths):
     axis = _split_axis(x, axis)
     lengths = const_ints(split_lengths, "split_lengths")

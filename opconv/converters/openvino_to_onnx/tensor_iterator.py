@@ -32,9 +32,6 @@ from ...types import TensorType
 from ..rewrite import np_dtype, same_domain
 from ._common import INT64_MIN, Ctx, Refuse, lower, static_shape
 
-#: the most outputs of a TensorIterator converted (the bound of the former one-rule-per-count rules)
-MAX_OUTPUTS = 32
-
 
 @dataclass
 class _Plan:
@@ -49,7 +46,7 @@ class _Plan:
     scanned: list[int] = field(default_factory=list)  # body outputs stacked over the iterations
 
 
-@lower("TensorIterator", inputs=None, outputs=range(1, MAX_OUTPUTS + 1))
+@lower("TensorIterator", inputs=None, outputs=None)
 def tensor_iterator(c: Ctx, *inputs: Value):
     body: Graph = c.a["body"]
     plan = _plan(c, body, list(inputs))
