@@ -144,27 +144,34 @@ def _attention(mask: bool, divide: bool, cast: bool, sdpa: bool = False):
 _ATTENTION_INPUTS = [("q", [2, 3, 5, 8]), ("kt", [2, 3, 8, 5]), ("v", [2, 3, 5, 8]), ("mask", [2, 1, 1, 5])]
 
 
-def _counts_and_runs(proto, feeds):
-    """(fusions per pattern, outputs with the fusion, outputs without it)."""
-    counts = {}
-    fuse = fusion.fuse_transformer_patterns
+def runs_with_and_without(model, feeds, pass_name: str, nothing_done):
+    """(what the fusion pass ``pass_name`` of fusion.py returned, two runs' outputs with it (the second after
+    the first run's folding), outputs with the pass replaced by one that does nothing and returns
+    ``nothing_done``)."""
+    returned = []
+    fuse = getattr(fusion, pass_name)
 
     def spy(graph, plan):
-        counts.update(fuse(graph, plan))
-        return counts
+        returned.append(fuse(graph, plan))
+        return returned[-1]
 
-    fusion.fuse_transformer_patterns = spy
+    setattr(fusion, pass_name, spy)
     try:
-        session = opconv.prepare(opconv.load(proto))
-        fused = [session.run(feeds) for _ in range(2)]  # the second run: after the first run's folding
+        session = opconv.prepare(opconv.load(model))
+        fused = [session.run(feeds) for _ in range(2)]
     finally:
-        fusion.fuse_transformer_patterns = fuse
-    fusion.fuse_transformer_patterns = lambda graph, plan: {}
+        setattr(fusion, pass_name, fuse)
+    setattr(fusion, pass_name, lambda graph, plan: nothing_done)
     try:
-        plain = opconv.prepare(opconv.load(proto)).run(feeds)
+        plain = opconv.prepare(opconv.load(model)).run(feeds)
     finally:
-        fusion.fuse_transformer_patterns = fuse
-    return counts, fused, plain
+        setattr(fusion, pass_name, fuse)
+    return returned[0], fused, plain
+
+
+def _counts_and_runs(proto, feeds):
+    """(fusions per pattern, outputs with the fusion, outputs without it)."""
+    return runs_with_and_without(proto, feeds, "fuse_transformer_patterns", {})
 
 
 CASES = {

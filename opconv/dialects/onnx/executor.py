@@ -46,11 +46,12 @@ class _OnnxExecutor(DialectExecutor):
 
 
 def _fuse(graph: Graph, plan) -> None:
-    from .fusion import fuse_conv_batch_norm, fuse_relu, fuse_transformer_patterns
+    from .fusion import fuse_conv_batch_norm, fuse_relu, fuse_transformer_patterns, fuse_view_steps
 
     fuse_conv_batch_norm(graph, plan)
     fuse_relu(graph, plan)
-    fuse_transformer_patterns(graph, plan)  # last: it renumbers the steps
+    fuse_transformer_patterns(graph, plan)  # renumbers the steps
+    fuse_view_steps(graph, plan)  # last: the steps it extends match no other fusion; renumbers the steps
 
 
 EXECUTOR = _OnnxExecutor("onnx", "ONNX", domains=_DEFAULT_DOMAINS, kernels=f"{__package__}.ops", fuse=_fuse)

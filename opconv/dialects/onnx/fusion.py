@@ -293,7 +293,8 @@ def fuse_transformer_patterns(graph: Graph, plan) -> dict[str, int]:
 
 def _plain_kernel(step: BoundNode) -> bool:
     """Whether the step runs its node's own kernel (not a fusion of this module)."""
-    return not isinstance(step.fn, (ThenActivation, _FusedConv, _FusedPattern)) and step.fn is not pass_through
+    fused = (ThenActivation, _FusedConv, _FusedPattern, ThenViews)
+    return not isinstance(step.fn, fused) and step.fn is not pass_through
 
 
 def _shared_values_stay_inside(match, plan, uses) -> bool:
@@ -448,3 +449,108 @@ class _FusedPattern:
         )[0]
         kept = [value for value, fresh in parts if not fresh]  # an outside value or constant: never overwritten
         return result, not any(np.may_share_memory(result, value) for value in kept)
+
+
+# ---------------------------------------------------------------- view steps
+#
+# Exports wrap their products in Reshapes and Transposes with constant shapes (GPT-2: a Reshape before and after
+# each Gemm, 31 in two layers).  Each costs an interpreter step and a kernel call to make a view.
+
+#: ops that make a view of their first input, their other inputs constant
+_VIEW_OPS = ("Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten")
+
+
+def fuse_view_steps(graph: Graph, plan) -> int:
+    """Rewrite ``plan`` so that a Reshape, Transpose, Squeeze, Unsqueeze or Flatten with constant parameters,
+    alone reading an output of a step, is applied by that step to its result (the same view of the same
+    array); the view's step is left out.  Returns how many were absorbed.  Chains (Reshape -> Transpose ->
+    Reshape) end up in the first producer."""
+    uses = Uses(graph, plan)
+    initializers = {id(v): v for v in graph.initializers.values()}
+    gone: set[int] = set()
+    for j, step in enumerate(plan.steps):
+        node, ids = step.node, plan.inputs[j]
+        if (
+            node.op not in _VIEW_OPS
+            or node.domain not in ("", "ai.onnx")
+            or not _plain_kernel(step)
+            or plan.foldable[j]
+            or not ids
+            or ids[0] is None
+            or len(plan.outputs[j]) != 1
+            or plan.outputs[j][0] is None
+        ):
+            continue
+        parameters = [None if vid is None else constant_value(vid, initializers, plan) for vid in ids[1:]]
+        if any(c is None and vid is not None for c, vid in zip(parameters, ids[1:])):
+            continue  # a shape computed at run time
+        i = uses.producer_of_sole_use_id(ids[0])
+        if i is None or plan.foldable[i] or plan.steps[i].fn is pass_through:
+            continue
+        producer = plan.steps[i]
+        position = plan.outputs[i].index(ids[0])
+        views = producer.fn if isinstance(producer.fn, ThenViews) else ThenViews(producer.fn)
+        views.add(position, _view(step, parameters))
+        plan.steps[i] = BoundNode(producer.node, views, producer.attrs, producer.label + " with " + step.label)
+        outputs = list(plan.outputs[i])
+        outputs[position] = plan.outputs[j][0]
+        plan.outputs[i] = tuple(outputs)
+        uses.producer[plan.outputs[j][0]] = i
+        # Step j's inputs: the producer's output, now never stored, and constants no drop frees.
+        gone.add(j)
+    for field_name in ("steps", "inputs", "drops", "donors", "foldable", "overrides", "outputs", "declared"):
+        setattr(plan, field_name, [x for i, x in enumerate(getattr(plan, field_name)) if i not in gone])
+    plan.changed()
+    return len(gone)
+
+
+def _view(step: BoundNode, parameters: list):
+    """``view(ctx, y)``: what ``step``'s kernel makes of ``y`` with its constant ``parameters``; Reshapes to a
+    shape with no 0 (copy-a-dim) entry and Transposes straight through numpy's view methods."""
+    op, attrs, kernel = step.node.op, step.attrs, step.fn
+    if op == "Reshape" and parameters and parameters[0] is not None:
+        target = tuple(int(d) for d in np.asarray(parameters[0]).reshape(-1).tolist())
+        if 0 not in target and target.count(-1) <= 1 and min(target, default=0) >= -1:
+            # numpy's reshape fills a -1 and refuses a wrong size as the kernel does
+            return functools.partial(_reshaped, target=target, kernel=kernel, parameters=parameters, attrs=attrs)
+    if op == "Transpose":
+        perm = attrs.get("perm")
+        return functools.partial(_transposed, perm=None if perm is None else tuple(perm), kernel=kernel, attrs=attrs)
+    return functools.partial(_kernel_view, kernel=kernel, parameters=parameters, attrs=attrs)
+
+
+def _kernel_view(ctx, y, *, kernel, parameters, attrs):
+    return kernel(ctx, y, *parameters, **attrs)
+
+
+def _reshaped(ctx, y, *, target, kernel, parameters, attrs):
+    return y.reshape(target) if type(y) is np.ndarray else kernel(ctx, y, *parameters, **attrs)
+
+
+def _transposed(ctx, y, *, perm, kernel, attrs):
+    if type(y) is np.ndarray and (perm is None or len(perm) == y.ndim):
+        return y.transpose(perm)
+    return kernel(ctx, y, **attrs)
+
+
+class ThenViews:
+    """A kernel whose outputs are re-viewed (reshaped, transposed ...) by the view steps that alone read them."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+        self.views: dict[int, list] = {}  # output position -> views, applied in order
+
+    def add(self, position: int, view) -> None:
+        self.views.setdefault(position, []).append(view)
+
+    def __call__(self, ctx, *inputs, **attrs):
+        result = self.kernel(ctx, *inputs, **attrs)
+        if len(self.views) == 1 and 0 in self.views and type(result) is np.ndarray:
+            for view in self.views[0]:
+                result = view(ctx, result)
+            return result
+        outputs = list(as_outputs(result, ctx.node))
+        for position, views in self.views.items():
+            for view in views:
+                outputs[position] = view(ctx, outputs[position])
+        return tuple(outputs)
