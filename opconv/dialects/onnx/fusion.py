@@ -491,7 +491,8 @@ def fuse_view_steps(graph: Graph, plan) -> int:
         position = plan.outputs[i].index(ids[0])
         views = producer.fn if isinstance(producer.fn, ThenViews) else ThenViews(producer.fn)
         views.add(position, _view(step, parameters))
-        plan.steps[i] = BoundNode(producer.node, views, producer.attrs, producer.label + " with " + step.label)
+        label = producer.label + " with " + step.label
+        plan.steps[i] = BoundNode(producer.node, views, producer.attrs, label, producer.deterministic)
         outputs = list(plan.outputs[i])
         outputs[position] = plan.outputs[j][0]
         plan.outputs[i] = tuple(outputs)
