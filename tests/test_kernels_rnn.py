@@ -264,3 +264,23 @@ def test_plain_lstm_in_openvino_gate_order_gives_same_result():
     openvino = K.lstm(x, *fico, h0, c0, gate_order="fico")
     for a, b_ in zip(onnx, openvino):
         assert_close(a, b_, rtol=1e-5, atol=1e-6)
+
+
+def test_kept_transposed_weights_give_the_same_sequence_and_die_with_the_weights():
+    r = rng(16)
+    t, i, h = 8, 5, 16
+    x = r.standard_normal((t, 2, i)).astype(np.float32)
+    w = (r.standard_normal((1, 4 * h, i)) * 0.3).astype(np.float32)
+    rec = (r.standard_normal((1, 4 * h, h)) * 0.3).astype(np.float32)
+    expected = run_ort("LSTM", [x, w, rec], {"hidden_size": h}, 3, 14)
+    K.keep_transposed(w)  # writable: not kept (a caller could change it)
+    assert K._kept_transposed(w) is None
+    w.flags.writeable = rec.flags.writeable = False
+    K.keep_transposed(w)
+    K.keep_transposed(rec)
+    assert np.array_equal(K._kept_transposed(w)[0], w[0].T) and K._kept_transposed(rec)[0].flags.c_contiguous
+    for g, e in zip(K.lstm(x, w, rec), expected):
+        assert_close(g, e, rtol=1e-5, atol=1e-5)
+    kept = len(K._KEPT_TRANSPOSED)
+    del w, rec
+    assert len(K._KEPT_TRANSPOSED) == kept - 2

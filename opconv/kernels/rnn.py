@@ -41,6 +41,7 @@ output zeros; the reverse direction starts at each entry's last valid step.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -113,6 +114,34 @@ def activation_specs(names: Sequence[str], alphas: Sequence[float] = (), betas: 
     ]
 
 
+# A model's constant weights, transposed once (see keep_transposed): id -> (weak reference, the copy)
+_KEPT_TRANSPOSED: dict[int, tuple[weakref.ref, np.ndarray]] = {}
+
+
+def keep_transposed(weights: np.ndarray) -> None:
+    """Make and keep ``weights`` (``(D, rows, cols)`` per direction) transposed to ``(D, cols, rows)``, C-contiguous,
+    for as long as ``weights`` lives: the sequence kernels then multiply by that copy, which BLAS reads faster
+    than a transposed view (a session does this once for constant W and R).  Only for arrays no one can
+    write (a model's initializers), so that the copy stays equal to them."""
+    if (
+        type(weights) is not np.ndarray
+        or weights.flags.writeable
+        or weights.ndim != 3
+        or weights.dtype not in (np.float32, np.float64)  # the types the kernels compute in as they are
+    ):
+        return
+    if _kept_transposed(weights) is not None:
+        return
+    key = id(weights)
+    ref = weakref.ref(weights, lambda _ref: _KEPT_TRANSPOSED.pop(key, None))
+    _KEPT_TRANSPOSED[key] = (ref, np.ascontiguousarray(np.swapaxes(weights, 1, 2)))
+
+
+def _kept_transposed(weights) -> np.ndarray | None:
+    entry = _KEPT_TRANSPOSED.get(id(weights))
+    return entry[1] if entry is not None and entry[0]() is weights else None
+
+
 def _gates(stacked: np.ndarray | None, order: str, hidden: int, axis: int = 0) -> dict:
     """Split a gate-stacked array (``len(order) * hidden`` along ``axis``) by gate letter."""
     if stacked is None:
@@ -174,7 +203,9 @@ class _GRUStep:
 
 
 class _LSTMStep:
-    def __init__(self, r, b_r, peepholes, activations, clip, input_forget, order, peephole_order, operand=None):
+    def __init__(
+        self, r, b_r, peepholes, activations, clip, input_forget, order, peephole_order, operand=None, r_t=None
+    ):
         _check_order(order, "iofc")
         hidden = r.shape[1]
         self.hidden = hidden
@@ -182,7 +213,7 @@ class _LSTMStep:
             _gates(stacked, order, hidden)  # checks the sizes
         # One product for the four gates: h @ R^T is (B, 4H), stacked as the projected input is.
         self.r = r
-        self._r_t: np.ndarray | None = None
+        self._r_t: np.ndarray | None = r_t  # R^T, C-contiguous, when a session keeps one (keep_transposed)
         self.rb = 0.0 if b_r is None else b_r
         self.slices = {g: slice(k * hidden, (k + 1) * hidden) for k, g in enumerate(order)}
         _check_order(peephole_order, "iof")
@@ -248,7 +279,8 @@ class _LSTMStep:
         xw = xw * half  # a new array: the caller's projection is left alone
         if isinstance(self.rb, np.ndarray):
             xw += self.rb * half
-        r_t = self.r.T * half  # (H, 4H), the layout a vector-matrix product reads fastest
+        # (H, 4H): C-contiguous (the layout a vector-matrix product reads fastest) when kept transposed
+        r_t = (self.r.T if self._r_t is None else self._r_t) * half
         y = np.empty((steps, batch, hidden), xw.dtype)
         c = np.array(c, dtype=xw.dtype)  # updated in place
         if batch == 1:  # vectors: numpy's vector-matrix product costs less than a (1, H) matrix's
@@ -311,8 +343,11 @@ def _takes_part(p) -> bool:
 # ---------------------------------------------------------------- cells
 
 
-def _project(x, w, b_w):
-    xw = x @ w.T
+def _project(x, w, b_w, w_t=None):
+    """``x @ w.T + b_w``; ``w_t``: ``w.T`` C-contiguous, when kept (a faster product)."""
+    w_t = w.T if w_t is None else w_t
+    # A sequence (T, B, I) as one (T * B, I) matrix: one matrix product, not one per time step.
+    xw = (x.reshape(-1, x.shape[-1]) @ w_t).reshape(x.shape[:-1] + w_t.shape[1:]) if x.ndim > 2 else x @ w_t
     return xw if b_w is None else xw + b_w
 
 
@@ -434,7 +469,9 @@ def _sequence(kind, make_step, x, w, b_w, initial_states, sequence_lens, directi
     ys, finals = [], []
     for d, reverse in enumerate(reverses):
         states = tuple(np.zeros((batch, hidden), x.dtype) if s is None else upcast(s[d]) for s in initial_states)
-        xw = _project(x if operand is None else operand(x), w[d], None if b_w is None else upcast(b_w[d]))
+        w_t = _kept_transposed(w)
+        b_d = None if b_w is None else upcast(b_w[d])
+        xw = _project(x if operand is None else operand(x), w[d], b_d, None if w_t is None else w_t[d])
         y, final = _run(make_step(d, per_direction[d]), xw, states, lengths, reverse)
         ys.append(y)
         finals.append(final)
@@ -518,6 +555,8 @@ def lstm(
     quantized LSTM rounds them to 8 bits there.
     """
 
+    r_t = _kept_transposed(r)
+
     def make_step(d, acts):
         return _LSTMStep(
             upcast(r[d]),
@@ -529,6 +568,7 @@ def lstm(
             gate_order,
             peephole_order,
             operand,
+            None if r_t is None else r_t[d],
         )
 
     return _sequence(

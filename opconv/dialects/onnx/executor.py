@@ -46,8 +46,15 @@ class _OnnxExecutor(DialectExecutor):
 
 
 def _fuse(graph: Graph, plan) -> None:
-    from .fusion import fuse_conv_batch_norm, fuse_relu, fuse_transformer_patterns, fuse_view_steps
+    from .fusion import (
+        fuse_conv_batch_norm,
+        fuse_relu,
+        fuse_transformer_patterns,
+        fuse_view_steps,
+        keep_recurrent_weights,
+    )
 
+    keep_recurrent_weights(graph, plan)
     fuse_conv_batch_norm(graph, plan)
     fuse_relu(graph, plan)
     fuse_transformer_patterns(graph, plan)  # renumbers the steps

@@ -555,3 +555,23 @@ class ThenViews:
             for view in views:
                 outputs[position] = view(ctx, outputs[position])
         return tuple(outputs)
+
+
+# ---------------------------------------------------------------- recurrent weights
+
+
+def keep_recurrent_weights(graph: Graph, plan) -> int:
+    """Have the LSTM kernel keep its constant W and R transposed (``kernels.rnn.keep_transposed``), made now,
+    at session time, rather than transposed on each run; returns how many weights are kept."""
+    from ...kernels import rnn
+
+    initializers = {id(v): v for v in graph.initializers.values()}
+    kept = 0
+    for step, ids in zip(plan.steps, plan.inputs):
+        if _is_onnx(step.node, "LSTM") and not isinstance(step.fn, ThenViews):
+            for vid in ids[1:3]:
+                weights = None if vid is None else constant_value(vid, initializers, plan)
+                if weights is not None:
+                    rnn.keep_transposed(weights)
+                    kept += 1
+    return kept
