@@ -10,6 +10,7 @@ the Add) and an outside value overwritten in place between the fused nodes are c
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import onnxruntime as ort
@@ -270,3 +271,24 @@ def test_a_value_the_fused_step_reads_is_not_overwritten_before_it_runs():
         for name, value in zip(["y", "s"], expected):
             np.testing.assert_allclose(run[name], value, rtol=1e-5, atol=1e-6)
             assert np.array_equal(run[name], plain[name])
+
+
+def test_rms_norm_of_the_llama_export_takes_numpys_calls_and_gives_the_kernels_bits():
+    path = os.path.join(os.path.dirname(__file__), "..", "fixtures", "corpus", "llama_legacy_op17.onnx")
+    stored = np.load(path[: -len(".onnx")] + ".npz")
+    feeds = {k.split(":", 1)[1]: v for k, v in stored.items() if k.startswith("input:")}
+    session = opconv.prepare(opconv.load(path))
+    fast = [s.fn.fast for s in session._interpreter.plan(session.model.graph).steps if hasattr(s.fn, "fast")]
+    assert fast and all(fast)
+    runs = [session.run(feeds) for _ in range(2)]
+    evaluators = dict(fusion._EVALUATORS)
+    fusion._EVALUATORS.clear()  # every pattern through its nodes' kernels
+    try:
+        generic = opconv.prepare(opconv.load(path)).run(feeds)
+    finally:
+        fusion._EVALUATORS.update(evaluators)
+    expected = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)
+    for run in runs:
+        for (name, value), theirs in zip(run.items(), expected):
+            assert np.array_equal(value, generic[name])
+            np.testing.assert_allclose(value, theirs, rtol=1e-4, atol=1e-5)

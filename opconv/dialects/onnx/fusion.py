@@ -32,6 +32,7 @@ fewer steps and kernel calls each.
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,7 @@ from ...executor import BoundNode, ExecContext, as_outputs
 from ...ir import Graph
 from ...kernels import conv as conv_kernels
 from ...kernels import elementwise
+from ...kernels._common import normalize_axes
 from ...plan_fusion import ThenActivation, Uses, constant_value, fuse_activations, pass_through
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -282,7 +284,7 @@ def fuse_transformer_patterns(graph: Graph, plan) -> dict[str, int]:
                 break
     counts: dict[str, int] = {}
     for name, root, match in matches:
-        _fuse_match(plan, root, match)
+        _fuse_match(plan, root, match, _EVALUATORS.get(name, _FusedPattern))
         counts[name] = counts.get(name, 0) + 1
     gone = taken - {root for _, root, _ in matches}
     for field_name in ("steps", "inputs", "drops", "donors", "foldable", "overrides", "outputs", "declared"):
@@ -381,7 +383,7 @@ def _match_operand(pattern, vid, plan, uses, initializers, taken, bound):
     return ("const", key)
 
 
-def _fuse_match(plan, root: int, match: _Match) -> None:
+def _fuse_match(plan, root: int, match: _Match, evaluator: type[_FusedPattern]) -> None:
     """Make step ``root`` compute ``match``; values read by its steps live until ``root``."""
     outside = list(match.outside.values())
     steps = sorted(match.steps)
@@ -394,7 +396,7 @@ def _fuse_match(plan, root: int, match: _Match) -> None:
             plan.donors[k] = tuple(d for d in plan.donors[k] if plan.inputs[k][d] not in moving)
             drops.extend(vid for vid in moving if vid in outside)
     last = plan.steps[root]
-    kernel = _FusedPattern(match.tree, list(match.outside), match.constants)
+    kernel = evaluator(match.tree, list(match.outside), match.constants)
     plan.steps[root] = BoundNode(
         last.node, kernel, {}, last.label + f" with {len(steps) - 1} more nodes", last.deterministic
     )
@@ -449,6 +451,55 @@ class _FusedPattern:
         )[0]
         kept = [value for value, fresh in parts if not fresh]  # an outside value or constant: never overwritten
         return result, not any(np.may_share_memory(result, value) for value in kept)
+
+
+class _FusedRMSNorm(_FusedPattern):
+    """RMSNorm of float32 values in nine numpy calls: the calls its nodes' kernels make (``Pow(x, 2)`` is
+    ``x * x``, ReduceMean numpy's float32 sum over the axes divided by the count, the Cast to float32 hands its
+    input on), in one buffer; other types, or other constants, run the nodes' kernels as the pattern does."""
+
+    def __init__(self, tree, leaves: list[str], constants: dict):
+        super().__init__(tree, leaves, constants)
+        _, _, _, inner = tree  # ("Mul", step, "w", inner)
+        cast = inner[0] == "Cast"
+        normalized = inner[2] if cast else inner  # ("Mul", step, "x", ("Div", step, one, root))
+        _, _, one, root = normalized[3]
+        _, _, (_, _, (_, mean_step, (_, _, _, two)), eps) = root  # Sqrt(Add(ReduceMean(Pow(x, two)), eps))
+        one, two, eps = (self.constants[c[1]] for c in (one, two, eps))
+        self.fast = (
+            all(c.dtype == np.float32 for c in (one, two, eps))
+            and float(two.reshape(-1)[0]) == 2.0
+            and (not cast or inner[1].attrs.get("to") == 1)  # FLOAT
+            and mean_step.attrs.get("axes") is not None
+        )
+        self.one, self.eps = one, eps
+        self.axes, self.keepdims = mean_step.attrs.get("axes"), bool(mean_step.attrs.get("keepdims", 1))
+
+    def __call__(self, ctx, *values):
+        named = dict(zip(self.leaves, values))
+        x, w = named["x"], named["w"]
+        if not (self.fast and type(x) is np.ndarray and x.dtype == np.float32 and getattr(w, "dtype", None) == x.dtype):
+            return super().__call__(ctx, *values)
+        axes = normalize_axes(self.axes, x.ndim)
+        count = math.prod(x.shape[a] for a in axes)
+        if not count:
+            return super().__call__(ctx, *values)
+        with np.errstate(over="ignore", under="ignore"):
+            square = np.multiply(x, x)
+        mean = np.add.reduce(square, axis=axes, keepdims=self.keepdims, dtype=np.float32)
+        mean = mean / np.asarray(count, dtype=np.float32)
+        if _holds(mean.shape, self.eps.shape):
+            np.add(mean, self.eps, out=mean)
+        else:
+            mean = mean + self.eps
+        np.sqrt(mean, out=mean)
+        np.divide(self.one, mean, out=mean)
+        y = np.multiply(x, mean)
+        return np.multiply(w, y, out=y) if _holds(y.shape, np.shape(w)) else np.multiply(w, y)
+
+
+#: the evaluators of patterns with one of their own (the others: _FusedPattern)
+_EVALUATORS: dict[str, type[_FusedPattern]] = {"RMSNorm": _FusedRMSNorm}
 
 
 # ---------------------------------------------------------------- view steps
