@@ -175,6 +175,16 @@ def _counts_and_runs(proto, feeds):
     return runs_with_and_without(proto, feeds, "fuse_transformer_patterns", {})
 
 
+def _check_fuses_once(proto, feeds, pattern: str) -> None:
+    """``pattern`` fuses once, and the fused runs give onnxruntime's ``y`` and the unfused bits."""
+    counts, fused, plain = _counts_and_runs(proto, feeds)
+    assert counts == {pattern: 1}
+    (expected,) = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    for run in fused:
+        np.testing.assert_allclose(run["y"], expected, rtol=1e-5, atol=1e-6)
+        assert np.array_equal(run["y"], plain["y"])
+
+
 CASES = {
     "erf gelu": (_erf_gelu(False), "Gelu", 6),
     "erf gelu, 0.5 x first": (_erf_gelu(True), "Gelu", 6),
@@ -201,12 +211,7 @@ def test_attention_fuses_and_matches_onnxruntime_and_the_unfused_bits(mask, divi
         feeds["mask"] = np.where(RNG.random((2, 1, 1, 5)) < 0.3, hidden, np.float32(0))
         if sdpa:
             feeds["mask"][1] = hidden
-    counts, fused, plain = _counts_and_runs(proto, feeds)
-    assert counts == {"Attention": 1}
-    (expected,) = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
-    for run in fused:
-        np.testing.assert_allclose(run["y"], expected, rtol=1e-5, atol=1e-6)
-        assert np.array_equal(run["y"], plain["y"])
+    _check_fuses_once(proto, feeds, "Attention")
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -214,12 +219,7 @@ def test_pattern_fuses_and_matches_onnxruntime_and_the_unfused_bits(name):
     (nodes, constants), pattern, _ = CASES[name]
     proto = _model(nodes, [("a", [2, 3, 16])], ["y"], constants)
     feeds = {"a": (RNG.standard_normal((2, 3, 16)) * 4).astype(np.float32)}
-    counts, fused, plain = _counts_and_runs(proto, feeds)
-    assert counts == {pattern: 1}
-    (expected,) = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
-    for run in fused:
-        np.testing.assert_allclose(run["y"], expected, rtol=1e-5, atol=1e-6)
-        assert np.array_equal(run["y"], plain["y"])
+    _check_fuses_once(proto, feeds, pattern)
 
 
 def test_float16_is_left_to_the_kernels():
@@ -292,3 +292,35 @@ def test_rms_norm_of_the_llama_export_takes_numpys_calls_and_gives_the_kernels_b
         for (name, value), theirs in zip(run.items(), expected):
             assert np.array_equal(value, generic[name])
             np.testing.assert_allclose(value, theirs, rtol=1e-4, atol=1e-5)
+
+
+def _rotary(half: int, axis: int, cos_sin_fed: bool):
+    """LLaMA's rotary embedding as torch exports it: x * cos + Concat(-x[..., half:], x[..., :half]) * sin."""
+    nodes = [
+        helper.make_node("Sigmoid", ["a"], ["x"]),
+        helper.make_node("Mul", ["x", "cos"], ["xc"]),
+        helper.make_node("Slice", ["x", "zero", "half", "axis", "step"], ["x1"]),
+        helper.make_node("Slice", ["x", "half", "end", "axis", "step"], ["x2"]),
+        helper.make_node("Neg", ["x2"], ["n"]),
+        helper.make_node("Concat", ["n", "x1"], ["r"], axis=axis),
+        helper.make_node("Mul", ["r", "sin"], ["rs"]),
+        helper.make_node("Add", ["xc", "rs"], ["y"]),
+    ]
+    bounds = {"zero": 0, "half": half, "end": 2**63 - 1, "axis": axis, "step": 1}
+    constants = [numpy_helper.from_array(np.array([v], np.int64), k) for k, v in bounds.items()]
+    angles = RNG.standard_normal((1, 1, 5, 16)).astype(np.float32)
+    tables = {"cos": np.cos(angles), "sin": np.sin(angles)}
+    if not cos_sin_fed:
+        constants += [numpy_helper.from_array(v, k) for k, v in tables.items()]
+    return nodes, constants, tables
+
+
+@pytest.mark.parametrize(
+    "half,axis,cos_sin_fed", [(8, -1, False), (8, 3, True), (6, -1, False)]
+)  # the last: no halves, the nodes' kernels
+def test_rotary_embedding_fuses_and_matches_onnxruntime_and_the_unfused_bits(half, axis, cos_sin_fed):
+    nodes, constants, tables = _rotary(half, axis, cos_sin_fed)
+    inputs = [("a", [2, 3, 5, 16])] + ([("cos", [1, 1, 5, 16]), ("sin", [1, 1, 5, 16])] if cos_sin_fed else [])
+    proto = _model(nodes, inputs, ["y"], constants)
+    feeds = {"a": RNG.standard_normal((2, 3, 5, 16)).astype(np.float32)} | (tables if cos_sin_fed else {})
+    _check_fuses_once(proto, feeds, "Rotary")

@@ -218,8 +218,8 @@ class _FusedConv:
 # ``SCALAR`` for any one-element constant, ``BIAS`` for a 1-D constant; (SHARED, name, pattern) for a value
 # read twice inside the pattern (both places name it).  The operands of Add and Mul match in either order.
 
-X, W, Q, K, V, MASK = "x", "w", "q", "k", "v", "mask"
-SCALAR, BIAS, SHARED = "SCALAR", "BIAS", "SHARED"
+X, W, Q, K, V, MASK, COS, SIN = "x", "w", "q", "k", "v", "mask", "cos", "sin"
+SCALAR, BIAS, SHARED, CONST = "SCALAR", "BIAS", "SHARED", "CONST"  # CONST: any constant (a Slice's bounds)
 _SQRT2, _SQRT_2_OVER_PI = 2**0.5, (2 / 3.141592653589793) ** 0.5
 _ERF_GELU = ("Add", ("Erf", ("Div", X, _SQRT2)), 1.0)
 _TANH_GELU = ("Add", ("Tanh", ("Mul", ("Add", X, ("Mul", ("Pow", X, 3.0), 0.044715)), _SQRT_2_OVER_PI)), 1.0)
@@ -245,6 +245,11 @@ TRANSFORMER_PATTERNS: dict[str, list[tuple[Any, ...]]] = {
         ("Mul", W, inner)
         for normalized in [("Mul", X, ("Div", 1.0, ("Sqrt", ("Add", ("ReduceMean", ("Pow", X, 2.0)), SCALAR))))]
         for inner in (("Cast", normalized), normalized)
+    ],
+    # LLaMA's rotary embedding as torch exports it: x * cos + cat(-x[..., h:], x[..., :h]) * sin
+    "Rotary": [
+        ("Add", ("Mul", X, COS), ("Mul", ("Concat", ("Neg", ("Slice", X, *bounds)), ("Slice", X, *bounds)), SIN))
+        for bounds in ((CONST,) * 4, (CONST,) * 3)
     ],
 }
 
@@ -369,6 +374,12 @@ def _match_operand(pattern, vid, plan, uses, initializers, taken, bound):
     if isinstance(pattern, str) and pattern.islower():
         return pattern if bound.setdefault(pattern, vid) == vid else None
     constant = constant_value(vid, initializers, plan)
+    if pattern == CONST:
+        if constant is None:
+            return None
+        key = len([k for k in bound if isinstance(k, int)])
+        bound[key] = constant
+        return ("const", key)
     if constant is None or not isinstance(constant, np.ndarray) or constant.dtype not in _FLOATS:
         return None
     if pattern == BIAS:
@@ -498,8 +509,67 @@ class _FusedRMSNorm(_FusedPattern):
         return np.multiply(w, y, out=y) if _holds(y.shape, np.shape(w)) else np.multiply(w, y)
 
 
+class _FusedRotary(_FusedPattern):
+    """The rotary embedding of float32 or float64 values in five numpy calls and a copy: ``x * cos``, the
+    rotated halves written into one buffer (the Neg and the Concat), ``* sin`` and the sum, the operations of
+    the nodes' kernels on the same values; a Slice pair that does not cut one axis in halves, or other types,
+    run the nodes' kernels as the pattern does."""
+
+    def __init__(self, tree, leaves: list[str], constants: dict):
+        super().__init__(tree, leaves, constants)
+        concat = tree[3][2]  # ("Add", step, ("Mul", step, x, cos), ("Mul", step, concat, sin))
+        second, first = concat[2][2], concat[3]  # Concat(Neg(Slice(x, ...)), Slice(x, ...))
+        self.axis = concat[1].attrs.get("axis")
+        self.bounds = [self._bounds(s[2:]) for s in (first, second)]
+
+    def _bounds(self, operands) -> tuple[int, int, int] | None:
+        """(start, end, axis) of a Slice taking one axis with step 1, else None."""
+        values = [self.constants[c[1]].reshape(-1).tolist() for c in operands[1:]]
+        starts, ends, axes = values[0], values[1], values[2]
+        steps = values[3] if len(values) > 3 else [1]
+        if not (len(starts) == len(ends) == len(axes) == len(steps) == 1) or steps[0] != 1:
+            return None
+        return int(starts[0]), int(ends[0]), int(axes[0])
+
+    def __call__(self, ctx, *values):
+        named = dict(zip(self.leaves, values))
+        x, cos, sin = named["x"], named["cos"], named["sin"]
+        half = self._half(x)
+        if half is None or not (
+            x.dtype in _FLOATS and getattr(cos, "dtype", None) == getattr(sin, "dtype", 0) == x.dtype
+        ):
+            return super().__call__(ctx, *values)
+        axis, h = half
+        ahead = (slice(None),) * axis
+        y = np.multiply(x, cos)
+        rotated = np.empty(x.shape, x.dtype)
+        np.negative(x[ahead + (slice(h, None),)], out=rotated[ahead + (slice(None, h),)])
+        rotated[ahead + (slice(h, None),)] = x[ahead + (slice(None, h),)]
+        rotated = np.multiply(rotated, sin, out=rotated) if _holds(rotated.shape, sin.shape) else rotated * sin
+        return np.add(y, rotated, out=y) if _holds(y.shape, rotated.shape) else y + rotated
+
+    def _half(self, x) -> tuple[int, int] | None:
+        """(axis, h) when the first Slice takes ``[0, h)`` and the second ``[h, n)`` of one axis of n = 2h, the
+        Concat joining them on that axis; else None."""
+        if type(x) is not np.ndarray or None in self.bounds or self.axis is None or not x.ndim:
+            return None
+        (start1, end1, axis1), (start2, end2, axis2) = self.bounds  # type: ignore[misc]
+        axis = axis1 + x.ndim if axis1 < 0 else axis1
+        if (axis2 + x.ndim if axis2 < 0 else axis2) != axis or (self.axis + x.ndim) % x.ndim != axis:
+            return None
+        n = x.shape[axis]
+
+        def clamped(i):
+            return min(max(i + n if i < 0 else i, 0), n)
+
+        h = n // 2
+        if n % 2 or (clamped(start1), clamped(end1), clamped(start2), clamped(end2)) != (0, h, h, n):
+            return None
+        return axis, h
+
+
 #: the evaluators of patterns with one of their own (the others: _FusedPattern)
-_EVALUATORS: dict[str, type[_FusedPattern]] = {"RMSNorm": _FusedRMSNorm}
+_EVALUATORS: dict[str, type[_FusedPattern]] = {"RMSNorm": _FusedRMSNorm, "Rotary": _FusedRotary}
 
 
 # ---------------------------------------------------------------- view steps
