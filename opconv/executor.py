@@ -483,7 +483,10 @@ class Interpreter:
             if donors and not foldable:
                 for i in donors:  # dying values leave the environment now, so only `args` holds them
                     local.pop(input_ids[i], None)
-                owned = tuple(i for i in donors if _sole_reference(args, i))
+                if len(donors) == 1:  # the common case, without a generator
+                    owned = donors if _sole_reference(args, donors[0]) else ()
+                else:
+                    owned = tuple(i for i in donors if _sole_reference(args, i))
             ctx.node, ctx.owned = node, owned
             try:
                 result = fn(ctx, *args, **attrs)
@@ -614,7 +617,8 @@ def _sole_reference(args: list[Any], i: int) -> bool:
     only user when the temporary owns its memory and the view is all that refers to it.
     """
     a = args[i]
-    if type(a) is not np.ndarray or not a.flags.writeable or _list_refcount(args, i) != _ONLY_IN_LIST + 1:
+    # the count first: it rules out most values, and costs less than making the flags object
+    if type(a) is not np.ndarray or _list_refcount(args, i) != _ONLY_IN_LIST + 1 or not a.flags.writeable:
         return False  # + 1: the local name `a`
     if a.base is None:
         return True
@@ -691,6 +695,7 @@ class Session:
         self.model = model
         self._interpreter = Interpreter(binder, seed=seed)
         self._interpreter.fold(model.graph)  # binds every node now: errors surface before the first run
+        self._checked: tuple[Any, ...] | None = None  # the names, types and shapes of the last feeds checked
 
     def folded_values(self) -> dict[int, Any]:
         """``id(value) -> data`` for every value of the top graph computed from constants alone
@@ -700,7 +705,15 @@ class Session:
 
     def run(self, feeds: Mapping[str, Any]) -> dict[str, Any]:
         """Run on ``feeds`` (validated against the declared inputs); returns {output name: value}."""
-        feeds = check_feeds(self.model.graph, feeds, where=self.model.path)
+        # Arrays of the names, types and shapes that passed the checks last time pass them again.
+        signature = tuple(
+            (name, data.dtype, data.shape) if type(data) is np.ndarray else None for name, data in feeds.items()
+        )
+        if signature != self._checked or None in signature:
+            feeds = check_feeds(self.model.graph, feeds, where=self.model.path)
+            self._checked = signature
+        else:
+            feeds = dict(feeds)
         outputs = self._interpreter.run_graph(self.model.graph, feeds)
         return {v.name: data for v, data in zip(self.model.graph.outputs, outputs)}
 

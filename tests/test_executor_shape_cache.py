@@ -12,6 +12,7 @@ import os
 
 import numpy as np
 import onnxruntime as ort
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import opconv
@@ -115,3 +116,16 @@ def test_the_lstm_export_computes_its_zero_states_once():
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
     cache = session._interpreter.plan(session.model.graph).shape_cache
     assert cache is not None and len(cache.records) < len(session._interpreter.plan(session.model.graph).steps)
+
+
+def test_feeds_are_checked_again_whenever_their_names_types_or_shapes_change():
+    # A session skips the feed checks for arrays like the last ones checked; anything else is checked.
+    session = opconv.prepare(opconv.load(_zeros_like_rows()))
+    good = RNG.standard_normal((3, 4)).astype(np.float32)
+    for _ in range(2):
+        session.run({"x": good})
+    for bad, message in [(good.astype(np.float64), "expects float32"), (good[:, :3], "expects"), ("x", "got string")]:
+        with pytest.raises(opconv.OpconvError, match=message):
+            session.run({"x": bad})
+    with pytest.raises(opconv.OpconvError, match="unknown input"):
+        session.run({"x": good, "extra": good})
