@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from ...executor import BoundNode, ExecContext, as_outputs
+from ...executor import BoundNode, as_outputs
 from ...ir import Graph
 from ...kernels import conv as conv_kernels
 from ...kernels import elementwise
@@ -429,39 +429,80 @@ class _FusedPattern:
         self.tree = tree
         self.leaves = leaves
         self.constants = constants
+        self.program: list[tuple] = []  # the tree in postfix order, run on a stack (see _compile)
+        self._compile(tree)
+
+    def _compile(self, node) -> None:
+        """Append ``node``'s instructions: (_LEAF, name), (_CONST, array), (_SHARE, name) after its subtree,
+        (_UFUNC, ufunc) or (_KERNEL, step, operand count) after their operands."""
+        if isinstance(node, str):
+            self.program.append((_LEAF, node))
+        elif node[0] == "const":
+            self.program.append((_CONST, self.constants[node[1]]))
+        elif node[0] == SHARED:  # computed once, read again by a ("ref", name) leaf: not to be overwritten
+            self._compile(node[2])
+            self.program.append((_SHARE, (SHARED, node[1])))
+        elif node[0] == "ref":
+            self.program.append((_LEAF, (SHARED, node[1])))
+        else:
+            for operand in node[2:]:
+                self._compile(operand)
+            op, step = node[0], node[1]
+            self.program.append((_UFUNC, _UFUNCS[op]) if op in _UFUNCS else (_KERNEL, step, len(node) - 2))
 
     def __call__(self, ctx, *values):
-        return self._evaluate(ctx, self.tree, dict(zip(self.leaves, values)))[0]
+        """The pattern's value; each stack entry is (value, fresh), ``fresh`` when the value is this call's own
+        buffer, which later operations reuse."""
+        named = dict(zip(self.leaves, values))
+        stack: list[tuple[Any, bool]] = []
+        for instruction in self.program:
+            kind = instruction[0]
+            if kind is _LEAF:
+                stack.append((named[instruction[1]], False))
+            elif kind is _CONST:
+                stack.append((instruction[1], False))
+            elif kind is _UFUNC:
+                (b, b_fresh), (a, a_fresh) = stack.pop(), stack.pop()
+                ufunc = instruction[1]
+                if a_fresh and _holds(a.shape, b.shape):
+                    stack.append((ufunc(a, b, out=a), True))
+                elif b_fresh and _holds(b.shape, a.shape):
+                    stack.append((ufunc(a, b, out=b), True))
+                else:
+                    stack.append((ufunc(a, b), True))
+            elif kind is _SHARE:
+                named[instruction[1]] = value = stack.pop()[0]
+                stack.append((value, False))
+            else:
+                stack.append(self._kernel(ctx, instruction[1], stack, instruction[2]))
+        return stack[0][0]
 
-    def _evaluate(self, ctx, node, named):
-        """(value, fresh): ``fresh`` when the value is this call's own buffer, which later operations reuse."""
-        if isinstance(node, str):
-            return named[node], False
-        if node[0] == "const":
-            return self.constants[node[1]], False
-        if node[0] == SHARED:  # computed once, read again by a ("ref", name) leaf: not to be overwritten
-            named[(SHARED, node[1])] = value = self._evaluate(ctx, node[2], named)[0]
-            return value, False
-        if node[0] == "ref":
-            return named[(SHARED, node[1])], False
-        op, step, operands = node[0], node[1], node[2:]
-        parts = [self._evaluate(ctx, p, named) for p in operands]
-        if op in _UFUNCS:
-            (a, a_fresh), (b, b_fresh) = parts
-            ufunc = _UFUNCS[op]
-            if a_fresh and _holds(a.shape, b.shape):
-                return ufunc(a, b, out=a), True
-            if b_fresh and _holds(b.shape, a.shape):
-                return ufunc(a, b, out=b), True
-            return ufunc(a, b), True
-        # Other ops run their node's kernel, which may overwrite the buffers given to it.
+    @staticmethod
+    def _kernel(ctx, step, stack: list, count: int) -> tuple[Any, bool]:
+        """Run a node's kernel on the top ``count`` stack entries (popped); it may overwrite the fresh ones."""
+        parts = stack[-count:]
+        del stack[-count:]
         args = [value for value, _ in parts]
         owned = tuple(i for i, (_, fresh) in enumerate(parts) if fresh)
-        result = as_outputs(
-            step.fn(ExecContext(ctx.interpreter, step.node, ctx.env, owned), *args, **step.attrs), step.node
-        )[0]
+        # The run's context, pointed at this node while its kernel runs, then back at the fused step's.
+        node, owned_before = ctx.node, ctx.owned
+        ctx.node, ctx.owned = step.node, owned
+        try:
+            result = as_outputs(step.fn(ctx, *args, **step.attrs), step.node)[0]
+        finally:
+            ctx.node, ctx.owned = node, owned_before
         kept = [value for value, fresh in parts if not fresh]  # an outside value or constant: never overwritten
-        return result, not any(np.may_share_memory(result, value) for value in kept)
+        return result, not any(_may_share(result, value) for value in kept)
+
+
+_LEAF, _CONST, _SHARE, _UFUNC, _KERNEL = "leaf", "const", "share", "ufunc", "kernel"
+
+
+def _may_share(result, value) -> bool:
+    """np.may_share_memory, answered without it for an array owning its memory (a kernel's new buffer)."""
+    if type(result) is np.ndarray and result.base is None and type(value) is np.ndarray:
+        return result is value or value.base is result
+    return bool(np.may_share_memory(result, value))
 
 
 class _FusedRMSNorm(_FusedPattern):
