@@ -418,6 +418,8 @@ def _fuse_match(plan, root: int, match: _Match, evaluator: type[_FusedPattern]) 
 
 def _holds(shape: tuple, other: tuple) -> bool:
     """Whether an array of ``shape`` can hold the result of broadcasting it with ``other``."""
+    if shape == other or not other:
+        return True
     return len(other) <= len(shape) and all(o == 1 or o == d for o, d in zip(reversed(other), reversed(shape)))
 
 
@@ -480,19 +482,27 @@ class _FusedPattern:
     @staticmethod
     def _kernel(ctx, step, stack: list, count: int) -> tuple[Any, bool]:
         """Run a node's kernel on the top ``count`` stack entries (popped); it may overwrite the fresh ones."""
-        parts = stack[-count:]
+        args, owned, kept = [], [], []  # kept: an outside value or constant, never overwritten
+        for i, (value, fresh) in enumerate(stack[-count:]):
+            args.append(value)
+            if fresh:
+                owned.append(i)
+            else:
+                kept.append(value)
         del stack[-count:]
-        args = [value for value, _ in parts]
-        owned = tuple(i for i, (_, fresh) in enumerate(parts) if fresh)
         # The run's context, pointed at this node while its kernel runs, then back at the fused step's.
         node, owned_before = ctx.node, ctx.owned
-        ctx.node, ctx.owned = step.node, owned
+        ctx.node, ctx.owned = step.node, tuple(owned)
         try:
-            result = as_outputs(step.fn(ctx, *args, **step.attrs), step.node)[0]
+            result = step.fn(ctx, *args, **step.attrs)
         finally:
             ctx.node, ctx.owned = node, owned_before
-        kept = [value for value, fresh in parts if not fresh]  # an outside value or constant: never overwritten
-        return result, not any(_may_share(result, value) for value in kept)
+        if type(result) is not np.ndarray:
+            result = as_outputs(result, step.node)[0]
+        for value in kept:
+            if _may_share(result, value):
+                return result, False
+        return result, True
 
 
 _LEAF, _CONST, _SHARE, _UFUNC, _KERNEL = "leaf", "const", "share", "ufunc", "kernel"
