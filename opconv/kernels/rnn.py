@@ -294,19 +294,21 @@ class _LSTMStep:
         product = np.empty_like(c_rows)
         one_half = np.array(0.5, xw.dtype)  # a 0-d array of the type: numpy converts a Python float on each call
         dot, add, multiply, tanh = np.dot, np.add, np.multiply, np.tanh
-        for t in reversed(range(steps)) if reverse else range(steps):
+        order = list(reversed(range(steps))) if reverse else list(range(steps))
+        # the time steps' rows as views made at once (indexing in the loop makes one per call)
+        for projected, h_out in zip([xw[t] for t in order], [rows[t] for t in order]):
             dot(h, r_t, out=pre)
-            add(pre, xw[t], out=pre)
+            add(pre, projected, out=pre)
             tanh(pre, out=pre)
             multiply(sigmoids, one_half, out=sigmoids)
             add(sigmoids, one_half, out=sigmoids)
             multiply(c_rows, forget, out=c_rows)
             multiply(i, candidate, out=product)
             add(c_rows, product, out=c_rows)
-            h = rows[t]
+            h = h_out
             tanh(c_rows, out=h)
             multiply(h, o, out=h)
-        return y, (y[t], c)
+        return y, (y[order[-1]], c)
 
     def _without_peepholes(self, pre, c):
         if self.plain:
