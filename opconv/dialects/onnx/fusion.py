@@ -24,9 +24,15 @@ applied by that step to its fresh output, in place, while the output is still
 in cache: one step fewer and no second trip through memory.
 
 torch's exports of the erf and tanh Gelus, of attention's MatMul-Scale-Mask-
-Softmax-MatMul, a MatMul followed by its bias Add and LLaMA's RMSNorm (``TRANSFORMER_PATTERNS``) run as one
-step that computes the same operations on the same values, in the buffers it allocated: the same bits, with 2-8
-fewer steps and kernel calls each.
+Softmax-MatMul, a MatMul followed by its bias Add, LLaMA's RMSNorm and rotary embedding
+(``TRANSFORMER_PATTERNS``) run as one step that computes the same operations on the same values, in the
+buffers it allocated: the same bits, with 2-8 fewer steps and kernel calls each (RMSNorm and the rotary
+embedding of float32 as the numpy calls their nodes' kernels make, without a kernel call per node).
+
+A Reshape, Transpose, Squeeze, Unsqueeze or Flatten with constant parameters that alone reads a step's output
+is applied by that step to its result (``fuse_view_steps``): exports wrap every product in such views, each an
+interpreter step of its own otherwise.  An LSTM's constant W and R are transposed once, at session time
+(``keep_recurrent_weights``).
 """
 
 from __future__ import annotations
