@@ -181,7 +181,7 @@ class _Plan:
                     or any(True for _ in step.node.subgraphs())
                 ):
                     pass
-                elif step.fn in _SHAPE_KERNELS:
+                elif getattr(step.fn, "reads_shape_only", False):
                     if present[0] in feeds or present[0] in derived:
                         kind = "shape"
                     elif len(outs) == 1 and outs[0] is not None:
@@ -195,14 +195,11 @@ class _Plan:
         return cached
 
 
-_SHAPE_KERNELS: set[Kernel] = set()
-
-
 def reads_shape_only(fn: Kernel) -> Kernel:
     """Decorator: ``fn``'s result depends on its first input's shape alone, not on its values (ONNX's Shape
     and Size).  A session computes the steps that follow from such results and constants once per feed
-    shapes (see :class:`_ShapeCache`)."""
-    _SHAPE_KERNELS.add(fn)
+    shapes (see :class:`_ShapeCache`).  A kernel wrapping one (a fusion's) says so by the same attribute."""
+    fn.reads_shape_only = True  # type: ignore[attr-defined]
     return fn
 
 

@@ -1,5 +1,6 @@
 """The ONNX executor's view fusion (fusion.fuse_view_steps): a Reshape, Transpose, Squeeze, Unsqueeze or
-Flatten with constant parameters, alone reading a step's output, is applied by that step to its result.
+Flatten with constant parameters, or a Cast, alone reading a step's output, is applied by that step to its
+result.
 
 Each fused graph is checked against onnxruntime and, bit for bit, against the same session without the
 fusion, on small graphs and on real exports of the corpus; views that must stay steps (a producer's output read
@@ -51,7 +52,7 @@ def _check(model, feeds, absorbed_expected, at_least=False):
             assert value.shape == plain[name].shape and np.array_equal(value, plain[name])
 
 
-def test_a_chain_of_views_and_split_outputs_are_absorbed_by_their_producers():
+def test_a_chain_of_views_casts_and_split_outputs_are_absorbed_by_their_producers():
     nodes = [
         helper.make_node("Sigmoid", ["a"], ["x"]),
         helper.make_node("Reshape", ["x", "to_heads"], ["r"]),  # (2, 12) -> (2, 3, 4), a -1 filled
@@ -61,12 +62,15 @@ def test_a_chain_of_views_and_split_outputs_are_absorbed_by_their_producers():
         helper.make_node("Split", ["u"], ["s0", "s1"], axis=2),
         helper.make_node("Flatten", ["s0"], ["f0"], axis=1),
         helper.make_node("Squeeze", ["s1", "axis0"], ["q1"]),
+        helper.make_node("Cast", ["q1"], ["d1"], to=TensorProto.DOUBLE),  # a conversion, then a no-op
+        helper.make_node("Cast", ["d1"], ["c1"], to=TensorProto.FLOAT),
+        helper.make_node("Cast", ["c1"], ["e1"], to=TensorProto.FLOAT),
         helper.make_node("Mul", ["f0", "f0"], ["y0"]),
-        helper.make_node("Tanh", ["q1"], ["y1"]),
+        helper.make_node("Tanh", ["e1"], ["y1"]),
     ]
     initializers = [_ints("to_heads", [2, 3, -1]), _ints("to_rows", [0, -1]), _ints("axis0", [0])]
     model = _model(nodes, [("a", [2, 12])], ["y0", "y1"], initializers)
-    _check(model, {"a": RNG.standard_normal((2, 12)).astype(np.float32)}, 6)
+    _check(model, {"a": RNG.standard_normal((2, 12)).astype(np.float32)}, 9)
 
 
 @pytest.mark.parametrize("variant", ["read twice", "returned", "shape computed", "graph input"])

@@ -634,15 +634,16 @@ _EVALUATORS: dict[str, type[_FusedPattern]] = {"RMSNorm": _FusedRMSNorm, "Rotary
 # Exports wrap their products in Reshapes and Transposes with constant shapes (GPT-2: a Reshape before and after
 # each Gemm, 31 in two layers).  Each costs an interpreter step and a kernel call to make a view.
 
-#: ops that make a view of their first input, their other inputs constant
-_VIEW_OPS = ("Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten")
+#: ops that make a view of their first input, their other inputs constant; and Cast, which hands its input on
+#: when it has the type already (LLaMA's float32 -> float32 before each norm) or converts it
+_VIEW_OPS = ("Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Cast")
 
 
 def fuse_view_steps(graph: Graph, plan) -> int:
-    """Rewrite ``plan`` so that a Reshape, Transpose, Squeeze, Unsqueeze or Flatten with constant parameters,
+    """Rewrite ``plan`` so that a Reshape, Transpose, Squeeze, Unsqueeze, Flatten (constant parameters) or Cast,
     alone reading an output of a step, is applied by that step to its result (the same view of the same
-    array); the view's step is left out.  Returns how many were absorbed.  Chains (Reshape -> Transpose ->
-    Reshape) end up in the first producer."""
+    array, the same cast); the view's step is left out.  Returns how many were absorbed.  Chains (Reshape ->
+    Transpose -> Reshape) end up in the first producer."""
     uses = Uses(graph, plan)
     initializers = {id(v): v for v in graph.initializers.values()}
     gone: set[int] = set()
@@ -718,6 +719,8 @@ class ThenViews:
     def __init__(self, kernel):
         self.kernel = kernel
         self.views: dict[int, list] = {}  # output position -> views, applied in order
+        # a view or cast of a Shape's result still depends on its input's shape alone (executor._ShapeCache)
+        self.reads_shape_only = getattr(kernel, "reads_shape_only", False)
 
     def add(self, position: int, view) -> None:
         self.views.setdefault(position, []).append(view)
