@@ -19,6 +19,7 @@ buffer when ``ctx.owns(i)``: the value dies at this node and nothing else
 from __future__ import annotations
 
 import bisect
+import functools
 import importlib
 import re
 import sys
@@ -118,6 +119,7 @@ class _Plan:
     declared: list[int] = field(default_factory=list)  # how many outputs each step's node declares
     # folded steps left out? -> the loop's per-step tuples
     _records: dict[str | bool, Any] = field(default_factory=dict)
+    shape_cache: _ShapeCache | None = None  # the last feed shapes' shape computations (see _ShapeCache)
 
     def records(self, unfolded_only: bool) -> list[tuple[Any, ...]]:
         """What the run loop reads per step, one tuple each, made once: every step, or (``unfolded_only``)
@@ -125,6 +127,7 @@ class _Plan:
         A pass that rewrites the plan's lists in place calls :meth:`changed` (a new ``steps`` list is seen)."""
         if self._records.get("steps") is not self.steps:
             self._records = {"steps": self.steps}
+            self.shape_cache = None
         cached: list[tuple[Any, ...]] | None = self._records.get(unfolded_only)
         if cached is None:
             cached = [
@@ -153,6 +156,121 @@ class _Plan:
     def changed(self) -> None:
         """Forget the per-step tuples: ``steps``, ``inputs``, ``donors`` or ``foldable`` were rewritten."""
         self._records.clear()
+        self.shape_cache = None
+
+    def shape_steps(self, graph: Graph) -> list[str | None]:
+        """Per step (after the first run): ``"shape"`` when it computes from constants and the feeds' shapes
+        alone (a Shape or Size of a feed, and what computes from such values and constants), ``"guard"`` for
+        a Shape or Size of another computed value (its input's shape is checked when a run skips the steps
+        after it), else None.  Steps computing a graph output, reading a feedable initializer or running a
+        subgraph are None."""
+        cached = self._records.get("shape")
+        if cached is None:
+            constant = {vid for vid in self.folded or {} if vid not in self.volatile}
+            constant.update(id(v) for v in graph.initializers.values() if id(v) not in self.overridable)
+            feeds, returned = {id(v) for v in graph.inputs} - constant, {id(v) for v in graph.outputs}
+            derived: set[int] = set()
+            cached = []
+            for step, ids, outs, foldable in zip(self.steps, self.inputs, self.outputs, self.foldable):
+                present = [vid for vid in ids if vid is not None]
+                kind = None
+                if (
+                    foldable
+                    or not present
+                    or not step.deterministic
+                    or not returned.isdisjoint(outs)
+                    or any(True for _ in step.node.subgraphs())
+                ):
+                    pass
+                elif getattr(step.fn, "reads_shape_only", False):
+                    if present[0] in feeds or present[0] in derived:
+                        kind = "shape"
+                    elif len(outs) == 1 and outs[0] is not None:
+                        kind = "guard"
+                elif all(vid in constant or vid in derived for vid in present) and not derived.isdisjoint(present):
+                    kind = "shape"
+                if kind is not None:
+                    derived.update(vid for vid in outs if vid is not None)
+                cached.append(kind)
+            self._records["shape"] = cached
+        return cached
+
+
+def reads_shape_only(fn: Kernel) -> Kernel:
+    """Decorator: ``fn``'s result depends on its first input's shape alone, not on its values (ONNX's Shape
+    and Size).  A session computes the steps that follow from such results and constants once per feed
+    shapes (see :class:`_ShapeCache`).  A kernel wrapping one (a fusion's) says so by the same attribute."""
+    fn.reads_shape_only = True  # type: ignore[attr-defined]
+    return fn
+
+
+class _ShapeChanged(Exception):
+    """A guarded Shape/Size input changed shape under the same feed shapes: the run starts again, uncached."""
+
+
+def _shape_guard(ctx: ExecContext, data: Any, *, shape: tuple[int, ...], value: Any) -> Any:
+    if np.shape(data) != shape:
+        raise _ShapeChanged
+    return value
+
+
+#: the most a shape cache holds; exports' shape computations make vectors and masks of a few KiB
+_SHAPE_CACHE_BYTES = 1 << 20
+
+
+class _ShapeCache:
+    """The values of a plan's shape steps (see :meth:`_Plan.shape_steps`) for one set of feed shapes and
+    types, and the loop records of a run that loads them instead of computing them.
+
+    An export computes shapes at run time (``Shape -> Gather -> Unsqueeze -> Concat -> Expand`` makes an
+    LSTM's zero states, a transformer's mask sizes): the same values on every run with the same feed shapes.
+    A Shape of a value computed at run time (whose shape might depend on values) stays a step that checks
+    its input's shape and hands out the cached result; a mismatch reruns the graph without the cache.
+    """
+
+    def __init__(self, key: tuple[Any, ...], kinds: list[str | None]):
+        self.key = key
+        self.kinds = kinds
+        self.values: dict[int, Any] = {}  # the outputs of the "shape" steps
+        self.guards: dict[int, tuple[tuple[int, ...], Any]] = {}  # guard step index -> (its input's shape, its output)
+        self.size = 0
+        self.records: list[tuple[Any, ...]] | None = []
+
+    def record(self, index: int, output_ids: tuple[int | None, ...], local: dict[int, Any], args: list[Any]) -> None:
+        """Keep step ``index``'s outputs (and a guard's input shape), just computed."""
+        for vid in output_ids:
+            if vid is not None:
+                value = local[vid]
+                self.size += getattr(value, "nbytes", 0)
+                if self.kinds[index] == "guard":
+                    self.guards[index] = (np.shape(args[0]), value)
+                else:
+                    self.values[vid] = value
+
+    def finish(self, records: list[tuple[Any, ...]]) -> _ShapeCache:
+        """Make the records of a cached run: shape steps left out (their drops done by the next step run),
+        guards checking and handing out their cached output.  Values too large to keep leave ``records``
+        None: runs with these feed shapes compute everything, and record nothing."""
+        if self.size > _SHAPE_CACHE_BYTES:
+            self.values, self.guards, self.records = {}, {}, None
+            return self
+        carried: list[int] = []
+        kept = []
+        for record in records:
+            index = record[0]
+            kind = self.kinds[index]
+            if kind == "shape":
+                carried.extend(record[10])
+                continue
+            if kind == "guard":
+                shape, value = self.guards[index]
+                record = record[:2] + (functools.partial(_shape_guard, shape=shape, value=value), {}) + record[4:]
+            if carried:
+                record = record[:10] + (list(record[10]) + carried,) + record[11:]
+                carried = []
+            kept.append(record)
+        self.records = kept
+        return self
 
 
 class ExecContext:
@@ -261,7 +379,7 @@ class Interpreter:
     # -- run --------------------------------------------------------------
     # The per-node loop is one function on purpose: it is the executor's hot path, and a call per step for each
     # of its cases (folding, donation, size checks, error locations) costs measurable time on large models.
-    def run_graph(  # noqa: C901
+    def run_graph(
         self,
         graph: Graph,
         inputs: list[Any] | Mapping[str, Any],
@@ -270,6 +388,20 @@ class Interpreter:
         fold_only: bool = False,
     ) -> list[Any]:
         """Run ``graph``; ``inputs`` positional (subgraphs) or by name (top level)."""
+        try:
+            return self._run_graph(graph, inputs, outer, fold_only)
+        except _ShapeChanged:  # a cached run's guard: computed shapes differ under the same feed shapes
+            self.plan(graph).shape_cache = None
+            return self._run_graph(graph, inputs, outer, fold_only, cache_shapes=False)
+
+    def _run_graph(  # noqa: C901
+        self,
+        graph: Graph,
+        inputs: list[Any] | Mapping[str, Any],
+        outer: MutableMapping[int, Any] | None,
+        fold_only: bool,
+        cache_shapes: bool = True,
+    ) -> list[Any]:
         plan = self.plan(graph)
         local: dict[int, Any] = {}
         env = ChainMap(local, outer) if outer is not None else local
@@ -301,11 +433,26 @@ class Interpreter:
         # After the first run, without an override, the folded steps are not even visited.
         skip_folded = not first_run and foldable_now is plan.foldable
         foldable = False
+        records = plan.records(skip_folded)
+        # The top graph's shape computations: loaded from the cache of these feed shapes, or recorded for it.
+        recording = None
+        if skip_folded and outer is None and isinstance(inputs, Mapping) and cache_shapes:
+            key = tuple(
+                (name, data.shape, data.dtype) if type(data) is np.ndarray else (name, id(data))
+                for name, data in inputs.items()
+            )
+            cached = plan.shape_cache
+            if cached is not None and cached.key == key:
+                if cached.records is not None:
+                    records = cached.records
+                    local.update(cached.values)
+            else:
+                kinds = plan.shape_steps(graph)
+                if any(kinds):
+                    recording = _ShapeCache(key, kinds)
         # One context per run, pointed at each step in turn (kernels use it only while they run).
         ctx = ExecContext(self, None, env)
-        for index, step, fn, attrs, node, input_ids, dense, output_ids, single, declared, drop, donors in plan.records(
-            skip_folded
-        ):
+        for index, step, fn, attrs, node, input_ids, dense, output_ids, single, declared, drop, donors in records:
             if not skip_folded:
                 foldable = foldable_now[index]
                 if (foldable and not first_run) or (fold_only and not foldable):
@@ -334,7 +481,10 @@ class Interpreter:
             if donors and not foldable:
                 for i in donors:  # dying values leave the environment now, so only `args` holds them
                     local.pop(input_ids[i], None)
-                owned = tuple(i for i in donors if _sole_reference(args, i))
+                if len(donors) == 1:  # the common case, without a generator
+                    owned = donors if _sole_reference(args, donors[0]) else ()
+                else:
+                    owned = tuple(i for i in donors if _sole_reference(args, i))
             ctx.node, ctx.owned = node, owned
             try:
                 result = fn(ctx, *args, **attrs)
@@ -376,6 +526,8 @@ class Interpreter:
                             folding[vid] = data
                 del outputs
                 data = None
+            if recording is not None and recording.kinds[index]:
+                recording.record(index, output_ids, local, args)
             for vid in drop:
                 local.pop(vid, None)
             # Drop this frame's references too, or the next kernel could not own what it consumes.
@@ -391,6 +543,8 @@ class Interpreter:
                 for v in step.node.outputs
                 if v is not None
             )
+        if recording is not None:
+            plan.shape_cache = recording.finish(records)
         if fold_only:
             return []
         return [_lookup(env, id(v), None, graph) for v in graph.outputs]
@@ -470,7 +624,8 @@ def _sole_reference(args: list[Any], i: int) -> bool:
     only user when the temporary owns its memory and the view is all that refers to it.
     """
     a = args[i]
-    if type(a) is not np.ndarray or not a.flags.writeable or _list_refcount(args, i) != _ONLY_IN_LIST + 1:
+    # the count first: it rules out most values, and costs less than making the flags object
+    if type(a) is not np.ndarray or _list_refcount(args, i) != _ONLY_IN_LIST + 1 or not a.flags.writeable:
         return False  # + 1: the local name `a`
     if a.base is None:
         return True
@@ -569,6 +724,7 @@ class Session:
         self.model = model
         self._interpreter = Interpreter(binder, seed=seed)
         self._interpreter.fold(model.graph)  # binds every node now: errors surface before the first run
+        self._checked: tuple[Any, ...] | None = None  # the names, types and shapes of the last feeds checked
 
     def folded_values(self) -> dict[int, Any]:
         """``id(value) -> data`` for every value of the top graph computed from constants alone
@@ -578,7 +734,15 @@ class Session:
 
     def run(self, feeds: Mapping[str, Any]) -> dict[str, Any]:
         """Run on ``feeds`` (validated against the declared inputs); returns {output name: value}."""
-        feeds = check_feeds(self.model.graph, feeds, where=self.model.path)
+        # Arrays of the names, types and shapes that passed the checks last time pass them again.
+        signature = tuple(
+            (name, data.dtype, data.shape) if type(data) is np.ndarray else None for name, data in feeds.items()
+        )
+        if signature != self._checked or None in signature:
+            feeds = check_feeds(self.model.graph, feeds, where=self.model.path)
+            self._checked = signature
+        else:
+            feeds = dict(feeds)
         outputs = self._interpreter.run_graph(self.model.graph, feeds)
         return {v.name: data for v, data in zip(self.model.graph.outputs, outputs)}
 

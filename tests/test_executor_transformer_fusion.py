@@ -10,6 +10,7 @@ the Add) and an outside value overwritten in place between the fused nodes are c
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import onnxruntime as ort
@@ -144,27 +145,44 @@ def _attention(mask: bool, divide: bool, cast: bool, sdpa: bool = False):
 _ATTENTION_INPUTS = [("q", [2, 3, 5, 8]), ("kt", [2, 3, 8, 5]), ("v", [2, 3, 5, 8]), ("mask", [2, 1, 1, 5])]
 
 
-def _counts_and_runs(proto, feeds):
-    """(fusions per pattern, outputs with the fusion, outputs without it)."""
-    counts = {}
-    fuse = fusion.fuse_transformer_patterns
+def runs_with_and_without(model, feeds, pass_name: str, nothing_done):
+    """(what the fusion pass ``pass_name`` of fusion.py returned, two runs' outputs with it (the second after
+    the first run's folding), outputs with the pass replaced by one that does nothing and returns
+    ``nothing_done``)."""
+    returned = []
+    fuse = getattr(fusion, pass_name)
 
     def spy(graph, plan):
-        counts.update(fuse(graph, plan))
-        return counts
+        returned.append(fuse(graph, plan))
+        return returned[-1]
 
-    fusion.fuse_transformer_patterns = spy
+    setattr(fusion, pass_name, spy)
     try:
-        session = opconv.prepare(opconv.load(proto))
-        fused = [session.run(feeds) for _ in range(2)]  # the second run: after the first run's folding
+        session = opconv.prepare(opconv.load(model))
+        fused = [session.run(feeds) for _ in range(2)]
     finally:
-        fusion.fuse_transformer_patterns = fuse
-    fusion.fuse_transformer_patterns = lambda graph, plan: {}
+        setattr(fusion, pass_name, fuse)
+    setattr(fusion, pass_name, lambda graph, plan: nothing_done)
     try:
-        plain = opconv.prepare(opconv.load(proto)).run(feeds)
+        plain = opconv.prepare(opconv.load(model)).run(feeds)
     finally:
-        fusion.fuse_transformer_patterns = fuse
-    return counts, fused, plain
+        setattr(fusion, pass_name, fuse)
+    return returned[0], fused, plain
+
+
+def _counts_and_runs(proto, feeds):
+    """(fusions per pattern, outputs with the fusion, outputs without it)."""
+    return runs_with_and_without(proto, feeds, "fuse_transformer_patterns", {})
+
+
+def _check_fuses_once(proto, feeds, pattern: str) -> None:
+    """``pattern`` fuses once, and the fused runs give onnxruntime's ``y`` and the unfused bits."""
+    counts, fused, plain = _counts_and_runs(proto, feeds)
+    assert counts == {pattern: 1}
+    (expected,) = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    for run in fused:
+        np.testing.assert_allclose(run["y"], expected, rtol=1e-5, atol=1e-6)
+        assert np.array_equal(run["y"], plain["y"])
 
 
 CASES = {
@@ -193,12 +211,7 @@ def test_attention_fuses_and_matches_onnxruntime_and_the_unfused_bits(mask, divi
         feeds["mask"] = np.where(RNG.random((2, 1, 1, 5)) < 0.3, hidden, np.float32(0))
         if sdpa:
             feeds["mask"][1] = hidden
-    counts, fused, plain = _counts_and_runs(proto, feeds)
-    assert counts == {"Attention": 1}
-    (expected,) = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
-    for run in fused:
-        np.testing.assert_allclose(run["y"], expected, rtol=1e-5, atol=1e-6)
-        assert np.array_equal(run["y"], plain["y"])
+    _check_fuses_once(proto, feeds, "Attention")
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -206,12 +219,7 @@ def test_pattern_fuses_and_matches_onnxruntime_and_the_unfused_bits(name):
     (nodes, constants), pattern, _ = CASES[name]
     proto = _model(nodes, [("a", [2, 3, 16])], ["y"], constants)
     feeds = {"a": (RNG.standard_normal((2, 3, 16)) * 4).astype(np.float32)}
-    counts, fused, plain = _counts_and_runs(proto, feeds)
-    assert counts == {pattern: 1}
-    (expected,) = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
-    for run in fused:
-        np.testing.assert_allclose(run["y"], expected, rtol=1e-5, atol=1e-6)
-        assert np.array_equal(run["y"], plain["y"])
+    _check_fuses_once(proto, feeds, pattern)
 
 
 def test_float16_is_left_to_the_kernels():
@@ -263,3 +271,56 @@ def test_a_value_the_fused_step_reads_is_not_overwritten_before_it_runs():
         for name, value in zip(["y", "s"], expected):
             np.testing.assert_allclose(run[name], value, rtol=1e-5, atol=1e-6)
             assert np.array_equal(run[name], plain[name])
+
+
+def test_rms_norm_of_the_llama_export_takes_numpys_calls_and_gives_the_kernels_bits():
+    path = os.path.join(os.path.dirname(__file__), "..", "fixtures", "corpus", "llama_legacy_op17.onnx")
+    stored = np.load(path[: -len(".onnx")] + ".npz")
+    feeds = {k.split(":", 1)[1]: v for k, v in stored.items() if k.startswith("input:")}
+    session = opconv.prepare(opconv.load(path))
+    fast = [s.fn.fast for s in session._interpreter.plan(session.model.graph).steps if hasattr(s.fn, "fast")]
+    assert fast and all(fast)
+    runs = [session.run(feeds) for _ in range(2)]
+    evaluators = dict(fusion._EVALUATORS)
+    fusion._EVALUATORS.clear()  # every pattern through its nodes' kernels
+    try:
+        generic = opconv.prepare(opconv.load(path)).run(feeds)
+    finally:
+        fusion._EVALUATORS.update(evaluators)
+    expected = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)
+    for run in runs:
+        for (name, value), theirs in zip(run.items(), expected):
+            assert np.array_equal(value, generic[name])
+            np.testing.assert_allclose(value, theirs, rtol=1e-4, atol=1e-5)
+
+
+def _rotary(half: int, axis: int, cos_sin_fed: bool):
+    """LLaMA's rotary embedding as torch exports it: x * cos + Concat(-x[..., half:], x[..., :half]) * sin."""
+    nodes = [
+        helper.make_node("Sigmoid", ["a"], ["x"]),
+        helper.make_node("Mul", ["x", "cos"], ["xc"]),
+        helper.make_node("Slice", ["x", "zero", "half", "axis", "step"], ["x1"]),
+        helper.make_node("Slice", ["x", "half", "end", "axis", "step"], ["x2"]),
+        helper.make_node("Neg", ["x2"], ["n"]),
+        helper.make_node("Concat", ["n", "x1"], ["r"], axis=axis),
+        helper.make_node("Mul", ["r", "sin"], ["rs"]),
+        helper.make_node("Add", ["xc", "rs"], ["y"]),
+    ]
+    bounds = {"zero": 0, "half": half, "end": 2**63 - 1, "axis": axis, "step": 1}
+    constants = [numpy_helper.from_array(np.array([v], np.int64), k) for k, v in bounds.items()]
+    angles = RNG.standard_normal((1, 1, 5, 16)).astype(np.float32)
+    tables = {"cos": np.cos(angles), "sin": np.sin(angles)}
+    if not cos_sin_fed:
+        constants += [numpy_helper.from_array(v, k) for k, v in tables.items()]
+    return nodes, constants, tables
+
+
+@pytest.mark.parametrize(
+    "half,axis,cos_sin_fed", [(8, -1, False), (8, 3, True), (6, -1, False)]
+)  # the last: no halves, the nodes' kernels
+def test_rotary_embedding_fuses_and_matches_onnxruntime_and_the_unfused_bits(half, axis, cos_sin_fed):
+    nodes, constants, tables = _rotary(half, axis, cos_sin_fed)
+    inputs = [("a", [2, 3, 5, 16])] + ([("cos", [1, 1, 5, 16]), ("sin", [1, 1, 5, 16])] if cos_sin_fed else [])
+    proto = _model(nodes, inputs, ["y"], constants)
+    feeds = {"a": RNG.standard_normal((2, 3, 5, 16)).astype(np.float32)} | (tables if cos_sin_fed else {})
+    _check_fuses_once(proto, feeds, "Rotary")

@@ -235,3 +235,52 @@ def test_float16_lstm_computes_in_float32():
     y16 = K.lstm(*(a.astype(np.float16) for a in (x, w, rec, b_w, b_r, h0, c0)))[0]
     assert y16.dtype == np.float16
     assert_close(y16.astype(np.float32), y32, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_plain_lstm_of_one_batch_entry_matches_ort(direction, with_bias):
+    # One batch entry and the default activations: the loop of vector products (an exported LSTM's case).
+    r = rng(14)
+    d, t, i, h = (2 if direction == "bidirectional" else 1), 16, 8, 32
+    x = r.standard_normal((t, 1, i)).astype(np.float32)
+    w = (r.standard_normal((d, 4 * h, i)) * 0.3).astype(np.float32)
+    rec = (r.standard_normal((d, 4 * h, h)) * 0.3).astype(np.float32)
+    b = (r.standard_normal((d, 8 * h)) * 0.3).astype(np.float32) if with_bias else None
+    h0, c0 = (r.standard_normal((d, 1, h)).astype(np.float32) for _ in range(2))
+    expected = run_ort("LSTM", [x, w, rec, b, None, h0, c0], {"hidden_size": h, "direction": direction}, 3, 14)
+    b_w, b_r = (None, None) if b is None else (b[:, : 4 * h], b[:, 4 * h :])
+    got = K.lstm(x, w, rec, b_w, b_r, h0, c0, direction=direction)
+    for g, e in zip(got, expected):
+        assert_close(g, e, rtol=1e-5, atol=1e-5)
+    assert not np.shares_memory(got[0], got[1])  # Y_h is a copy of Y's last step, not a view of it
+
+
+def test_plain_lstm_in_openvino_gate_order_gives_same_result():
+    x, w, rec, b, _, h0, c0, _ = _inputs("LSTM", 1, 15)
+    b_w, b_r = _split_bias(b, 4)
+    onnx = K.lstm(x, w, rec, b_w, b_r, h0, c0)
+    fico = [_reorder(a, "iofc", "fico", H, axis=1) for a in (w, rec, b_w, b_r)]
+    openvino = K.lstm(x, *fico, h0, c0, gate_order="fico")
+    for a, b_ in zip(onnx, openvino):
+        assert_close(a, b_, rtol=1e-5, atol=1e-6)
+
+
+def test_kept_transposed_weights_give_the_same_sequence_and_die_with_the_weights():
+    r = rng(16)
+    t, i, h = 8, 5, 16
+    x = r.standard_normal((t, 2, i)).astype(np.float32)
+    w = (r.standard_normal((1, 4 * h, i)) * 0.3).astype(np.float32)
+    rec = (r.standard_normal((1, 4 * h, h)) * 0.3).astype(np.float32)
+    expected = run_ort("LSTM", [x, w, rec], {"hidden_size": h}, 3, 14)
+    K.keep_transposed(w)  # writable: not kept (a caller could change it)
+    assert K._kept_transposed(w) is None
+    w.flags.writeable = rec.flags.writeable = False
+    K.keep_transposed(w)
+    K.keep_transposed(rec)
+    assert np.array_equal(K._kept_transposed(w)[0], w[0].T) and K._kept_transposed(rec)[0].flags.c_contiguous
+    for g, e in zip(K.lstm(x, w, rec), expected):
+        assert_close(g, e, rtol=1e-5, atol=1e-5)
+    kept = len(K._KEPT_TRANSPOSED)
+    del w, rec
+    assert len(K._KEPT_TRANSPOSED) == kept - 2

@@ -41,6 +41,7 @@ output zeros; the reverse direction starts at each entry's last valid step.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -113,6 +114,34 @@ def activation_specs(names: Sequence[str], alphas: Sequence[float] = (), betas: 
     ]
 
 
+# A model's constant weights, transposed once (see keep_transposed): id -> (weak reference, the copy)
+_KEPT_TRANSPOSED: dict[int, tuple[weakref.ref, np.ndarray]] = {}
+
+
+def keep_transposed(weights: np.ndarray) -> None:
+    """Make and keep ``weights`` (``(D, rows, cols)`` per direction) transposed to ``(D, cols, rows)``, C-contiguous,
+    for as long as ``weights`` lives: the sequence kernels then multiply by that copy, which BLAS reads faster
+    than a transposed view (a session does this once for constant W and R).  Only for arrays no one can
+    write (a model's initializers), so that the copy stays equal to them."""
+    if (
+        type(weights) is not np.ndarray
+        or weights.flags.writeable
+        or weights.ndim != 3
+        or weights.dtype not in (np.float32, np.float64)  # the types the kernels compute in as they are
+    ):
+        return
+    if _kept_transposed(weights) is not None:
+        return
+    key = id(weights)
+    ref = weakref.ref(weights, lambda _ref: _KEPT_TRANSPOSED.pop(key, None))
+    _KEPT_TRANSPOSED[key] = (ref, np.ascontiguousarray(np.swapaxes(weights, 1, 2)))
+
+
+def _kept_transposed(weights) -> np.ndarray | None:
+    entry = _KEPT_TRANSPOSED.get(id(weights))
+    return entry[1] if entry is not None and entry[0]() is weights else None
+
+
 def _gates(stacked: np.ndarray | None, order: str, hidden: int, axis: int = 0) -> dict:
     """Split a gate-stacked array (``len(order) * hidden`` along ``axis``) by gate letter."""
     if stacked is None:
@@ -174,14 +203,17 @@ class _GRUStep:
 
 
 class _LSTMStep:
-    def __init__(self, r, b_r, peepholes, activations, clip, input_forget, order, peephole_order, operand=None):
+    def __init__(
+        self, r, b_r, peepholes, activations, clip, input_forget, order, peephole_order, operand=None, r_t=None
+    ):
         _check_order(order, "iofc")
         hidden = r.shape[1]
         self.hidden = hidden
         for stacked in (r, b_r):
             _gates(stacked, order, hidden)  # checks the sizes
         # One product for the four gates: h @ R^T is (B, 4H), stacked as the projected input is.
-        self.r_t = np.ascontiguousarray(r.T)
+        self.r = r
+        self._r_t: np.ndarray | None = r_t  # R^T, C-contiguous, when a session keeps one (keep_transposed)
         self.rb = 0.0 if b_r is None else b_r
         self.slices = {g: slice(k * hidden, (k + 1) * hidden) for k, g in enumerate(order)}
         _check_order(peephole_order, "iof")
@@ -207,6 +239,12 @@ class _LSTMStep:
         )
         self.operand = operand  # maps H before it multiplies R (a dynamically quantized LSTM rounds it)
 
+    @property
+    def r_t(self) -> np.ndarray:
+        if self._r_t is None:
+            self._r_t = np.ascontiguousarray(self.r.T)
+        return self._r_t
+
     def __call__(self, xw, h, c):
         h = h if self.operand is None else self.operand(h)
         pre = xw + h @ self.r_t
@@ -223,6 +261,54 @@ class _LSTMStep:
         c_new = forget * c + i * candidate
         o = self.f(self.clip(x["o"] + self.p["o"] * c_new if _takes_part(self.p["o"]) else x["o"]))
         return o * self.h(c_new), c_new
+
+    def run_plain(self, xw, h, c, reverse: bool):
+        """The whole sequence of a plain layer (default activations, no clip, no peepholes; see ``plain``), every
+        step of every batch entry taken: ``(Y (T, B, H), (H, C))``.
+
+        Per step: one product, one sum, one tanh over the four gates and an affine map of three of them, the
+        state updates in preallocated buffers (about ten numpy calls).  The sigmoid gates use
+        ``sigmoid(x) = 0.5 + 0.5 tanh(x / 2)``, the halving folded into the input projection and into a copy of
+        R (scaling by 0.5 is exact, so the pre-activations are exactly half those of the other form).
+        """
+        steps, batch = xw.shape[:2]
+        hidden = self.hidden
+        gated, cell = self.sigmoid_block, self.slices["c"]
+        half = np.ones(4 * hidden, xw.dtype)
+        half[gated] = 0.5
+        xw = xw * half  # a new array: the caller's projection is left alone
+        if isinstance(self.rb, np.ndarray):
+            xw += self.rb * half
+        # (H, 4H): C-contiguous (the layout a vector-matrix product reads fastest) when kept transposed
+        r_t = (self.r.T if self._r_t is None else self._r_t) * half
+        y = np.empty((steps, batch, hidden), xw.dtype)
+        c = np.array(c, dtype=xw.dtype)  # updated in place
+        if batch == 1:  # vectors: numpy's vector-matrix product costs less than a (1, H) matrix's
+            xw, rows, c_rows, h = xw[:, 0], y[:, 0], c[0], h[0]
+        else:
+            rows, c_rows = y, c
+        pre = np.empty(xw.shape[1:], xw.dtype)
+        sigmoids = pre[..., gated]
+        i, forget, o = (sigmoids[..., s] for s in self.block_slices)
+        candidate = pre[..., cell]
+        product = np.empty_like(c_rows)
+        one_half = np.array(0.5, xw.dtype)  # a 0-d array of the type: numpy converts a Python float on each call
+        dot, add, multiply, tanh = np.dot, np.add, np.multiply, np.tanh
+        order = list(reversed(range(steps))) if reverse else list(range(steps))
+        # the time steps' rows as views made at once (indexing in the loop makes one per call)
+        for projected, h_out in zip([xw[t] for t in order], [rows[t] for t in order]):
+            dot(h, r_t, out=pre)
+            add(pre, projected, out=pre)
+            tanh(pre, out=pre)
+            multiply(sigmoids, one_half, out=sigmoids)
+            add(sigmoids, one_half, out=sigmoids)
+            multiply(c_rows, forget, out=c_rows)
+            multiply(i, candidate, out=product)
+            add(c_rows, product, out=c_rows)
+            h = h_out
+            tanh(c_rows, out=h)
+            multiply(h, o, out=h)
+        return y, (y[order[-1]], c)
 
     def _without_peepholes(self, pre, c):
         if self.plain:
@@ -259,8 +345,11 @@ def _takes_part(p) -> bool:
 # ---------------------------------------------------------------- cells
 
 
-def _project(x, w, b_w):
-    xw = x @ w.T
+def _project(x, w, b_w, w_t=None):
+    """``x @ w.T + b_w``; ``w_t``: ``w.T`` C-contiguous, when kept (a faster product)."""
+    w_t = w.T if w_t is None else w_t
+    # A sequence (T, B, I) as one (T * B, I) matrix: one matrix product, not one per time step.
+    xw = (x.reshape(-1, x.shape[-1]) @ w_t).reshape(x.shape[:-1] + w_t.shape[1:]) if x.ndim > 2 else x @ w_t
     return xw if b_w is None else xw + b_w
 
 
@@ -332,8 +421,10 @@ _DIRECTIONS = {"forward": (False,), "reverse": (True,), "bidirectional": (False,
 def _run(step, xw, states, lengths, reverse):
     """Run ``step`` over time; returns ``(Y (T, B, H), final states)``."""
     steps = xw.shape[0]
-    y = np.zeros((steps,) + states[0].shape, dtype=states[0].dtype)
     every_step = bool(np.all(lengths >= steps))  # no sequence ends early: no masking
+    if every_step and isinstance(step, _LSTMStep) and step.plain and step.operand is None and steps:
+        return step.run_plain(xw, *states, reverse)
+    y = np.zeros((steps,) + states[0].shape, dtype=states[0].dtype)
     with np.errstate(over="ignore"):  # a sigmoid taken as 1 / (1 + exp(-x)) overflows to its limit
         for t in reversed(range(steps)) if reverse else range(steps):
             new = step(xw[t], *states)
@@ -380,7 +471,9 @@ def _sequence(kind, make_step, x, w, b_w, initial_states, sequence_lens, directi
     ys, finals = [], []
     for d, reverse in enumerate(reverses):
         states = tuple(np.zeros((batch, hidden), x.dtype) if s is None else upcast(s[d]) for s in initial_states)
-        xw = _project(x if operand is None else operand(x), w[d], None if b_w is None else upcast(b_w[d]))
+        w_t = _kept_transposed(w)
+        b_d = None if b_w is None else upcast(b_w[d])
+        xw = _project(x if operand is None else operand(x), w[d], b_d, None if w_t is None else w_t[d])
         y, final = _run(make_step(d, per_direction[d]), xw, states, lengths, reverse)
         ys.append(y)
         finals.append(final)
@@ -464,6 +557,8 @@ def lstm(
     quantized LSTM rounds them to 8 bits there.
     """
 
+    r_t = _kept_transposed(r)
+
     def make_step(d, acts):
         return _LSTMStep(
             upcast(r[d]),
@@ -475,6 +570,7 @@ def lstm(
             gate_order,
             peephole_order,
             operand,
+            None if r_t is None else r_t[d],
         )
 
     return _sequence(

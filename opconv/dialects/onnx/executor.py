@@ -46,12 +46,21 @@ class _OnnxExecutor(DialectExecutor):
 
 
 def _fuse(graph: Graph, plan) -> None:
-    from .fusion import fuse_channel_shuffle, fuse_conv_batch_norm, fuse_relu, fuse_transformer_patterns
+    from .fusion import (
+        fuse_channel_shuffle,
+        fuse_conv_batch_norm,
+        fuse_relu,
+        fuse_transformer_patterns,
+        fuse_view_steps,
+        keep_recurrent_weights,
+    )
 
+    keep_recurrent_weights(graph, plan)
     fuse_conv_batch_norm(graph, plan)
     fuse_relu(graph, plan)
-    fuse_channel_shuffle(graph, plan)
-    fuse_transformer_patterns(graph, plan)  # last: it renumbers the steps
+    fuse_channel_shuffle(graph, plan)  # before the view steps: it needs the shuffle's Reshape-Transpose-Reshape
+    fuse_transformer_patterns(graph, plan)  # renumbers the steps
+    fuse_view_steps(graph, plan)  # last: the steps it extends match no other fusion; renumbers the steps
 
 
 EXECUTOR = _OnnxExecutor("onnx", "ONNX", domains=_DEFAULT_DOMAINS, kernels=f"{__package__}.ops", fuse=_fuse)

@@ -27,22 +27,30 @@ A channel shuffle (ShuffleNet's Reshape-Transpose-Reshape) that alone feeds a pa
 that convolution's padding, instead of once more by the last Reshape (``fuse_channel_shuffle``).
 
 torch's exports of the erf and tanh Gelus, of attention's MatMul-Scale-Mask-
-Softmax-MatMul, a MatMul followed by its bias Add and LLaMA's RMSNorm (``TRANSFORMER_PATTERNS``) run as one
-step that computes the same operations on the same values, in the buffers it allocated: the same bits, with 2-8
-fewer steps and kernel calls each.
+Softmax-MatMul, a MatMul followed by its bias Add, LLaMA's RMSNorm and rotary embedding
+(``TRANSFORMER_PATTERNS``) run as one step that computes the same operations on the same values, in the
+buffers it allocated: the same bits, with 2-8 fewer steps and kernel calls each (RMSNorm and the rotary
+embedding of float32 as the numpy calls their nodes' kernels make, without a kernel call per node).
+
+A Reshape, Transpose, Squeeze, Unsqueeze or Flatten with constant parameters that alone reads a step's output
+is applied by that step to its result (``fuse_view_steps``): exports wrap every product in such views, each an
+interpreter step of its own otherwise.  An LSTM's constant W and R are transposed once, at session time
+(``keep_recurrent_weights``).
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import numpy as np
 
-from ...executor import BoundNode, ExecContext, as_outputs
+from ...executor import BoundNode, as_outputs
 from ...ir import Graph
 from ...kernels import conv as conv_kernels
 from ...kernels import elementwise
+from ...kernels._common import normalize_axes
 from ...plan_fusion import ThenActivation, Uses, constant_value, fuse_activations, pass_through
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -302,8 +310,8 @@ class _PaddedFromView:
 # ``SCALAR`` for any one-element constant, ``BIAS`` for a 1-D constant; (SHARED, name, pattern) for a value
 # read twice inside the pattern (both places name it).  The operands of Add and Mul match in either order.
 
-X, W, Q, K, V, MASK = "x", "w", "q", "k", "v", "mask"
-SCALAR, BIAS, SHARED = "SCALAR", "BIAS", "SHARED"
+X, W, Q, K, V, MASK, COS, SIN = "x", "w", "q", "k", "v", "mask", "cos", "sin"
+SCALAR, BIAS, SHARED, CONST = "SCALAR", "BIAS", "SHARED", "CONST"  # CONST: any constant (a Slice's bounds)
 _SQRT2, _SQRT_2_OVER_PI = 2**0.5, (2 / 3.141592653589793) ** 0.5
 _ERF_GELU = ("Add", ("Erf", ("Div", X, _SQRT2)), 1.0)
 _TANH_GELU = ("Add", ("Tanh", ("Mul", ("Add", X, ("Mul", ("Pow", X, 3.0), 0.044715)), _SQRT_2_OVER_PI)), 1.0)
@@ -329,6 +337,11 @@ TRANSFORMER_PATTERNS: dict[str, list[tuple[Any, ...]]] = {
         ("Mul", W, inner)
         for normalized in [("Mul", X, ("Div", 1.0, ("Sqrt", ("Add", ("ReduceMean", ("Pow", X, 2.0)), SCALAR))))]
         for inner in (("Cast", normalized), normalized)
+    ],
+    # LLaMA's rotary embedding as torch exports it: x * cos + cat(-x[..., h:], x[..., :h]) * sin
+    "Rotary": [
+        ("Add", ("Mul", X, COS), ("Mul", ("Concat", ("Neg", ("Slice", X, *bounds)), ("Slice", X, *bounds)), SIN))
+        for bounds in ((CONST,) * 4, (CONST,) * 3)
     ],
 }
 
@@ -368,7 +381,7 @@ def fuse_transformer_patterns(graph: Graph, plan) -> dict[str, int]:
                 break
     counts: dict[str, int] = {}
     for name, root, match in matches:
-        _fuse_match(plan, root, match)
+        _fuse_match(plan, root, match, _EVALUATORS.get(name, _FusedPattern))
         counts[name] = counts.get(name, 0) + 1
     gone = taken - {root for _, root, _ in matches}
     for field_name in ("steps", "inputs", "drops", "donors", "foldable", "overrides", "outputs", "declared"):
@@ -379,7 +392,8 @@ def fuse_transformer_patterns(graph: Graph, plan) -> dict[str, int]:
 
 def _plain_kernel(step: BoundNode) -> bool:
     """Whether the step runs its node's own kernel (not a fusion of this module)."""
-    return not isinstance(step.fn, (ThenActivation, _FusedConv, _FusedPattern)) and step.fn is not pass_through
+    fused = (ThenActivation, _FusedConv, _FusedPattern, ThenViews)
+    return not isinstance(step.fn, fused) and step.fn is not pass_through
 
 
 def _shared_values_stay_inside(match, plan, uses) -> bool:
@@ -452,6 +466,12 @@ def _match_operand(pattern, vid, plan, uses, initializers, taken, bound):
     if isinstance(pattern, str) and pattern.islower():
         return pattern if bound.setdefault(pattern, vid) == vid else None
     constant = constant_value(vid, initializers, plan)
+    if pattern == CONST:
+        if constant is None:
+            return None
+        key = len([k for k in bound if isinstance(k, int)])
+        bound[key] = constant
+        return ("const", key)
     if constant is None or not isinstance(constant, np.ndarray) or constant.dtype not in _FLOATS:
         return None
     if pattern == BIAS:
@@ -466,7 +486,7 @@ def _match_operand(pattern, vid, plan, uses, initializers, taken, bound):
     return ("const", key)
 
 
-def _fuse_match(plan, root: int, match: _Match) -> None:
+def _fuse_match(plan, root: int, match: _Match, evaluator: type[_FusedPattern]) -> None:
     """Make step ``root`` compute ``match``; values read by its steps live until ``root``."""
     outside = list(match.outside.values())
     steps = sorted(match.steps)
@@ -479,7 +499,7 @@ def _fuse_match(plan, root: int, match: _Match) -> None:
             plan.donors[k] = tuple(d for d in plan.donors[k] if plan.inputs[k][d] not in moving)
             drops.extend(vid for vid in moving if vid in outside)
     last = plan.steps[root]
-    kernel = _FusedPattern(match.tree, list(match.outside), match.constants)
+    kernel = evaluator(match.tree, list(match.outside), match.constants)
     plan.steps[root] = BoundNode(
         last.node, kernel, {}, last.label + f" with {len(steps) - 1} more nodes", last.deterministic
     )
@@ -490,6 +510,8 @@ def _fuse_match(plan, root: int, match: _Match) -> None:
 
 def _holds(shape: tuple, other: tuple) -> bool:
     """Whether an array of ``shape`` can hold the result of broadcasting it with ``other``."""
+    if shape == other or not other:
+        return True
     return len(other) <= len(shape) and all(o == 1 or o == d for o, d in zip(reversed(other), reversed(shape)))
 
 
@@ -501,36 +523,322 @@ class _FusedPattern:
         self.tree = tree
         self.leaves = leaves
         self.constants = constants
+        self.program: list[tuple] = []  # the tree in postfix order, run on a stack (see _compile)
+        self._compile(tree)
+
+    def _compile(self, node) -> None:
+        """Append ``node``'s instructions: (_LEAF, name), (_CONST, array), (_SHARE, name) after its subtree,
+        (_UFUNC, ufunc) or (_KERNEL, step, operand count) after their operands."""
+        if isinstance(node, str):
+            self.program.append((_LEAF, node))
+        elif node[0] == "const":
+            self.program.append((_CONST, self.constants[node[1]]))
+        elif node[0] == SHARED:  # computed once, read again by a ("ref", name) leaf: not to be overwritten
+            self._compile(node[2])
+            self.program.append((_SHARE, (SHARED, node[1])))
+        elif node[0] == "ref":
+            self.program.append((_LEAF, (SHARED, node[1])))
+        else:
+            for operand in node[2:]:
+                self._compile(operand)
+            op, step = node[0], node[1]
+            self.program.append((_UFUNC, _UFUNCS[op]) if op in _UFUNCS else (_KERNEL, step, len(node) - 2))
 
     def __call__(self, ctx, *values):
-        return self._evaluate(ctx, self.tree, dict(zip(self.leaves, values)))[0]
+        """The pattern's value; each stack entry is (value, fresh), ``fresh`` when the value is this call's own
+        buffer, which later operations reuse."""
+        named = dict(zip(self.leaves, values))
+        stack: list[tuple[Any, bool]] = []
+        for instruction in self.program:
+            kind = instruction[0]
+            if kind is _LEAF:
+                stack.append((named[instruction[1]], False))
+            elif kind is _CONST:
+                stack.append((instruction[1], False))
+            elif kind is _UFUNC:
+                (b, b_fresh), (a, a_fresh) = stack.pop(), stack.pop()
+                ufunc = instruction[1]
+                if a_fresh and _holds(a.shape, b.shape):
+                    stack.append((ufunc(a, b, out=a), True))
+                elif b_fresh and _holds(b.shape, a.shape):
+                    stack.append((ufunc(a, b, out=b), True))
+                else:
+                    stack.append((ufunc(a, b), True))
+            elif kind is _SHARE:
+                named[instruction[1]] = value = stack.pop()[0]
+                stack.append((value, False))
+            else:
+                stack.append(self._kernel(ctx, instruction[1], stack, instruction[2]))
+        return stack[0][0]
 
-    def _evaluate(self, ctx, node, named):
-        """(value, fresh): ``fresh`` when the value is this call's own buffer, which later operations reuse."""
-        if isinstance(node, str):
-            return named[node], False
-        if node[0] == "const":
-            return self.constants[node[1]], False
-        if node[0] == SHARED:  # computed once, read again by a ("ref", name) leaf: not to be overwritten
-            named[(SHARED, node[1])] = value = self._evaluate(ctx, node[2], named)[0]
-            return value, False
-        if node[0] == "ref":
-            return named[(SHARED, node[1])], False
-        op, step, operands = node[0], node[1], node[2:]
-        parts = [self._evaluate(ctx, p, named) for p in operands]
-        if op in _UFUNCS:
-            (a, a_fresh), (b, b_fresh) = parts
-            ufunc = _UFUNCS[op]
-            if a_fresh and _holds(a.shape, b.shape):
-                return ufunc(a, b, out=a), True
-            if b_fresh and _holds(b.shape, a.shape):
-                return ufunc(a, b, out=b), True
-            return ufunc(a, b), True
-        # Other ops run their node's kernel, which may overwrite the buffers given to it.
-        args = [value for value, _ in parts]
-        owned = tuple(i for i, (_, fresh) in enumerate(parts) if fresh)
-        result = as_outputs(
-            step.fn(ExecContext(ctx.interpreter, step.node, ctx.env, owned), *args, **step.attrs), step.node
-        )[0]
-        kept = [value for value, fresh in parts if not fresh]  # an outside value or constant: never overwritten
-        return result, not any(np.may_share_memory(result, value) for value in kept)
+    @staticmethod
+    def _kernel(ctx, step, stack: list, count: int) -> tuple[Any, bool]:
+        """Run a node's kernel on the top ``count`` stack entries (popped); it may overwrite the fresh ones."""
+        args, owned, kept = [], [], []  # kept: an outside value or constant, never overwritten
+        for i, (value, fresh) in enumerate(stack[-count:]):
+            args.append(value)
+            if fresh:
+                owned.append(i)
+            else:
+                kept.append(value)
+        del stack[-count:]
+        # The run's context, pointed at this node while its kernel runs, then back at the fused step's.
+        node, owned_before = ctx.node, ctx.owned
+        ctx.node, ctx.owned = step.node, tuple(owned)
+        try:
+            result = step.fn(ctx, *args, **step.attrs)
+        finally:
+            ctx.node, ctx.owned = node, owned_before
+        if type(result) is not np.ndarray:
+            result = as_outputs(result, step.node)[0]
+        for value in kept:
+            if _may_share(result, value):
+                return result, False
+        return result, True
+
+
+_LEAF, _CONST, _SHARE, _UFUNC, _KERNEL = "leaf", "const", "share", "ufunc", "kernel"
+
+
+def _may_share(result, value) -> bool:
+    """np.may_share_memory, answered without it for an array owning its memory (a kernel's new buffer)."""
+    if type(result) is np.ndarray and result.base is None and type(value) is np.ndarray:
+        return result is value or value.base is result
+    return bool(np.may_share_memory(result, value))
+
+
+class _FusedRMSNorm(_FusedPattern):
+    """RMSNorm of float32 values in nine numpy calls: the calls its nodes' kernels make (``Pow(x, 2)`` is
+    ``x * x``, ReduceMean numpy's float32 sum over the axes divided by the count, the Cast to float32 hands its
+    input on), in one buffer; other types, or other constants, run the nodes' kernels as the pattern does."""
+
+    def __init__(self, tree, leaves: list[str], constants: dict):
+        super().__init__(tree, leaves, constants)
+        _, _, _, inner = tree  # ("Mul", step, "w", inner)
+        cast = inner[0] == "Cast"
+        normalized = inner[2] if cast else inner  # ("Mul", step, "x", ("Div", step, one, root))
+        _, _, one, root = normalized[3]
+        _, _, (_, _, (_, mean_step, (_, _, _, two)), eps) = root  # Sqrt(Add(ReduceMean(Pow(x, two)), eps))
+        one, two, eps = (self.constants[c[1]] for c in (one, two, eps))
+        self.fast = (
+            all(c.dtype == np.float32 for c in (one, two, eps))
+            and float(two.reshape(-1)[0]) == 2.0
+            and (not cast or inner[1].attrs.get("to") == 1)  # FLOAT
+            and mean_step.attrs.get("axes") is not None
+        )
+        self.one, self.eps = one, eps
+        self.axes, self.keepdims = mean_step.attrs.get("axes"), bool(mean_step.attrs.get("keepdims", 1))
+
+    def __call__(self, ctx, *values):
+        named = dict(zip(self.leaves, values))
+        x, w = named["x"], named["w"]
+        if not (self.fast and type(x) is np.ndarray and x.dtype == np.float32 and getattr(w, "dtype", None) == x.dtype):
+            return super().__call__(ctx, *values)
+        axes = normalize_axes(self.axes, x.ndim)
+        count = math.prod(x.shape[a] for a in axes)
+        if not count:
+            return super().__call__(ctx, *values)
+        with np.errstate(over="ignore", under="ignore"):
+            square = np.multiply(x, x)
+        mean = np.add.reduce(square, axis=axes, keepdims=self.keepdims, dtype=np.float32)
+        mean = mean / np.asarray(count, dtype=np.float32)
+        if _holds(mean.shape, self.eps.shape):
+            np.add(mean, self.eps, out=mean)
+        else:
+            mean = mean + self.eps
+        np.sqrt(mean, out=mean)
+        np.divide(self.one, mean, out=mean)
+        y = np.multiply(x, mean)
+        return np.multiply(w, y, out=y) if _holds(y.shape, np.shape(w)) else np.multiply(w, y)
+
+
+class _FusedRotary(_FusedPattern):
+    """The rotary embedding of float32 or float64 values in five numpy calls and a copy: ``x * cos``, the
+    rotated halves written into one buffer (the Neg and the Concat), ``* sin`` and the sum, the operations of
+    the nodes' kernels on the same values; a Slice pair that does not cut one axis in halves, or other types,
+    run the nodes' kernels as the pattern does."""
+
+    def __init__(self, tree, leaves: list[str], constants: dict):
+        super().__init__(tree, leaves, constants)
+        concat = tree[3][2]  # ("Add", step, ("Mul", step, x, cos), ("Mul", step, concat, sin))
+        second, first = concat[2][2], concat[3]  # Concat(Neg(Slice(x, ...)), Slice(x, ...))
+        self.axis = concat[1].attrs.get("axis")
+        self.bounds = [self._bounds(s[2:]) for s in (first, second)]
+
+    def _bounds(self, operands) -> tuple[int, int, int] | None:
+        """(start, end, axis) of a Slice taking one axis with step 1, else None."""
+        values = [self.constants[c[1]].reshape(-1).tolist() for c in operands[1:]]
+        starts, ends, axes = values[0], values[1], values[2]
+        steps = values[3] if len(values) > 3 else [1]
+        if not (len(starts) == len(ends) == len(axes) == len(steps) == 1) or steps[0] != 1:
+            return None
+        return int(starts[0]), int(ends[0]), int(axes[0])
+
+    def __call__(self, ctx, *values):
+        named = dict(zip(self.leaves, values))
+        x, cos, sin = named["x"], named["cos"], named["sin"]
+        half = self._half(x)
+        if half is None or not (
+            x.dtype in _FLOATS and getattr(cos, "dtype", None) == getattr(sin, "dtype", 0) == x.dtype
+        ):
+            return super().__call__(ctx, *values)
+        axis, h = half
+        ahead = (slice(None),) * axis
+        y = np.multiply(x, cos)
+        rotated = np.empty(x.shape, x.dtype)
+        np.negative(x[ahead + (slice(h, None),)], out=rotated[ahead + (slice(None, h),)])
+        rotated[ahead + (slice(h, None),)] = x[ahead + (slice(None, h),)]
+        rotated = np.multiply(rotated, sin, out=rotated) if _holds(rotated.shape, sin.shape) else rotated * sin
+        return np.add(y, rotated, out=y) if _holds(y.shape, rotated.shape) else y + rotated
+
+    def _half(self, x) -> tuple[int, int] | None:
+        """(axis, h) when the first Slice takes ``[0, h)`` and the second ``[h, n)`` of one axis of n = 2h, the
+        Concat joining them on that axis; else None."""
+        if type(x) is not np.ndarray or None in self.bounds or self.axis is None or not x.ndim:
+            return None
+        (start1, end1, axis1), (start2, end2, axis2) = self.bounds  # type: ignore[misc]
+        axis = axis1 + x.ndim if axis1 < 0 else axis1
+        if (axis2 + x.ndim if axis2 < 0 else axis2) != axis or (self.axis + x.ndim) % x.ndim != axis:
+            return None
+        n = x.shape[axis]
+
+        def clamped(i):
+            return min(max(i + n if i < 0 else i, 0), n)
+
+        h = n // 2
+        if n % 2 or (clamped(start1), clamped(end1), clamped(start2), clamped(end2)) != (0, h, h, n):
+            return None
+        return axis, h
+
+
+#: the evaluators of patterns with one of their own (the others: _FusedPattern)
+_EVALUATORS: dict[str, type[_FusedPattern]] = {"RMSNorm": _FusedRMSNorm, "Rotary": _FusedRotary}
+
+
+# ---------------------------------------------------------------- view steps
+#
+# Exports wrap their products in Reshapes and Transposes with constant shapes (GPT-2: a Reshape before and after
+# each Gemm, 31 in two layers).  Each costs an interpreter step and a kernel call to make a view.
+
+#: ops that make a view of their first input, their other inputs constant; and Cast, which hands its input on
+#: when it has the type already (LLaMA's float32 -> float32 before each norm) or converts it
+_VIEW_OPS = ("Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Cast")
+
+
+def fuse_view_steps(graph: Graph, plan) -> int:
+    """Rewrite ``plan`` so that a Reshape, Transpose, Squeeze, Unsqueeze, Flatten (constant parameters) or Cast,
+    alone reading an output of a step, is applied by that step to its result (the same view of the same
+    array, the same cast); the view's step is left out.  Returns how many were absorbed.  Chains (Reshape ->
+    Transpose -> Reshape) end up in the first producer."""
+    uses = Uses(graph, plan)
+    initializers = {id(v): v for v in graph.initializers.values()}
+    gone: set[int] = set()
+    for j, step in enumerate(plan.steps):
+        node, ids = step.node, plan.inputs[j]
+        if (
+            node.op not in _VIEW_OPS
+            or node.domain not in ("", "ai.onnx")
+            or not _plain_kernel(step)
+            or plan.foldable[j]
+            or not ids
+            or ids[0] is None
+            or len(plan.outputs[j]) != 1
+            or plan.outputs[j][0] is None
+        ):
+            continue
+        parameters = [None if vid is None else constant_value(vid, initializers, plan) for vid in ids[1:]]
+        if any(c is None and vid is not None for c, vid in zip(parameters, ids[1:])):
+            continue  # a shape computed at run time
+        i = uses.producer_of_sole_use_id(ids[0])
+        if i is None or plan.foldable[i] or plan.steps[i].fn is pass_through:
+            continue
+        producer = plan.steps[i]
+        position = plan.outputs[i].index(ids[0])
+        views = producer.fn if isinstance(producer.fn, ThenViews) else ThenViews(producer.fn)
+        views.add(position, _view(step, parameters))
+        label = producer.label + " with " + step.label
+        plan.steps[i] = BoundNode(producer.node, views, producer.attrs, label, producer.deterministic)
+        outputs = list(plan.outputs[i])
+        outputs[position] = plan.outputs[j][0]
+        plan.outputs[i] = tuple(outputs)
+        uses.producer[plan.outputs[j][0]] = i
+        # Step j's inputs: the producer's output, now never stored, and constants no drop frees.
+        gone.add(j)
+    for field_name in ("steps", "inputs", "drops", "donors", "foldable", "overrides", "outputs", "declared"):
+        setattr(plan, field_name, [x for i, x in enumerate(getattr(plan, field_name)) if i not in gone])
+    plan.changed()
+    return len(gone)
+
+
+def _view(step: BoundNode, parameters: list):
+    """``view(ctx, y)``: what ``step``'s kernel makes of ``y`` with its constant ``parameters``; Reshapes to a
+    shape with no 0 (copy-a-dim) entry and Transposes straight through numpy's view methods."""
+    op, attrs, kernel = step.node.op, step.attrs, step.fn
+    if op == "Reshape" and parameters and parameters[0] is not None:
+        target = tuple(int(d) for d in np.asarray(parameters[0]).reshape(-1).tolist())
+        if 0 not in target and target.count(-1) <= 1 and min(target, default=0) >= -1:
+            # numpy's reshape fills a -1 and refuses a wrong size as the kernel does
+            return functools.partial(_reshaped, target=target, kernel=kernel, parameters=parameters, attrs=attrs)
+    if op == "Transpose":
+        perm = attrs.get("perm")
+        return functools.partial(_transposed, perm=None if perm is None else tuple(perm), kernel=kernel, attrs=attrs)
+    return functools.partial(_kernel_view, kernel=kernel, parameters=parameters, attrs=attrs)
+
+
+def _kernel_view(ctx, y, *, kernel, parameters, attrs):
+    return kernel(ctx, y, *parameters, **attrs)
+
+
+def _reshaped(ctx, y, *, target, kernel, parameters, attrs):
+    return y.reshape(target) if type(y) is np.ndarray else kernel(ctx, y, *parameters, **attrs)
+
+
+def _transposed(ctx, y, *, perm, kernel, attrs):
+    if type(y) is np.ndarray and (perm is None or len(perm) == y.ndim):
+        return y.transpose(perm)
+    return kernel(ctx, y, **attrs)
+
+
+class ThenViews:
+    """A kernel whose outputs are re-viewed (reshaped, transposed ...) by the view steps that alone read them."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+        self.views: dict[int, list] = {}  # output position -> views, applied in order
+        # a view or cast of a Shape's result still depends on its input's shape alone (executor._ShapeCache)
+        self.reads_shape_only = getattr(kernel, "reads_shape_only", False)
+
+    def add(self, position: int, view) -> None:
+        self.views.setdefault(position, []).append(view)
+
+    def __call__(self, ctx, *inputs, **attrs):
+        result = self.kernel(ctx, *inputs, **attrs)
+        if len(self.views) == 1 and 0 in self.views and type(result) is np.ndarray:
+            for view in self.views[0]:
+                result = view(ctx, result)
+            return result
+        outputs = list(as_outputs(result, ctx.node))
+        for position, views in self.views.items():
+            for view in views:
+                outputs[position] = view(ctx, outputs[position])
+        return tuple(outputs)
+
+
+# ---------------------------------------------------------------- recurrent weights
+
+
+def keep_recurrent_weights(graph: Graph, plan) -> int:
+    """Have the LSTM kernel keep its constant W and R transposed (``kernels.rnn.keep_transposed``), made now,
+    at session time, rather than transposed on each run; returns how many weights are kept."""
+    from ...kernels import rnn
+
+    initializers = {id(v): v for v in graph.initializers.values()}
+    kept = 0
+    for step, ids in zip(plan.steps, plan.inputs):
+        if _is_onnx(step.node, "LSTM") and not isinstance(step.fn, ThenViews):
+            for vid in ids[1:3]:
+                weights = None if vid is None else constant_value(vid, initializers, plan)
+                if weights is not None:
+                    rnn.keep_transposed(weights)
+                    kept += 1
+    return kept

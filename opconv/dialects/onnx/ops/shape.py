@@ -16,6 +16,7 @@ import numpy as np
 
 from .... import budget
 from ....errors import ExecutionError
+from ....executor import reads_shape_only
 from ....kernels import gather_scatter, linalg
 from ....kernels._common import compute_dtype, fill_reshape_wildcard, is_int_dtype, normalize_axes, normalize_axis
 from ..executor import onnx_dtype, onnx_op
@@ -270,17 +271,20 @@ def pad_11(ctx, data, pads, constant_value=None, axes=None, *, mode):
 
 
 @onnx_op("Shape", since=[1, 13])
+@reads_shape_only
 def shape_1(ctx, data):
     return np.array(np.shape(data), dtype=np.int64)
 
 
 @onnx_op("Shape", since=[15, 19, 21, 23, 24, 25])
+@reads_shape_only
 def shape_15(ctx, data, *, end, start):
     # Python slicing already clamps and counts negatives from the back, as Shape-15 specifies.
     return np.array(np.shape(data)[start:end], dtype=np.int64)
 
 
 @onnx_op("Size", since=[1, 13, 19, 21, 23, 24, 25])
+@reads_shape_only
 def size_1(ctx, data):
     return np.array(np.size(data), dtype=np.int64)
 
