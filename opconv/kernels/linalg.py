@@ -63,6 +63,10 @@ def dot_general(
     for name, (l_dims, r_dims) in {"batch": (lb, rb), "contracting": (lc, rc)}.items():
         if [lhs.shape[d] for d in l_dims] != [rhs.shape[d] for d in r_dims]:
             raise ExecutionError(f"dot_general {name} dims differ in size: {lhs.shape} vs {rhs.shape}")
+    if lhs.dtype == rhs.dtype and lhs.dtype in _BLAS_FLOATS:
+        product = _plain_product(lhs, rhs, lb, rb, lc, rc)
+        if product is not None:
+            return product
     lf = [d for d in range(lhs.ndim) if d not in lb + lc]
     rf = [d for d in range(rhs.ndim) if d not in rb + rc]
     batch_shape = [lhs.shape[d] for d in lb]
@@ -73,6 +77,25 @@ def dot_general(
     lhs3 = lhs.transpose(lb + lf + lc).reshape(math.prod(batch_shape), math.prod(lhs_free), inner)
     rhs3 = rhs.transpose(rb + rc + rf).reshape(math.prod(batch_shape), inner, math.prod(rhs_free))
     return matmul(lhs3, rhs3).reshape(batch_shape + lhs_free + rhs_free)
+
+
+def _plain_product(lhs, rhs, lb: list, rb: list, lc: list, rc: list) -> np.ndarray | None:
+    """The layouts the converters write that numpy computes as they are, without the transposes and reshapes
+    of the general case (most of its cost on small operands): every dim a batch dim (the element-wise
+    product); leading batch dims, then a matrix product (``rhs`` maybe transposed: attention's q k^T); an
+    N-D ``lhs`` by a matrix (a linear layer).  Else None."""
+    batch = len(lb)
+    if lb != list(range(batch)) or rb != lb or len(lc) > 1:
+        return None
+    if not lc:
+        return np.multiply(lhs, rhs) if batch == lhs.ndim == rhs.ndim else None
+    if lc[0] != lhs.ndim - 1:
+        return None
+    if batch and lhs.ndim == rhs.ndim == batch + 2 and rc[0] in (batch, batch + 1):
+        return np.matmul(lhs, rhs if rc[0] == batch else np.swapaxes(rhs, -1, -2))
+    if not batch and rhs.ndim == 2:
+        return np.matmul(lhs, rhs if rc[0] == 0 else rhs.T)
+    return None
 
 
 def gemm(
