@@ -5,6 +5,10 @@ A Relu (or the like) that alone reads the fresh output of a convolution or an ad
 step, in place, while the output is still in cache: one step fewer and no second trip through memory.  Each
 dialect's session names its producing ops and activations (the ONNX executor adds Clip with constant bounds,
 opconv/dialects/onnx/fusion.py; the IR and HLO executors fuse ReLU after Convolution/ConvBias and Add).
+
+Two rewrites of where constant operands live serve the IR and HLO sessions, whose writers store a uniform
+fill as one value broadcast: products and convolutions get such weights as arrays of their own (BLAS cannot
+read a broadcast view), and HLO's Pow gets an exponent broadcast from a scalar back as that scalar.
 """
 
 from __future__ import annotations
