@@ -474,18 +474,24 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
-    cases = [("light", c) for c in testdata.light_cases()] if "light" in args.suites else []
-    built = [s for s in ("small", "transformer") if s in args.suites]
+def benchmark_cases(suites: list[str], models: str | None) -> list[tuple[str, Any]]:
+    """(suite, case) of every model of ``suites`` whose name contains one of the ``models`` substrings."""
+    cases: list[tuple[str, Any]] = [("light", c) for c in testdata.light_cases()] if "light" in suites else []
+    built = [s for s in ("small", "transformer") if s in suites]
     if built and not model_builder.torch_available():
         print(f"torch/transformers not installed: the {' and '.join(built)} suites are skipped", file=sys.stderr)
         built = []
     for suite in built:
         cases += [(suite, c) for c in model_builder.model_cases(suite)]
-    if args.models:
-        wanted = [w.strip() for w in args.models.split(",") if w.strip()]
+    if models:
+        wanted = [w.strip() for w in models.split(",") if w.strip()]
         cases = [(s, c) for s, c in cases if any(w in c.name for w in wanted)]
+    return cases
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    cases = benchmark_cases(args.suites, args.models)
     if not cases:
         print("no model matches --suites / --models", file=sys.stderr)
         return 2

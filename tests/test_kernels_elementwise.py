@@ -318,3 +318,22 @@ def test_power_by_small_integers_matches_ort(exponent, dtype):
         with np.errstate(over="ignore"):
             exact = (x.astype(np.float64) * x.astype(np.float64)).astype(dtype)
         np.testing.assert_array_equal(got, exact)
+
+
+def test_power_by_an_exponent_broadcast_to_the_base_shape_matches_ort():
+    """HLO broadcasts a scalar exponent to the base's shape (a view of one value): the same result as the
+    scalar, taken as products."""
+    x = _samples(np.float32).reshape(1, -1)
+    exponent = np.broadcast_to(np.float32(3.0), x.shape)
+    (expected,) = run_ort("Pow", [x, np.ascontiguousarray(exponent)])
+    with np.errstate(all="ignore"):
+        got = K.power(x, exponent)
+    np.testing.assert_array_max_ulp(got, expected, maxulp=1)
+
+
+def test_gelu_tanh_matches_ort():
+    x = _samples(np.float32)
+    (expected,) = run_ort("Gelu", [x], {"approximate": "tanh"}, opset=20)
+    with np.errstate(all="ignore"):
+        got = K.gelu(x, "tanh")
+    assert_close(got, expected)

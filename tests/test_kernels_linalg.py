@@ -119,6 +119,13 @@ def slow_dot_general(lhs, rhs, lb, rb, lc, rc):
         ((2, 3, 4, 5), (5, 2, 4, 6), [0], [1], [2, 3], [2, 0]),
         ((3, 2, 4), (4, 3), [], [], [], []),
         ((2, 3, 2, 4), (3, 4, 2, 2), [2, 1], [3, 0], [3], [1]),
+        # the layouts taken straight to numpy: q k^T, an N-D lhs by a matrix (or its transpose), every dim
+        # a batch dim (the element-wise product), a vector by a matrix
+        ((2, 3, 4, 5), (2, 3, 6, 5), [0, 1], [0, 1], [3], [3]),
+        ((2, 3, 4), (4, 5), [], [], [2], [0]),
+        ((3, 4), (5, 4), [], [], [1], [1]),
+        ((2, 3, 4), (2, 3, 4), [0, 1, 2], [0, 1, 2], [], []),
+        ((4,), (4, 5), [], [], [0], [0]),
     ],
 )
 def test_dot_general_matches_loop(lhs_shape, rhs_shape, lb, rb, lc, rc):

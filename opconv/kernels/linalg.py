@@ -58,6 +58,10 @@ def dot_general(
     lhs, rhs = np.asarray(lhs), np.asarray(rhs)
     lb, lc = list(lhs_batch), list(lhs_contracting)
     rb, rc = list(rhs_batch), list(rhs_contracting)
+    if lhs.dtype == rhs.dtype and lhs.dtype in _BLAS_FLOATS:  # first: it checks the few sizes it relies on
+        product = _plain_product(lhs, rhs, lb, rb, lc, rc)
+        if product is not None:
+            return product
     if len(lb) != len(rb) or len(lc) != len(rc):
         raise ExecutionError("dot_general needs as many batch / contracting dims on each side")
     for name, (l_dims, r_dims) in {"batch": (lb, rb), "contracting": (lc, rc)}.items():
@@ -73,6 +77,25 @@ def dot_general(
     lhs3 = lhs.transpose(lb + lf + lc).reshape(math.prod(batch_shape), math.prod(lhs_free), inner)
     rhs3 = rhs.transpose(rb + rc + rf).reshape(math.prod(batch_shape), inner, math.prod(rhs_free))
     return matmul(lhs3, rhs3).reshape(batch_shape + lhs_free + rhs_free)
+
+
+def _plain_product(lhs, rhs, lb: list, rb: list, lc: list, rc: list) -> np.ndarray | None:
+    """The layouts the converters write that numpy computes as they are, without the transposes and reshapes
+    of the general case (most of its cost on small operands): every dim a batch dim (the element-wise
+    product); leading batch dims, then a matrix product (``rhs`` maybe transposed: attention's q k^T); an
+    N-D ``lhs`` by a matrix (a linear layer).  Else None, also when sizes differ (the caller says how)."""
+    batch = len(lb)
+    if lb != list(range(batch)) or rb != lb or len(lc) > 1 or len(rc) != len(lc):
+        return None
+    if not lc:
+        return np.multiply(lhs, rhs) if batch == lhs.ndim == rhs.ndim and lhs.shape == rhs.shape else None
+    if lc[0] != lhs.ndim - 1 or not 0 <= rc[0] < rhs.ndim or lhs.shape[-1] != rhs.shape[rc[0]]:
+        return None
+    if batch and lhs.ndim == rhs.ndim == batch + 2 and rc[0] >= batch and lhs.shape[:batch] == rhs.shape[:batch]:
+        return np.matmul(lhs, rhs if rc[0] == batch else np.swapaxes(rhs, -1, -2))
+    if not batch and rhs.ndim == 2:
+        return np.matmul(lhs, rhs if rc[0] == 0 else rhs.T)
+    return None
 
 
 def gemm(

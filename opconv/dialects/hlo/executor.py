@@ -24,16 +24,22 @@ from typing import Any
 
 from ...executor import DialectExecutor, DialectSession
 from ...ir import Graph, Model
-from ...plan_fusion import fuse_relu_named
+from ...plan_fusion import broadcast_uniform_exponents, fuse_relu_named, materialize_broadcast_constants
 
 DOMAIN = ""
+
+
+#: ops that hand their operands to BLAS, which cannot read a broadcast view (a stored uniform fill)
+_PRODUCTS = ("Dot", "DotGeneral", "DotGeneralBias", "Gemm", "Conv", "ConvBias")
 
 
 def _fuse(graph: Graph, plan) -> None:
     from .fusion import pack_conv_bias
 
+    materialize_broadcast_constants(graph, plan, _PRODUCTS)
+    broadcast_uniform_exponents(graph, plan, "Pow")
     pack_conv_bias(graph, plan)
-    fuse_relu_named(graph, plan, ("ConvBias", "Convolution", "Add"), "Relu")
+    fuse_relu_named(graph, plan, ("ConvBias", "Conv", "Add"), "Relu")
 
 
 EXECUTOR = DialectExecutor(

@@ -27,15 +27,27 @@ import numpy as np
 from ...errors import ExecutionError
 from ...executor import DialectExecutor, DialectSession
 from ...ir import Graph, Model
-from ...plan_fusion import fuse_relu_named
+from ...plan_fusion import fuse_relu_named, materialize_broadcast_constants
 from ...types import element_type
 
 DOMAIN = "opset1"
 
 
+#: layers that hand their operands to BLAS, which cannot read a broadcast view (a stored uniform fill)
+_PRODUCTS = (
+    "MatMul",
+    "Convolution",
+    "GroupConvolution",
+    "ConvolutionBackpropData",
+    "GroupConvolutionBackpropData",
+    "DeformableConvolution",
+)
+
+
 def _fuse(graph: Graph, plan) -> None:
     from .fusion import pack_conv_scale_shift
 
+    materialize_broadcast_constants(graph, plan, _PRODUCTS)
     pack_conv_scale_shift(graph, plan)
     fuse_relu_named(graph, plan, ("Convolution", "GroupConvolution", "Add"), "ReLU")
 
