@@ -693,19 +693,21 @@ class _KernelTimer:
         return timed
 
 
-#: see _keep_freed_arrays_for_reuse
-_REUSE_THRESHOLD_BYTES = 16 << 20
+#: see _keep_freed_arrays_for_reuse: above ShuffleNet's largest temporary (its 2,400 faults per run go at
+#: 3 MiB, and stay at 1,000 at 2 MiB), and small, because the heap then keeps up to twice it after a run:
+#: 16 MiB cost light_zfnet512 and light_vgg19 1-2 MiB more peak memory per run, 4 MiB light_squeezenet 1.2 MiB.
+_REUSE_THRESHOLD_BYTES = 3 << 20
 _reuse_threshold_raised = False
 
 
 def _keep_freed_arrays_for_reuse() -> None:
-    """Free one untouched 16 MiB array, once per process, so that later runs reuse the memory earlier ones freed.
+    """Free one untouched 3 MiB array, once per process, so that later runs reuse the memory earlier ones freed.
 
     glibc's malloc serves blocks above a threshold with fresh pages from the system, and gives the free
     top of its heap back above twice that threshold.  The threshold starts at 128 KiB and rises to the
     size of the largest such block freed; a model whose arrays are all about 1 MB (ShuffleNet) therefore
     pages its arrays in afresh on every run (2,400 page faults, a third of its run time), while one with
-    a 16 MB array (ResNet-50) runs with none.  Freeing such a block raises the threshold the same way;
+    larger arrays (ResNet-50) runs with none.  Freeing such a block raises the threshold the same way;
     no page of it is touched, and other allocators merely allocate and free it.
     """
     global _reuse_threshold_raised
